@@ -1,0 +1,61 @@
+# Tandem's make targets are the interface users, CI and checks rely on.
+#   make run     install what is missing, build, fetch the default model, start Tandem
+#   make test    the same set-up, then every test through CTest
+#   make build   build/bin/tandem (Release)
+#   make model   fetch the default model (SmolLM2-135M-Instruct Q4_1) once
+#   make bench   benchmarks (slow; not part of `make test`)
+#   make fuzz    build the libFuzzer targets and fuzz the GGUF reader (FUZZ_SECONDS)
+
+BUILD_DIR    ?= build
+BUILD_TYPE   ?= Release
+JOBS         ?= $(shell nproc)
+CMAKE_FLAGS  ?=
+TANDEM_HOME  ?= $(HOME)/.cache/tandem
+FUZZ_SECONDS ?= 600
+export TANDEM_HOME
+
+TANDEM := $(BUILD_DIR)/bin/tandem
+
+.PHONY: all deps build model test-data test run bench fuzz clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+$(BUILD_DIR)/CMakeCache.txt:
+	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS)
+
+build: deps $(BUILD_DIR)/CMakeCache.txt
+	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+model:
+	@scripts/fetch-model.sh
+
+# Data the tests need besides the default model: vocabularies of other tokenizer families.
+test-data: model
+	@scripts/fetch-test-vocab.sh
+	@scripts/install-deps.sh --python
+
+test: build test-data
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+run: build model
+	$(TANDEM) info
+	@echo
+	@echo "Tandem is built. Try: $(TANDEM) tokenize --prompt 'Hello, world!'"
+
+bench: build model
+	@echo "bench: no benchmarks yet"
+
+fuzz:
+	@scripts/install-deps.sh --fuzz
+	cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
+	  -DCMAKE_CXX_COMPILER=clang++ -DTANDEM_FUZZ=ON -DTANDEM_BUILD_TESTS=OFF -DTANDEM_CUDA=OFF
+	cmake --build build-fuzz -j $(JOBS) --target fuzz_gguf
+	mkdir -p build-fuzz/corpus
+	build-fuzz/bin/fuzz_gguf -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 \
+	  build-fuzz/corpus tests/fuzz/seeds
+
+clean:
+	rm -rf $(BUILD_DIR) build-fuzz

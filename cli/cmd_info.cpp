@@ -1,0 +1,115 @@
+// `tandem info`: what a GGUF model is: architecture, shapes, tensor types, KV bytes per token.
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "cli/commands.h"
+#include "engine/gguf.h"
+#include "engine/model_config.h"
+#include "engine/model_path.h"
+#ifdef TANDEM_HAVE_CUDA
+#include "gpu/cuda_device.h"
+#endif
+
+namespace tandem::cli {
+namespace {
+
+struct info_options {
+  std::string model;
+  bool metadata = false;
+};
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024.0 && u < 4) {
+    b /= 1024.0;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", b, units[u]);
+  return buf;
+}
+
+const char* rope_scaling_name(rope_scaling_type t) {
+  switch (t) {
+    case rope_scaling_type::none: return "none";
+    case rope_scaling_type::linear: return "linear";
+    case rope_scaling_type::yarn: return "yarn";
+  }
+  return "?";
+}
+
+void run_info(const info_options& o) {
+  const auto path = resolve_model_path(o.model);
+  const auto f = gguf::file::open(path);
+  const auto c = read_model_config(f);
+
+  struct type_row {
+    int tensors = 0;
+    int64_t elements = 0;
+    size_t bytes = 0;
+  };
+  std::map<std::string, type_row> by_type;
+  int64_t params = 0;
+  for (const auto& t : f.tensors()) {
+    auto& r = by_type[std::string(traits_of(t.type).name)];
+    ++r.tensors;
+    r.elements += t.n_elements();
+    r.bytes += t.nbytes;
+    params += t.n_elements();
+  }
+
+  std::printf("model          %s\n", path.c_str());
+  std::printf("file           %s, GGUF v%u, %zu tensors, %zu metadata keys\n", human_bytes(static_cast<double>(f.file_size())).c_str(),
+              f.version(), f.tensors().size(), f.metadata().size());
+  if (!c.name.empty()) std::printf("name           %s\n", c.name.c_str());
+  std::printf("architecture   %s\n", c.architecture.c_str());
+  std::printf("parameters     %.1f M\n", static_cast<double>(params) / 1e6);
+  std::printf("layers         %u\n", c.n_layer);
+  std::printf("embedding      %u\n", c.n_embd);
+  std::printf("heads          %u query, %u key/value (head size %u%s)\n", c.n_head, c.n_head_kv, c.head_dim,
+              c.n_head_kv < c.n_head ? ", grouped-query" : "");
+  std::printf("ffn            %u (SwiGLU)\n", c.n_ff);
+  std::printf("vocabulary     %u", c.n_vocab);
+  if (auto m = f.get_string("tokenizer.ggml.model")) {
+    std::printf(" (tokenizer %s", m->c_str());
+    if (auto pre = f.get_string("tokenizer.ggml.pre")) std::printf(", pre-tokenizer %s", pre->c_str());
+    std::printf(")");
+  }
+  std::printf("\n");
+  std::printf("context        %u tokens (trained)\n", c.n_ctx_train);
+  std::printf("rope           base %g, %u dims, scaling %s", c.rope_freq_base, c.n_rot, rope_scaling_name(c.rope_scaling));
+  if (c.rope_scaling != rope_scaling_type::none) std::printf(" x%g", c.rope_scaling_factor);
+  if (c.has_rope_freqs) std::printf(", per-dimension factors");
+  std::printf("\n");
+  std::printf("rms epsilon    %g\n", c.rms_eps);
+  std::printf("output head    %s\n", c.tied_output ? "tied (token_embd.weight)" : "output.weight");
+  std::printf("kv cache       %zu bytes per token in F16 (2 x %u layers x %u kv dims x 2 bytes); %s for the %u-token context\n",
+              c.kv_bytes_per_token(2), c.n_layer, c.kv_dim(),
+              human_bytes(static_cast<double>(c.kv_bytes_per_token(2)) * c.n_ctx_train).c_str(), c.n_ctx_train);
+  std::printf("\ntensor types\n  %-6s %8s %14s %12s\n", "type", "tensors", "elements", "bytes");
+  for (const auto& [name, r] : by_type) {
+    std::printf("  %-6s %8d %14lld %12s\n", name.c_str(), r.tensors, static_cast<long long>(r.elements),
+                human_bytes(static_cast<double>(r.bytes)).c_str());
+  }
+#ifdef TANDEM_HAVE_CUDA
+  std::printf("\ncuda           %s\n", gpu::describe_cuda_devices().c_str());
+#endif
+  if (o.metadata) {
+    std::printf("\nmetadata\n");
+    for (const auto& [k, v] : f.metadata()) std::printf("  %-44s %s\n", k.c_str(), v.to_string().c_str());
+  }
+}
+
+}  // namespace
+
+void register_info(CLI::App& app) {
+  auto opts = std::make_shared<info_options>();
+  auto* sub = app.add_subcommand("info", "Show a model's architecture, shapes, tensor types and KV size");
+  sub->add_option("-m,--model", opts->model, "GGUF file, or 'default' (the default model)")->default_str("default");
+  sub->add_flag("--metadata", opts->metadata, "Also list every metadata key and value");
+  sub->callback([opts] { run_info(*opts); });
+}
+
+}  // namespace tandem::cli

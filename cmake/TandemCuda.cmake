@@ -1,0 +1,32 @@
+# TANDEM_CUDA=AUTO|ON|OFF decides whether the gpu/ targets are built.
+#   AUTO: build them when nvcc is found, otherwise a complete CPU-only build.
+#   ON:   nvcc is required; configuring fails clearly without it.
+#   OFF:  never.
+set(TANDEM_HAVE_CUDA OFF)
+string(TOUPPER "${TANDEM_CUDA}" _tandem_cuda)
+if(NOT _tandem_cuda MATCHES "^(AUTO|ON|OFF)$")
+  message(FATAL_ERROR "TANDEM_CUDA must be AUTO, ON or OFF (got '${TANDEM_CUDA}')")
+endif()
+if(NOT _tandem_cuda STREQUAL "OFF")
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 90)   # sm_90 code + compute_90 PTX (H100/H200)
+    endif()
+    set(CMAKE_CUDA_HOST_COMPILER ${CMAKE_CXX_COMPILER})
+    enable_language(CUDA)
+    find_package(CUDAToolkit REQUIRED)
+    set(CMAKE_CUDA_STANDARD 17)
+    set(TANDEM_HAVE_CUDA ON)
+    message(STATUS "Tandem: CUDA backend enabled (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, arch ${CMAKE_CUDA_ARCHITECTURES})")
+  elseif(_tandem_cuda STREQUAL "ON")
+    message(FATAL_ERROR "TANDEM_CUDA=ON but no CUDA compiler (nvcc) was found. "
+                        "Install the CUDA toolkit or configure with -DTANDEM_CUDA=AUTO or OFF.")
+  else()
+    message(STATUS "Tandem: no nvcc found, building the CPU backend only")
+  endif()
+endif()

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Installs what Tandem needs on Debian 12, and nothing when it is all there already.
+# Called by `make`; safe to run again. Needs root (or sudo) only when something is missing.
+set -euo pipefail
+
+APT_PACKAGES=(
+  build-essential cmake pkg-config git ca-certificates unzip
+  libcaf-dev                                   # C++ Actor Framework 0.17 (core + io)
+  libboost1.81-dev libboost-json1.81-dev libboost-system1.81-dev   # Asio, Beast, JSON
+  libspdlog-dev libfmt-dev libcli11-dev libyaml-cpp-dev
+  libxxhash-dev libpcre2-dev
+  libgtest-dev libgmock-dev
+  python3 python3-pip python3-venv
+)
+# Only with `install-deps.sh --fuzz`: clang and libFuzzer for the fuzz targets.
+FUZZ_PACKAGES=(clang libfuzzer-14-dev)
+
+want=("${APT_PACKAGES[@]}")
+if [[ "${1:-}" == "--fuzz" ]]; then want+=("${FUZZ_PACKAGES[@]}"); fi
+
+missing=()
+for p in "${want[@]}"; do
+  # python3/pip may come from elsewhere (pyenv); accept a working command as well.
+  case "$p" in
+    python3) command -v python3 >/dev/null && continue ;;
+    python3-pip) python3 -m pip --version >/dev/null 2>&1 && continue ;;
+    python3-venv) python3 -c 'import venv' >/dev/null 2>&1 && continue ;;
+    cmake) command -v cmake >/dev/null && continue ;;
+    build-essential) command -v g++ >/dev/null && command -v make >/dev/null && continue ;;
+  esac
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}"
+  SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+
+# Python packages for tests and tools only (never for the server itself).
+if [[ "${1:-}" == "--python" ]]; then
+  req="$(dirname "$0")/../tests/requirements.txt"
+  if ! python3 - "$req" <<'PY' 2>/dev/null
+import sys, importlib.metadata as md, re
+for line in open(sys.argv[1]):
+    line = line.split('#')[0].strip()
+    if not line: continue
+    name, _, ver = re.split(r'(==)', line) if '==' in line else (line, '', '')
+    if md.version(name) != ver and ver: raise SystemExit(1)
+PY
+  then
+    echo "install-deps: installing Python test packages from tests/requirements.txt"
+    python3 -m pip install -q --disable-pip-version-check -r "$req"
+  fi
+fi
