@@ -1,0 +1,179 @@
+// Body shared by the AVX2 and AVX-512 kernel files, included inside an anonymous namespace
+// after the file defines
+//   __m256i dot_u8s8(__m256i u, __m256i s)  // 8 lanes: sums of 4 products u8 * s8
+// Each file is compiled with its own target flags, so nothing here leaks into code that
+// runs on a CPU without those instructions.
+
+inline float hsum(__m256 v) {
+  __m128 r = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+  r = _mm_add_ss(r, _mm_movehdup_ps(r));
+  return _mm_cvtss_f32(r);
+}
+
+// 16 bytes of nibbles -> 32 bytes in element order: elements 0..15 (low nibbles) then
+// 16..31 (high nibbles), each 0..15.
+inline __m256i unpack_nibbles(const uint8_t* qs) {
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
+  return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
+}
+
+inline __m256i load32(const int8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
+// Signed x signed through the unsigned x signed instruction: |x| * (y with x's sign).
+inline __m256i dot_s8s8(__m256i x, __m256i y) {
+  return dot_u8s8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+}
+
+template <int N>
+void q4_0_rows(int64_t k, const block_q4_0* w, const std::byte* acts, size_t stride, float* out) {
+  __m256 acc[N];
+  for (int i = 0; i < N; ++i) acc[i] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < k / kBlock; ++b) {
+    const __m256i x = _mm256_sub_epi8(unpack_nibbles(w[b].qs), _mm256_set1_epi8(8));
+    const __m256i ax = _mm256_sign_epi8(x, x);
+    const float dw = f16_to_f32(w[b].d);
+    for (int i = 0; i < N; ++i) {
+      const auto* a = reinterpret_cast<const block_q8_0*>(acts + i * stride) + b;
+      const __m256i p = dot_u8s8(ax, _mm256_sign_epi8(load32(a->qs), x));
+      acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(dw * f16_to_f32(a->d)), _mm256_cvtepi32_ps(p), acc[i]);
+    }
+  }
+  for (int i = 0; i < N; ++i) out[i] = hsum(acc[i]);
+}
+
+template <int N>
+void q4_1_rows(int64_t k, const block_q4_1* w, const std::byte* acts, size_t stride, float* out) {
+  __m256 acc[N];
+  float offsets[N];
+  for (int i = 0; i < N; ++i) {
+    acc[i] = _mm256_setzero_ps();
+    offsets[i] = 0.0f;
+  }
+  for (int64_t b = 0; b < k / kBlock; ++b) {
+    const __m256i x = unpack_nibbles(w[b].qs);
+    const float dw = f16_to_f32(w[b].d);
+    const float mw = f16_to_f32(w[b].m);
+    for (int i = 0; i < N; ++i) {
+      const auto* a = reinterpret_cast<const block_q8_1*>(acts + i * stride) + b;
+      const __m256i p = dot_u8s8(x, load32(a->qs));
+      acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(dw * f16_to_f32(a->d)), _mm256_cvtepi32_ps(p), acc[i]);
+      offsets[i] += mw * f16_to_f32(a->s);
+    }
+  }
+  for (int i = 0; i < N; ++i) out[i] = hsum(acc[i]) + offsets[i];
+}
+
+template <int N>
+void q8_0_rows(int64_t k, const block_q8_0* w, const std::byte* acts, size_t stride, float* out) {
+  __m256 acc[N];
+  for (int i = 0; i < N; ++i) acc[i] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < k / kBlock; ++b) {
+    const __m256i x = load32(w[b].qs);
+    const __m256i ax = _mm256_sign_epi8(x, x);
+    const float dw = f16_to_f32(w[b].d);
+    for (int i = 0; i < N; ++i) {
+      const auto* a = reinterpret_cast<const block_q8_0*>(acts + i * stride) + b;
+      const __m256i p = dot_u8s8(ax, _mm256_sign_epi8(load32(a->qs), x));
+      acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(dw * f16_to_f32(a->d)), _mm256_cvtepi32_ps(p), acc[i]);
+    }
+  }
+  for (int i = 0; i < N; ++i) out[i] = hsum(acc[i]);
+}
+
+inline __m256 load_f16x8(const f16_bits* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline __m256 load_bf16x8(const bf16_bits* p) {
+  const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+}
+
+// Float-type rows: element loaders turn 8 stored values into 8 floats; tails go scalar.
+template <int N, typename T, typename Load, typename Scalar>
+void float_rows(int64_t k, const T* w, const std::byte* acts, size_t stride, float* out, Load load,
+                Scalar scalar) {
+  __m256 acc[N];
+  for (int i = 0; i < N; ++i) acc[i] = _mm256_setzero_ps();
+  int64_t j = 0;
+  for (; j + 8 <= k; j += 8) {
+    const __m256 x = load(w + j);
+    for (int i = 0; i < N; ++i) {
+      const auto* a = reinterpret_cast<const T*>(acts + i * stride);
+      acc[i] = _mm256_fmadd_ps(x, load(a + j), acc[i]);
+    }
+  }
+  for (int i = 0; i < N; ++i) {
+    const auto* a = reinterpret_cast<const T*>(acts + i * stride);
+    float s = hsum(acc[i]);
+    for (int64_t t = j; t < k; ++t) s += scalar(w[t]) * scalar(a[t]);
+    out[i] = s;
+  }
+}
+
+
+#define TANDEM_DISPATCH_ROWS(NAME, BODY)                                                  \
+  void NAME(int64_t k, const void* w_row, const void* acts_v, size_t stride, int n,      \
+            float* out) {                                                                \
+    const auto* acts = static_cast<const std::byte*>(acts_v);                            \
+    switch (n) {                                                                         \
+      case 1: BODY(1); break;                                                            \
+      case 2: BODY(2); break;                                                            \
+      case 3: BODY(3); break;                                                            \
+      default: BODY(4); break;                                                           \
+    }                                                                                    \
+  }
+
+#define TANDEM_Q4_0(N) q4_0_rows<N>(k, static_cast<const block_q4_0*>(w_row), acts, stride, out)
+#define TANDEM_Q4_1(N) q4_1_rows<N>(k, static_cast<const block_q4_1*>(w_row), acts, stride, out)
+#define TANDEM_Q8_0(N) q8_0_rows<N>(k, static_cast<const block_q8_0*>(w_row), acts, stride, out)
+#define TANDEM_F16(N)                                                                     \
+  float_rows<N>(k, static_cast<const f16_bits*>(w_row), acts, stride, out, load_f16x8,    \
+                [](f16_bits h) { return f16_to_f32(h); })
+#define TANDEM_BF16(N)                                                                    \
+  float_rows<N>(k, static_cast<const bf16_bits*>(w_row), acts, stride, out, load_bf16x8,  \
+                [](bf16_bits h) { return bf16_to_f32(h); })
+#define TANDEM_F32(N)                                                                     \
+  float_rows<N>(k, static_cast<const float*>(w_row), acts, stride, out,                   \
+                [](const float* p) { return _mm256_loadu_ps(p); }, [](float f) { return f; })
+
+TANDEM_DISPATCH_ROWS(dot_q4_0, TANDEM_Q4_0)
+TANDEM_DISPATCH_ROWS(dot_q4_1, TANDEM_Q4_1)
+TANDEM_DISPATCH_ROWS(dot_q8_0, TANDEM_Q8_0)
+TANDEM_DISPATCH_ROWS(dot_f16, TANDEM_F16)
+TANDEM_DISPATCH_ROWS(dot_bf16, TANDEM_BF16)
+TANDEM_DISPATCH_ROWS(dot_f32, TANDEM_F32)
+
+#undef TANDEM_Q4_0
+#undef TANDEM_Q4_1
+#undef TANDEM_Q8_0
+#undef TANDEM_F16
+#undef TANDEM_BF16
+#undef TANDEM_F32
+#undef TANDEM_DISPATCH_ROWS
+
+float dot_f16_f16(int64_t n, const f16_bits* a, const f16_bits* b) {
+  __m256 acc0 = _mm256_setzero_ps();
+  __m256 acc1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    acc0 = _mm256_fmadd_ps(load_f16x8(a + i), load_f16x8(b + i), acc0);
+    acc1 = _mm256_fmadd_ps(load_f16x8(a + i + 8), load_f16x8(b + i + 8), acc1);
+  }
+  for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(load_f16x8(a + i), load_f16x8(b + i), acc0);
+  float s = hsum(_mm256_add_ps(acc0, acc1));
+  for (; i < n; ++i) s += f16_to_f32(a[i]) * f16_to_f32(b[i]);
+  return s;
+}
+
+void axpy_f16(int64_t n, float alpha, const f16_bits* x, float* y) {
+  const __m256 va = _mm256_set1_ps(alpha);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, load_f16x8(x + i), _mm256_loadu_ps(y + i)));
+  }
+  for (; i < n; ++i) y[i] += alpha * f16_to_f32(x[i]);
+}

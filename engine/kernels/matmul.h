@@ -1,0 +1,38 @@
+// Weight matrix times a batch of activation rows, on the thread pool. One call covers a
+// whole step (every new token of every sequence), so prefill is matrix-matrix work: each
+// weight row is unpacked once per group of four tokens and stays in cache while the
+// activation rows stream past.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "engine/tensor_type.h"
+#include "engine/thread_pool.h"
+
+namespace tandem::kernels {
+
+// A 2-D weight in GGUF orientation: `rows` rows of `cols` elements (cols = ne[0], the input
+// width). Points into the mapped file; never owns.
+struct weight_view {
+  tensor_type type = tensor_type::f32;
+  int64_t cols = 0;
+  int64_t rows = 0;
+  const std::byte* data = nullptr;
+
+  size_t row_stride() const { return row_bytes(type, cols); }
+  const std::byte* row(int64_t r) const { return data + static_cast<size_t>(r) * row_stride(); }
+};
+
+// Reusable buffer for converted activations, so steady-state steps do not allocate.
+struct matmul_scratch {
+  std::vector<std::byte> acts;
+};
+
+// y[t * y_stride + r] = sum_c w[r][c] * x[t * x_stride + c]   for t < n_tok, r < w.rows.
+//   x: [n_tok, w.cols] floats, row stride x_stride;  y: [n_tok, w.rows], row stride y_stride.
+void matmul(const weight_view& w, const float* x, int64_t x_stride, int64_t n_tok, float* y,
+            int64_t y_stride, thread_pool& pool, matmul_scratch& scratch);
+
+}  // namespace tandem::kernels

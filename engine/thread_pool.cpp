@@ -1,0 +1,82 @@
+#include "engine/thread_pool.h"
+
+#include <immintrin.h>
+
+namespace tandem {
+namespace {
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#endif
+}
+
+// Spin iterations before a worker sleeps: long enough to bridge consecutive matmuls.
+constexpr int kSpinIterations = 20000;
+
+}  // namespace
+
+int thread_pool::default_thread_count() {
+  const unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : static_cast<int>(n);
+}
+
+thread_pool::thread_pool(int n_threads)
+    : n_threads_(n_threads > 0 ? n_threads : default_thread_count()) {
+  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+}
+
+thread_pool::~thread_pool() {
+  stopping_.store(true);
+  generation_.fetch_add(1);
+  generation_.notify_all();
+  for (auto& w : workers_) w.join();
+}
+
+void thread_pool::run_tasks(int thread_index) {
+  for (;;) {
+    const int64_t i = next_task_.fetch_add(1, std::memory_order_relaxed);
+    if (i >= n_tasks_) break;
+    (*task_)(i, thread_index);
+  }
+}
+
+void thread_pool::worker_loop(int thread_index) {
+  uint64_t seen = 0;
+  for (;;) {
+    uint64_t gen = generation_.load(std::memory_order_acquire);
+    for (int spin = 0; gen == seen && spin < kSpinIterations; ++spin) {
+      cpu_relax();
+      gen = generation_.load(std::memory_order_acquire);
+    }
+    if (gen == seen) {
+      // Announce the sleep, then re-check: parallel_for bumps the generation before it
+      // reads sleepers_ (both seq_cst), so either it sees us or we see its job.
+      sleepers_.fetch_add(1);
+      while ((gen = generation_.load()) == seen) generation_.wait(seen);
+      sleepers_.fetch_sub(1);
+    }
+    seen = gen;
+    if (stopping_.load()) return;
+    run_tasks(thread_index);
+    busy_workers_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+void thread_pool::parallel_for(int64_t n_tasks, const std::function<void(int64_t, int)>& task) {
+  if (n_tasks <= 0) return;
+  if (workers_.empty() || n_tasks == 1) {
+    for (int64_t i = 0; i < n_tasks; ++i) task(i, 0);
+    return;
+  }
+  task_ = &task;
+  n_tasks_ = n_tasks;
+  next_task_.store(0, std::memory_order_relaxed);
+  busy_workers_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+  generation_.fetch_add(1);
+  if (sleepers_.load() > 0) generation_.notify_all();
+  run_tasks(0);
+  while (busy_workers_.load(std::memory_order_acquire) != 0) cpu_relax();
+}
+
+}  // namespace tandem
