@@ -11,7 +11,7 @@
 #include "engine/kernels/blocks.h"
 #include "engine/kernels/dot_kernels.h"
 #include "engine/kernels/matmul.h"
-#include "engine/kernels/weight_codec.h"
+#include "engine/quantize.h"
 #include "engine/thread_pool.h"
 
 namespace tandem::kernels {
@@ -36,10 +36,10 @@ std::vector<double> decode_activation(activation_format format, const std::byte*
   std::vector<double> out(static_cast<size_t>(k));
   std::vector<float> tmp(static_cast<size_t>(k));
   switch (format) {
-    case activation_format::f32: decode_row(tensor_type::f32, row, tmp.data(), k); break;
-    case activation_format::f16: decode_row(tensor_type::f16, row, tmp.data(), k); break;
-    case activation_format::bf16: decode_row(tensor_type::bf16, row, tmp.data(), k); break;
-    case activation_format::q8_0: decode_row(tensor_type::q8_0, row, tmp.data(), k); break;
+    case activation_format::f32: dequantize_row(tensor_type::f32, row, k, tmp.data()); break;
+    case activation_format::f16: dequantize_row(tensor_type::f16, row, k, tmp.data()); break;
+    case activation_format::bf16: dequantize_row(tensor_type::bf16, row, k, tmp.data()); break;
+    case activation_format::q8_0: dequantize_row(tensor_type::q8_0, row, k, tmp.data()); break;
     case activation_format::q8_1: {
       const auto* b = reinterpret_cast<const block_q8_1*>(row);
       for (int64_t i = 0; i < k; ++i) {
@@ -95,9 +95,9 @@ TEST_P(DotKernels, MatchDoubleReferenceOnDecodedValues) {
   for (int64_t k : {32, 64, 576, 1536}) {
     const auto w_f = random_floats(static_cast<size_t>(k), rng);
     std::vector<std::byte> w(row_bytes(type, k));
-    encode_row(type, w_f.data(), w.data(), k);
+    quantize_row(type, w_f.data(), k, reinterpret_cast<std::byte*>(w.data()));
     std::vector<float> w_dec(static_cast<size_t>(k));
-    decode_row(type, w.data(), w_dec.data(), k);
+    dequantize_row(type, reinterpret_cast<const std::byte*>(w.data()), k, w_dec.data());
 
     const activation_format format = activation_format_for(type);
     const size_t stride = activation_row_bytes(format, k);
@@ -183,7 +183,7 @@ TEST(Matmul, BatchedEqualsRowByRow) {
     const auto wf = random_floats(static_cast<size_t>(cols * rows), rng);
     std::vector<std::byte> wdata(row_bytes(type, cols) * rows);
     for (int64_t r = 0; r < rows; ++r) {
-      encode_row(type, wf.data() + r * cols, wdata.data() + r * row_bytes(type, cols), cols);
+      quantize_row(type, wf.data() + r * cols, cols, wdata.data() + r * row_bytes(type, cols));
     }
     const weight_view w{type, cols, rows, wdata.data()};
     for (int64_t n_tok : {1, 3, 4, 9}) {
