@@ -1,0 +1,33 @@
+// Element-wise pieces of the forward pass, one row at a time (the caller spreads rows over
+// threads). Numerics follow llama.cpp's CPU backend where it matters for matching output.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+namespace tandem::kernels {
+
+// y[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]   (sum of squares in double).
+void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
+
+// RoPE parameters: theta_i(pos) = pos * freq_scale * base^(-2i / n_rot) / freq_factor[i].
+struct rope_params {
+  int32_t n_rot = 0;
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;            // 1 / linear scaling factor
+  std::span<const float> freq_factors;  // [n_rot / 2] or empty
+};
+
+// cos_sin[2i] = cos(theta_i(pos)), cos_sin[2i + 1] = sin(theta_i(pos)), i < n_rot / 2.
+// theta advances by repeated multiplication in float, as ggml's rope cache does.
+void rope_angles(const rope_params& p, int32_t pos, float* cos_sin);
+
+// Rotates adjacent pairs (x[2i], x[2i+1]) of the first n_rot dims of each of n_heads heads
+// (head h at x + h * head_dim) by the angles from rope_angles: Llama's "normal" RoPE
+// (GGUF files store Q/K permuted so that adjacent pairs are the rotation pairs).
+void rope_apply(float* x, int32_t n_heads, int32_t head_dim, int32_t n_rot, const float* cos_sin);
+
+// gate[i] = silu(gate[i]) * up[i], silu(x) = x / (1 + e^-x).
+void swiglu(float* gate, const float* up, int64_t n);
+
+}  // namespace tandem::kernels

@@ -1,0 +1,71 @@
+// Paged KV storage: one pool of fixed-size blocks shared by all sequences. A sequence's
+// keys and values live wherever its block table points; there is no per-sequence buffer.
+// Token at position p of a sequence sits in block table[p / block_tokens], slot
+// p % block_tokens. Values are stored as F16 (as llama.cpp's default cache type).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "engine/kernels/half.h"
+#include "engine/model_config.h"
+
+namespace tandem {
+
+// Block ids of one sequence, in position order.
+using block_table = std::vector<int32_t>;
+
+// How big the pool is: give tokens or bytes (tokens wins when both are set); the pool
+// holds floor(size / block) whole blocks.
+struct kv_pool_options {
+  int block_tokens = 16;
+  int64_t capacity_tokens = 0;
+  size_t capacity_bytes = 0;
+};
+
+class kv_pool {
+ public:
+  kv_pool(const model_config& config, const kv_pool_options& options);
+
+  int block_tokens() const { return block_tokens_; }
+  int32_t n_blocks() const { return n_blocks_; }
+  uint32_t n_layer() const { return n_layer_; }
+  uint32_t n_head_kv() const { return n_head_kv_; }
+  uint32_t head_dim() const { return head_dim_; }
+  size_t bytes() const { return (k_.size() + v_.size()) * sizeof(kernels::f16_bits); }
+  // Bytes one block takes across all layers, K and V.
+  size_t block_bytes() const;
+
+  // Layout of one layer's K (and V) storage:
+  //   [n_blocks][n_head_kv][block_tokens][head_dim]
+  // so one head's keys within a block are contiguous (block_tokens * head_dim halves).
+  kernels::f16_bits* k(uint32_t layer, int32_t block, uint32_t head) {
+    return k_.data() + offset(layer, block, head);
+  }
+  kernels::f16_bits* v(uint32_t layer, int32_t block, uint32_t head) {
+    return v_.data() + offset(layer, block, head);
+  }
+  const kernels::f16_bits* k(uint32_t layer, int32_t block, uint32_t head) const {
+    return k_.data() + offset(layer, block, head);
+  }
+  const kernels::f16_bits* v(uint32_t layer, int32_t block, uint32_t head) const {
+    return v_.data() + offset(layer, block, head);
+  }
+
+  static int32_t blocks_for(const model_config& config, const kv_pool_options& options);
+
+ private:
+  size_t offset(uint32_t layer, int32_t block, uint32_t head) const {
+    return ((static_cast<size_t>(layer) * n_blocks_ + static_cast<size_t>(block)) * n_head_kv_ +
+            head) * static_cast<size_t>(block_tokens_) * head_dim_;
+  }
+
+  int block_tokens_;
+  int32_t n_blocks_;
+  uint32_t n_layer_, n_head_kv_, head_dim_;
+  std::vector<kernels::f16_bits> k_;  // [n_layer][n_blocks][n_head_kv][block_tokens][head_dim]
+  std::vector<kernels::f16_bits> v_;  // same layout
+};
+
+}  // namespace tandem

@@ -1,0 +1,206 @@
+#include "engine/model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "engine/attention.h"
+#include "engine/kernels/ops.h"
+#include "engine/quantize.h"
+
+namespace tandem {
+namespace {
+
+// Below this many tokens, element-wise work stays on the calling thread.
+constexpr int64_t kParallelRowThreshold = 4;
+
+}  // namespace
+
+model::model(gguf::file file, const model_options& options)
+    : file_(std::move(file)),
+      config_(read_model_config(file_)),
+      weights_(model_weights::from_gguf(file_, config_)),
+      pool_(options.n_threads),
+      kernels_(kernels::best_dot_kernels()) {}
+
+std::unique_ptr<model> model::open(const std::filesystem::path& path, const model_options& options) {
+  return std::make_unique<model>(gguf::file::open(path), options);
+}
+
+void model::matmul(const kernels::weight_view& w, const std::vector<float>& x, int64_t n_tok,
+                   std::vector<float>& y) {
+  kernels::matmul(w, x.data(), w.cols, n_tok, y.data(), w.rows, pool_, buf_.mm);
+}
+
+void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
+  const model_config& c = config_;
+  const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff;
+  const int bt = cache.block_tokens();
+
+  // Flatten the batch: token t belongs to sequence seq[t] at position pos[t].
+  int64_t T = 0;
+  int32_t max_keys = 0;
+  for (const auto& s : in.seqs) {
+    const int64_t end = static_cast<int64_t>(s.start_pos) + static_cast<int64_t>(s.tokens.size());
+    if (s.start_pos < 0) throw std::invalid_argument("forward: negative start position");
+    if (static_cast<int64_t>(s.blocks.size()) * bt < end) {
+      throw std::invalid_argument("forward: block table of sequence " + std::to_string(s.seq_id) +
+                                  " does not cover position " + std::to_string(end - 1));
+    }
+    for (int32_t b : s.blocks) {
+      if (b < 0 || b >= cache.n_blocks()) throw std::invalid_argument("forward: bad block id");
+    }
+    T += static_cast<int64_t>(s.tokens.size());
+    max_keys = std::max(max_keys, static_cast<int32_t>(end));
+  }
+  out.n_vocab = static_cast<int32_t>(c.n_vocab);
+  out.first_row.assign(in.seqs.size(), 0);
+  out.n_rows.assign(in.seqs.size(), 0);
+  if (T == 0) {
+    out.logits.clear();
+    return;
+  }
+
+  auto& b = buf_;
+  b.x.resize(T * E);
+  b.h.resize(T * E);
+  b.q.resize(T * Q);
+  b.k.resize(T * KV);
+  b.v.resize(T * KV);
+  b.attn.resize(T * Q);
+  b.proj.resize(T * E);
+  b.gate.resize(T * F);
+  b.up.resize(T * F);
+  b.rope.resize(T * c.n_rot);
+  b.scores.resize(static_cast<size_t>(pool_.size()) * max_keys);
+  b.q16.resize(static_cast<size_t>(pool_.size()) * c.head_dim);
+  b.pos.resize(T);
+  b.seq.resize(T);
+
+  // Token embeddings and per-token positions.
+  {
+    int64_t t = 0;
+    for (size_t i = 0; i < in.seqs.size(); ++i) {
+      const auto& s = in.seqs[i];
+      for (size_t j = 0; j < s.tokens.size(); ++j, ++t) {
+        const int32_t tok = s.tokens[j];
+        if (tok < 0 || static_cast<uint32_t>(tok) >= c.n_vocab) {
+          throw std::invalid_argument("forward: token id " + std::to_string(tok) +
+                                      " outside the vocabulary");
+        }
+        dequantize_row(weights_.token_embd.type, weights_.token_embd.row(tok), E, &b.x[t * E]);
+        b.pos[t] = s.start_pos + static_cast<int32_t>(j);
+        b.seq[t] = static_cast<int32_t>(i);
+      }
+    }
+  }
+
+  auto for_rows = [&](int64_t n, const auto& fn) {
+    if (n < kParallelRowThreshold) {
+      for (int64_t t = 0; t < n; ++t) fn(t);
+    } else {
+      pool_.parallel_for(n, [&](int64_t t, int) { fn(t); });
+    }
+  };
+
+  kernels::rope_params rope{static_cast<int32_t>(c.n_rot), c.rope_freq_base,
+                            c.rope_scaling == rope_scaling_type::linear ? 1.0f / c.rope_scaling_factor
+                                                                        : 1.0f,
+                            weights_.rope_freqs};
+  for_rows(T, [&](int64_t t) { kernels::rope_angles(rope, b.pos[t], &b.rope[t * c.n_rot]); });
+
+  for (uint32_t l = 0; l < c.n_layer; ++l) {
+    const layer_weights& w = weights_.layers[l];
+
+    // Attention block: x += Wo · attn(rope(Wq h), rope(Wk h), Wv h), h = norm(x).
+    for_rows(T, [&](int64_t t) {
+      kernels::rms_norm(&b.x[t * E], w.attn_norm.data(), &b.h[t * E], E, c.rms_eps);
+    });
+    matmul(w.wq, b.h, T, b.q);
+    matmul(w.wk, b.h, T, b.k);
+    matmul(w.wv, b.h, T, b.v);
+    attention_layer(l, in, cache, T);
+    matmul(w.wo, b.attn, T, b.proj);
+    for_rows(T, [&](int64_t t) {
+      for (int64_t i = 0; i < E; ++i) b.x[t * E + i] += b.proj[t * E + i];
+    });
+
+    // Feed-forward block: x += W_down · (silu(W_gate h) * (W_up h)), h = norm(x).
+    for_rows(T, [&](int64_t t) {
+      kernels::rms_norm(&b.x[t * E], w.ffn_norm.data(), &b.h[t * E], E, c.rms_eps);
+    });
+    matmul(w.w_gate, b.h, T, b.gate);
+    matmul(w.w_up, b.h, T, b.up);
+    for_rows(T, [&](int64_t t) { kernels::swiglu(&b.gate[t * F], &b.up[t * F], F); });
+    matmul(w.w_down, b.gate, T, b.proj);
+    for_rows(T, [&](int64_t t) {
+      for (int64_t i = 0; i < E; ++i) b.x[t * E + i] += b.proj[t * E + i];
+    });
+  }
+
+  // Output head on the requested rows only: h[r] = norm(x[token of r]).
+  int64_t n_out = 0;
+  {
+    int64_t t = 0;
+    for (size_t i = 0; i < in.seqs.size(); ++i) {
+      const auto n = static_cast<int64_t>(in.seqs[i].tokens.size());
+      const int64_t first = in.seqs[i].want_all_logits ? t : t + n - 1;
+      out.first_row[i] = static_cast<int32_t>(n_out);
+      out.n_rows[i] = n == 0 ? 0 : static_cast<int32_t>(t + n - first);
+      for (int64_t u = first; n > 0 && u < t + n; ++u, ++n_out) {
+        kernels::rms_norm(&b.x[u * E], weights_.output_norm.data(), &b.h[n_out * E], E, c.rms_eps);
+      }
+      t += n;
+    }
+  }
+  out.logits.resize(static_cast<size_t>(n_out) * c.n_vocab);
+  kernels::matmul(weights_.output, b.h.data(), E, n_out, out.logits.data(), c.n_vocab, pool_, b.mm);
+}
+
+void model::attention_layer(uint32_t layer, const step_input& in, kv_pool& cache, int64_t T) {
+  const model_config& c = config_;
+  const int64_t Q = c.q_dim(), KV = c.kv_dim();
+  const int32_t hd = static_cast<int32_t>(c.head_dim);
+  const int bt = cache.block_tokens();
+  auto& b = buf_;
+
+  // RoPE on q and k, then k and v into the cache at each token's slot.
+  auto rope_and_store = [&](int64_t t) {
+    const float* cs = &b.rope[t * c.n_rot];
+    kernels::rope_apply(&b.q[t * Q], static_cast<int32_t>(c.n_head), hd, static_cast<int32_t>(c.n_rot), cs);
+    kernels::rope_apply(&b.k[t * KV], static_cast<int32_t>(c.n_head_kv), hd, static_cast<int32_t>(c.n_rot), cs);
+    const auto& s = in.seqs[static_cast<size_t>(b.seq[t])];
+    const int32_t block = s.blocks[static_cast<size_t>(b.pos[t] / bt)];
+    const int32_t slot = b.pos[t] % bt;
+    for (uint32_t h = 0; h < c.n_head_kv; ++h) {
+      kernels::f16_bits* kd = cache.k(layer, block, h) + static_cast<int64_t>(slot) * hd;
+      kernels::f16_bits* vd = cache.v(layer, block, h) + static_cast<int64_t>(slot) * hd;
+      for (int32_t i = 0; i < hd; ++i) {
+        kd[i] = kernels::f32_to_f16(b.k[t * KV + h * hd + i]);
+        vd[i] = kernels::f32_to_f16(b.v[t * KV + h * hd + i]);
+      }
+    }
+  };
+  if (T < kParallelRowThreshold) {
+    for (int64_t t = 0; t < T; ++t) rope_and_store(t);
+  } else {
+    pool_.parallel_for(T, [&](int64_t t, int) { rope_and_store(t); });
+  }
+
+  // One task per (token, query head); each token sees keys at positions <= its own.
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const uint32_t group = c.n_head / c.n_head_kv;
+  const size_t max_keys = b.scores.size() / static_cast<size_t>(pool_.size());
+  pool_.parallel_for(T * c.n_head, [&](int64_t task, int thread) {
+    const int64_t t = task / c.n_head;
+    const auto h = static_cast<uint32_t>(task % c.n_head);
+    kernels::f16_bits* q16 = &b.q16[static_cast<size_t>(thread) * hd];
+    for (int32_t i = 0; i < hd; ++i) q16[i] = kernels::f32_to_f16(b.q[t * Q + h * hd + i]);
+    const auto& s = in.seqs[static_cast<size_t>(b.seq[t])];
+    attend_one_head(kernels_, cache, layer, s.blocks, b.pos[t] + 1, h / group, q16, scale,
+                    &b.scores[static_cast<size_t>(thread) * max_keys], &b.attn[t * Q + h * hd]);
+  });
+}
+
+}  // namespace tandem

@@ -1,0 +1,43 @@
+// One forward step over a batch of sequences: the plain structs that travel between the
+// scheduler's step plan and the model (DESIGN.md). Each sequence brings any number of new
+// tokens at its own positions: 1 for decode, many for a prefill chunk, K+1 when verifying
+// K draft tokens (the last accepted token followed by the drafts, with want_all_logits).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/kv_pool.h"
+
+namespace tandem {
+
+struct seq_step {
+  uint64_t seq_id = 0;
+  std::vector<int32_t> tokens;  // new tokens, at positions start_pos, start_pos + 1, ...
+  int32_t start_pos = 0;        // positions [0, start_pos) are already in the KV cache
+  block_table blocks;           // must cover start_pos + tokens.size() positions
+  bool want_all_logits = false; // logits for every new token, else for the last one only
+};
+
+struct step_input {
+  std::vector<seq_step> seqs;
+};
+
+// Logits rows in input order: for sequence i, rows [first_row[i], first_row[i] + n_rows[i]).
+struct step_output {
+  int32_t n_vocab = 0;
+  std::vector<float> logits;      // [total rows][n_vocab]
+  std::vector<int32_t> first_row;  // per sequence
+  std::vector<int32_t> n_rows;     // per sequence: 1, or tokens.size() with want_all_logits
+
+  // Logits of the j-th returned row of sequence i (j = 0 is the only one without all logits).
+  std::span<const float> row(size_t seq, int32_t j = 0) const {
+    const size_t r = static_cast<size_t>(first_row[seq] + j);
+    return {logits.data() + r * static_cast<size_t>(n_vocab), static_cast<size_t>(n_vocab)};
+  }
+  // The last row of sequence i: the next-token distribution.
+  std::span<const float> last(size_t seq) const { return row(seq, n_rows[seq] - 1); }
+};
+
+}  // namespace tandem

@@ -1,0 +1,348 @@
+// The fast forward pass against a readable reference forward pass on synthetic models of
+// several shapes and weight types, plus the paged-cache invariants (block order, batching,
+// chunked prefill) that must hold exactly.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "engine/gguf.h"
+#include "engine/kv_block_allocator.h"
+#include "engine/model.h"
+#include "engine/quantize.h"
+#include "engine/synthetic_model.h"
+
+namespace tandem {
+namespace {
+
+// ---------------------------------------------------------------------------------------
+// Reference forward pass: plain loops, double accumulators, weights decoded to floats, a
+// contiguous K/V history per sequence. No activation quantization, no half-precision cache:
+// it is the model's mathematics, which the fast path approximates.
+// ---------------------------------------------------------------------------------------
+class reference_model {
+ public:
+  explicit reference_model(const gguf::file& f) : c_(read_model_config(f)), f_(f) {}
+
+  // Feeds one token at the next position; returns logits [n_vocab].
+  std::vector<double> step(int32_t token) {
+    const int64_t E = c_.n_embd, hd = c_.head_dim, F = c_.n_ff;
+    const int64_t pos = static_cast<int64_t>(k_hist_.empty() ? 0 : k_hist_[0].size());
+    if (k_hist_.empty()) {
+      k_hist_.resize(c_.n_layer);
+      v_hist_.resize(c_.n_layer);
+    }
+    std::vector<double> x = row("token_embd.weight", token);  // [E]
+    for (uint32_t l = 0; l < c_.n_layer; ++l) {
+      const std::string p = "blk." + std::to_string(l) + ".";
+      const std::vector<double> h = rms_norm(x, vec(p + "attn_norm.weight"));   // [E]
+      std::vector<double> q = matvec(p + "attn_q.weight", h);                    // [n_head*hd]
+      std::vector<double> k = matvec(p + "attn_k.weight", h);                    // [n_head_kv*hd]
+      const std::vector<double> v = matvec(p + "attn_v.weight", h);              // [n_head_kv*hd]
+      rope(q, c_.n_head, pos);
+      rope(k, c_.n_head_kv, pos);
+      k_hist_[l].push_back(k);  // k_hist_[l][position] = [n_head_kv*hd]
+      v_hist_[l].push_back(v);
+      std::vector<double> attn(c_.n_head * hd, 0.0);  // [n_head*hd]
+      const uint32_t group = c_.n_head / c_.n_head_kv;
+      for (uint32_t head = 0; head < c_.n_head; ++head) {
+        const uint32_t kvh = head / group;
+        std::vector<double> score(pos + 1);  // [pos+1]
+        for (int64_t j = 0; j <= pos; ++j) {
+          double s = 0;
+          for (int64_t i = 0; i < hd; ++i) s += q[head * hd + i] * k_hist_[l][j][kvh * hd + i];
+          score[j] = s / std::sqrt(static_cast<double>(hd));
+        }
+        const double mx = *std::max_element(score.begin(), score.end());
+        double sum = 0;
+        for (auto& s : score) sum += (s = std::exp(s - mx));
+        for (int64_t j = 0; j <= pos; ++j) {
+          for (int64_t i = 0; i < hd; ++i) attn[head * hd + i] += score[j] / sum * v_hist_[l][j][kvh * hd + i];
+        }
+      }
+      const std::vector<double> o = matvec(p + "attn_output.weight", attn);  // [E]
+      for (int64_t i = 0; i < E; ++i) x[i] += o[i];
+      const std::vector<double> h2 = rms_norm(x, vec(p + "ffn_norm.weight"));  // [E]
+      std::vector<double> g = matvec(p + "ffn_gate.weight", h2);               // [F]
+      const std::vector<double> u = matvec(p + "ffn_up.weight", h2);           // [F]
+      for (int64_t i = 0; i < F; ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
+      const std::vector<double> d = matvec(p + "ffn_down.weight", g);  // [E]
+      for (int64_t i = 0; i < E; ++i) x[i] += d[i];
+    }
+    const std::vector<double> h = rms_norm(x, vec("output_norm.weight"));
+    return matvec(c_.tied_output ? "token_embd.weight" : "output.weight", h);  // [n_vocab]
+  }
+
+ private:
+  std::vector<double> row(const std::string& name, int64_t r) const {
+    const auto* t = f_.find_tensor(name);
+    std::vector<float> tmp(t->ne[0]);
+    dequantize_row(t->type, t->data + r * row_bytes(t->type, t->ne[0]), t->ne[0], tmp.data());
+    return {tmp.begin(), tmp.end()};
+  }
+  std::vector<double> vec(const std::string& name) const { return row(name, 0); }
+  // y[r] = sum_c W[r][c] x[c], W = tensor `name` with rows of length x.size().
+  std::vector<double> matvec(const std::string& name, const std::vector<double>& x) const {
+    const auto* t = f_.find_tensor(name);
+    std::vector<double> y(t->n_rows());
+    for (int64_t r = 0; r < t->n_rows(); ++r) {
+      const std::vector<double> w = row(name, r);
+      double s = 0;
+      for (size_t i = 0; i < x.size(); ++i) s += w[i] * x[i];
+      y[r] = s;
+    }
+    return y;
+  }
+  std::vector<double> rms_norm(const std::vector<double>& x, const std::vector<double>& w) const {
+    double ss = 0;
+    for (double v : x) ss += v * v;
+    const double scale = 1.0 / std::sqrt(ss / static_cast<double>(x.size()) + c_.rms_eps);
+    std::vector<double> y(x.size());
+    for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * scale * w[i];
+    return y;
+  }
+  // Rotates pairs (2i, 2i+1) of each head by pos * base^(-2i/n_rot).
+  void rope(std::vector<double>& v, uint32_t n_heads, int64_t pos) const {
+    for (uint32_t h = 0; h < n_heads; ++h) {
+      for (uint32_t i = 0; i < c_.n_rot / 2; ++i) {
+        const double theta = static_cast<double>(pos) *
+                             std::pow(static_cast<double>(c_.rope_freq_base), -2.0 * i / c_.n_rot);
+        double& a = v[h * c_.head_dim + 2 * i];
+        double& b = v[h * c_.head_dim + 2 * i + 1];
+        const double na = a * std::cos(theta) - b * std::sin(theta);
+        const double nb = a * std::sin(theta) + b * std::cos(theta);
+        a = na;
+        b = nb;
+      }
+    }
+  }
+
+  model_config c_;
+  const gguf::file& f_;
+  std::vector<std::vector<std::vector<double>>> k_hist_, v_hist_;  // [layer][pos][kv_dim]
+};
+
+// A synthetic model held in memory, with the fast model on top.
+struct fixture_model {
+  std::vector<std::byte> bytes;
+  std::unique_ptr<gguf::file> file;
+  std::unique_ptr<model> fast;
+
+  explicit fixture_model(const synthetic_model_spec& spec, int threads = 2) {
+    bytes = make_synthetic_model(spec).serialize();
+    file = std::make_unique<gguf::file>(gguf::file::parse(bytes));
+    fast = std::make_unique<model>(*file, model_options{threads});
+  }
+};
+
+kv_pool make_pool(const model& m, int64_t tokens = 1024) {
+  return kv_pool(m.config(), kv_pool_options{16, tokens, 0});
+}
+
+std::vector<int32_t> some_tokens(size_t n, uint32_t vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = static_cast<int32_t>(rng() % vocab);
+  return t;
+}
+
+struct shape_case {
+  const char* name;
+  uint32_t n_embd, n_head, n_head_kv, n_ff;
+  tensor_type weights;
+  bool tied;
+};
+
+class ForwardMatchesReference : public ::testing::TestWithParam<shape_case> {};
+
+// Tolerance: max |fast - reference| over a row's logits, relative to that row's largest
+// |reference logit|. Activations quantized to 8 bits (Q8) dominate the difference.
+constexpr double kTolQuantActs = 0.03;
+constexpr double kTolFloatActs = 0.005;
+
+TEST_P(ForwardMatchesReference, PrefillAndDecodeLogits) {
+  const shape_case sc = GetParam();
+  synthetic_model_spec spec;
+  spec.n_layer = 2;
+  spec.n_embd = sc.n_embd;
+  spec.n_head = sc.n_head;
+  spec.n_head_kv = sc.n_head_kv;
+  spec.n_ff = sc.n_ff;
+  spec.n_vocab = 512;
+  spec.weight_type = sc.weights;
+  spec.embd_type = sc.weights;
+  spec.output_type = sc.weights;
+  spec.tied_output = sc.tied;
+  fixture_model fm(spec);
+  reference_model ref(*fm.file);
+  kv_pool pool = make_pool(*fm.fast);
+  kv_block_allocator alloc(pool.n_blocks());
+
+  const auto prompt = some_tokens(21, fm.fast->config().n_vocab, 5);
+  const bool quantized_acts = sc.weights == tensor_type::q4_0 || sc.weights == tensor_type::q4_1 ||
+                              sc.weights == tensor_type::q8_0;
+  const double tol = quantized_acts ? kTolQuantActs : kTolFloatActs;
+  double worst = 0;
+  auto check = [&](std::span<const float> fast, const std::vector<double>& slow) {
+    double max_ref = 0, max_diff = 0;
+    for (size_t i = 0; i < slow.size(); ++i) {
+      max_ref = std::max(max_ref, std::fabs(slow[i]));
+      max_diff = std::max(max_diff, std::fabs(fast[i] - slow[i]));
+    }
+    worst = std::max(worst, max_diff / max_ref);
+    EXPECT_LE(max_diff, tol * max_ref);
+  };
+
+  // Prefill in one step with all logits, then three decode steps.
+  step_input in;
+  in.seqs.push_back(seq_step{1, prompt, 0, {}, true});
+  ASSERT_TRUE(alloc.reserve(in.seqs[0].blocks, 24, pool.block_tokens()));
+  step_output out;
+  fm.fast->forward(in, pool, out);
+  ASSERT_EQ(out.n_rows[0], 21);
+  int32_t next = 0;
+  for (int32_t j = 0; j < 21; ++j) {
+    const auto slow = ref.step(prompt[j]);
+    check(out.row(0, j), slow);
+    next = static_cast<int32_t>(std::max_element(slow.begin(), slow.end()) - slow.begin());
+  }
+  for (int32_t j = 0; j < 3; ++j) {
+    in.seqs[0].tokens = {next};
+    in.seqs[0].start_pos = 21 + j;
+    in.seqs[0].want_all_logits = false;
+    fm.fast->forward(in, pool, out);
+    const auto slow = ref.step(next);
+    check(out.last(0), slow);
+    next = static_cast<int32_t>(std::max_element(slow.begin(), slow.end()) - slow.begin());
+  }
+  std::printf("[ shape ] %-22s worst relative logit error %.5f (tolerance %.2f)\n", sc.name, worst, tol);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, ForwardMatchesReference,
+    ::testing::Values(shape_case{"gqa_q4_1_tied", 128, 4, 2, 256, tensor_type::q4_1, true},
+                      shape_case{"mha_q4_1_untied", 128, 4, 4, 256, tensor_type::q4_1, false},
+                      shape_case{"gqa_q4_0_untied", 96, 3, 1, 192, tensor_type::q4_0, false},
+                      shape_case{"mha_q8_0_tied", 128, 2, 2, 320, tensor_type::q8_0, true},
+                      shape_case{"gqa_f16_untied", 128, 8, 2, 256, tensor_type::f16, false},
+                      shape_case{"mha_bf16_tied", 64, 2, 2, 128, tensor_type::bf16, true},
+                      shape_case{"gqa_f32_untied", 128, 4, 2, 256, tensor_type::f32, false}),
+    [](const auto& param_info) { return std::string(param_info.param.name); });
+
+synthetic_model_spec small_spec() {
+  synthetic_model_spec spec;
+  spec.n_layer = 2;
+  spec.n_embd = 128;
+  spec.n_head = 4;
+  spec.n_head_kv = 2;
+  spec.n_ff = 256;
+  spec.n_vocab = 512;
+  return spec;
+}
+
+std::vector<float> prefill_all(model& m, kv_pool& pool, const std::vector<int32_t>& prompt,
+                               const block_table& blocks) {
+  step_input in;
+  in.seqs.push_back(seq_step{7, prompt, 0, blocks, true});
+  step_output out;
+  m.forward(in, pool, out);
+  return out.logits;
+}
+
+TEST(PagedCache, ShuffledBlockOrderGivesTheSameLogits) {
+  fixture_model fm(small_spec());
+  kv_pool pool = make_pool(*fm.fast, 16 * 16);
+  const auto prompt = some_tokens(70, 512, 9);  // 5 blocks
+  block_table in_order{0, 1, 2, 3, 4};
+  block_table shuffled{11, 3, 14, 7, 0};
+  const auto a = prefill_all(*fm.fast, pool, prompt, in_order);
+  const auto b = prefill_all(*fm.fast, pool, prompt, shuffled);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << i;
+}
+
+TEST(PagedCache, ChunkedPrefillEqualsOneShot) {
+  fixture_model fm(small_spec());
+  kv_pool pool = make_pool(*fm.fast);
+  const auto prompt = some_tokens(40, 512, 2);
+  const auto whole = prefill_all(*fm.fast, pool, prompt, {0, 1, 2});
+
+  step_input in;
+  step_output out;
+  block_table blocks{5, 9, 4};
+  std::vector<float> chunked;
+  for (int32_t start : {0, 13, 29}) {
+    const int32_t end = start == 29 ? 40 : (start == 0 ? 13 : 29);
+    in.seqs = {seq_step{1, {prompt.begin() + start, prompt.begin() + end}, start, blocks, true}};
+    fm.fast->forward(in, pool, out);
+    chunked.insert(chunked.end(), out.logits.begin(), out.logits.end());
+  }
+  ASSERT_EQ(whole.size(), chunked.size());
+  for (size_t i = 0; i < whole.size(); ++i) ASSERT_EQ(whole[i], chunked[i]) << i;
+}
+
+TEST(PagedCache, BatchedSequencesEqualSeparateRuns) {
+  fixture_model fm(small_spec());
+  kv_pool pool = make_pool(*fm.fast);
+  const auto p1 = some_tokens(19, 512, 3);
+  const auto p2 = some_tokens(5, 512, 4);
+  const auto alone1 = prefill_all(*fm.fast, pool, p1, {0, 1});
+  const auto alone2 = prefill_all(*fm.fast, pool, p2, {2});
+
+  step_input in;
+  in.seqs = {seq_step{1, p1, 0, {3, 4}, true}, seq_step{2, p2, 0, {5}, true}};
+  step_output out;
+  fm.fast->forward(in, pool, out);
+  ASSERT_EQ(out.n_rows[0], 19);
+  ASSERT_EQ(out.n_rows[1], 5);
+  for (int32_t j = 0; j < 19; ++j) {
+    for (int32_t v = 0; v < 512; ++v) ASSERT_EQ(out.row(0, j)[v], alone1[j * 512 + v]);
+  }
+  for (int32_t j = 0; j < 5; ++j) {
+    for (int32_t v = 0; v < 512; ++v) ASSERT_EQ(out.row(1, j)[v], alone2[j * 512 + v]);
+  }
+}
+
+TEST(PagedCache, LastRowOnlyByDefaultAndBadInputsThrow) {
+  fixture_model fm(small_spec());
+  kv_pool pool = make_pool(*fm.fast);
+  step_input in;
+  in.seqs = {seq_step{1, {1, 2, 3}, 0, {0}, false}};
+  step_output out;
+  fm.fast->forward(in, pool, out);
+  EXPECT_EQ(out.n_rows[0], 1);
+  EXPECT_EQ(out.logits.size(), 512u);
+  in.seqs[0].tokens = {600};
+  EXPECT_THROW(fm.fast->forward(in, pool, out), std::invalid_argument);
+  in.seqs[0].tokens = std::vector<int32_t>(17, 1);  // needs two blocks, has one
+  EXPECT_THROW(fm.fast->forward(in, pool, out), std::invalid_argument);
+}
+
+TEST(KvBlockAllocator, ReservesAndReleases) {
+  kv_block_allocator alloc(4);
+  block_table a, b;
+  EXPECT_TRUE(alloc.reserve(a, 33, 16));  // 3 blocks
+  EXPECT_EQ(a.size(), 3u);
+  EXPECT_FALSE(alloc.reserve(b, 32, 16));  // only 1 left
+  EXPECT_TRUE(b.empty());
+  alloc.release(a);
+  EXPECT_EQ(alloc.n_free(), 4);
+  EXPECT_TRUE(alloc.reserve(b, 64, 16));
+}
+
+TEST(KvPool, SizedByTokensOrBytes) {
+  fixture_model fm(small_spec());
+  const auto& c = fm.fast->config();
+  kv_pool by_tokens(c, kv_pool_options{16, 100, 0});
+  EXPECT_EQ(by_tokens.n_blocks(), 6);
+  kv_pool by_bytes(c, kv_pool_options{16, 0, by_tokens.block_bytes() * 3 + 5});
+  EXPECT_EQ(by_bytes.n_blocks(), 3);
+  EXPECT_THROW(kv_pool(c, kv_pool_options{16, 0, 10}), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace tandem
