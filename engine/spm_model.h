@@ -1,0 +1,37 @@
+// SentencePiece-style BPE (tokenizer.ggml.model = "llama"): starting from UTF-8 characters,
+// repeatedly merge the adjacent pair whose concatenation is the vocabulary token with the
+// highest score (ties: leftmost pair); characters that end up as no token are emitted as
+// byte tokens <0xXX>.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/string_map.h"
+
+namespace tandem {
+
+using token_id = int32_t;
+
+class spm_model {
+ public:
+  // `unknown`: the id used for a byte that has no <0xXX> token nor a one-byte token (-1: none,
+  // the byte is then dropped).
+  spm_model(const std::vector<float>& scores, const string_map<token_id>& id_of_text,
+            token_id unknown);
+
+  // Appends the tokens of `text` (already ▁-escaped) to `out`.
+  void encode(std::string_view text, std::vector<token_id>& out) const;
+
+ private:
+  token_id find(std::string_view text) const;
+
+  const std::vector<float>* scores_;
+  const string_map<token_id>* id_of_text_;
+  std::array<token_id, 256> byte_token_{};  // -1 when the byte has no token
+};
+
+}  // namespace tandem
