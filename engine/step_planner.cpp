@@ -1,0 +1,172 @@
+#include "engine/step_planner.h"
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+
+namespace tandem {
+
+step_planner::step_planner(planner_config config) : config_(config) {
+  if (config_.max_num_seqs == 0 || config_.max_num_batched_tokens == 0 || config_.prefill_chunk == 0) {
+    throw std::invalid_argument("scheduler limits must be positive");
+  }
+}
+
+void step_planner::add(seq_id seq, const std::string& tenant, double weight, std::vector<token_id> prompt) {
+  if (prompt.empty()) throw std::invalid_argument("a sequence needs at least one token");
+  if (seqs_.count(seq)) throw std::invalid_argument("sequence id in use");
+  auto& t = tenants_[tenant];
+  t.weight = weight > 0 ? weight : 1.0;
+  if (t.waiting.empty()) {
+    // A tenant that was idle does not bank credit: it resumes at the least service of the
+    // tenants that are waiting now (a virtual clock), never below its own.
+    double floor = std::numeric_limits<double>::infinity();
+    for (const auto& [name, other] : tenants_) {
+      if (!other.waiting.empty()) floor = std::min(floor, other.service);
+    }
+    if (floor != std::numeric_limits<double>::infinity()) t.service = std::max(t.service, floor);
+  }
+  seq_state s;
+  s.tenant = tenant;
+  s.n_prompt = static_cast<uint32_t>(prompt.size());
+  s.tokens = std::move(prompt);
+  seqs_.emplace(seq, std::move(s));
+  t.waiting.push_back(seq);
+  ++n_waiting_;
+}
+
+bool step_planner::remove(seq_id seq) {
+  const auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return false;
+  const bool was_running = it->second.running;
+  if (was_running) {
+    running_.erase(std::find(running_.begin(), running_.end(), seq));
+  } else {
+    auto& q = tenants_[it->second.tenant].waiting;
+    q.erase(std::find(q.begin(), q.end(), seq));
+    --n_waiting_;
+  }
+  seqs_.erase(it);
+  return was_running;
+}
+
+bool step_planner::is_running(seq_id seq) const {
+  const auto it = seqs_.find(seq);
+  return it != seqs_.end() && it->second.running;
+}
+
+double step_planner::service(const std::string& tenant) const {
+  const auto it = tenants_.find(tenant);
+  return it == tenants_.end() ? 0.0 : it->second.service * it->second.weight;
+}
+
+reserve_request step_planner::propose() const {
+  reserve_request req;
+  uint32_t budget = config_.max_num_batched_tokens;
+  for (seq_id id : running_) {
+    if (budget == 0) break;
+    const auto& s = seqs_.at(id);
+    const uint32_t pending = static_cast<uint32_t>(s.tokens.size()) - s.n_computed;
+    const uint32_t n_new = std::min({pending, config_.prefill_chunk, budget});
+    if (n_new == 0) continue;
+    budget -= n_new;
+    req.running.push_back({id, s.n_computed + n_new, s.n_computed, {}, 0});
+  }
+
+  // Waiting sequences in fair order: repeatedly the head of the tenant with least service,
+  // charging the simulated service as we go so one proposal spreads across tenants.
+  size_t slots = config_.max_num_seqs > running_.size() ? config_.max_num_seqs - running_.size() : 0;
+  std::map<std::string, std::pair<double, size_t>> sim;  // tenant -> (service, next index)
+  for (const auto& [name, t] : tenants_) {
+    if (!t.waiting.empty()) sim[name] = {t.service, 0};
+  }
+  while (slots > 0 && budget > 0 && !sim.empty()) {
+    auto best = sim.begin();
+    for (auto it = sim.begin(); it != sim.end(); ++it) {
+      if (it->second.first < best->second.first) best = it;
+    }
+    const auto& t = tenants_.at(best->first);
+    const seq_id id = t.waiting[best->second.second];
+    const auto& s = seqs_.at(id);
+    const uint32_t max_compute = std::min({config_.prefill_chunk, budget, static_cast<uint32_t>(s.tokens.size())});
+    req.waiting.push_back({id, 0, 0, s.tokens, max_compute});
+    budget -= max_compute;
+    --slots;
+    best->second.first += static_cast<double>(max_compute) / t.weight;
+    if (++best->second.second == t.waiting.size()) sim.erase(best);
+  }
+  return req;
+}
+
+step_plan_core step_planner::finalize(const reserve_result& granted) {
+  step_plan_core plan;
+  plan.step = next_step_++;
+  plan.copies = granted.copies;
+  plan.preempted = granted.preempted;
+
+  for (seq_id id : granted.preempted) {
+    if (!seqs_.count(id)) continue;  // removed meanwhile; its blocks are freed already
+    auto& s = seqs_.at(id);
+    running_.erase(std::find(running_.begin(), running_.end(), id));
+    s.running = false;
+    s.n_computed = 0;  // recomputed from scratch (or from the prefix cache) later
+    ++s.n_preemptions;
+    requeue_front(id);
+  }
+
+  const auto add_planned = [&](const reserve_grant& g, uint32_t n_cached) {
+    auto& s = seqs_.at(g.seq);
+    planned_seq p;
+    p.seq = g.seq;
+    p.start_pos = s.n_computed;
+    p.tokens.assign(s.tokens.begin() + s.n_computed, s.tokens.begin() + g.n_tokens);
+    p.table = g.table;
+    p.sample = g.n_tokens == s.tokens.size();
+    p.n_cached = n_cached;
+    plan.seqs.push_back(std::move(p));
+  };
+  for (const auto& g : granted.running) {
+    if (!seqs_.count(g.seq)) {
+      plan.orphaned.push_back(g.seq);
+      continue;
+    }
+    add_planned(g, 0);
+  }
+  for (const auto& g : granted.admitted) {
+    if (!seqs_.count(g.seq)) {
+      plan.orphaned.push_back(g.seq);
+      continue;
+    }
+    auto& s = seqs_.at(g.seq);
+    auto& q = tenants_[s.tenant].waiting;
+    q.erase(std::find(q.begin(), q.end(), g.seq));
+    --n_waiting_;
+    s.running = true;
+    s.n_computed = g.n_cached;
+    running_.push_back(g.seq);
+    add_planned(g, g.n_cached);
+  }
+  return plan;
+}
+
+void step_planner::complete(const planned_seq& planned, std::optional<token_id> sampled) {
+  const auto it = seqs_.find(planned.seq);
+  if (it == seqs_.end()) return;  // removed while the step ran
+  auto& s = it->second;
+  s.n_computed = planned.start_pos + static_cast<uint32_t>(planned.tokens.size());
+  charge(s.tenant, static_cast<uint32_t>(planned.tokens.size()));
+  if (sampled) s.tokens.push_back(*sampled);
+}
+
+void step_planner::charge(const std::string& tenant, uint32_t n_tokens) {
+  auto& t = tenants_[tenant];
+  t.service += static_cast<double>(n_tokens) / t.weight;
+}
+
+void step_planner::requeue_front(seq_id seq) {
+  auto& t = tenants_[seqs_.at(seq).tenant];
+  t.waiting.push_front(seq);
+  ++n_waiting_;
+}
+
+}  // namespace tandem

@@ -1,0 +1,115 @@
+// The scheduler's policy, as plain C++: which sequences run in the next step and how many
+// tokens each computes (vLLM v1's rule: each sequence's computed count catches up with its
+// token count, under a per-step token budget).
+//
+//                 add()                 finalize(): admitted          finished / remove()
+//   (new) ----------------> WAITING -----------------------> RUNNING --------------------> gone
+//                             ^                                 |
+//                             +------- preempted (blocks freed, |
+//                                      tokens kept, recomputed) +
+//
+// One step:  propose()  -> reserve_request   (running first, then waiting in fair order)
+//            [cache manager: reserve_blocks()]
+//            finalize() -> step_plan_core      (what the device computes)
+//            [device worker runs the step]
+//            complete() per sequence           (computed count advances, sampled token added)
+//
+// Fair share: waiting sequences start in the order of their tenant's weighted service (tokens
+// computed / weight), so a tenant with a long queue cannot starve one that just arrived.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/block_reservation.h"
+
+namespace tandem {
+
+struct planner_config {
+  uint32_t max_num_seqs = 64;             // running sequences at most
+  uint32_t max_num_batched_tokens = 2048; // tokens computed per step at most (the budget)
+  uint32_t prefill_chunk = 512;           // a prompt is computed at most this many tokens a step
+};
+
+struct planned_seq {
+  seq_id seq = 0;
+  uint32_t start_pos = 0;           // tokens before this one are in the KV cache
+  std::vector<token_id> tokens;     // new tokens at start_pos, start_pos + 1, ...
+  std::vector<block_id> table;      // covers start_pos + tokens.size()
+  bool sample = false;              // the chunk reaches the end: sample the next token
+  uint32_t n_cached = 0;            // prefix-cache hit when admitted in this step
+};
+
+struct step_plan_core {
+  uint64_t step = 0;
+  std::vector<planned_seq> seqs;
+  std::vector<block_copy> copies;   // copy-on-write, before the step
+  std::vector<seq_id> preempted;
+  std::vector<seq_id> orphaned;     // granted blocks, but removed meanwhile: free them
+  uint32_t n_tokens() const {
+    uint32_t n = 0;
+    for (const auto& s : seqs) n += static_cast<uint32_t>(s.tokens.size());
+    return n;
+  }
+};
+
+class step_planner {
+ public:
+  explicit step_planner(planner_config config);
+
+  const planner_config& config() const { return config_; }
+
+  // A new sequence joins the waiting queue of its tenant.
+  void add(seq_id seq, const std::string& tenant, double weight, std::vector<token_id> prompt);
+  // Removes the sequence wherever it is. Returns true if it was running (holding blocks).
+  bool remove(seq_id seq);
+
+  reserve_request propose() const;
+  step_plan_core finalize(const reserve_result& granted);
+  // The step computed the planned tokens of seq; `sampled` (if any) is its new token.
+  void complete(const planned_seq& planned, std::optional<token_id> sampled);
+
+  bool has_work() const { return !running_.empty() || n_waiting_ > 0; }
+  size_t n_running() const { return running_.size(); }
+  size_t n_waiting() const { return n_waiting_; }
+  bool is_running(seq_id seq) const;
+  bool contains(seq_id seq) const { return seqs_.count(seq) != 0; }
+  const std::vector<token_id>& tokens(seq_id seq) const { return seqs_.at(seq).tokens; }
+  uint32_t n_computed(seq_id seq) const { return seqs_.at(seq).n_computed; }
+  uint32_t n_prompt(seq_id seq) const { return seqs_.at(seq).n_prompt; }
+  uint32_t n_preemptions(seq_id seq) const { return seqs_.at(seq).n_preemptions; }
+  // Tokens computed for each tenant so far (its service), for metrics and tests.
+  double service(const std::string& tenant) const;
+
+ private:
+  struct seq_state {
+    std::string tenant;
+    std::vector<token_id> tokens;  // prompt, then generated tokens
+    uint32_t n_prompt = 0;
+    uint32_t n_computed = 0;       // tokens whose K/V are in the cache
+    bool running = false;
+    uint32_t n_preemptions = 0;
+  };
+  struct tenant_state {
+    double weight = 1.0;
+    double service = 0.0;          // tokens computed, divided by weight
+    std::deque<seq_id> waiting;
+  };
+
+  void charge(const std::string& tenant, uint32_t n_tokens);
+  void requeue_front(seq_id seq);
+
+  planner_config config_;
+  uint64_t next_step_ = 1;
+  std::unordered_map<seq_id, seq_state> seqs_;
+  std::vector<seq_id> running_;  // admission order: oldest first
+  std::map<std::string, tenant_state> tenants_;
+  size_t n_waiting_ = 0;
+};
+
+}  // namespace tandem

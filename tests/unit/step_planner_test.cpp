@@ -1,0 +1,249 @@
+// The scheduling policy driven step by step against a real block manager on small pools:
+// budget, chunked prefill, continuous batching, preemption and resumption, abort in every
+// phase, fair share between tenants. Counts and contents only, never time.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "engine/step_planner.h"
+
+using namespace tandem;
+
+namespace {
+
+// Runs the policy the way the scheduler actor does, with a fake device that "samples"
+// token 1000 + n for a sequence's n-th output (n from 1).
+class harness {
+ public:
+  harness(planner_config cfg, uint32_t n_blocks, uint32_t block_size = 16)
+      : planner(cfg), kv(n_blocks, block_size) {}
+
+  void add(seq_id s, uint32_t prompt_len, uint32_t max_out, const std::string& tenant = "default",
+           double weight = 1.0, token_id first = -1) {
+    if (first < 0) first = static_cast<token_id>(s * 10000);  // distinct prompts: no prefix hits
+    std::vector<token_id> p(prompt_len);
+    for (uint32_t i = 0; i < prompt_len; ++i) p[i] = first + static_cast<token_id>(i);
+    planner.add(s, tenant, weight, std::move(p));
+    max_out_[s] = max_out;
+  }
+
+  void abort(seq_id s) {
+    if (planner.remove(s)) kv.free(s);
+    max_out_.erase(s);
+  }
+
+  step_plan_core step() {
+    const auto granted = reserve_blocks(kv, planner.propose());
+    auto plan = planner.finalize(granted);
+    for (seq_id s : plan.orphaned) kv.free(s);
+    for (const auto& p : plan.seqs) {
+      ASSERT_GE_RET(p.table.size() * kv.block_size(), p.start_pos + p.tokens.size());
+      std::optional<token_id> tok;
+      if (p.sample) tok = 1001 + static_cast<token_id>(planner.tokens(p.seq).size() - planner.n_prompt(p.seq));
+      planner.complete(p, tok);
+      kv.commit(p.seq, planner.tokens(p.seq), planner.n_computed(p.seq));
+      const auto out = planner.tokens(p.seq).size() - planner.n_prompt(p.seq);
+      if (out >= max_out_[p.seq]) {
+        finished.push_back(p.seq);
+        outputs[p.seq] = planner.tokens(p.seq);
+        planner.remove(p.seq);
+        kv.free(p.seq);
+      }
+    }
+    return plan;
+  }
+
+  void run_to_end(int max_steps = 10000) {
+    for (int i = 0; i < max_steps && planner.has_work(); ++i) step();
+    ASSERT_FALSE(planner.has_work()) << "did not finish";
+  }
+
+  void expect_all_blocks_free_or_cached() const {
+    const auto st = kv.stats().pool;
+    EXPECT_EQ(st.used, 0u);
+    EXPECT_EQ(st.free + st.cached_free, st.total);
+    EXPECT_EQ(kv.stats().sequences, 0u);
+  }
+
+  step_planner planner;
+  kv_block_manager kv;
+  std::vector<seq_id> finished;
+  std::map<seq_id, std::vector<token_id>> outputs;
+
+ private:
+  template <class A, class B>
+  static void ASSERT_GE_RET(A a, B b) { ASSERT_GE(a, b); }
+  std::map<seq_id, uint32_t> max_out_;
+};
+
+const planned_seq* find(const step_plan_core& plan, seq_id s) {
+  for (const auto& p : plan.seqs) {
+    if (p.seq == s) return &p;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+TEST(StepPlanner, RespectsTheTokenBudgetAndSeqLimit) {
+  harness h({/*max_num_seqs=*/3, /*max_num_batched_tokens=*/100, /*prefill_chunk=*/64}, 256);
+  for (seq_id s = 1; s <= 5; ++s) h.add(s, 150, 5);
+  int steps = 0;
+  while (h.planner.has_work()) {
+    const auto plan = h.step();
+    EXPECT_LE(plan.n_tokens(), 100u);
+    EXPECT_LE(plan.seqs.size(), 3u);
+    EXPECT_LE(h.planner.n_running(), 3u);
+    ASSERT_LT(++steps, 1000);
+  }
+  EXPECT_EQ(h.finished.size(), 5u);
+  h.expect_all_blocks_free_or_cached();
+}
+
+TEST(StepPlanner, ChunksALongPromptAndSamplesOnlyAtItsEnd) {
+  harness h({8, 2048, 512}, 256);
+  h.add(1, 1200, 2);
+  auto p1 = h.step();
+  ASSERT_EQ(p1.seqs.size(), 1u);
+  EXPECT_EQ(p1.seqs[0].start_pos, 0u);
+  EXPECT_EQ(p1.seqs[0].tokens.size(), 512u);
+  EXPECT_FALSE(p1.seqs[0].sample);
+  auto p2 = h.step();
+  EXPECT_EQ(p2.seqs[0].start_pos, 512u);
+  EXPECT_EQ(p2.seqs[0].tokens.size(), 512u);
+  auto p3 = h.step();
+  EXPECT_EQ(p3.seqs[0].tokens.size(), 176u);
+  EXPECT_TRUE(p3.seqs[0].sample);
+  auto p4 = h.step();  // decode: the sampled token
+  EXPECT_EQ(p4.seqs[0].start_pos, 1200u);
+  EXPECT_EQ(p4.seqs[0].tokens, (std::vector<token_id>{1001}));
+  EXPECT_EQ(h.finished, (std::vector<seq_id>{1}));
+}
+
+TEST(StepPlanner, RunningStreamsKeepDecodingWhileAPromptIsPrefilled) {
+  harness h({8, 300, 256}, 512);
+  for (seq_id s = 1; s <= 4; ++s) h.add(s, 8, 50);
+  h.step();  // all four prefilled in one step (32 tokens)
+  h.add(9, 2000, 1);
+  int prefill_steps = 0;
+  while (h.planner.contains(9) && h.planner.n_computed(9) < 2000) {
+    const auto plan = h.step();
+    for (seq_id s = 1; s <= 4; ++s) {
+      const auto* p = find(plan, s);
+      ASSERT_NE(p, nullptr) << "stream " << s << " skipped a step";
+      EXPECT_EQ(p->tokens.size(), 1u);
+    }
+    const auto* big = find(plan, 9);
+    ASSERT_NE(big, nullptr);
+    EXPECT_EQ(big->tokens.size(), std::min<size_t>(256, 2000 - big->start_pos));
+    ++prefill_steps;
+  }
+  EXPECT_EQ(prefill_steps, 8);  // ceil(2000 / 256)
+}
+
+TEST(StepPlanner, PreemptsTheNewestAndResumesWithItsTokensKept) {
+  // 6 blocks of 4 tokens. Two sequences of 8 prompt tokens (2 blocks each) decode until
+  // the pool runs dry; the newer one is preempted, and recomputed later.
+  harness h({4, 256, 256}, 6, 4);
+  h.add(1, 8, 12);
+  h.add(2, 8, 12, "default", 1.0, 500);
+  bool preempted = false;
+  for (int i = 0; i < 200 && h.planner.has_work(); ++i) {
+    const auto plan = h.step();
+    for (seq_id s : plan.preempted) {
+      EXPECT_EQ(s, 2u) << "the newest sequence goes first";
+      preempted = true;
+      EXPECT_FALSE(h.planner.is_running(2));
+      EXPECT_GT(h.planner.tokens(2).size(), 8u) << "generated tokens are kept";
+    }
+  }
+  EXPECT_TRUE(preempted);
+  ASSERT_EQ(h.finished.size(), 2u);
+  EXPECT_GE(h.planner.contains(2) ? 0u : 1u, 1u);
+  // Each produced exactly its 12 outputs in order despite the preemption.
+  for (seq_id s : {1u, 2u}) {
+    const auto& out = h.outputs[s];
+    ASSERT_EQ(out.size(), 20u);
+    for (int i = 0; i < 12; ++i) EXPECT_EQ(out[8 + static_cast<size_t>(i)], 1001 + i);
+  }
+  h.expect_all_blocks_free_or_cached();
+}
+
+TEST(StepPlanner, AbortInEveryPhaseFreesEverything) {
+  harness h({2, 64, 32}, 64, 4);
+  h.add(1, 100, 10);  // will be mid-prefill
+  h.add(2, 10, 100);  // will be decoding
+  h.add(3, 10, 10);   // still waiting (max 2 running)
+  h.step();
+  h.step();
+  ASSERT_TRUE(h.planner.is_running(1));
+  ASSERT_LT(h.planner.n_computed(1), 100u);  // mid-prefill
+  ASSERT_TRUE(h.planner.is_running(2));
+  ASSERT_FALSE(h.planner.is_running(3));
+  h.abort(1);
+  h.abort(3);
+  h.step();
+  h.abort(2);  // mid-decode
+  EXPECT_FALSE(h.planner.has_work());
+  h.expect_all_blocks_free_or_cached();
+}
+
+TEST(StepPlanner, AbortBetweenProposalAndPlanReturnsTheGrantedBlocks) {
+  harness h({4, 256, 256}, 16, 4);
+  h.add(1, 20, 5);
+  const auto granted = reserve_blocks(h.kv, h.planner.propose());
+  ASSERT_EQ(granted.admitted.size(), 1u);
+  h.planner.remove(1);  // the client went away while the cache manager answered
+  const auto plan = h.planner.finalize(granted);
+  EXPECT_TRUE(plan.seqs.empty());
+  ASSERT_EQ(plan.orphaned, (std::vector<seq_id>{1}));
+  h.kv.free(1);
+  h.expect_all_blocks_free_or_cached();
+}
+
+TEST(StepPlanner, ASharedPrefixIsComputedOnce) {
+  harness h({4, 4096, 4096}, 256, 16);
+  h.add(1, 1000, 1, "default", 1.0, 7);
+  h.run_to_end();
+  h.add(2, 1000, 1, "default", 1.0, 7);  // the same 1000 prompt tokens
+  const auto plan = h.step();
+  ASSERT_EQ(plan.seqs.size(), 1u);
+  EXPECT_EQ(plan.seqs[0].n_cached, 992u);  // 62 full blocks; the last token is always computed
+  EXPECT_EQ(plan.seqs[0].tokens.size(), 8u);
+}
+
+TEST(StepPlanner, ANewTenantStartsWithinTheNextRound) {
+  harness h({4, 4096, 512}, 4096, 16);
+  for (seq_id s = 1; s <= 50; ++s) h.add(s, 32, 4, "A");
+  h.step();  // A's first four start
+  h.add(100, 32, 4, "B");
+  const auto plan = h.step();
+  // Running is full (4 of 4) so nobody new starts until one finishes; B must be the next.
+  std::vector<seq_id> started;
+  for (int i = 0; i < 20 && started.empty(); ++i) {
+    const auto p = h.step();
+    for (const auto& s : p.seqs) {
+      if (s.start_pos == 0) started.push_back(s.seq);
+    }
+  }
+  ASSERT_FALSE(started.empty());
+  EXPECT_EQ(started.front(), 100u) << "tenant B waited behind tenant A's queue";
+  (void)plan;
+}
+
+TEST(StepPlanner, FairShareFollowsWeights) {
+  harness h({1, 4096, 4096}, 4096, 16);
+  for (seq_id s = 1; s <= 100; ++s) h.add(s, 16, 1, "heavy", 3.0);
+  for (seq_id s = 101; s <= 200; ++s) h.add(s, 16, 1, "light", 1.0);
+  std::map<std::string, int> started;
+  for (int i = 0; i < 80; ++i) {  // both queues stay non-empty throughout
+    const auto p = h.step();
+    for (const auto& s : p.seqs) {
+      if (s.start_pos == 0) ++started[s.seq <= 100 ? "heavy" : "light"];
+    }
+  }
+  // With one slot and equal work per request, starts follow the 3:1 weights.
+  const double ratio = static_cast<double>(started["heavy"]) / std::max(1, started["light"]);
+  EXPECT_NEAR(ratio, 3.0, 0.6) << started["heavy"] << " vs " << started["light"];
+}
