@@ -13,6 +13,7 @@ inline void cpu_relax() {
 
 // Spin iterations before a worker sleeps: long enough to bridge consecutive matmuls.
 constexpr int kSpinIterations = 20000;
+constexpr int kSpinsPerYield = 256;
 
 }  // namespace
 
@@ -46,6 +47,8 @@ void thread_pool::worker_loop(int thread_index) {
   for (;;) {
     uint64_t gen = generation_.load(std::memory_order_acquire);
     for (int spin = 0; gen == seen && spin < kSpinIterations; ++spin) {
+      // Yield now and then so an oversubscribed machine still makes progress.
+      if (spin % kSpinsPerYield == kSpinsPerYield - 1) std::this_thread::yield();
       cpu_relax();
       gen = generation_.load(std::memory_order_acquire);
     }
@@ -76,7 +79,10 @@ void thread_pool::parallel_for(int64_t n_tasks, const std::function<void(int64_t
   generation_.fetch_add(1);
   if (sleepers_.load() > 0) generation_.notify_all();
   run_tasks(0);
-  while (busy_workers_.load(std::memory_order_acquire) != 0) cpu_relax();
+  for (int spin = 1; busy_workers_.load(std::memory_order_acquire) != 0; ++spin) {
+    if (spin % kSpinsPerYield == 0) std::this_thread::yield();
+    cpu_relax();
+  }
 }
 
 }  // namespace tandem

@@ -1,5 +1,6 @@
 #include "engine/kernels/activation_format.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "engine/kernels/blocks.h"
@@ -11,7 +12,7 @@ namespace {
 // float (before the scale is rounded to half), which is what Q8_1's s stores.
 float quantize_block(const float* x, f16_bits& d_out, int8_t* qs) {
   float amax = 0.0f;
-  for (int j = 0; j < kBlock; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+  for (int j = 0; j < kBlock; ++j) amax = std::max(amax, std::fabs(x[j]));
   const float d = amax / 127.0f;
   const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
   d_out = f32_to_f16(d);

@@ -16,13 +16,17 @@ namespace tandem::kernels {
 // A 2-D weight in GGUF orientation: `rows` rows of `cols` elements (cols = ne[0], the input
 // width). Points into the mapped file; never owns.
 struct weight_view {
+  weight_view() = default;
+  weight_view(tensor_type t, int64_t n_cols, int64_t n_rows, const std::byte* bytes)
+      : type(t), cols(n_cols), rows(n_rows), data(bytes), stride(row_bytes(t, n_cols)) {}
+
   tensor_type type = tensor_type::f32;
   int64_t cols = 0;
   int64_t rows = 0;
   const std::byte* data = nullptr;
+  size_t stride = 0;  // bytes per row
 
-  size_t row_stride() const { return row_bytes(type, cols); }
-  const std::byte* row(int64_t r) const { return data + static_cast<size_t>(r) * row_stride(); }
+  const std::byte* row(int64_t r) const { return data + static_cast<size_t>(r) * stride; }
 };
 
 // Reusable buffer for converted activations, so steady-state steps do not allocate.

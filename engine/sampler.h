@@ -1,0 +1,74 @@
+// Picks the next token from a row of logits. Runs where the logits are (inside the device
+// worker's step), so only token ids and a few log-probabilities leave it.
+//
+// Order of operations, as in vLLM / the OpenAI API:
+//   1. logit bias (added; -inf bans a token)
+//   2. penalties over the history: repetition (divide positive logits, multiply negative
+//      ones), presence (subtract once if the token occurred), frequency (subtract per count)
+//   3. temperature <= 0: greedy argmax (lowest id on ties); otherwise logits / temperature
+//   4. top-k, then top-p (smallest set whose probability reaches p), then min-p (drop tokens
+//      below min_p * the top probability), all on the tempered distribution
+//   5. draw from the renormalised survivors with the sampler's own generator (seeded:
+//      the same seed and inputs give the same tokens on every machine)
+// Log-probabilities (of the chosen token and the top-N) are those of the raw logits, the
+// model's own distribution, like vLLM's default.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+namespace tandem {
+
+struct sampling_params {
+  float temperature = 1.0f;             // <= 0: greedy
+  int32_t top_k = 0;                    // <= 0 or >= vocabulary: off
+  float top_p = 1.0f;                   // >= 1: off
+  float min_p = 0.0f;                   // <= 0: off
+  float repetition_penalty = 1.0f;      // 1: off
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  std::unordered_map<int32_t, float> logit_bias;
+  std::optional<uint64_t> seed;         // none: seeded from std::random_device
+  std::vector<int32_t> stop_tokens;     // e.g. end-of-generation ids
+  int32_t top_logprobs = 0;             // how many alternatives to report (0: none)
+};
+
+struct token_logprob {
+  int32_t token = -1;
+  float logprob = 0.0f;
+};
+
+struct sample_result {
+  int32_t token = -1;                // -1 when every token was masked out (see sample())
+  float logprob = 0.0f;              // of `token` under the raw logits
+  bool is_stop = false;              // token is one of the stop tokens
+  std::vector<token_logprob> top;    // top_logprobs entries, most likely first
+};
+
+class sampler {
+ public:
+  explicit sampler(sampling_params params);
+
+  const sampling_params& params() const { return params_; }
+
+  // history: the sequence's tokens so far (prompt and generated) for the penalties.
+  // If bias makes every logit -inf (or the logits are all NaN / -inf), returns token -1:
+  // nothing can be sampled, and the caller ends the sequence.
+  sample_result sample(std::span<const float> logits, std::span<const int32_t> history = {});
+
+  bool is_stop(int32_t token) const;
+
+ private:
+  double uniform();  // [0, 1), 53 random bits
+
+  sampling_params params_;
+  uint64_t state_;                 // splitmix64 state: tiny, portable, reproducible
+  std::vector<float> work_;        // [n_vocab] processed logits
+  std::vector<int32_t> order_;     // candidate ids
+  std::unordered_map<int32_t, int32_t> counts_;
+};
+
+}  // namespace tandem
