@@ -1,0 +1,35 @@
+// cache_manager actor: owns the KV block pool, every sequence's block table and the prefix
+// index (engine/kv_block_manager.h). The KV *data* lives with the device worker; this actor
+// only decides which block holds what.
+//
+//   scheduler --reserve(request)--> cache_manager --reserve_result--> scheduler   (each step)
+//   scheduler --commit(seq, tokens, n_computed)-->  full computed blocks enter the index
+//   scheduler --release(seqs)-->                    blocks back to the pool (finished/aborted)
+#pragma once
+
+#include <caf/all.hpp>
+
+#include "tandem/atoms.h"
+#include "engine/block_reservation.h"
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::reserve_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::reserve_result)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::kv_cache_stats)
+
+namespace tandem {
+
+using cache_manager_actor = caf::typed_actor<
+    caf::replies_to<reserve_atom, reserve_request>::with<reserve_result>,
+    caf::reacts_to<commit_atom, seq_id, std::vector<token_id>, uint32_t>,
+    caf::reacts_to<release_atom, std::vector<seq_id>>,
+    caf::replies_to<stats_atom>::with<kv_cache_stats>>;
+
+struct cache_manager_config {
+  uint32_t n_blocks = 0;
+  uint32_t block_size = 16;
+  bool enable_prefix_caching = true;
+};
+
+cache_manager_actor spawn_cache_manager(caf::actor_system& sys, const cache_manager_config& cfg);
+
+}  // namespace tandem

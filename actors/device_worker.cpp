@@ -1,0 +1,145 @@
+#include "actors/device_worker.h"
+
+#include <chrono>
+#include <cstring>
+#include <unordered_map>
+
+#include "engine/kv_pool.h"
+#include "engine/model.h"
+#include "engine/sampler.h"
+
+namespace tandem {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double ms_since(clock_type::time_point t0) {
+  return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+}
+
+sampling_params to_params(const sampling_options& o) {
+  sampling_params p;
+  p.temperature = o.temperature;
+  p.top_k = o.top_k;
+  p.top_p = o.top_p;
+  p.min_p = o.min_p;
+  p.repetition_penalty = o.repetition_penalty;
+  p.presence_penalty = o.presence_penalty;
+  p.frequency_penalty = o.frequency_penalty;
+  for (size_t i = 0; i < o.logit_bias_ids.size() && i < o.logit_bias_values.size(); ++i) {
+    p.logit_bias[o.logit_bias_ids[i]] = o.logit_bias_values[i];
+  }
+  if (o.seed >= 0) p.seed = static_cast<uint64_t>(o.seed);
+  p.top_logprobs = o.logprobs ? o.top_logprobs : 0;
+  return p;
+}
+
+// Per-sequence state kept where the logits are: the sampler (its random stream) and the
+// tokens seen at each position, for the penalties.
+struct seq_sampling {
+  explicit seq_sampling(const sampling_options& o) : s(to_params(o)) {}
+  sampler s;
+  std::vector<int32_t> tokens;  // tokens[p] = token at position p
+};
+
+struct device_worker_state {
+  std::shared_ptr<model> m;
+  std::unique_ptr<kv_pool> kv;
+  std::unordered_map<seq_id, seq_sampling> seqs;
+  step_input input;
+  step_output output;
+  device_stats stats;
+  static inline const char* name = "tandem.device_worker.cpu";
+};
+
+void copy_block(kv_pool& kv, block_id src, block_id dst) {
+  const size_t n = static_cast<size_t>(kv.block_tokens()) * kv.head_dim() * sizeof(kernels::f16_bits);
+  for (uint32_t l = 0; l < kv.n_layer(); ++l) {
+    for (uint32_t h = 0; h < kv.n_head_kv(); ++h) {
+      std::memcpy(kv.k(l, static_cast<int32_t>(dst), h), kv.k(l, static_cast<int32_t>(src), h), n);
+      std::memcpy(kv.v(l, static_cast<int32_t>(dst), h), kv.v(l, static_cast<int32_t>(src), h), n);
+    }
+  }
+}
+
+device_step_result run_step(device_worker_state& st, const device_step& step) {
+  device_step_result res;
+  res.step = step.plan.step;
+  const auto& plan = step.plan;
+  res.sampled.assign(plan.seqs.size(), -1);
+  res.logprobs.resize(plan.seqs.size());
+  for (seq_id s : step.released) st.seqs.erase(s);
+  for (const auto& c : plan.copies) copy_block(*st.kv, c.src, c.dst);
+
+  auto& in = st.input;
+  in.seqs.resize(plan.seqs.size());
+  for (size_t i = 0; i < plan.seqs.size(); ++i) {
+    const auto& p = plan.seqs[i];
+    auto& s = in.seqs[i];
+    s.seq_id = p.seq;
+    s.tokens.assign(p.tokens.begin(), p.tokens.end());
+    s.start_pos = static_cast<int32_t>(p.start_pos);
+    s.blocks.assign(p.table.begin(), p.table.end());
+    s.want_all_logits = false;
+  }
+  const auto t0 = clock_type::now();
+  try {
+    st.m->forward(in, *st.kv, st.output);
+  } catch (const std::exception& e) {
+    res.error = e.what();
+    return res;
+  }
+  res.forward_ms = ms_since(t0);
+
+  const auto t1 = clock_type::now();
+  for (size_t i = 0; i < plan.seqs.size(); ++i) {
+    const auto& p = plan.seqs[i];
+    auto it = st.seqs.find(p.seq);
+    if (it == st.seqs.end()) it = st.seqs.try_emplace(p.seq, step.sampling[i]).first;
+    auto& ss = it->second;
+    // Positions before start_pos are known; anything past them was rolled back or recomputed.
+    ss.tokens.resize(std::min<size_t>(ss.tokens.size(), p.start_pos));
+    ss.tokens.insert(ss.tokens.end(), p.tokens.begin(), p.tokens.end());
+    if (!p.sample) continue;
+    const uint32_t n_prompt = std::min<uint32_t>(step.n_prompt[i], static_cast<uint32_t>(ss.tokens.size()));
+    const auto history = std::span<const int32_t>(ss.tokens).subspan(n_prompt);
+    const auto r = ss.s.sample(st.output.last(i), history);
+    res.sampled[i] = r.token;
+    if (step.sampling[i].logprobs) {
+      auto& lp = res.logprobs[i];
+      lp.token = r.token;
+      lp.logprob = r.logprob;
+      for (const auto& t : r.top) {
+        lp.top_ids.push_back(t.token);
+        lp.top_logprobs.push_back(t.logprob);
+      }
+    }
+  }
+  res.sample_ms = ms_since(t1);
+  ++st.stats.steps;
+  st.stats.tokens += plan.n_tokens();
+  st.stats.busy_ms += res.forward_ms + res.sample_ms;
+  return res;
+}
+
+device_worker_actor::behavior_type cpu_device_worker(device_worker_actor::stateful_pointer<device_worker_state> self,
+                                                     std::shared_ptr<model> m, uint32_t n_blocks, uint32_t block_size) {
+  kv_pool_options opts;
+  opts.block_tokens = static_cast<int>(block_size);
+  opts.capacity_tokens = static_cast<int64_t>(n_blocks) * block_size;
+  self->state.kv = std::make_unique<kv_pool>(m->config(), opts);
+  self->state.m = std::move(m);
+  return {
+      [self](run_step_atom, const device_step& step) -> device_step_result { return run_step(self->state, step); },
+      [self](stats_atom) -> device_stats { return self->state.stats; },
+  };
+}
+
+}  // namespace
+
+device_worker_actor spawn_cpu_device_worker(caf::actor_system& sys, std::shared_ptr<model> m, uint32_t n_blocks,
+                                            uint32_t block_size) {
+  return sys.spawn<caf::detached>(cpu_device_worker, std::move(m), n_blocks, block_size);
+}
+
+}  // namespace tandem

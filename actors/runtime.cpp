@@ -1,0 +1,60 @@
+#include "tandem/runtime.h"
+
+#include <algorithm>
+
+#include "actors/runtime_shared.h"
+#include "engine/gguf.h"
+#include "engine/model.h"
+#include "engine/model_path.h"
+
+namespace tandem {
+
+std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_config& cfg) {
+  std::unique_ptr<runtime> rt(new runtime());
+  rt->cfg_ = cfg;
+  const auto path = resolve_model_path(cfg.model);
+  model_options mo;
+  mo.n_threads = cfg.threads;
+  std::shared_ptr<tandem::model> m = tandem::model::open(path, mo);
+  const auto& mc = m->config();
+  rt->model_cfg_ = std::make_shared<model_config>(mc);
+
+  auto shared = std::make_shared<runtime_shared>(runtime_shared{tokenizer::from_gguf(m->file()), std::nullopt, "", 0});
+  try {
+    shared->chat = chat_template::from_gguf(m->file(), cfg.chat_template);
+  } catch (const std::exception& e) {
+    if (!cfg.chat_template.empty()) throw;  // an explicit override must work
+    shared->chat_error = e.what();
+  }
+  shared->max_model_len = cfg.max_model_len > 0 ? std::min(cfg.max_model_len, mc.n_ctx_train) : mc.n_ctx_train;
+  rt->shared_ = shared;
+
+  const uint64_t default_tokens = std::min<uint64_t>(uint64_t{16} * shared->max_model_len, 65536);
+  const uint64_t kv_tokens = cfg.kv_cache_tokens > 0 ? cfg.kv_cache_tokens : default_tokens;
+  rt->kv_blocks_ = static_cast<uint32_t>(std::max<uint64_t>(1, kv_tokens / cfg.block_size));
+
+  planner_config pc;
+  pc.max_num_seqs = cfg.max_num_seqs;
+  pc.max_num_batched_tokens = cfg.max_num_batched_tokens;
+  pc.prefill_chunk = std::min(cfg.prefill_chunk, cfg.max_num_batched_tokens);
+
+  rt->device_ = spawn_cpu_device_worker(sys, std::move(m), rt->kv_blocks_, cfg.block_size);
+  rt->cache_ = spawn_cache_manager(sys, {rt->kv_blocks_, cfg.block_size, cfg.enable_prefix_caching});
+  rt->scheduler_ = spawn_scheduler(sys, pc, cfg.block_size, rt->cache_, rt->device_);
+  admission_config ac;
+  ac.max_in_flight = cfg.max_in_flight;
+  rt->admission_ = spawn_admission(sys, ac, shared, rt->scheduler_);
+  return rt;
+}
+
+runtime::~runtime() {
+  for (const caf::actor& a : {caf::actor_cast<caf::actor>(admission_), caf::actor_cast<caf::actor>(scheduler_),
+                              caf::actor_cast<caf::actor>(cache_), caf::actor_cast<caf::actor>(device_)}) {
+    if (a) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  }
+}
+
+const tokenizer& runtime::tok() const { return shared_->tok; }
+const model_config& runtime::model_cfg() const { return *model_cfg_; }
+
+}  // namespace tandem

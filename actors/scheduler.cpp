@@ -1,0 +1,221 @@
+#include "actors/scheduler.h"
+
+#include <algorithm>
+#include <chrono>
+#include <unordered_map>
+
+namespace tandem {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double ms_between(clock_type::time_point a, clock_type::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+struct seq_info {
+  sequence_request req;
+  uint32_t n_generated = 0;
+  clock_type::time_point enqueued = clock_type::now();
+  bool started = false;  // the first batch (with queue time and cache hit) was sent
+  double queue_ms = 0;
+  uint32_t cached_tokens = 0;
+};
+
+struct scheduler_state {
+  std::unique_ptr<step_planner> planner;
+  cache_manager_actor cache;
+  device_worker_actor device;
+  std::unordered_map<seq_id, seq_info> seqs;
+  std::vector<seq_id> released;     // ended since the last step: the device drops their state
+  step_plan_core in_flight;         // the plan the device is running
+  bool busy = false;
+  uint32_t block_size = 16;
+  scheduler_stats stats;
+  static inline const char* name = "tandem.scheduler";
+};
+
+using self_ptr = scheduler_actor::stateful_pointer<scheduler_state>;
+
+void kick(self_ptr self);
+
+// Ends a sequence: the streamer gets the final batch, blocks go back to the pool.
+void finish(self_ptr self, seq_id seq, std::string reason, token_batch batch = {}) {
+  auto& st = self->state;
+  const auto it = st.seqs.find(seq);
+  if (it == st.seqs.end()) return;
+  batch.seq = seq;
+  batch.finished = true;
+  batch.finish_reason = std::move(reason);
+  self->send(it->second.req.streamer, tokens_atom::value, std::move(batch));
+  st.planner->remove(seq);
+  self->send(st.cache, release_atom::value, std::vector<seq_id>{seq});
+  st.released.push_back(seq);
+  st.seqs.erase(it);
+}
+
+void apply(self_ptr self, const device_step_result& res) {
+  auto& st = self->state;
+  const auto t0 = clock_type::now();
+  const auto& plan = st.in_flight;
+  for (size_t i = 0; i < plan.seqs.size(); ++i) {
+    const auto& p = plan.seqs[i];
+    const auto it = st.seqs.find(p.seq);
+    if (it == st.seqs.end() || !st.planner->contains(p.seq)) continue;  // aborted meanwhile
+    auto& info = it->second;
+    if (!res.error.empty()) {
+      token_batch b;
+      finish(self, p.seq, "error", b);
+      continue;
+    }
+    const int32_t tok = p.sample ? res.sampled[i] : -1;
+    st.planner->complete(p, tok >= 0 ? std::optional<token_id>(tok) : std::nullopt);
+    const uint32_t computed = st.planner->n_computed(p.seq);
+    const uint32_t n_prompt = st.planner->n_prompt(p.seq);
+    if (p.start_pos < n_prompt) st.stats.prompt_tokens += std::min(computed, n_prompt) - p.start_pos;
+    // Full blocks completed in this step enter the prefix index.
+    if (computed / st.block_size != p.start_pos / st.block_size) {
+      self->send(st.cache, commit_atom::value, p.seq, st.planner->tokens(p.seq), computed);
+    }
+    if (!p.sample) continue;
+
+    token_batch batch;
+    batch.seq = p.seq;
+    if (!info.started) {
+      info.started = true;
+      batch.cached_tokens = info.cached_tokens;
+      batch.queue_ms = info.queue_ms;
+    }
+    if (tok < 0) {  // every token was masked out: nothing can follow
+      finish(self, p.seq, "stop", std::move(batch));
+      continue;
+    }
+    ++info.n_generated;
+    ++st.stats.generated_tokens;
+    const auto& stops = info.req.stop_token_ids;
+    const bool is_stop = std::find(stops.begin(), stops.end(), tok) != stops.end();
+    if (!is_stop) {
+      batch.tokens.push_back(tok);
+      if (info.req.sampling.logprobs) batch.logprobs.push_back(res.logprobs[i]);
+    }
+    const uint32_t total = static_cast<uint32_t>(st.planner->tokens(p.seq).size());
+    if (is_stop) {
+      finish(self, p.seq, "stop", std::move(batch));
+    } else if (info.n_generated >= info.req.max_new_tokens ||
+               (info.req.max_total_tokens > 0 && total >= info.req.max_total_tokens)) {
+      finish(self, p.seq, "length", std::move(batch));
+    } else {
+      self->send(info.req.streamer, tokens_atom::value, std::move(batch));
+    }
+  }
+  st.stats.device_ms += res.forward_ms + res.sample_ms;
+  st.stats.plan_ms += ms_between(t0, clock_type::now());
+}
+
+void run_planned(self_ptr self, const reserve_result& granted, std::vector<seq_id> proposed_waiting) {
+  auto& st = self->state;
+  const auto t0 = clock_type::now();
+  st.in_flight = st.planner->finalize(granted);
+  auto& plan = st.in_flight;
+  if (!plan.orphaned.empty()) self->send(st.cache, release_atom::value, plan.orphaned);
+  st.stats.preemptions += plan.preempted.size();
+  if (plan.seqs.empty()) {
+    st.busy = false;
+    if (!plan.preempted.empty()) return kick(self);
+    // Nothing fits and nothing runs: the head of the queue can never be served by this pool.
+    if (st.planner->n_running() == 0 && !proposed_waiting.empty()) {
+      token_batch b;
+      finish(self, proposed_waiting.front(), "error", b);
+      return kick(self);
+    }
+    return;
+  }
+  device_step step;
+  step.sampling.reserve(plan.seqs.size());
+  for (const auto& p : plan.seqs) {
+    auto& info = st.seqs.at(p.seq);
+    if (!info.started && p.start_pos == p.n_cached && p.n_cached > 0) info.cached_tokens = p.n_cached;
+    if (!info.started && info.queue_ms == 0) info.queue_ms = ms_between(info.enqueued, clock_type::now());
+    step.sampling.push_back(info.req.sampling);
+    step.n_prompt.push_back(st.planner->n_prompt(p.seq));
+  }
+  step.plan = plan;
+  step.released = std::exchange(st.released, {});
+  ++st.stats.steps;
+  st.stats.plan_ms += ms_between(t0, clock_type::now());
+  self->request(st.device, caf::infinite, run_step_atom::value, std::move(step))
+      .then(
+          [self](const device_step_result& res) {
+            apply(self, res);
+            self->state.busy = false;
+            kick(self);
+          },
+          [self](const caf::error& err) {
+            device_step_result res;
+            res.error = self->system().render(err);
+            apply(self, res);
+            self->state.busy = false;
+            kick(self);
+          });
+}
+
+void kick(self_ptr self) {
+  auto& st = self->state;
+  if (st.busy || !st.planner->has_work()) return;
+  st.busy = true;
+  const auto t0 = clock_type::now();
+  auto req = st.planner->propose();
+  std::vector<seq_id> proposed_waiting;
+  for (const auto& w : req.waiting) proposed_waiting.push_back(w.seq);
+  st.stats.plan_ms += ms_between(t0, clock_type::now());
+  self->request(st.cache, caf::infinite, reserve_atom::value, std::move(req))
+      .then([self, proposed_waiting](const reserve_result& granted) { run_planned(self, granted, proposed_waiting); },
+            [self](const caf::error&) { self->state.busy = false; });
+}
+
+scheduler_actor::behavior_type scheduler(self_ptr self, planner_config cfg, uint32_t block_size,
+                                         cache_manager_actor cache, device_worker_actor device) {
+  auto& st = self->state;
+  st.block_size = block_size;
+  st.planner = std::make_unique<step_planner>(cfg);
+  st.cache = std::move(cache);
+  st.device = std::move(device);
+  return {
+      [self](enqueue_atom, sequence_request& req) {
+        auto& st = self->state;
+        const seq_id id = req.id;
+        if (st.seqs.count(id) || req.prompt.empty()) {
+          token_batch b;
+          b.seq = id;
+          b.finished = true;
+          b.finish_reason = "error";
+          self->send(req.streamer, tokens_atom::value, std::move(b));
+          return;
+        }
+        st.planner->add(id, req.tenant, req.weight, req.prompt);
+        seq_info info;
+        info.req = std::move(req);
+        st.seqs.emplace(id, std::move(info));
+        kick(self);
+      },
+      [self](abort_atom, seq_id seq) {
+        ++self->state.stats.aborted;
+        finish(self, seq, "abort");
+      },
+      [self](stats_atom) -> scheduler_stats {
+        auto s = self->state.stats;
+        s.running = static_cast<uint32_t>(self->state.planner->n_running());
+        s.waiting = static_cast<uint32_t>(self->state.planner->n_waiting());
+        return s;
+      },
+  };
+}
+
+}  // namespace
+
+scheduler_actor spawn_scheduler(caf::actor_system& sys, const planner_config& cfg, uint32_t block_size,
+                                cache_manager_actor cache, device_worker_actor device) {
+  return sys.spawn(scheduler, cfg, block_size, std::move(cache), std::move(device));
+}
+
+}  // namespace tandem

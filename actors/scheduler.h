@@ -1,0 +1,55 @@
+// scheduler actor: owns the waiting and running sequences and the step loop.
+//
+//   streamer --enqueue(sequence_request)--> scheduler
+//   loop:  propose -> cache_manager.reserve -> finalize -> device_worker.run_step -> apply
+//          apply: tokens --> each sequence's streamer; finished/aborted --> cache_manager.release
+//   admission/streamer --abort(seq)--> scheduler: removed at once, blocks released
+//
+// One step is in flight at a time: the next plan is made when the result is back (planning
+// takes microseconds next to a CPU forward pass of milliseconds; docs/architecture.md).
+#pragma once
+
+#include <caf/all.hpp>
+
+#include "actors/cache_manager.h"
+#include "actors/device_worker.h"
+#include "actors/streamer.h"
+#include "engine/step_planner.h"
+
+namespace tandem {
+
+struct sequence_request {
+  seq_id id = 0;
+  std::string tenant = "default";
+  double weight = 1.0;
+  std::vector<int32_t> prompt;
+  sampling_options sampling;
+  uint32_t max_new_tokens = 256;
+  uint32_t max_total_tokens = 0;          // the context limit: prompt + output
+  std::vector<int32_t> stop_token_ids;    // ending tokens (end-of-generation ids unless ignored)
+  streamer_actor streamer;
+};
+
+struct scheduler_stats {
+  uint32_t running = 0;
+  uint32_t waiting = 0;
+  uint64_t steps = 0;
+  uint64_t prompt_tokens = 0;      // prompt tokens computed (after prefix-cache hits)
+  uint64_t generated_tokens = 0;
+  uint64_t preemptions = 0;
+  uint64_t aborted = 0;
+  double device_ms = 0;            // time the device spent in steps
+  double plan_ms = 0;              // time spent planning (propose + finalize + apply)
+};
+
+using scheduler_actor = caf::typed_actor<caf::reacts_to<enqueue_atom, sequence_request>,
+                                         caf::reacts_to<abort_atom, seq_id>,
+                                         caf::replies_to<stats_atom>::with<scheduler_stats>>;
+
+scheduler_actor spawn_scheduler(caf::actor_system& sys, const planner_config& cfg, uint32_t block_size,
+                                cache_manager_actor cache, device_worker_actor device);
+
+}  // namespace tandem
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::sequence_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::scheduler_stats)

@@ -1,0 +1,188 @@
+#include <chrono>
+
+#include "actors/admission.h"
+#include "actors/runtime_shared.h"
+#include "engine/prompt_encoder.h"
+
+namespace tandem {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double ms_between(clock_type::time_point a, clock_type::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+struct streamer_state {
+  request_id id = 0;
+  generate_request req;
+  std::shared_ptr<const runtime_shared> shared;
+  scheduler_actor scheduler;
+  admission_actor admission;
+  std::optional<incremental_decoder> decoder;
+  std::string held;  // decoded text not sent yet: it may be the start of a stop string
+  uint32_t prompt_tokens = 0;
+  uint32_t completion_tokens = 0;
+  uint32_t cached_tokens = 0;
+  double queue_ms = 0;
+  clock_type::time_point submitted = clock_type::now();
+  clock_type::time_point first_token, last_token;
+  bool done = false;
+  static inline const char* name = "tandem.streamer";
+};
+
+using self_ptr = streamer_actor::stateful_pointer<streamer_state>;
+
+// Length of the longest suffix of `text` that is a proper prefix of some stop string.
+size_t held_back_length(const std::string& text, const std::vector<std::string>& stops) {
+  size_t keep = 0;
+  for (const auto& s : stops) {
+    for (size_t n = std::min(text.size(), s.size() - 1); n > keep; --n) {
+      if (text.compare(text.size() - n, n, s, 0, n) == 0) {
+        keep = n;
+        break;
+      }
+    }
+  }
+  return keep;
+}
+
+void close(self_ptr self, std::string reason, std::string error = "", uint16_t status = 200) {
+  auto& st = self->state;
+  if (st.done) return;
+  st.done = true;
+  generation_done d;
+  d.id = st.id;
+  d.finish_reason = std::move(reason);
+  d.error = std::move(error);
+  d.status = status;
+  d.prompt_tokens = st.prompt_tokens;
+  d.completion_tokens = st.completion_tokens;
+  d.cached_tokens = st.cached_tokens;
+  d.queue_ms = st.queue_ms;
+  if (st.completion_tokens > 0) {
+    d.ttft_ms = ms_between(st.submitted, st.first_token);
+    if (st.completion_tokens > 1) d.tpot_ms = ms_between(st.first_token, st.last_token) / (st.completion_tokens - 1);
+  }
+  self->send(st.req.sink, std::move(d));
+  self->send(st.admission, finished_atom::value, st.id);
+  self->quit();
+}
+
+void on_tokens(self_ptr self, token_batch& b) {
+  auto& st = self->state;
+  if (st.done) return;
+  const auto now = clock_type::now();
+  if (b.queue_ms > 0) st.queue_ms = b.queue_ms;
+  if (b.cached_tokens > 0) st.cached_tokens = b.cached_tokens;
+  std::string text;
+  for (int32_t t : b.tokens) text += st.decoder->push(t);
+  // A stop token ends the sequence without being shown, but it was generated.
+  const uint32_t produced = static_cast<uint32_t>(b.tokens.size()) + (b.finished && b.finish_reason == "stop" ? 1u : 0u);
+  if (produced > 0) {
+    if (st.completion_tokens == 0) st.first_token = now;
+    st.last_token = now;
+    st.completion_tokens += produced;
+  }
+  if (b.finished) text += st.decoder->flush();
+
+  std::string out = std::move(st.held);
+  out += text;
+  st.held.clear();
+  bool stopped = false;
+  for (const auto& s : st.req.stop) {
+    const auto at = out.find(s);
+    if (!s.empty() && at != std::string::npos) {
+      out.resize(at);
+      stopped = true;
+    }
+  }
+  if (!stopped && !b.finished) {
+    const size_t keep = held_back_length(out, st.req.stop);
+    st.held = out.substr(out.size() - keep);
+    out.resize(out.size() - keep);
+  }
+  if (!out.empty() || !b.tokens.empty()) {
+    generation_delta d;
+    d.id = st.id;
+    d.text = std::move(out);
+    d.tokens = std::move(b.tokens);
+    d.logprobs = std::move(b.logprobs);
+    self->send(st.req.sink, std::move(d));
+  }
+  if (stopped) {
+    self->send(st.scheduler, abort_atom::value, static_cast<seq_id>(st.id));
+    return close(self, "stop");
+  }
+  if (b.finished) close(self, b.finish_reason, b.finish_reason == "error" ? "the sequence failed" : "");
+}
+
+streamer_actor::behavior_type streamer(self_ptr self, request_id id, generate_request req,
+                                       std::shared_ptr<const runtime_shared> shared, scheduler_actor scheduler,
+                                       admission_actor admission) {
+  auto& st = self->state;
+  st.id = id;
+  st.req = std::move(req);
+  st.shared = std::move(shared);
+  st.scheduler = std::move(scheduler);
+  st.admission = std::move(admission);
+  const auto& tok = st.shared->tok;
+  st.decoder.emplace(tok, /*render_special=*/false);
+
+  // Prompt tokens: chat messages through the template, or the raw prompt.
+  std::vector<int32_t> prompt;
+  try {
+    if (!st.req.messages.empty()) {
+      if (!st.shared->chat) throw std::invalid_argument(st.shared->chat_error);
+      std::vector<chat_message> msgs;
+      for (const auto& m : st.req.messages) msgs.push_back({m.role, m.content});
+      prompt = encode_chat(tok, *st.shared->chat, msgs, st.req.add_generation_prompt);
+    } else {
+      prompt = encode_prompt(tok, st.req.prompt);
+    }
+  } catch (const std::exception& e) {
+    close(self, "error", e.what(), 400);
+    return {[](tokens_atom, token_batch&) {}, [](cancel_atom) {}};
+  }
+  st.prompt_tokens = static_cast<uint32_t>(prompt.size());
+  const uint32_t limit = st.shared->max_model_len;
+  if (prompt.empty()) {
+    close(self, "error", "the prompt is empty", 400);
+  } else if (prompt.size() >= limit) {
+    close(self, "error",
+          "the prompt has " + std::to_string(prompt.size()) + " tokens; this model's context is " +
+              std::to_string(limit) + " tokens (prompt and completion together)",
+          400);
+  } else {
+    sequence_request sr;
+    sr.id = id;
+    sr.tenant = st.req.tenant;
+    sr.prompt = std::move(prompt);
+    sr.sampling = st.req.sampling;
+    sr.max_new_tokens = st.req.max_tokens;
+    sr.max_total_tokens = limit;
+    sr.stop_token_ids = st.req.stop_token_ids;
+    if (!st.req.ignore_eos) {
+      for (token_id t : tok.end_of_generation_ids()) sr.stop_token_ids.push_back(t);
+    }
+    sr.streamer = self;
+    self->send(st.scheduler, enqueue_atom::value, std::move(sr));
+  }
+  return {
+      [self](tokens_atom, token_batch& b) { on_tokens(self, b); },
+      [self](cancel_atom) {
+        self->send(self->state.scheduler, abort_atom::value, static_cast<seq_id>(self->state.id));
+        close(self, "abort");
+      },
+  };
+}
+
+}  // namespace
+
+streamer_actor spawn_streamer(caf::actor_system& sys, request_id id, generate_request req,
+                              std::shared_ptr<const runtime_shared> shared, scheduler_actor scheduler,
+                              admission_actor admission) {
+  return sys.spawn(streamer, id, std::move(req), std::move(shared), std::move(scheduler), std::move(admission));
+}
+
+}  // namespace tandem

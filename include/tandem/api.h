@@ -1,0 +1,129 @@
+// Tandem's embedding API: the messages a host CAF application exchanges with the runtime.
+//
+//   host actor --submit_atom, generate_request--> admission --submit_reply--> host
+//   runtime ----generation_delta (0..n)--------> request.sink
+//   runtime ----generation_done (exactly once)--> request.sink
+//   host actor --cancel_atom, request_id-------> admission      (the sink then gets done/abort)
+//
+// Every struct here has an inspect() overload, so the messages can cross CAF's middleman.
+#pragma once
+
+#include <caf/all.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tandem/atoms.h"
+
+namespace tandem {
+
+using request_id = uint64_t;
+
+struct chat_turn {
+  std::string role;     // "system", "user" or "assistant"
+  std::string content;
+};
+
+// How the next token is chosen (OpenAI / vLLM semantics). temperature 0 = greedy.
+struct sampling_options {
+  float temperature = 1.0f;
+  float top_p = 1.0f;
+  int32_t top_k = 0;               // 0 = off
+  float min_p = 0.0f;
+  float repetition_penalty = 1.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  int64_t seed = -1;               // -1 = random
+  std::vector<int32_t> logit_bias_ids;
+  std::vector<float> logit_bias_values;
+  int32_t top_logprobs = 0;        // alternatives per token when logprobs is on
+  bool logprobs = false;
+};
+
+struct generation_delta;
+struct generation_done;
+using sink_actor = caf::typed_actor<caf::reacts_to<generation_delta>, caf::reacts_to<generation_done>>;
+
+struct generate_request {
+  std::string prompt;                 // raw completion prompt, used when messages is empty
+  std::vector<chat_turn> messages;    // chat: rendered with the model's chat template
+  bool add_generation_prompt = true;
+  uint32_t max_tokens = 256;
+  std::vector<std::string> stop;      // stop strings: cut from the output
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  sampling_options sampling;
+  std::string tenant = "default";
+  sink_actor sink;                    // receives the deltas and the final event
+};
+
+// Answer to submit: accepted (with the id to cancel by) or refused before any work.
+struct submit_reply {
+  bool accepted = false;
+  request_id id = 0;
+  uint16_t status = 200;      // as HTTP would say it: 400, 401, 429, 503
+  std::string error;          // why it was refused
+  double retry_after_s = 0;   // for 429 and 503
+};
+
+struct output_logprob {
+  int32_t token = 0;
+  float logprob = 0;
+  std::vector<int32_t> top_ids;       // most likely alternatives, best first
+  std::vector<float> top_logprobs;
+};
+
+struct generation_delta {
+  request_id id = 0;
+  std::string text;                   // complete UTF-8; may be empty while a stop string is pending
+  std::vector<int32_t> tokens;        // token ids this delta covers
+  std::vector<output_logprob> logprobs;
+};
+
+struct generation_done {
+  request_id id = 0;
+  std::string finish_reason;          // "stop", "length", "abort" or "error"
+  std::string error;                  // with "error"
+  uint16_t status = 200;              // with "error": 400 for bad input, 500 otherwise
+  uint32_t prompt_tokens = 0;
+  uint32_t completion_tokens = 0;
+  uint32_t cached_tokens = 0;         // prompt tokens served from the prefix cache
+  double queue_ms = 0;                // submit -> first scheduled
+  double ttft_ms = 0;                 // submit -> first token
+  double tpot_ms = 0;                 // mean time per output token after the first
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, chat_turn& x) {
+  return f(caf::meta::type_name("chat_turn"), x.role, x.content);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sampling_options& x) {
+  return f(caf::meta::type_name("sampling_options"), x.temperature, x.top_p, x.top_k, x.min_p, x.repetition_penalty,
+           x.presence_penalty, x.frequency_penalty, x.seed, x.logit_bias_ids, x.logit_bias_values, x.top_logprobs,
+           x.logprobs);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, generate_request& x) {
+  return f(caf::meta::type_name("generate_request"), x.prompt, x.messages, x.add_generation_prompt, x.max_tokens,
+           x.stop, x.stop_token_ids, x.ignore_eos, x.sampling, x.tenant, x.sink);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, submit_reply& x) {
+  return f(caf::meta::type_name("submit_reply"), x.accepted, x.id, x.status, x.error, x.retry_after_s);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, output_logprob& x) {
+  return f(caf::meta::type_name("output_logprob"), x.token, x.logprob, x.top_ids, x.top_logprobs);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, generation_delta& x) {
+  return f(caf::meta::type_name("generation_delta"), x.id, x.text, x.tokens, x.logprobs);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, generation_done& x) {
+  return f(caf::meta::type_name("generation_done"), x.id, x.finish_reason, x.error, x.status, x.prompt_tokens,
+           x.completion_tokens, x.cached_tokens, x.queue_ms, x.ttft_ms, x.tpot_ms);
+}
+
+}  // namespace tandem

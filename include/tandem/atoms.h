@@ -1,0 +1,20 @@
+// The message tags of Tandem's actors (CAF 0.17 atoms: at most 10 characters).
+#pragma once
+
+#include <caf/atom.hpp>
+
+namespace tandem {
+
+using submit_atom = caf::atom_constant<caf::atom("submit")>;     // host/net -> admission
+using cancel_atom = caf::atom_constant<caf::atom("cancel")>;     // host/net -> admission
+using finished_atom = caf::atom_constant<caf::atom("finished")>; // streamer -> admission
+using enqueue_atom = caf::atom_constant<caf::atom("enqueue")>;   // streamer -> scheduler
+using abort_atom = caf::atom_constant<caf::atom("abort")>;       // -> scheduler
+using reserve_atom = caf::atom_constant<caf::atom("reserve")>;   // scheduler -> cache manager
+using commit_atom = caf::atom_constant<caf::atom("commit")>;     // scheduler -> cache manager
+using release_atom = caf::atom_constant<caf::atom("release")>;   // scheduler -> cache manager
+using run_step_atom = caf::atom_constant<caf::atom("runstep")>;  // scheduler -> device worker
+using tokens_atom = caf::atom_constant<caf::atom("tokens")>;     // scheduler -> streamer
+using stats_atom = caf::atom_constant<caf::atom("stats")>;       // anyone -> any actor
+
+}  // namespace tandem

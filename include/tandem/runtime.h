@@ -1,0 +1,71 @@
+// Tandem's runtime inside a host's CAF actor_system:
+//
+//   caf::actor_system sys{cfg};
+//   auto rt = tandem::runtime::start(sys, {.model = "default"});   // loads the model
+//   self->request(rt->admission(), caf::infinite, tandem::submit_atom::value, request)...
+//
+// The runtime spawns admission, scheduler, cache manager and one CPU device worker; every
+// request gets its own streamer. Destroying the runtime stops all of them.
+#pragma once
+
+#include <caf/all.hpp>
+#include <memory>
+#include <string>
+
+#include "actors/admission.h"
+#include "actors/cache_manager.h"
+#include "actors/device_worker.h"
+#include "actors/scheduler.h"
+#include "tandem/api.h"
+
+namespace tandem {
+
+struct model_config;
+class tokenizer;
+struct runtime_shared;
+
+struct runtime_config {
+  std::string model = "default";          // GGUF path, or "default"
+  int threads = 0;                        // compute threads; 0 = one per core
+  uint32_t max_num_seqs = 64;             // running sequences at most
+  uint32_t max_num_batched_tokens = 2048; // tokens per step at most
+  uint32_t prefill_chunk = 512;           // prompt tokens per sequence per step at most
+  uint32_t block_size = 16;               // tokens per KV block
+  uint64_t kv_cache_tokens = 0;           // KV pool size; 0 = 16 full contexts, at most 64 Ki tokens
+  bool enable_prefix_caching = true;
+  uint32_t max_in_flight = 1024;          // accepted, unfinished requests; beyond: 503
+  uint32_t max_model_len = 0;             // 0 = the model's trained context
+  std::string chat_template;              // a family name overriding the model's template
+};
+
+class runtime {
+ public:
+  // Loads the model and spawns the actors. Throws std::runtime_error with a clear message.
+  static std::unique_ptr<runtime> start(caf::actor_system& sys, const runtime_config& cfg);
+  ~runtime();
+  runtime(const runtime&) = delete;
+  runtime& operator=(const runtime&) = delete;
+
+  admission_actor admission() const { return admission_; }
+  scheduler_actor scheduler() const { return scheduler_; }
+  cache_manager_actor cache_manager() const { return cache_; }
+  device_worker_actor device_worker() const { return device_; }
+
+  const tokenizer& tok() const;
+  const model_config& model_cfg() const;
+  const runtime_config& config() const { return cfg_; }
+  uint32_t kv_blocks() const { return kv_blocks_; }
+
+ private:
+  runtime() = default;
+  runtime_config cfg_;
+  std::shared_ptr<const runtime_shared> shared_;
+  std::shared_ptr<const model_config> model_cfg_;
+  uint32_t kv_blocks_ = 0;
+  admission_actor admission_;
+  scheduler_actor scheduler_;
+  cache_manager_actor cache_;
+  device_worker_actor device_;
+};
+
+}  // namespace tandem

@@ -1,0 +1,244 @@
+// The actor runtime with the default model, driven through its public API with scoped
+// actors: concurrency does not change greedy output, a shared prefix is computed once,
+// cancel frees blocks mid-prefill, stop strings are cut, limits refuse work.
+// Assertions are on counts and contents, never on time.
+#include <gtest/gtest.h>
+
+#include <caf/all.hpp>
+#include <thread>
+
+#include "actors/runtime_shared.h"
+#include "engine/model_config.h"
+#include "tandem/runtime.h"
+
+using namespace tandem;
+
+namespace {
+
+struct collected {
+  request_id id = 0;
+  std::string text;
+  std::vector<int32_t> tokens;
+  int deltas = 0;
+  generation_done done;
+};
+
+}  // namespace
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(collected)
+
+namespace {
+
+using collect_atom = caf::atom_constant<caf::atom("collected")>;
+
+// A sink that gathers one request's output and reports it to `waiter` when done.
+sink_actor::behavior_type collecting_sink(sink_actor::stateful_pointer<collected> self, caf::actor waiter) {
+  return {
+      [self](generation_delta& d) {
+        self->state.text += d.text;
+        self->state.tokens.insert(self->state.tokens.end(), d.tokens.begin(), d.tokens.end());
+        ++self->state.deltas;
+      },
+      [self, waiter](generation_done& d) {
+        self->state.id = d.id;
+        self->state.done = d;
+        caf::anon_send(waiter, collect_atom::value, self->state);
+        self->quit();
+      },
+  };
+}
+
+class RuntimeTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    sys_ = new caf::actor_system(cfg_);
+    runtime_config rc;
+    rc.threads = 2;
+    rc.kv_cache_tokens = 16384;
+    rc.max_num_batched_tokens = 512;
+    rc.prefill_chunk = 256;
+    rt_ = runtime::start(*sys_, rc).release();
+  }
+  static void TearDownTestSuite() {
+    delete rt_;
+    rt_ = nullptr;
+    delete sys_;
+    sys_ = nullptr;
+  }
+
+  static generate_request greedy(std::string prompt, uint32_t max_tokens) {
+    generate_request r;
+    r.prompt = std::move(prompt);
+    r.max_tokens = max_tokens;
+    r.sampling.temperature = 0;
+    return r;
+  }
+
+  // Submits every request at once and waits for all of them.
+  static std::vector<collected> run(std::vector<generate_request> reqs, std::vector<request_id>* ids = nullptr) {
+    caf::scoped_actor self{*sys_};
+    std::vector<request_id> accepted;
+    for (auto& r : reqs) {
+      r.sink = self->spawn(collecting_sink, caf::actor_cast<caf::actor>(self));
+      self->request(rt_->admission(), caf::infinite, submit_atom::value, r)
+          .receive([&](const submit_reply& rep) { EXPECT_TRUE(rep.accepted) << rep.error; accepted.push_back(rep.id); },
+                   [&](const caf::error& e) { ADD_FAILURE() << sys_->render(e); });
+    }
+    if (ids) *ids = accepted;
+    std::map<request_id, collected> by_id;
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      self->receive([&](collect_atom, collected& c) { by_id[c.id] = std::move(c); },
+                    caf::after(std::chrono::seconds(300)) >> [&] { ADD_FAILURE() << "timed out"; });
+    }
+    std::vector<collected> out;
+    for (request_id id : accepted) out.push_back(by_id[id]);
+    return out;
+  }
+
+  static kv_cache_stats kv_stats() {
+    caf::scoped_actor self{*sys_};
+    kv_cache_stats s;
+    self->request(rt_->cache_manager(), caf::infinite, stats_atom::value).receive([&](const kv_cache_stats& x) { s = x; },
+                                                                                   [](const caf::error&) {});
+    return s;
+  }
+  static scheduler_stats sched_stats() {
+    caf::scoped_actor self{*sys_};
+    scheduler_stats s;
+    self->request(rt_->scheduler(), caf::infinite, stats_atom::value).receive([&](const scheduler_stats& x) { s = x; },
+                                                                               [](const caf::error&) {});
+    return s;
+  }
+  // Every block is free or held only by the prefix cache once the scheduler is idle.
+  static void expect_no_blocks_held() {
+    for (int i = 0; i < 100 && (sched_stats().running > 0 || kv_stats().pool.used > 0); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    const auto s = kv_stats();
+    EXPECT_EQ(s.pool.used, 0u);
+    EXPECT_EQ(s.sequences, 0u);
+    EXPECT_EQ(s.pool.free + s.pool.cached_free, s.pool.total);
+  }
+
+  static inline caf::actor_system_config cfg_;
+  static inline caf::actor_system* sys_ = nullptr;
+  static inline runtime* rt_ = nullptr;
+};
+
+const std::vector<std::string> kPrompts = {
+    "The capital of France is",
+    "Once upon a time, in a small village,",
+    "def fibonacci(n):",
+    "The three primary colors are",
+    "Water boils at a temperature of",
+    "My favourite book is",
+    "In 1969, the first humans",
+    "A recipe for pancakes:",
+};
+
+}  // namespace
+
+TEST_F(RuntimeTest, GreedyCompletionRunsToLength) {
+  const auto out = run({greedy("The capital of France is", 16)});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].done.finish_reason, "length");
+  EXPECT_EQ(out[0].done.completion_tokens, 16u);
+  EXPECT_EQ(out[0].tokens.size(), 16u);
+  EXPECT_EQ(out[0].done.prompt_tokens, rt_->tok().encode("The capital of France is", true, false).size());
+  EXPECT_FALSE(out[0].text.empty());
+  EXPECT_EQ(out[0].text, rt_->tok().decode(out[0].tokens, false));
+  std::printf("completion: %s\n", out[0].text.c_str());
+  expect_no_blocks_held();
+}
+
+TEST_F(RuntimeTest, EightConcurrentGreedyRequestsMatchTheirSoloRuns) {
+  std::vector<collected> alone;
+  for (const auto& p : kPrompts) alone.push_back(run({greedy(p, 24)})[0]);
+  std::vector<generate_request> reqs;
+  for (const auto& p : kPrompts) reqs.push_back(greedy(p, 24));
+  const auto together = run(reqs);
+  ASSERT_EQ(together.size(), kPrompts.size());
+  for (size_t i = 0; i < kPrompts.size(); ++i) {
+    EXPECT_EQ(together[i].text, alone[i].text) << "prompt " << i << ": " << kPrompts[i];
+    EXPECT_EQ(together[i].tokens, alone[i].tokens);
+    EXPECT_EQ(together[i].done.finish_reason, alone[i].done.finish_reason);
+    EXPECT_EQ(together[i].done.completion_tokens, alone[i].done.completion_tokens);
+    EXPECT_GT(together[i].done.completion_tokens, 0u);
+  }
+  expect_no_blocks_held();
+}
+
+TEST_F(RuntimeTest, ASharedThousandTokenPrefixIsComputedOnce) {
+  std::string prefix = "You are a careful assistant. Here is the reference document:\n";
+  for (int i = 0; prefix.size() < 6000; ++i) prefix += "Paragraph " + std::to_string(i) + " talks about rivers, mountains and towns. ";
+  const auto prefix_tokens = rt_->tok().encode(prefix, true, false).size();
+  ASSERT_GE(prefix_tokens, 1000u);
+
+  const auto before1 = sched_stats().prompt_tokens;
+  const auto first = run({greedy(prefix + "Question one: what is the first paragraph about?", 4)});
+  const auto computed1 = sched_stats().prompt_tokens - before1;
+  EXPECT_EQ(computed1, first[0].done.prompt_tokens);  // nothing cached yet... unless another test shared it
+  const auto before2 = sched_stats().prompt_tokens;
+  const auto second = run({greedy(prefix + "Question two: which towns are named?", 4)});
+  const auto computed2 = sched_stats().prompt_tokens - before2;
+  // Only the suffix (plus the tail of the prefix that does not fill a 16-token block).
+  EXPECT_GE(second[0].done.cached_tokens, prefix_tokens - 32);
+  EXPECT_EQ(computed2, second[0].done.prompt_tokens - second[0].done.cached_tokens);
+  EXPECT_LT(computed2, 64u);
+  expect_no_blocks_held();
+}
+
+TEST_F(RuntimeTest, StopStringsAreCutFromTheOutput) {
+  const auto plain = run({greedy("The three primary colors are", 24)})[0].text;
+  ASSERT_GE(plain.size(), 12u);
+  const std::string stop = plain.substr(6, 4);  // something the greedy text will produce
+  auto req = greedy("The three primary colors are", 24);
+  req.stop = {stop};
+  const auto out = run({req})[0];
+  EXPECT_EQ(out.done.finish_reason, "stop");
+  EXPECT_EQ(out.text, plain.substr(0, plain.find(stop)));
+  expect_no_blocks_held();
+}
+
+TEST_F(RuntimeTest, CancelMidPrefillFreesEveryBlock) {
+  std::string longp;
+  for (int i = 0; longp.size() < 12000; ++i) longp += "Line " + std::to_string(i * 7919) + " of a long log file. ";
+  caf::scoped_actor self{*sys_};
+  auto req = greedy(longp, 8);
+  req.sink = self->spawn(collecting_sink, caf::actor_cast<caf::actor>(self));
+  request_id id = 0;
+  self->request(rt_->admission(), caf::infinite, submit_atom::value, req)
+      .receive([&](const submit_reply& r) { id = r.id; }, [](const caf::error&) {});
+  ASSERT_NE(id, 0u);
+  // Wait until its prefill has started (blocks in use), then cancel.
+  for (int i = 0; i < 500 && kv_stats().pool.used == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_GT(kv_stats().pool.used, 0u);
+  self->send(rt_->admission(), cancel_atom::value, id);
+  self->receive([&](collect_atom, collected& c) {
+    EXPECT_EQ(c.done.finish_reason, "abort");
+    EXPECT_EQ(c.done.completion_tokens, 0u);
+  }, caf::after(std::chrono::seconds(60)) >> [] { ADD_FAILURE() << "no final event after cancel"; });
+  expect_no_blocks_held();
+}
+
+TEST_F(RuntimeTest, APromptLongerThanTheContextIsRefusedWithTheNumbers) {
+  std::string huge;
+  for (int i = 0; i < 3000; ++i) huge += "word" + std::to_string(i) + " ";
+  const auto out = run({greedy(huge, 4)})[0];
+  EXPECT_EQ(out.done.finish_reason, "error");
+  EXPECT_EQ(out.done.status, 400);
+  EXPECT_NE(out.done.error.find("8192"), std::string::npos) << out.done.error;
+}
+
+TEST_F(RuntimeTest, ChatPromptsUseTheTemplateAndEndAtEndOfTurn) {
+  generate_request r;
+  r.messages = {{"user", "What is the capital of France?"}};
+  r.max_tokens = 64;
+  r.sampling.temperature = 0;
+  const auto out = run({r})[0];
+  EXPECT_EQ(out.done.finish_reason, "stop") << "the answer ends with the end-of-turn token";
+  EXPECT_NE(out.text.find("Paris"), std::string::npos) << out.text;
+  EXPECT_EQ(out.text.find("<|im_end|>"), std::string::npos);
+  EXPECT_LT(out.done.completion_tokens, 64u);
+  std::printf("chat answer: %s\n", out.text.c_str());
+}
