@@ -4,7 +4,7 @@
 namespace tandem {
 
 std::string incremental_decoder::push(token_id id) {
-  pending_ += tok_->piece(id, render_special_);
+  pending_ += tok_.piece(id, render_special_);
   // Release everything up to an incomplete sequence at the very end; complete sequences and
   // bytes that can never be part of a valid sequence go out now.
   size_t pos = 0;

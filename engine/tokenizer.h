@@ -89,8 +89,9 @@ class tokenizer {
 // that can never become valid UTF-8 are released as soon as that is certain.
 class incremental_decoder {
  public:
+  // Keeps its own (shared) copy of the tokenizer.
   explicit incremental_decoder(const tokenizer& tok, bool render_special = true)
-      : tok_(&tok), render_special_(render_special) {}
+      : tok_(tok), render_special_(render_special) {}
 
   std::string push(token_id id);
   std::string flush();
@@ -98,7 +99,7 @@ class incremental_decoder {
   size_t pending() const { return pending_.size(); }
 
  private:
-  const tokenizer* tok_;
+  tokenizer tok_;
   bool render_special_;
   std::string pending_;
 };
