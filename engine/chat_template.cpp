@@ -46,23 +46,6 @@ bool python_isspace(char32_t c) {
   }
 }
 
-// Python's str.strip() on UTF-8 text.
-std::string strip(std::string_view s) {
-  size_t begin = 0;
-  while (begin < s.size()) {
-    const auto d = utf8::decode_lenient(s, begin);
-    if (!python_isspace(d.cp)) break;
-    begin += d.length;
-  }
-  size_t end = begin;  // end of the last non-space code point
-  for (size_t pos = begin; pos < s.size();) {
-    const auto d = utf8::decode_lenient(s, pos);
-    pos += d.length;
-    if (!python_isspace(d.cp)) end = pos;
-  }
-  return std::string(s.substr(begin, end - begin));
-}
-
 // The body of a Jinja string literal: \n, \t, \\, \' and \" escapes resolved.
 std::string unescape_jinja(std::string_view s) {
   std::string out;
@@ -203,24 +186,91 @@ bool chat_template::renders_bos() const {
 
 std::string chat_template::render(std::span<const chat_message> messages, bool add_generation_prompt) const {
   std::string out;
+  for (const auto& seg : render_segments(messages, add_generation_prompt)) out += seg.text;
+  return out;
+}
+
+namespace {
+
+// Builds rendered text as markup/content segments.
+class segment_builder {
+ public:
+  void markup(std::string_view s) { segments_.push_back({std::string(s), false}); }
+  void content(std::string_view s) { segments_.push_back({std::string(s), true}); }
+  size_t mark() const { return segments_.size(); }
+
+  // Python's str.strip() applied to the text appended since `mark`, across segments.
+  void strip_since(size_t mark) {
+    for (size_t i = mark; i < segments_.size(); ++i) {
+      std::string& t = segments_[i].text;
+      size_t b = 0;
+      while (b < t.size()) {
+        const auto d = utf8::decode_lenient(t, b);
+        if (!python_isspace(d.cp)) break;
+        b += d.length;
+      }
+      t.erase(0, b);
+      if (!t.empty()) break;
+    }
+    for (size_t i = segments_.size(); i > mark; --i) {
+      std::string& t = segments_[i - 1].text;
+      size_t end = 0;  // end of the last non-space code point
+      for (size_t pos = 0; pos < t.size();) {
+        const auto d = utf8::decode_lenient(t, pos);
+        pos += d.length;
+        if (!python_isspace(d.cp)) end = pos;
+      }
+      t.erase(end);
+      if (!t.empty()) break;
+    }
+  }
+
+  std::vector<chat_segment> take() {
+    std::vector<chat_segment> out;
+    for (auto& seg : segments_) {
+      if (seg.text.empty()) continue;
+      if (!out.empty() && out.back().is_content == seg.is_content) {
+        out.back().text += seg.text;
+      } else {
+        out.push_back(std::move(seg));
+      }
+    }
+    segments_.clear();
+    return out;
+  }
+
+ private:
+  std::vector<chat_segment> segments_;
+};
+
+}  // namespace
+
+std::vector<chat_segment> chat_template::render_segments(std::span<const chat_message> messages,
+                                                         bool add_generation_prompt) const {
+  segment_builder out;
   switch (family_) {
     case family::chatml:
       for (size_t i = 0; i < messages.size(); ++i) {
         if (i == 0 && !default_system_.empty() && messages[0].role != "system") {
-          out += "<|im_start|>system\n" + default_system_ + "<|im_end|>\n";
+          out.markup("<|im_start|>system\n" + default_system_ + "<|im_end|>\n");
         }
-        out += "<|im_start|>" + messages[i].role + "\n" + messages[i].content + "<|im_end|>\n";
+        out.markup("<|im_start|>" + messages[i].role + "\n");
+        out.content(messages[i].content);
+        out.markup("<|im_end|>\n");
       }
-      if (add_generation_prompt) out += "<|im_start|>assistant\n";
+      if (add_generation_prompt) out.markup("<|im_start|>assistant\n");
       break;
 
     case family::llama3:
       for (size_t i = 0; i < messages.size(); ++i) {
-        if (i == 0) out += bos_;
-        out += "<|start_header_id|>" + messages[i].role + "<|end_header_id|>\n\n" +
-               strip(messages[i].content) + "<|eot_id|>";
+        if (i == 0) out.markup(bos_);
+        out.markup("<|start_header_id|>" + messages[i].role + "<|end_header_id|>\n\n");
+        const size_t m = out.mark();
+        out.content(messages[i].content);  // `| trim`
+        out.strip_since(m);
+        out.markup("<|eot_id|>");
       }
-      if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+      if (add_generation_prompt) out.markup("<|start_header_id|>assistant<|end_header_id|>\n\n");
       break;
 
     case family::llama2: {
@@ -230,39 +280,46 @@ std::string chat_template::render(std::span<const chat_message> messages, bool a
       if (messages.empty()) reject("Llama 2 template: the conversation has no messages");
       std::span<const chat_message> turns = messages;
       const chat_message* system = nullptr;
-      if (!messages.empty() && messages[0].role == "system") {
+      if (messages[0].role == "system") {
         system = &messages[0];
         turns = messages.subspan(1);
       }
       for (size_t i = 0; i < turns.size(); ++i) {
-        const chat_message& m = turns[i];
-        if ((m.role == "user") != (i % 2 == 0)) {
+        const chat_message& msg = turns[i];
+        if ((msg.role == "user") != (i % 2 == 0)) {
           reject("Conversation roles must alternate user/assistant/user/assistant/...");
         }
-        std::string content = m.content;
+        if (msg.role != "user" && msg.role != "assistant") continue;  // the template skips it
+        if (msg.role == "user") out.markup(bos_ + "[INST] ");
+        if (msg.role == "assistant") out.markup(" ");
+        // content.strip(), where the first turn's content carries the system block.
+        const size_t m = out.mark();
         if (i == 0 && system != nullptr) {
-          content = "<<SYS>>\n" + system->content + "\n<</SYS>>\n\n" + m.content;
+          out.markup("<<SYS>>\n");
+          out.content(system->content);
+          out.markup("\n<</SYS>>\n\n");
         }
-        if (m.role == "user") {
-          out += bos_ + "[INST] " + strip(content) + " [/INST]";
-        } else if (m.role == "assistant") {
-          out += " " + strip(content) + " " + eos_;
-        }
+        out.content(msg.content);
+        out.strip_since(m);
+        out.markup(msg.role == "user" ? " [/INST]" : " " + eos_);
       }
       break;
     }
 
     case family::mistral:
-      out += bos_;
+      out.markup(bos_);
       for (size_t i = 0; i < messages.size(); ++i) {
-        const chat_message& m = messages[i];
-        if ((m.role == "user") != (i % 2 == 0)) {
+        const chat_message& msg = messages[i];
+        if ((msg.role == "user") != (i % 2 == 0)) {
           reject("Conversation roles must alternate user/assistant/user/assistant/...");
         }
-        if (m.role == "user") {
-          out += "[INST] " + m.content + " [/INST]";
-        } else if (m.role == "assistant") {
-          out += m.content + eos_;
+        if (msg.role == "user") {
+          out.markup("[INST] ");
+          out.content(msg.content);
+          out.markup(" [/INST]");
+        } else if (msg.role == "assistant") {
+          out.content(msg.content);
+          out.markup(eos_);
         } else {
           reject("Only user and assistant roles are supported!");
         }
@@ -271,16 +328,18 @@ std::string chat_template::render(std::span<const chat_message> messages, bool a
 
     case family::zephyr:
       for (size_t i = 0; i < messages.size(); ++i) {
-        const chat_message& m = messages[i];
-        if (m.role == "user" || m.role == "system" || m.role == "assistant") {
-          out += "<|" + m.role + "|>\n" + m.content + eos_ + "\n";
+        const chat_message& msg = messages[i];
+        if (msg.role == "user" || msg.role == "system" || msg.role == "assistant") {
+          out.markup("<|" + msg.role + "|>\n");
+          out.content(msg.content);
+          out.markup(eos_ + "\n");
         }
         // The template emits the generation prompt inside its loop, after the last message.
-        if (i + 1 == messages.size() && add_generation_prompt) out += "<|assistant|>\n";
+        if (i + 1 == messages.size() && add_generation_prompt) out.markup("<|assistant|>\n");
       }
       break;
   }
-  return out;
+  return out.take();
 }
 
 }  // namespace tandem

@@ -23,6 +23,14 @@ struct chat_message {
   std::string content;
 };
 
+// A run of rendered text: template markup (tokenize with special-token parsing, so its
+// markers become control tokens) or text taken from a message's content (tokenize as plain
+// text: the prompt-injection guard). Roles count as markup: validate them before rendering.
+struct chat_segment {
+  std::string text;
+  bool is_content = false;
+};
+
 class chat_template {
  public:
   enum class family { chatml, llama3, llama2, mistral, zephyr };
@@ -42,6 +50,11 @@ class chat_template {
   // reply begins. Throws std::invalid_argument for a message list the template rejects
   // (e.g. roles that do not alternate in Llama 2 / Mistral).
   std::string render(std::span<const chat_message> messages, bool add_generation_prompt) const;
+  // The same text cut into markup and content segments (adjacent segments of one kind are
+  // joined; no segment is empty). The concatenation equals render(). Content is as the
+  // template inserts it (Llama 3 and Llama 2 strip surrounding whitespace).
+  std::vector<chat_segment> render_segments(std::span<const chat_message> messages,
+                                            bool add_generation_prompt) const;
 
   family kind() const { return family_; }
   std::string_view name() const;
