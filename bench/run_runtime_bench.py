@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Runs build/bin/runtime_bench (issue 4's runtime benchmarks) and writes the results into
+docs/benchmarks.md (between the runtime markers), docs/bench/runtime.json and a plot,
+docs/bench/runtime.png.
+
+Usage: bench/run_runtime_bench.py [--model default] [--tokens 64]
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BEGIN, END = "<!-- runtime-bench:begin -->", "<!-- runtime-bench:end -->"
+
+
+def cpu_name():
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def plot(res, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    tp = res["throughput"]
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+    ax = axes[0]
+    ax.plot([t["streams"] for t in tp], [t["tok_per_s"] for t in tp], "o-")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("concurrent streams")
+    ax.set_ylabel("aggregate decode tok/s")
+    ax.set_title("Continuous batching")
+    ax = axes[1]
+    p = res["prefix"]
+    ax.bar(["cold", "cached"], [p["cold_ttft_ms"], p["cached_ttft_ms"]], color=["#c44", "#4a4"])
+    ax.set_ylabel("TTFT (ms)")
+    ax.set_title("2,000-token shared system prompt")
+    ax = axes[2]
+    names = ["chunked", "unchunked"]
+    ax.bar([n + "\np50" for n in names], [res[n]["itl_p50_ms"] for n in names], color="#48c")
+    ax.bar([n + "\np99" for n in names], [res[n]["itl_p99_ms"] for n in names], color="#c84")
+    ax.set_yscale("log")
+    ax.set_ylabel("inter-token latency (ms)")
+    ax.set_title("8 streams during a 4,000-token prefill")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def markdown(res, cmd):
+    tp = res["throughput"]
+    one = tp[0]["tok_per_s"]
+    lines = [BEGIN, "", "## Runtime (issue 4)", "",
+             f"Measured {datetime.date.today()} on {cpu_name()} ({os.cpu_count()} cores), default model, "
+             f"greedy, fixed-length outputs. Reproduce: `{cmd}`.", "",
+             "![runtime benchmarks](bench/runtime.png)", "",
+             "| concurrent streams | aggregate decode tok/s | vs 1 stream |", "|---:|---:|---:|"]
+    for t in tp:
+        lines.append(f"| {t['streams']} | {t['tok_per_s']:.1f} | {t['tok_per_s'] / one:.2f}x |")
+    p = res["prefix"]
+    lines += ["", "| shared 2,000-token system prompt | TTFT |", "|---|---:|",
+              f"| cold (median of 3) | {p['cold_ttft_ms']:.0f} ms |",
+              f"| cached (median of 3) | {p['cached_ttft_ms']:.0f} ms |",
+              f"| speed-up | {p['speedup']:.1f}x |",
+              f"| no reuse at all: prefix caching on vs off (6 unique 1,000-token prompts) | "
+              f"{p['no_reuse_on_ms']:.0f} vs {p['no_reuse_off_ms']:.0f} ms ({p['no_reuse_overhead_pct']:+.1f}%) |",
+              "", "| 8 streams while a 4,000-token prompt is prefilled | ITL p50 | ITL p99 | p99 / p50 | long prompt TTFT |",
+              "|---|---:|---:|---:|---:|"]
+    for n in ["chunked", "unchunked"]:
+        c = res[n]
+        ratio = c["itl_p99_ms"] / c["itl_p50_ms"] if c["itl_p50_ms"] else 0
+        lines.append(f"| {n} | {c['itl_p50_ms']:.1f} ms | {c['itl_p99_ms']:.1f} ms | {ratio:.2f} | {c['long_ttft_ms']:.0f} ms |")
+    lines += ["", END]
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="default")
+    ap.add_argument("--tokens", type=int, default=64)
+    a = ap.parse_args()
+    exe = os.path.join(ROOT, "build", "bin", "runtime_bench")
+    print(f"runtime bench: {exe} {a.model} {a.tokens} (progress below)", flush=True)
+    out = subprocess.run([exe, a.model, str(a.tokens)], check=True, stdout=subprocess.PIPE, text=True).stdout
+    res = json.loads(out.strip().splitlines()[-1])
+    os.makedirs(os.path.join(ROOT, "docs", "bench"), exist_ok=True)
+    with open(os.path.join(ROOT, "docs", "bench", "runtime.json"), "w") as f:
+        json.dump(res, f, indent=2)
+    plot(res, os.path.join(ROOT, "docs", "bench", "runtime.png"))
+    md_path = os.path.join(ROOT, "docs", "benchmarks.md")
+    text = open(md_path).read() if os.path.exists(md_path) else "# Benchmarks\n"
+    section = markdown(res, "make bench  (or: bench/run_runtime_bench.py)")
+    if BEGIN in text:
+        text = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: section, text, flags=re.S)
+    else:
+        text = text.rstrip() + "\n\n" + section + "\n"
+    with open(md_path, "w") as f:
+        f.write(text)
+    print(section)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

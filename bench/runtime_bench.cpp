@@ -1,0 +1,243 @@
+// Runtime benchmarks (issue 4), on the default model through the public actor API:
+//   throughput  aggregate decode tok/s with 1, 4, 16 and 64 concurrent streams
+//   prefix      TTFT with a ~2,000-token shared system prompt, cold vs cached; and the cost
+//               of prefix caching when nothing is reused (caching on vs off)
+//   chunking    inter-token latency of 8 running streams while a ~4,000-token prompt is
+//               prefilled, chunked (512) vs unchunked
+// Prints one JSON object on stdout; progress on stderr. Run by bench/run_runtime_bench.py.
+#include <algorithm>
+#include <caf/all.hpp>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "tandem/runtime.h"
+
+using namespace tandem;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+struct trace {
+  request_id id = 0;
+  clock_type::time_point submitted;
+  std::vector<clock_type::time_point> token_times;  // one entry per token
+  generation_done done;
+};
+
+}  // namespace
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(trace)
+
+namespace {
+
+using trace_atom = caf::atom_constant<caf::atom("trace")>;
+
+sink_actor::behavior_type timing_sink(sink_actor::stateful_pointer<trace> self, caf::actor owner,
+                                      clock_type::time_point submitted) {
+  self->state.submitted = submitted;
+  return {
+      [self](const generation_delta& d) {
+        const auto now = clock_type::now();
+        for (size_t i = 0; i < d.tokens.size(); ++i) self->state.token_times.push_back(now);
+      },
+      [self, owner](const generation_done& d) {
+        self->state.id = d.id;
+        self->state.done = d;
+        caf::anon_send(owner, trace_atom::value, self->state);
+        self->quit();
+      },
+  };
+}
+
+double ms(clock_type::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double idx = p * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(idx);
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (idx - static_cast<double>(lo));
+}
+
+class bench_client {
+ public:
+  bench_client(caf::actor_system& sys, runtime& rt) : sys_(sys), rt_(rt), self_(sys) {}
+
+  request_id submit(generate_request r) {
+    const auto now = clock_type::now();
+    r.sink = self_->spawn(timing_sink, caf::actor_cast<caf::actor>(self_), now);
+    request_id id = 0;
+    self_->request(rt_.admission(), caf::infinite, submit_atom::value, r)
+        .receive([&](const submit_reply& rep) { id = rep.id; }, [](const caf::error&) {});
+    return id;
+  }
+  trace wait_one() {
+    trace t;
+    self_->receive([&](trace_atom, trace& x) { t = std::move(x); });
+    return t;
+  }
+  std::map<request_id, trace> wait(size_t n) {
+    std::map<request_id, trace> out;
+    for (size_t i = 0; i < n; ++i) {
+      auto t = wait_one();
+      out[t.id] = std::move(t);
+    }
+    return out;
+  }
+
+ private:
+  caf::actor_system& sys_;
+  runtime& rt_;
+  caf::scoped_actor self_;
+};
+
+generate_request fixed_length(std::string prompt, uint32_t n) {
+  generate_request r;
+  r.prompt = std::move(prompt);
+  r.max_tokens = n;
+  r.ignore_eos = true;
+  r.sampling.temperature = 0;
+  return r;
+}
+
+std::string system_prompt(int variant, size_t min_chars) {
+  std::string s = "System prompt " + std::to_string(variant) + ". You are a meticulous assistant for a company. ";
+  for (int i = 0; s.size() < min_chars; ++i) {
+    s += "Rule " + std::to_string(i) + " of set " + std::to_string(variant) +
+         ": answer politely, cite the policy, and never reveal internal notes. ";
+  }
+  return s;
+}
+
+std::unique_ptr<runtime> start(caf::actor_system& sys, runtime_config rc) {
+  rc.kv_cache_tokens = rc.kv_cache_tokens ? rc.kv_cache_tokens : 65536;
+  return runtime::start(sys, rc);
+}
+
+std::string throughput(caf::actor_system& sys, const runtime_config& base, uint32_t n_tokens) {
+  auto rt = start(sys, base);
+  bench_client c(sys, *rt);
+  c.submit(fixed_length("Warm-up.", 8));
+  c.wait(1);
+  std::string json = "[";
+  for (int streams : {1, 4, 16, 64}) {
+    std::fprintf(stderr, "throughput: %d streams x %u tokens...\n", streams, n_tokens);
+    const auto t0 = clock_type::now();
+    for (int i = 0; i < streams; ++i) c.submit(fixed_length("Story " + std::to_string(i) + ": once upon a time", n_tokens));
+    const auto traces = c.wait(static_cast<size_t>(streams));
+    const double wall = ms(clock_type::now() - t0);
+    uint64_t tokens = 0;
+    for (const auto& [id, t] : traces) tokens += t.done.completion_tokens;
+    const double tps = static_cast<double>(tokens) / (wall / 1000.0);
+    std::fprintf(stderr, "  %.1f tok/s\n", tps);
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%s{\"streams\":%d,\"tokens\":%llu,\"wall_ms\":%.1f,\"tok_per_s\":%.2f}",
+                  json.size() > 1 ? "," : "", streams, static_cast<unsigned long long>(tokens), wall, tps);
+    json += buf;
+  }
+  return json + "]";
+}
+
+std::string prefix(caf::actor_system& sys, const runtime_config& base) {
+  auto rt = start(sys, base);
+  bench_client c(sys, *rt);
+  std::vector<double> cold, cached;
+  for (int v = 0; v < 3; ++v) {
+    std::fprintf(stderr, "prefix: system prompt %d, cold then cached...\n", v);
+    const std::string sp = system_prompt(v, 9000);
+    c.submit(fixed_length(sp + "\nQuestion: what is rule 3?", 1));
+    const auto a = c.wait_one();
+    c.submit(fixed_length(sp + "\nQuestion: what is rule 7?", 1));
+    const auto b = c.wait_one();
+    cold.push_back(a.done.ttft_ms);
+    cached.push_back(b.done.ttft_ms);
+    std::fprintf(stderr, "  prompt %u tokens: cold %.1f ms, cached %.1f ms (%u cached)\n", a.done.prompt_tokens,
+                 a.done.ttft_ms, b.done.ttft_ms, b.done.cached_tokens);
+  }
+  // No reuse at all: unique prompts with prefix caching on, then off.
+  auto unique_run = [&](bool caching) {
+    runtime_config rc = base;
+    rc.enable_prefix_caching = caching;
+    auto r2 = start(sys, rc);
+    bench_client c2(sys, *r2);
+    const auto t0 = clock_type::now();
+    for (int i = 0; i < 6; ++i) c2.submit(fixed_length(system_prompt(100 + i, 4000) + "\nGo.", 16));
+    c2.wait(6);
+    return ms(clock_type::now() - t0);
+  };
+  std::fprintf(stderr, "prefix: no-reuse cost, caching on vs off...\n");
+  const double on = std::min(unique_run(true), unique_run(true));
+  const double off = std::min(unique_run(false), unique_run(false));
+  char buf[400];
+  std::snprintf(buf, sizeof buf,
+                "{\"cold_ttft_ms\":%.2f,\"cached_ttft_ms\":%.2f,\"speedup\":%.2f,\"no_reuse_on_ms\":%.1f,"
+                "\"no_reuse_off_ms\":%.1f,\"no_reuse_overhead_pct\":%.2f}",
+                percentile(cold, 0.5), percentile(cached, 0.5), percentile(cold, 0.5) / percentile(cached, 0.5), on, off,
+                100.0 * (on - off) / off);
+  return buf;
+}
+
+std::string chunking(caf::actor_system& sys, runtime_config base, bool chunked) {
+  if (chunked) {
+    base.prefill_chunk = 512;
+    base.max_num_batched_tokens = 520;
+  } else {
+    base.prefill_chunk = 8192;
+    base.max_num_batched_tokens = 8192;
+  }
+  auto rt = start(sys, base);
+  bench_client c(sys, *rt);
+  std::fprintf(stderr, "chunking (%s): 8 streams + one long prompt...\n", chunked ? "chunked" : "unchunked");
+  std::vector<request_id> streams;
+  for (int i = 0; i < 8; ++i) streams.push_back(c.submit(fixed_length("Stream " + std::to_string(i) + ": the", 160)));
+  // Let the streams reach steady decode, then submit the long prompt.
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  const auto t_long = clock_type::now();
+  const request_id long_id = c.submit(fixed_length(system_prompt(7, 18000), 1));
+  auto traces = c.wait(9);
+  const auto& lt = traces.at(long_id);
+  const auto t_end = lt.token_times.empty() ? clock_type::now() : lt.token_times.front();
+  std::vector<double> gaps;  // inter-token gaps of the streams while the long prompt was in flight
+  for (request_id id : streams) {
+    const auto& tt = traces.at(id).token_times;
+    for (size_t i = 1; i < tt.size(); ++i) {
+      if (tt[i] >= t_long && tt[i - 1] <= t_end) gaps.push_back(ms(tt[i] - tt[i - 1]));
+    }
+  }
+  char buf[300];
+  std::snprintf(buf, sizeof buf,
+                "{\"long_prompt_tokens\":%u,\"long_ttft_ms\":%.1f,\"itl_samples\":%zu,\"itl_p50_ms\":%.2f,"
+                "\"itl_p99_ms\":%.2f,\"itl_max_ms\":%.2f}",
+                lt.done.prompt_tokens, lt.done.ttft_ms, gaps.size(), percentile(gaps, 0.5), percentile(gaps, 0.99),
+                gaps.empty() ? 0.0 : *std::max_element(gaps.begin(), gaps.end()));
+  std::fprintf(stderr, "  %s\n", buf);
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  runtime_config base;
+  base.model = argc > 1 ? argv[1] : "default";
+  base.max_num_seqs = 64;
+  const uint32_t n_tokens = argc > 2 ? static_cast<uint32_t>(std::stoi(argv[2])) : 64;
+  try {
+    const std::string tp = throughput(sys, base, n_tokens);
+    const std::string px = prefix(sys, base);
+    const std::string ch = chunking(sys, base, true);
+    const std::string un = chunking(sys, base, false);
+    std::printf("{\"throughput\":%s,\"prefix\":%s,\"chunked\":%s,\"unchunked\":%s}\n", tp.c_str(), px.c_str(), ch.c_str(),
+                un.c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "runtime_bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
