@@ -40,6 +40,11 @@ constexpr std::array kKnownPretokenizers = {
     pretokenizer_spec{"pixtral", false, split_rule::llama3, true, true},
     pretokenizer_spec{"dbrx", false, split_rule::llama3, false, false},
     pretokenizer_spec{"smaug-bpe", false, split_rule::llama3, false, false},
+    pretokenizer_spec{"qwen2", false, split_rule::qwen2, false, false},
+    pretokenizer_spec{"deepseek-r1-qwen", false, split_rule::qwen2, false, false},
+    pretokenizer_spec{"megrez", false, split_rule::qwen2, false, false},
+    pretokenizer_spec{"stablelm2", false, split_rule::qwen2, false, false},
+    pretokenizer_spec{"hunyuan", false, split_rule::qwen2, false, false},
 };
 
 // Scans one chunk [begin, end) of code points and appends the code-point index where each
@@ -81,7 +86,8 @@ class chunk_scanner {
     }
   }
 
-  void scan_llama3() {
+  // Llama 3's expression; `max_digits` is 3 for it and 1 for Qwen2's.
+  void scan_llama3(size_t max_digits) {
     size_t pos = last_end_;
     while (pos < end_) {
       const char32_t c = cps_[pos];
@@ -98,12 +104,12 @@ class chunk_scanner {
         pos = emit(p);
         continue;
       }
-      // `\p{N}{1,3}`: a run of digits, cut every three.
+      // `\p{N}{1,3}`: a run of digits, cut every three (every one for Qwen2).
       if (here.is_number()) {
         size_t p = pos;
         while (at(p).is_number()) {
           ++p;
-          if (p - pos == 3) pos = emit(p);
+          if (p - pos == max_digits) pos = emit(p);
         }
         pos = emit(p);
         continue;
@@ -244,10 +250,10 @@ void pretokenizer::split(std::string_view text, pretokenized& out) const {
 
   const auto scan = [&](size_t begin, size_t end) {
     chunk_scanner s(cps, classes, begin, end, cp_ends);
-    if (rule_ == split_rule::gpt2) {
-      s.scan_gpt2();
-    } else {
-      s.scan_llama3();
+    switch (rule_) {
+      case split_rule::gpt2: s.scan_gpt2(); break;
+      case split_rule::llama3: s.scan_llama3(3); break;
+      case split_rule::qwen2: s.scan_llama3(1); break;
     }
   };
   if (digits_first_) {

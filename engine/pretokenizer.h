@@ -18,6 +18,7 @@ enum class split_rule : uint8_t {
   gpt2,    // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
   llama3,  // (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
            //   ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+  qwen2,   // the same with \p{N} (one digit per word) for \p{N}{1,3}
 };
 
 // Words of one text: bytes [word_ends[i-1], word_ends[i]) of `text` (word_ends[-1] = 0).

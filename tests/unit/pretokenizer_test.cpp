@@ -49,6 +49,12 @@ TEST(pretokenizer, llama3_rules) {
   EXPECT_EQ(words_of(p, "$hello ...\n"), (words{"$hello", " ...\n"}));
 }
 
+TEST(pretokenizer, qwen2_takes_digits_one_by_one) {
+  const auto p = pretokenizer::by_name("qwen2");
+  EXPECT_FALSE(p.ignore_merges());
+  EXPECT_EQ(words_of(p, "x 1234"), (words{"x", " ", "1", "2", "3", "4"}));
+}
+
 TEST(pretokenizer, invalid_utf8_becomes_replacement_characters) {
   const auto p = pretokenizer::by_name("gpt2");
   const auto split = p.split("a\xFF\xE4\xB8 b");
@@ -59,11 +65,11 @@ TEST(pretokenizer, invalid_utf8_becomes_replacement_characters) {
 
 TEST(pretokenizer, unknown_name_is_a_clear_error) {
   try {
-    (void)pretokenizer::by_name("qwen2");
+    (void)pretokenizer::by_name("deepseek-coder");
     FAIL() << "no error";
   } catch (const std::runtime_error& e) {
     const std::string what = e.what();
-    EXPECT_NE(what.find("unsupported pre-tokenizer 'qwen2'"), std::string::npos) << what;
+    EXPECT_NE(what.find("unsupported pre-tokenizer 'deepseek-coder'"), std::string::npos) << what;
     EXPECT_NE(what.find("llama-bpe"), std::string::npos) << what;
   }
 }
@@ -129,16 +135,21 @@ TEST(pretokenizer, scanners_equal_their_regular_expressions) {
   pcre2_code* llama3 = compile(
       "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
       "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+");
+  pcre2_code* qwen2 = compile(
+      "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+      "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+");
   pcre2_code* digit = compile("\\p{N}");
-  ASSERT_TRUE(gpt2 && llama3 && digit);
+  ASSERT_TRUE(gpt2 && llama3 && qwen2 && digit);
   const auto p_gpt2 = pretokenizer::by_name("gpt2");
   const auto p_llama3 = pretokenizer::by_name("llama3");
   const auto p_smollm = pretokenizer::by_name("smollm");
+  const auto p_qwen2 = pretokenizer::by_name("qwen2");
   std::mt19937 rng(20261130);
   for (int i = 0; i < 20000; ++i) {
     const std::string text = random_text(rng);
     ASSERT_EQ(words_of(p_gpt2, text), regex_split(gpt2, text)) << "gpt2: [" << text << "]";
     ASSERT_EQ(words_of(p_llama3, text), regex_split(llama3, text)) << "llama3: [" << text << "]";
+    ASSERT_EQ(words_of(p_qwen2, text), regex_split(qwen2, text)) << "qwen2: [" << text << "]";
     std::vector<std::string> smollm;
     for (const auto& chunk : regex_split(digit, text)) {
       for (auto& w : regex_split(gpt2, chunk)) smollm.push_back(std::move(w));
@@ -147,6 +158,7 @@ TEST(pretokenizer, scanners_equal_their_regular_expressions) {
   }
   pcre2_code_free(gpt2);
   pcre2_code_free(llama3);
+  pcre2_code_free(qwen2);
   pcre2_code_free(digit);
 }
 
