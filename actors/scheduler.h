@@ -39,7 +39,8 @@ struct scheduler_stats {
   uint64_t preemptions = 0;
   uint64_t aborted = 0;
   double device_ms = 0;            // time the device spent in steps
-  double plan_ms = 0;              // time spent planning (propose + finalize + apply)
+  double plan_ms = 0;              // device idle for bookkeeping: propose, reserve round trip,
+                                   // finalize, and applying each result
 };
 
 using scheduler_actor = caf::typed_actor<caf::reacts_to<enqueue_atom, sequence_request>,

@@ -32,7 +32,7 @@ def plot(res, path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    tp = res["throughput"]
+    tp = res["throughput"]["runs"]
     fig, axes = plt.subplots(1, 3, figsize=(14, 4))
     ax = axes[0]
     ax.plot([t["streams"] for t in tp], [t["tok_per_s"] for t in tp], "o-")
@@ -57,7 +57,7 @@ def plot(res, path):
 
 
 def markdown(res, cmd):
-    tp = res["throughput"]
+    tp = res["throughput"]["runs"]
     one = tp[0]["tok_per_s"]
     lines = [BEGIN, "", "## Runtime (issue 4)", "",
              f"Measured {datetime.date.today()} on {cpu_name()} ({os.cpu_count()} cores), default model, "
@@ -79,7 +79,11 @@ def markdown(res, cmd):
         c = res[n]
         ratio = c["itl_p99_ms"] / c["itl_p50_ms"] if c["itl_p50_ms"] else 0
         lines.append(f"| {n} | {c['itl_p50_ms']:.1f} ms | {c['itl_p99_ms']:.1f} ms | {ratio:.2f} | {c['long_ttft_ms']:.0f} ms |")
-    lines += ["", END]
+    t = res["throughput"]
+    lines += ["", f"Scheduling overhead over those {t['steps']} steps: {t['plan_ms']:.1f} ms planning (propose, "
+              f"reserve, finalize, apply) against {t['device_ms']:.0f} ms of device time "
+              f"({100 * t['plan_ms'] / max(t['device_ms'], 1e-9):.2f}%): planning step N+1 during step N could "
+              "hide at most that much, so the scheduler plans after each result (docs/architecture.md).", "", END]
     return "\n".join(lines)
 
 

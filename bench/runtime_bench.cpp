@@ -124,7 +124,7 @@ std::string throughput(caf::actor_system& sys, const runtime_config& base, uint3
   bench_client c(sys, *rt);
   c.submit(fixed_length("Warm-up.", 8));
   c.wait(1);
-  std::string json = "[";
+  std::string json = "{\"runs\":[";
   for (int streams : {1, 4, 16, 64}) {
     std::fprintf(stderr, "throughput: %d streams x %u tokens...\n", streams, n_tokens);
     const auto t0 = clock_type::now();
@@ -140,7 +140,15 @@ std::string throughput(caf::actor_system& sys, const runtime_config& base, uint3
                   json.size() > 1 ? "," : "", streams, static_cast<unsigned long long>(tokens), wall, tps);
     json += buf;
   }
-  return json + "]";
+  // Scheduling overhead: time the scheduler spends planning next to the device's step time.
+  caf::scoped_actor self{sys};
+  scheduler_stats st;
+  self->request(rt->scheduler(), caf::infinite, stats_atom::value).receive([&](const scheduler_stats& x) { st = x; },
+                                                                            [](const caf::error&) {});
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "],\"steps\":%llu,\"plan_ms\":%.2f,\"device_ms\":%.2f",
+                static_cast<unsigned long long>(st.steps), st.plan_ms, st.device_ms);
+  return json + buf;
 }
 
 std::string prefix(caf::actor_system& sys, const runtime_config& base) {
@@ -233,7 +241,7 @@ int main(int argc, char** argv) {
     const std::string px = prefix(sys, base);
     const std::string ch = chunking(sys, base, true);
     const std::string un = chunking(sys, base, false);
-    std::printf("{\"throughput\":%s,\"prefix\":%s,\"chunked\":%s,\"unchunked\":%s}\n", tp.c_str(), px.c_str(), ch.c_str(),
+    std::printf("{\"throughput\":%s},\"prefix\":%s,\"chunked\":%s,\"unchunked\":%s}\n", tp.c_str(), px.c_str(), ch.c_str(),
                 un.c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "runtime_bench: %s\n", e.what());
