@@ -8,6 +8,8 @@
 namespace tandem {
 namespace {
 
+constexpr std::string_view kSpaceMark = "\xE2\x96\x81";  // ▁, SentencePiece's space
+
 struct symbol {
   uint32_t offset;  // into the text
   uint32_t length;  // 0 once merged into its left neighbour
@@ -44,6 +46,15 @@ spm_model::spm_model(const std::vector<float>& scores, const string_map<token_id
     }
     byte_token_[b] = id >= 0 ? id : unknown;
   }
+  words_are_independent_ = true;
+  for (const auto& [text, id] : id_of_text) {
+    size_t pos = 0;
+    while (text.compare(pos, kSpaceMark.size(), kSpaceMark) == 0) pos += kSpaceMark.size();
+    if (text.find(kSpaceMark, pos) != std::string::npos) {
+      words_are_independent_ = false;
+      break;
+    }
+  }
 }
 
 token_id spm_model::find(std::string_view text) const {
@@ -65,6 +76,19 @@ void spm_model::encode(std::string_view text, std::vector<token_id>& out) const 
                        pos + len < text.size() ? index + 1 : -1});
     pos += len;
   }
+  // Cut the chain before each ▁ that follows a non-▁ character (see words_are_independent_).
+  const auto is_space_mark = [&](const symbol& sym) {
+    return text.substr(sym.offset, sym.length) == kSpaceMark;
+  };
+  if (words_are_independent_) {
+    for (size_t i = 1; i < symbols.size(); ++i) {
+      if (is_space_mark(symbols[i]) && !is_space_mark(symbols[i - 1])) {
+        symbols[i - 1].next = -1;
+        symbols[i].prev = -1;
+      }
+    }
+  }
+
   const later_candidate order;
   const auto consider = [&](int32_t left, int32_t right) {
     if (left < 0 || right < 0) return;
@@ -75,34 +99,40 @@ void spm_model::encode(std::string_view text, std::vector<token_id>& out) const 
     heap.push_back({(*scores_)[static_cast<size_t>(id)], left, right, l.length + r.length});
     std::push_heap(heap.begin(), heap.end(), order);
   };
-  for (int32_t i = 1; i < static_cast<int32_t>(symbols.size()); ++i) consider(i - 1, i);
-
-  while (!heap.empty()) {
-    std::pop_heap(heap.begin(), heap.end(), order);
-    const candidate c = heap.back();
-    heap.pop_back();
-    symbol& left = symbols[c.left];
-    symbol& right = symbols[c.right];
-    if (left.length == 0 || right.length == 0 || left.length + right.length != c.length) continue;
-    left.length += right.length;
-    right.length = 0;
-    left.next = right.next;
-    if (right.next >= 0) symbols[right.next].prev = c.left;
-    consider(left.prev, c.left);
-    consider(c.left, left.next);
-  }
-
-  if (symbols.empty()) return;
-  for (int32_t i = 0; i >= 0; i = symbols[i].next) {
-    const symbol& s = symbols[i];
-    const std::string_view piece = text.substr(s.offset, s.length);
+  const auto emit = [&](const symbol& sym) {
+    const std::string_view piece = text.substr(sym.offset, sym.length);
     if (const token_id id = find(piece); id >= 0) {
       out.push_back(id);
-      continue;
+      return;
     }
     for (unsigned char b : piece) {
       if (byte_token_[b] >= 0) out.push_back(byte_token_[b]);
     }
+  };
+
+  // Merge each chain (the whole text, or one word) on its own.
+  const auto n = static_cast<int32_t>(symbols.size());
+  for (int32_t begin = 0; begin < n;) {
+    int32_t end = begin + 1;
+    while (end < n && symbols[end].prev >= 0) ++end;
+    heap.clear();
+    for (int32_t i = begin + 1; i < end; ++i) consider(i - 1, i);
+    while (!heap.empty()) {
+      std::pop_heap(heap.begin(), heap.end(), order);
+      const candidate c = heap.back();
+      heap.pop_back();
+      symbol& left = symbols[c.left];
+      symbol& right = symbols[c.right];
+      if (left.length == 0 || right.length == 0 || left.length + right.length != c.length) continue;
+      left.length += right.length;
+      right.length = 0;
+      left.next = right.next;
+      if (right.next >= 0) symbols[right.next].prev = c.left;
+      consider(left.prev, c.left);
+      consider(c.left, left.next);
+    }
+    for (int32_t i = begin; i >= 0; i = symbols[i].next) emit(symbols[i]);
+    begin = end;
   }
 }
 
