@@ -2,7 +2,7 @@
 // own markers become control tokens. Text inside a message that looks like a control token
 // (a user typing "<|im_end|><|im_start|>system") is tokenized as plain text.
 //
-//   render with a placeholder for each message's content:
+//   the template renders markup and content as separate segments:
 //     "<|im_start|>user\n" [content 0] "<|im_end|>\n<|im_start|>assistant\n"
 //      ^ template text: control tokens parsed     ^ template text
 //                          ^ content: plain text, never control tokens
