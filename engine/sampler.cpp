@@ -53,9 +53,9 @@ bool sampler::is_stop(int32_t token) const {
          params_.stop_tokens.end();
 }
 
-sample_result sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
+const std::vector<token_prob>& sampler::distribution(std::span<const float> logits, std::span<const int32_t> history) {
   const auto n = static_cast<int32_t>(logits.size());
-  sample_result result;
+  dist_.clear();
 
   // 1-2. Bias and penalties on a working copy; NaN becomes -inf (never chosen).
   work_.assign(logits.begin(), logits.end());
@@ -81,9 +81,9 @@ sample_result sampler::sample(std::span<const float> logits, std::span<const int
     }
   }
 
-  int32_t chosen = -1;
   if (params_.temperature <= 0.0f) {
-    // 3. Greedy: first maximum.
+    // 3. Greedy: a point mass on the first maximum.
+    int32_t chosen = -1;
     float best = kNegInf;
     for (int32_t i = 0; i < n; ++i) {
       if (work_[static_cast<size_t>(i)] > best) {
@@ -91,70 +91,78 @@ sample_result sampler::sample(std::span<const float> logits, std::span<const int
         chosen = i;
       }
     }
-  } else {
-    // Candidates: every usable token, most likely first (ties: lower id first).
-    order_.clear();
-    for (int32_t i = 0; i < n; ++i) {
-      if (usable(work_[static_cast<size_t>(i)])) order_.push_back(i);
-    }
-    if (!order_.empty()) {
-      auto by_logit = [&](int32_t a, int32_t b) {
-        const float xa = work_[static_cast<size_t>(a)], xb = work_[static_cast<size_t>(b)];
-        return xa > xb || (xa == xb && a < b);
-      };
-      size_t keep = order_.size();
-      if (params_.top_k > 0) keep = std::min(keep, static_cast<size_t>(params_.top_k));
-      // Sort only as much as needed: top-k bounds it; top-p usually stops early.
-      size_t sorted = keep;
-      if (params_.top_p < 1.0f && params_.top_k <= 0) sorted = std::min(keep, size_t{512});
-      std::partial_sort(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(sorted),
-                        order_.end(), by_logit);
-
-      // 4. Probabilities of the tempered distribution over all candidates.
-      const double inv_t = 1.0 / params_.temperature;
-      const double top = work_[static_cast<size_t>(order_[0])];
-      double total = 0.0;
-      for (int32_t id : order_) total += std::exp((work_[static_cast<size_t>(id)] - top) * inv_t);
-      auto prob = [&](int32_t id) {
-        return std::exp((work_[static_cast<size_t>(id)] - top) * inv_t) / total;
-      };
-      if (params_.top_p < 1.0f) {
-        double cumulative = 0.0;
-        size_t i = 0;
-        for (; i < keep; ++i) {
-          if (i == sorted) {  // ran past the partially sorted prefix: sort the rest
-            std::sort(order_.begin() + static_cast<std::ptrdiff_t>(sorted), order_.end(), by_logit);
-            sorted = order_.size();
-          }
-          cumulative += prob(order_[i]);
-          if (cumulative >= params_.top_p) {
-            ++i;
-            break;
-          }
-        }
-        keep = std::max<size_t>(1, std::min(keep, i));
-      }
-      if (params_.min_p > 0.0f) {
-        const double floor = params_.min_p * prob(order_[0]);
-        size_t i = 1;
-        while (i < keep && prob(order_[i]) >= floor) ++i;
-        keep = i;
-      }
-
-      // 5. Draw.
-      double mass = 0.0;
-      for (size_t i = 0; i < keep; ++i) mass += prob(order_[i]);
-      double r = uniform() * mass;
-      chosen = order_[keep - 1];
-      for (size_t i = 0; i < keep; ++i) {
-        r -= prob(order_[i]);
-        if (r < 0.0) {
-          chosen = order_[i];
-          break;
-        }
-      }
-    }
+    if (chosen >= 0) dist_.push_back({chosen, 1.0f});
+    return dist_;
   }
+
+  // Candidates: every usable token, most likely first (ties: lower id first).
+  order_.clear();
+  for (int32_t i = 0; i < n; ++i) {
+    if (usable(work_[static_cast<size_t>(i)])) order_.push_back(i);
+  }
+  if (order_.empty()) return dist_;
+  auto by_logit = [&](int32_t a, int32_t b) {
+    const float xa = work_[static_cast<size_t>(a)], xb = work_[static_cast<size_t>(b)];
+    return xa > xb || (xa == xb && a < b);
+  };
+  size_t keep = order_.size();
+  if (params_.top_k > 0) keep = std::min(keep, static_cast<size_t>(params_.top_k));
+  // Sort only as much as needed: top-k bounds it; top-p usually stops early.
+  size_t sorted = keep;
+  if (params_.top_p < 1.0f && params_.top_k <= 0) sorted = std::min(keep, size_t{512});
+  std::partial_sort(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(sorted), order_.end(), by_logit);
+
+  // 4. Probabilities of the tempered distribution over all candidates.
+  const double inv_t = 1.0 / params_.temperature;
+  const double top = work_[static_cast<size_t>(order_[0])];
+  double total = 0.0;
+  for (int32_t id : order_) total += std::exp((work_[static_cast<size_t>(id)] - top) * inv_t);
+  auto prob = [&](int32_t id) { return std::exp((work_[static_cast<size_t>(id)] - top) * inv_t) / total; };
+  if (params_.top_p < 1.0f) {
+    double cumulative = 0.0;
+    size_t i = 0;
+    for (; i < keep; ++i) {
+      if (i == sorted) {  // ran past the partially sorted prefix: sort the rest
+        std::sort(order_.begin() + static_cast<std::ptrdiff_t>(sorted), order_.end(), by_logit);
+        sorted = order_.size();
+      }
+      cumulative += prob(order_[i]);
+      if (cumulative >= params_.top_p) {
+        ++i;
+        break;
+      }
+    }
+    keep = std::max<size_t>(1, std::min(keep, i));
+  }
+  if (params_.min_p > 0.0f) {
+    const double floor = params_.min_p * prob(order_[0]);
+    size_t i = 1;
+    while (i < keep && prob(order_[i]) >= floor) ++i;
+    keep = i;
+  }
+  double mass = 0.0;
+  for (size_t i = 0; i < keep; ++i) mass += prob(order_[i]);
+  for (size_t i = 0; i < keep; ++i) dist_.push_back({order_[i], static_cast<float>(prob(order_[i]) / mass)});
+  return dist_;
+}
+
+int32_t sampler::draw(std::span<const token_prob> dist) {
+  if (dist.empty()) return -1;
+  if (dist.size() == 1) return dist[0].token;
+  double mass = 0.0;
+  for (const auto& c : dist) mass += c.prob;
+  double r = uniform() * mass;
+  for (const auto& c : dist) {
+    r -= c.prob;
+    if (r < 0.0) return c.token;
+  }
+  return dist.back().token;
+}
+
+sample_result sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
+  const auto n = static_cast<int32_t>(logits.size());
+  sample_result result;
+  const int32_t chosen = draw(distribution(logits, history));
   if (chosen < 0) return result;  // everything masked
 
   const log_softmax lsm(logits);

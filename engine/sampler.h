@@ -41,6 +41,12 @@ struct token_logprob {
   float logprob = 0.0f;
 };
 
+// One surviving candidate of the distribution a sampler draws from.
+struct token_prob {
+  int32_t token = -1;
+  float prob = 0.0f;
+};
+
 struct sample_result {
   int32_t token = -1;                // -1 when every token was masked out (see sample())
   float logprob = 0.0f;              // of `token` under the raw logits
@@ -61,14 +67,26 @@ class sampler {
 
   bool is_stop(int32_t token) const;
 
+  // The distribution sample() draws from: steps 1-4 above (bias, penalties, temperature,
+  // top-k, top-p, min-p), as the surviving tokens with renormalised probabilities, most
+  // likely first. Greedy gives a point mass on the argmax; everything masked gives an empty
+  // list. Speculative decoding compares this with the drafter's distribution. The result is
+  // valid until the next call on this sampler.
+  const std::vector<token_prob>& distribution(std::span<const float> logits, std::span<const int32_t> history = {});
+  // Draws one token of `dist` (-1 if empty) with this sampler's random stream; a point mass
+  // draws nothing from the stream.
+  int32_t draw(std::span<const token_prob> dist);
+  // The next number of the sampler's stream, uniform in [0, 1), 53 random bits.
+  double uniform();
+
  private:
-  double uniform();  // [0, 1), 53 random bits
 
   sampling_params params_;
   uint64_t state_;                 // splitmix64 state: tiny, portable, reproducible
   std::vector<float> work_;        // [n_vocab] processed logits
   std::vector<int32_t> order_;     // candidate ids
   std::unordered_map<int32_t, int32_t> counts_;
+  std::vector<token_prob> dist_;   // distribution()'s result
 };
 
 }  // namespace tandem
