@@ -1,0 +1,53 @@
+#include "engine/ngram_index.h"
+
+#include <stdexcept>
+
+namespace tandem {
+
+ngram_index::ngram_index(int min_n, int max_n) : min_n_(min_n), max_n_(max_n) {
+  if (min_n < 1 || max_n < min_n) throw std::invalid_argument("ngram_index: need 1 <= min_n <= max_n");
+  follower_.resize(static_cast<size_t>(max_n - min_n + 1));
+}
+
+uint64_t ngram_index::key(size_t end, int n) const {
+  uint64_t h = 0xcbf29ce484222325ull ^ static_cast<uint64_t>(n);
+  for (size_t i = end - static_cast<size_t>(n); i < end; ++i) {
+    h ^= static_cast<uint32_t>(tokens_[i]);
+    h *= 0x100000001b3ull;
+    h ^= h >> 29;
+  }
+  return h;
+}
+
+void ngram_index::append(std::span<const int32_t> tokens) {
+  for (int32_t t : tokens) {
+    // The n-grams ending just before t now have a follower: t's position.
+    const size_t end = tokens_.size();
+    for (int n = min_n_; n <= max_n_; ++n) {
+      if (end >= static_cast<size_t>(n)) follower_[static_cast<size_t>(n - min_n_)][key(end, n)] = static_cast<uint32_t>(end);
+    }
+    tokens_.push_back(t);
+  }
+}
+
+std::vector<int32_t> ngram_index::propose(uint32_t k) const {
+  std::vector<int32_t> out;
+  if (k == 0) return out;
+  const size_t end = tokens_.size();
+  for (int n = max_n_; n >= min_n_; --n) {
+    if (end < static_cast<size_t>(n)) continue;
+    const auto& map = follower_[static_cast<size_t>(n - min_n_)];
+    const auto it = map.find(key(end, n));
+    if (it == map.end()) continue;
+    // Verify (hash collisions) that the occurrence really spells the suffix.
+    const size_t next = it->second;
+    bool same = next >= static_cast<size_t>(n);
+    for (int i = 1; same && i <= n; ++i) same = tokens_[next - static_cast<size_t>(i)] == tokens_[end - static_cast<size_t>(i)];
+    if (!same) continue;
+    for (size_t i = next; i < end && out.size() < k; ++i) out.push_back(tokens_[i]);
+    return out;
+  }
+  return out;
+}
+
+}  // namespace tandem
