@@ -60,14 +60,29 @@ double step_planner::service(const std::string& tenant) const {
   return it == tenants_.end() ? 0.0 : it->second.service * it->second.weight;
 }
 
+void step_planner::set_draft(seq_id seq, std::vector<token_id> draft) {
+  auto& s = seqs_.at(seq);
+  if (s.running && s.tokens.size() == s.n_computed + 1) s.draft = std::move(draft);
+}
+
+std::vector<seq_id> step_planner::decoding() const {
+  std::vector<seq_id> out;
+  for (seq_id id : running_) {
+    const auto& s = seqs_.at(id);
+    if (s.tokens.size() == s.n_computed + 1) out.push_back(id);
+  }
+  return out;
+}
+
 reserve_request step_planner::propose() const {
   reserve_request req;
   uint32_t budget = config_.max_num_batched_tokens;
   for (seq_id id : running_) {
     if (budget == 0) break;
     const auto& s = seqs_.at(id);
-    const uint32_t pending = static_cast<uint32_t>(s.tokens.size()) - s.n_computed;
-    const uint32_t n_new = std::min({pending, config_.prefill_chunk, budget});
+    // Pending tokens: the prompt rest or the last sampled token, plus any drafts to verify.
+    const uint32_t pending = static_cast<uint32_t>(s.tokens.size() + s.draft.size()) - s.n_computed;
+    const uint32_t n_new = std::min({pending, std::max<uint32_t>(config_.prefill_chunk, 1 + s.draft.size()), budget});
     if (n_new == 0) continue;
     budget -= n_new;
     req.running.push_back({id, s.n_computed + n_new, s.n_computed, {}, 0});
@@ -119,9 +134,15 @@ step_plan_core step_planner::finalize(const reserve_result& granted) {
     planned_seq p;
     p.seq = g.seq;
     p.start_pos = s.n_computed;
-    p.tokens.assign(s.tokens.begin() + s.n_computed, s.tokens.begin() + g.n_tokens);
+    const uint32_t known = std::min<uint32_t>(g.n_tokens, static_cast<uint32_t>(s.tokens.size()));
+    p.tokens.assign(s.tokens.begin() + s.n_computed, s.tokens.begin() + known);
     p.table = g.table;
-    p.sample = g.n_tokens == s.tokens.size();
+    p.sample = known == s.tokens.size();
+    if (p.sample && g.n_tokens > known) {  // the budget may have cut the drafts short
+      p.draft.assign(s.draft.begin(), s.draft.begin() + (g.n_tokens - known));
+      p.tokens.insert(p.tokens.end(), p.draft.begin(), p.draft.end());
+    }
+    s.draft.clear();
     p.n_cached = n_cached;
     plan.seqs.push_back(std::move(p));
   };
@@ -149,13 +170,20 @@ step_plan_core step_planner::finalize(const reserve_result& granted) {
   return plan;
 }
 
-void step_planner::complete(const planned_seq& planned, std::optional<token_id> sampled) {
+void step_planner::complete(const planned_seq& planned, std::span<const token_id> emitted) {
   const auto it = seqs_.find(planned.seq);
   if (it == seqs_.end()) return;  // removed while the step ran
   auto& s = it->second;
-  s.n_computed = planned.start_pos + static_cast<uint32_t>(planned.tokens.size());
-  charge(s.tenant, static_cast<uint32_t>(planned.tokens.size()));
-  if (sampled) s.tokens.push_back(*sampled);
+  const auto fed = static_cast<uint32_t>(planned.tokens.size());
+  if (planned.draft.empty()) {
+    s.n_computed = planned.start_pos + fed;
+  } else {
+    // The last token and the accepted drafts are computed; rejected positions are not.
+    const auto accepted = emitted.empty() ? 0u : static_cast<uint32_t>(emitted.size()) - 1;
+    s.n_computed = planned.start_pos + 1 + accepted;
+  }
+  charge(s.tenant, fed);
+  s.tokens.insert(s.tokens.end(), emitted.begin(), emitted.end());
 }
 
 void step_planner::charge(const std::string& tenant, uint32_t n_tokens) {

@@ -22,6 +22,7 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -43,6 +44,9 @@ struct planned_seq {
   std::vector<block_id> table;      // covers start_pos + tokens.size()
   bool sample = false;              // the chunk reaches the end: sample the next token
   uint32_t n_cached = 0;            // prefix-cache hit when admitted in this step
+  // Draft tokens to verify (speculative decoding): they follow the sequence's last token in
+  // `tokens` (tokens = last token, then the drafts); the step needs logits for all of them.
+  std::vector<token_id> draft;
 };
 
 struct step_plan_core {
@@ -69,10 +73,21 @@ class step_planner {
   // Removes the sequence wherever it is. Returns true if it was running (holding blocks).
   bool remove(seq_id seq);
 
+  // Draft tokens for a running, decoding sequence's next step (replaces earlier ones; used
+  // by the next propose/finalize only). Ignored for a sequence that is still prefilling.
+  void set_draft(seq_id seq, std::vector<token_id> draft);
+  // Running sequences whose next step is a single decode token (candidates for drafting).
+  std::vector<seq_id> decoding() const;
+
   reserve_request propose() const;
   step_plan_core finalize(const reserve_result& granted);
-  // The step computed the planned tokens of seq; `sampled` (if any) is its new token.
-  void complete(const planned_seq& planned, std::optional<token_id> sampled);
+  // The step computed the planned tokens of seq and emitted `emitted`: nothing (a prefill
+  // chunk), the sampled token, or with drafts the accepted drafts plus one more token. Only
+  // the last token and the accepted drafts count as computed.
+  void complete(const planned_seq& planned, std::span<const token_id> emitted);
+  void complete(const planned_seq& planned, std::optional<token_id> sampled) {
+    complete(planned, sampled ? std::span<const token_id>(&*sampled, 1) : std::span<const token_id>());
+  }
 
   bool has_work() const { return !running_.empty() || n_waiting_ > 0; }
   size_t n_running() const { return running_.size(); }
@@ -94,6 +109,7 @@ class step_planner {
     uint32_t n_computed = 0;       // tokens whose K/V are in the cache
     bool running = false;
     uint32_t n_preemptions = 0;
+    std::vector<token_id> draft;   // for the next step only
   };
   struct tenant_state {
     double weight = 1.0;

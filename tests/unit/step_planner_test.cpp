@@ -247,3 +247,53 @@ TEST(StepPlanner, FairShareFollowsWeights) {
   const double ratio = static_cast<double>(started["heavy"]) / std::max(1, started["light"]);
   EXPECT_NEAR(ratio, 3.0, 0.6) << started["heavy"] << " vs " << started["light"];
 }
+
+TEST(StepPlanner, DraftsAreVerifiedInTheStepAndRejectedOnesRolledBack) {
+  harness h({4, 256, 256}, 32, 2);
+  h.add(1, 6, 100);
+  h.step();  // prefill 6 tokens, sample one: 7 tokens, 6 computed
+  ASSERT_EQ(h.planner.decoding(), (std::vector<seq_id>{1}));
+  h.planner.set_draft(1, {5001, 5002, 5003});
+  auto plan = h.planner.finalize(reserve_blocks(h.kv, h.planner.propose()));
+  ASSERT_EQ(plan.seqs.size(), 1u);
+  const auto p = plan.seqs[0];
+  EXPECT_EQ(p.start_pos, 6u);
+  EXPECT_EQ(p.tokens, (std::vector<token_id>{1001, 5001, 5002, 5003}));
+  EXPECT_EQ(p.draft, (std::vector<token_id>{5001, 5002, 5003}));
+  EXPECT_TRUE(p.sample);
+  EXPECT_EQ(h.kv.table(1).size(), 5u);  // 10 positions in blocks of 2
+  const auto free_before = h.kv.stats().pool.free;
+
+  // All drafts rejected: the target's own token replaces the first draft.
+  const std::vector<token_id> emitted{7777};
+  h.planner.complete(p, emitted);
+  EXPECT_EQ(h.planner.n_computed(1), 7u);  // the last token only
+  EXPECT_EQ(h.planner.tokens(1).size(), 8u);
+  EXPECT_EQ(h.planner.tokens(1).back(), 7777);
+  h.kv.trim(1, static_cast<uint32_t>(h.planner.tokens(1).size()));
+  EXPECT_EQ(h.kv.table(1).size(), 4u);  // the block that held only rejected positions is back
+  EXPECT_EQ(h.kv.stats().pool.free, free_before + 1);
+
+  // Drafts are used once: the next plan is a plain decode step.
+  plan = h.planner.finalize(reserve_blocks(h.kv, h.planner.propose()));
+  EXPECT_TRUE(plan.seqs[0].draft.empty());
+  EXPECT_EQ(plan.seqs[0].tokens, (std::vector<token_id>{7777}));
+
+  // Two of three accepted: 1 + 2 computed, 3 tokens appended.
+  h.planner.complete(plan.seqs[0], std::vector<token_id>{8888});
+  h.planner.set_draft(1, {1, 2, 3});
+  plan = h.planner.finalize(reserve_blocks(h.kv, h.planner.propose()));
+  h.planner.complete(plan.seqs[0], std::vector<token_id>{1, 2, 9});
+  EXPECT_EQ(h.planner.n_computed(1), 8u + 1 + 2);
+  EXPECT_EQ(h.planner.tokens(1).size(), 9u + 3);
+}
+
+TEST(StepPlanner, DraftsAreCutToTheTokenBudget) {
+  harness h({4, 3, 256}, 32, 4);
+  h.add(1, 3, 100);
+  h.step();
+  h.planner.set_draft(1, {1, 2, 3, 4, 5});
+  const auto plan = h.planner.finalize(reserve_blocks(h.kv, h.planner.propose()));
+  EXPECT_EQ(plan.seqs[0].tokens.size(), 3u);  // the budget: last token + 2 drafts
+  EXPECT_EQ(plan.seqs[0].draft, (std::vector<token_id>{1, 2}));
+}
