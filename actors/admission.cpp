@@ -1,5 +1,6 @@
 #include "actors/admission.h"
 
+#include <cmath>
 #include <unordered_map>
 
 #include "actors/runtime_shared.h"
@@ -7,27 +8,122 @@
 namespace tandem {
 namespace {
 
+using clock_type = std::chrono::steady_clock;
+
+struct tenant_runtime {
+  tenant_config cfg;
+  token_bucket requests;
+  token_bucket tokens;
+  uint32_t in_flight = 0;
+};
+
+struct flight {
+  streamer_actor streamer;
+  int tenant = -1;          // index into tenants; -1 in open mode
+  double reserved = 0;      // tokens charged at submit
+};
+
 struct admission_state {
   admission_config cfg;
   std::shared_ptr<const runtime_shared> shared;
   scheduler_actor scheduler;
   request_id next_id = 1;
-  std::unordered_map<request_id, streamer_actor> in_flight;
+  std::vector<tenant_runtime> tenants;
+  std::unordered_map<request_id, flight> in_flight;
   admission_stats stats;
   static inline const char* name = "tandem.admission";
 };
 
 using self_ptr = admission_actor::stateful_pointer<admission_state>;
 
+// The tenant whose key this is, or -1. Every key is compared, whatever matches.
+int find_tenant(const std::vector<tenant_runtime>& tenants, const std::string& key) {
+  int found = -1;
+  for (size_t t = 0; t < tenants.size(); ++t) {
+    for (const auto& k : tenants[t].cfg.api_keys) {
+      if (constant_time_equal(k, key)) found = static_cast<int>(t);
+    }
+  }
+  return found;
+}
+
+// Tokens a request may cost, known before tokenizing: about 4 bytes a token, plus its output.
+double estimated_tokens(const generate_request& req) {
+  size_t bytes = req.prompt.size();
+  for (const auto& m : req.messages) bytes += m.content.size() + 8;
+  return std::ceil(static_cast<double>(bytes) / 4.0) + req.max_tokens;
+}
+
+void fill_limits(submit_reply& r, tenant_runtime& t, clock_type::time_point now) {
+  r.tenant = t.cfg.name;
+  if (t.requests.limited()) {
+    r.limit_requests = static_cast<int64_t>(t.requests.capacity());
+    r.remaining_requests = std::max<int64_t>(0, static_cast<int64_t>(std::floor(t.requests.level(now))));
+  }
+  if (t.tokens.limited()) {
+    r.limit_tokens = static_cast<int64_t>(t.tokens.capacity());
+    r.remaining_tokens = std::max<int64_t>(0, static_cast<int64_t>(std::floor(t.tokens.level(now))));
+  }
+}
+
+// Refuses (status + error) or reserves the tenant's share for the request.
+submit_reply check_tenant(admission_state& st, generate_request& req, int& tenant, double& reserved) {
+  submit_reply r;
+  const auto now = clock_type::now();
+  tenant = find_tenant(st.tenants, req.api_key);
+  if (tenant < 0) {
+    r.status = 401;
+    r.error = req.api_key.empty() ? "no API key given (send Authorization: Bearer KEY)" : "the API key is not valid";
+    ++st.stats.unauthorized;
+    return r;
+  }
+  auto& t = st.tenants[tenant];
+  fill_limits(r, t, now);
+  const double cost = std::min(estimated_tokens(req), t.tokens.limited() ? t.tokens.capacity() : 1e300);
+  if (t.cfg.max_concurrent > 0 && t.in_flight >= t.cfg.max_concurrent) {
+    r.status = 429;
+    r.error = "tenant '" + t.cfg.name + "' has " + std::to_string(t.in_flight) +
+              " requests in flight, its limit; retry when one finishes";
+    r.retry_after_s = 1;
+  } else if (t.requests.limited() && t.requests.level(now) < 1) {
+    r.status = 429;
+    r.error = "tenant '" + t.cfg.name + "' is over its limit of " + std::to_string(r.limit_requests) +
+              " requests per minute";
+    r.retry_after_s = t.requests.seconds_until(1, now);
+  } else if (t.tokens.limited() && t.tokens.level(now) < cost) {
+    r.status = 429;
+    r.error = "tenant '" + t.cfg.name + "' is over its limit of " + std::to_string(r.limit_tokens) +
+              " tokens per minute (this request may use " + std::to_string(static_cast<int64_t>(cost)) + ")";
+    r.retry_after_s = t.tokens.seconds_until(cost, now);
+  }
+  if (r.status == 429) {
+    ++st.stats.rate_limited;
+    return r;
+  }
+  t.requests.try_take(1, now);
+  t.tokens.try_take(cost, now);
+  reserved = cost;
+  req.tenant = t.cfg.name;
+  req.weight = t.cfg.weight;
+  fill_limits(r, t, now);
+  return r;
+}
+
 admission_actor::behavior_type admission(self_ptr self, admission_config cfg, std::shared_ptr<const runtime_shared> shared,
                                          scheduler_actor scheduler) {
-  self->state.cfg = cfg;
-  self->state.shared = std::move(shared);
-  self->state.scheduler = std::move(scheduler);
+  auto& init = self->state;
+  init.cfg = std::move(cfg);
+  init.shared = std::move(shared);
+  init.scheduler = std::move(scheduler);
+  for (const auto& t : init.cfg.tenants) {
+    init.tenants.push_back({t, token_bucket(t.requests_per_minute), token_bucket(t.tokens_per_minute), 0});
+  }
   return {
       [self](submit_atom, generate_request& req) -> submit_reply {
         auto& st = self->state;
         submit_reply r;
+        int tenant = -1;
+        double reserved = 0;
         if (!req.sink) {
           r.status = 400;
           r.error = "the request has no sink to deliver tokens to";
@@ -36,13 +132,23 @@ admission_actor::behavior_type admission(self_ptr self, admission_config cfg, st
           r.error = "the server is at capacity (" + std::to_string(st.in_flight.size()) +
                     " requests in flight); retry later";
           r.retry_after_s = 1;
+          ++st.stats.overloaded;
+        } else if (!st.tenants.empty()) {
+          r = check_tenant(st, req, tenant, reserved);
+        } else {
+          if (req.tenant.empty()) req.tenant = "default";
+          req.weight = 1.0;
+          r.tenant = req.tenant;
         }
         if (!r.error.empty()) {
           ++st.stats.rejected;
           return r;
         }
         const request_id id = st.next_id++;
-        st.in_flight.emplace(id, spawn_streamer(self->system(), id, std::move(req), st.shared, st.scheduler, self));
+        req.api_key.clear();  // no further actor needs the secret
+        auto streamer = spawn_streamer(self->system(), id, std::move(req), st.shared, st.scheduler, self);
+        st.in_flight.emplace(id, flight{std::move(streamer), tenant, reserved});
+        if (tenant >= 0) ++st.tenants[tenant].in_flight;
         ++st.stats.accepted;
         r.accepted = true;
         r.id = id;
@@ -52,10 +158,20 @@ admission_actor::behavior_type admission(self_ptr self, admission_config cfg, st
         auto& st = self->state;
         if (const auto it = st.in_flight.find(id); it != st.in_flight.end()) {
           ++st.stats.cancelled;
-          self->send(it->second, cancel_atom::value);
+          self->send(it->second.streamer, cancel_atom::value);
         }
       },
-      [self](finished_atom, request_id id) { self->state.in_flight.erase(id); },
+      [self](finished_atom, request_id id, uint32_t used_tokens) {
+        auto& st = self->state;
+        const auto it = st.in_flight.find(id);
+        if (it == st.in_flight.end()) return;
+        if (it->second.tenant >= 0) {
+          auto& t = st.tenants[it->second.tenant];
+          --t.in_flight;
+          t.tokens.adjust(static_cast<double>(used_tokens) - it->second.reserved, clock_type::now());
+        }
+        st.in_flight.erase(it);
+      },
       [self](stats_atom) -> admission_stats {
         auto s = self->state.stats;
         s.in_flight = static_cast<uint32_t>(self->state.in_flight.size());

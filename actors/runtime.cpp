@@ -43,6 +43,7 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
   rt->scheduler_ = spawn_scheduler(sys, pc, cfg.block_size, rt->cache_, rt->device_);
   admission_config ac;
   ac.max_in_flight = cfg.max_in_flight;
+  ac.tenants = cfg.tenants;
   rt->admission_ = spawn_admission(sys, ac, shared, rt->scheduler_);
   return rt;
 }
@@ -56,5 +57,8 @@ runtime::~runtime() {
 
 const tokenizer& runtime::tok() const { return shared_->tok; }
 const model_config& runtime::model_cfg() const { return *model_cfg_; }
+const chat_template* runtime::chat() const { return shared_->chat ? &*shared_->chat : nullptr; }
+const std::string& runtime::chat_error() const { return shared_->chat_error; }
+uint32_t runtime::max_model_len() const { return shared_->max_model_len; }
 
 }  // namespace tandem

@@ -65,7 +65,7 @@ void close(self_ptr self, std::string reason, std::string error = "", uint16_t s
     if (st.completion_tokens > 1) d.tpot_ms = ms_between(st.first_token, st.last_token) / (st.completion_tokens - 1);
   }
   self->send(st.req.sink, std::move(d));
-  self->send(st.admission, finished_atom::value, st.id);
+  self->send(st.admission, finished_atom::value, st.id, st.prompt_tokens + st.completion_tokens);
   self->quit();
 }
 
@@ -157,6 +157,7 @@ streamer_actor::behavior_type streamer(self_ptr self, request_id id, generate_re
     sequence_request sr;
     sr.id = id;
     sr.tenant = st.req.tenant;
+    sr.weight = st.req.weight;
     sr.prompt = std::move(prompt);
     sr.sampling = st.req.sampling;
     sr.max_new_tokens = st.req.max_tokens;

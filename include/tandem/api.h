@@ -53,7 +53,9 @@ struct generate_request {
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
   sampling_options sampling;
-  std::string tenant = "default";
+  std::string tenant = "default";     // set by admission from the API key when tenants are configured
+  double weight = 1.0;                // the tenant's scheduling weight (set by admission)
+  std::string api_key;                // the caller's key (Authorization: Bearer); checked by admission
   sink_actor sink;                    // receives the deltas and the final event
 };
 
@@ -64,6 +66,12 @@ struct submit_reply {
   uint16_t status = 200;      // as HTTP would say it: 400, 401, 429, 503
   std::string error;          // why it was refused
   double retry_after_s = 0;   // for 429 and 503
+  std::string tenant;         // the tenant the request was charged to
+  // The caller's rate-limit figures (x-ratelimit-* headers); -1 = no such limit.
+  int64_t limit_requests = -1;
+  int64_t remaining_requests = -1;
+  int64_t limit_tokens = -1;
+  int64_t remaining_tokens = -1;
 };
 
 struct output_logprob {
@@ -106,11 +114,12 @@ typename Inspector::result_type inspect(Inspector& f, sampling_options& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generate_request& x) {
   return f(caf::meta::type_name("generate_request"), x.prompt, x.messages, x.add_generation_prompt, x.max_tokens,
-           x.stop, x.stop_token_ids, x.ignore_eos, x.sampling, x.tenant, x.sink);
+           x.stop, x.stop_token_ids, x.ignore_eos, x.sampling, x.tenant, x.weight, x.api_key, x.sink);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, submit_reply& x) {
-  return f(caf::meta::type_name("submit_reply"), x.accepted, x.id, x.status, x.error, x.retry_after_s);
+  return f(caf::meta::type_name("submit_reply"), x.accepted, x.id, x.status, x.error, x.retry_after_s,
+           x.tenant, x.limit_requests, x.remaining_requests, x.limit_tokens, x.remaining_tokens);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, output_logprob& x) {

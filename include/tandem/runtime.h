@@ -22,6 +22,7 @@ namespace tandem {
 
 struct model_config;
 class tokenizer;
+class chat_template;
 struct runtime_shared;
 
 struct runtime_config {
@@ -36,6 +37,7 @@ struct runtime_config {
   uint32_t max_in_flight = 1024;          // accepted, unfinished requests; beyond: 503
   uint32_t max_model_len = 0;             // 0 = the model's trained context
   std::string chat_template;              // a family name overriding the model's template
+  std::vector<tenant_config> tenants;     // API keys and limits; empty = open mode (no keys)
 };
 
 class runtime {
@@ -52,6 +54,10 @@ class runtime {
   device_worker_actor device_worker() const { return device_; }
 
   const tokenizer& tok() const;
+  // The model's chat template, or nullptr (then chat_error() says why).
+  const chat_template* chat() const;
+  const std::string& chat_error() const;
+  uint32_t max_model_len() const;
   const model_config& model_cfg() const;
   const runtime_config& config() const { return cfg_; }
   uint32_t kv_blocks() const { return kv_blocks_; }

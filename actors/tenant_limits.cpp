@@ -1,0 +1,98 @@
+#include "actors/tenant_limits.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <set>
+#include <stdexcept>
+
+namespace tandem {
+
+std::vector<tenant_config> load_tenants_yaml(const std::string& path) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("tenants file " + path + ": " + e.what());
+  }
+  const auto fail = [&](const std::string& what) { throw std::runtime_error("tenants file " + path + ": " + what); };
+  const YAML::Node list = root["tenants"];
+  if (!list || !list.IsSequence()) fail("expected a top-level 'tenants' list");
+  std::vector<tenant_config> out;
+  std::set<std::string> names, keys;
+  for (const auto& n : list) {
+    tenant_config t;
+    try {
+      t.name = n["name"].as<std::string>("");
+      if (t.name.empty()) fail("every tenant needs a name");
+      if (const auto k = n["api_keys"]) {
+        for (const auto& key : k) t.api_keys.push_back(key.as<std::string>());
+      }
+      t.requests_per_minute = n["requests_per_minute"].as<double>(0);
+      t.tokens_per_minute = n["tokens_per_minute"].as<double>(0);
+      t.max_concurrent = n["max_concurrent_requests"].as<uint32_t>(0);
+      t.weight = n["weight"].as<double>(1.0);
+    } catch (const YAML::Exception& e) {
+      fail("tenant '" + t.name + "': " + e.what());
+    }
+    if (t.api_keys.empty()) fail("tenant '" + t.name + "' has no api_keys");
+    if (!(t.weight > 0)) fail("tenant '" + t.name + "': weight must be > 0");
+    if (t.requests_per_minute < 0 || t.tokens_per_minute < 0) fail("tenant '" + t.name + "': limits must be >= 0");
+    if (!names.insert(t.name).second) fail("tenant '" + t.name + "' appears twice");
+    for (const auto& k : t.api_keys) {
+      if (k.empty()) fail("tenant '" + t.name + "' has an empty API key");
+      if (!keys.insert(k).second) fail("an API key of tenant '" + t.name + "' is used twice");
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+bool constant_time_equal(std::string_view a, std::string_view b) {
+  // Walk the longer length whatever the contents; a length mismatch counts as a difference.
+  const size_t n = std::max(a.size(), b.size());
+  unsigned diff = a.size() == b.size() ? 0u : 1u;
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= static_cast<unsigned>(x ^ y);
+  }
+  return diff == 0;
+}
+
+token_bucket::token_bucket(double per_minute) : capacity_(per_minute), level_(per_minute), last_(clock::now()) {}
+
+void token_bucket::refill(clock::time_point now) {
+  if (now <= last_) return;
+  const double seconds = std::chrono::duration<double>(now - last_).count();
+  level_ = std::min(capacity_, level_ + seconds * capacity_ / 60.0);
+  last_ = now;
+}
+
+double token_bucket::level(clock::time_point now) {
+  refill(now);
+  return level_;
+}
+
+bool token_bucket::try_take(double n, clock::time_point now) {
+  if (!limited()) return true;
+  refill(now);
+  if (level_ < n) return false;
+  level_ -= n;
+  return true;
+}
+
+double token_bucket::seconds_until(double n, clock::time_point now) {
+  if (!limited()) return 0;
+  refill(now);
+  const double missing = std::min(n, capacity_) - level_;
+  return missing <= 0 ? 0 : missing * 60.0 / capacity_;
+}
+
+void token_bucket::adjust(double n, clock::time_point now) {
+  if (!limited()) return;
+  refill(now);
+  level_ = std::min(capacity_, level_ - n);
+}
+
+}  // namespace tandem

@@ -1,0 +1,61 @@
+// Tenants and their limits, as plain C++ for the admission actor: the configuration (YAML),
+// a token bucket per limit, and a constant-time key comparison.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tandem {
+
+struct tenant_config {
+  std::string name;
+  std::vector<std::string> api_keys;
+  double requests_per_minute = 0;   // 0 = no limit
+  double tokens_per_minute = 0;     // prompt + completion tokens; 0 = no limit
+  uint32_t max_concurrent = 0;      // requests in flight at once; 0 = no limit
+  double weight = 1.0;              // share of the engine when tenants compete
+};
+
+// Reads a tenants file:
+//   tenants:
+//     - name: alice
+//       api_keys: [sk-alice-1]
+//       requests_per_minute: 60
+//       tokens_per_minute: 20000
+//       max_concurrent_requests: 4
+//       weight: 2
+// Throws std::runtime_error naming the file and the problem.
+std::vector<tenant_config> load_tenants_yaml(const std::string& path);
+
+// Compares without an early exit, so the time taken does not say how much of a key matched.
+bool constant_time_equal(std::string_view a, std::string_view b);
+
+// A bucket of `capacity` units refilled at capacity per minute. The level may go below zero
+// when a request turns out to cost more than was reserved for it; it then refills first.
+class token_bucket {
+ public:
+  using clock = std::chrono::steady_clock;
+  token_bucket() = default;
+  explicit token_bucket(double per_minute);
+
+  bool limited() const { return capacity_ > 0; }
+  double capacity() const { return capacity_; }
+  double level(clock::time_point now);
+  // Takes n units if that many are there; otherwise takes nothing.
+  bool try_take(double n, clock::time_point now);
+  // Seconds until n units are there (n is capped at the capacity).
+  double seconds_until(double n, clock::time_point now);
+  // Settles a reservation: gives back (negative n) or takes more (positive n), unconditionally.
+  void adjust(double n, clock::time_point now);
+
+ private:
+  void refill(clock::time_point now);
+  double capacity_ = 0;
+  double level_ = 0;
+  clock::time_point last_{};
+};
+
+}  // namespace tandem
