@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   tandem::cli::register_detokenize(app);
   tandem::cli::register_chat_template(app);
   tandem::cli::register_gen_model(app);
+  tandem::cli::register_serve(app);
 
   try {
     app.parse(argc, argv);

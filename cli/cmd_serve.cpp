@@ -1,0 +1,131 @@
+// `tandem serve`: the OpenAI-compatible HTTP + SSE server and the WebSocket endpoint on the
+// actor runtime. Option names follow vLLM's where the meaning is the same.
+#include <spdlog/spdlog.h>
+
+#include <caf/all.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <unistd.h>
+
+#include "actors/tenant_limits.h"
+#include "cli/commands.h"
+#include "net/server.h"
+#include "tandem/runtime.h"
+
+namespace tandem::cli {
+namespace {
+
+struct serve_options {
+  std::string model = "default";
+  std::string served_model_name;
+  std::string host = "127.0.0.1";
+  uint16_t port = 8080;
+  std::string config;
+  std::string api_key;
+  bool allow_open_non_loopback = false;
+  std::string chat_page;
+  runtime_config rt;
+  int io_threads = 2;
+  uint32_t max_connections = 1024;
+  size_t max_body_bytes = 1 << 20;
+  std::string log_level = "info";
+};
+
+bool is_loopback(const std::string& host) {
+  return host == "127.0.0.1" || host == "::1" || host == "localhost" || host.rfind("127.", 0) == 0;
+}
+
+// The chat page: --chat-page, or examples/chat/index.html next to the working directory or
+// in the source tree this binary was built from.
+std::string find_chat_page(const std::string& given) {
+  if (!given.empty()) return given;
+  for (const std::string& p : {std::string("examples/chat/index.html"), std::string(TANDEM_SOURCE_DIR) + "/examples/chat/index.html"}) {
+    if (std::filesystem::exists(p)) return p;
+  }
+  return {};
+}
+
+int serve(serve_options o) {
+  spdlog::set_level(spdlog::level::from_str(o.log_level));
+  if (!o.config.empty()) o.rt.tenants = load_tenants_yaml(o.config);
+  if (!o.api_key.empty()) {
+    tenant_config t;
+    t.name = "default";
+    t.api_keys.push_back(o.api_key);
+    o.rt.tenants.push_back(std::move(t));
+  }
+  if (o.rt.tenants.empty() && !is_loopback(o.host) && !o.allow_open_non_loopback) {
+    std::fprintf(stderr,
+                 "tandem serve: no tenants or --api-key given, so every client would be let in; that is allowed only "
+                 "on a loopback address (or with --allow-open-non-loopback)\n");
+    return kExitFailure;
+  }
+  if (o.host == "localhost") o.host = "127.0.0.1";
+
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  net::server_options so;
+  so.host = o.host;
+  so.port = o.port;
+  so.io_threads = o.io_threads;
+  so.max_connections = o.max_connections;
+  so.max_body_bytes = o.max_body_bytes;
+  so.chat_page_path = find_chat_page(o.chat_page);
+  so.served_model_name = o.served_model_name.empty()
+                             ? (o.model == "default" ? std::string("SmolLM2-135M-Instruct")
+                                                     : std::filesystem::path(o.model).stem().string())
+                             : o.served_model_name;
+  net::http_server server(sys, so);
+  server.start();  // /health says 503 while the model loads
+  std::printf("tandem: listening on http://%s:%u (loading %s)\n", o.host.c_str(), server.port(), o.model.c_str());
+  std::fflush(stdout);
+
+  auto rt = runtime::start(sys, o.rt);
+  server.attach(*rt);
+  std::printf("tandem: ready: model %s, %s\n", so.served_model_name.c_str(),
+              o.rt.tenants.empty() ? "open mode (no API keys)" : (std::to_string(o.rt.tenants.size()) + " tenant(s)").c_str());
+  std::fflush(stdout);
+  server.wait_for_signal();
+  server.stop();
+  std::fflush(stdout);
+  // Sink actors of cancelled requests may still post to the stopped io context: leave at
+  // once instead of tearing the actor system down under them.
+  _exit(0);
+}
+
+}  // namespace
+
+void register_serve(CLI::App& app) {
+  auto o = std::make_shared<serve_options>();
+  auto* cmd = app.add_subcommand("serve", "Serve the model over an OpenAI-compatible HTTP API and WebSocket");
+  cmd->add_option("--model", o->model, "GGUF file, or 'default'")->capture_default_str();
+  cmd->add_option("--served-model-name", o->served_model_name, "The model name /v1/models reports");
+  cmd->add_option("--host", o->host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", o->port, "Port (0 = a free one)")->capture_default_str();
+  cmd->add_option("--config", o->config, "Tenants YAML (API keys, rate limits, weights)");
+  cmd->add_option("--api-key", o->api_key, "One API key for a single tenant 'default'");
+  cmd->add_flag("--allow-open-non-loopback", o->allow_open_non_loopback,
+                "Serve without API keys on a non-loopback address");
+  cmd->add_option("--max-num-seqs", o->rt.max_num_seqs, "Running sequences at most")->capture_default_str();
+  cmd->add_option("--max-num-batched-tokens", o->rt.max_num_batched_tokens, "Tokens per step at most")
+      ->capture_default_str();
+  cmd->add_option("--max-model-len", o->rt.max_model_len, "Context length (0 = the model's)")->capture_default_str();
+  cmd->add_option("--kv-cache-tokens", o->rt.kv_cache_tokens, "KV cache size in tokens (0 = automatic)");
+  cmd->add_option("--block-size", o->rt.block_size, "Tokens per KV block")->capture_default_str();
+  cmd->add_option("--max-in-flight", o->rt.max_in_flight, "Accepted unfinished requests at most (then 503)")
+      ->capture_default_str();
+  cmd->add_flag("!--no-enable-prefix-caching", o->rt.enable_prefix_caching, "Turn the prefix cache off");
+  cmd->add_option("--chat-template", o->rt.chat_template, "Chat template family overriding the model's");
+  cmd->add_option("--threads", o->rt.threads, "Compute threads (0 = one per core)")->capture_default_str();
+  cmd->add_option("--io-threads", o->io_threads, "Network threads")->capture_default_str();
+  cmd->add_option("--max-connections", o->max_connections, "Open connections at most")->capture_default_str();
+  cmd->add_option("--max-body-bytes", o->max_body_bytes, "Request body size at most")->capture_default_str();
+  cmd->add_option("--chat-page", o->chat_page, "HTML page served at / (default: examples/chat/index.html)");
+  cmd->add_option("--log-level", o->log_level, "trace, debug, info, warn, error")->capture_default_str();
+  cmd->callback([o] {
+    const int rc = serve(*o);
+    if (rc != 0) std::exit(rc);
+  });
+}
+
+}  // namespace tandem::cli

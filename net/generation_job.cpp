@@ -1,0 +1,287 @@
+#include "net/generation_job.h"
+
+#include <boost/json.hpp>
+
+#include "engine/tokenizer.h"
+#include "engine/utf8.h"
+
+namespace tandem::net {
+namespace json = boost::json;
+namespace {
+
+// JSON strings must be valid UTF-8; a single token may hold part of a character.
+std::string valid_utf8(const std::string& s) {
+  if (utf8::is_valid(s)) return s;
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    const auto c = utf8::check_sequence(s, i);
+    if (c.state == utf8::sequence_state::complete) {
+      out.append(s, i, c.length);
+      i += c.length;
+    } else {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    }
+  }
+  return out;
+}
+
+json::array byte_list(const std::string& s) {
+  json::array a;
+  for (unsigned char c : s) a.push_back(c);
+  return a;
+}
+
+}  // namespace
+
+generation_job::generation_job(api_request req, job_format format, job_context ctx)
+    : req_(std::move(req)), format_(format), ctx_(std::move(ctx)), choices_(req_.n) {}
+
+std::vector<generate_request> generation_job::requests() const {
+  std::vector<generate_request> out;
+  for (uint32_t i = 0; i < choices_.size(); ++i) {
+    generate_request g = req_.gen;
+    if (g.sampling.seed >= 0) g.sampling.seed += i;
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+bool generation_job::finished() const {
+  if (failure_) return true;
+  for (const auto& c : choices_) {
+    if (!c.ended) return false;
+  }
+  return true;
+}
+
+std::vector<uint32_t> generation_job::live_choices() const {
+  std::vector<uint32_t> out;
+  for (uint32_t i = 0; i < choices_.size(); ++i) {
+    if (!choices_[i].ended) out.push_back(i);
+  }
+  return out;
+}
+
+std::vector<std::string> generation_job::take_output() {
+  pending_bytes_ = 0;
+  return std::exchange(out_, {});
+}
+
+void generation_job::emit(std::string s) {
+  output_started_ = true;
+  pending_bytes_ += s.size();
+  out_.push_back(std::move(s));
+}
+
+void generation_job::on_event(uint32_t choice, sink_event ev) {
+  if (choice >= choices_.size() || closed_) return;
+  std::visit(
+      [&](auto& e) {
+        using T = std::decay_t<decltype(e)>;
+        if constexpr (std::is_same_v<T, submit_reply>) on_reply(choice, e);
+        else if constexpr (std::is_same_v<T, generation_delta>) on_delta(choice, e);
+        else on_done(choice, e);
+      },
+      ev);
+}
+
+void generation_job::on_reply(uint32_t choice, submit_reply& r) {
+  auto& c = choices_[choice];
+  c.replied = true;
+  if (!r.tenant.empty()) tenant_ = r.tenant;
+  limits_ = r;
+  if (r.accepted) return;
+  c.ended = true;
+  if (ctx_.metrics) ctx_.metrics->count_rejection(rejection_reason(r.status));
+  api_error e(r.status, r.error, "", r.status == 401 ? "invalid_api_key" : r.status == 429 ? "rate_limit_exceeded" : "");
+  e.retry_after_s = r.retry_after_s;
+  fail(std::move(e));
+}
+
+void generation_job::fail(api_error e) {
+  if (failure_) return;
+  failure_ = e;
+  if (!output_started_ && format_ != job_format::websocket) return;  // the session sends an error response
+  json::object err{{"message", e.what()}, {"type", error_type_for(e.status)}, {"code", e.status}};
+  if (format_ == job_format::websocket) {
+    json::object f{{"type", "error"}, {"id", ctx_.response_id}, {"status", e.status}, {"message", e.what()}};
+    if (!e.param.empty()) f["param"] = e.param;
+    if (e.retry_after_s > 0) f["retry_after"] = e.retry_after_s;
+    emit(json::serialize(f));
+  } else {
+    emit("data: " + json::serialize(json::object{{"error", std::move(err)}}) + "\n\n");
+    emit("data: [DONE]\n\n");
+  }
+  closed_ = true;
+}
+
+json::value generation_job::logprobs_json(const std::vector<output_logprob>& lps, bool chat) const {
+  json::value logprobs = nullptr;
+  if (req_.gen.sampling.logprobs) {
+    if (chat) {
+      json::array content;
+      for (const auto& lp : lps) {
+        const std::string t = ctx_.tok->decode(std::vector<token_id>{lp.token}, false);
+        json::array top;
+        for (size_t k = 0; k < lp.top_ids.size(); ++k) {
+          const std::string tt = ctx_.tok->decode(std::vector<token_id>{lp.top_ids[k]}, false);
+          top.push_back(json::object{{"token", valid_utf8(tt)}, {"logprob", lp.top_logprobs[k]}, {"bytes", byte_list(tt)}});
+        }
+        content.push_back(json::object{
+            {"token", valid_utf8(t)}, {"logprob", lp.logprob}, {"bytes", byte_list(t)}, {"top_logprobs", std::move(top)}});
+      }
+      logprobs = json::object{{"content", std::move(content)}};
+    } else {
+      json::array tokens, token_logprobs, top_logprobs;
+      for (const auto& lp : lps) {
+        tokens.push_back(json::string(valid_utf8(ctx_.tok->decode(std::vector<token_id>{lp.token}, false))));
+        token_logprobs.push_back(lp.logprob);
+        json::object top;
+        for (size_t k = 0; k < lp.top_ids.size(); ++k) {
+          top[valid_utf8(ctx_.tok->decode(std::vector<token_id>{lp.top_ids[k]}, false))] = lp.top_logprobs[k];
+        }
+        top_logprobs.push_back(std::move(top));
+      }
+      logprobs = json::object{{"tokens", std::move(tokens)}, {"token_logprobs", std::move(token_logprobs)},
+                              {"top_logprobs", std::move(top_logprobs)}};
+    }
+  }
+  return logprobs;
+}
+
+std::string generation_job::stream_chunk(uint32_t choice, const std::string& text,
+                                         const std::vector<output_logprob>& lps, const std::string* finish_reason) {
+  const bool chat = format_ == job_format::chat_sse;
+  json::object ch{{"index", choice}};
+  json::value logprobs = lps.empty() ? json::value(nullptr) : logprobs_json(lps, chat);
+  if (chat) {
+    json::object delta;
+    if (!choices_[choice].role_sent) {
+      delta["role"] = "assistant";
+      choices_[choice].role_sent = true;
+    }
+    if (!text.empty() || !finish_reason) delta["content"] = text;
+    ch["delta"] = std::move(delta);
+  } else {
+    ch["text"] = text;
+  }
+  ch["logprobs"] = std::move(logprobs);
+  ch["finish_reason"] = finish_reason ? json::value(*finish_reason) : json::value(nullptr);
+  json::object chunk{{"id", ctx_.response_id},
+                     {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                     {"created", ctx_.created},
+                     {"model", ctx_.model_name},
+                     {"choices", json::array{std::move(ch)}}};
+  return "data: " + json::serialize(chunk) + "\n\n";
+}
+
+void generation_job::on_delta(uint32_t choice, generation_delta& d) {
+  auto& c = choices_[choice];
+  if (c.ended || failure_) return;
+  switch (format_) {
+    case job_format::chat_sse:
+    case job_format::completion_sse:
+      if (!d.text.empty() || !d.logprobs.empty()) emit(stream_chunk(choice, d.text, d.logprobs, nullptr));
+      break;
+    case job_format::websocket: {
+      if (d.text.empty() && d.logprobs.empty()) break;
+      json::array toks;
+      for (int32_t t : d.tokens) toks.push_back(t);
+      json::object f{{"type", "delta"}, {"id", ctx_.response_id}, {"text", d.text}, {"tokens", std::move(toks)}};
+      if (choices_.size() > 1) f["index"] = choice;
+      if (req_.gen.sampling.logprobs) {
+        json::array lps;
+        for (const auto& lp : d.logprobs) lps.push_back(lp.logprob);
+        f["logprobs"] = std::move(lps);
+      }
+      emit(json::serialize(f));
+      break;
+    }
+    default:
+      c.text += d.text;
+      for (auto& lp : d.logprobs) c.logprobs.push_back(std::move(lp));
+  }
+}
+
+std::string generation_job::usage_json() const {
+  uint32_t completion = 0, cached = 0;
+  for (const auto& c : choices_) {
+    completion += c.done.completion_tokens;
+    cached = std::max(cached, c.done.cached_tokens);
+  }
+  const uint32_t prompt = choices_.empty() ? 0 : choices_[0].done.prompt_tokens;
+  return json::serialize(json::object{{"prompt_tokens", prompt},
+                                      {"completion_tokens", completion},
+                                      {"total_tokens", prompt + completion},
+                                      {"prompt_tokens_details", json::object{{"cached_tokens", cached}}}});
+}
+
+void generation_job::on_done(uint32_t choice, generation_done& d) {
+  auto& c = choices_[choice];
+  if (c.ended) return;
+  c.ended = true;
+  c.done = d;
+  if (ctx_.metrics) ctx_.metrics->observe_generation(tenant_, d);
+  if (failure_) return;
+  if (d.finish_reason == "error") {
+    api_error e(d.status >= 400 ? d.status : 500, d.error.empty() ? "the generation failed" : d.error,
+                d.status == 400 ? (req_.kind == api_kind::chat ? "messages" : "prompt") : "");
+    return fail(std::move(e));
+  }
+  std::string reason = d.finish_reason;
+  if (reason == "abort" && !cancelled_ && format_ != job_format::websocket) reason = "stop";
+  if (format_ == job_format::websocket) {
+    json::object f{{"type", "done"},
+                   {"id", ctx_.response_id},
+                   {"finish_reason", reason == "abort" ? "cancelled" : reason},
+                   {"usage", json::parse(usage_json())},
+                   {"timings", json::object{{"queue_ms", d.queue_ms}, {"ttft_ms", d.ttft_ms}, {"tpot_ms", d.tpot_ms}}}};
+    if (choices_.size() > 1) f["index"] = choice;
+    emit(json::serialize(f));
+  } else if (format_ == job_format::chat_sse || format_ == job_format::completion_sse) {
+    emit(stream_chunk(choice, "", {}, &reason));
+  }
+  if (!finished()) return;
+  if (format_ == job_format::chat_sse || format_ == job_format::completion_sse) {
+    if (req_.include_usage) {
+      const bool chat = format_ == job_format::chat_sse;
+      emit("data: {\"id\":" + json::serialize(json::value(ctx_.response_id)) + ",\"object\":\"" +
+           (chat ? "chat.completion.chunk" : "text_completion") + "\",\"created\":" + std::to_string(ctx_.created) +
+           ",\"model\":" + json::serialize(json::value(ctx_.model_name)) + ",\"choices\":[],\"usage\":" + usage_json() +
+           "}\n\n");
+    }
+    emit("data: [DONE]\n\n");
+    closed_ = true;
+  }
+}
+
+int generation_job::final_status() const { return failure_ ? failure_->status : 200; }
+
+std::string generation_job::json_body() const {
+  const bool chat = format_ == job_format::chat_json;
+  json::array choices;
+  for (uint32_t i = 0; i < choices_.size(); ++i) {
+    const auto& c = choices_[i];
+    std::string reason = c.done.finish_reason == "abort" ? "stop" : c.done.finish_reason;
+    json::object ch{{"index", i}};
+    const json::value logprobs = logprobs_json(c.logprobs, chat);
+    if (chat) {
+      ch["message"] = json::object{{"role", "assistant"}, {"content", c.text}};
+    } else {
+      ch["text"] = c.text;
+    }
+    ch["logprobs"] = logprobs;
+    ch["finish_reason"] = reason;
+    choices.push_back(std::move(ch));
+  }
+  json::object body{{"id", ctx_.response_id},
+                    {"object", chat ? "chat.completion" : "text_completion"},
+                    {"created", ctx_.created},
+                    {"model", ctx_.model_name},
+                    {"choices", std::move(choices)},
+                    {"usage", json::parse(usage_json())}};
+  return json::serialize(body);
+}
+
+}  // namespace tandem::net

@@ -1,0 +1,101 @@
+// One API request's generations (n choices) seen from the network side, as plain C++: it
+// takes the sink events of every choice and produces what goes on the wire, in one of the
+// API's formats. The session owns it and touches it only on its strand.
+//
+//   chat_sse / completion_sse: one "data: {...}\n\n" event per output, "data: [DONE]" last
+//   chat_json / completion_json: one response body once every choice is done
+//   websocket: one JSON frame per output ({"type": "delta" | "done" | "error", "id": ...})
+//
+// A refusal (submit_reply not accepted) or a failed choice before any output makes the whole
+// request fail with that status (failure()); the session then cancels the other choices.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "net/api_error.h"
+#include "net/metrics.h"
+#include "net/openai_request.h"
+#include "net/request_sink.h"
+
+namespace tandem {
+class tokenizer;
+}
+
+namespace tandem::net {
+
+enum class job_format { chat_sse, completion_sse, chat_json, completion_json, websocket };
+
+struct job_context {
+  const tokenizer* tok = nullptr;
+  server_metrics* metrics = nullptr;
+  std::string model_name;
+  std::string response_id;     // chatcmpl-... / cmpl-...; for websocket the client's id
+  int64_t created = 0;         // unix seconds
+};
+
+class generation_job {
+ public:
+  generation_job(api_request req, job_format format, job_context ctx);
+
+  // The runtime requests, one per choice (seeds differ per choice when a seed is given).
+  std::vector<generate_request> requests() const;
+  uint32_t choices() const { return static_cast<uint32_t>(choices_.size()); }
+
+  void on_event(uint32_t choice, sink_event ev);
+
+  bool finished() const;                                 // every choice has ended
+  const std::optional<api_error>& failure() const { return failure_; }
+  bool output_started() const { return output_started_; }
+  // Wire output produced since the last call (SSE events or WebSocket frames).
+  std::vector<std::string> take_output();
+  size_t pending_bytes() const { return pending_bytes_; }
+  // The response body of a non-streaming request, once finished() and without failure().
+  std::string json_body() const;
+
+  // The rate-limit figures of the last admission answer and the tenant charged.
+  const submit_reply& limits() const { return limits_; }
+  const std::string& tenant() const { return tenant_; }
+  // Choices that may still produce events (to cancel when the client goes away).
+  std::vector<uint32_t> live_choices() const;
+  // Marks a choice as cancelled by the client (WebSocket): its done is still reported.
+  void mark_cancelled() { cancelled_ = true; }
+
+  int final_status() const;  // for the request counter
+
+ private:
+  struct choice_state {
+    bool replied = false;
+    bool ended = false;
+    bool role_sent = false;
+    std::string text;
+    std::vector<output_logprob> logprobs;
+    generation_done done;
+  };
+  void on_reply(uint32_t choice, submit_reply& r);
+  void on_delta(uint32_t choice, generation_delta& d);
+  void on_done(uint32_t choice, generation_done& d);
+  void fail(api_error e);
+  void emit(std::string s);
+  std::string stream_chunk(uint32_t choice, const std::string& text, const std::vector<output_logprob>& lps,
+                           const std::string* finish_reason);
+  std::string usage_json() const;
+  boost::json::value logprobs_json(const std::vector<output_logprob>& lps, bool chat) const;
+
+  api_request req_;
+  job_format format_;
+  job_context ctx_;
+  std::vector<choice_state> choices_;
+  std::optional<api_error> failure_;
+  bool output_started_ = false;
+  bool closed_ = false;  // [DONE] / final frames emitted
+  bool cancelled_ = false;
+  std::vector<std::string> out_;
+  size_t pending_bytes_ = 0;
+  submit_reply limits_;
+  std::string tenant_ = "unknown";
+};
+
+}  // namespace tandem::net

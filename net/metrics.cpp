@@ -1,0 +1,141 @@
+#include "net/metrics.h"
+
+#include <cstdio>
+
+namespace tandem::net {
+namespace {
+
+std::string fmt_double(double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", x);
+  return buf;
+}
+
+// Label values are tenant names from the config or fixed words; escape anyway.
+std::string label(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') { out += "\\n"; continue; }
+    out += c;
+  }
+  return out;
+}
+
+void header(std::string& out, const std::string& name, const char* type, const std::string& help) {
+  out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+}
+
+void gauge(std::string& out, const std::string& name, const std::string& help, double v) {
+  header(out, name, "gauge", help);
+  out += name + " " + fmt_double(v) + "\n";
+}
+
+void counter(std::string& out, const std::string& name, const std::string& help, double v) {
+  header(out, name, "counter", help);
+  out += name + " " + fmt_double(v) + "\n";
+}
+
+void per_tenant(std::string& out, const std::string& name, const std::string& help,
+                const std::map<std::string, uint64_t>& m) {
+  header(out, name, "counter", help);
+  for (const auto& [tenant, v] : m) out += name + "{tenant=\"" + label(tenant) + "\"} " + std::to_string(v) + "\n";
+}
+
+}  // namespace
+
+const char* rejection_reason(int status) {
+  switch (status) {
+    case 401: return "unauthorized";
+    case 429: return "rate_limited";
+    case 503: return "overloaded";
+    default: return "invalid_request";
+  }
+}
+
+void latency_histogram::observe(double seconds, uint64_t times) {
+  for (size_t i = 0; i < kBounds.size(); ++i) {
+    if (seconds <= kBounds[i]) counts_[i] += times;
+  }
+  count_ += times;
+  sum_ += seconds * static_cast<double>(times);
+}
+
+void latency_histogram::render(std::string& out, const std::string& name, const std::string& help) const {
+  header(out, name, "histogram", help);
+  for (size_t i = 0; i < kBounds.size(); ++i) {
+    out += name + "_bucket{le=\"" + fmt_double(kBounds[i]) + "\"} " + std::to_string(counts_[i]) + "\n";
+  }
+  out += name + "_bucket{le=\"+Inf\"} " + std::to_string(count_) + "\n";
+  out += name + "_sum " + fmt_double(sum_) + "\n";
+  out += name + "_count " + std::to_string(count_) + "\n";
+}
+
+void server_metrics::count_request(const std::string& tenant, int status) {
+  std::lock_guard lock(mutex_);
+  ++requests_[{tenant, status}];
+}
+
+void server_metrics::count_rejection(const std::string& reason) {
+  std::lock_guard lock(mutex_);
+  ++rejections_[reason];
+}
+
+void server_metrics::observe_generation(const std::string& tenant, const generation_done& d) {
+  std::lock_guard lock(mutex_);
+  prompt_tokens_[tenant] += d.prompt_tokens;
+  generation_tokens_[tenant] += d.completion_tokens;
+  cached_tokens_[tenant] += d.cached_tokens;
+  if (d.completion_tokens > 0) ttft_.observe(d.ttft_ms / 1000.0);
+  if (d.completion_tokens > 1) itl_.observe(d.tpot_ms / 1000.0, d.completion_tokens - 1);
+  e2e_queue_.observe(d.queue_ms / 1000.0);
+}
+
+std::string server_metrics::render(const runtime_figures& f) const {
+  std::string out;
+  out.reserve(8192);
+  gauge(out, "tandem:ready", "1 once the model is loaded and the server takes requests", f.ready ? 1 : 0);
+  gauge(out, "tandem:num_requests_running", "Sequences in the running batch", f.sched.running);
+  gauge(out, "tandem:num_requests_waiting", "Sequences waiting to be scheduled", f.sched.waiting);
+  gauge(out, "tandem:requests_in_flight", "Accepted requests not finished yet", f.admission.in_flight);
+  gauge(out, "tandem:kv_blocks_total", "KV cache blocks in the pool", f.kv.pool.total);
+  gauge(out, "tandem:kv_blocks_used", "KV blocks held by sequences (outside the prefix cache)", f.kv.pool.used);
+  gauge(out, "tandem:kv_blocks_cached", "KV blocks held only by the prefix cache (evictable)", f.kv.pool.cached_free);
+  gauge(out, "tandem:kv_blocks_free", "KV blocks neither used nor cached", f.kv.pool.free);
+  gauge(out, "tandem:kv_cache_usage_ratio", "Fraction of KV blocks used by sequences",
+        f.kv.pool.total ? static_cast<double>(f.kv.pool.used) / f.kv.pool.total : 0.0);
+  gauge(out, "tandem:kv_sequences", "Sequences holding a block table", f.kv.sequences);
+  counter(out, "tandem:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache",
+          static_cast<double>(f.kv.prefix_queries));
+  counter(out, "tandem:prefix_cache_hits_total", "Prompt tokens found in the prefix cache",
+          static_cast<double>(f.kv.prefix_hits));
+  counter(out, "tandem:kv_evictions_total", "Cached KV blocks evicted", static_cast<double>(f.kv.pool.evictions));
+  counter(out, "tandem:scheduler_steps_total", "Steps run by the device", static_cast<double>(f.sched.steps));
+  counter(out, "tandem:preemptions_total", "Sequences preempted for lack of KV blocks",
+          static_cast<double>(f.sched.preemptions));
+  counter(out, "tandem:requests_cancelled_total", "Requests cancelled (client gone or cancel frame)",
+          static_cast<double>(f.admission.cancelled));
+
+  std::lock_guard lock(mutex_);
+  ttft_.render(out, "tandem:time_to_first_token_seconds", "Time from submit to the first token");
+  itl_.render(out, "tandem:inter_token_latency_seconds", "Time between output tokens (per token, mean per request)");
+  e2e_queue_.render(out, "tandem:request_queue_time_seconds", "Time waiting before the first step");
+  header(out, "tandem:requests_total", "counter", "API requests by tenant and HTTP status");
+  for (const auto& [key, v] : requests_) {
+    out += "tandem:requests_total{tenant=\"" + label(key.first) + "\",status=\"" + std::to_string(key.second) + "\"} " +
+           std::to_string(v) + "\n";
+  }
+  header(out, "tandem:rejections_total", "counter", "Requests refused before any work, by reason");
+  for (const char* reason : {"unauthorized", "rate_limited", "overloaded", "invalid_request"}) {
+    const auto it = rejections_.find(reason);
+    out += std::string("tandem:rejections_total{reason=\"") + reason + "\"} " +
+           std::to_string(it == rejections_.end() ? 0 : it->second) + "\n";
+  }
+  per_tenant(out, "tandem:prompt_tokens_total", "Prompt tokens by tenant", prompt_tokens_);
+  per_tenant(out, "tandem:generation_tokens_total", "Generated tokens by tenant", generation_tokens_);
+  per_tenant(out, "tandem:cached_prompt_tokens_total", "Prompt tokens served from the prefix cache by tenant",
+             cached_tokens_);
+  return out;
+}
+
+}  // namespace tandem::net

@@ -1,0 +1,64 @@
+// Prometheus metrics of the serving front (prefix "tandem:"). Counters and histograms are
+// fed by the network sessions (any io thread: one mutex inside, held for microseconds);
+// the runtime's gauges (running/waiting sequences, KV blocks, prefix cache) are read from
+// the actors at scrape time and passed to render().
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "actors/admission.h"
+#include "actors/cache_manager.h"
+#include "actors/scheduler.h"
+#include "tandem/api.h"
+
+namespace tandem::net {
+
+struct runtime_figures {
+  bool ready = false;
+  scheduler_stats sched;
+  kv_cache_stats kv;
+  admission_stats admission;
+};
+
+class latency_histogram {
+ public:
+  static constexpr std::array<double, 14> kBounds = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                                     0.25,  0.5,    1.0,   2.5,  5.0,   10.0, 30.0};
+  void observe(double seconds, uint64_t times = 1);
+  void render(std::string& out, const std::string& name, const std::string& help) const;
+
+ private:
+  std::array<uint64_t, kBounds.size()> counts_{};
+  uint64_t count_ = 0;
+  double sum_ = 0;
+};
+
+class server_metrics {
+ public:
+  // One API request (or WebSocket generation) ended with this HTTP-style status.
+  void count_request(const std::string& tenant, int status);
+  // A refusal before work: "unauthorized", "rate_limited", "overloaded", "invalid_request".
+  void count_rejection(const std::string& reason);
+  // A generation finished: its token counts and timings.
+  void observe_generation(const std::string& tenant, const generation_done& d);
+
+  std::string render(const runtime_figures& f) const;
+
+ private:
+  mutable std::mutex mutex_;
+  latency_histogram ttft_;
+  latency_histogram itl_;
+  latency_histogram e2e_queue_;
+  std::map<std::pair<std::string, int>, uint64_t> requests_;
+  std::map<std::string, uint64_t> rejections_;
+  std::map<std::string, uint64_t> prompt_tokens_, generation_tokens_, cached_tokens_;
+};
+
+// The reason label for a refused submit's status.
+const char* rejection_reason(int status);
+
+}  // namespace tandem::net

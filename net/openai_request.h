@@ -1,0 +1,40 @@
+// The OpenAI request bodies (/v1/chat/completions, /v1/completions, a WebSocket "start"
+// frame) parsed and checked into what the runtime takes. Every problem is an api_error 400
+// naming the field; values are range-checked here so the runtime only sees sane requests.
+#pragma once
+
+#include <boost/json/value.hpp>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "net/api_error.h"
+#include "tandem/api.h"
+
+namespace tandem::net {
+
+enum class api_kind { chat, completion };
+
+struct api_limits {
+  size_t vocab_size = 0;
+  uint32_t max_model_len = 0;
+  uint32_t max_n = 16;           // choices per request at most
+};
+
+struct api_request {
+  api_kind kind = api_kind::chat;
+  std::string model;
+  generate_request gen;          // no sink and no api key yet
+  uint32_t n = 1;
+  bool stream = false;
+  bool include_usage = false;    // stream_options.include_usage
+  std::string user;
+};
+
+// Parses the body text; throws api_error.
+boost::json::value parse_json_body(std::string_view body);
+
+// Checks and converts a request body; throws api_error (status 400) naming the field.
+api_request parse_api_request(const boost::json::value& body, api_kind kind, const api_limits& limits);
+
+}  // namespace tandem::net

@@ -1,0 +1,64 @@
+#include "net/request_sink.h"
+
+namespace tandem::net {
+namespace {
+
+struct sink_state {
+  request_id id = 0;
+  bool replied = false;
+  bool done = false;
+  bool cancel_wanted = false;
+};
+
+caf::behavior request_sink(caf::stateful_actor<sink_state>* self, admission_actor admission, generate_request req,
+                           sink_callback callback) {
+  req.sink = caf::actor_cast<sink_actor>(self);
+  auto finish_if_complete = [self] {
+    if (self->state.replied && self->state.done) self->quit();
+  };
+  self->request(admission, caf::infinite, submit_atom::value, std::move(req))
+      .then(
+          [self, admission, callback, finish_if_complete](submit_reply& r) {
+            auto& st = self->state;
+            st.replied = true;
+            if (r.accepted) {
+              st.id = r.id;
+              if (st.cancel_wanted) self->send(admission, cancel_atom::value, r.id);
+            } else {
+              st.done = true;  // a refused request gets no generation_done
+            }
+            callback(std::move(r));
+            finish_if_complete();
+          },
+          [self, callback](caf::error& e) {
+            submit_reply r;
+            r.status = 503;
+            r.error = "the runtime did not answer: " + self->system().render(e);
+            r.retry_after_s = 1;
+            callback(std::move(r));
+            self->quit();
+          });
+  return {
+      [callback](generation_delta& d) { callback(std::move(d)); },
+      [self, callback, finish_if_complete](generation_done& d) {
+        self->state.done = true;
+        callback(std::move(d));
+        finish_if_complete();
+      },
+      [self, admission](cancel_atom) {
+        auto& st = self->state;
+        if (st.done) return;
+        if (st.id != 0) self->send(admission, cancel_atom::value, st.id);
+        else st.cancel_wanted = true;
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_request_sink(caf::actor_system& sys, admission_actor admission, generate_request req,
+                              sink_callback callback) {
+  return sys.spawn(request_sink, std::move(admission), std::move(req), std::move(callback));
+}
+
+}  // namespace tandem::net

@@ -1,0 +1,26 @@
+// The seam between Asio and the actors: one small actor per generation that submits the
+// request to admission, receives its deltas and final event, and hands each to a callback.
+// The callback posts onto the network session's strand (the actor never touches a socket;
+// the session never waits on an actor). Sending cancel_atom to the sink cancels the
+// generation, also before admission has answered (the cancel is sent once the id is known).
+#pragma once
+
+#include <caf/all.hpp>
+#include <functional>
+#include <variant>
+
+#include "actors/admission.h"
+#include "tandem/api.h"
+
+namespace tandem::net {
+
+using sink_event = std::variant<submit_reply, generation_delta, generation_done>;
+using sink_callback = std::function<void(sink_event)>;
+
+// Spawns the sink and submits `req` (its sink field is set here). The callback gets exactly
+// one submit_reply, and for an accepted request the deltas and one generation_done; they may
+// arrive in any order relative to the reply. The actor quits after both.
+caf::actor spawn_request_sink(caf::actor_system& sys, admission_actor admission, generate_request req,
+                              sink_callback callback);
+
+}  // namespace tandem::net

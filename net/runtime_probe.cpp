@@ -1,0 +1,40 @@
+#include "net/runtime_probe.h"
+
+#include <chrono>
+
+namespace tandem::net {
+
+void probe_runtime(caf::actor_system& sys, const runtime& rt, std::function<void(runtime_figures)> done) {
+  const auto timeout = std::chrono::seconds(5);
+  sys.spawn([sched = rt.scheduler(), cache = rt.cache_manager(), adm = rt.admission(), done,
+             timeout](caf::event_based_actor* self) {
+    auto figures = std::make_shared<runtime_figures>();
+    figures->ready = true;
+    auto fail = [self, done](const caf::error&) {
+      done(runtime_figures{});
+      self->quit();
+    };
+    self->request(sched, timeout, stats_atom::value)
+        .then(
+            [=](scheduler_stats s) {
+              figures->sched = s;
+              self->request(cache, timeout, stats_atom::value)
+                  .then(
+                      [=](kv_cache_stats k) {
+                        figures->kv = k;
+                        self->request(adm, timeout, stats_atom::value)
+                            .then(
+                                [=](admission_stats a) {
+                                  figures->admission = a;
+                                  done(*figures);
+                                  self->quit();
+                                },
+                                fail);
+                      },
+                      fail);
+            },
+            fail);
+  });
+}
+
+}  // namespace tandem::net

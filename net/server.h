@@ -1,0 +1,60 @@
+// Tandem's network front: an HTTP/1.1 server (OpenAI-compatible API with SSE streaming,
+// /tokenize, /detokenize, /health, /metrics, the chat page) and a WebSocket endpoint, on
+// Boost.Beast and Asio. It can listen before the model is loaded: /health answers 503 and
+// the API 503 until attach() hands it the runtime.
+//
+//   http_server srv(sys, opts);
+//   srv.start();                 // binds (port 0 = a free port), starts the io threads
+//   srv.attach(*rt);             // the model is ready
+//   srv.wait_for_signal();       // SIGINT / SIGTERM
+//   srv.stop();
+#pragma once
+
+#include <caf/all.hpp>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace tandem {
+class runtime;
+}
+
+namespace tandem::net {
+
+struct server_options {
+  std::string host = "127.0.0.1";
+  uint16_t port = 8080;
+  int io_threads = 2;
+  std::string served_model_name = "default";
+  std::string chat_page_path;                        // examples/chat/index.html; empty = no page at /
+  size_t max_body_bytes = 1 << 20;                   // larger bodies: 413
+  size_t max_header_bytes = 16 << 10;                // larger headers: 431
+  uint32_t max_connections = 1024;                   // more are closed at once
+  std::chrono::seconds request_timeout{30};          // to receive one whole request (idle keep-alive included)
+  std::chrono::seconds write_timeout{30};            // for one write to drain to a slow reader
+  size_t max_pending_output_bytes = 1 << 20;         // per WebSocket: reads pause above this
+  uint32_t max_generations_per_socket = 64;          // concurrent generations on one WebSocket
+};
+
+struct server_context;
+
+class http_server {
+ public:
+  http_server(caf::actor_system& sys, server_options opts);
+  ~http_server();
+  http_server(const http_server&) = delete;
+  http_server& operator=(const http_server&) = delete;
+
+  void start();                        // throws std::runtime_error when it cannot bind
+  uint16_t port() const;               // the bound port
+  void attach(const runtime& rt);      // from now on requests are served
+  void wait_for_signal();              // blocks until SIGINT or SIGTERM
+  void stop();                         // stops accepting and the io threads
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace tandem::net

@@ -1,0 +1,66 @@
+// Beast/Asio pieces the two session translation units share (include only from those two:
+// every file that includes Beast costs about a minute to compile).
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/buffers_to_string.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http.hpp>
+#include <memory>
+
+#include "net/server_context.h"
+
+namespace tandem::net {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+using http_request = http::request<http::string_body>;
+
+// The WebSocket session on an upgraded HTTP connection (websocket_session.cpp).
+asio::awaitable<void> run_websocket_session(beast::tcp_stream stream, http_request upgrade,
+                                            std::shared_ptr<server_context> ctx);
+
+// A timer used as a wake-up signal on a strand: wait() returns when notify() is called
+// (or at once if it was called since the last wait). Both run on the same strand.
+class strand_signal {
+ public:
+  explicit strand_signal(const asio::any_io_executor& ex) : timer_(ex) {}
+  void notify() {
+    pending_ = true;
+    timer_.cancel();
+  }
+  asio::awaitable<void> wait() {
+    while (!pending_) {
+      timer_.expires_at(asio::steady_timer::time_point::max());
+      boost::system::error_code ec;
+      co_await timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    }
+    pending_ = false;
+  }
+
+ private:
+  asio::steady_timer timer_;
+  bool pending_ = false;
+};
+
+// The API key of a request: "Authorization: Bearer KEY".
+inline std::string bearer_key(const http_request& req) {
+  const auto it = req.find(http::field::authorization);
+  if (it == req.end()) return {};
+  std::string_view v(it->value().data(), it->value().size());
+  constexpr std::string_view kBearer = "Bearer ";
+  if (v.size() > kBearer.size() && (v.substr(0, kBearer.size()) == kBearer || v.substr(0, kBearer.size()) == "bearer ")) {
+    return std::string(v.substr(kBearer.size()));
+  }
+  return {};
+}
+
+}  // namespace tandem::net

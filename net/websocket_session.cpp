@@ -1,0 +1,206 @@
+// The WebSocket session (protocol: docs/websocket.md). One socket carries several
+// generations, each under a client-chosen id. Two coroutines on the connection's strand:
+//   reader: frames in -> start / cancel; it pauses while the write queue holds more than
+//           max_pending_output_bytes, so a client that does not read cannot grow memory
+//   writer: the queue of outgoing frames -> the socket, one at a time
+// Sink events arrive on the strand (live_job), their frames go to the write queue.
+// When the socket closes, every generation still running is cancelled.
+#include <spdlog/spdlog.h>
+
+#include <boost/beast/websocket.hpp>
+#include <boost/json.hpp>
+#include <chrono>
+#include <deque>
+#include <map>
+
+#include "engine/tokenizer.h"
+#include "net/live_job.h"
+#include "net/session_io.h"
+#include "tandem/runtime.h"
+
+namespace tandem::net {
+namespace json = boost::json;
+namespace websocket = beast::websocket;
+using asio::use_awaitable;
+
+namespace {
+
+// The API key given as ?api_key=KEY on the upgrade URL (browsers cannot set headers).
+std::string query_key(std::string_view target) {
+  const auto q = target.find('?');
+  if (q == std::string_view::npos) return {};
+  std::string_view rest = target.substr(q + 1);
+  while (!rest.empty()) {
+    const auto amp = rest.find('&');
+    const std::string_view kv = rest.substr(0, amp);
+    if (kv.starts_with("api_key=")) return std::string(kv.substr(8));
+    if (amp == std::string_view::npos) break;
+    rest = rest.substr(amp + 1);
+  }
+  return {};
+}
+
+class websocket_session : public std::enable_shared_from_this<websocket_session> {
+ public:
+  websocket_session(beast::tcp_stream stream, std::shared_ptr<server_context> ctx, std::string api_key)
+      : ws_(std::move(stream)),
+        ctx_(std::move(ctx)),
+        api_key_(std::move(api_key)),
+        write_signal_(ws_.get_executor()),
+        drain_signal_(ws_.get_executor()) {}
+
+  asio::awaitable<void> run(http_request upgrade) {
+    ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
+    ws_.set_option(websocket::stream_base::decorator(
+        [](websocket::response_type& res) { res.set(http::field::server, "tandem"); }));
+    ws_.read_message_max(ctx_->opts.max_body_bytes);
+    co_await ws_.async_accept(upgrade, use_awaitable);
+    auto self = shared_from_this();
+    asio::co_spawn(
+        ws_.get_executor(), [self]() -> asio::awaitable<void> { co_await self->write_loop(); },
+        [](std::exception_ptr) {});
+    try {
+      co_await read_loop();
+    } catch (const std::exception& e) {
+      spdlog::debug("websocket closed: {}", e.what());
+    }
+    closing_ = true;
+    jobs_.clear();  // cancels every generation still running
+    write_signal_.notify();
+  }
+
+ private:
+  asio::awaitable<void> read_loop() {
+    beast::flat_buffer buffer;
+    for (;;) {
+      while (pending_bytes_ > ctx_->opts.max_pending_output_bytes && !closing_) co_await drain_signal_.wait();
+      if (closing_) co_return;
+      buffer.clear();
+      co_await ws_.async_read(buffer, use_awaitable);
+      const std::string text = beast::buffers_to_string(buffer.data());
+      std::string id;
+      try {
+        const json::value frame = parse_json_body(text);
+        const auto& o = frame.as_object();
+        const auto t = o.find("type");
+        const auto i = o.find("id");
+        if (i != o.end() && i->value().is_string()) id = std::string(i->value().get_string());
+        if (t == o.end() || !t->value().is_string()) throw api_error(400, "'type' must be 'start' or 'cancel'", "type");
+        if (i == o.end() || !i->value().is_string() || id.empty() || id.size() > 256) {
+          throw api_error(400, "'id' must be a non-empty string of at most 256 bytes", "id");
+        }
+        const std::string_view type = t->value().get_string();
+        if (type == "start") start(id, frame);
+        else if (type == "cancel") cancel(id);
+        else throw api_error(400, "'type' must be 'start' or 'cancel'", "type");
+      } catch (const api_error& e) {
+        if (e.status == 400) ctx_->metrics.count_rejection("invalid_request");
+        json::object f{{"type", "error"}, {"id", id.empty() ? json::value(nullptr) : json::value(id)},
+                       {"status", e.status}, {"message", e.what()}};
+        if (!e.param.empty()) f["param"] = e.param;
+        if (e.retry_after_s > 0) f["retry_after"] = e.retry_after_s;
+        enqueue(json::serialize(f));
+      }
+    }
+  }
+
+  asio::awaitable<void> write_loop() {
+    for (;;) {
+      while (queue_.empty() && !closing_) co_await write_signal_.wait();
+      if (closing_) co_return;
+      std::string frame = std::move(queue_.front());
+      queue_.pop_front();
+      ws_.text(true);
+      boost::system::error_code ec;
+      co_await ws_.async_write(asio::buffer(frame), asio::redirect_error(use_awaitable, ec));
+      pending_bytes_ -= frame.size();
+      if (pending_bytes_ <= ctx_->opts.max_pending_output_bytes / 2) drain_signal_.notify();
+      if (ec) {
+        closing_ = true;
+        drain_signal_.notify();
+        co_return;
+      }
+    }
+  }
+
+  void enqueue(std::string frame) {
+    if (closing_) return;
+    pending_bytes_ += frame.size();
+    queue_.push_back(std::move(frame));
+    write_signal_.notify();
+  }
+
+  void start(const std::string& id, const json::value& frame) {
+    const runtime* rt = ctx_->rt.load();
+    if (!rt) {
+      api_error e(503, "the model is still loading");
+      e.retry_after_s = 1;
+      throw e;
+    }
+    if (jobs_.count(id)) throw api_error(400, "a generation with id '" + id + "' is still running", "id");
+    if (jobs_.size() >= ctx_->opts.max_generations_per_socket) {
+      throw api_error(429, "at most " + std::to_string(ctx_->opts.max_generations_per_socket) +
+                               " generations may run at once on one socket");
+    }
+    const auto& o = frame.as_object();
+    const api_kind kind = o.contains("messages") || !o.contains("prompt") ? api_kind::chat : api_kind::completion;
+    api_request req = parse_api_request(frame, kind, ctx_->limits());
+    if (req.model.empty()) req.model = ctx_->opts.served_model_name;
+    std::string key = api_key_;
+    if (const auto k = o.find("api_key"); k != o.end() && k->value().is_string()) key = std::string(k->value().get_string());
+
+    job_context jc;
+    jc.tok = &rt->tok();
+    jc.metrics = &ctx_->metrics;
+    jc.model_name = req.model;
+    jc.response_id = id;
+    auto lj = std::make_shared<live_job>(generation_job(std::move(req), job_format::websocket, std::move(jc)));
+    std::weak_ptr<websocket_session> weak = shared_from_this();
+    lj->notify = [weak, id] {
+      if (auto s = weak.lock()) s->collect(id);
+    };
+    jobs_.emplace(id, lj);
+    start_live_job(lj, ws_.get_executor(), *ctx_, *rt, key);
+  }
+
+  void cancel(const std::string& id) {
+    const auto it = jobs_.find(id);
+    if (it == jobs_.end()) throw api_error(404, "no generation with id '" + id + "' is running", "id");
+    it->second->job.mark_cancelled();
+    it->second->cancel();
+  }
+
+  // A job's new frames go to the write queue; a finished job is forgotten.
+  void collect(const std::string& id) {
+    const auto it = jobs_.find(id);
+    if (it == jobs_.end()) return;
+    auto& job = it->second->job;
+    for (auto& f : job.take_output()) enqueue(std::move(f));
+    if (job.finished()) {
+      ctx_->metrics.count_request(job.tenant(), job.final_status());
+      jobs_.erase(it);
+    }
+  }
+
+  websocket::stream<beast::tcp_stream> ws_;
+  std::shared_ptr<server_context> ctx_;
+  std::string api_key_;
+  strand_signal write_signal_;
+  strand_signal drain_signal_;
+  std::deque<std::string> queue_;
+  size_t pending_bytes_ = 0;
+  bool closing_ = false;
+  std::map<std::string, std::shared_ptr<live_job>> jobs_;
+};
+
+}  // namespace
+
+asio::awaitable<void> run_websocket_session(beast::tcp_stream stream, http_request upgrade,
+                                            std::shared_ptr<server_context> ctx) {
+  std::string key = bearer_key(upgrade);
+  if (key.empty()) key = query_key(std::string_view(upgrade.target().data(), upgrade.target().size()));
+  auto session = std::make_shared<websocket_session>(std::move(stream), std::move(ctx), std::move(key));
+  co_await session->run(std::move(upgrade));
+}
+
+}  // namespace tandem::net
