@@ -2,42 +2,73 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 namespace tandem {
 
 void attend_one_head(const kernels::dot_kernels& kernels, const kv_pool& pool, uint32_t layer,
                      const block_table& blocks, int32_t n_keys, uint32_t kv_head,
-                     const kernels::f16_bits* q_f16, float scale, float* scores, float* out) {
+                     const kernels::f16_bits* q_f16, float scale, bool single_token,
+                     attention_scratch& scratch, float* out) {
+  constexpr int kLanes = 16;
   const int bt = pool.block_tokens();
   const int64_t hd = pool.head_dim();
+  const int32_t n_chunks = (n_keys + kLanes - 1) / kLanes;
+  const size_t padded = static_cast<size_t>(n_chunks) * kLanes;
+  scratch.scores.resize(padded);
+  scratch.probs.resize(padded);
+  const size_t n_sets = single_token ? 4 : 1;
+  scratch.acc.assign(n_sets * static_cast<size_t>(hd) * kLanes, 0.0f);
+  float* scores = scratch.scores.data();
+  float* probs = scratch.probs.data();
 
-  // Scores, block by block.
+  // Scores, a 16-position chunk at a time (a chunk never straddles a block).
   float max = -INFINITY;
-  for (int32_t j0 = 0; j0 < n_keys; j0 += bt) {
-    const kernels::f16_bits* k = pool.k(layer, blocks[static_cast<size_t>(j0 / bt)], kv_head);
-    const int32_t n = std::min(bt, n_keys - j0);
-    for (int32_t s = 0; s < n; ++s) {
-      const float score = kernels.dot_f16(hd, q_f16, k + s * hd) * scale;
-      scores[j0 + s] = score;
-      max = std::max(max, score);
+  for (int32_t c = 0; c < n_chunks; ++c) {
+    const int32_t j0 = c * kLanes;
+    const int32_t n = std::min(kLanes, n_keys - j0);
+    const kernels::f16_bits* k =
+        pool.k(layer, blocks[static_cast<size_t>(j0 / bt)], kv_head) + (j0 % bt) * hd;
+    kernels.key_scores(hd, q_f16, k, n, single_token, scores + j0);
+    for (int32_t l = 0; l < n; ++l) {
+      scores[j0 + l] *= scale;
+      max = std::max(max, scores[j0 + l]);
     }
+    for (int32_t l = n; l < kLanes; ++l) scores[j0 + l] = -INFINITY;
   }
 
-  // Softmax (sum in double), probabilities rounded to half.
+  // Softmax: exponentials, chunk sums in float, their total in double.
   double sum = 0.0;
-  for (int32_t j = 0; j < n_keys; ++j) {
-    scores[j] = std::exp(scores[j] - max);
-    sum += scores[j];
+  for (int32_t c = 0; c < n_chunks; ++c) {
+    float* e = probs + c * kLanes;
+    for (int l = 0; l < kLanes; ++l) e[l] = scores[c * kLanes + l] - max;
+    kernels.exp_n(kLanes, e, e);
+    sum += kernels.sum16(e);
   }
-  const float inv = static_cast<float>(1.0 / sum);
+  const auto inv = static_cast<float>(1.0 / sum);
+  for (size_t j = 0; j < padded; ++j) {
+    probs[j] = kernels::f16_to_f32(kernels::f32_to_f16(probs[j] * inv));
+  }
 
-  std::fill(out, out + hd, 0.0f);
-  for (int32_t j0 = 0; j0 < n_keys; j0 += bt) {
-    const kernels::f16_bits* v = pool.v(layer, blocks[static_cast<size_t>(j0 / bt)], kv_head);
-    const int32_t n = std::min(bt, n_keys - j0);
-    for (int32_t s = 0; s < n; ++s) {
-      const float p = kernels::f16_to_f32(kernels::f32_to_f16(scores[j0 + s] * inv));
-      kernels.axpy_f16(hd, p, v + s * hd, out);
+  // Values: V blocks are stored transposed ([head_dim][block_tokens] per head).
+  for (int32_t c = 0; c < n_chunks; ++c) {
+    const int32_t j0 = c * kLanes;
+    const kernels::f16_bits* v = pool.v(layer, blocks[static_cast<size_t>(j0 / bt)], kv_head) + (j0 % bt);
+    float* acc = scratch.acc.data() + (single_token ? static_cast<size_t>(c % 4) * hd * kLanes : 0);
+    kernels.accumulate_values(hd, v, static_cast<size_t>(bt), probs + j0, acc);
+  }
+  const float* a0 = scratch.acc.data();
+  for (int64_t d = 0; d < hd; ++d) {
+    if (single_token) {
+      const size_t set = static_cast<size_t>(hd) * kLanes;
+      float folded[kLanes];
+      for (int l = 0; l < kLanes; ++l) {
+        const size_t i = static_cast<size_t>(d) * kLanes + static_cast<size_t>(l);
+        folded[l] = (a0[i] + a0[i + 2 * set]) + (a0[i + set] + a0[i + 3 * set]);
+      }
+      out[d] = kernels.sum16(folded);
+    } else {
+      out[d] = kernels.sum16(a0 + d * kLanes);
     }
   }
 }

@@ -1,4 +1,15 @@
 // Causal attention of one query head over a sequence's paged keys and values.
+//
+// The arithmetic follows llama.cpp's CPU backend (non-flash path, F16 cache) operation for
+// operation, because the default model's Q8-quantized activations turn last-bit differences
+// into visibly different tokens:
+//   - the query is rounded to half; q . k sums 16-lane FMA chains (single_token: four
+//     chains, llama.cpp's vector dot; otherwise one, its tiled GEMM for batches of >= 2);
+//   - softmax: exp(s - max), summed per 16-position chunk, chunk sums added in double;
+//     probabilities p = e * (1 / sum) rounded to half;
+//   - out[d] = 16-lane FMA chains over 16-position chunks of p * v (single_token: chunks
+//     dealt to four chains in turn), each summed like the scores.
+// Positions line up with lanes (position % 16), so block_tokens must be a multiple of 16.
 #pragma once
 
 #include <cstdint>
@@ -8,12 +19,18 @@
 
 namespace tandem {
 
-// out[head_dim] = sum_j softmax_j(scale * q . k_j) * v_j over key positions j < n_keys,
-// read through `blocks` from kv_head of `layer`. q_f16 is the query rounded to half (as
-// llama.cpp rounds it for its F16 cache); the probabilities are rounded to half before
-// weighting V for the same reason. scores: scratch of at least n_keys floats.
+// Scratch for one thread; attend_one_head sizes it.
+struct attention_scratch {
+  std::vector<float> scores;  // [n_keys rounded up to 16]
+  std::vector<float> probs;   // [same] probabilities rounded to half, zero past n_keys
+  std::vector<float> acc;     // [4][head_dim][16] value accumulators
+};
+
+// out[head_dim] = attention of q_f16 (a query rounded to half) over key positions
+// [0, n_keys) of kv_head in `layer`, read through `blocks`.
 void attend_one_head(const kernels::dot_kernels& kernels, const kv_pool& pool, uint32_t layer,
                      const block_table& blocks, int32_t n_keys, uint32_t kv_head,
-                     const kernels::f16_bits* q_f16, float scale, float* scores, float* out);
+                     const kernels::f16_bits* q_f16, float scale, bool single_token,
+                     attention_scratch& scratch, float* out);
 
 }  // namespace tandem

@@ -5,7 +5,9 @@
 namespace tandem {
 
 int32_t kv_pool::blocks_for(const model_config& config, const kv_pool_options& options) {
-  if (options.block_tokens <= 0) throw std::invalid_argument("kv pool: block_tokens must be > 0");
+  if (options.block_tokens <= 0 || options.block_tokens % 16 != 0) {
+    throw std::invalid_argument("kv pool: block_tokens must be a positive multiple of 16");
+  }
   const size_t per_block =
       config.kv_bytes_per_token(sizeof(kernels::f16_bits)) * static_cast<size_t>(options.block_tokens);
   int64_t blocks = 0;

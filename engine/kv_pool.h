@@ -19,7 +19,7 @@ using block_table = std::vector<int32_t>;
 // How big the pool is: give tokens or bytes (tokens wins when both are set); the pool
 // holds floor(size / block) whole blocks.
 struct kv_pool_options {
-  int block_tokens = 16;
+  int block_tokens = 16;  // a multiple of 16 (attention works on 16-position chunks)
   int64_t capacity_tokens = 0;
   size_t capacity_bytes = 0;
 };
@@ -37,9 +37,10 @@ class kv_pool {
   // Bytes one block takes across all layers, K and V.
   size_t block_bytes() const;
 
-  // Layout of one layer's K (and V) storage:
-  //   [n_blocks][n_head_kv][block_tokens][head_dim]
-  // so one head's keys within a block are contiguous (block_tokens * head_dim halves).
+  // Layout of one layer's storage, per block and KV head:
+  //   K: [block_tokens][head_dim]   one key after another
+  //   V: [head_dim][block_tokens]   transposed: one dimension across the block's positions
+  // (as llama.cpp keeps V transposed), so attention reads 16 positions of a dimension at once.
   kernels::f16_bits* k(uint32_t layer, int32_t block, uint32_t head) {
     return k_.data() + offset(layer, block, head);
   }
@@ -65,7 +66,7 @@ class kv_pool {
   int32_t n_blocks_;
   uint32_t n_layer_, n_head_kv_, head_dim_;
   std::vector<kernels::f16_bits> k_;  // [n_layer][n_blocks][n_head_kv][block_tokens][head_dim]
-  std::vector<kernels::f16_bits> v_;  // same layout
+  std::vector<kernels::f16_bits> v_;  // [n_layer][n_blocks][n_head_kv][head_dim][block_tokens]
 };
 
 }  // namespace tandem

@@ -22,6 +22,7 @@ model::model(gguf::file file, const model_options& options)
       config_(read_model_config(file_)),
       weights_(model_weights::from_gguf(file_, config_)),
       pool_(options.n_threads),
+      llama_cpp_order_(options.llama_cpp_attention_order),
       kernels_(kernels::best_dot_kernels()) {}
 
 std::unique_ptr<model> model::open(const std::filesystem::path& path, const model_options& options) {
@@ -73,7 +74,7 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
   b.gate.resize(T * F);
   b.up.resize(T * F);
   b.rope.resize(T * c.n_rot);
-  b.scores.resize(static_cast<size_t>(pool_.size()) * max_keys);
+  b.attn_scratch.resize(static_cast<size_t>(pool_.size()));
   b.q16.resize(static_cast<size_t>(pool_.size()) * c.head_dim);
   b.pos.resize(T);
   b.seq.resize(T);
@@ -132,7 +133,7 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
     });
     matmul(w.w_gate, b.h, T, b.gate);
     matmul(w.w_up, b.h, T, b.up);
-    for_rows(T, [&](int64_t t) { kernels::swiglu(&b.gate[t * F], &b.up[t * F], F); });
+    for_rows(T, [&](int64_t t) { kernels_.swiglu(F, &b.gate[t * F], &b.up[t * F]); });
     matmul(w.w_down, b.gate, T, b.proj);
     for_rows(T, [&](int64_t t) {
       for (int64_t i = 0; i < E; ++i) b.x[t * E + i] += b.proj[t * E + i];
@@ -175,10 +176,10 @@ void model::attention_layer(uint32_t layer, const step_input& in, kv_pool& cache
     const int32_t slot = b.pos[t] % bt;
     for (uint32_t h = 0; h < c.n_head_kv; ++h) {
       kernels::f16_bits* kd = cache.k(layer, block, h) + static_cast<int64_t>(slot) * hd;
-      kernels::f16_bits* vd = cache.v(layer, block, h) + static_cast<int64_t>(slot) * hd;
+      kernels::f16_bits* vd = cache.v(layer, block, h) + slot;  // transposed: stride bt
       for (int32_t i = 0; i < hd; ++i) {
         kd[i] = kernels::f32_to_f16(b.k[t * KV + h * hd + i]);
-        vd[i] = kernels::f32_to_f16(b.v[t * KV + h * hd + i]);
+        vd[static_cast<int64_t>(i) * bt] = kernels::f32_to_f16(b.v[t * KV + h * hd + i]);
       }
     }
   };
@@ -191,15 +192,15 @@ void model::attention_layer(uint32_t layer, const step_input& in, kv_pool& cache
   // One task per (token, query head); each token sees keys at positions <= its own.
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const uint32_t group = c.n_head / c.n_head_kv;
-  const size_t max_keys = b.scores.size() / static_cast<size_t>(pool_.size());
   pool_.parallel_for(T * c.n_head, [&](int64_t task, int thread) {
     const int64_t t = task / c.n_head;
     const auto h = static_cast<uint32_t>(task % c.n_head);
     kernels::f16_bits* q16 = &b.q16[static_cast<size_t>(thread) * hd];
     for (int32_t i = 0; i < hd; ++i) q16[i] = kernels::f32_to_f16(b.q[t * Q + h * hd + i]);
     const auto& s = in.seqs[static_cast<size_t>(b.seq[t])];
+    const bool single_token = llama_cpp_order_ && s.tokens.size() == 1;
     attend_one_head(kernels_, cache, layer, s.blocks, b.pos[t] + 1, h / group, q16, scale,
-                    &b.scores[static_cast<size_t>(thread) * max_keys], &b.attn[t * Q + h * hd]);
+                    single_token, b.attn_scratch[static_cast<size_t>(thread)], &b.attn[t * Q + h * hd]);
   });
 }
 

@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "engine/attention.h"
 #include "engine/gguf.h"
 #include "engine/kernels/dot_kernels.h"
 #include "engine/kernels/matmul.h"
@@ -19,6 +20,11 @@ namespace tandem {
 
 struct model_options {
   int n_threads = 0;  // <= 0: one per hardware thread
+  // llama.cpp sums attention in one order for a single new token and in another for a
+  // batch (engine/attention.h). true: follow it per sequence (a sequence bringing one token
+  // gets the single-token order), which is what matching its greedy output needs. false:
+  // always the batch order, so a token's logits never depend on how steps group tokens.
+  bool llama_cpp_attention_order = true;
 };
 
 class model {
@@ -52,7 +58,7 @@ class model {
     std::vector<float> gate;     // [T][n_ff]
     std::vector<float> up;       // [T][n_ff]
     std::vector<float> rope;     // [T][n_rot] cos/sin pairs of each token's position
-    std::vector<float> scores;   // [threads][max keys] attention scratch
+    std::vector<attention_scratch> attn_scratch;  // [threads]
     std::vector<kernels::f16_bits> q16;  // [threads][head_dim]
     std::vector<int32_t> pos;    // [T] position of each token
     std::vector<int32_t> seq;    // [T] index of its sequence in the step
@@ -67,6 +73,7 @@ class model {
   model_config config_;
   model_weights weights_;
   thread_pool pool_;
+  bool llama_cpp_order_;
   const kernels::dot_kernels& kernels_;
   buffers buf_;
 };

@@ -18,8 +18,22 @@ inline __m256i dot_u8s8(__m256i u, __m256i s) {
 }  // namespace
 
 const dot_kernels& avx2_dot_kernels() {
-  static const dot_kernels table{"avx2",   dot_q4_0, dot_q4_1,    dot_q8_0, dot_f16,
-                                 dot_bf16, dot_f32,  dot_f16_f16, axpy_f16};
+  // Attention: the portable kernels (same bits; the AVX-512 table has the fast ones).
+  static const dot_kernels table{"avx2",
+                                 dot_q4_0,
+                                 dot_q4_1,
+                                 dot_q8_0,
+                                 dot_f16,
+                                 dot_bf16,
+                                 dot_f32,
+                                 generic_dot_kernels().key_scores,
+                                 generic_dot_kernels().accumulate_values,
+                                 generic_dot_kernels().sum16,
+                                 generic_dot_kernels().exp_n,
+                                 generic_dot_kernels().swiglu,
+                                 nullptr,
+                                 nullptr,
+                                 nullptr};
   return table;
 }
 

@@ -5,6 +5,7 @@
 
 #include "engine/kernels/blocks.h"
 #include "engine/kernels/dot_kernels.h"
+#include "engine/kernels/fast_exp.h"
 
 namespace tandem::kernels {
 namespace {
@@ -15,11 +16,192 @@ inline __m256i dot_u8s8(__m256i u, __m256i s) {
 
 #include "engine/kernels/dot_simd_body.inl"
 
+// --- Matrix-matrix kernels: one weight row against a packed group of four rows. ---------
+// Two rows' blocks fill a 512-bit register; the weight block is broadcast to both halves.
+// Per 32-bit lane the integer sums equal the row kernels' (exact), and the float steps are
+// the same operations in the same order, so results are bit-identical to dot_q*_rows<N>.
+
+inline float hsum_low(__m512 v) { return hsum(_mm512_castps512_ps256(v)); }
+inline float hsum_high(__m512 v) {
+  return hsum(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+}
+
+struct packed_group {
+  const int8_t* qs;  // [nb][4][32]
+  const float* d;    // [nb][4]
+  const float* s;    // [nb][4]
+  packed_group(const std::byte* p, int64_t nb)
+      : qs(reinterpret_cast<const int8_t*>(p)),
+        d(reinterpret_cast<const float*>(p + nb * 128)),
+        s(reinterpret_cast<const float*>(p + nb * 128 + nb * 16)) {}
+};
+
+// Per-row scale vectors: lanes 0-7 row 0 (or 2), lanes 8-15 row 1 (or 3).
+inline void row_scales(float dw, const float* d4, __m512& s01, __m512& s23) {
+  const __m512 sc = _mm512_castps128_ps512(_mm_mul_ps(_mm_set1_ps(dw), _mm_loadu_ps(d4)));
+  s01 = _mm512_permutexvar_ps(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0), sc);
+  s23 = _mm512_permutexvar_ps(_mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2), sc);
+}
+
+inline __m512i broadcast256(__m256i v) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(v), v, 1);
+}
+
+inline __m512i load64(const int8_t* p) { return _mm512_loadu_si512(p); }
+
+inline void finish(__m512 acc01, __m512 acc23, float* out) {
+  out[0] = hsum_low(acc01);
+  out[1] = hsum_high(acc01);
+  out[2] = hsum_low(acc23);
+  out[3] = hsum_high(acc23);
+}
+
+void group_q4_0(int64_t k, const void* w_row, const std::byte* packed, float* out) {
+  const auto* w = static_cast<const block_q4_0*>(w_row);
+  const int64_t nb = k / kBlock;
+  const packed_group g(packed, nb);
+  const __m512i eights = _mm512_set1_epi8(8);
+  __m512 acc01 = _mm512_setzero_ps(), acc23 = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m512i x = broadcast256(unpack_nibbles(w[b].qs));  // q in 0..15
+    const __m512i y01 = load64(g.qs + b * 128), y23 = load64(g.qs + b * 128 + 64);
+    // sum (q - 8) * y = sum q*y - sum 8*y, lane by lane
+    const __m512i p01 = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), x, y01),
+                                         _mm512_dpbusd_epi32(_mm512_setzero_si512(), eights, y01));
+    const __m512i p23 = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), x, y23),
+                                         _mm512_dpbusd_epi32(_mm512_setzero_si512(), eights, y23));
+    __m512 s01, s23;
+    row_scales(h2f(w[b].d), g.d + b * 4, s01, s23);
+    acc01 = _mm512_fmadd_ps(s01, _mm512_cvtepi32_ps(p01), acc01);
+    acc23 = _mm512_fmadd_ps(s23, _mm512_cvtepi32_ps(p23), acc23);
+  }
+  finish(acc01, acc23, out);
+}
+
+void group_q4_1(int64_t k, const void* w_row, const std::byte* packed, float* out) {
+  const auto* w = static_cast<const block_q4_1*>(w_row);
+  const int64_t nb = k / kBlock;
+  const packed_group g(packed, nb);
+  __m512 acc01 = _mm512_setzero_ps(), acc23 = _mm512_setzero_ps();
+  __m128 offsets = _mm_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m512i x = broadcast256(unpack_nibbles(w[b].qs));
+    const __m512i p01 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), x, load64(g.qs + b * 128));
+    const __m512i p23 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), x, load64(g.qs + b * 128 + 64));
+    __m512 s01, s23;
+    row_scales(h2f(w[b].d), g.d + b * 4, s01, s23);
+    acc01 = _mm512_fmadd_ps(s01, _mm512_cvtepi32_ps(p01), acc01);
+    acc23 = _mm512_fmadd_ps(s23, _mm512_cvtepi32_ps(p23), acc23);
+    offsets = _mm_add_ps(offsets, _mm_mul_ps(_mm_set1_ps(h2f(w[b].m)), _mm_loadu_ps(g.s + b * 4)));
+  }
+  finish(acc01, acc23, out);
+  float off[4];
+  _mm_storeu_ps(off, offsets);
+  for (int i = 0; i < 4; ++i) out[i] += off[i];
+}
+
+void group_q8_0(int64_t k, const void* w_row, const std::byte* packed, float* out) {
+  const auto* w = static_cast<const block_q8_0*>(w_row);
+  const int64_t nb = k / kBlock;
+  const packed_group g(packed, nb);
+  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m512 acc01 = _mm512_setzero_ps(), acc23 = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    // x + 128 as unsigned: sum x*y = sum (x+128)*y - sum 128*y, lane by lane
+    const __m512i x = _mm512_xor_si512(broadcast256(load32(w[b].qs)), bias);
+    const __m512i y01 = load64(g.qs + b * 128), y23 = load64(g.qs + b * 128 + 64);
+    const __m512i p01 = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), x, y01),
+                                         _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, y01));
+    const __m512i p23 = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), x, y23),
+                                         _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, y23));
+    __m512 s01, s23;
+    row_scales(h2f(w[b].d), g.d + b * 4, s01, s23);
+    acc01 = _mm512_fmadd_ps(s01, _mm512_cvtepi32_ps(p01), acc01);
+    acc23 = _mm512_fmadd_ps(s23, _mm512_cvtepi32_ps(p23), acc23);
+  }
+  finish(acc01, acc23, out);
+}
+
+// --- Attention kernels (orders documented in dot_kernels.h). -----------------------------
+
+inline __m512 load_f16x16(const f16_bits* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+void key_scores(int64_t hd, const f16_bits* q, const f16_bits* keys, int n, bool single_token_order,
+                float* out) {
+  for (int j = 0; j < n; ++j) {
+    const f16_bits* k = keys + j * hd;
+    if (single_token_order) {
+      __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                       _mm512_setzero_ps()};
+      for (int64_t c = 0; c < hd / 16; ++c) {
+        acc[c % 4] = _mm512_fmadd_ps(load_f16x16(k + c * 16), load_f16x16(q + c * 16), acc[c % 4]);
+      }
+      out[j] = _mm512_reduce_add_ps(
+          _mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3])));
+    } else {
+      __m512 acc = _mm512_setzero_ps();
+      for (int64_t c = 0; c < hd / 16; ++c) {
+        acc = _mm512_fmadd_ps(load_f16x16(k + c * 16), load_f16x16(q + c * 16), acc);
+      }
+      out[j] = _mm512_reduce_add_ps(acc);
+    }
+  }
+}
+
+void accumulate_values(int64_t hd, const f16_bits* v, size_t v_stride, const float* p, float* acc) {
+  const __m512 pv = _mm512_loadu_ps(p);
+  for (int64_t d = 0; d < hd; ++d) {
+    float* a = acc + d * 16;
+    _mm512_storeu_ps(a, _mm512_fmadd_ps(load_f16x16(v + static_cast<size_t>(d) * v_stride), pv,
+                                        _mm512_loadu_ps(a)));
+  }
+}
+
+float sum16(const float* x) { return _mm512_reduce_add_ps(_mm512_loadu_ps(x)); }
+
+// fast_exp (engine/kernels/fast_exp.h) on 16 lanes, the same operations in the same order.
+inline __m512 exp16(__m512 x) {
+  const __m512 shift = _mm512_set1_ps(kExpShift);
+  const __m512 n = _mm512_sub_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(kInvLn2), shift), shift);
+  const __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Lo),
+                                    _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Hi), x));
+  const __m512 r2 = _mm512_mul_ps(r, r);
+  const __m512 p = _mm512_fmadd_ps(
+      _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(kExpC4), r, _mm512_set1_ps(kExpC3)), r2,
+                      _mm512_fmadd_ps(_mm512_set1_ps(kExpC2), r, _mm512_set1_ps(kExpC1))),
+      r2, _mm512_fmadd_ps(_mm512_set1_ps(kExpC0), r, _mm512_set1_ps(1.0f)));
+  const __m512 scaled = _mm512_scalef_ps(p, n);
+  const __mmask16 out_of_range = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192.0f), _CMP_GT_OQ);
+  if (out_of_range == 0) return scaled;
+  const __mmask16 negative = _mm512_cmp_ps_mask(n, _mm512_setzero_ps(), _CMP_LE_OQ);
+  const __m512 limit = _mm512_mask_blend_ps(negative, _mm512_set1_ps(INFINITY), _mm512_setzero_ps());
+  return _mm512_mask_blend_ps(out_of_range, scaled, limit);
+}
+
+void exp_n(int64_t n, const float* x, float* y) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, exp16(_mm512_loadu_ps(x + i)));
+  for (; i < n; ++i) y[i] = fast_exp(x[i]);
+}
+
+void swiglu(int64_t n, float* gate, const float* up) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 g = _mm512_loadu_ps(gate + i);
+    const __m512 silu = _mm512_div_ps(g, _mm512_add_ps(one, exp16(_mm512_sub_ps(_mm512_setzero_ps(), g))));
+    _mm512_storeu_ps(gate + i, _mm512_mul_ps(silu, _mm512_loadu_ps(up + i)));
+  }
+  for (; i < n; ++i) gate[i] = fast_silu(gate[i]) * up[i];
+}
+
 }  // namespace
 
 const dot_kernels& avx512_dot_kernels() {
   static const dot_kernels table{"avx512", dot_q4_0, dot_q4_1,    dot_q8_0, dot_f16,
-                                 dot_bf16, dot_f32,  dot_f16_f16, axpy_f16};
+                                 dot_bf16, dot_f32,  key_scores, accumulate_values, sum16, exp_n, swiglu, group_q4_0, group_q4_1, group_q8_0};
   return table;
 }
 

@@ -1,6 +1,9 @@
 // Portable kernels: plain loops, integer sums inside a block, float across blocks.
+#include <cmath>
+
 #include "engine/kernels/blocks.h"
 #include "engine/kernels/dot_kernels.h"
+#include "engine/kernels/fast_exp.h"
 
 namespace tandem::kernels {
 namespace {
@@ -89,21 +92,55 @@ void dot_f32(int64_t k, const void* w_row, const void* acts, size_t stride, int 
   }
 }
 
-float dot_f16_f16(int64_t n, const f16_bits* a, const f16_bits* b) {
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) sum += f16_to_f32(a[i]) * f16_to_f32(b[i]);
-  return sum;
+// The 16-lane sum as _mm512_reduce_add_ps does it: halves, quarters, then pairs.
+float sum16(const float* x) {
+  float t8[8], t4[4];
+  for (int i = 0; i < 8; ++i) t8[i] = x[8 + i] + x[i];
+  for (int i = 0; i < 4; ++i) t4[i] = t8[4 + i] + t8[i];
+  return (t4[0] + t4[2]) + (t4[1] + t4[3]);
 }
 
-void axpy_f16(int64_t n, float alpha, const f16_bits* x, float* y) {
-  for (int64_t i = 0; i < n; ++i) y[i] += alpha * f16_to_f32(x[i]);
+void key_scores(int64_t hd, const f16_bits* q, const f16_bits* keys, int n, bool single_token_order,
+                float* out) {
+  for (int j = 0; j < n; ++j) {
+    const f16_bits* k = keys + j * hd;
+    float acc[4][16] = {};
+    for (int64_t c = 0; c < hd / 16; ++c) {
+      float* a = acc[single_token_order ? c % 4 : 0];
+      for (int l = 0; l < 16; ++l) {
+        a[l] = std::fma(f16_to_f32(k[c * 16 + l]), f16_to_f32(q[c * 16 + l]), a[l]);
+      }
+    }
+    if (single_token_order) {
+      for (int l = 0; l < 16; ++l) {
+        acc[0][l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
+      }
+    }
+    out[j] = sum16(acc[0]);
+  }
+}
+
+void accumulate_values(int64_t hd, const f16_bits* v, size_t v_stride, const float* p, float* acc) {
+  for (int64_t d = 0; d < hd; ++d) {
+    for (int l = 0; l < 16; ++l) {
+      acc[d * 16 + l] = std::fma(f16_to_f32(v[static_cast<size_t>(d) * v_stride + l]), p[l], acc[d * 16 + l]);
+    }
+  }
+}
+
+void exp_n(int64_t n, const float* x, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = fast_exp(x[i]);
+}
+
+void swiglu(int64_t n, float* gate, const float* up) {
+  for (int64_t i = 0; i < n; ++i) gate[i] = fast_silu(gate[i]) * up[i];
 }
 
 }  // namespace
 
 const dot_kernels& generic_dot_kernels() {
   static const dot_kernels table{"generic", dot_q4_0, dot_q4_1, dot_q8_0, dot_f16,
-                                 dot_bf16,  dot_f32,  dot_f16_f16, axpy_f16};
+                                 dot_bf16,  dot_f32,  key_scores, accumulate_values, sum16, exp_n, swiglu, nullptr, nullptr, nullptr};
   return table;
 }
 

@@ -17,6 +17,15 @@ row_dot_fn dot_kernels::for_type(tensor_type type) const {
   return nullptr;
 }
 
+group_dot_fn dot_kernels::group_for_type(tensor_type type) const {
+  switch (type) {
+    case tensor_type::q4_0: return q4_0_x4;
+    case tensor_type::q4_1: return q4_1_x4;
+    case tensor_type::q8_0: return q8_0_x4;
+    default: return nullptr;
+  }
+}
+
 bool cpu_has_avx2() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&

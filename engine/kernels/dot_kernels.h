@@ -20,6 +20,19 @@ using row_dot_fn = void (*)(int64_t k, const void* w_row, const void* acts, size
 
 inline constexpr int kMaxActsPerDot = 4;
 
+// Four activation rows of a Q8 format packed for the matrix-matrix kernels (prefill):
+//   qs [n_blocks][4][32] int8   the four rows' quants of each block, side by side
+//   d  [n_blocks][4]     float  their scales
+//   s  [n_blocks][4]     float  d * sum(qs) (Q8_1; zero for Q8_0)
+// Built from the row format by pack_q8_x4 (engine/kernels/matmul.cpp), so the quants and
+// scales are the same values the row kernels see.
+inline constexpr size_t kPackedX4BlockBytes = 4 * 32 + 4 * 4 + 4 * 4;
+
+// out[i] = dot(w_row, row i of the packed group), i < 4. Implementations sum in the same
+// order as the row kernels of their table, so both give bit-identical results: a token's
+// logits do not depend on how the step grouped it.
+using group_dot_fn = void (*)(int64_t k, const void* w_row, const std::byte* packed, float* out);
+
 struct dot_kernels {
   std::string_view isa;  // "generic", "avx2", "avx512"
   row_dot_fn q4_0 = nullptr;
@@ -28,11 +41,30 @@ struct dot_kernels {
   row_dot_fn f16 = nullptr;
   row_dot_fn bf16 = nullptr;
   row_dot_fn f32 = nullptr;
-  // Attention helpers: sum a[i]*b[i] over halves, and y[i] += alpha * x[i].
-  float (*dot_f16)(int64_t n, const f16_bits* a, const f16_bits* b) = nullptr;
-  void (*axpy_f16)(int64_t n, float alpha, const f16_bits* x, float* y) = nullptr;
+  // Attention over an F16 cache, in llama.cpp's summation orders (engine/attention.h says
+  // which and why); every table gives the same bits.
+  //   key_scores: out[j] = q . keys[j] for n <= 16 keys of hd halves each (hd % 16 == 0).
+  //     single_token_order: four 16-lane accumulators taking 16-element chunks in turn,
+  //     folded (0+2, 1+3, then 0+1) before the 16-lane sum; otherwise one accumulator.
+  //   accumulate_values: acc[d][l] = fma(v[d * v_stride + l], p[l], acc[d][l]) for d < hd,
+  //     l < 16 (v: one 16-position chunk of a transposed value block).
+  //   sum16: the 16-lane sum in the order of _mm512_reduce_add_ps.
+  void (*key_scores)(int64_t hd, const f16_bits* q, const f16_bits* keys, int n,
+                     bool single_token_order, float* out) = nullptr;
+  void (*accumulate_values)(int64_t hd, const f16_bits* v, size_t v_stride, const float* p,
+                            float* acc) = nullptr;
+  float (*sum16)(const float* x) = nullptr;
+  // Element-wise: y[i] = fast_exp(x[i]) and gate[i] = fast_silu(gate[i]) * up[i]
+  // (engine/kernels/fast_exp.h), bit-identical in every table.
+  void (*exp_n)(int64_t n, const float* x, float* y) = nullptr;
+  void (*swiglu)(int64_t n, float* gate, const float* up) = nullptr;
+  // Matrix-matrix kernels on packed groups of four rows; null where the table has none.
+  group_dot_fn q4_0_x4 = nullptr;
+  group_dot_fn q4_1_x4 = nullptr;
+  group_dot_fn q8_0_x4 = nullptr;
 
   row_dot_fn for_type(tensor_type type) const;
+  group_dot_fn group_for_type(tensor_type type) const;
 };
 
 const dot_kernels& generic_dot_kernels();

@@ -4,9 +4,40 @@
 #include <stdexcept>
 
 #include "engine/kernels/activation_format.h"
+#include "engine/kernels/blocks.h"
 #include "engine/kernels/dot_kernels.h"
 
 namespace tandem::kernels {
+namespace {
+
+// Four consecutive Q8 rows (row format, act_stride apart) into the packed layout that
+// group kernels read (dot_kernels.h): qs [nb][4][32], d [nb][4], s [nb][4].
+void pack_q8_x4(activation_format format, const std::byte* rows, size_t act_stride, int64_t nb,
+                std::byte* dst) {
+  auto* qs = reinterpret_cast<int8_t*>(dst);
+  auto* d = reinterpret_cast<float*>(dst + nb * 128);
+  auto* s = reinterpret_cast<float*>(dst + nb * 128 + nb * 16);
+  for (int i = 0; i < 4; ++i) {
+    const std::byte* row = rows + static_cast<size_t>(i) * act_stride;
+    for (int64_t b = 0; b < nb; ++b) {
+      const int8_t* src_qs;
+      if (format == activation_format::q8_1) {
+        const auto& blk = reinterpret_cast<const block_q8_1*>(row)[b];
+        src_qs = blk.qs;
+        d[b * 4 + i] = f16_to_f32(blk.d);
+        s[b * 4 + i] = f16_to_f32(blk.s);
+      } else {
+        const auto& blk = reinterpret_cast<const block_q8_0*>(row)[b];
+        src_qs = blk.qs;
+        d[b * 4 + i] = f16_to_f32(blk.d);
+        s[b * 4 + i] = 0.0f;
+      }
+      std::copy(src_qs, src_qs + kBlock, qs + (b * 4 + i) * kBlock);
+    }
+  }
+}
+
+}  // namespace
 
 void matmul(const weight_view& w, const float* x, int64_t x_stride, int64_t n_tok, float* y,
             int64_t y_stride, thread_pool& pool, matmul_scratch& scratch) {
@@ -30,7 +61,23 @@ void matmul(const weight_view& w, const float* x, int64_t x_stride, int64_t n_to
     for (int64_t t = 0; t < n_tok; ++t) convert(t, 0);
   }
 
-  // 2. Output rows in chunks, one chunk per task; within a chunk, tokens in groups of four.
+  // 2. With a matrix-matrix kernel, full groups of four tokens are packed for it; the rest
+  //    (and everything without one) goes through the row kernel. Both give the same bits.
+  const group_dot_fn group = kernels.group_for_type(w.type);
+  const int64_t n_groups = group != nullptr ? n_tok / 4 : 0;
+  const int64_t nb = w.cols / kBlock;
+  const size_t group_bytes = static_cast<size_t>(nb) * kPackedX4BlockBytes;
+  if (n_groups > 0) {
+    scratch.packed.resize(group_bytes * static_cast<size_t>(n_groups));
+    pool.parallel_for(n_groups, [&](int64_t g, int) {
+      pack_q8_x4(format, acts + static_cast<size_t>(g * 4) * act_stride, act_stride, nb,
+                 scratch.packed.data() + static_cast<size_t>(g) * group_bytes);
+    });
+  }
+  const std::byte* packed = scratch.packed.data();
+
+  // 3. Output rows in chunks, one chunk per task. Within a chunk: for each token group, all
+  //    the chunk's rows (the group's activations stay in L1 while weight rows stream by).
   const int64_t target_tasks = static_cast<int64_t>(pool.size()) * 8;
   const int64_t chunk = std::max<int64_t>(4, (w.rows + target_tasks - 1) / target_tasks);
   const int64_t n_chunks = (w.rows + chunk - 1) / chunk;
@@ -38,7 +85,14 @@ void matmul(const weight_view& w, const float* x, int64_t x_stride, int64_t n_to
     const int64_t r0 = c * chunk;
     const int64_t r1 = std::min(w.rows, r0 + chunk);
     float out[kMaxActsPerDot];
-    for (int64_t t0 = 0; t0 < n_tok; t0 += kMaxActsPerDot) {
+    for (int64_t g = 0; g < n_groups; ++g) {
+      const std::byte* p = packed + static_cast<size_t>(g) * group_bytes;
+      for (int64_t r = r0; r < r1; ++r) {
+        group(w.cols, w.row(r), p, out);
+        for (int i = 0; i < 4; ++i) y[(g * 4 + i) * y_stride + r] = out[i];
+      }
+    }
+    for (int64_t t0 = n_groups * 4; t0 < n_tok; t0 += kMaxActsPerDot) {
       const int n = static_cast<int>(std::min<int64_t>(kMaxActsPerDot, n_tok - t0));
       const std::byte* a = acts + static_cast<size_t>(t0) * act_stride;
       for (int64_t r = r0; r < r1; ++r) {

@@ -31,7 +31,8 @@ struct weight_view {
 
 // Reusable buffer for converted activations, so steady-state steps do not allocate.
 struct matmul_scratch {
-  std::vector<std::byte> acts;
+  std::vector<std::byte> acts;    // [n_tok] rows in the activation format
+  std::vector<std::byte> packed;  // [n_tok / 4] packed groups for matrix-matrix kernels
 };
 
 // y[t * y_stride + r] = sum_c w[r][c] * x[t * x_stride + c]   for t < n_tok, r < w.rows.

@@ -6,7 +6,7 @@ namespace tandem::kernels {
 
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
   double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);  // float squares
   const float mean = static_cast<float>(sum / static_cast<double>(n));
   const float scale = 1.0f / std::sqrt(mean + eps);
   for (int64_t i = 0; i < n; ++i) y[i] = (x[i] * scale) * w[i];
@@ -30,14 +30,11 @@ void rope_apply(float* x, int32_t n_heads, int32_t head_dim, int32_t n_rot, cons
     for (int32_t i = 0; i < n_rot / 2; ++i) {
       const float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
       const float a = v[2 * i], b = v[2 * i + 1];
-      v[2 * i] = a * c - b * s;
-      v[2 * i + 1] = a * s + b * c;
+      // Fused as llama.cpp's build fuses them (its compiler contracts a*c - b*s this way).
+      v[2 * i] = std::fma(a, c, -(b * s));
+      v[2 * i + 1] = std::fma(a, s, b * c);
     }
   }
-}
-
-void swiglu(float* gate, const float* up, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
 }  // namespace tandem::kernels

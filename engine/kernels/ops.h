@@ -7,7 +7,7 @@
 
 namespace tandem::kernels {
 
-// y[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]   (sum of squares in double).
+// y[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]   (squares in float, their sum in double).
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
 
 // RoPE parameters: theta_i(pos) = pos * freq_scale * base^(-2i / n_rot) / freq_factor[i].
@@ -26,8 +26,5 @@ void rope_angles(const rope_params& p, int32_t pos, float* cos_sin);
 // (head h at x + h * head_dim) by the angles from rope_angles: Llama's "normal" RoPE
 // (GGUF files store Q/K permuted so that adjacent pairs are the rotation pairs).
 void rope_apply(float* x, int32_t n_heads, int32_t head_dim, int32_t n_rot, const float* cos_sin);
-
-// gate[i] = silu(gate[i]) * up[i], silu(x) = x / (1 + e^-x).
-void swiglu(float* gate, const float* up, int64_t n);
 
 }  // namespace tandem::kernels

@@ -142,20 +142,87 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, DotKernels,
                                            tensor_type::f16, tensor_type::bf16, tensor_type::f32),
                          [](const auto& param_info) { return std::string(traits_of(param_info.param).name); });
 
-TEST(DotKernels, AttentionHelpersMatchGeneric) {
+// The attention and element-wise kernels promise the same bits in every table (they follow
+// llama.cpp's operation order exactly), so compare with ==, not a tolerance.
+TEST(DotKernels, AttentionKernelsAreBitIdenticalAcrossTables) {
   std::mt19937 rng(3);
-  for (int64_t n : {1, 7, 64, 100}) {
-    std::vector<f16_bits> a(n), b(n);
-    for (auto& v : a) v = f32_to_f16(random_floats(1, rng)[0]);
-    for (auto& v : b) v = f32_to_f16(random_floats(1, rng)[0]);
-    const float ref = generic_dot_kernels().dot_f16(n, a.data(), b.data());
-    std::vector<float> y_ref(n, 1.0f);
-    generic_dot_kernels().axpy_f16(n, 0.5f, a.data(), y_ref.data());
+  const dot_kernels& ref = generic_dot_kernels();
+  for (int64_t hd : {64, 128}) {
+    std::vector<f16_bits> q(hd), keys(16 * hd), v(hd * 32);
+    for (auto& x : q) x = f32_to_f16(random_floats(1, rng)[0]);
+    for (auto& x : keys) x = f32_to_f16(random_floats(1, rng)[0]);
+    for (auto& x : v) x = f32_to_f16(random_floats(1, rng)[0]);
+    const auto p = random_floats(16, rng, 0.1f);
+    for (bool single : {false, true}) {
+      float expected[16], got[16];
+      ref.key_scores(hd, q.data(), keys.data(), 13, single, expected);
+      for (const dot_kernels* table : supported_tables()) {
+        table->key_scores(hd, q.data(), keys.data(), 13, single, got);
+        for (int j = 0; j < 13; ++j) ASSERT_EQ(got[j], expected[j]) << table->isa << " hd " << hd;
+      }
+    }
+    std::vector<float> acc_ref(hd * 16, 0.5f);
+    ref.accumulate_values(hd, v.data() + 16, 32, p.data(), acc_ref.data());
     for (const dot_kernels* table : supported_tables()) {
-      EXPECT_NEAR(table->dot_f16(n, a.data(), b.data()), ref, 1e-4 * n) << table->isa;
-      std::vector<float> y(n, 1.0f);
-      table->axpy_f16(n, 0.5f, a.data(), y.data());
-      for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(y[i], y_ref[i], 1e-6) << table->isa;
+      std::vector<float> acc(hd * 16, 0.5f);
+      table->accumulate_values(hd, v.data() + 16, 32, p.data(), acc.data());
+      ASSERT_EQ(acc, acc_ref) << table->isa;
+      ASSERT_EQ(table->sum16(acc.data()), ref.sum16(acc.data())) << table->isa;
+    }
+  }
+}
+
+TEST(DotKernels, ExpAndSwigluAreBitIdenticalAndAccurate) {
+  std::vector<float> x;
+  for (float f = -110.0f; f < 95.0f; f += 0.0137f) x.push_back(f);
+  x.push_back(-INFINITY);
+  x.push_back(0.0f);
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<float> expected(x.size()), got(x.size());
+  generic_dot_kernels().exp_n(n, x.data(), expected.data());
+  for (int64_t i = 0; i < n; ++i) {
+    const double e = std::exp(static_cast<double>(x[i]));
+    if (x[i] > 89.0f) {
+      EXPECT_TRUE(std::isinf(expected[i])) << x[i];
+    } else if (x[i] > -87.0f && x[i] < 88.0f) {
+      EXPECT_NEAR(expected[i] / e, 1.0, 3e-7) << x[i];
+    }
+  }
+  EXPECT_EQ(expected[n - 2], 0.0f);  // exp(-inf)
+  EXPECT_EQ(expected[n - 1], 1.0f);
+  for (const dot_kernels* table : supported_tables()) {
+    table->exp_n(n, x.data(), got.data());
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], expected[i]) << table->isa << " x=" << x[i];
+    std::vector<float> gate(x.begin(), x.begin() + 1000), gate_ref = gate, up(1000, 1.5f);
+    for (auto& g : gate) g *= 0.05f;
+    for (auto& g : gate_ref) g *= 0.05f;
+    generic_dot_kernels().swiglu(1000, gate_ref.data(), up.data());
+    table->swiglu(1000, gate.data(), up.data());
+    ASSERT_EQ(gate, gate_ref) << table->isa;
+  }
+}
+
+TEST(DotKernels, GroupKernelsEqualRowKernelsBitForBit) {
+  std::mt19937 rng(17);
+  for (const dot_kernels* table : supported_tables()) {
+    for (tensor_type type : {tensor_type::q4_0, tensor_type::q4_1, tensor_type::q8_0}) {
+      if (table->group_for_type(type) == nullptr) continue;
+      thread_pool pool(1);
+      matmul_scratch scratch;
+      const int64_t cols = 576, rows = 8;
+      const auto wf = random_floats(static_cast<size_t>(cols * rows), rng);
+      std::vector<std::byte> wdata(row_bytes(type, cols) * rows);
+      for (int64_t r = 0; r < rows; ++r) {
+        quantize_row(type, wf.data() + r * cols, cols, wdata.data() + r * row_bytes(type, cols));
+      }
+      const weight_view w{type, cols, rows, wdata.data()};
+      const auto x = random_floats(static_cast<size_t>(cols * 8), rng);
+      std::vector<float> batched(rows * 8), single(rows);
+      matmul(w, x.data(), cols, 8, batched.data(), rows, pool, scratch);  // two packed groups
+      for (int64_t t = 0; t < 8; ++t) {
+        matmul(w, x.data() + t * cols, cols, 1, single.data(), rows, pool, scratch);
+        for (int64_t r = 0; r < rows; ++r) ASSERT_EQ(batched[t * rows + r], single[r]) << table->isa;
+      }
     }
   }
 }
