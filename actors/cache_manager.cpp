@@ -23,6 +23,9 @@ cache_manager_actor::behavior_type cache_manager(cache_manager_actor::stateful_p
       [self](release_atom, const std::vector<seq_id>& seqs) {
         for (seq_id s : seqs) self->state.kv->free(s);
       },
+      [self](trim_atom, seq_id seq, uint32_t n_tokens) {
+        if (self->state.kv->has(seq)) self->state.kv->trim(seq, n_tokens);
+      },
       [self](stats_atom) -> kv_cache_stats { return self->state.kv->stats(); },
   };
 }

@@ -5,6 +5,7 @@
 //   scheduler --reserve(request)--> cache_manager --reserve_result--> scheduler   (each step)
 //   scheduler --commit(seq, tokens, n_computed)-->  full computed blocks enter the index
 //   scheduler --release(seqs)-->                    blocks back to the pool (finished/aborted)
+//   scheduler --trim(seq, n_tokens)-->              blocks past n_tokens back (rejected drafts)
 #pragma once
 
 #include <caf/all.hpp>
@@ -22,6 +23,7 @@ using cache_manager_actor = caf::typed_actor<
     caf::replies_to<reserve_atom, reserve_request>::with<reserve_result>,
     caf::reacts_to<commit_atom, seq_id, std::vector<token_id>, uint32_t>,
     caf::reacts_to<release_atom, std::vector<seq_id>>,
+    caf::reacts_to<trim_atom, seq_id, uint32_t>,
     caf::replies_to<stats_atom>::with<kv_cache_stats>>;
 
 struct cache_manager_config {

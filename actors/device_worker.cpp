@@ -7,6 +7,7 @@
 #include "engine/kv_pool.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
+#include "engine/speculative.h"
 
 namespace tandem {
 namespace {
@@ -66,7 +67,7 @@ device_step_result run_step(device_worker_state& st, const device_step& step) {
   device_step_result res;
   res.step = step.plan.step;
   const auto& plan = step.plan;
-  res.sampled.assign(plan.seqs.size(), -1);
+  res.emitted.assign(plan.seqs.size(), {});
   res.logprobs.resize(plan.seqs.size());
   for (seq_id s : step.released) st.seqs.erase(s);
   for (const auto& c : plan.copies) copy_block(*st.kv, c.src, c.dst);
@@ -80,7 +81,8 @@ device_step_result run_step(device_worker_state& st, const device_step& step) {
     s.tokens.assign(p.tokens.begin(), p.tokens.end());
     s.start_pos = static_cast<int32_t>(p.start_pos);
     s.blocks.assign(p.table.begin(), p.table.end());
-    s.want_all_logits = false;
+    s.want_all_logits = !p.draft.empty();
+    s.decode_numerics = !p.draft.empty();
   }
   const auto t0 = clock_type::now();
   try {
@@ -101,10 +103,22 @@ device_step_result run_step(device_worker_state& st, const device_step& step) {
     ss.tokens.resize(std::min<size_t>(ss.tokens.size(), p.start_pos));
     ss.tokens.insert(ss.tokens.end(), p.tokens.begin(), p.tokens.end());
     if (!p.sample) continue;
-    const uint32_t n_prompt = std::min<uint32_t>(step.n_prompt[i], static_cast<uint32_t>(ss.tokens.size()));
-    const auto history = std::span<const int32_t>(ss.tokens).subspan(n_prompt);
+    // Penalties look at the output so far, up to and including the sequence's last token.
+    const size_t last_end = p.start_pos + p.tokens.size() - p.draft.size();
+    const uint32_t n_prompt = std::min<uint32_t>(step.n_prompt[i], static_cast<uint32_t>(last_end));
+    const auto history = std::span<const int32_t>(ss.tokens).subspan(n_prompt, last_end - n_prompt);
+    if (!p.draft.empty()) {
+      std::vector<std::span<const float>> rows;
+      for (int32_t j = 0; j < st.output.n_rows[i]; ++j) rows.push_back(st.output.row(i, j));
+      draft_proposal proposal;
+      proposal.tokens = p.draft;  // n-gram drafts: point masses
+      auto acc = accept_drafts(ss.s, rows, proposal, {history.begin(), history.end()});
+      ss.tokens.resize(last_end + acc.n_accepted);  // rejected positions are not part of the sequence
+      res.emitted[i] = std::move(acc.tokens);
+      continue;
+    }
     const auto r = ss.s.sample(st.output.last(i), history);
-    res.sampled[i] = r.token;
+    if (r.token >= 0) res.emitted[i] = {r.token};
     if (step.sampling[i].logprobs) {
       auto& lp = res.logprobs[i];
       lp.token = r.token;

@@ -2,6 +2,9 @@
 // device. It receives a step plan (plain data), runs the forward pass and samples where the
 // logits are, and answers with a plain result: the worker never calls into the scheduler.
 //
+// Draft tokens in the plan are verified in the same forward pass (logits for every drafted
+// position) and accepted by speculative sampling (engine/speculative.h).
+//
 // It is spawned detached (its own thread), so a forward pass of many milliseconds never
 // occupies one of CAF's scheduler threads: admission, streamers and the network go on.
 #pragma once
@@ -29,7 +32,9 @@ struct device_step {
 
 struct device_step_result {
   uint64_t step = 0;
-  std::vector<int32_t> sampled;             // parallel to plan.seqs: the new token, or -1
+  // parallel to plan.seqs: nothing (a prefill chunk, or everything masked), the sampled
+  // token, or with drafts the accepted drafts followed by one more token.
+  std::vector<std::vector<int32_t>> emitted;
   std::vector<output_logprob> logprobs;     // parallel; filled where logprobs were asked for
   double forward_ms = 0;
   double sample_ms = 0;

@@ -40,7 +40,19 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
 
   rt->device_ = spawn_cpu_device_worker(sys, std::move(m), rt->kv_blocks_, cfg.block_size);
   rt->cache_ = spawn_cache_manager(sys, {rt->kv_blocks_, cfg.block_size, cfg.enable_prefix_caching});
-  rt->scheduler_ = spawn_scheduler(sys, pc, cfg.block_size, rt->cache_, rt->device_);
+  speculation_actors spec;
+  if (cfg.speculative == "ngram") {
+    speculation_config sc;
+    sc.k = cfg.num_speculative_tokens;
+    sc.k_min = cfg.speculative_k_min;
+    sc.k_max = cfg.speculative_k_max;
+    sc.adaptive = cfg.speculative_adaptive;
+    rt->drafter_ = spec.drafter = spawn_ngram_drafter(sys);
+    rt->verifier_ = spec.verifier = spawn_verifier(sys, sc);
+  } else if (cfg.speculative != "none" && !cfg.speculative.empty()) {
+    throw std::runtime_error("--speculative: unknown method '" + cfg.speculative + "' (none, ngram)");
+  }
+  rt->scheduler_ = spawn_scheduler(sys, pc, cfg.block_size, rt->cache_, rt->device_, spec);
   admission_config ac;
   ac.max_in_flight = cfg.max_in_flight;
   ac.tenants = cfg.tenants;
@@ -50,7 +62,8 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
 
 runtime::~runtime() {
   for (const caf::actor& a : {caf::actor_cast<caf::actor>(admission_), caf::actor_cast<caf::actor>(scheduler_),
-                              caf::actor_cast<caf::actor>(cache_), caf::actor_cast<caf::actor>(device_)}) {
+                              caf::actor_cast<caf::actor>(cache_), caf::actor_cast<caf::actor>(device_),
+                              caf::actor_cast<caf::actor>(drafter_), caf::actor_cast<caf::actor>(verifier_)}) {
     if (a) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   }
 }

@@ -18,6 +18,7 @@ struct seq_info {
   uint32_t n_generated = 0;
   clock_type::time_point enqueued = clock_type::now();
   bool started = false;  // the first batch (with queue time and cache hit) was sent
+  uint32_t drafter_known = 0;  // tokens of this sequence the drafter has seen
   double queue_ms = 0;
   uint32_t cached_tokens = 0;
 };
@@ -26,6 +27,8 @@ struct scheduler_state {
   std::unique_ptr<step_planner> planner;
   cache_manager_actor cache;
   device_worker_actor device;
+  drafter_actor drafter;            // null: no speculative decoding
+  verifier_actor verifier;
   std::unordered_map<seq_id, seq_info> seqs;
   std::vector<seq_id> released;     // ended since the last step: the device drops their state
   step_plan_core in_flight;         // the plan the device is running
@@ -52,6 +55,8 @@ void finish(self_ptr self, seq_id seq, std::string reason, token_batch batch = {
   st.planner->remove(seq);
   self->send(st.cache, release_atom::value, std::vector<seq_id>{seq});
   st.released.push_back(seq);
+  if (st.drafter) self->send(st.drafter, forget_atom::value, std::vector<seq_id>{seq});
+  if (st.verifier) self->send(st.verifier, forget_atom::value, std::vector<uint64_t>{seq});
   st.seqs.erase(it);
 }
 
@@ -59,6 +64,7 @@ void apply(self_ptr self, const device_step_result& res) {
   auto& st = self->state;
   const auto t0 = clock_type::now();
   const auto& plan = st.in_flight;
+  std::vector<speculation_outcome> outcomes;
   for (size_t i = 0; i < plan.seqs.size(); ++i) {
     const auto& p = plan.seqs[i];
     const auto it = st.seqs.find(p.seq);
@@ -69,11 +75,18 @@ void apply(self_ptr self, const device_step_result& res) {
       finish(self, p.seq, "error", b);
       continue;
     }
-    const int32_t tok = p.sample ? res.sampled[i] : -1;
-    st.planner->complete(p, tok >= 0 ? std::optional<token_id>(tok) : std::nullopt);
+    const auto& emitted = res.emitted[i];
+    const uint32_t total_before = static_cast<uint32_t>(st.planner->tokens(p.seq).size());
+    st.planner->complete(p, emitted);
     const uint32_t computed = st.planner->n_computed(p.seq);
     const uint32_t n_prompt = st.planner->n_prompt(p.seq);
     if (p.start_pos < n_prompt) st.stats.prompt_tokens += std::min(computed, n_prompt) - p.start_pos;
+    if (!p.draft.empty()) {
+      // Blocks that only held rejected drafts go back; the prefix index never saw them.
+      self->send(st.cache, trim_atom::value, p.seq, static_cast<uint32_t>(st.planner->tokens(p.seq).size()));
+      outcomes.push_back({p.seq, static_cast<uint32_t>(p.draft.size()),
+                          emitted.empty() ? 0u : static_cast<uint32_t>(emitted.size()) - 1});
+    }
     // Full blocks completed in this step enter the prefix index.
     if (computed / st.block_size != p.start_pos / st.block_size) {
       self->send(st.cache, commit_atom::value, p.seq, st.planner->tokens(p.seq), computed);
@@ -87,29 +100,36 @@ void apply(self_ptr self, const device_step_result& res) {
       batch.cached_tokens = info.cached_tokens;
       batch.queue_ms = info.queue_ms;
     }
-    if (tok < 0) {  // every token was masked out: nothing can follow
+    if (emitted.empty()) {  // every token was masked out: nothing can follow
       finish(self, p.seq, "stop", std::move(batch));
       continue;
     }
-    ++info.n_generated;
-    ++st.stats.generated_tokens;
-    const auto& stops = info.req.stop_token_ids;
-    const bool is_stop = std::find(stops.begin(), stops.end(), tok) != stops.end();
-    if (!is_stop) {
+    std::string reason;
+    for (size_t j = 0; j < emitted.size() && reason.empty(); ++j) {
+      const int32_t tok = emitted[j];
+      ++info.n_generated;
+      ++st.stats.generated_tokens;
+      const auto& stops = info.req.stop_token_ids;
+      if (std::find(stops.begin(), stops.end(), tok) != stops.end()) {
+        reason = "stop";
+        break;
+      }
       batch.tokens.push_back(tok);
       if (info.req.sampling.logprobs) batch.logprobs.push_back(res.logprobs[i]);
+      const uint32_t total = total_before + static_cast<uint32_t>(j) + 1;
+      if (info.n_generated >= info.req.max_new_tokens ||
+          (info.req.max_total_tokens > 0 && total >= info.req.max_total_tokens)) {
+        reason = "length";
+      }
     }
-    const uint32_t total = static_cast<uint32_t>(st.planner->tokens(p.seq).size());
-    if (is_stop) {
-      finish(self, p.seq, "stop", std::move(batch));
-    } else if (info.n_generated >= info.req.max_new_tokens ||
-               (info.req.max_total_tokens > 0 && total >= info.req.max_total_tokens)) {
-      finish(self, p.seq, "length", std::move(batch));
+    if (!reason.empty()) {
+      finish(self, p.seq, std::move(reason), std::move(batch));
     } else {
       self->send(info.req.streamer, tokens_atom::value, std::move(batch));
     }
   }
   st.stats.device_ms += res.forward_ms + res.sample_ms;
+  if (st.verifier) self->send(st.verifier, report_atom::value, std::move(outcomes), plan.n_tokens(), res.forward_ms + res.sample_ms);
   st.stats.plan_ms += ms_between(t0, clock_type::now());
 }
 
@@ -160,11 +180,8 @@ void run_planned(self_ptr self, const reserve_result& granted, std::vector<seq_i
           });
 }
 
-void kick(self_ptr self) {
+void reserve_and_run(self_ptr self) {
   auto& st = self->state;
-  if (st.busy || !st.planner->has_work()) return;
-  st.busy = true;
-  st.kicked = clock_type::now();
   auto req = st.planner->propose();
   std::vector<seq_id> proposed_waiting;
   for (const auto& w : req.waiting) proposed_waiting.push_back(w.seq);
@@ -173,10 +190,70 @@ void kick(self_ptr self) {
             [self](const caf::error&) { self->state.busy = false; });
 }
 
+// Speculative decoding: the verifier says how many drafts each decoding sequence gets (none
+// when the cost model says it does not pay), the drafter proposes them, and they ride along
+// in the step.
+void draft_then_run(self_ptr self) {
+  auto& st = self->state;
+  std::vector<uint64_t> candidates;
+  for (seq_id s : st.planner->decoding()) {
+    if (!st.seqs.at(s).req.sampling.logprobs) candidates.push_back(s);
+  }
+  if (candidates.empty()) return reserve_and_run(self);
+  uint32_t base_tokens = 0;
+  {
+    const auto req = st.planner->propose();
+    for (const auto& r : req.running) base_tokens += r.n_tokens - r.write_from;
+    for (const auto& w : req.waiting) base_tokens += w.max_compute;
+  }
+  self->request(st.verifier, caf::infinite, plan_k_atom::value, candidates, base_tokens)
+      .then(
+          [self, candidates](const std::vector<uint32_t>& ks) {
+            auto& st = self->state;
+            std::vector<draft_query> queries;
+            std::vector<seq_id> asked;
+            for (size_t i = 0; i < candidates.size(); ++i) {
+              const auto it = st.seqs.find(candidates[i]);
+              if (it == st.seqs.end() || !st.planner->contains(candidates[i])) continue;
+              const auto& toks = st.planner->tokens(candidates[i]);
+              draft_query q;
+              q.seq = candidates[i];
+              q.new_tokens.assign(toks.begin() + it->second.drafter_known, toks.end());
+              q.k = ks[i];
+              it->second.drafter_known = static_cast<uint32_t>(toks.size());
+              queries.push_back(std::move(q));
+              asked.push_back(candidates[i]);
+            }
+            self->request(self->state.drafter, caf::infinite, draft_atom::value, std::move(queries))
+                .then(
+                    [self, asked](const draft_batch& drafts) {
+                      auto& st = self->state;
+                      for (size_t i = 0; i < asked.size() && i < drafts.size(); ++i) {
+                        if (st.planner->contains(asked[i]) && !drafts[i].empty()) st.planner->set_draft(asked[i], drafts[i]);
+                      }
+                      reserve_and_run(self);
+                    },
+                    [self](const caf::error&) { reserve_and_run(self); });
+          },
+          [self](const caf::error&) { reserve_and_run(self); });
+}
+
+void kick(self_ptr self) {
+  auto& st = self->state;
+  if (st.busy || !st.planner->has_work()) return;
+  st.busy = true;
+  st.kicked = clock_type::now();
+  if (st.drafter && st.verifier) return draft_then_run(self);
+  reserve_and_run(self);
+}
+
 scheduler_actor::behavior_type scheduler(self_ptr self, planner_config cfg, uint32_t block_size,
-                                         cache_manager_actor cache, device_worker_actor device) {
+                                         cache_manager_actor cache, device_worker_actor device,
+                                         speculation_actors spec) {
   auto& st = self->state;
   st.block_size = block_size;
+  st.drafter = std::move(spec.drafter);
+  st.verifier = std::move(spec.verifier);
   st.planner = std::make_unique<step_planner>(cfg);
   st.cache = std::move(cache);
   st.device = std::move(device);
@@ -214,8 +291,8 @@ scheduler_actor::behavior_type scheduler(self_ptr self, planner_config cfg, uint
 }  // namespace
 
 scheduler_actor spawn_scheduler(caf::actor_system& sys, const planner_config& cfg, uint32_t block_size,
-                                cache_manager_actor cache, device_worker_actor device) {
-  return sys.spawn(scheduler, cfg, block_size, std::move(cache), std::move(device));
+                                cache_manager_actor cache, device_worker_actor device, speculation_actors spec) {
+  return sys.spawn(scheduler, cfg, block_size, std::move(cache), std::move(device), std::move(spec));
 }
 
 }  // namespace tandem

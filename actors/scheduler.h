@@ -5,6 +5,9 @@
 //          apply: tokens --> each sequence's streamer; finished/aborted --> cache_manager.release
 //   admission/streamer --abort(seq)--> scheduler: removed at once, blocks released
 //
+//   with speculative decoding, before each step: verifier.plan_k -> drafter.draft -> drafts
+//   ride along in the plan; after it: verifier.report(outcomes), cache_manager.trim
+//
 // One step is in flight at a time: the next plan is made when the result is back (planning
 // takes microseconds next to a CPU forward pass of milliseconds; docs/architecture.md).
 #pragma once
@@ -13,6 +16,8 @@
 
 #include "actors/cache_manager.h"
 #include "actors/device_worker.h"
+#include "actors/drafter.h"
+#include "actors/verifier.h"
 #include "actors/streamer.h"
 #include "engine/step_planner.h"
 
@@ -47,8 +52,14 @@ using scheduler_actor = caf::typed_actor<caf::reacts_to<enqueue_atom, sequence_r
                                          caf::reacts_to<abort_atom, seq_id>,
                                          caf::replies_to<stats_atom>::with<scheduler_stats>>;
 
+// The drafter and verifier of speculative decoding; both null = no speculation.
+struct speculation_actors {
+  drafter_actor drafter;
+  verifier_actor verifier;
+};
+
 scheduler_actor spawn_scheduler(caf::actor_system& sys, const planner_config& cfg, uint32_t block_size,
-                                cache_manager_actor cache, device_worker_actor device);
+                                cache_manager_actor cache, device_worker_actor device, speculation_actors spec = {});
 
 }  // namespace tandem
 

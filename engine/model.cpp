@@ -198,7 +198,7 @@ void model::attention_layer(uint32_t layer, const step_input& in, kv_pool& cache
     kernels::f16_bits* q16 = &b.q16[static_cast<size_t>(thread) * hd];
     for (int32_t i = 0; i < hd; ++i) q16[i] = kernels::f32_to_f16(b.q[t * Q + h * hd + i]);
     const auto& s = in.seqs[static_cast<size_t>(b.seq[t])];
-    const bool single_token = llama_cpp_order_ && s.tokens.size() == 1;
+    const bool single_token = llama_cpp_order_ && (s.tokens.size() == 1 || s.decode_numerics);
     attend_one_head(kernels_, cache, layer, s.blocks, b.pos[t] + 1, h / group, q16, scale,
                     single_token, b.attn_scratch[static_cast<size_t>(thread)], &b.attn[t * Q + h * hd]);
   });

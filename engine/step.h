@@ -18,6 +18,9 @@ struct seq_step {
   int32_t start_pos = 0;        // positions [0, start_pos) are already in the KV cache
   block_table blocks;           // must cover start_pos + tokens.size() positions
   bool want_all_logits = false; // logits for every new token, else for the last one only
+  // Compute every new token with exactly the numerics of a one-token decode step (draft
+  // verification: greedy speculation must reproduce greedy decoding bit for bit).
+  bool decode_numerics = false;
 };
 
 struct step_input {

@@ -16,5 +16,10 @@ using release_atom = caf::atom_constant<caf::atom("release")>;   // scheduler ->
 using run_step_atom = caf::atom_constant<caf::atom("runstep")>;  // scheduler -> device worker
 using tokens_atom = caf::atom_constant<caf::atom("tokens")>;     // scheduler -> streamer
 using stats_atom = caf::atom_constant<caf::atom("stats")>;       // anyone -> any actor
+using trim_atom = caf::atom_constant<caf::atom("trim")>;         // scheduler -> cache manager
+using draft_atom = caf::atom_constant<caf::atom("draft")>;       // scheduler -> drafter
+using forget_atom = caf::atom_constant<caf::atom("forget")>;     // scheduler -> drafter, verifier
+using plan_k_atom = caf::atom_constant<caf::atom("plank")>;      // scheduler -> verifier
+using report_atom = caf::atom_constant<caf::atom("report")>;     // scheduler -> verifier
 
 }  // namespace tandem

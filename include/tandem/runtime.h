@@ -38,6 +38,12 @@ struct runtime_config {
   uint32_t max_model_len = 0;             // 0 = the model's trained context
   std::string chat_template;              // a family name overriding the model's template
   std::vector<tenant_config> tenants;     // API keys and limits; empty = open mode (no keys)
+  // Speculative decoding (--speculative, --num-speculative-tokens): "none" or "ngram".
+  std::string speculative = "none";
+  uint32_t num_speculative_tokens = 4;    // starting K; adapts within [min, max]
+  uint32_t speculative_k_min = 1;
+  uint32_t speculative_k_max = 10;
+  bool speculative_adaptive = true;       // false: draft at every step regardless of cost
 };
 
 class runtime {
@@ -52,6 +58,7 @@ class runtime {
   scheduler_actor scheduler() const { return scheduler_; }
   cache_manager_actor cache_manager() const { return cache_; }
   device_worker_actor device_worker() const { return device_; }
+  verifier_actor verifier() const { return verifier_; }  // null without speculative decoding
 
   const tokenizer& tok() const;
   // The model's chat template, or nullptr (then chat_error() says why).
@@ -72,6 +79,8 @@ class runtime {
   scheduler_actor scheduler_;
   cache_manager_actor cache_;
   device_worker_actor device_;
+  drafter_actor drafter_;
+  verifier_actor verifier_;
 };
 
 }  // namespace tandem

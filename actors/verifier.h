@@ -1,0 +1,31 @@
+// verifier actor: owns the speculation policy (engine/speculation_policy.h): acceptance
+// statistics, each sequence's K, and the on/off decision of the cost model. The acceptance
+// test itself runs in the device worker, where the logits are (engine/speculative.h).
+//
+//   scheduler --plan_k(decoding seqs, step tokens)--> verifier --K per seq (0 = none)-->
+//   scheduler --report(outcomes, step tokens, step ms)--> verifier
+#pragma once
+
+#include <caf/all.hpp>
+
+#include "engine/speculation_policy.h"
+#include "tandem/atoms.h"
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::speculation_stats)
+
+namespace tandem {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, speculation_outcome& x) {
+  return f(caf::meta::type_name("speculation_outcome"), x.seq, x.drafted, x.accepted);
+}
+
+using verifier_actor =
+    caf::typed_actor<caf::replies_to<plan_k_atom, std::vector<uint64_t>, uint32_t>::with<std::vector<uint32_t>>,
+                     caf::reacts_to<report_atom, std::vector<speculation_outcome>, uint32_t, double>,
+                     caf::reacts_to<forget_atom, std::vector<uint64_t>>,
+                     caf::replies_to<stats_atom>::with<speculation_stats>>;
+
+verifier_actor spawn_verifier(caf::actor_system& sys, const speculation_config& cfg);
+
+}  // namespace tandem
