@@ -1,5 +1,6 @@
 #include "engine/tokenizer.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "engine/gguf.h"
