@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
   tandem::cli::register_chat_template(app);
   tandem::cli::register_gen_model(app);
   tandem::cli::register_serve(app);
+  tandem::cli::register_generate(app);
+  tandem::cli::register_truncate_model(app);
 
   try {
     app.parse(argc, argv);
