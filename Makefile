@@ -46,7 +46,7 @@ run: build model
 	@echo "Tandem is built. Try: $(TANDEM) tokenize --prompt 'Hello, world!'"
 
 bench: build model
-	@echo "bench: no benchmarks yet"
+	python3 bench/compare_llama_cpp.py --build $(BUILD_DIR)
 
 fuzz:
 	@scripts/install-deps.sh --fuzz

@@ -1,0 +1,123 @@
+// Tandem's CPU engine speed on a GGUF file: prompt processing of N tokens in one step (pp)
+// and single-stream decode of M tokens from an empty context (tg), best of R runs, plus the
+// machine's memory read bandwidth and the weight bytes one decoded token reads. Prints one
+// JSON line. Used by bench/compare_llama_cpp.py (`make bench`).
+//
+//   engine_bench [--model PATH] [--threads T] [--pp 512] [--tg 128] [--reps 3]
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/kv_block_allocator.h"
+#include "engine/model.h"
+#include "engine/model_path.h"
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double seconds_since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+// Streaming read bandwidth: `threads` threads each sum their share of a 512 MiB buffer.
+double read_bandwidth_gbs(int threads) {
+  const size_t n = (size_t{512} << 20) / sizeof(uint64_t);
+  std::vector<uint64_t> buf(n, 1);
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    std::atomic<uint64_t> total{0};
+    const auto t0 = clock_type::now();
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        const size_t lo = n * t / threads, hi = n * (t + 1) / threads;
+        uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (size_t i = lo; i + 4 <= hi; i += 4) {
+          s0 += buf[i];
+          s1 += buf[i + 1];
+          s2 += buf[i + 2];
+          s3 += buf[i + 3];
+        }
+        total += s0 + s1 + s2 + s3;
+      });
+    }
+    for (auto& th : pool) th.join();
+    const double s = seconds_since(t0);
+    if (total.load() == 0) std::abort();
+    best = std::max(best, static_cast<double>(n * sizeof(uint64_t)) / s / 1e9);
+  }
+  return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string model_spec = "default";
+  int threads = 0, pp = 512, tg = 128, reps = 3;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--model") model_spec = argv[i + 1];
+    else if (a == "--threads") threads = std::atoi(argv[i + 1]);
+    else if (a == "--pp") pp = std::atoi(argv[i + 1]);
+    else if (a == "--tg") tg = std::atoi(argv[i + 1]);
+    else if (a == "--reps") reps = std::atoi(argv[i + 1]);
+    else {
+      std::fprintf(stderr, "unknown option %s\n", a.c_str());
+      return 2;
+    }
+  }
+  using namespace tandem;
+  auto m = model::open(resolve_model_path(model_spec), model_options{threads});
+  const auto& c = m->config();
+  kv_pool cache(c, kv_pool_options{16, pp + tg + 32, 0});
+  kv_block_allocator allocator(cache.n_blocks());
+
+  std::vector<int32_t> prompt(static_cast<size_t>(pp));
+  for (int i = 0; i < pp; ++i) prompt[static_cast<size_t>(i)] = 1 + (i * 37) % static_cast<int>(c.n_vocab - 2);
+
+  double best_pp = 0, best_tg = 0;
+  step_output out;
+  for (int r = 0; r < reps; ++r) {
+    step_input in;
+    in.seqs.push_back(seq_step{1, prompt, 0, {}, false});
+    allocator.reserve(in.seqs[0].blocks, pp + tg, cache.block_tokens());
+    auto t0 = clock_type::now();
+    m->forward(in, cache, out);
+    best_pp = std::max(best_pp, pp / seconds_since(t0));
+
+    // Decode from an empty context (as llama-bench's tg): tokens fed back one at a time.
+    int32_t tok = 1;
+    t0 = clock_type::now();
+    for (int i = 0; i < tg; ++i) {
+      in.seqs[0].tokens = {tok};
+      in.seqs[0].start_pos = i;
+      m->forward(in, cache, out);
+      const auto row = out.last(0);
+      tok = static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+    }
+    best_tg = std::max(best_tg, tg / seconds_since(t0));
+    allocator.release(in.seqs[0].blocks);
+  }
+
+  // Bytes one decode step reads: every weight matrix once, the (tied or separate) output
+  // head once; the embedding table contributes one row.
+  size_t bytes = 0;
+  for (const auto& t : m->file().tensors()) {
+    if (t.name == "token_embd.weight" && !c.tied_output) continue;
+    bytes += t.nbytes;
+  }
+  const double bw = read_bandwidth_gbs(m->pool().size());
+  std::printf(
+      "{\"engine\": \"tandem\", \"kernels\": \"%s\", \"threads\": %d, \"pp\": %d, \"pp_tok_s\": %.2f, "
+      "\"tg\": %d, \"tg_tok_s\": %.2f, \"weight_bytes_per_token\": %zu, \"read_gb_s\": %.2f}\n",
+      std::string(kernels::best_dot_kernels().isa).c_str(), m->pool().size(), pp, best_pp, tg, best_tg,
+      bytes, bw);
+  return 0;
+}
