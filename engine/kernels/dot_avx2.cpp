@@ -4,6 +4,7 @@
 
 #include "engine/kernels/blocks.h"
 #include "engine/kernels/dot_kernels.h"
+#include "engine/kernels/fast_exp.h"
 
 namespace tandem::kernels {
 namespace {
@@ -15,10 +16,99 @@ inline __m256i dot_u8s8(__m256i u, __m256i s) {
 
 #include "engine/kernels/dot_simd_body.inl"
 
+// --- Attention and element-wise kernels: the AVX-512 table's operations on two 8-lane
+// halves (lanes 0-7 and 8-15), so the bits are the same (dot_kernels.h). -------------------
+
+inline __m256 load_f16x8_at(const f16_bits* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// The 16-lane sum in _mm512_reduce_add_ps's order, from its two halves.
+inline float sum_halves(__m256 lo, __m256 hi) {
+  const __m256 t8 = _mm256_add_ps(hi, lo);
+  const __m128 t4 = _mm_add_ps(_mm256_extractf128_ps(t8, 1), _mm256_castps256_ps128(t8));
+  const __m128 t2 = _mm_add_ps(t4, _mm_movehl_ps(t4, t4));
+  return _mm_cvtss_f32(_mm_add_ss(t2, _mm_movehdup_ps(t2)));
+}
+
+void key_scores(int64_t hd, const f16_bits* q, const f16_bits* keys, int n, bool single_token_order,
+                float* out) {
+  for (int j = 0; j < n; ++j) {
+    const f16_bits* k = keys + j * hd;
+    __m256 lo[4], hi[4];
+    for (int a = 0; a < 4; ++a) lo[a] = hi[a] = _mm256_setzero_ps();
+    for (int64_t c = 0; c < hd / 16; ++c) {
+      const int a = single_token_order ? static_cast<int>(c % 4) : 0;
+      lo[a] = _mm256_fmadd_ps(load_f16x8_at(k + c * 16), load_f16x8_at(q + c * 16), lo[a]);
+      hi[a] = _mm256_fmadd_ps(load_f16x8_at(k + c * 16 + 8), load_f16x8_at(q + c * 16 + 8), hi[a]);
+    }
+    if (single_token_order) {
+      lo[0] = _mm256_add_ps(_mm256_add_ps(lo[0], lo[2]), _mm256_add_ps(lo[1], lo[3]));
+      hi[0] = _mm256_add_ps(_mm256_add_ps(hi[0], hi[2]), _mm256_add_ps(hi[1], hi[3]));
+    }
+    out[j] = sum_halves(lo[0], hi[0]);
+  }
+}
+
+void accumulate_values(int64_t hd, const f16_bits* v, size_t v_stride, const float* p, float* acc) {
+  const __m256 p_lo = _mm256_loadu_ps(p), p_hi = _mm256_loadu_ps(p + 8);
+  for (int64_t d = 0; d < hd; ++d) {
+    const f16_bits* row = v + static_cast<size_t>(d) * v_stride;
+    float* a = acc + d * 16;
+    _mm256_storeu_ps(a, _mm256_fmadd_ps(load_f16x8_at(row), p_lo, _mm256_loadu_ps(a)));
+    _mm256_storeu_ps(a + 8, _mm256_fmadd_ps(load_f16x8_at(row + 8), p_hi, _mm256_loadu_ps(a + 8)));
+  }
+}
+
+float sum16(const float* x) { return sum_halves(_mm256_loadu_ps(x), _mm256_loadu_ps(x + 8)); }
+
+// fast_exp on 8 lanes; false (and nothing stored) when a lane needs the scalar path
+// (results below the normal range, where two-step scaling could round twice).
+inline bool exp8(const float* x, float* y) {
+  const __m256 shift = _mm256_set1_ps(kExpShift);
+  const __m256 v = _mm256_loadu_ps(x);
+  const __m256 n = _mm256_sub_ps(_mm256_fmadd_ps(v, _mm256_set1_ps(kInvLn2), shift), shift);
+  const __m256 in_range = _mm256_and_ps(_mm256_cmp_ps(n, _mm256_set1_ps(-126.0f), _CMP_GE_OQ),
+                                        _mm256_cmp_ps(n, _mm256_set1_ps(127.0f), _CMP_LE_OQ));
+  if (_mm256_movemask_ps(in_range) != 0xff) return false;
+  const __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Lo), _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Hi), v));
+  const __m256 r2 = _mm256_mul_ps(r, r);
+  const __m256 p = _mm256_fmadd_ps(
+      _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(kExpC4), r, _mm256_set1_ps(kExpC3)), r2,
+                      _mm256_fmadd_ps(_mm256_set1_ps(kExpC2), r, _mm256_set1_ps(kExpC1))),
+      r2, _mm256_fmadd_ps(_mm256_set1_ps(kExpC0), r, _mm256_set1_ps(1.0f)));
+  // 2^n as a float (exact for -126 <= n <= 127); one rounding in the product, like scalef.
+  const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  _mm256_storeu_ps(y, _mm256_mul_ps(p, _mm256_castsi256_ps(bits)));
+  return true;
+}
+
+void exp_n(int64_t n, const float* x, float* y) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    if (!exp8(x + i, y + i)) {
+      for (int64_t l = i; l < i + 8; ++l) y[l] = fast_exp(x[l]);
+    }
+  }
+  for (; i < n; ++i) y[i] = fast_exp(x[i]);
+}
+
+void swiglu(int64_t n, float* gate, const float* up) {
+  float neg[8], e[8];
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i);
+    _mm256_storeu_ps(neg, _mm256_sub_ps(_mm256_setzero_ps(), g));
+    exp_n(8, neg, e);
+    const __m256 silu = _mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), _mm256_loadu_ps(e)));
+    _mm256_storeu_ps(gate + i, _mm256_mul_ps(silu, _mm256_loadu_ps(up + i)));
+  }
+  for (; i < n; ++i) gate[i] = fast_silu(gate[i]) * up[i];
+}
+
 }  // namespace
 
 const dot_kernels& avx2_dot_kernels() {
-  // Attention: the portable kernels (same bits; the AVX-512 table has the fast ones).
   static const dot_kernels table{"avx2",
                                  dot_q4_0,
                                  dot_q4_1,
@@ -26,11 +116,11 @@ const dot_kernels& avx2_dot_kernels() {
                                  dot_f16,
                                  dot_bf16,
                                  dot_f32,
-                                 generic_dot_kernels().key_scores,
-                                 generic_dot_kernels().accumulate_values,
-                                 generic_dot_kernels().sum16,
-                                 generic_dot_kernels().exp_n,
-                                 generic_dot_kernels().swiglu,
+                                 key_scores,
+                                 accumulate_values,
+                                 sum16,
+                                 exp_n,
+                                 swiglu,
                                  nullptr,
                                  nullptr,
                                  nullptr};

@@ -1,4 +1,4 @@
-// Portable kernels: plain loops, integer sums inside a block, float across blocks.
+// Portable kernels: plain loops that perform the SIMD tables' operations in their order.
 #include <cmath>
 
 #include "engine/kernels/blocks.h"
@@ -12,20 +12,33 @@ const std::byte* act_row(const void* acts, size_t stride, int i) {
   return static_cast<const std::byte*>(acts) + static_cast<size_t>(i) * stride;
 }
 
+// The row kernels keep eight float lanes, each taking the integer sum of four neighbouring
+// products per block (elements 4l..4l+3 feed lane l), and add the lanes up as the SIMD
+// tables do, so every table gives the same bits (dot_simd_body.inl).
+struct lanes8 {
+  float v[8] = {};
+  void add_block(float scale, const int32_t* lane_sums) {
+    for (int l = 0; l < 8; ++l) v[l] = std::fma(scale, static_cast<float>(lane_sums[l]), v[l]);
+  }
+  float sum() const {
+    return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
+  }
+};
+
+// Element j of a Q4 block (low nibbles are elements 0..15, high nibbles 16..31).
+inline int nibble(const uint8_t* qs, int j) { return j < 16 ? (qs[j] & 0x0f) : (qs[j - 16] >> 4); }
+
 void dot_q4_0(int64_t k, const void* w_row, const void* acts, size_t stride, int n, float* out) {
   const auto* w = static_cast<const block_q4_0*>(w_row);
   for (int i = 0; i < n; ++i) {
     const auto* a = reinterpret_cast<const block_q8_0*>(act_row(acts, stride, i));
-    float sum = 0.0f;
+    lanes8 acc;
     for (int64_t b = 0; b < k / kBlock; ++b) {
-      int isum = 0;
-      for (int j = 0; j < kBlock / 2; ++j) {
-        isum += ((w[b].qs[j] & 0x0f) - 8) * a[b].qs[j];
-        isum += ((w[b].qs[j] >> 4) - 8) * a[b].qs[j + kBlock / 2];
-      }
-      sum += f16_to_f32(w[b].d) * f16_to_f32(a[b].d) * static_cast<float>(isum);
+      int32_t lane[8] = {};
+      for (int j = 0; j < kBlock; ++j) lane[j / 4] += (nibble(w[b].qs, j) - 8) * a[b].qs[j];
+      acc.add_block(f16_to_f32(w[b].d) * f16_to_f32(a[b].d), lane);
     }
-    out[i] = sum;
+    out[i] = acc.sum();
   }
 }
 
@@ -33,18 +46,15 @@ void dot_q4_1(int64_t k, const void* w_row, const void* acts, size_t stride, int
   const auto* w = static_cast<const block_q4_1*>(w_row);
   for (int i = 0; i < n; ++i) {
     const auto* a = reinterpret_cast<const block_q8_1*>(act_row(acts, stride, i));
-    float sum = 0.0f;
+    lanes8 acc;
+    float offsets = 0.0f;  // x = d*q + m, so sum x*y = d*dy*sum(q*qy) + m*s
     for (int64_t b = 0; b < k / kBlock; ++b) {
-      int isum = 0;
-      for (int j = 0; j < kBlock / 2; ++j) {
-        isum += (w[b].qs[j] & 0x0f) * a[b].qs[j];
-        isum += (w[b].qs[j] >> 4) * a[b].qs[j + kBlock / 2];
-      }
-      // x = d*q + m, so sum x*y = d*dy*sum(q*qy) + m*(dy*sum(qy)) = ... + m*s
-      sum += f16_to_f32(w[b].d) * f16_to_f32(a[b].d) * static_cast<float>(isum) +
-             f16_to_f32(w[b].m) * f16_to_f32(a[b].s);
+      int32_t lane[8] = {};
+      for (int j = 0; j < kBlock; ++j) lane[j / 4] += nibble(w[b].qs, j) * a[b].qs[j];
+      acc.add_block(f16_to_f32(w[b].d) * f16_to_f32(a[b].d), lane);
+      offsets += f16_to_f32(w[b].m) * f16_to_f32(a[b].s);
     }
-    out[i] = sum;
+    out[i] = acc.sum() + offsets;
   }
 }
 
@@ -52,44 +62,42 @@ void dot_q8_0(int64_t k, const void* w_row, const void* acts, size_t stride, int
   const auto* w = static_cast<const block_q8_0*>(w_row);
   for (int i = 0; i < n; ++i) {
     const auto* a = reinterpret_cast<const block_q8_0*>(act_row(acts, stride, i));
-    float sum = 0.0f;
+    lanes8 acc;
     for (int64_t b = 0; b < k / kBlock; ++b) {
-      int isum = 0;
-      for (int j = 0; j < kBlock; ++j) isum += w[b].qs[j] * a[b].qs[j];
-      sum += f16_to_f32(w[b].d) * f16_to_f32(a[b].d) * static_cast<float>(isum);
+      int32_t lane[8] = {};
+      for (int j = 0; j < kBlock; ++j) lane[j / 4] += w[b].qs[j] * a[b].qs[j];
+      acc.add_block(f16_to_f32(w[b].d) * f16_to_f32(a[b].d), lane);
     }
-    out[i] = sum;
+    out[i] = acc.sum();
+  }
+}
+
+// Float rows: element j feeds lane j % 8 by FMA; a tail shorter than 8 is added after.
+template <typename T, typename ToFloat>
+void float_rows(int64_t k, const void* w_row, const void* acts, size_t stride, int n, float* out,
+                ToFloat to_float) {
+  const auto* w = static_cast<const T*>(w_row);
+  for (int i = 0; i < n; ++i) {
+    const auto* a = reinterpret_cast<const T*>(act_row(acts, stride, i));
+    lanes8 acc;
+    int64_t j = 0;
+    for (; j + 8 <= k; j += 8) {
+      for (int l = 0; l < 8; ++l) acc.v[l] = std::fma(to_float(w[j + l]), to_float(a[j + l]), acc.v[l]);
+    }
+    float s = acc.sum();
+    for (; j < k; ++j) s += to_float(w[j]) * to_float(a[j]);
+    out[i] = s;
   }
 }
 
 void dot_f16(int64_t k, const void* w_row, const void* acts, size_t stride, int n, float* out) {
-  const auto* w = static_cast<const f16_bits*>(w_row);
-  for (int i = 0; i < n; ++i) {
-    const auto* a = reinterpret_cast<const f16_bits*>(act_row(acts, stride, i));
-    float sum = 0.0f;
-    for (int64_t j = 0; j < k; ++j) sum += f16_to_f32(w[j]) * f16_to_f32(a[j]);
-    out[i] = sum;
-  }
+  float_rows<f16_bits>(k, w_row, acts, stride, n, out, [](f16_bits h) { return f16_to_f32(h); });
 }
-
 void dot_bf16(int64_t k, const void* w_row, const void* acts, size_t stride, int n, float* out) {
-  const auto* w = static_cast<const bf16_bits*>(w_row);
-  for (int i = 0; i < n; ++i) {
-    const auto* a = reinterpret_cast<const bf16_bits*>(act_row(acts, stride, i));
-    float sum = 0.0f;
-    for (int64_t j = 0; j < k; ++j) sum += bf16_to_f32(w[j]) * bf16_to_f32(a[j]);
-    out[i] = sum;
-  }
+  float_rows<bf16_bits>(k, w_row, acts, stride, n, out, [](bf16_bits h) { return bf16_to_f32(h); });
 }
-
 void dot_f32(int64_t k, const void* w_row, const void* acts, size_t stride, int n, float* out) {
-  const auto* w = static_cast<const float*>(w_row);
-  for (int i = 0; i < n; ++i) {
-    const auto* a = reinterpret_cast<const float*>(act_row(acts, stride, i));
-    float sum = 0.0f;
-    for (int64_t j = 0; j < k; ++j) sum += w[j] * a[j];
-    out[i] = sum;
-  }
+  float_rows<float>(k, w_row, acts, stride, n, out, [](float f) { return f; });
 }
 
 // The 16-lane sum as _mm512_reduce_add_ps does it: halves, quarters, then pairs.
