@@ -50,9 +50,8 @@ bpe_model::bpe_model(const std::vector<std::string>& texts,
                      const string_map<token_id>& id_of_text, std::span<const std::string> merges,
                      bool ignore_merges)
     : n_vocab_(static_cast<int32_t>(texts.size())), ignore_merges_(ignore_merges) {
-  symbol_of_raw_.reserve(texts.size() + merges.size() / 8);
   for (const auto& [text, id] : id_of_text) {
-    if (auto raw = byte_encoding::decode(text)) symbol_of_raw_.emplace(std::move(*raw), id);
+    if (auto raw = byte_encoding::decode(text)) symbol_of_raw_.insert(*raw, id, /*overwrite=*/false);
   }
   for (unsigned b = 0; b < 256; ++b) {
     byte_symbol_[b] = symbol_of(std::string(1, static_cast<char>(b)));
@@ -90,21 +89,20 @@ bpe_model::bpe_model(const std::vector<std::string>& texts,
   if (!ignore_merges_) {
     whole_word_.assign(texts.size(), false);
     std::vector<token_id> scratch;
-    for (const auto& [raw, sym] : symbol_of_raw_) {
-      if (sym >= n_vocab_ || raw.size() < 2) continue;
+    symbol_of_raw_.for_each([&](std::string_view raw, int32_t sym) {
+      if (sym >= n_vocab_ || raw.size() < 2) return;
       scratch.clear();
       merge_into(raw, scratch);
-      whole_word_[sym] = scratch.size() == 1 && scratch[0] == sym;
-    }
+      whole_word_[static_cast<size_t>(sym)] = scratch.size() == 1 && scratch[0] == sym;
+    });
   }
 }
 
 int32_t bpe_model::symbol_of(std::string_view raw) {
-  auto it = symbol_of_raw_.find(raw);
-  if (it != symbol_of_raw_.end()) return it->second;
+  if (const int32_t sym = symbol_of_raw_.find(raw); sym != string_index::kAbsent) return sym;
   const auto id = static_cast<int32_t>(n_vocab_ + extra_raw_.size());
   extra_raw_.emplace_back(raw);
-  symbol_of_raw_.emplace(std::string(raw), id);
+  symbol_of_raw_.insert(raw, id, /*overwrite=*/false);
   return id;
 }
 
@@ -145,9 +143,8 @@ void bpe_model::encode_word(std::string_view word, std::vector<token_id>& out) c
     emit_symbol(byte_symbol_[static_cast<unsigned char>(word[0])], out);
     return;
   }
-  if (auto it = symbol_of_raw_.find(word); it != symbol_of_raw_.end()) {
-    const int32_t sym = it->second;
-    if (sym < n_vocab_ && (ignore_merges_ || whole_word_[sym])) {
+  if (const int32_t sym = symbol_of_raw_.find(word); sym != string_index::kAbsent) {
+    if (sym < n_vocab_ && (ignore_merges_ || whole_word_[static_cast<size_t>(sym)])) {
       out.push_back(sym);
       return;
     }

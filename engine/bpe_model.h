@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/string_index.h"
 #include "engine/string_map.h"
 
 namespace tandem {
@@ -49,7 +50,7 @@ class bpe_model {
 
   int32_t n_vocab_ = 0;
   bool ignore_merges_ = false;
-  string_map<int32_t> symbol_of_raw_;
+  string_index symbol_of_raw_;  // raw bytes -> symbol id
   std::vector<std::string> extra_raw_;          // raw text of symbol n_vocab_ + i
   std::array<int32_t, 256> byte_symbol_{};      // symbol of each single byte
   // Tokens of a symbol that is not a token: llama.cpp looks up each byte of its encoded

@@ -35,7 +35,8 @@ struct later_candidate {
 
 spm_model::spm_model(const std::vector<float>& scores, const string_map<token_id>& id_of_text,
                      token_id unknown)
-    : scores_(&scores), id_of_text_(&id_of_text) {
+    : scores_(&scores) {
+  for (const auto& [text, id] : id_of_text) vocab_.insert(text, id, /*overwrite=*/true);
   for (unsigned b = 0; b < 256; ++b) {
     char hex[8];
     std::snprintf(hex, sizeof hex, "<0x%02X>", b);
@@ -57,10 +58,7 @@ spm_model::spm_model(const std::vector<float>& scores, const string_map<token_id
   }
 }
 
-token_id spm_model::find(std::string_view text) const {
-  auto it = id_of_text_->find(text);
-  return it == id_of_text_->end() ? -1 : it->second;
-}
+token_id spm_model::find(std::string_view text) const { return vocab_.find(text); }
 
 void spm_model::encode(std::string_view text, std::vector<token_id>& out) const {
   thread_local std::vector<symbol> symbols;

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/string_index.h"
 #include "engine/string_map.h"
 
 namespace tandem {
@@ -30,12 +31,12 @@ class spm_model {
   token_id find(std::string_view text) const;
 
   const std::vector<float>* scores_;
+  string_index vocab_;  // vocabulary string -> id (a duplicated string: its last id)
   // True when no vocabulary string has ▁ after something other than ▁ (so every ▁ sits in
   // a leading run). Then no merge can join a character to a following ▁, and the text can
   // be merged word by word, each word starting at such a ▁: the same result as merging the
   // whole text at once, with small heaps instead of one the size of the text.
   bool words_are_independent_ = false;
-  const string_map<token_id>* id_of_text_;
   std::array<token_id, 256> byte_token_{};  // -1 when the byte has no token
 };
 
