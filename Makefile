@@ -1,5 +1,6 @@
 # Tandem's make targets are the interface users, CI and checks rely on.
-#   make run     install what is missing, build, fetch the default model, start Tandem
+#   make run     install what is missing, build, fetch the default model, serve it on
+#                127.0.0.1:8080 (HOST, PORT, SERVE_FLAGS="--config config/tenants.example.yaml")
 #   make test    the same set-up, then every test through CTest
 #   make build   build/bin/tandem (Release)
 #   make model   fetch the default model (SmolLM2-135M-Instruct Q4_1) once
@@ -12,6 +13,9 @@ JOBS         ?= $(shell nproc)
 CMAKE_FLAGS  ?=
 TANDEM_HOME  ?= $(HOME)/.cache/tandem
 FUZZ_SECONDS ?= 600
+HOST         ?= 127.0.0.1
+PORT         ?= 8080
+SERVE_FLAGS  ?=
 export TANDEM_HOME
 
 TANDEM := $(BUILD_DIR)/bin/tandem
@@ -41,9 +45,11 @@ test: build test-data
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
 run: build model
-	$(TANDEM) info
 	@echo
-	@echo "Tandem is built. Try: $(TANDEM) tokenize --prompt 'Hello, world!'"
+	@echo "Tandem serves the default model on http://$(HOST):$(PORT) (chat page at /). Try:"
+	@echo "  curl http://$(HOST):$(PORT)/v1/chat/completions -H 'Content-Type: application/json' -d '{\"messages\":[{\"role\":\"user\",\"content\":\"Hello!\"}],\"max_tokens\":64}'"
+	@echo
+	$(TANDEM) serve --host $(HOST) --port $(PORT) $(SERVE_FLAGS)
 
 bench: build model
 	python3 bench/compare_llama_cpp.py --build $(BUILD_DIR)

@@ -84,6 +84,9 @@ int serve(serve_options o) {
   server.attach(*rt);
   std::printf("tandem: ready: model %s, %s\n", so.served_model_name.c_str(),
               o.rt.tenants.empty() ? "open mode (no API keys)" : (std::to_string(o.rt.tenants.size()) + " tenant(s)").c_str());
+  std::printf("tandem: try: curl http://%s:%u/v1/chat/completions -H 'Content-Type: application/json'%s -d "
+              "'{\"messages\":[{\"role\":\"user\",\"content\":\"Hello!\"}],\"max_tokens\":64}'\n",
+              o.host.c_str(), server.port(), o.rt.tenants.empty() ? "" : " -H 'Authorization: Bearer KEY'");
   std::fflush(stdout);
   server.wait_for_signal();
   server.stop();

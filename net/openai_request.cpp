@@ -174,9 +174,9 @@ void parse_logit_bias(const json::object& o, const api_limits& limits, sampling_
     if (key.empty() || *end != '\0' || id < 0 || static_cast<size_t>(id) >= limits.vocab_size) {
       bad("logit_bias", "has key '" + key + "', which is not a token id below " + std::to_string(limits.vocab_size));
     }
-    const json::object one{{"b", kv.value()}};
+    const json::object one{{"logit_bias", kv.value()}};
     s.logit_bias_ids.push_back(static_cast<int32_t>(id));
-    s.logit_bias_values.push_back(static_cast<float>(number(one, "b", 0, -100, 100)));
+    s.logit_bias_values.push_back(static_cast<float>(number(one, "logit_bias", 0, -100, 100)));
   }
 }
 

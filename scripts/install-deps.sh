@@ -11,6 +11,7 @@ APT_PACKAGES=(
   libxxhash-dev libpcre2-dev
   libgtest-dev libgmock-dev
   python3 python3-pip python3-venv
+  curl chromium chromium-driver                # serving tests: SSE disconnects, the chat page
 )
 # Only with `install-deps.sh --fuzz`: clang and libFuzzer for the fuzz targets.
 FUZZ_PACKAGES=(clang libfuzzer-14-dev)

@@ -1,0 +1,123 @@
+"""Fixtures that start a real `tandem serve` process on 127.0.0.1 (a free port) and stop it.
+
+The binary comes from $TANDEM_BINARY (CTest sets it) or build/bin/tandem. Every server uses
+the default model; tests keep max_tokens small (the model decodes a few hundred tokens/s on
+two cores).
+"""
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def tandem_binary():
+    b = os.environ.get("TANDEM_BINARY") or str(ROOT / "build" / "bin" / "tandem")
+    if not Path(b).exists():
+        pytest.skip(f"no tandem binary at {b}")
+    return b
+
+
+class Server:
+    def __init__(self, *args):
+        self.proc = subprocess.Popen(
+            [tandem_binary(), "serve", "--port", "0", "--threads", "2", *args],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.log = []
+        self.port = None
+        ready = threading.Event()
+
+        def pump():
+            for line in self.proc.stdout:
+                self.log.append(line)
+                m = re.search(r"listening on http://[^:]+:(\d+)", line)
+                if m:
+                    self.port = int(m.group(1))
+                if "ready:" in line:
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=pump, daemon=True).start()
+        if not ready.wait(120) or self.port is None or self.proc.poll() is not None:
+            self.stop()
+            raise RuntimeError("tandem serve did not start:\n" + "".join(self.log))
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def metrics(self):
+        text = httpx.get(self.url + "/metrics", timeout=30).text
+        out = {}
+        for line in text.splitlines():
+            if line.startswith("#") or not line.strip():
+                continue
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+        return out
+
+    def wait_idle(self, timeout=60):
+        """Until nothing runs, waits or holds KV blocks outside the prefix cache."""
+        deadline = time.time() + timeout
+        m = self.metrics()
+        while time.time() < deadline:
+            m = self.metrics()
+            if (m["tandem:num_requests_running"] == 0 and m["tandem:num_requests_waiting"] == 0
+                    and m["tandem:kv_blocks_used"] == 0 and m["tandem:requests_in_flight"] == 0):
+                return m
+            time.sleep(0.05)
+        return m
+
+    def stop(self):
+        if self.proc.poll() is not None:
+            print(f"tandem serve exited with {self.proc.returncode}:\n" + "".join(self.log))
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture(scope="session")
+def server():
+    s = Server("--max-num-seqs", "16")
+    yield s
+    s.stop()
+
+
+TENANTS = textwrap.dedent("""\
+    tenants:
+      - name: alice
+        api_keys: [sk-alice]
+        requests_per_minute: 1000
+        tokens_per_minute: 1000000
+        weight: 1
+      - name: limited
+        api_keys: [sk-limited]
+        requests_per_minute: 2
+        weight: 1
+      - name: tokens
+        api_keys: [sk-tokens]
+        tokens_per_minute: 100
+      - name: single
+        api_keys: [sk-single]
+        max_concurrent_requests: 1
+    """)
+
+
+@pytest.fixture(scope="session")
+def tenant_server():
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write(TENANTS)
+    s = Server("--config", f.name)
+    yield s
+    s.stop()
+    os.unlink(f.name)

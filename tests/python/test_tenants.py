@@ -1,0 +1,138 @@
+"""Tenants from the YAML config: API keys, rate limits (429 with Retry-After and the
+x-ratelimit-* headers), concurrency caps, and weighted fair share inside the scheduler."""
+import os
+import tempfile
+import textwrap
+import threading
+import time
+
+import httpx
+import openai
+import pytest
+
+from conftest import Server
+
+CHAT = [{"role": "user", "content": "Say hi."}]
+
+
+def client(server, key):
+    return openai.OpenAI(base_url=server.url + "/v1", api_key=key, max_retries=0, timeout=120)
+
+
+def test_unknown_key_is_401(tenant_server):
+    with pytest.raises(openai.AuthenticationError) as e:
+        client(tenant_server, "sk-nobody").chat.completions.create(model="m", messages=CHAT, max_tokens=2)
+    assert e.value.status_code == 401
+    r = httpx.post(tenant_server.url + "/v1/completions", json={"prompt": "x", "max_tokens": 1})
+    assert r.status_code == 401
+    assert r.json()["error"]["type"] == "authentication_error"
+
+
+def test_known_key_gets_limits_headers(tenant_server):
+    raw = client(tenant_server, "sk-alice").chat.completions.with_raw_response.create(
+        model="m", messages=CHAT, max_tokens=2)
+    assert raw.headers["x-ratelimit-limit-requests"] == "1000"
+    assert int(raw.headers["x-ratelimit-remaining-requests"]) < 1000
+    assert raw.headers["x-ratelimit-limit-tokens"] == "1000000"
+    assert raw.parse().usage.completion_tokens <= 2
+    assert 'tandem:requests_total{tenant="alice",status="200"}' in httpx.get(tenant_server.url + "/metrics").text
+
+
+def test_requests_per_minute(tenant_server):
+    c = client(tenant_server, "sk-limited")
+    for _ in range(2):
+        c.completions.create(model="m", prompt="Hi", max_tokens=1)
+    with pytest.raises(openai.RateLimitError) as e:
+        c.completions.create(model="m", prompt="Hi", max_tokens=1)
+    h = e.value.response.headers
+    assert int(h["retry-after"]) >= 1
+    assert h["x-ratelimit-limit-requests"] == "2"
+    assert h["x-ratelimit-remaining-requests"] == "0"
+    assert "requests per minute" in e.value.body["message"]
+    m = tenant_server.metrics()
+    assert m['tandem:rejections_total{reason="rate_limited"}'] >= 1
+
+
+def test_tokens_per_minute(tenant_server):
+    c = client(tenant_server, "sk-tokens")
+    c.completions.create(model="m", prompt="Hi", max_tokens=60)
+    with pytest.raises(openai.RateLimitError) as e:
+        c.completions.create(model="m", prompt="Hi", max_tokens=90)
+    assert "tokens per minute" in e.value.body["message"]
+    assert e.value.response.headers["x-ratelimit-limit-tokens"] == "100"
+
+
+def test_concurrency_cap(tenant_server):
+    done = threading.Event()
+
+    def long_request():
+        try:
+            client(tenant_server, "sk-single").completions.create(
+                model="m", prompt="Count:", max_tokens=400, extra_body={"ignore_eos": True})
+        finally:
+            done.set()
+
+    t = threading.Thread(target=long_request)
+    t.start()
+    deadline = time.time() + 30
+    while tenant_server.metrics()["tandem:requests_in_flight"] < 1 and time.time() < deadline:
+        time.sleep(0.01)
+    with pytest.raises(openai.RateLimitError) as e:
+        client(tenant_server, "sk-single").completions.create(model="m", prompt="Hi", max_tokens=1)
+    assert "in flight" in e.value.body["message"]
+    t.join()
+    assert done.is_set()
+
+
+FAIR = textwrap.dedent("""\
+    tenants:
+      - name: a
+        api_keys: [sk-a]
+        weight: 1
+      - name: b
+        api_keys: [sk-b]
+        weight: 1
+    """)
+
+
+def test_fair_share_order():
+    """Tenant A has 50 requests waiting; B's request, arriving after them, starts within the
+    next scheduling round (order, not time: at most max-num-seqs of A's start before it)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write(FAIR)
+    server = Server("--config", f.name, "--max-num-seqs", "2")
+    try:
+        first_token = {}
+        lock = threading.Lock()
+
+        def run(name, key):
+            with httpx.stream("POST", server.url + "/v1/completions", timeout=300,
+                              headers={"authorization": f"Bearer {key}"},
+                              json={"prompt": f"Request {name}:", "max_tokens": 6, "stream": True,
+                                    "ignore_eos": True, "temperature": 0}) as r:
+                assert r.status_code == 200
+                # Headers come with the first token (the server holds them until then).
+                with lock:
+                    first_token[name] = time.monotonic()
+                for _ in r.iter_lines():
+                    pass
+
+        threads = [threading.Thread(target=run, args=(f"a{i}", "sk-a")) for i in range(50)]
+        for t in threads:
+            t.start()
+        deadline = time.time() + 60
+        while server.metrics()["tandem:num_requests_waiting"] < 40 and time.time() < deadline:
+            time.sleep(0.01)
+        assert server.metrics()["tandem:num_requests_waiting"] >= 40
+        b_submitted = time.monotonic()
+        tb = threading.Thread(target=run, args=("b", "sk-b"))
+        tb.start()
+        for t in threads + [tb]:
+            t.join()
+        started_between = [n for n, ts in first_token.items() if n != "b" and b_submitted < ts < first_token["b"]]
+        a_after_b = [n for n, ts in first_token.items() if ts > first_token["b"]]
+        assert len(started_between) <= 3, f"{len(started_between)} of A's requests started before B"
+        assert len(a_after_b) >= 35
+    finally:
+        server.stop()
+        os.unlink(f.name)
