@@ -123,7 +123,10 @@ const dot_kernels& avx2_dot_kernels() {
                                  swiglu,
                                  nullptr,
                                  nullptr,
-                                 nullptr};
+                                 nullptr,
+                                 q4_0_rows4,
+                                 q4_1_rows4,
+                                 q8_0_rows4};
   return table;
 }
 

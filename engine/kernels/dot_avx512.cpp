@@ -1,6 +1,10 @@
 // AVX-512 VNNI kernels on 256-bit vectors (AVX512VL), so one vpdpbusd does a whole block's
 // u8 x s8 products. Compiled with AVX-512 flags (engine/CMakeLists.txt); reached only
 // through best_dot_kernels() after a cpuid check.
+// GCC 12 reports -Wmaybe-uninitialized inside the AVX-512 intrinsic headers (their
+// "undefined" source vectors); the code here reads nothing uninitialized.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
 #include "engine/kernels/blocks.h"
@@ -201,7 +205,8 @@ void swiglu(int64_t n, float* gate, const float* up) {
 
 const dot_kernels& avx512_dot_kernels() {
   static const dot_kernels table{"avx512", dot_q4_0, dot_q4_1,    dot_q8_0, dot_f16,
-                                 dot_bf16, dot_f32,  key_scores, accumulate_values, sum16, exp_n, swiglu, group_q4_0, group_q4_1, group_q8_0};
+                                 dot_bf16, dot_f32,  key_scores, accumulate_values, sum16, exp_n, swiglu, group_q4_0, group_q4_1, group_q8_0,
+                                 q4_0_rows4, q4_1_rows4, q8_0_rows4};
   return table;
 }
 

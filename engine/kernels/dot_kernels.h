@@ -33,6 +33,11 @@ inline constexpr size_t kPackedX4BlockBytes = 4 * 32 + 4 * 4 + 4 * 4;
 // logits do not depend on how the step grouped it.
 using group_dot_fn = void (*)(int64_t k, const void* w_row, const std::byte* packed, float* out);
 
+// out[r] = dot(weight row r, act) for the four rows at w_rows + r * w_stride: the row
+// kernel's result for each (same bits), with the four chains interleaved for decode speed.
+using rows4_dot_fn = void (*)(int64_t k, const std::byte* w_rows, size_t w_stride, const void* act,
+                              float* out);
+
 struct dot_kernels {
   std::string_view isa;  // "generic", "avx2", "avx512"
   row_dot_fn q4_0 = nullptr;
@@ -63,7 +68,13 @@ struct dot_kernels {
   group_dot_fn q4_1_x4 = nullptr;
   group_dot_fn q8_0_x4 = nullptr;
 
+  // Four weight rows against one activation row; null where the table has none.
+  rows4_dot_fn q4_0_r4 = nullptr;
+  rows4_dot_fn q4_1_r4 = nullptr;
+  rows4_dot_fn q8_0_r4 = nullptr;
+
   row_dot_fn for_type(tensor_type type) const;
+  rows4_dot_fn rows4_for_type(tensor_type type) const;
   group_dot_fn group_for_type(tensor_type type) const;
 };
 

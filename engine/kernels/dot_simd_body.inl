@@ -88,6 +88,72 @@ void q8_0_rows(int64_t k, const block_q8_0* w, const std::byte* acts, size_t str
   for (int i = 0; i < N; ++i) out[i] = hsum(acc[i]);
 }
 
+// Four weight rows (w_stride bytes apart) against one activation row: four independent
+// accumulation chains, so decode is not bound by one chain's FMA latency. Each row's
+// arithmetic is exactly its single-row kernel's.
+void q4_0_rows4(int64_t k, const std::byte* w_rows, size_t w_stride, const void* act, float* out) {
+  const auto* a = static_cast<const block_q8_0*>(act);
+  const block_q4_0* w[4];
+  __m256 acc[4];
+  for (int r = 0; r < 4; ++r) {
+    w[r] = reinterpret_cast<const block_q4_0*>(w_rows + r * w_stride);
+    acc[r] = _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < k / kBlock; ++b) {
+    const __m256i y = load32(a[b].qs);
+    const float da = h2f(a[b].d);
+    for (int r = 0; r < 4; ++r) {
+      const __m256i x = _mm256_sub_epi8(unpack_nibbles(w[r][b].qs), _mm256_set1_epi8(8));
+      const __m256i p = dot_u8s8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[r][b].d) * da), _mm256_cvtepi32_ps(p), acc[r]);
+    }
+  }
+  for (int r = 0; r < 4; ++r) out[r] = hsum(acc[r]);
+}
+
+void q4_1_rows4(int64_t k, const std::byte* w_rows, size_t w_stride, const void* act, float* out) {
+  const auto* a = static_cast<const block_q8_1*>(act);
+  const block_q4_1* w[4];
+  __m256 acc[4];
+  float offsets[4];
+  for (int r = 0; r < 4; ++r) {
+    w[r] = reinterpret_cast<const block_q4_1*>(w_rows + r * w_stride);
+    acc[r] = _mm256_setzero_ps();
+    offsets[r] = 0.0f;
+  }
+  for (int64_t b = 0; b < k / kBlock; ++b) {
+    const __m256i y = load32(a[b].qs);
+    const float da = h2f(a[b].d);
+    const float sa = h2f(a[b].s);
+    for (int r = 0; r < 4; ++r) {
+      const __m256i p = dot_u8s8(unpack_nibbles(w[r][b].qs), y);
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[r][b].d) * da), _mm256_cvtepi32_ps(p), acc[r]);
+      offsets[r] += h2f(w[r][b].m) * sa;
+    }
+  }
+  for (int r = 0; r < 4; ++r) out[r] = hsum(acc[r]) + offsets[r];
+}
+
+void q8_0_rows4(int64_t k, const std::byte* w_rows, size_t w_stride, const void* act, float* out) {
+  const auto* a = static_cast<const block_q8_0*>(act);
+  const block_q8_0* w[4];
+  __m256 acc[4];
+  for (int r = 0; r < 4; ++r) {
+    w[r] = reinterpret_cast<const block_q8_0*>(w_rows + r * w_stride);
+    acc[r] = _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < k / kBlock; ++b) {
+    const __m256i y = load32(a[b].qs);
+    const float da = h2f(a[b].d);
+    for (int r = 0; r < 4; ++r) {
+      const __m256i x = load32(w[r][b].qs);
+      const __m256i p = dot_u8s8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[r][b].d) * da), _mm256_cvtepi32_ps(p), acc[r]);
+    }
+  }
+  for (int r = 0; r < 4; ++r) out[r] = hsum(acc[r]);
+}
+
 inline __m256 load_f16x8(const f16_bits* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
