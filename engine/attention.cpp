@@ -46,8 +46,11 @@ void attend_one_head(const kernels::dot_kernels& kernels, const kv_pool& pool, u
     sum += kernels.sum16(e);
   }
   const auto inv = static_cast<float>(1.0 / sum);
-  for (size_t j = 0; j < padded; ++j) {
-    probs[j] = kernels::f16_to_f32(kernels::f32_to_f16(probs[j] * inv));
+  for (size_t j0 = 0; j0 < padded; j0 += kLanes) {
+    kernels::f16_bits halves[kLanes];
+    for (int l = 0; l < kLanes; ++l) probs[j0 + l] *= inv;
+    kernels.to_f16(kLanes, probs + j0, halves);
+    for (int l = 0; l < kLanes; ++l) probs[j0 + l] = kernels::f16_to_f32(halves[l]);
   }
 
   // Values: V blocks are stored transposed ([head_dim][block_tokens] per head).

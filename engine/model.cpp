@@ -15,6 +15,9 @@ namespace {
 // Below this many tokens, element-wise work stays on the calling thread.
 constexpr int64_t kParallelRowThreshold = 4;
 
+// Largest head size the attention scratch on the stack allows.
+constexpr int32_t kMaxHeadDim = 512;
+
 }  // namespace
 
 model::model(gguf::file file, const model_options& options)
@@ -23,7 +26,12 @@ model::model(gguf::file file, const model_options& options)
       weights_(model_weights::from_gguf(file_, config_)),
       pool_(options.n_threads),
       llama_cpp_order_(options.llama_cpp_attention_order),
-      kernels_(kernels::best_dot_kernels()) {}
+      kernels_(kernels::best_dot_kernels()) {
+  if (config_.head_dim % 16 != 0 || config_.head_dim > static_cast<uint32_t>(kMaxHeadDim)) {
+    throw std::invalid_argument("model: head size " + std::to_string(config_.head_dim) +
+                                " is not a multiple of 16 up to 512");
+  }
+}
 
 std::unique_ptr<model> model::open(const std::filesystem::path& path, const model_options& options) {
   return std::make_unique<model>(gguf::file::open(path), options);
@@ -111,7 +119,9 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
                             weights_.rope_freqs};
   for_rows(T, [&](int64_t t) { kernels::rope_angles(rope, b.pos[t], &b.rope[t * c.n_rot]); });
 
-  for (uint32_t l = 0; l < c.n_layer; ++l) {
+  const uint32_t n_run = in.n_layers > 0 ? std::min(in.n_layers, c.n_layer) : c.n_layer;
+  if (cache.n_layer() < n_run) throw std::invalid_argument("forward: the KV cache has fewer layers than the step runs");
+  for (uint32_t l = 0; l < n_run; ++l) {
     const layer_weights& w = weights_.layers[l];
 
     // Attention block: x += Wo · attn(rope(Wq h), rope(Wk h), Wv h), h = norm(x).
@@ -175,12 +185,11 @@ void model::attention_layer(uint32_t layer, const step_input& in, kv_pool& cache
     const int32_t block = s.blocks[static_cast<size_t>(b.pos[t] / bt)];
     const int32_t slot = b.pos[t] % bt;
     for (uint32_t h = 0; h < c.n_head_kv; ++h) {
-      kernels::f16_bits* kd = cache.k(layer, block, h) + static_cast<int64_t>(slot) * hd;
+      kernels_.to_f16(hd, &b.k[t * KV + h * hd], cache.k(layer, block, h) + static_cast<int64_t>(slot) * hd);
+      kernels::f16_bits v16[kMaxHeadDim];
+      kernels_.to_f16(hd, &b.v[t * KV + h * hd], v16);
       kernels::f16_bits* vd = cache.v(layer, block, h) + slot;  // transposed: stride bt
-      for (int32_t i = 0; i < hd; ++i) {
-        kd[i] = kernels::f32_to_f16(b.k[t * KV + h * hd + i]);
-        vd[static_cast<int64_t>(i) * bt] = kernels::f32_to_f16(b.v[t * KV + h * hd + i]);
-      }
+      for (int32_t i = 0; i < hd; ++i) vd[static_cast<int64_t>(i) * bt] = v16[i];
     }
   };
   if (T < kParallelRowThreshold) {
@@ -196,7 +205,7 @@ void model::attention_layer(uint32_t layer, const step_input& in, kv_pool& cache
     const int64_t t = task / c.n_head;
     const auto h = static_cast<uint32_t>(task % c.n_head);
     kernels::f16_bits* q16 = &b.q16[static_cast<size_t>(thread) * hd];
-    for (int32_t i = 0; i < hd; ++i) q16[i] = kernels::f32_to_f16(b.q[t * Q + h * hd + i]);
+    kernels_.to_f16(hd, &b.q[t * Q + h * hd], q16);
     const auto& s = in.seqs[static_cast<size_t>(b.seq[t])];
     const bool single_token = llama_cpp_order_ && (s.tokens.size() == 1 || s.decode_numerics);
     attend_one_head(kernels_, cache, layer, s.blocks, b.pos[t] + 1, h / group, q16, scale,

@@ -206,7 +206,7 @@ void swiglu(int64_t n, float* gate, const float* up) {
 const dot_kernels& avx512_dot_kernels() {
   static const dot_kernels table{"avx512", dot_q4_0, dot_q4_1,    dot_q8_0, dot_f16,
                                  dot_bf16, dot_f32,  key_scores, accumulate_values, sum16, exp_n, swiglu, group_q4_0, group_q4_1, group_q8_0,
-                                 q4_0_rows4, q4_1_rows4, q8_0_rows4};
+                                 quantize_q8, to_f16, q4_0_rows4, q4_1_rows4, q8_0_rows4};
   return table;
 }
 

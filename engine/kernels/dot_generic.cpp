@@ -1,6 +1,7 @@
 // Portable kernels: plain loops that perform the SIMD tables' operations in their order.
 #include <cmath>
 
+#include "engine/kernels/activation_format.h"
 #include "engine/kernels/blocks.h"
 #include "engine/kernels/dot_kernels.h"
 #include "engine/kernels/fast_exp.h"
@@ -144,11 +145,19 @@ void swiglu(int64_t n, float* gate, const float* up) {
   for (int64_t i = 0; i < n; ++i) gate[i] = fast_silu(gate[i]) * up[i];
 }
 
+void quantize_q8(const float* x, void* dst, int64_t k, bool with_sum) {
+  convert_activation_row(with_sum ? activation_format::q8_1 : activation_format::q8_0, x, dst, k);
+}
+
+void to_f16(int64_t n, const float* x, f16_bits* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = f32_to_f16(x[i]);
+}
+
 }  // namespace
 
 const dot_kernels& generic_dot_kernels() {
   static const dot_kernels table{"generic", dot_q4_0, dot_q4_1, dot_q8_0, dot_f16,
-                                 dot_bf16,  dot_f32,  key_scores, accumulate_values, sum16, exp_n, swiglu, nullptr, nullptr, nullptr};
+                                 dot_bf16,  dot_f32,  key_scores, accumulate_values, sum16, exp_n, swiglu, nullptr, nullptr, nullptr, quantize_q8, to_f16};
   return table;
 }
 

@@ -68,6 +68,10 @@ struct dot_kernels {
   group_dot_fn q4_1_x4 = nullptr;
   group_dot_fn q8_0_x4 = nullptr;
 
+  // Conversions, bit-identical in every table: a row into Q8_0 / Q8_1 blocks (as
+  // convert_activation_row), and floats to halves (round to nearest even).
+  void (*quantize_q8)(const float* x, void* dst, int64_t k, bool with_sum) = nullptr;
+  void (*to_f16)(int64_t n, const float* x, f16_bits* y) = nullptr;
   // Four weight rows against one activation row; null where the table has none.
   rows4_dot_fn q4_0_r4 = nullptr;
   rows4_dot_fn q4_1_r4 = nullptr;

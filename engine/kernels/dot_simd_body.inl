@@ -224,3 +224,58 @@ TANDEM_DISPATCH_ROWS(dot_f32, TANDEM_F32)
 #undef TANDEM_BF16
 #undef TANDEM_F32
 #undef TANDEM_DISPATCH_ROWS
+
+// Q8 quantization of a row, as convert_activation_row does it (same bits): per block
+// amax, d = amax / 127, q = round-half-even(x * (127 / amax)), s = d * sum(q).
+void quantize_q8(const float* x, void* dst, int64_t k, bool with_sum) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (int64_t b = 0; b < k / kBlock; ++b) {
+    const float* v = x + b * kBlock;
+    __m256 q[4];
+    __m256 amax = _mm256_setzero_ps();
+    for (int i = 0; i < 4; ++i) {
+      q[i] = _mm256_loadu_ps(v + 8 * i);
+      amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, q[i]));
+    }
+    __m128 m4 = _mm_max_ps(_mm256_extractf128_ps(amax, 1), _mm256_castps256_ps128(amax));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float max_abs = _mm_cvtss_f32(m4);
+    const float d = max_abs / 127.0f;
+    const __m256 id = _mm256_set1_ps(max_abs != 0.0f ? 127.0f / max_abs : 0.0f);
+    __m256i ints[4];
+    __m256i sum = _mm256_setzero_si256();
+    for (int i = 0; i < 4; ++i) {
+      ints[i] = _mm256_cvtps_epi32(
+          _mm256_round_ps(_mm256_mul_ps(q[i], id), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      sum = _mm256_add_epi32(sum, ints[i]);
+    }
+    // int32 -> int8 in element order (the packs work within 128-bit lanes; fix with a permute)
+    const __m256i w01 = _mm256_packs_epi32(ints[0], ints[1]);
+    const __m256i w23 = _mm256_packs_epi32(ints[2], ints[3]);
+    const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(w01, w23),
+                                                      _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    if (with_sum) {
+      auto& out = static_cast<block_q8_1*>(dst)[b];
+      __m128i s4 = _mm_add_epi32(_mm256_extracti128_si256(sum, 1), _mm256_castsi256_si128(sum));
+      s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+      s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+      out.d = f32_to_f16(d);
+      out.s = f32_to_f16(d * static_cast<float>(_mm_cvtsi128_si32(s4)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.qs), bytes);
+    } else {
+      auto& out = static_cast<block_q8_0*>(dst)[b];
+      out.d = f32_to_f16(d);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.qs), bytes);
+    }
+  }
+}
+
+void to_f16(int64_t n, const float* x, f16_bits* y) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+  }
+  for (; i < n; ++i) y[i] = f32_to_f16(x[i]);
+}

@@ -51,9 +51,14 @@ void matmul(const weight_view& w, const float* x, int64_t x_stride, int64_t n_to
   const size_t act_stride = activation_row_bytes(format, w.cols);
   scratch.acts.resize(act_stride * static_cast<size_t>(n_tok));
   std::byte* acts = scratch.acts.data();
+  const bool q8 = format == activation_format::q8_0 || format == activation_format::q8_1;
   auto convert = [&](int64_t t, int) {
-    convert_activation_row(format, x + t * x_stride, acts + static_cast<size_t>(t) * act_stride,
-                           w.cols);
+    std::byte* dst = acts + static_cast<size_t>(t) * act_stride;
+    if (q8) {
+      kernels.quantize_q8(x + t * x_stride, dst, w.cols, format == activation_format::q8_1);
+    } else {
+      convert_activation_row(format, x + t * x_stride, dst, w.cols);
+    }
   };
   if (n_tok >= 8) {
     pool.parallel_for(n_tok, convert);

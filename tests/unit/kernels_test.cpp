@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstring>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -205,6 +206,28 @@ TEST(DotKernels, ExpAndSwigluAreBitIdenticalAndAccurate) {
     generic_dot_kernels().swiglu(1000, gate_ref.data(), up.data());
     table->swiglu(1000, gate.data(), up.data());
     ASSERT_EQ(gate, gate_ref) << table->isa;
+  }
+}
+
+TEST(DotKernels, ConversionsAreBitIdenticalAcrossTables) {
+  std::mt19937 rng(23);
+  auto x = random_floats(1536, rng, 3.0f);
+  x[5] = 0.0f;
+  for (int j = 64; j < 96; ++j) x[j] = 0.0f;  // an all-zero block
+  x[100] = 0.5f * 127.0f / 4.0f;              // ties and extremes
+  std::vector<block_q8_1> q1_ref(48), q1(48);
+  std::vector<block_q8_0> q0_ref(48), q0(48);
+  convert_activation_row(activation_format::q8_1, x.data(), q1_ref.data(), 1536);
+  convert_activation_row(activation_format::q8_0, x.data(), q0_ref.data(), 1536);
+  std::vector<f16_bits> h_ref(1536), h(1536);
+  for (size_t i = 0; i < x.size(); ++i) h_ref[i] = f32_to_f16(x[i]);
+  for (const dot_kernels* table : supported_tables()) {
+    table->quantize_q8(x.data(), q1.data(), 1536, true);
+    table->quantize_q8(x.data(), q0.data(), 1536, false);
+    ASSERT_EQ(std::memcmp(q1.data(), q1_ref.data(), sizeof(block_q8_1) * 48), 0) << table->isa;
+    ASSERT_EQ(std::memcmp(q0.data(), q0_ref.data(), sizeof(block_q8_0) * 48), 0) << table->isa;
+    table->to_f16(1535, x.data(), h.data());
+    for (int i = 0; i < 1535; ++i) ASSERT_EQ(h[i], h_ref[i]) << table->isa;
   }
 }
 
