@@ -38,6 +38,11 @@ using group_dot_fn = void (*)(int64_t k, const void* w_row, const std::byte* pac
 using rows4_dot_fn = void (*)(int64_t k, const std::byte* w_rows, size_t w_stride, const void* act,
                               float* out);
 
+// Four weight rows (w_stride bytes apart) against a packed group of four rows:
+// out[r * 4 + i] = dot(weight row r, packed row i), each bit-identical to group_dot_fn's.
+using group_rows4_fn = void (*)(int64_t k, const std::byte* w_rows, size_t w_stride,
+                                const std::byte* packed, float* out);
+
 struct dot_kernels {
   std::string_view isa;  // "generic", "avx2", "avx512"
   row_dot_fn q4_0 = nullptr;
@@ -76,6 +81,9 @@ struct dot_kernels {
   rows4_dot_fn q4_0_r4 = nullptr;
   rows4_dot_fn q4_1_r4 = nullptr;
   rows4_dot_fn q8_0_r4 = nullptr;
+
+  // Q4_1 weights: four rows by four packed tokens at once (prefill); null if absent.
+  group_rows4_fn q4_1_x4_r4 = nullptr;
 
   row_dot_fn for_type(tensor_type type) const;
   rows4_dot_fn rows4_for_type(tensor_type type) const;

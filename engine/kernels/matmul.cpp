@@ -70,6 +70,7 @@ void matmul(const weight_view& w, const float* x, int64_t x_stride, int64_t n_to
   //    (and everything without one) goes through the row kernel. Both give the same bits.
   const group_dot_fn group = kernels.group_for_type(w.type);
   const rows4_dot_fn rows4 = kernels.rows4_for_type(w.type);
+  const group_rows4_fn group4 = w.type == tensor_type::q4_1 ? kernels.q4_1_x4_r4 : nullptr;
   const int64_t n_groups = group != nullptr ? n_tok / 4 : 0;
   const int64_t nb = w.cols / kBlock;
   const size_t group_bytes = static_cast<size_t>(nb) * kPackedX4BlockBytes;
@@ -93,7 +94,17 @@ void matmul(const weight_view& w, const float* x, int64_t x_stride, int64_t n_to
     float out[kMaxActsPerDot];
     for (int64_t g = 0; g < n_groups; ++g) {
       const std::byte* p = packed + static_cast<size_t>(g) * group_bytes;
-      for (int64_t r = r0; r < r1; ++r) {
+      int64_t r = r0;
+      if (group4 != nullptr) {
+        float out16[16];  // [row][token]
+        for (; r + 4 <= r1; r += 4) {
+          group4(w.cols, w.row(r), w.stride, p, out16);
+          for (int j = 0; j < 4; ++j) {
+            for (int i = 0; i < 4; ++i) y[(g * 4 + i) * y_stride + r + j] = out16[j * 4 + i];
+          }
+        }
+      }
+      for (; r < r1; ++r) {
         group(w.cols, w.row(r), p, out);
         for (int i = 0; i < 4; ++i) y[(g * 4 + i) * y_stride + r] = out[i];
       }
