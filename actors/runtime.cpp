@@ -41,16 +41,36 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
   rt->device_ = spawn_cpu_device_worker(sys, std::move(m), rt->kv_blocks_, cfg.block_size);
   rt->cache_ = spawn_cache_manager(sys, {rt->kv_blocks_, cfg.block_size, cfg.enable_prefix_caching});
   speculation_actors spec;
-  if (cfg.speculative == "ngram") {
+  if (cfg.speculative != "none" && !cfg.speculative.empty()) {
     speculation_config sc;
     sc.k = cfg.num_speculative_tokens;
     sc.k_min = cfg.speculative_k_min;
     sc.k_max = cfg.speculative_k_max;
     sc.adaptive = cfg.speculative_adaptive;
-    rt->drafter_ = spec.drafter = spawn_ngram_drafter(sys);
-    rt->verifier_ = spec.verifier = spawn_verifier(sys, sc);
-  } else if (cfg.speculative != "none" && !cfg.speculative.empty()) {
-    throw std::runtime_error("--speculative: unknown method '" + cfg.speculative + "' (none, ngram)");
+    const auto draft_kv_tokens = static_cast<uint32_t>(std::min<uint64_t>(kv_tokens, 32768));
+    if (cfg.speculative == "ngram") {
+      spec.drafter = spawn_ngram_drafter(sys);
+    } else if (cfg.speculative == "layer-skip") {
+      // Its own instance over the same file (the mapping shares the pages): a model runs
+      // one forward at a time, and the drafter runs beside the device worker.
+      auto self_draft = tandem::model::open(path, mo);
+      const uint32_t layers = cfg.speculative_layers > 0 ? cfg.speculative_layers : std::max(1u, mc.n_layer / 4);
+      spec.drafter = spawn_model_drafter(sys, std::move(self_draft), layers, draft_kv_tokens, cfg.block_size);
+    } else if (cfg.speculative == "draft") {
+      if (cfg.draft_model.empty()) throw std::runtime_error("--speculative draft needs --draft-model PATH");
+      auto draft = tandem::model::open(resolve_model_path(cfg.draft_model), mo);
+      if (draft->config().n_vocab != mc.n_vocab) {
+        throw std::runtime_error("the draft model's vocabulary (" + std::to_string(draft->config().n_vocab) +
+                                 " tokens) differs from the target's (" + std::to_string(mc.n_vocab) + ")");
+      }
+      spec.drafter = spawn_model_drafter(sys, std::move(draft), 0, draft_kv_tokens, cfg.block_size);
+    } else {
+      throw std::runtime_error("--speculative: unknown method '" + cfg.speculative +
+                               "' (none, ngram, layer-skip, draft)");
+    }
+    spec.verifier = spawn_verifier(sys, sc);
+    rt->drafter_ = spec.drafter;
+    rt->verifier_ = spec.verifier;
   }
   rt->scheduler_ = spawn_scheduler(sys, pc, cfg.block_size, rt->cache_, rt->device_, spec);
   admission_config ac;

@@ -25,6 +25,10 @@ struct seq_step {
 
 struct step_input {
   std::vector<seq_step> seqs;
+  // 0: every layer. Otherwise only the first n_layers transformer blocks run before the
+  // output norm and head: the draft pass of self-speculation (layer skipping). The KV cache
+  // then needs only those layers.
+  uint32_t n_layers = 0;
 };
 
 // Logits rows in input order: for sequence i, rows [first_row[i], first_row[i] + n_rows[i]).

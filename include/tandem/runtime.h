@@ -38,8 +38,12 @@ struct runtime_config {
   uint32_t max_model_len = 0;             // 0 = the model's trained context
   std::string chat_template;              // a family name overriding the model's template
   std::vector<tenant_config> tenants;     // API keys and limits; empty = open mode (no keys)
-  // Speculative decoding (--speculative, --num-speculative-tokens): "none" or "ngram".
+  // Speculative decoding (--speculative, --num-speculative-tokens): "none", "ngram" (prompt
+  // lookup), "layer-skip" (the target's first speculative_layers blocks draft) or "draft"
+  // (a separate model, draft_model, sharing the target's vocabulary).
   std::string speculative = "none";
+  std::string draft_model;
+  uint32_t speculative_layers = 0;        // layer-skip: 0 = a quarter of the target's blocks
   uint32_t num_speculative_tokens = 4;    // starting K; adapts within [min, max]
   uint32_t speculative_k_min = 1;
   uint32_t speculative_k_max = 10;

@@ -1,11 +1,16 @@
 // Speculative decoding through the whole runtime on the default model: greedy output with
-// n-gram drafting is token for token the output without it, drafts are really accepted
+// each drafting method (n-gram, layer skip, a truncated draft model) is token for token the
+// output without it, drafts are really accepted
 // (so the comparison is not vacuous), and every block is accounted for afterwards.
 #include <gtest/gtest.h>
 
 #include <caf/all.hpp>
 #include <thread>
 
+#include "engine/gguf.h"
+#include "engine/model_path.h"
+#include "engine/model_truncation.h"
+#include "engine/synthetic_model.h"
 #include "tandem/runtime.h"
 
 using namespace tandem;
@@ -85,48 +90,98 @@ std::vector<generate_request> prompts() {
 
 }  // namespace
 
-TEST(SpeculativeRuntime, NgramGreedyOutputIsIdenticalAndDraftsAreAccepted) {
-  caf::actor_system_config cfg;
-  caf::actor_system sys{cfg};
-  runtime_config base;
-  base.threads = 2;
-  base.kv_cache_tokens = 8192;
-  auto plain = runtime::start(sys, base);
-  const auto expected = run_all(sys, *plain, prompts());
-
-  runtime_config spec_cfg = base;
-  spec_cfg.speculative = "ngram";
-  spec_cfg.num_speculative_tokens = 4;
-  spec_cfg.speculative_adaptive = false;  // draft at every step: the comparison must cover verification
-  auto spec = runtime::start(sys, spec_cfg);
-  // One at a time, then all together (verification batched with other sequences' decode).
-  std::vector<spec_run> alone;
-  for (const auto& r : prompts()) alone.push_back(run_all(sys, *spec, {r})[0]);
-  const auto together = run_all(sys, *spec, prompts());
-  for (size_t i = 0; i < expected.size(); ++i) {
-    EXPECT_EQ(alone[i].tokens, expected[i].tokens) << "prompt " << i;
-    EXPECT_EQ(together[i].tokens, expected[i].tokens) << "prompt " << i << " (batched)";
-    EXPECT_EQ(alone[i].done.finish_reason, expected[i].done.finish_reason);
-    EXPECT_EQ(alone[i].done.completion_tokens, expected[i].done.completion_tokens);
+class SpeculativeRuntime : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    sys_ = new caf::actor_system(cfg_);
+    base_.threads = 2;
+    base_.kv_cache_tokens = 8192;
+    auto plain = runtime::start(*sys_, base_);
+    expected_ = new std::vector<spec_run>(run_all(*sys_, *plain, prompts()));
+  }
+  static void TearDownTestSuite() {
+    delete expected_;
+    delete sys_;
   }
 
-  caf::scoped_actor self{sys};
-  speculation_stats st;
-  self->request(spec->verifier(), caf::infinite, stats_atom::value)
-      .receive([&](const speculation_stats& s) { st = s; }, [](const caf::error&) {});
-  std::printf("ngram: drafted %llu, accepted %llu (%.1f%%), mean accepted per pass %.2f\n",
-              static_cast<unsigned long long>(st.drafted), static_cast<unsigned long long>(st.accepted),
-              100 * st.acceptance_rate(), st.mean_accepted());
-  EXPECT_GT(st.accepted, 50u) << "the copy prompts must let n-gram drafts through";
+  // Greedy output with `method` equals plain greedy output, alone and batched; drafts were
+  // accepted (min_accepted), and every block is free or cached afterwards.
+  static void check(runtime_config spec_cfg, uint64_t min_accepted) {
+    spec_cfg.num_speculative_tokens = 4;
+    spec_cfg.speculative_adaptive = false;  // draft at every step: the comparison must cover verification
+    auto spec = runtime::start(*sys_, spec_cfg);
+    std::vector<spec_run> alone;
+    for (const auto& r : prompts()) alone.push_back(run_all(*sys_, *spec, {r})[0]);
+    const auto together = run_all(*sys_, *spec, prompts());
+    const auto& expected = *expected_;
+    for (size_t i = 0; i < expected.size(); ++i) {
+      EXPECT_EQ(alone[i].tokens, expected[i].tokens) << "prompt " << i;
+      EXPECT_EQ(together[i].tokens, expected[i].tokens) << "prompt " << i << " (batched)";
+      EXPECT_EQ(alone[i].done.finish_reason, expected[i].done.finish_reason);
+      EXPECT_EQ(alone[i].done.completion_tokens, expected[i].done.completion_tokens);
+    }
 
-  // Block accounting after rejections: nothing is held outside the prefix cache.
-  kv_cache_stats kv;
-  for (int i = 0; i < 100; ++i) {
-    self->request(spec->cache_manager(), caf::infinite, stats_atom::value)
-        .receive([&](const kv_cache_stats& s) { kv = s; }, [](const caf::error&) {});
-    if (kv.pool.used == 0) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    caf::scoped_actor self{*sys_};
+    speculation_stats st;
+    self->request(spec->verifier(), caf::infinite, stats_atom::value)
+        .receive([&](const speculation_stats& s) { st = s; }, [](const caf::error&) {});
+    std::printf("%s: drafted %llu, accepted %llu (%.1f%%), mean accepted per pass %.2f\n",
+                spec_cfg.speculative.c_str(), static_cast<unsigned long long>(st.drafted),
+                static_cast<unsigned long long>(st.accepted), 100 * st.acceptance_rate(), st.mean_accepted());
+    EXPECT_GE(st.accepted, min_accepted) << "drafts must get through, or the comparison proves nothing";
+
+    kv_cache_stats kv;
+    for (int i = 0; i < 100; ++i) {
+      self->request(spec->cache_manager(), caf::infinite, stats_atom::value)
+          .receive([&](const kv_cache_stats& s) { kv = s; }, [](const caf::error&) {});
+      if (kv.pool.used == 0) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    EXPECT_EQ(kv.pool.used, 0u);
+    EXPECT_EQ(kv.sequences, 0u);
   }
-  EXPECT_EQ(kv.pool.used, 0u);
-  EXPECT_EQ(kv.sequences, 0u);
+
+  static inline caf::actor_system_config cfg_;
+  static inline caf::actor_system* sys_ = nullptr;
+  static inline runtime_config base_;
+  static inline std::vector<spec_run>* expected_ = nullptr;
+};
+
+TEST_F(SpeculativeRuntime, NgramGreedyOutputIsIdentical) {
+  auto cfg = base_;
+  cfg.speculative = "ngram";
+  check(cfg, 50);
+}
+
+TEST_F(SpeculativeRuntime, LayerSkipGreedyOutputIsIdentical) {
+  auto cfg = base_;
+  cfg.speculative = "layer-skip";
+  cfg.speculative_layers = 24;
+  check(cfg, 20);
+}
+
+TEST_F(SpeculativeRuntime, DraftModelGreedyOutputIsIdentical) {
+  const auto path = std::filesystem::temp_directory_path() / "tandem_draft_24_layers.gguf";
+  truncate_layers(gguf::file::open(default_model_path()), 24).write(path);
+  auto cfg = base_;
+  cfg.speculative = "draft";
+  cfg.draft_model = path.string();
+  check(cfg, 20);
+  std::filesystem::remove(path);
+}
+
+TEST_F(SpeculativeRuntime, ADraftModelWithAnotherVocabularyIsRefused) {
+  const auto path = std::filesystem::temp_directory_path() / "tandem_draft_other_vocab.gguf";
+  synthetic_model_spec s;
+  make_synthetic_model(s).write(path);
+  auto cfg = base_;
+  cfg.speculative = "draft";
+  cfg.draft_model = path.string();
+  try {
+    runtime::start(*sys_, cfg);
+    FAIL() << "expected an error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("vocabulary"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove(path);
 }
