@@ -194,19 +194,19 @@ void reserve_and_run(self_ptr self) {
 // when the cost model says it does not pay), the drafter proposes them, and they ride along
 // in the step.
 void draft_then_run(self_ptr self) {
-  auto& st = self->state;
+  auto& sched = self->state;
   std::vector<uint64_t> candidates;
-  for (seq_id s : st.planner->decoding()) {
-    if (!st.seqs.at(s).req.sampling.logprobs) candidates.push_back(s);
+  for (seq_id s : sched.planner->decoding()) {
+    if (!sched.seqs.at(s).req.sampling.logprobs) candidates.push_back(s);
   }
   if (candidates.empty()) return reserve_and_run(self);
   uint32_t base_tokens = 0;
   {
-    const auto req = st.planner->propose();
+    const auto req = sched.planner->propose();
     for (const auto& r : req.running) base_tokens += r.n_tokens - r.write_from;
     for (const auto& w : req.waiting) base_tokens += w.max_compute;
   }
-  self->request(st.verifier, caf::infinite, plan_k_atom::value, candidates, base_tokens)
+  self->request(sched.verifier, caf::infinite, plan_k_atom::value, candidates, base_tokens)
       .then(
           [self, candidates](const std::vector<uint32_t>& ks) {
             auto& st = self->state;
@@ -227,9 +227,9 @@ void draft_then_run(self_ptr self) {
             self->request(self->state.drafter, caf::infinite, draft_atom::value, std::move(queries))
                 .then(
                     [self, asked](const draft_batch& drafts) {
-                      auto& st = self->state;
+                      auto& planner = *self->state.planner;
                       for (size_t i = 0; i < asked.size() && i < drafts.size(); ++i) {
-                        if (st.planner->contains(asked[i]) && !drafts[i].empty()) st.planner->set_draft(asked[i], drafts[i]);
+                        if (planner.contains(asked[i]) && !drafts[i].empty()) planner.set_draft(asked[i], drafts[i]);
                       }
                       reserve_and_run(self);
                     },
@@ -250,13 +250,13 @@ void kick(self_ptr self) {
 scheduler_actor::behavior_type scheduler(self_ptr self, planner_config cfg, uint32_t block_size,
                                          cache_manager_actor cache, device_worker_actor device,
                                          speculation_actors spec) {
-  auto& st = self->state;
-  st.block_size = block_size;
-  st.drafter = std::move(spec.drafter);
-  st.verifier = std::move(spec.verifier);
-  st.planner = std::make_unique<step_planner>(cfg);
-  st.cache = std::move(cache);
-  st.device = std::move(device);
+  auto& init = self->state;
+  init.block_size = block_size;
+  init.drafter = std::move(spec.drafter);
+  init.verifier = std::move(spec.verifier);
+  init.planner = std::make_unique<step_planner>(cfg);
+  init.cache = std::move(cache);
+  init.device = std::move(device);
   return {
       [self](enqueue_atom, sequence_request& req) {
         auto& st = self->state;
