@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Runs build/bin/speculative_bench (issue 6) and writes the results into docs/benchmarks.md
+(between the speculative markers), docs/bench/speculative.json and docs/bench/speculative.png.
+
+Usage: bench/run_speculative_bench.py [--draft-layers 24]
+"""
+import argparse
+import datetime
+import json
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BEGIN, END = "<!-- speculative-bench:begin -->", "<!-- speculative-bench:end -->"
+METHODS = ["none", "ngram", "layer-skip", "draft"]
+
+
+def plot(res, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    ax = axes[0]
+    base = res["single"]["none"]
+    x = range(len(METHODS))
+    for off, task, color in [(-0.2, "grounded", "#48c"), (0.2, "chat", "#c84")]:
+        ax.bar([i + off for i in x], [res["single"][m][task]["tok_per_s"] / base[task]["tok_per_s"] for m in METHODS],
+               width=0.4, label=task, color=color)
+    ax.axhline(1.0, color="gray", lw=0.8)
+    ax.set_xticks(list(x), METHODS)
+    ax.set_ylabel("single-stream decode speed-up vs none")
+    ax.legend()
+    ax = axes[1]
+    for mode in ["off", "always", "adaptive"]:
+        pts = res["batch"][mode]
+        streams = sorted(int(s) for s in pts)
+        ax.plot(streams, [pts[str(s)]["tok_per_s"] for s in streams], "o-", label=f"n-gram {mode}")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("concurrent streams")
+    ax.set_ylabel("aggregate tok/s")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def markdown(res, cmd):
+    s = res["single"]
+    lines = [BEGIN, "", "## Speculative decoding (issue 6)", "",
+             f"Measured {datetime.date.today()}, default model, greedy, 128 new tokens per task; draft model and "
+             f"layer skip use the first {res['draft_layers']} of 30 blocks. Reproduce: `{cmd}`.", "",
+             "![speculative decoding](bench/speculative.png)", "",
+             "| method | task | decode tok/s | speed-up | acceptance | mean accepted / pass |",
+             "|---|---|---:|---:|---:|---:|"]
+    for m in METHODS:
+        for task in ["grounded", "chat"]:
+            f = s[m][task]
+            up = f["tok_per_s"] / s["none"][task]["tok_per_s"]
+            acc = f"{100 * f['acceptance']:.1f}%" if m != "none" else "-"
+            mal = f"{f['mean_accepted']:.2f}" if m != "none" else "-"
+            lines.append(f"| {m} | {task} | {f['tok_per_s']:.1f} | {up:.2f}x | {acc} | {mal} |")
+    lines += ["", "| streams | off tok/s | always-on tok/s | adaptive tok/s | adaptive vs off | steps switched off |",
+              "|---:|---:|---:|---:|---:|---:|"]
+    b = res["batch"]
+    for st in sorted(int(k) for k in b["off"]):
+        k = str(st)
+        off, alw, ada = b["off"][k]["tok_per_s"], b["always"][k]["tok_per_s"], b["adaptive"][k]["tok_per_s"]
+        lines.append(f"| {st} | {off:.1f} | {alw:.1f} | {ada:.1f} | {ada / off:.2f}x | {b['adaptive'][k]['steps_off']} |")
+    lines += ["", END]
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--draft-layers", type=int, default=24)
+    a = ap.parse_args()
+    exe = os.path.join(ROOT, "build", "bin", "speculative_bench")
+    print(f"speculative bench: {exe} {a.draft_layers} (progress below)", flush=True)
+    out = subprocess.run([exe, str(a.draft_layers)], check=True, stdout=subprocess.PIPE, text=True).stdout
+    res = json.loads(out.strip().splitlines()[-1])
+    os.makedirs(os.path.join(ROOT, "docs", "bench"), exist_ok=True)
+    with open(os.path.join(ROOT, "docs", "bench", "speculative.json"), "w") as f:
+        json.dump(res, f, indent=2)
+    plot(res, os.path.join(ROOT, "docs", "bench", "speculative.png"))
+    md_path = os.path.join(ROOT, "docs", "benchmarks.md")
+    text = open(md_path).read() if os.path.exists(md_path) else "# Benchmarks\n"
+    section = markdown(res, "make bench  (or: bench/run_speculative_bench.py)")
+    if BEGIN in text:
+        text = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: section, text, flags=re.S)
+    else:
+        text = text.rstrip() + "\n\n" + section + "\n"
+    with open(md_path, "w") as f:
+        f.write(text)
+    print(section)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

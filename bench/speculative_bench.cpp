@@ -1,0 +1,201 @@
+// Speculative decoding benchmarks (issue 6) on the default model, greedy:
+//   single stream, each method (none, ngram, layer-skip, draft) on (a) input-grounded tasks
+//   (correct or rewrite a given passage) and (b) open chat: decode tok/s, speed-up over none,
+//   acceptance rate and mean accepted length per verification pass;
+//   aggregate throughput at 1, 4 and 16 streams with n-gram drafting adaptive, always-on, off.
+// Prints one JSON object on stdout; progress on stderr. Run by bench/run_speculative_bench.py.
+#include <caf/all.hpp>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/gguf.h"
+#include "engine/model_path.h"
+#include "engine/model_truncation.h"
+#include "tandem/runtime.h"
+
+using namespace tandem;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+struct outcome {
+  request_id id = 0;
+  generation_done done;
+};
+
+}  // namespace
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(outcome)
+
+namespace {
+
+using outcome_atom = caf::atom_constant<caf::atom("outcome")>;
+
+sink_actor::behavior_type quiet_sink(sink_actor::pointer self, caf::actor owner) {
+  return {
+      [](const generation_delta&) {},
+      [self, owner](const generation_done& d) {
+        caf::anon_send(owner, outcome_atom::value, outcome{d.id, d});
+        self->quit();
+      },
+  };
+}
+
+const char* kPassages[] = {
+    "The old bridge over the river was built in 1872 by a company of stone masons from the north. It has seven arches, "
+    "each wide enough for a barge to pass beneath, and a narrow footpath on its eastern side. In the great flood of "
+    "1911 the water rose to within a metre of the parapet, but the bridge held, and it still carries traffic today.",
+    "Photosynthesis is the process by which green plants use sunlight to turn water and carbon dioxide into sugar and "
+    "oxygen. It takes place mainly in the leaves, inside small structures called chloroplasts, which contain the green "
+    "pigment chlorophyll. The oxygen is released into the air, and the sugar feeds the plant as it grows.",
+    "Our team meets every Monday at nine in the small conference room. Please bring your weekly report, a list of "
+    "open questions, and any blockers you have run into. If you cannot attend, send your report to the team lead by "
+    "Sunday evening so that it can be discussed in your absence.",
+};
+
+std::vector<generate_request> grounded_tasks() {
+  std::vector<generate_request> out;
+  const char* verbs[] = {"Correct any mistakes in this passage and write it out again in full:\n\n",
+                         "Rewrite this passage exactly, keeping every sentence:\n\n",
+                         "Repeat the following text word for word:\n\n"};
+  for (int i = 0; i < 3; ++i) {
+    generate_request r;
+    r.messages = {{"user", std::string(verbs[i]) + kPassages[i]}};
+    r.max_tokens = 128;
+    r.sampling.temperature = 0;
+    out.push_back(r);
+  }
+  return out;
+}
+
+std::vector<generate_request> chat_tasks() {
+  std::vector<generate_request> out;
+  for (const char* q : {"Tell me about the history of tea.", "What makes a good friend?",
+                        "Describe a walk through a forest in autumn."}) {
+    generate_request r;
+    r.messages = {{"user", q}};
+    r.max_tokens = 128;
+    r.sampling.temperature = 0;
+    out.push_back(r);
+  }
+  return out;
+}
+
+struct run_figures {
+  double tok_per_s = 0;    // completion tokens / decode time (after the first token)
+  uint64_t tokens = 0;
+  speculation_stats spec;  // for this run only
+};
+
+speculation_stats verifier_stats(caf::actor_system& sys, runtime& rt) {
+  speculation_stats s;
+  if (!rt.verifier()) return s;
+  caf::scoped_actor self{sys};
+  self->request(rt.verifier(), caf::infinite, stats_atom::value)
+      .receive([&](const speculation_stats& x) { s = x; }, [](const caf::error&) {});
+  return s;
+}
+
+// Runs `tasks` one after another (streams = 1) or `streams` copies at once.
+run_figures run(caf::actor_system& sys, runtime& rt, const std::vector<generate_request>& tasks, int streams) {
+  caf::scoped_actor self{sys};
+  const auto before = verifier_stats(sys, rt);
+  run_figures f;
+  double decode_ms = 0;
+  const auto t0 = clock_type::now();
+  auto submit = [&](generate_request r) {
+    r.sink = self->spawn(quiet_sink, caf::actor_cast<caf::actor>(self));
+    self->request(rt.admission(), caf::infinite, submit_atom::value, r).receive([](const submit_reply&) {}, [](const caf::error&) {});
+  };
+  if (streams == 1) {
+    for (const auto& t : tasks) {
+      const auto s0 = clock_type::now();
+      submit(t);
+      self->receive([&](outcome_atom, const outcome& o) {
+        const double total = std::chrono::duration<double, std::milli>(clock_type::now() - s0).count();
+        decode_ms += total - o.done.ttft_ms;
+        f.tokens += o.done.completion_tokens;
+      });
+    }
+    f.tok_per_s = static_cast<double>(f.tokens) / (decode_ms / 1000.0);
+  } else {
+    for (int i = 0; i < streams; ++i) submit(tasks[static_cast<size_t>(i) % tasks.size()]);
+    for (int i = 0; i < streams; ++i) self->receive([&](outcome_atom, const outcome& o) { f.tokens += o.done.completion_tokens; });
+    f.tok_per_s = static_cast<double>(f.tokens) / std::chrono::duration<double>(clock_type::now() - t0).count();
+  }
+  const auto after = verifier_stats(sys, rt);
+  f.spec.drafted = after.drafted - before.drafted;
+  f.spec.accepted = after.accepted - before.accepted;
+  f.spec.passes = after.passes - before.passes;
+  f.spec.steps_off = after.steps_off - before.steps_off;
+  return f;
+}
+
+std::string figures_json(const run_figures& f) {
+  char buf[300];
+  std::snprintf(buf, sizeof buf,
+                "{\"tok_per_s\":%.2f,\"tokens\":%llu,\"drafted\":%llu,\"accepted\":%llu,\"acceptance\":%.4f,"
+                "\"mean_accepted\":%.3f,\"steps_off\":%llu}",
+                f.tok_per_s, static_cast<unsigned long long>(f.tokens), static_cast<unsigned long long>(f.spec.drafted),
+                static_cast<unsigned long long>(f.spec.accepted), f.spec.acceptance_rate(), f.spec.mean_accepted(),
+                static_cast<unsigned long long>(f.spec.steps_off));
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  const uint32_t draft_layers = argc > 1 ? static_cast<uint32_t>(std::stoi(argv[1])) : 24;
+  const auto draft_path = std::filesystem::temp_directory_path() / "tandem_bench_draft.gguf";
+  truncate_layers(gguf::file::open(default_model_path()), draft_layers).write(draft_path);
+
+  runtime_config base;
+  base.kv_cache_tokens = 32768;
+  std::string single = "{";
+  for (const std::string method : {"none", "ngram", "layer-skip", "draft"}) {
+    runtime_config rc = base;
+    rc.speculative = method;
+    rc.speculative_layers = draft_layers;
+    rc.draft_model = draft_path.string();
+    auto rt = runtime::start(sys, rc);
+    run(sys, *rt, {grounded_tasks()[0]}, 1);  // warm-up
+    std::fprintf(stderr, "single stream, %s: grounded...\n", method.c_str());
+    const auto a = run(sys, *rt, grounded_tasks(), 1);
+    std::fprintf(stderr, "  %.1f tok/s, acceptance %.1f%%\n", a.tok_per_s, 100 * a.spec.acceptance_rate());
+    std::fprintf(stderr, "single stream, %s: chat...\n", method.c_str());
+    const auto b = run(sys, *rt, chat_tasks(), 1);
+    std::fprintf(stderr, "  %.1f tok/s, acceptance %.1f%%\n", b.tok_per_s, 100 * b.spec.acceptance_rate());
+    single += (single.size() > 1 ? ",\"" : "\"") + method + "\":{\"grounded\":" + figures_json(a) +
+              ",\"chat\":" + figures_json(b) + "}";
+  }
+  single += "}";
+
+  std::string batch = "{";
+  for (const std::string mode : {"off", "always", "adaptive"}) {
+    runtime_config rc = base;
+    rc.speculative = mode == "off" ? "none" : "ngram";
+    rc.speculative_adaptive = mode == "adaptive";
+    auto rt = runtime::start(sys, rc);
+    run(sys, *rt, {grounded_tasks()[0]}, 1);
+    batch += (batch.size() > 1 ? ",\"" : "\"") + mode + "\":{";
+    for (int streams : {1, 4, 16}) {
+      std::fprintf(stderr, "throughput, n-gram %s, %d streams...\n", mode.c_str(), streams);
+      auto tasks = grounded_tasks();
+      for (auto& t : chat_tasks()) tasks.push_back(t);
+      const auto f = run(sys, *rt, tasks, streams);
+      std::fprintf(stderr, "  %.1f tok/s\n", f.tok_per_s);
+      batch += (streams > 1 ? ",\"" : "\"") + std::to_string(streams) + "\":" + figures_json(f);
+    }
+    batch += "}";
+  }
+  batch += "}";
+  std::filesystem::remove(draft_path);
+  std::printf("{\"draft_layers\":%u,\"single\":%s,\"batch\":%s}\n", draft_layers, single.c_str(), batch.c_str());
+  return 0;
+}
