@@ -42,6 +42,21 @@ void model::matmul(const kernels::weight_view& w, const std::vector<float>& x, i
   kernels::matmul(w, x.data(), w.cols, n_tok, y.data(), w.rows, pool_, buf_.mm);
 }
 
+void model::matmul_shared(const std::vector<float>& x, int64_t n_tok,
+                          std::initializer_list<kernels::matmul_output> outputs) {
+  const auto& first = *outputs.begin();
+  bool same = true;
+  for (const auto& o : outputs) same = same && o.w.type == first.w.type && o.w.cols == first.w.cols;
+  if (same) {
+    kernels::matmul(std::span<const kernels::matmul_output>(outputs.begin(), outputs.size()), x.data(),
+                    first.w.cols, n_tok, pool_, buf_.mm);
+  } else {
+    for (const auto& o : outputs) {
+      kernels::matmul(o.w, x.data(), o.w.cols, n_tok, o.y, o.y_stride, pool_, buf_.mm);
+    }
+  }
+}
+
 void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
   const model_config& c = config_;
   const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff;
@@ -128,9 +143,8 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
     for_rows(T, [&](int64_t t) {
       kernels::rms_norm(&b.x[t * E], w.attn_norm.data(), &b.h[t * E], E, c.rms_eps);
     });
-    matmul(w.wq, b.h, T, b.q);
-    matmul(w.wk, b.h, T, b.k);
-    matmul(w.wv, b.h, T, b.v);
+    matmul_shared(b.h, T,
+                  {{w.wq, b.q.data(), Q}, {w.wk, b.k.data(), KV}, {w.wv, b.v.data(), KV}});
     attention_layer(l, in, cache, T);
     matmul(w.wo, b.attn, T, b.proj);
     for_rows(T, [&](int64_t t) {
@@ -141,8 +155,7 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
     for_rows(T, [&](int64_t t) {
       kernels::rms_norm(&b.x[t * E], w.ffn_norm.data(), &b.h[t * E], E, c.rms_eps);
     });
-    matmul(w.w_gate, b.h, T, b.gate);
-    matmul(w.w_up, b.h, T, b.up);
+    matmul_shared(b.h, T, {{w.w_gate, b.gate.data(), F}, {w.w_up, b.up.data(), F}});
     for_rows(T, [&](int64_t t) { kernels_.swiglu(F, &b.gate[t * F], &b.up[t * F]); });
     matmul(w.w_down, b.gate, T, b.proj);
     for_rows(T, [&](int64_t t) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <initializer_list>
 #include <memory>
 #include <vector>
 
@@ -67,6 +68,9 @@ class model {
 
   void matmul(const kernels::weight_view& w, const std::vector<float>& x, int64_t n_tok,
               std::vector<float>& y);
+  // Several weights on one input (Q/K/V, gate/up): one conversion, one parallel pass.
+  void matmul_shared(const std::vector<float>& x, int64_t n_tok,
+                     std::initializer_list<kernels::matmul_output> outputs);
   void attention_layer(uint32_t layer, const step_input& in, kv_pool& cache, int64_t n_tok);
 
   gguf::file file_;

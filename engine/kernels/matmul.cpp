@@ -1,6 +1,7 @@
 #include "engine/kernels/matmul.h"
 
 #include <algorithm>
+#include <span>
 #include <stdexcept>
 
 #include "engine/kernels/activation_format.h"
@@ -41,7 +42,19 @@ void pack_q8_x4(activation_format format, const std::byte* rows, size_t act_stri
 
 void matmul(const weight_view& w, const float* x, int64_t x_stride, int64_t n_tok, float* y,
             int64_t y_stride, thread_pool& pool, matmul_scratch& scratch) {
-  if (n_tok <= 0 || w.rows <= 0) return;
+  const matmul_output out{w, y, y_stride};
+  matmul(std::span<const matmul_output>(&out, 1), x, x_stride, n_tok, pool, scratch);
+}
+
+void matmul(std::span<const matmul_output> outputs, const float* x, int64_t x_stride, int64_t n_tok,
+            thread_pool& pool, matmul_scratch& scratch) {
+  if (n_tok <= 0 || outputs.empty()) return;
+  const weight_view& w = outputs[0].w;
+  for (const auto& o : outputs) {
+    if (o.w.type != w.type || o.w.cols != w.cols) {
+      throw std::invalid_argument("matmul: outputs sharing an input need one weight type and width");
+    }
+  }
   const dot_kernels& kernels = best_dot_kernels();
   const row_dot_fn dot = kernels.for_type(w.type);
   if (dot == nullptr) throw std::runtime_error("matmul: unsupported weight type");
@@ -83,14 +96,26 @@ void matmul(const weight_view& w, const float* x, int64_t x_stride, int64_t n_to
   }
   const std::byte* packed = scratch.packed.data();
 
-  // 3. Output rows in chunks, one chunk per task. Within a chunk: for each token group, all
-  //    the chunk's rows (the group's activations stay in L1 while weight rows stream by).
+  // 3. Output rows in chunks, one chunk per task, all outputs in one parallel pass. Within a
+  //    chunk: for each token group, all the chunk's rows (the group's activations stay in L1
+  //    while weight rows stream by).
   const int64_t target_tasks = static_cast<int64_t>(pool.size()) * 8;
-  const int64_t chunk = std::max<int64_t>(4, (w.rows + target_tasks - 1) / target_tasks);
-  const int64_t n_chunks = (w.rows + chunk - 1) / chunk;
-  pool.parallel_for(n_chunks, [&](int64_t c, int) {
-    const int64_t r0 = c * chunk;
-    const int64_t r1 = std::min(w.rows, r0 + chunk);
+  std::vector<int64_t>& first_task = scratch.first_task;  // [outputs + 1]
+  first_task.assign(1, 0);
+  for (const auto& o : outputs) {
+    const int64_t chunk = std::max<int64_t>(4, (o.w.rows + target_tasks - 1) / target_tasks);
+    first_task.push_back(first_task.back() + (o.w.rows + chunk - 1) / chunk);
+  }
+  pool.parallel_for(first_task.back(), [&](int64_t task, int) {
+    size_t out_index = 0;
+    while (task >= first_task[out_index + 1]) ++out_index;
+    const weight_view& wj = outputs[out_index].w;
+    float* y = outputs[out_index].y;
+    const int64_t y_stride = outputs[out_index].y_stride;
+    const int64_t chunk = std::max<int64_t>(4, (wj.rows + target_tasks - 1) / target_tasks);
+    const int64_t r0 = (task - first_task[out_index]) * chunk;
+    const int64_t r1 = std::min(wj.rows, r0 + chunk);
+    auto row = [&](int64_t r) { return wj.row(r); };
     float out[kMaxActsPerDot];
     for (int64_t g = 0; g < n_groups; ++g) {
       const std::byte* p = packed + static_cast<size_t>(g) * group_bytes;
@@ -98,14 +123,14 @@ void matmul(const weight_view& w, const float* x, int64_t x_stride, int64_t n_to
       if (group4 != nullptr) {
         float out16[16];  // [row][token]
         for (; r + 4 <= r1; r += 4) {
-          group4(w.cols, w.row(r), w.stride, p, out16);
+          group4(w.cols, row(r), wj.stride, p, out16);
           for (int j = 0; j < 4; ++j) {
             for (int i = 0; i < 4; ++i) y[(g * 4 + i) * y_stride + r + j] = out16[j * 4 + i];
           }
         }
       }
       for (; r < r1; ++r) {
-        group(w.cols, w.row(r), p, out);
+        group(w.cols, row(r), p, out);
         for (int i = 0; i < 4; ++i) y[(g * 4 + i) * y_stride + r] = out[i];
       }
     }
@@ -116,15 +141,15 @@ void matmul(const weight_view& w, const float* x, int64_t x_stride, int64_t n_to
         const std::byte* a = acts + static_cast<size_t>(t_rest) * act_stride;
         float* yt = y + t_rest * y_stride;
         int64_t r = r0;
-        for (; r + 4 <= r1; r += 4) rows4(w.cols, w.row(r), w.stride, a, yt + r);
-        for (; r < r1; ++r) dot(w.cols, w.row(r), a, act_stride, 1, yt + r);
+        for (; r + 4 <= r1; r += 4) rows4(w.cols, row(r), wj.stride, a, yt + r);
+        for (; r < r1; ++r) dot(w.cols, row(r), a, act_stride, 1, yt + r);
       }
     }
     for (int64_t t0 = t_rest; t0 < n_tok; t0 += kMaxActsPerDot) {
       const int n = static_cast<int>(std::min<int64_t>(kMaxActsPerDot, n_tok - t0));
       const std::byte* a = acts + static_cast<size_t>(t0) * act_stride;
       for (int64_t r = r0; r < r1; ++r) {
-        dot(w.cols, w.row(r), a, act_stride, n, out);
+        dot(w.cols, row(r), a, act_stride, n, out);
         for (int i = 0; i < n; ++i) y[(t0 + i) * y_stride + r] = out[i];
       }
     }
