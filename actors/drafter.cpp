@@ -128,11 +128,11 @@ drafter_actor::behavior_type model_drafter(drafter_actor::stateful_pointer<model
         }
       },
       [self](forget_atom, const std::vector<seq_id>& seqs) {
-        auto& st = self->state;
+        auto& known = self->state.seqs;
         for (seq_id s : seqs) {
-          if (const auto it = st.seqs.find(s); it != st.seqs.end()) {
-            st.alloc->release(it->second.table);
-            st.seqs.erase(it);
+          if (const auto it = known.find(s); it != known.end()) {
+            self->state.alloc->release(it->second.table);
+            known.erase(it);
           }
         }
       },

@@ -197,7 +197,8 @@ void draft_then_run(self_ptr self) {
   auto& sched = self->state;
   std::vector<uint64_t> candidates;
   for (seq_id s : sched.planner->decoding()) {
-    if (!sched.seqs.at(s).req.sampling.logprobs) candidates.push_back(s);
+    const auto& req = sched.seqs.at(s).req;
+    if (req.speculative && !req.sampling.logprobs) candidates.push_back(s);
   }
   if (candidates.empty()) return reserve_and_run(self);
   uint32_t base_tokens = 0;

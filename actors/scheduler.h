@@ -32,6 +32,7 @@ struct sequence_request {
   uint32_t max_new_tokens = 256;
   uint32_t max_total_tokens = 0;          // the context limit: prompt + output
   std::vector<int32_t> stop_token_ids;    // ending tokens (end-of-generation ids unless ignored)
+  bool speculative = true;                // may draft tokens for it (when the runtime speculates)
   streamer_actor streamer;
 };
 

@@ -163,6 +163,7 @@ streamer_actor::behavior_type streamer(self_ptr self, request_id id, generate_re
     sr.max_new_tokens = st.req.max_tokens;
     sr.max_total_tokens = limit;
     sr.stop_token_ids = st.req.stop_token_ids;
+    sr.speculative = st.req.speculative;
     if (!st.req.ignore_eos) {
       for (token_id t : tok.end_of_generation_ids()) sr.stop_token_ids.push_back(t);
     }

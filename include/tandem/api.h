@@ -52,6 +52,7 @@ struct generate_request {
   std::vector<std::string> stop;      // stop strings: cut from the output
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
+  bool speculative = true;            // false: never draft for this request (when the runtime speculates)
   sampling_options sampling;
   std::string tenant = "default";     // set by admission from the API key when tenants are configured
   double weight = 1.0;                // the tenant's scheduling weight (set by admission)
@@ -114,7 +115,7 @@ typename Inspector::result_type inspect(Inspector& f, sampling_options& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generate_request& x) {
   return f(caf::meta::type_name("generate_request"), x.prompt, x.messages, x.add_generation_prompt, x.max_tokens,
-           x.stop, x.stop_token_ids, x.ignore_eos, x.sampling, x.tenant, x.weight, x.api_key, x.sink);
+           x.stop, x.stop_token_ids, x.ignore_eos, x.speculative, x.sampling, x.tenant, x.weight, x.api_key, x.sink);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, submit_reply& x) {
