@@ -1,9 +1,9 @@
 #include "actors/device_worker.h"
 
-#include <chrono>
 #include <cstring>
 #include <unordered_map>
 
+#include "actors/clock.h"
 #include "engine/kv_pool.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
@@ -12,11 +12,6 @@
 namespace tandem {
 namespace {
 
-using clock_type = std::chrono::steady_clock;
-
-double ms_since(clock_type::time_point t0) {
-  return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
-}
 
 sampling_params to_params(const sampling_options& o) {
   sampling_params p;

@@ -2,16 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
+
+#include "actors/clock.h"
 #include <unordered_map>
 
 namespace tandem {
 namespace {
 
-using clock_type = std::chrono::steady_clock;
-
-double ms_between(clock_type::time_point a, clock_type::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
 
 struct seq_info {
   sequence_request req;

@@ -1,5 +1,7 @@
 #include <chrono>
 
+#include "actors/clock.h"
+
 #include "actors/admission.h"
 #include "actors/runtime_shared.h"
 #include "engine/prompt_encoder.h"
@@ -7,11 +9,6 @@
 namespace tandem {
 namespace {
 
-using clock_type = std::chrono::steady_clock;
-
-double ms_between(clock_type::time_point a, clock_type::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
 
 struct streamer_state {
   request_id id = 0;
