@@ -12,7 +12,6 @@
 namespace tandem {
 namespace {
 
-
 sampling_params to_params(const sampling_options& o) {
   sampling_params p;
   p.temperature = o.temperature;

@@ -9,23 +9,12 @@ import argparse
 import datetime
 import json
 import os
-import platform
-import re
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from bench_docs import ROOT, cpu_name, write_section
+
 BEGIN, END = "<!-- runtime-bench:begin -->", "<!-- runtime-bench:end -->"
-
-
-def cpu_name():
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def plot(res, path):
@@ -100,15 +89,8 @@ def main():
     with open(os.path.join(ROOT, "docs", "bench", "runtime.json"), "w") as f:
         json.dump(res, f, indent=2)
     plot(res, os.path.join(ROOT, "docs", "bench", "runtime.png"))
-    md_path = os.path.join(ROOT, "docs", "benchmarks.md")
-    text = open(md_path).read() if os.path.exists(md_path) else "# Benchmarks\n"
     section = markdown(res, "make bench  (or: bench/run_runtime_bench.py)")
-    if BEGIN in text:
-        text = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: section, text, flags=re.S)
-    else:
-        text = text.rstrip() + "\n\n" + section + "\n"
-    with open(md_path, "w") as f:
-        f.write(text)
+    write_section(section, BEGIN, END)
     print(section)
 
 

@@ -8,11 +8,11 @@ import argparse
 import datetime
 import json
 import os
-import re
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from bench_docs import ROOT, write_section
+
 BEGIN, END = "<!-- speculative-bench:begin -->", "<!-- speculative-bench:end -->"
 METHODS = ["none", "ngram", "layer-skip", "draft"]
 
@@ -83,15 +83,8 @@ def main():
     with open(os.path.join(ROOT, "docs", "bench", "speculative.json"), "w") as f:
         json.dump(res, f, indent=2)
     plot(res, os.path.join(ROOT, "docs", "bench", "speculative.png"))
-    md_path = os.path.join(ROOT, "docs", "benchmarks.md")
-    text = open(md_path).read() if os.path.exists(md_path) else "# Benchmarks\n"
     section = markdown(res, "make bench  (or: bench/run_speculative_bench.py)")
-    if BEGIN in text:
-        text = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: section, text, flags=re.S)
-    else:
-        text = text.rstrip() + "\n\n" + section + "\n"
-    with open(md_path, "w") as f:
-        f.write(text)
+    write_section(section, BEGIN, END)
     print(section)
 
 
