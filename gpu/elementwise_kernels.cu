@@ -1,0 +1,117 @@
+// Row-wise and element-wise kernels: embedding gather, RMSNorm, RoPE, SwiGLU, residual add.
+#include <cuda_runtime.h>
+
+#include "gpu/kernels.h"
+#include "gpu/plan/launch_config.h"
+#include "gpu/weight_load.cuh"
+
+namespace tandem::gpu {
+namespace {
+
+__global__ void embed_rows_kernel(uint32_t type_id, const uint8_t* table, const int32_t* tokens, int32_t n_embd,
+                                  float* out) {
+  const int32_t t = blockIdx.x;
+  const uint8_t* row = table + static_cast<int64_t>(tokens[t]) * weight_row_bytes(type_id, n_embd);
+  for (int32_t i = threadIdx.x; i < n_embd; i += blockDim.x) {
+    out[static_cast<int64_t>(t) * n_embd + i] = load_weight(type_id, row, i);
+  }
+}
+
+// Sum over the block; every thread gets the result. scratch: one float per warp.
+__device__ float block_sum(float v, float* scratch) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, n_warps = blockDim.x / 32;
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < n_warps ? scratch[lane] : 0.0f;
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  __syncthreads();
+  return v;
+}
+
+__global__ void rms_norm_kernel(const float* x, const float* w, float* y, int32_t n, float eps) {
+  extern __shared__ float scratch[];
+  const int64_t base = static_cast<int64_t>(blockIdx.x) * n;
+  float sum = 0.0f;
+  for (int32_t i = threadIdx.x; i < n; i += blockDim.x) sum += x[base + i] * x[base + i];
+  sum = block_sum(sum, scratch);
+  const float scale = rsqrtf(sum / static_cast<float>(n) + eps);
+  for (int32_t i = threadIdx.x; i < n; i += blockDim.x) y[base + i] = (x[base + i] * scale) * w[i];
+}
+
+// One block per token; thread p handles pair p % (n_rot/2) of head p / (n_rot/2).
+__global__ void rope_kernel(float* x, const int32_t* positions, rope_args a) {
+  const int32_t t = blockIdx.x;
+  const int32_t half_rot = a.n_rot / 2;
+  const float theta_scale = powf(a.freq_base, -2.0f / static_cast<float>(a.n_rot));
+  for (int32_t p = threadIdx.x; p < a.n_heads * half_rot; p += blockDim.x) {
+    const int32_t h = p / half_rot, i = p % half_rot;
+    // Repeated multiplication, as the CPU's angle table is built (same rounding steps).
+    float theta = static_cast<float>(positions[t]);
+    for (int32_t k = 0; k < i; ++k) theta *= theta_scale;
+    const float factor = a.freq_factors ? a.freq_factors[i] : 1.0f;
+    const float angle = a.freq_scale * (theta / factor);
+    float sn, cs;
+    sincosf(angle, &sn, &cs);
+    float* v = x + (static_cast<int64_t>(t) * a.n_heads + h) * a.head_dim;
+    const float u = v[2 * i], w = v[2 * i + 1];
+    v[2 * i] = fmaf(u, cs, -(w * sn));
+    v[2 * i + 1] = fmaf(u, sn, w * cs);
+  }
+}
+
+__global__ void swiglu_kernel(float* gate, const float* up, size_t n) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const float g = gate[i];
+    gate[i] = g / (1.0f + expf(-g)) * up[i];
+  }
+}
+
+__global__ void add_kernel(float* x, const float* y, size_t n) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    x[i] += y[i];
+  }
+}
+
+uint32_t flat_grid(size_t n) { return static_cast<uint32_t>(std::min<size_t>((n + 255) / 256, 65535 * 8)); }
+
+}  // namespace
+
+void launch_embed_rows(tensor_type type, const void* table, const int32_t* tokens, int32_t n_tok, int32_t n_embd,
+                       float* out, stream_handle s) {
+  if (n_tok <= 0) return;
+  embed_rows_kernel<<<n_tok, 256, 0, s>>>(static_cast<uint32_t>(type), static_cast<const uint8_t*>(table), tokens,
+                                          n_embd, out);
+  check_launch("embed_rows");
+}
+
+void launch_rms_norm(const float* x, const float* w, float* y, int32_t n_rows, int32_t n, float eps,
+                     stream_handle s) {
+  if (n_rows <= 0) return;
+  const launch_dims d = row_launch(static_cast<uint32_t>(n_rows), static_cast<uint32_t>(n));
+  rms_norm_kernel<<<d.grid_x, d.block, d.shared_bytes, s>>>(x, w, y, n, eps);
+  check_launch("rms_norm");
+}
+
+void launch_rope(float* x, const int32_t* positions, int32_t n_tok, const rope_args& a, stream_handle s) {
+  if (n_tok <= 0) return;
+  const uint32_t pairs = static_cast<uint32_t>(a.n_heads * (a.n_rot / 2));
+  rope_kernel<<<n_tok, std::min(1024u, ceil_div(pairs, kWarp) * kWarp), 0, s>>>(x, positions, a);
+  check_launch("rope");
+}
+
+void launch_swiglu(float* gate, const float* up, size_t n, stream_handle s) {
+  if (n == 0) return;
+  swiglu_kernel<<<flat_grid(n), 256, 0, s>>>(gate, up, n);
+  check_launch("swiglu");
+}
+
+void launch_add(float* x, const float* y, size_t n, stream_handle s) {
+  if (n == 0) return;
+  add_kernel<<<flat_grid(n), 256, 0, s>>>(x, y, n);
+  check_launch("add");
+}
+
+}  // namespace tandem::gpu

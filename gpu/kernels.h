@@ -1,0 +1,93 @@
+// Launchers of the CUDA kernels: plain C++ declarations (the kernels live in the .cu files
+// beside this header). Every launcher takes its stream explicitly and only enqueues work;
+// pointers are device pointers unless a parameter says otherwise. Shapes row-major.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "engine/tensor_type.h"
+#include "gpu/device.h"
+
+namespace tandem::gpu {
+
+// out[t][0..n_embd) = dequantized row tokens[t] of `table` (rows of row_bytes(type, n_embd)).
+// Q4_0, Q4_1, Q8_0, F16, BF16, F32.
+void launch_embed_rows(tensor_type type, const void* table, const int32_t* tokens, int32_t n_tok, int32_t n_embd,
+                       float* out, stream_handle s);
+
+// y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w, for n_rows rows of n elements.
+void launch_rms_norm(const float* x, const float* w, float* y, int32_t n_rows, int32_t n, float eps,
+                     stream_handle s);
+
+// Llama's NORM-ordered RoPE (pairs (2i, 2i+1) of each head), in place, as
+// engine/kernels/ops.h: theta_i = pos * base^(-2i/n_rot) by repeated float multiplication,
+// angle = freq_scale * theta_i / factor_i (factors nullable). x is [n_tok][n_heads*head_dim].
+struct rope_args {
+  int32_t n_heads = 0, head_dim = 0, n_rot = 0;
+  float freq_base = 10000.0f, freq_scale = 1.0f;
+  const float* freq_factors = nullptr;  // [n_rot / 2] device, or null
+};
+void launch_rope(float* x, const int32_t* positions, int32_t n_tok, const rope_args& a, stream_handle s);
+
+// gate[i] = silu(gate[i]) * up[i].
+void launch_swiglu(float* gate, const float* up, size_t n, stream_handle s);
+// x[i] += y[i].
+void launch_add(float* x, const float* y, size_t n, stream_handle s);
+
+// y[t][r] = sum_c W[r][c] * x[t][c] for n_tok tokens (y is [n_tok][rows]); W in `type`,
+// dequantized on the fly. Decode (n_tok small) reads every weight byte once.
+void launch_gemv(tensor_type type, const void* w, int32_t rows, int32_t cols, const float* x, int32_t n_tok,
+                 float* y, stream_handle s);
+
+// The paged KV cache of one layer on the device: keys and values both F16,
+//   [n_blocks][n_head_kv][block_tokens][head_dim]
+// (V is not transposed here, unlike the CPU pool: a warp reads one position's head_dim
+// values contiguously). Token t goes to slot slots[t] = block * block_tokens + pos % block_tokens.
+struct kv_layer {
+  uint16_t* k = nullptr;
+  uint16_t* v = nullptr;
+  int32_t n_head_kv = 0, head_dim = 0, block_tokens = 16;
+};
+void launch_kv_store(const float* k, const float* v, const int32_t* slots, int32_t n_tok, const kv_layer& kv,
+                     stream_handle s);
+
+// Paged attention for decode, prefill chunks and verification alike: token t (of sequence
+// row_seq[t], at position positions[t]) attends keys [0, positions[t]] through its
+// sequence's block table (tables[row_seq[t]][0..table_width)): causal over the new tokens
+// because their keys are stored first. Split-K: each (token, head) pair's keys are cut into
+// n_splits partitions of keys_per_split (gpu/plan/launch_config.h); partials holds
+// n_tok * n_head * n_splits * (head_dim + 2) floats. head_dim <= 256, a multiple of 32.
+struct attention_args {
+  int32_t n_head = 0;
+  float scale = 1.0f;
+  int32_t table_width = 0;
+  int32_t n_splits = 1, keys_per_split = 0;
+};
+void launch_paged_attention(const float* q, const int32_t* positions, const int32_t* row_seq, const int32_t* tables,
+                            int32_t n_tok, const kv_layer& kv, const attention_args& a, float* partials, float* out,
+                            stream_handle s);
+
+// Sampling where the logits are: one token id per row of logits [n_rows][n_vocab].
+struct sample_params {
+  float temperature = 1.0f;  // <= 0: greedy (argmax, lowest id on ties)
+  float min_p = 0.0f;        // keep tokens with p >= min_p * p_max
+  uint64_t seed = 0;
+  uint64_t counter = 0;      // draws made so far with this seed (step number)
+};
+void launch_argmax(const float* logits, int32_t n_rows, int32_t n_vocab, int32_t* out, stream_handle s);
+// Exact categorical draws by the Gumbel-max trick (argmax of logit/T + Gumbel noise from a
+// counter-based hash of seed, counter and token id): reproducible for a seed, no sort.
+void launch_sample(const float* logits, const sample_params* params, int32_t n_rows, int32_t n_vocab, int32_t* out,
+                   stream_handle s);
+
+// Repetition / frequency / presence penalties, in place, from each row's seen tokens in CSR
+// form: row r's (token, count) pairs are [offsets[r], offsets[r+1]). Repetition divides a
+// positive logit and multiplies a negative one; frequency subtracts count * f; presence p.
+struct penalty_params {
+  float repetition = 1.0f, frequency = 0.0f, presence = 0.0f;
+};
+void launch_penalties(float* logits, int32_t n_rows, int32_t n_vocab, const int32_t* offsets, const int32_t* tokens,
+                      const int32_t* counts, const penalty_params* params, stream_handle s);
+
+}  // namespace tandem::gpu

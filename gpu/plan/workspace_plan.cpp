@@ -1,0 +1,38 @@
+#include "gpu/plan/workspace_plan.h"
+
+namespace tandem::gpu {
+namespace {
+
+size_t align_up(size_t n) { return (n + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign; }
+
+}  // namespace
+
+workspace_plan plan_workspace(const model_shape& m, const step_limits& lim) {
+  workspace_plan p;
+  size_t at = 0;
+  auto take = [&](size_t& field, size_t bytes) {
+    field = at;
+    at = align_up(at + bytes);
+  };
+  const size_t T = lim.max_tokens, f = sizeof(float), i = sizeof(int32_t);
+  take(p.x, T * m.n_embd * f);
+  take(p.h, T * m.n_embd * f);
+  take(p.q, T * m.q_dim() * f);
+  take(p.k, T * m.kv_dim() * f);
+  take(p.v, T * m.kv_dim() * f);
+  take(p.attn, T * m.q_dim() * f);
+  take(p.gate, T * m.n_ff * f);
+  take(p.up, T * m.n_ff * f);
+  take(p.logits, size_t{lim.max_logit_rows} * m.n_vocab * f);
+  // One partial (running max, running sum, hd accumulators) per token, query head and split.
+  take(p.partials, T * m.n_head * lim.max_splits * (m.head_dim + 2) * f);
+  take(p.tokens, T * i);
+  take(p.positions, T * i);
+  take(p.row_seq, T * i);
+  take(p.tables, size_t{lim.max_seqs} * lim.max_table_width * i);
+  take(p.sampled, size_t{lim.max_logit_rows} * i);
+  p.total = at;
+  return p;
+}
+
+}  // namespace tandem::gpu

@@ -1,0 +1,330 @@
+// Parity of every CUDA kernel with the CPU engine's reference code on random inputs of
+// several shapes. Skips with "no CUDA device" where there is none.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "engine/kernels/half.h"
+#include "engine/kernels/ops.h"
+#include "engine/quantize.h"
+#include "gpu/kernels.h"
+#include "gpu/plan/launch_config.h"
+#include "tests/gpu/gpu_test_support.h"
+
+namespace tandem::gpu {
+namespace {
+
+using testing::CudaTest;
+using testing::max_rel_error;
+using testing::random_floats;
+
+constexpr tensor_type kAllTypes[] = {tensor_type::q4_0, tensor_type::q4_1, tensor_type::q8_0,
+                                     tensor_type::f16,  tensor_type::bf16, tensor_type::f32};
+
+std::vector<std::byte> quantize_matrix(tensor_type type, const std::vector<float>& w, int64_t rows, int64_t cols) {
+  const size_t rb = row_bytes(type, cols);
+  std::vector<std::byte> out(rb * static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) quantize_row(type, &w[r * cols], cols, &out[r * rb]);
+  return out;
+}
+
+std::vector<float> dequantize_matrix(tensor_type type, const std::vector<std::byte>& q, int64_t rows, int64_t cols) {
+  const size_t rb = row_bytes(type, cols);
+  std::vector<float> out(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r) dequantize_row(type, &q[r * rb], cols, &out[r * cols]);
+  return out;
+}
+
+class Kernels : public CudaTest {};
+
+TEST_F(Kernels, EmbeddingGatherEveryType) {
+  const int32_t V = 37, E = 256;
+  const std::vector<int32_t> tokens = {5, 0, 36, 5, 17};
+  for (tensor_type type : kAllTypes) {
+    const auto table = quantize_matrix(type, random_floats(V * E, 1), V, E);
+    const auto ref = dequantize_matrix(type, table, V, E);
+    auto d_table = upload(table);
+    auto d_tok = upload(tokens);
+    auto d_out = poisoned<float>(tokens.size() * E);
+    launch_embed_rows(type, d_table.data(), d_tok.as<int32_t>(), static_cast<int32_t>(tokens.size()), E,
+                      d_out.as<float>(), s());
+    const auto got = download<float>(d_out, tokens.size() * E);
+    for (size_t t = 0; t < tokens.size(); ++t) {
+      for (int32_t i = 0; i < E; ++i) {
+        ASSERT_EQ(got[t * E + i], ref[static_cast<size_t>(tokens[t]) * E + i])
+            << traits_of(type).name << " token " << t << " element " << i;
+      }
+    }
+  }
+}
+
+TEST_F(Kernels, RmsNormMatchesCpu) {
+  for (int32_t n : {64, 576, 4096}) {
+    for (int32_t rows : {1, 7}) {
+      const auto x = random_floats(static_cast<size_t>(rows) * n, 2, 3.0f);
+      const auto w = random_floats(n, 3);
+      std::vector<float> ref(x.size());
+      for (int32_t r = 0; r < rows; ++r) kernels::rms_norm(&x[r * n], w.data(), &ref[r * n], n, 1e-5f);
+      auto dx = upload(x), dw = upload(w);
+      auto dy = poisoned<float>(x.size());
+      launch_rms_norm(dx.as<float>(), dw.as<float>(), dy.as<float>(), rows, n, 1e-5f, s());
+      const auto got = download<float>(dy, x.size());
+      EXPECT_LT(max_rel_error(got, std::vector<double>(ref.begin(), ref.end()), 1e-3), 1e-5) << n << "x" << rows;
+    }
+  }
+}
+
+TEST_F(Kernels, RopeMatchesCpuNormOrdering) {
+  struct shape {
+    int32_t heads, hd, rot;
+    bool factors;
+  };
+  for (const shape sh : {shape{4, 64, 64, false}, shape{8, 128, 128, true}, shape{2, 128, 64, false}}) {
+    const std::vector<int32_t> pos = {0, 1, 17, 1000, 8191};
+    const int32_t T = static_cast<int32_t>(pos.size());
+    const auto x = random_floats(static_cast<size_t>(T) * sh.heads * sh.hd, 4);
+    std::vector<float> factors;
+    if (sh.factors) {
+      factors.resize(sh.rot / 2);
+      for (size_t i = 0; i < factors.size(); ++i) factors[i] = 1.0f + static_cast<float>(i % 5);
+    }
+    kernels::rope_params p{sh.rot, 500000.0f, 0.5f, factors};
+    std::vector<float> ref = x, cs(sh.rot);
+    for (int32_t t = 0; t < T; ++t) {
+      kernels::rope_angles(p, pos[t], cs.data());
+      kernels::rope_apply(&ref[static_cast<size_t>(t) * sh.heads * sh.hd], sh.heads, sh.hd, sh.rot, cs.data());
+    }
+    auto dx = upload(x), dpos = upload(pos), dfac = upload(factors);
+    rope_args a{sh.heads, sh.hd, sh.rot, 500000.0f, 0.5f, sh.factors ? dfac.as<float>() : nullptr};
+    launch_rope(dx.as<float>(), dpos.as<int32_t>(), T, a, s());
+    const auto got = download<float>(dx, x.size());
+    EXPECT_LT(max_rel_error(got, std::vector<double>(ref.begin(), ref.end()), 1e-2), 1e-4) << sh.heads << "/" << sh.hd;
+  }
+}
+
+TEST_F(Kernels, SwigluAndAdd) {
+  const size_t n = 3 * 14336 + 5;
+  const auto g = random_floats(n, 5, 6.0f), u = random_floats(n, 6);
+  auto dg = upload(g), du = upload(u);
+  launch_swiglu(dg.as<float>(), du.as<float>(), n, s());
+  auto got = download<float>(dg, n);
+  std::vector<double> ref(n);
+  for (size_t i = 0; i < n; ++i) ref[i] = g[i] / (1.0 + std::exp(-static_cast<double>(g[i]))) * u[i];
+  EXPECT_LT(max_rel_error(got, ref, 1e-3), 1e-5);
+  launch_add(dg.as<float>(), du.as<float>(), n, s());
+  got = download<float>(dg, n);
+  for (size_t i = 0; i < n; ++i) ref[i] += u[i];
+  EXPECT_LT(max_rel_error(got, ref, 1e-3), 1e-5);
+}
+
+// Dequantizing GEMV/GEMM against dequantize + double dot, for every type, decode (1 token)
+// and prefill (several token tiles, a partial last tile).
+TEST_F(Kernels, GemvEveryTypeAndTokenCount) {
+  struct shape {
+    int32_t rows, cols;
+  };
+  for (const shape sh : {shape{96, 256}, shape{1003, 4096}}) {
+    for (tensor_type type : kAllTypes) {
+      const auto wq = quantize_matrix(type, random_floats(static_cast<size_t>(sh.rows) * sh.cols, 7), sh.rows, sh.cols);
+      const auto w = dequantize_matrix(type, wq, sh.rows, sh.cols);
+      auto dw = upload(wq);
+      for (int32_t T : {1, 3, 9, 17}) {
+        const auto x = random_floats(static_cast<size_t>(T) * sh.cols, 8 + T);
+        std::vector<double> ref(static_cast<size_t>(T) * sh.rows), mag(ref.size());
+        for (int32_t t = 0; t < T; ++t) {
+          for (int32_t r = 0; r < sh.rows; ++r) {
+            double acc = 0, m = 0;
+            for (int32_t c = 0; c < sh.cols; ++c) {
+              acc += static_cast<double>(w[static_cast<size_t>(r) * sh.cols + c]) * x[static_cast<size_t>(t) * sh.cols + c];
+              m += std::abs(static_cast<double>(w[static_cast<size_t>(r) * sh.cols + c]) * x[static_cast<size_t>(t) * sh.cols + c]);
+            }
+            ref[static_cast<size_t>(t) * sh.rows + r] = acc;
+            mag[static_cast<size_t>(t) * sh.rows + r] = m;
+          }
+        }
+        auto dx = upload(x);
+        auto dy = poisoned<float>(ref.size());
+        launch_gemv(type, dw.data(), sh.rows, sh.cols, dx.as<float>(), T, dy.as<float>(), s());
+        const auto got = download<float>(dy, ref.size());
+        for (size_t i = 0; i < ref.size(); ++i) {
+          ASSERT_TRUE(std::isfinite(got[i])) << traits_of(type).name << " T=" << T << " i=" << i;
+          // float accumulation: error relative to the sum of |products|.
+          ASSERT_LE(std::abs(got[i] - ref[i]), 2e-6 * mag[i] + 1e-6)
+              << traits_of(type).name << " " << sh.rows << "x" << sh.cols << " T=" << T << " i=" << i;
+        }
+      }
+    }
+  }
+}
+
+// Paged attention over shuffled block tables: three sequences (a decode token, a prefill
+// chunk, a verification of 4 tokens), GQA, head sizes 64 and 128, one split and many.
+TEST_F(Kernels, PagedAttentionMatchesReference) {
+  for (int32_t hd : {64, 128}) {
+    const int32_t n_head = 8, n_kv = 2, bt = 16, n_blocks = 64, kv_dim = n_kv * hd;
+    struct seq {
+      int32_t len;    // keys after this step
+      int32_t n_new;  // new tokens (the last n_new positions)
+    };
+    const std::vector<seq> seqs = {{300, 1}, {45, 45}, {700, 4}};
+    // Block tables: a shuffled permutation of the pool's blocks, carved up in order.
+    std::vector<int32_t> perm(n_blocks);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), std::mt19937(9));
+    const int32_t width = 44;  // >= ceil(700 / 16)
+    std::vector<int32_t> tables(seqs.size() * width, -1);
+    int32_t next = 0;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      for (int32_t b = 0; b < (seqs[i].len + bt - 1) / bt; ++b) tables[i * width + b] = perm[next++];
+    }
+    ASSERT_LE(next, n_blocks);
+    // Store every position's K and V through the kernel (what the forward pass does).
+    std::vector<int32_t> slots, positions, row_seq;
+    std::vector<int32_t> q_pos, q_seq;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      for (int32_t p = 0; p < seqs[i].len; ++p) {
+        slots.push_back(tables[i * width + p / bt] * bt + p % bt);
+        positions.push_back(p);
+        row_seq.push_back(static_cast<int32_t>(i));
+        if (p >= seqs[i].len - seqs[i].n_new) q_pos.push_back(p), q_seq.push_back(static_cast<int32_t>(i));
+      }
+    }
+    const int32_t n_all = static_cast<int32_t>(slots.size()), T = static_cast<int32_t>(q_pos.size());
+    const auto k = random_floats(static_cast<size_t>(n_all) * kv_dim, 10, 2.0f);
+    const auto v = random_floats(static_cast<size_t>(n_all) * kv_dim, 11);
+    const auto q = random_floats(static_cast<size_t>(T) * n_head * hd, 12, 2.0f);
+    const size_t cache_elems = static_cast<size_t>(n_blocks) * n_kv * bt * hd;
+    auto dk_cache = poisoned<uint16_t>(cache_elems), dv_cache = poisoned<uint16_t>(cache_elems);
+    auto dk = upload(k), dv = upload(v), dslots = upload(slots);
+    kv_layer kv{dk_cache.as<uint16_t>(), dv_cache.as<uint16_t>(), n_kv, hd, bt};
+    launch_kv_store(dk.as<float>(), dv.as<float>(), dslots.as<int32_t>(), n_all, kv, s());
+
+    // Reference in double over F16-rounded keys and values; row r of all tokens.
+    auto f16 = [](float x) { return static_cast<double>(kernels::f16_to_f32(kernels::f32_to_f16(x))); };
+    std::vector<int32_t> first_row(seqs.size(), 0);
+    for (size_t i = 1; i < seqs.size(); ++i) first_row[i] = first_row[i - 1] + seqs[i - 1].len;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+    std::vector<double> ref(static_cast<size_t>(T) * n_head * hd);
+    for (int32_t t = 0; t < T; ++t) {
+      for (int32_t h = 0; h < n_head; ++h) {
+        const int32_t kh = h / (n_head / n_kv);
+        std::vector<double> sc(static_cast<size_t>(q_pos[t]) + 1);
+        double mx = -INFINITY;
+        for (int32_t p = 0; p <= q_pos[t]; ++p) {
+          const size_t row = static_cast<size_t>(first_row[q_seq[t]] + p);
+          double d = 0;
+          for (int32_t e = 0; e < hd; ++e) {
+            d += q[(static_cast<size_t>(t) * n_head + h) * hd + e] * f16(k[row * kv_dim + kh * hd + e]);
+          }
+          sc[p] = d * scale;
+          mx = std::max(mx, sc[p]);
+        }
+        double sum = 0;
+        for (auto& x : sc) sum += (x = std::exp(x - mx));
+        for (int32_t e = 0; e < hd; ++e) {
+          double o = 0;
+          for (int32_t p = 0; p <= q_pos[t]; ++p) {
+            o += sc[p] * f16(v[static_cast<size_t>(first_row[q_seq[t]] + p) * kv_dim + kh * hd + e]);
+          }
+          ref[(static_cast<size_t>(t) * n_head + h) * hd + e] = o / sum;
+        }
+      }
+    }
+    auto dq = upload(q), dpos = upload(q_pos), dseq = upload(q_seq), dtab = upload(tables);
+    for (uint32_t min_keys : {100000u, 32u}) {  // one split; then as many as the plan gives
+      const split_plan sp = plan_attention_splits(static_cast<uint32_t>(T * n_head), 700, bt, 132, 16, min_keys);
+      if (min_keys == 32u) {
+        EXPECT_GT(sp.n_splits, 1u);
+      }
+      attention_args a{n_head, static_cast<float>(scale), width, static_cast<int32_t>(sp.n_splits),
+                       static_cast<int32_t>(sp.keys_per_split)};
+      auto partials = poisoned<float>(static_cast<size_t>(T) * n_head * sp.n_splits * (hd + 2));
+      auto dout = poisoned<float>(ref.size());
+      launch_paged_attention(dq.as<float>(), dpos.as<int32_t>(), dseq.as<int32_t>(), dtab.as<int32_t>(), T, kv, a,
+                             partials.as<float>(), dout.as<float>(), s());
+      const auto got = download<float>(dout, ref.size());
+      EXPECT_LT(max_rel_error(got, ref, 0.05), 2e-4) << "hd " << hd << " splits " << sp.n_splits;
+    }
+  }
+}
+
+TEST_F(Kernels, ArgmaxLowestIdOnTies) {
+  const int32_t rows = 5, V = 32000;
+  auto logits = random_floats(static_cast<size_t>(rows) * V, 13, 5.0f);
+  logits[2 * V + 7] = 9.0f;
+  logits[2 * V + 31000] = 9.0f;  // tie: 7 wins
+  std::vector<int32_t> ref(rows);
+  for (int32_t r = 0; r < rows; ++r) {
+    ref[r] = static_cast<int32_t>(std::max_element(logits.begin() + r * V, logits.begin() + (r + 1) * V) -
+                                  (logits.begin() + r * V));
+  }
+  auto dl = upload(logits);
+  auto dout = poisoned<int32_t>(rows);
+  launch_argmax(dl.as<float>(), rows, V, dout.as<int32_t>(), s());
+  EXPECT_EQ(download<int32_t>(dout, rows), ref);
+  EXPECT_EQ(ref[2], 7);
+}
+
+// Gumbel-max draws follow softmax(logits / T); min-p removes the tail; greedy is argmax;
+// a seed and counter give the same token again.
+TEST_F(Kernels, SamplingFollowsSoftmax) {
+  const int32_t V = 6, rows = 20000;
+  const std::vector<float> base = {1.0f, 2.0f, 0.5f, -1.0f, 2.5f, 0.0f};
+  std::vector<float> logits;
+  std::vector<sample_params> params(rows);
+  for (int32_t r = 0; r < rows; ++r) {
+    logits.insert(logits.end(), base.begin(), base.end());
+    params[r] = {0.8f, 0.0f, 42, static_cast<uint64_t>(r)};
+  }
+  auto dl = upload(logits);
+  auto run = [&](const std::vector<sample_params>& p) {
+    auto dp = upload(p);
+    auto dout = poisoned<int32_t>(rows);
+    launch_sample(dl.as<float>(), dp.as<sample_params>(), rows, V, dout.as<int32_t>(), s());
+    return download<int32_t>(dout, rows);
+  };
+  const auto drawn = run(params);
+  std::vector<double> want(V);
+  double z = 0;
+  for (int32_t i = 0; i < V; ++i) z += (want[i] = std::exp(base[i] / 0.8));
+  std::vector<int> count(V, 0);
+  for (int32_t t : drawn) {
+    ASSERT_GE(t, 0);
+    ASSERT_LT(t, V);
+    ++count[t];
+  }
+  for (int32_t i = 0; i < V; ++i) {
+    const double p = want[i] / z, sigma = std::sqrt(rows * p * (1 - p));
+    EXPECT_NEAR(count[i], rows * p, 5 * sigma + 1) << "token " << i;
+  }
+  EXPECT_EQ(run(params), drawn);  // reproducible
+  // min-p 0.5 keeps tokens with p >= p_max / 2: logits >= 2.5 + 0.8 * ln 0.5 = 1.945 -> {1, 4}.
+  for (auto& p : params) p.min_p = 0.5f;
+  for (int32_t t : run(params)) ASSERT_TRUE(t == 1 || t == 4) << t;
+  for (auto& p : params) p.temperature = 0.0f;
+  for (int32_t t : run(params)) ASSERT_EQ(t, 4);
+}
+
+TEST_F(Kernels, PenaltiesAsSpecified) {
+  const int32_t V = 100, rows = 2;
+  const auto logits = random_floats(static_cast<size_t>(rows) * V, 14, 3.0f);
+  const std::vector<int32_t> offsets = {0, 3, 4}, tokens = {5, 9, 99, 5}, counts = {1, 3, 2, 7};
+  const std::vector<penalty_params> params = {{1.3f, 0.1f, 0.2f}, {1.0f, 0.0f, 1.0f}};
+  std::vector<float> ref = logits;
+  for (int32_t r = 0; r < rows; ++r) {
+    for (int32_t j = offsets[r]; j < offsets[r + 1]; ++j) {
+      float& x = ref[static_cast<size_t>(r) * V + tokens[j]];
+      x = x > 0 ? x / params[r].repetition : x * params[r].repetition;
+      x -= static_cast<float>(counts[j]) * params[r].frequency + params[r].presence;
+    }
+  }
+  auto dl = upload(logits), doff = upload(offsets), dtok = upload(tokens), dcnt = upload(counts), dp = upload(params);
+  launch_penalties(dl.as<float>(), rows, V, doff.as<int32_t>(), dtok.as<int32_t>(), dcnt.as<int32_t>(),
+                   dp.as<penalty_params>(), s());
+  EXPECT_EQ(download<float>(dl, logits.size()), ref);
+}
+
+}  // namespace
+}  // namespace tandem::gpu

@@ -1,0 +1,169 @@
+// Host-side logic of the CUDA backend, tested on every machine (no CUDA needed).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "gpu/plan/graph_policy.h"
+#include "gpu/plan/kv_budget.h"
+#include "gpu/plan/launch_config.h"
+#include "gpu/plan/step_tickets.h"
+#include "gpu/plan/workspace_plan.h"
+
+namespace tandem::gpu {
+namespace {
+
+constexpr size_t kGiB = size_t{1} << 30;
+
+kv_geometry llama3_8b_kv() { return {32, 8, 128, 16, 2}; }
+
+TEST(KvBudget, Llama3On141GBAtNinetyPercent) {
+  const kv_geometry kv = llama3_8b_kv();
+  EXPECT_EQ(kv.block_bytes(), size_t{2} * 32 * 8 * 128 * 16 * 2);  // 2 MiB per 16 tokens
+  memory_budget b;
+  b.total_bytes = 141 * kGiB;
+  b.free_bytes = 140 * kGiB;
+  b.utilization = 0.9;
+  b.weight_bytes = 16 * kGiB;
+  b.workspace_bytes = 2 * kGiB;
+  const kv_plan p = plan_kv_pool(kv, b);
+  ASSERT_GT(p.n_blocks, 0) << p.why;
+  const size_t budget = static_cast<size_t>(141.0 * kGiB * 0.9);
+  EXPECT_EQ(p.budget_bytes, budget);
+  EXPECT_EQ(static_cast<size_t>(p.n_blocks), (budget - 18 * kGiB - b.reserve_bytes) / kv.block_bytes());
+  EXPECT_LE(p.pool_bytes + 18 * kGiB + b.reserve_bytes, budget);
+}
+
+TEST(KvBudget, CappedByFreeMemory) {
+  memory_budget b{80 * kGiB, 10 * kGiB, 0.9, 4 * kGiB, 1 * kGiB, 0};
+  const kv_plan p = plan_kv_pool(llama3_8b_kv(), b);
+  EXPECT_EQ(p.budget_bytes, 10 * kGiB);
+  EXPECT_EQ(p.n_blocks, static_cast<int32_t>(5 * kGiB / llama3_8b_kv().block_bytes()));
+}
+
+TEST(KvBudget, SaysWhyNothingFits) {
+  memory_budget b{8 * kGiB, 8 * kGiB, 0.5, 16 * kGiB, 0, 0};
+  const kv_plan p = plan_kv_pool(llama3_8b_kv(), b);
+  EXPECT_EQ(p.n_blocks, 0);
+  EXPECT_NE(p.why.find("exceed"), std::string::npos);
+  b.utilization = 1.5;
+  EXPECT_NE(plan_kv_pool(llama3_8b_kv(), b).why.find("utilization"), std::string::npos);
+}
+
+TEST(Workspace, AlignedAndDisjoint) {
+  model_shape m{32, 4096, 32, 8, 128, 14336, 128256};
+  step_limits lim;
+  lim.max_tokens = 512;
+  lim.max_logit_rows = 256;
+  lim.max_table_width = 512;
+  const workspace_plan p = plan_workspace(m, lim);
+  const size_t offs[] = {p.x, p.h, p.q, p.k, p.v, p.attn, p.gate, p.up, p.logits, p.partials,
+                         p.tokens, p.positions, p.row_seq, p.tables, p.sampled};
+  for (size_t i = 0; i < std::size(offs); ++i) {
+    EXPECT_EQ(offs[i] % kWorkspaceAlign, 0u) << i;
+    if (i > 0) {
+      EXPECT_GT(offs[i], offs[i - 1]) << i;
+    }
+  }
+  EXPECT_EQ(p.h - p.x, size_t{512} * 4096 * 4);
+  EXPECT_EQ(p.partials - p.logits, size_t{256} * 128256 * 4);
+  EXPECT_GE(p.total, p.sampled + 256 * 4);
+}
+
+TEST(GraphPolicy, BucketsCoverOneTo256) {
+  const auto b = graph_buckets(256);
+  ASSERT_FALSE(b.empty());
+  EXPECT_EQ(b.front(), 1u);
+  EXPECT_EQ(b.back(), 256u);
+  for (size_t i = 1; i < b.size(); ++i) EXPECT_GT(b[i], b[i - 1]);
+  // Padding a batch of n up to its bucket wastes at most max(7 rows, n / 4).
+  for (uint32_t n = 1; n <= 256; ++n) {
+    const uint32_t padded = *std::lower_bound(b.begin(), b.end(), n);
+    EXPECT_LE(padded - n, std::max(7u, n / 4)) << n;
+  }
+  EXPECT_EQ(graph_buckets(100).back(), 100u);
+}
+
+TEST(GraphPolicy, CaptureThenReplayThenRecaptureWider) {
+  graph_policy g;
+  auto d = g.decide(3, 10, true);
+  EXPECT_EQ(d.action, graph_action::capture);
+  EXPECT_EQ(d.bucket, 4u);
+  EXPECT_EQ(d.width, 64u);
+  g.captured(d);
+  d = g.decide(4, 64, true);
+  EXPECT_EQ(d.action, graph_action::replay);
+  EXPECT_EQ(d.width, 64u);
+  d = g.decide(4, 65, true);  // a sequence outgrew the captured table width
+  EXPECT_EQ(d.action, graph_action::capture);
+  EXPECT_EQ(d.width, 128u);
+  g.captured(d);
+  EXPECT_EQ(g.decide(2, 500, true).width, 512u);
+  EXPECT_EQ(g.captures(), 2u);
+  g.invalidate();
+  EXPECT_EQ(g.decide(4, 10, true).action, graph_action::capture);
+}
+
+TEST(GraphPolicy, EagerForPrefillOversizeAndDisabled) {
+  graph_policy g;
+  EXPECT_EQ(g.decide(8, 10, false).action, graph_action::eager);
+  EXPECT_EQ(g.decide(257, 10, true).action, graph_action::eager);
+  EXPECT_EQ(g.decide(0, 10, true).action, graph_action::eager);
+  graph_policy off({256, 64, false});
+  EXPECT_EQ(off.decide(1, 1, true).action, graph_action::eager);
+}
+
+TEST(LaunchConfig, GemvCoversRowsAndTokens) {
+  const launch_dims d = gemv_launch(4097, 17);
+  EXPECT_EQ(d.block, kGemvWarps * kWarp);
+  EXPECT_GE(static_cast<uint64_t>(d.grid_x) * kGemvWarps, 4097u);
+  EXPECT_EQ(d.grid_y, 3u);  // 8 + 8 + 1 tokens
+  EXPECT_EQ(gemv_launch(1, 0).grid_y, 1u);
+}
+
+TEST(LaunchConfig, RowLaunchIsWholeWarps) {
+  for (uint32_t n : {1u, 31u, 576u, 4096u, 8192u, 100000u}) {
+    const launch_dims d = row_launch(7, n);
+    EXPECT_EQ(d.grid_x, 7u);
+    EXPECT_EQ(d.block % kWarp, 0u);
+    EXPECT_GE(d.block, kWarp);
+    EXPECT_LE(d.block, 1024u);
+    EXPECT_EQ(d.shared_bytes, d.block / kWarp * 4);
+  }
+}
+
+TEST(LaunchConfig, SplitsFillTheDeviceForLongContexts) {
+  // Batch 1, 32 query heads, 32k context on 132 SMs: many splits, whole blocks each.
+  split_plan p = plan_attention_splits(32, 32768, 16, 132, 16);
+  EXPECT_EQ(p.n_splits, 9u);  // ceil(264 / 32) = 9
+  EXPECT_EQ(p.keys_per_split % 16, 0u);
+  EXPECT_GE(static_cast<uint64_t>(p.n_splits) * p.keys_per_split, 32768u);
+  // Short context: never a split of fewer than 256 keys.
+  p = plan_attention_splits(32, 300, 16, 132, 16);
+  EXPECT_EQ(p.n_splits, 1u);
+  // Big batch: the pairs already fill the device.
+  p = plan_attention_splits(256 * 32, 4096, 16, 132, 16);
+  EXPECT_EQ(p.n_splits, 1u);
+  EXPECT_EQ(p.keys_per_split, 4096u);
+  // The cap holds.
+  EXPECT_LE(plan_attention_splits(1, 1 << 20, 16, 132, 16).n_splits, 16u);
+}
+
+TEST(StepTickets, InOrderReleaseAndDepth) {
+  step_tickets t(2);
+  const auto a = t.issue(), b = t.issue();
+  ASSERT_TRUE(a && b);
+  EXPECT_FALSE(t.issue());  // depth 2
+  EXPECT_TRUE(t.done(*b));
+  EXPECT_FALSE(t.pop_ready());  // b waits for a
+  EXPECT_FALSE(t.done(*b));     // repeated
+  EXPECT_FALSE(t.done(99));     // unknown
+  EXPECT_TRUE(t.done(*a));
+  EXPECT_EQ(t.pop_ready(), a);
+  EXPECT_EQ(t.pop_ready(), b);
+  EXPECT_FALSE(t.pop_ready());
+  EXPECT_TRUE(t.can_issue());
+  EXPECT_EQ(t.issued(), 2u);
+}
+
+}  // namespace
+}  // namespace tandem::gpu
