@@ -125,10 +125,7 @@ const dot_kernels& avx2_dot_kernels() {
                                  nullptr,
                                  nullptr,
                                  quantize_q8,
-                                 to_f16,
-                                 q4_0_rows4,
-                                 q4_1_rows4,
-                                 q8_0_rows4};
+                                 to_f16};
   return table;
 }
 

@@ -128,6 +128,7 @@ void group4_q4_1(int64_t k, const std::byte* w_rows, size_t w_stride, const std:
     const __m512 da01 = _mm512_permutexvar_ps(lanes01, d4);
     const __m512 da23 = _mm512_permutexvar_ps(lanes23, d4);
     const __m128 s4 = _mm_loadu_ps(g.s + b * 4);
+#pragma GCC unroll 4
     for (int r = 0; r < 4; ++r) {
       const __m512i x = broadcast256(unpack_nibbles(w[r][b].qs));
       const __m512 dw = _mm512_set1_ps(h2f(w[r][b].d));
@@ -248,8 +249,7 @@ void swiglu(int64_t n, float* gate, const float* up) {
 const dot_kernels& avx512_dot_kernels() {
   static const dot_kernels table{"avx512", dot_q4_0, dot_q4_1,    dot_q8_0, dot_f16,
                                  dot_bf16, dot_f32,  key_scores, accumulate_values, sum16, exp_n, swiglu, group_q4_0, group_q4_1, group_q8_0,
-                                 quantize_q8, to_f16, q4_0_rows4, q4_1_rows4, q8_0_rows4,
-                                 group4_q4_1};
+                                 quantize_q8, to_f16, group4_q4_1};
   return table;
 }
 

@@ -26,15 +26,6 @@ group_dot_fn dot_kernels::group_for_type(tensor_type type) const {
   }
 }
 
-rows4_dot_fn dot_kernels::rows4_for_type(tensor_type type) const {
-  switch (type) {
-    case tensor_type::q4_0: return q4_0_r4;
-    case tensor_type::q4_1: return q4_1_r4;
-    case tensor_type::q8_0: return q8_0_r4;
-    default: return nullptr;
-  }
-}
-
 bool cpu_has_avx2() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&

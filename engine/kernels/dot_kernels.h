@@ -33,11 +33,6 @@ inline constexpr size_t kPackedX4BlockBytes = 4 * 32 + 4 * 4 + 4 * 4;
 // logits do not depend on how the step grouped it.
 using group_dot_fn = void (*)(int64_t k, const void* w_row, const std::byte* packed, float* out);
 
-// out[r] = dot(weight row r, act) for the four rows at w_rows + r * w_stride: the row
-// kernel's result for each (same bits), with the four chains interleaved for decode speed.
-using rows4_dot_fn = void (*)(int64_t k, const std::byte* w_rows, size_t w_stride, const void* act,
-                              float* out);
-
 // Four weight rows (w_stride bytes apart) against a packed group of four rows:
 // out[r * 4 + i] = dot(weight row r, packed row i), each bit-identical to group_dot_fn's.
 using group_rows4_fn = void (*)(int64_t k, const std::byte* w_rows, size_t w_stride,
@@ -77,16 +72,11 @@ struct dot_kernels {
   // convert_activation_row), and floats to halves (round to nearest even).
   void (*quantize_q8)(const float* x, void* dst, int64_t k, bool with_sum) = nullptr;
   void (*to_f16)(int64_t n, const float* x, f16_bits* y) = nullptr;
-  // Four weight rows against one activation row; null where the table has none.
-  rows4_dot_fn q4_0_r4 = nullptr;
-  rows4_dot_fn q4_1_r4 = nullptr;
-  rows4_dot_fn q8_0_r4 = nullptr;
 
   // Q4_1 weights: four rows by four packed tokens at once (prefill); null if absent.
   group_rows4_fn q4_1_x4_r4 = nullptr;
 
   row_dot_fn for_type(tensor_type type) const;
-  rows4_dot_fn rows4_for_type(tensor_type type) const;
   group_dot_fn group_for_type(tensor_type type) const;
 };
 

@@ -82,7 +82,6 @@ void matmul(std::span<const matmul_output> outputs, const float* x, int64_t x_st
   // 2. With a matrix-matrix kernel, full groups of four tokens are packed for it; the rest
   //    (and everything without one) goes through the row kernel. Both give the same bits.
   const group_dot_fn group = kernels.group_for_type(w.type);
-  const rows4_dot_fn rows4 = kernels.rows4_for_type(w.type);
   const group_rows4_fn group4 = w.type == tensor_type::q4_1 ? kernels.q4_1_x4_r4 : nullptr;
   const int64_t n_groups = group != nullptr ? n_tok / 4 : 0;
   const int64_t nb = w.cols / kBlock;
@@ -134,17 +133,8 @@ void matmul(std::span<const matmul_output> outputs, const float* x, int64_t x_st
         for (int i = 0; i < 4; ++i) y[(g * 4 + i) * y_stride + r] = out[i];
       }
     }
-    // Tokens left over: with a four-row kernel, one token at a time over rows in fours.
-    int64_t t_rest = n_groups * 4;
-    if (rows4 != nullptr) {
-      for (; t_rest < n_tok; ++t_rest) {
-        const std::byte* a = acts + static_cast<size_t>(t_rest) * act_stride;
-        float* yt = y + t_rest * y_stride;
-        int64_t r = r0;
-        for (; r + 4 <= r1; r += 4) rows4(w.cols, row(r), wj.stride, a, yt + r);
-        for (; r < r1; ++r) dot(w.cols, row(r), a, act_stride, 1, yt + r);
-      }
-    }
+    // Tokens left over (all of them in decode): the row kernel, up to four tokens at once.
+    const int64_t t_rest = n_groups * 4;
     for (int64_t t0 = t_rest; t0 < n_tok; t0 += kMaxActsPerDot) {
       const int n = static_cast<int>(std::min<int64_t>(kMaxActsPerDot, n_tok - t0));
       const std::byte* a = acts + static_cast<size_t>(t0) * act_stride;
