@@ -175,25 +175,55 @@ inline __m512 load_f16x16(const f16_bits* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
+// One key's 16-lane accumulator (folded for the single-token order).
+inline __m512 key_accumulator(int64_t hd, const f16_bits* q, const f16_bits* k, bool single_token_order) {
+  if (single_token_order) {
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                     _mm512_setzero_ps()};
+    for (int64_t c = 0; c < hd / 16; ++c) {
+      acc[c % 4] = _mm512_fmadd_ps(load_f16x16(k + c * 16), load_f16x16(q + c * 16), acc[c % 4]);
+    }
+    return _mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3]));
+  }
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t c = 0; c < hd / 16; ++c) {
+    acc = _mm512_fmadd_ps(load_f16x16(k + c * 16), load_f16x16(q + c * 16), acc);
+  }
+  return acc;
+}
+
+// The 16-lane sums of 16 accumulators at once, each in _mm512_reduce_add_ps's order
+// (halves, then quarters, then (0 + 2) + (1 + 3)), by transposing as the tree goes.
+inline void sum16_of_16(const __m512* x, float* out) {
+  __m512 halves[8];  // two keys each: lanes 0-7 key 2i, lanes 8-15 key 2i+1
+  for (int i = 0; i < 8; ++i) {
+    const __m512 lo = _mm512_shuffle_f32x4(x[2 * i], x[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512 hi = _mm512_shuffle_f32x4(x[2 * i], x[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2));
+    halves[i] = _mm512_add_ps(hi, lo);
+  }
+  for (int i = 0; i < 4; ++i) {
+    // four keys, four lanes each
+    const __m512 lo = _mm512_shuffle_f32x4(halves[2 * i], halves[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0));
+    const __m512 hi = _mm512_shuffle_f32x4(halves[2 * i], halves[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1));
+    const __m512 t = _mm512_add_ps(hi, lo);
+    const __m512 pairs = _mm512_add_ps(t, _mm512_permute_ps(t, _MM_SHUFFLE(1, 0, 3, 2)));
+    const __m512 total = _mm512_add_ps(pairs, _mm512_permute_ps(pairs, _MM_SHUFFLE(2, 3, 0, 1)));
+    alignas(64) float lanes[16];
+    _mm512_store_ps(lanes, total);
+    for (int k = 0; k < 4; ++k) out[4 * i + k] = lanes[4 * k];
+  }
+}
+
 void key_scores(int64_t hd, const f16_bits* q, const f16_bits* keys, int n, bool single_token_order,
                 float* out) {
+  if (n == 16) {
+    __m512 acc[16];
+    for (int j = 0; j < 16; ++j) acc[j] = key_accumulator(hd, q, keys + j * hd, single_token_order);
+    sum16_of_16(acc, out);
+    return;
+  }
   for (int j = 0; j < n; ++j) {
-    const f16_bits* k = keys + j * hd;
-    if (single_token_order) {
-      __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
-                       _mm512_setzero_ps()};
-      for (int64_t c = 0; c < hd / 16; ++c) {
-        acc[c % 4] = _mm512_fmadd_ps(load_f16x16(k + c * 16), load_f16x16(q + c * 16), acc[c % 4]);
-      }
-      out[j] = _mm512_reduce_add_ps(
-          _mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3])));
-    } else {
-      __m512 acc = _mm512_setzero_ps();
-      for (int64_t c = 0; c < hd / 16; ++c) {
-        acc = _mm512_fmadd_ps(load_f16x16(k + c * 16), load_f16x16(q + c * 16), acc);
-      }
-      out[j] = _mm512_reduce_add_ps(acc);
-    }
+    out[j] = _mm512_reduce_add_ps(key_accumulator(hd, q, keys + j * hd, single_token_order));
   }
 }
 

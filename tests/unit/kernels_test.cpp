@@ -161,11 +161,13 @@ TEST(DotKernels, AttentionKernelsAreBitIdenticalAcrossTables) {
     for (auto& x : v) x = f32_to_f16(random_floats(1, rng)[0]);
     const auto p = random_floats(16, rng, 0.1f);
     for (bool single : {false, true}) {
-      float expected[16], got[16];
-      ref.key_scores(hd, q.data(), keys.data(), 13, single, expected);
-      for (const dot_kernels* table : supported_tables()) {
-        table->key_scores(hd, q.data(), keys.data(), 13, single, got);
-        for (int j = 0; j < 13; ++j) ASSERT_EQ(got[j], expected[j]) << table->isa << " hd " << hd;
+      for (int n : {13, 16}) {  // a partial chunk and a full one (the SIMD fast path)
+        float expected[16], got[16];
+        ref.key_scores(hd, q.data(), keys.data(), n, single, expected);
+        for (const dot_kernels* table : supported_tables()) {
+          table->key_scores(hd, q.data(), keys.data(), n, single, got);
+          for (int j = 0; j < n; ++j) ASSERT_EQ(got[j], expected[j]) << table->isa << " hd " << hd << " n " << n;
+        }
       }
     }
     std::vector<float> acc_ref(hd * 16, 0.5f);
