@@ -75,6 +75,12 @@ __global__ void add_kernel(float* x, const float* y, size_t n) {
   }
 }
 
+__global__ void gather_rows_kernel(const float* src, const int32_t* rows, int32_t width, float* dst) {
+  const float* from = src + static_cast<int64_t>(rows[blockIdx.x]) * width;
+  float* to = dst + static_cast<int64_t>(blockIdx.x) * width;
+  for (int32_t i = threadIdx.x; i < width; i += blockDim.x) to[i] = from[i];
+}
+
 uint32_t flat_grid(size_t n) { return static_cast<uint32_t>(std::min<size_t>((n + 255) / 256, 65535 * 8)); }
 
 }  // namespace
@@ -112,6 +118,13 @@ void launch_add(float* x, const float* y, size_t n, stream_handle s) {
   if (n == 0) return;
   add_kernel<<<flat_grid(n), 256, 0, s>>>(x, y, n);
   check_launch("add");
+}
+
+void launch_gather_rows(const float* src, const int32_t* rows, int32_t n, int32_t width, float* dst,
+                        stream_handle s) {
+  if (n <= 0) return;
+  gather_rows_kernel<<<n, 256, 0, s>>>(src, rows, width, dst);
+  check_launch("gather_rows");
 }
 
 }  // namespace tandem::gpu

@@ -91,3 +91,11 @@ void launch_penalties(float* logits, int32_t n_rows, int32_t n_vocab, const int3
                       const int32_t* counts, const penalty_params* params, stream_handle s);
 
 }  // namespace tandem::gpu
+
+namespace tandem::gpu {
+
+// dst[i] = src[rows[i]] for n rows of `width` floats.
+void launch_gather_rows(const float* src, const int32_t* rows, int32_t n, int32_t width, float* dst,
+                        stream_handle s);
+
+}  // namespace tandem::gpu

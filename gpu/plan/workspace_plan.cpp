@@ -29,6 +29,8 @@ workspace_plan plan_workspace(const model_shape& m, const step_limits& lim) {
   take(p.tokens, T * i);
   take(p.positions, T * i);
   take(p.row_seq, T * i);
+  take(p.slots, T * i);
+  take(p.out_rows, size_t{lim.max_logit_rows} * i);
   take(p.tables, size_t{lim.max_seqs} * lim.max_table_width * i);
   take(p.sampled, size_t{lim.max_logit_rows} * i);
   p.total = at;

@@ -57,7 +57,7 @@ TEST(Workspace, AlignedAndDisjoint) {
   lim.max_table_width = 512;
   const workspace_plan p = plan_workspace(m, lim);
   const size_t offs[] = {p.x, p.h, p.q, p.k, p.v, p.attn, p.gate, p.up, p.logits, p.partials,
-                         p.tokens, p.positions, p.row_seq, p.tables, p.sampled};
+                         p.tokens, p.positions, p.row_seq, p.slots, p.out_rows, p.tables, p.sampled};
   for (size_t i = 0; i < std::size(offs); ++i) {
     EXPECT_EQ(offs[i] % kWorkspaceAlign, 0u) << i;
     if (i > 0) {

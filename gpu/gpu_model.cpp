@@ -1,0 +1,238 @@
+#include "gpu/gpu_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "gpu/plan/launch_config.h"
+
+namespace tandem::gpu {
+namespace {
+
+device_buffer upload_now(const void* host, size_t bytes, stream_handle s) {
+  device_buffer b(bytes);
+  copy_to_device_async(b.data(), host, bytes, s);
+  return b;
+}
+
+device_buffer upload_matrix(const kernels::weight_view& w, stream_handle s, size_t& total) {
+  const size_t bytes = w.stride * static_cast<size_t>(w.rows);
+  total += bytes;
+  return upload_now(w.data, bytes, s);
+}
+
+device_buffer upload_floats(const std::vector<float>& v, stream_handle s, size_t& total) {
+  total += v.size() * sizeof(float);
+  return upload_now(v.data(), v.size() * sizeof(float), s);
+}
+
+}  // namespace
+
+gpu_model::gpu_model(const model_config& config, const model_weights& weights, const gpu_model_options& options)
+    : config_(config), options_(options) {
+  const model_config& c = config_;
+  if (c.head_dim % 32 != 0 || c.head_dim > 256) {
+    throw std::invalid_argument("gpu_model: head size " + std::to_string(c.head_dim) +
+                                " is not a multiple of 32 up to 256");
+  }
+  if (c.rope_scaling == rope_scaling_type::yarn) throw std::invalid_argument("gpu_model: YaRN RoPE is not supported");
+  if (options_.limits.max_table_width == 0) {
+    options_.limits.max_table_width = (std::max(c.n_ctx_train, 1u) + options_.block_tokens - 1) / options_.block_tokens;
+  }
+  sm_count_ = memory_info().sm_count;
+  stream up;
+  // Weights, once. Host memory here is the mapped GGUF file (pageable): start-up only.
+  token_embd_ = upload_matrix(weights.token_embd, up.handle(), weight_bytes_);
+  embd_type_ = weights.token_embd.type;
+  output_norm_ = upload_floats(weights.output_norm, up.handle(), weight_bytes_);
+  tied_ = weights.output.data == weights.token_embd.data;
+  output_type_ = weights.output.type;
+  if (!tied_) output_ = upload_matrix(weights.output, up.handle(), weight_bytes_);
+  if (!weights.rope_freqs.empty()) rope_freqs_ = upload_floats(weights.rope_freqs, up.handle(), weight_bytes_);
+  for (const layer_weights& w : weights.layers) {
+    layer l;
+    l.attn_norm = upload_floats(w.attn_norm, up.handle(), weight_bytes_);
+    l.ffn_norm = upload_floats(w.ffn_norm, up.handle(), weight_bytes_);
+    l.wq = upload_matrix(w.wq, up.handle(), weight_bytes_), l.tq = w.wq.type;
+    l.wk = upload_matrix(w.wk, up.handle(), weight_bytes_), l.tk = w.wk.type;
+    l.wv = upload_matrix(w.wv, up.handle(), weight_bytes_), l.tv = w.wv.type;
+    l.wo = upload_matrix(w.wo, up.handle(), weight_bytes_), l.to = w.wo.type;
+    l.w_gate = upload_matrix(w.w_gate, up.handle(), weight_bytes_), l.tg = w.w_gate.type;
+    l.w_up = upload_matrix(w.w_up, up.handle(), weight_bytes_), l.tu = w.w_up.type;
+    l.w_down = upload_matrix(w.w_down, up.handle(), weight_bytes_), l.td = w.w_down.type;
+    layers_.push_back(std::move(l));
+  }
+  up.synchronize();
+
+  // Workspace for the largest step, then the KV pool from what is left.
+  const model_shape shape{c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim, c.n_ff, c.n_vocab};
+  plan_ = plan_workspace(shape, options_.limits);
+  work_ = device_buffer(plan_.total);
+  const kv_geometry geo{c.n_layer, c.n_head_kv, c.head_dim, options_.block_tokens, 2};
+  n_blocks_ = options_.n_blocks;
+  if (n_blocks_ <= 0) {
+    const device_memory_info mem = memory_info();
+    memory_budget budget;
+    budget.total_bytes = mem.total_bytes;
+    // Weights and workspace are allocated already: count them against the share, not free.
+    budget.free_bytes = mem.free_bytes + weight_bytes_ + plan_.total;
+    budget.utilization = options_.gpu_memory_utilization;
+    budget.weight_bytes = weight_bytes_;
+    budget.workspace_bytes = plan_.total;
+    const kv_plan kv = plan_kv_pool(geo, budget);
+    if (kv.n_blocks <= 0) throw std::runtime_error("gpu_model: " + kv.why);
+    n_blocks_ = kv.n_blocks;
+  }
+  kv_ = device_buffer(geo.block_bytes() * static_cast<size_t>(n_blocks_));
+  for (uint32_t i = 0; i < std::max(options_.staging_slots, 1u); ++i) {
+    staging_.emplace_back(plan_.sampled - plan_.tokens);
+  }
+}
+
+kv_layer gpu_model::kv_of(uint32_t l) const {
+  const size_t per = static_cast<size_t>(n_blocks_) * config_.n_head_kv * options_.block_tokens * config_.head_dim;
+  auto* base = kv_.as<uint16_t>() + size_t{2} * l * per;
+  return {base, base + per, static_cast<int32_t>(config_.n_head_kv), static_cast<int32_t>(config_.head_dim),
+          static_cast<int32_t>(options_.block_tokens)};
+}
+
+const float* gpu_model::logits() const { return fbuf(plan_.logits); }
+int32_t* gpu_model::sampled() const { return ibuf(plan_.sampled); }
+
+step_rows gpu_model::enqueue_forward(const step_input& in, stream_handle s, uint32_t slot) {
+  const model_config& c = config_;
+  const int32_t E = static_cast<int32_t>(c.n_embd), Q = static_cast<int32_t>(c.q_dim());
+  const int32_t KV = static_cast<int32_t>(c.kv_dim()), F = static_cast<int32_t>(c.n_ff);
+  const int32_t bt = static_cast<int32_t>(options_.block_tokens);
+  const step_limits& lim = options_.limits;
+
+  // Validate and measure.
+  int64_t T = 0, n_out = 0;
+  size_t width = 1;
+  int32_t max_keys = 0;
+  for (const auto& sq : in.seqs) {
+    const int64_t end = static_cast<int64_t>(sq.start_pos) + static_cast<int64_t>(sq.tokens.size());
+    if (sq.start_pos < 0) throw std::invalid_argument("forward: negative start position");
+    if (static_cast<int64_t>(sq.blocks.size()) * bt < end) {
+      throw std::invalid_argument("forward: block table of sequence " + std::to_string(sq.seq_id) +
+                                  " does not cover position " + std::to_string(end - 1));
+    }
+    for (int32_t b : sq.blocks) {
+      if (b < 0 || b >= n_blocks_) throw std::invalid_argument("forward: bad block id");
+    }
+    for (int32_t tok : sq.tokens) {
+      if (tok < 0 || static_cast<uint32_t>(tok) >= c.n_vocab) {
+        throw std::invalid_argument("forward: token id " + std::to_string(tok) + " outside the vocabulary");
+      }
+    }
+    T += static_cast<int64_t>(sq.tokens.size());
+    n_out += sq.tokens.empty() ? 0 : sq.want_all_logits ? static_cast<int64_t>(sq.tokens.size()) : 1;
+    width = std::max(width, sq.blocks.size());
+    max_keys = std::max(max_keys, static_cast<int32_t>(end));
+  }
+  if (T > lim.max_tokens || n_out > lim.max_logit_rows || in.seqs.size() > lim.max_seqs ||
+      width > lim.max_table_width) {
+    throw std::invalid_argument("forward: the step exceeds the GPU worker's limits");
+  }
+  step_rows rows;
+  rows.first_row.assign(in.seqs.size(), 0);
+  rows.n_rows_of.assign(in.seqs.size(), 0);
+  rows.n_rows = static_cast<int32_t>(n_out);
+  if (T == 0) return rows;
+
+  // Pack the integer inputs into pinned memory laid out as the workspace's integer part.
+  pinned_buffer& stage = staging_[slot % staging_.size()];
+  auto host = [&](size_t offset) { return reinterpret_cast<int32_t*>(stage.as<char>() + (offset - plan_.tokens)); };
+  int32_t* tokens = host(plan_.tokens);
+  int32_t* positions = host(plan_.positions);
+  int32_t* row_seq = host(plan_.row_seq);
+  int32_t* slots = host(plan_.slots);
+  int32_t* out_rows = host(plan_.out_rows);
+  int32_t* tables = host(plan_.tables);
+  {
+    int64_t t = 0, r = 0;
+    for (size_t i = 0; i < in.seqs.size(); ++i) {
+      const auto& sq = in.seqs[i];
+      const auto n = static_cast<int64_t>(sq.tokens.size());
+      rows.first_row[i] = static_cast<int32_t>(r);
+      for (int64_t j = 0; j < n; ++j, ++t) {
+        const int32_t p = sq.start_pos + static_cast<int32_t>(j);
+        tokens[t] = sq.tokens[static_cast<size_t>(j)];
+        positions[t] = p;
+        row_seq[t] = static_cast<int32_t>(i);
+        slots[t] = sq.blocks[static_cast<size_t>(p / bt)] * bt + p % bt;
+        if (sq.want_all_logits || j == n - 1) out_rows[r++] = static_cast<int32_t>(t);
+      }
+      rows.n_rows_of[i] = static_cast<int32_t>(r) - rows.first_row[i];
+      int32_t* row = tables + i * width;
+      std::copy(sq.blocks.begin(), sq.blocks.end(), row);
+      std::fill(row + sq.blocks.size(), row + width, 0);
+    }
+  }
+  copy_to_device_async(ibuf(plan_.tokens), stage.data(), plan_.sampled - plan_.tokens, s);
+
+  float *x = fbuf(plan_.x), *h = fbuf(plan_.h), *q = fbuf(plan_.q), *k = fbuf(plan_.k), *v = fbuf(plan_.v);
+  float *attn = fbuf(plan_.attn), *gate = fbuf(plan_.gate), *up = fbuf(plan_.up);
+  const int32_t nt = static_cast<int32_t>(T);
+  launch_embed_rows(embd_type_, token_embd_.data(), ibuf(plan_.tokens), nt, E, x, s);
+
+  const float freq_scale = c.rope_scaling == rope_scaling_type::linear ? 1.0f / c.rope_scaling_factor : 1.0f;
+  const auto* factors = rope_freqs_.bytes() ? rope_freqs_.as<float>() : nullptr;
+  const rope_args rq{static_cast<int32_t>(c.n_head), static_cast<int32_t>(c.head_dim), static_cast<int32_t>(c.n_rot),
+                     c.rope_freq_base, freq_scale, factors};
+  rope_args rk = rq;
+  rk.n_heads = static_cast<int32_t>(c.n_head_kv);
+  const split_plan sp = plan_attention_splits(static_cast<uint32_t>(T * c.n_head), static_cast<uint32_t>(max_keys),
+                                              options_.block_tokens, static_cast<uint32_t>(sm_count_), lim.max_splits);
+  const attention_args aa{static_cast<int32_t>(c.n_head), 1.0f / std::sqrt(static_cast<float>(c.head_dim)),
+                          static_cast<int32_t>(width), static_cast<int32_t>(sp.n_splits),
+                          static_cast<int32_t>(sp.keys_per_split)};
+
+  const uint32_t n_run = in.n_layers > 0 ? std::min(in.n_layers, c.n_layer) : c.n_layer;
+  for (uint32_t li = 0; li < n_run; ++li) {
+    const layer& w = layers_[li];
+    launch_rms_norm(x, w.attn_norm.as<float>(), h, nt, E, c.rms_eps, s);
+    launch_gemv(w.tq, w.wq.data(), Q, E, h, nt, q, s);
+    launch_gemv(w.tk, w.wk.data(), KV, E, h, nt, k, s);
+    launch_gemv(w.tv, w.wv.data(), KV, E, h, nt, v, s);
+    launch_rope(q, ibuf(plan_.positions), nt, rq, s);
+    launch_rope(k, ibuf(plan_.positions), nt, rk, s);
+    const kv_layer kv = kv_of(li);
+    launch_kv_store(k, v, ibuf(plan_.slots), nt, kv, s);
+    launch_paged_attention(q, ibuf(plan_.positions), ibuf(plan_.row_seq), ibuf(plan_.tables), nt, kv, aa,
+                           fbuf(plan_.partials), attn, s);
+    launch_gemv(w.to, w.wo.data(), E, Q, attn, nt, h, s);
+    launch_add(x, h, static_cast<size_t>(T) * E, s);
+
+    launch_rms_norm(x, w.ffn_norm.as<float>(), h, nt, E, c.rms_eps, s);
+    launch_gemv(w.tg, w.w_gate.data(), F, E, h, nt, gate, s);
+    launch_gemv(w.tu, w.w_up.data(), F, E, h, nt, up, s);
+    launch_swiglu(gate, up, static_cast<size_t>(T) * F, s);
+    launch_gemv(w.td, w.w_down.data(), E, F, gate, nt, h, s);
+    launch_add(x, h, static_cast<size_t>(T) * E, s);
+  }
+
+  // Output head on the rows that want logits.
+  const int32_t no = static_cast<int32_t>(n_out);
+  launch_gather_rows(x, ibuf(plan_.out_rows), no, E, h, s);
+  launch_rms_norm(h, output_norm_.as<float>(), h, no, E, c.rms_eps, s);
+  launch_gemv(output_type_, tied_ ? token_embd_.data() : output_.data(), static_cast<int32_t>(c.n_vocab), E, h, no,
+              fbuf(plan_.logits), s);
+  return rows;
+}
+
+void gpu_model::forward(const step_input& in, stream& s, step_output& out) {
+  const step_rows rows = enqueue_forward(in, s.handle());
+  out.n_vocab = static_cast<int32_t>(config_.n_vocab);
+  out.first_row = rows.first_row;
+  out.n_rows = rows.n_rows_of;
+  out.logits.resize(static_cast<size_t>(rows.n_rows) * config_.n_vocab);
+  if (rows.n_rows > 0) {
+    copy_to_host_async(out.logits.data(), logits(), out.logits.size() * sizeof(float), s.handle());
+  }
+  s.synchronize();
+}
+
+}  // namespace tandem::gpu

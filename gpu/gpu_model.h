@@ -1,0 +1,94 @@
+// A Llama-family model on one CUDA device: weights uploaded once, a paged KV pool in device
+// memory, and the forward pass of one step (engine/step.h) enqueued on a caller's stream,
+// mirroring engine/model.cpp layer by layer:
+//
+//   x = embed(tokens)
+//   per layer:  h = norm(x); q,k,v = Wq h, Wk h, Wv h; rope(q, k); store k, v in the cache;
+//               attn = paged_attention(q); x += Wo attn
+//               h = norm(x); gate, up = Wg h, Wu h; gate = silu(gate) * up; x += Wd gate
+//   logits = Wout norm(x[rows that want logits])
+//
+// Plain C++ (no CAF, no CUDA headers): the kernels are behind gpu/kernels.h. Enqueueing
+// never waits for the device; the host part of a step (validation, packing the integer
+// inputs into pinned memory) runs before anything is enqueued.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "engine/model_config.h"
+#include "engine/model_weights.h"
+#include "engine/step.h"
+#include "gpu/device.h"
+#include "gpu/kernels.h"
+#include "gpu/plan/kv_budget.h"
+#include "gpu/plan/workspace_plan.h"
+
+namespace tandem::gpu {
+
+struct gpu_model_options {
+  uint32_t block_tokens = 16;
+  int32_t n_blocks = 0;          // KV blocks; 0: as many as gpu_memory_utilization allows
+  double gpu_memory_utilization = 0.9;
+  step_limits limits;            // largest step; max_table_width 0: n_ctx_train / block_tokens
+  uint32_t staging_slots = 2;    // pinned input buffers: steps that may be in flight at once
+};
+
+// Where a step's outputs are on the device after enqueue_forward (valid until the next one).
+struct step_rows {
+  int32_t n_rows = 0;               // logit rows
+  std::vector<int32_t> first_row;   // per sequence (as step_output)
+  std::vector<int32_t> n_rows_of;   // per sequence
+};
+
+class gpu_model {
+ public:
+  // Uploads the weights (synchronously: start-up only) and allocates KV pool and workspace.
+  gpu_model(const model_config& config, const model_weights& weights, const gpu_model_options& options = {});
+
+  const model_config& config() const { return config_; }
+  int32_t n_blocks() const { return n_blocks_; }
+  size_t weight_bytes() const { return weight_bytes_; }
+  size_t kv_bytes() const { return kv_.bytes(); }
+
+  // Enqueues one step on `s`. Throws std::invalid_argument as model::forward does (bad token,
+  // uncovered positions, bad block id) and when the step exceeds the limits. `slot` picks
+  // the pinned staging buffer (the caller keeps at most staging_slots steps in flight).
+  step_rows enqueue_forward(const step_input& in, stream_handle s, uint32_t slot = 0);
+  // Device logits [n_rows][n_vocab] of the last enqueued step.
+  const float* logits() const;
+  // Device buffer for sampled ids, one per logit row.
+  int32_t* sampled() const;
+
+  // Tests and benchmarks: runs a step and copies the logits into `out` (blocks on `s`).
+  void forward(const step_input& in, stream& s, step_output& out);
+
+ private:
+  struct layer {
+    device_buffer attn_norm, ffn_norm, wq, wk, wv, wo, w_gate, w_up, w_down;
+    tensor_type tq{}, tk{}, tv{}, to{}, tg{}, tu{}, td{};
+  };
+  float* fbuf(size_t offset) const { return reinterpret_cast<float*>(static_cast<char*>(work_.data()) + offset); }
+  int32_t* ibuf(size_t offset) const {
+    return reinterpret_cast<int32_t*>(static_cast<char*>(work_.data()) + offset);
+  }
+  kv_layer kv_of(uint32_t l) const;
+
+  model_config config_;
+  gpu_model_options options_;
+  std::vector<layer> layers_;
+  device_buffer token_embd_, output_norm_, output_, rope_freqs_;
+  tensor_type embd_type_{}, output_type_{};
+  bool tied_ = false;
+  size_t weight_bytes_ = 0;
+
+  int32_t n_blocks_ = 0;
+  device_buffer kv_;       // [n_layer][K | V][n_blocks][n_head_kv][block_tokens][head_dim] f16
+  workspace_plan plan_;
+  device_buffer work_;
+  std::vector<pinned_buffer> staging_;  // the integer inputs of a step, [tokens .. sampled)
+  int sm_count_ = 0;
+};
+
+}  // namespace tandem::gpu
