@@ -9,6 +9,7 @@
 
 #include "actors/tenant_limits.h"
 #include "cli/commands.h"
+#include "cli/speculative_options.h"
 #include "net/server.h"
 #include "tandem/runtime.h"
 
@@ -120,6 +121,7 @@ void register_serve(CLI::App& app) {
   cmd->add_flag("!--no-enable-prefix-caching", o->rt.enable_prefix_caching, "Turn the prefix cache off");
   cmd->add_option("--chat-template", o->rt.chat_template, "Chat template family overriding the model's");
   cmd->add_option("--threads", o->rt.threads, "Compute threads (0 = one per core)")->capture_default_str();
+  add_speculative_options(cmd, o->rt);
   cmd->add_option("--io-threads", o->io_threads, "Network threads")->capture_default_str();
   cmd->add_option("--max-connections", o->max_connections, "Open connections at most")->capture_default_str();
   cmd->add_option("--max-body-bytes", o->max_body_bytes, "Request body size at most")->capture_default_str();
