@@ -17,8 +17,6 @@ void attend_one_head(const kernels::dot_kernels& kernels, const kv_pool& pool, u
   const size_t padded = static_cast<size_t>(n_chunks) * kLanes;
   scratch.scores.resize(padded);
   scratch.probs.resize(padded);
-  const size_t n_sets = single_token ? 4 : 1;
-  scratch.acc.assign(n_sets * static_cast<size_t>(hd) * kLanes, 0.0f);
   float* scores = scratch.scores.data();
   float* probs = scratch.probs.data();
 
@@ -54,26 +52,14 @@ void attend_one_head(const kernels::dot_kernels& kernels, const kv_pool& pool, u
   }
 
   // Values: V blocks are stored transposed ([head_dim][block_tokens] per head).
+  scratch.v_chunks.resize(static_cast<size_t>(n_chunks));
   for (int32_t c = 0; c < n_chunks; ++c) {
     const int32_t j0 = c * kLanes;
-    const kernels::f16_bits* v = pool.v(layer, blocks[static_cast<size_t>(j0 / bt)], kv_head) + (j0 % bt);
-    float* acc = scratch.acc.data() + (single_token ? static_cast<size_t>(c % 4) * hd * kLanes : 0);
-    kernels.accumulate_values(hd, v, static_cast<size_t>(bt), probs + j0, acc);
+    scratch.v_chunks[static_cast<size_t>(c)] =
+        pool.v(layer, blocks[static_cast<size_t>(j0 / bt)], kv_head) + (j0 % bt);
   }
-  const float* a0 = scratch.acc.data();
-  for (int64_t d = 0; d < hd; ++d) {
-    if (single_token) {
-      const size_t set = static_cast<size_t>(hd) * kLanes;
-      float folded[kLanes];
-      for (int l = 0; l < kLanes; ++l) {
-        const size_t i = static_cast<size_t>(d) * kLanes + static_cast<size_t>(l);
-        folded[l] = (a0[i] + a0[i + 2 * set]) + (a0[i + set] + a0[i + 3 * set]);
-      }
-      out[d] = kernels.sum16(folded);
-    } else {
-      out[d] = kernels.sum16(a0 + d * kLanes);
-    }
-  }
+  kernels.weighted_values(hd, scratch.v_chunks.data(), static_cast<size_t>(bt), probs, n_chunks,
+                          single_token, out);
 }
 
 }  // namespace tandem

@@ -23,7 +23,7 @@ namespace tandem {
 struct attention_scratch {
   std::vector<float> scores;  // [n_keys rounded up to 16]
   std::vector<float> probs;   // [same] probabilities rounded to half, zero past n_keys
-  std::vector<float> acc;     // [4][head_dim][16] value accumulators
+  std::vector<const kernels::f16_bits*> v_chunks;  // [chunks] values of 16 positions each
 };
 
 // out[head_dim] = attention of q_f16 (a query rounded to half) over key positions

@@ -50,13 +50,22 @@ void key_scores(int64_t hd, const f16_bits* q, const f16_bits* keys, int n, bool
   }
 }
 
-void accumulate_values(int64_t hd, const f16_bits* v, size_t v_stride, const float* p, float* acc) {
-  const __m256 p_lo = _mm256_loadu_ps(p), p_hi = _mm256_loadu_ps(p + 8);
+void weighted_values(int64_t hd, const f16_bits* const* v_chunks, size_t v_stride, const float* p,
+                     int n_chunks, bool single_token_order, float* out) {
   for (int64_t d = 0; d < hd; ++d) {
-    const f16_bits* row = v + static_cast<size_t>(d) * v_stride;
-    float* a = acc + d * 16;
-    _mm256_storeu_ps(a, _mm256_fmadd_ps(load_f16x8_at(row), p_lo, _mm256_loadu_ps(a)));
-    _mm256_storeu_ps(a + 8, _mm256_fmadd_ps(load_f16x8_at(row + 8), p_hi, _mm256_loadu_ps(a + 8)));
+    __m256 lo[4], hi[4];
+    for (int a = 0; a < 4; ++a) lo[a] = hi[a] = _mm256_setzero_ps();
+    for (int c = 0; c < n_chunks; ++c) {
+      const int a = single_token_order ? c % 4 : 0;
+      const f16_bits* v = v_chunks[c] + static_cast<size_t>(d) * v_stride;
+      lo[a] = _mm256_fmadd_ps(load_f16x8_at(v), _mm256_loadu_ps(p + c * 16), lo[a]);
+      hi[a] = _mm256_fmadd_ps(load_f16x8_at(v + 8), _mm256_loadu_ps(p + c * 16 + 8), hi[a]);
+    }
+    if (single_token_order) {
+      lo[0] = _mm256_add_ps(_mm256_add_ps(lo[0], lo[2]), _mm256_add_ps(lo[1], lo[3]));
+      hi[0] = _mm256_add_ps(_mm256_add_ps(hi[0], hi[2]), _mm256_add_ps(hi[1], hi[3]));
+    }
+    out[d] = sum_halves(lo[0], hi[0]);
   }
 }
 
@@ -117,7 +126,7 @@ const dot_kernels& avx2_dot_kernels() {
                                  dot_bf16,
                                  dot_f32,
                                  key_scores,
-                                 accumulate_values,
+                                 weighted_values,
                                  sum16,
                                  exp_n,
                                  swiglu,

@@ -227,12 +227,41 @@ void key_scores(int64_t hd, const f16_bits* q, const f16_bits* keys, int n, bool
   }
 }
 
-void accumulate_values(int64_t hd, const f16_bits* v, size_t v_stride, const float* p, float* acc) {
-  const __m512 pv = _mm512_loadu_ps(p);
-  for (int64_t d = 0; d < hd; ++d) {
-    float* a = acc + d * 16;
-    _mm512_storeu_ps(a, _mm512_fmadd_ps(load_f16x16(v + static_cast<size_t>(d) * v_stride), pv,
-                                        _mm512_loadu_ps(a)));
+// Values in blocks of 16 dimensions: their accumulators stay in registers across all chunks
+// and are summed together by sum16_of_16.
+void weighted_values(int64_t hd, const f16_bits* const* v_chunks, size_t v_stride, const float* p,
+                     int n_chunks, bool single_token_order, float* out) {
+  for (int64_t d0 = 0; d0 < hd; d0 += 16) {
+    __m512 acc[16];
+    if (single_token_order) {
+      for (int64_t q = 0; q < 16; q += 4) {  // four dimensions x four chains at a time
+        __m512 chains[4][4];
+        for (auto& dim : chains) {
+          for (auto& chain : dim) chain = _mm512_setzero_ps();
+        }
+        for (int c = 0; c < n_chunks; ++c) {
+          const __m512 pv = _mm512_loadu_ps(p + c * 16);
+          for (int i = 0; i < 4; ++i) {
+            const f16_bits* v = v_chunks[c] + static_cast<size_t>(d0 + q + i) * v_stride;
+            chains[i][c % 4] = _mm512_fmadd_ps(load_f16x16(v), pv, chains[i][c % 4]);
+          }
+        }
+        for (int i = 0; i < 4; ++i) {
+          acc[q + i] = _mm512_add_ps(_mm512_add_ps(chains[i][0], chains[i][2]),
+                                     _mm512_add_ps(chains[i][1], chains[i][3]));
+        }
+      }
+    } else {
+      for (auto& a : acc) a = _mm512_setzero_ps();
+      for (int c = 0; c < n_chunks; ++c) {
+        const __m512 pv = _mm512_loadu_ps(p + c * 16);
+        for (int i = 0; i < 16; ++i) {
+          const f16_bits* v = v_chunks[c] + static_cast<size_t>(d0 + i) * v_stride;
+          acc[i] = _mm512_fmadd_ps(load_f16x16(v), pv, acc[i]);
+        }
+      }
+    }
+    sum16_of_16(acc, out + d0);
   }
 }
 
@@ -278,7 +307,7 @@ void swiglu(int64_t n, float* gate, const float* up) {
 
 const dot_kernels& avx512_dot_kernels() {
   static const dot_kernels table{"avx512", dot_q4_0, dot_q4_1,    dot_q8_0, dot_f16,
-                                 dot_bf16, dot_f32,  key_scores, accumulate_values, sum16, exp_n, swiglu, group_q4_0, group_q4_1, group_q8_0,
+                                 dot_bf16, dot_f32,  key_scores, weighted_values, sum16, exp_n, swiglu, group_q4_0, group_q4_1, group_q8_0,
                                  quantize_q8, to_f16, group4_q4_1};
   return table;
 }

@@ -129,11 +129,19 @@ void key_scores(int64_t hd, const f16_bits* q, const f16_bits* keys, int n, bool
   }
 }
 
-void accumulate_values(int64_t hd, const f16_bits* v, size_t v_stride, const float* p, float* acc) {
+void weighted_values(int64_t hd, const f16_bits* const* v_chunks, size_t v_stride, const float* p,
+                     int n_chunks, bool single_token_order, float* out) {
   for (int64_t d = 0; d < hd; ++d) {
-    for (int l = 0; l < 16; ++l) {
-      acc[d * 16 + l] = std::fma(f16_to_f32(v[static_cast<size_t>(d) * v_stride + l]), p[l], acc[d * 16 + l]);
+    float acc[4][16] = {};
+    for (int c = 0; c < n_chunks; ++c) {
+      float* a = acc[single_token_order ? c % 4 : 0];
+      const f16_bits* v = v_chunks[c] + static_cast<size_t>(d) * v_stride;
+      for (int l = 0; l < 16; ++l) a[l] = std::fma(f16_to_f32(v[l]), p[c * 16 + l], a[l]);
     }
+    if (single_token_order) {
+      for (int l = 0; l < 16; ++l) acc[0][l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
+    }
+    out[d] = sum16(acc[0]);
   }
 }
 
@@ -157,7 +165,7 @@ void to_f16(int64_t n, const float* x, f16_bits* y) {
 
 const dot_kernels& generic_dot_kernels() {
   static const dot_kernels table{"generic", dot_q4_0, dot_q4_1, dot_q8_0, dot_f16,
-                                 dot_bf16,  dot_f32,  key_scores, accumulate_values, sum16, exp_n, swiglu, nullptr, nullptr, nullptr, quantize_q8, to_f16};
+                                 dot_bf16,  dot_f32,  key_scores, weighted_values, sum16, exp_n, swiglu, nullptr, nullptr, nullptr, quantize_q8, to_f16};
   return table;
 }
 

@@ -51,13 +51,15 @@ struct dot_kernels {
   //   key_scores: out[j] = q . keys[j] for n <= 16 keys of hd halves each (hd % 16 == 0).
   //     single_token_order: four 16-lane accumulators taking 16-element chunks in turn,
   //     folded (0+2, 1+3, then 0+1) before the 16-lane sum; otherwise one accumulator.
-  //   accumulate_values: acc[d][l] = fma(v[d * v_stride + l], p[l], acc[d][l]) for d < hd,
-  //     l < 16 (v: one 16-position chunk of a transposed value block).
+  //   weighted_values: out[d] = sum over chunks c and lanes l of p[16c + l] * v_c[d * v_stride
+  //     + l] (v_c: chunk c of transposed values), as 16-lane FMA chains over the chunks
+  //     (single_token_order: chunks dealt to four chains in turn, folded 0+2, 1+3, 0+1),
+  //     each chain summed like sum16.
   //   sum16: the 16-lane sum in the order of _mm512_reduce_add_ps.
   void (*key_scores)(int64_t hd, const f16_bits* q, const f16_bits* keys, int n,
                      bool single_token_order, float* out) = nullptr;
-  void (*accumulate_values)(int64_t hd, const f16_bits* v, size_t v_stride, const float* p,
-                            float* acc) = nullptr;
+  void (*weighted_values)(int64_t hd, const f16_bits* const* v_chunks, size_t v_stride, const float* p,
+                          int n_chunks, bool single_token_order, float* out) = nullptr;
   float (*sum16)(const float* x) = nullptr;
   // Element-wise: y[i] = fast_exp(x[i]) and gate[i] = fast_silu(gate[i]) * up[i]
   // (engine/kernels/fast_exp.h), bit-identical in every table.

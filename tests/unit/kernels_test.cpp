@@ -159,7 +159,6 @@ TEST(DotKernels, AttentionKernelsAreBitIdenticalAcrossTables) {
     for (auto& x : q) x = f32_to_f16(random_floats(1, rng)[0]);
     for (auto& x : keys) x = f32_to_f16(random_floats(1, rng)[0]);
     for (auto& x : v) x = f32_to_f16(random_floats(1, rng)[0]);
-    const auto p = random_floats(16, rng, 0.1f);
     for (bool single : {false, true}) {
       for (int n : {13, 16}) {  // a partial chunk and a full one (the SIMD fast path)
         float expected[16], got[16];
@@ -170,13 +169,16 @@ TEST(DotKernels, AttentionKernelsAreBitIdenticalAcrossTables) {
         }
       }
     }
-    std::vector<float> acc_ref(hd * 16, 0.5f);
-    ref.accumulate_values(hd, v.data() + 16, 32, p.data(), acc_ref.data());
-    for (const dot_kernels* table : supported_tables()) {
-      std::vector<float> acc(hd * 16, 0.5f);
-      table->accumulate_values(hd, v.data() + 16, 32, p.data(), acc.data());
-      ASSERT_EQ(acc, acc_ref) << table->isa;
-      ASSERT_EQ(table->sum16(acc.data()), ref.sum16(acc.data())) << table->isa;
+    const auto probs = random_floats(16 * 5, rng, 0.1f);
+    const f16_bits* chunks[5] = {v.data(), v.data() + 16, v.data(), v.data() + 16, v.data()};
+    for (bool single : {false, true}) {
+      std::vector<float> out_ref(hd), out(hd);
+      ref.weighted_values(hd, chunks, 32, probs.data(), 5, single, out_ref.data());
+      for (const dot_kernels* table : supported_tables()) {
+        table->weighted_values(hd, chunks, 32, probs.data(), 5, single, out.data());
+        ASSERT_EQ(out, out_ref) << table->isa;
+        ASSERT_EQ(table->sum16(probs.data()), ref.sum16(probs.data())) << table->isa;
+      }
     }
   }
 }
