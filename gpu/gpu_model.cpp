@@ -86,6 +86,19 @@ gpu_model::gpu_model(const model_config& config, const model_weights& weights, c
     n_blocks_ = kv.n_blocks;
   }
   kv_ = device_buffer(geo.block_bytes() * static_cast<size_t>(n_blocks_));
+  // GEMM scratch: the largest quantized matrix as BF16, the largest activation as 16 bits.
+  size_t max_w = 0;
+  auto consider = [&](const kernels::weight_view& w) {
+    if (w.type != tensor_type::f32 && w.type != tensor_type::f16 && w.type != tensor_type::bf16) {
+      max_w = std::max(max_w, static_cast<size_t>(w.rows * w.cols));
+    }
+  };
+  consider(weights.output);
+  for (const layer_weights& w : weights.layers) {
+    for (const auto* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) consider(*m);
+  }
+  const size_t max_rows = std::max(options_.limits.max_tokens, options_.limits.max_logit_rows);
+  gemm_ = std::make_unique<gemm_engine>(max_w, max_rows * std::max({c.n_embd, c.q_dim(), c.n_ff}));
   for (uint32_t i = 0; i < std::max(options_.staging_slots, 1u); ++i) {
     staging_.emplace_back(plan_.sampled - plan_.tokens);
   }
@@ -96,6 +109,15 @@ kv_layer gpu_model::kv_of(uint32_t l) const {
   auto* base = kv_.as<uint16_t>() + size_t{2} * l * per;
   return {base, base + per, static_cast<int32_t>(config_.n_head_kv), static_cast<int32_t>(config_.head_dim),
           static_cast<int32_t>(options_.block_tokens)};
+}
+
+void gpu_model::matmul(tensor_type type, const device_buffer& w, int32_t rows, int32_t cols, const float* x,
+                       int32_t n_tok, float* y, stream_handle s) {
+  if (n_tok >= options_.gemm_min_tokens) {
+    gemm_->matmul(type, w.data(), rows, cols, x, n_tok, y, s);
+  } else {
+    launch_gemv(type, w.data(), rows, cols, x, n_tok, y, s);
+  }
 }
 
 const float* gpu_model::logits() const { return fbuf(plan_.logits); }
@@ -194,23 +216,23 @@ step_rows gpu_model::enqueue_forward(const step_input& in, stream_handle s, uint
   for (uint32_t li = 0; li < n_run; ++li) {
     const layer& w = layers_[li];
     launch_rms_norm(x, w.attn_norm.as<float>(), h, nt, E, c.rms_eps, s);
-    launch_gemv(w.tq, w.wq.data(), Q, E, h, nt, q, s);
-    launch_gemv(w.tk, w.wk.data(), KV, E, h, nt, k, s);
-    launch_gemv(w.tv, w.wv.data(), KV, E, h, nt, v, s);
+    matmul(w.tq, w.wq, Q, E, h, nt, q, s);
+    matmul(w.tk, w.wk, KV, E, h, nt, k, s);
+    matmul(w.tv, w.wv, KV, E, h, nt, v, s);
     launch_rope(q, ibuf(plan_.positions), nt, rq, s);
     launch_rope(k, ibuf(plan_.positions), nt, rk, s);
     const kv_layer kv = kv_of(li);
     launch_kv_store(k, v, ibuf(plan_.slots), nt, kv, s);
     launch_paged_attention(q, ibuf(plan_.positions), ibuf(plan_.row_seq), ibuf(plan_.tables), nt, kv, aa,
                            fbuf(plan_.partials), attn, s);
-    launch_gemv(w.to, w.wo.data(), E, Q, attn, nt, h, s);
+    matmul(w.to, w.wo, E, Q, attn, nt, h, s);
     launch_add(x, h, static_cast<size_t>(T) * E, s);
 
     launch_rms_norm(x, w.ffn_norm.as<float>(), h, nt, E, c.rms_eps, s);
-    launch_gemv(w.tg, w.w_gate.data(), F, E, h, nt, gate, s);
-    launch_gemv(w.tu, w.w_up.data(), F, E, h, nt, up, s);
+    matmul(w.tg, w.w_gate, F, E, h, nt, gate, s);
+    matmul(w.tu, w.w_up, F, E, h, nt, up, s);
     launch_swiglu(gate, up, static_cast<size_t>(T) * F, s);
-    launch_gemv(w.td, w.w_down.data(), E, F, gate, nt, h, s);
+    matmul(w.td, w.w_down, E, F, gate, nt, h, s);
     launch_add(x, h, static_cast<size_t>(T) * E, s);
   }
 
@@ -218,8 +240,7 @@ step_rows gpu_model::enqueue_forward(const step_input& in, stream_handle s, uint
   const int32_t no = static_cast<int32_t>(n_out);
   launch_gather_rows(x, ibuf(plan_.out_rows), no, E, h, s);
   launch_rms_norm(h, output_norm_.as<float>(), h, no, E, c.rms_eps, s);
-  launch_gemv(output_type_, tied_ ? token_embd_.data() : output_.data(), static_cast<int32_t>(c.n_vocab), E, h, no,
-              fbuf(plan_.logits), s);
+  matmul(output_type_, tied_ ? token_embd_ : output_, static_cast<int32_t>(c.n_vocab), E, h, no, fbuf(plan_.logits), s);
   return rows;
 }
 

@@ -21,6 +21,7 @@
 #include "engine/model_weights.h"
 #include "engine/step.h"
 #include "gpu/device.h"
+#include "gpu/gemm.h"
 #include "gpu/kernels.h"
 #include "gpu/plan/kv_budget.h"
 #include "gpu/plan/workspace_plan.h"
@@ -33,6 +34,9 @@ struct gpu_model_options {
   double gpu_memory_utilization = 0.9;
   step_limits limits;            // largest step; max_table_width 0: n_ctx_train / block_tokens
   uint32_t staging_slots = 2;    // pinned input buffers: steps that may be in flight at once
+  // Matrix products of at least this many tokens go to cuBLAS (tensor cores); fewer, to the
+  // dequantizing GEMV, which reads each weight byte once per 8 tokens.
+  int32_t gemm_min_tokens = 16;
 };
 
 // Where a step's outputs are on the device after enqueue_forward (valid until the next one).
@@ -74,6 +78,8 @@ class gpu_model {
     return reinterpret_cast<int32_t*>(static_cast<char*>(work_.data()) + offset);
   }
   kv_layer kv_of(uint32_t l) const;
+  void matmul(tensor_type type, const device_buffer& w, int32_t rows, int32_t cols, const float* x, int32_t n_tok,
+              float* y, stream_handle s);
 
   model_config config_;
   gpu_model_options options_;
@@ -89,6 +95,7 @@ class gpu_model {
   device_buffer work_;
   std::vector<pinned_buffer> staging_;  // the integer inputs of a step, [tokens .. sampled)
   int sm_count_ = 0;
+  std::unique_ptr<gemm_engine> gemm_;
 };
 
 }  // namespace tandem::gpu

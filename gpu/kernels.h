@@ -99,3 +99,13 @@ void launch_gather_rows(const float* src, const int32_t* rows, int32_t n, int32_
                         stream_handle s);
 
 }  // namespace tandem::gpu
+
+namespace tandem::gpu {
+
+// out[i] = x[i] rounded to BF16 (bf16 = true) or F16, as raw bits.
+void launch_to_half(const float* x, size_t n, uint16_t* out, bool bf16, stream_handle s);
+// W (rows x cols in `type`) dequantized to BF16 bits, row-major.
+void launch_dequantize_bf16(tensor_type type, const void* w, int32_t rows, int32_t cols, uint16_t* out,
+                            stream_handle s);
+
+}  // namespace tandem::gpu

@@ -9,6 +9,7 @@
 #include "engine/kernels/half.h"
 #include "engine/kernels/ops.h"
 #include "engine/quantize.h"
+#include "gpu/gemm.h"
 #include "gpu/kernels.h"
 #include "gpu/plan/launch_config.h"
 #include "tests/gpu/gpu_test_support.h"
@@ -154,6 +155,36 @@ TEST_F(Kernels, GemvEveryTypeAndTokenCount) {
           ASSERT_LE(std::abs(got[i] - ref[i]), 2e-6 * mag[i] + 1e-6)
               << traits_of(type).name << " " << sh.rows << "x" << sh.cols << " T=" << T << " i=" << i;
         }
+      }
+    }
+  }
+}
+
+// The cuBLAS path (prefill and large batches) against dequantize + double dot. Inputs are
+// rounded to 16 bits (BF16: 8 mantissa bits) except for F32 weights.
+TEST_F(Kernels, GemmEveryType) {
+  const int32_t rows = 300, cols = 512, T = 33;
+  gemm_engine gemm(static_cast<size_t>(rows) * cols, static_cast<size_t>(T) * cols);
+  const auto x = random_floats(static_cast<size_t>(T) * cols, 21);
+  auto dx = upload(x);
+  for (tensor_type type : kAllTypes) {
+    const auto wq = quantize_matrix(type, random_floats(static_cast<size_t>(rows) * cols, 22), rows, cols);
+    const auto w = dequantize_matrix(type, wq, rows, cols);
+    auto dw = upload(wq);
+    auto dy = poisoned<float>(static_cast<size_t>(T) * rows);
+    gemm.matmul(type, dw.data(), rows, cols, dx.as<float>(), T, dy.as<float>(), s());
+    const auto got = download<float>(dy, static_cast<size_t>(T) * rows);
+    const double rel = type == tensor_type::f32 ? 1e-5 : type == tensor_type::f16 ? 2e-3 : 1e-2;
+    for (int32_t t = 0; t < T; ++t) {
+      for (int32_t r = 0; r < rows; ++r) {
+        double acc = 0, mag = 0;
+        for (int32_t c = 0; c < cols; ++c) {
+          const double p = static_cast<double>(w[static_cast<size_t>(r) * cols + c]) * x[static_cast<size_t>(t) * cols + c];
+          acc += p;
+          mag += std::abs(p);
+        }
+        ASSERT_LE(std::abs(got[static_cast<size_t>(t) * rows + r] - acc), rel * mag + 1e-6)
+            << traits_of(type).name << " t=" << t << " r=" << r;
       }
     }
   }

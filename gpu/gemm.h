@@ -1,0 +1,39 @@
+// Matrix products of many tokens (prefill, verification, large decode batches) on tensor
+// cores through cuBLAS: y[T][rows] = x[T][cols] . W^T with F32 results.
+//
+//   F32 weights:   SGEMM-equivalent GemmEx (32F inputs, no TF32)
+//   F16 weights:   x -> F16, F16 x F16 -> F32
+//   BF16 weights:  x -> BF16, BF16 x BF16 -> F32
+//   Q4_0/Q4_1/Q8_0: W dequantized to BF16 into scratch first, then as BF16
+//
+// cuBLAS is column-major: the row-major W[rows][cols] is a column-major cols x rows
+// matrix, so C (rows x T, = row-major y[T][rows]) = op_T(W) . x with lda = ldb = cols.
+// Plain C++ (the handle is opaque); scratch is sized once by the caller.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "engine/tensor_type.h"
+#include "gpu/device.h"
+
+namespace tandem::gpu {
+
+class gemm_engine {
+ public:
+  // weight_scratch: the largest rows * cols of a quantized matrix; act_scratch: the largest
+  // T * cols of an activation.
+  gemm_engine(size_t max_weight_elems, size_t max_act_elems);
+  ~gemm_engine();
+  gemm_engine(const gemm_engine&) = delete;
+  gemm_engine& operator=(const gemm_engine&) = delete;
+
+  void matmul(tensor_type type, const void* w, int32_t rows, int32_t cols, const float* x, int32_t n_tok, float* y,
+              stream_handle s);
+
+ private:
+  void* handle_ = nullptr;  // cublasHandle_t
+  device_buffer weight_scratch_, act_scratch_, cublas_workspace_;
+};
+
+}  // namespace tandem::gpu
