@@ -179,6 +179,9 @@ std::string generation_job::stream_chunk(uint32_t choice, const std::string& tex
 void generation_job::on_delta(uint32_t choice, generation_delta& d) {
   auto& c = choices_[choice];
   if (c.ended || failure_) return;
+  // The last delta of a sequence cut by max_tokens may end inside a character: JSON needs
+  // valid UTF-8, so such bytes become U+FFFD.
+  d.text = valid_utf8(d.text);
   switch (format_) {
     case job_format::chat_sse:
     case job_format::completion_sse:

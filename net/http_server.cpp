@@ -18,6 +18,9 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/websocket/rfc6455.hpp>
 #include <boost/json.hpp>
+#include <sys/socket.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -44,7 +47,7 @@ void log_exception(std::exception_ptr e) {
   try {
     std::rethrow_exception(e);
   } catch (const std::exception& x) {
-    spdlog::debug("session ended: {}", x.what());
+    spdlog::warn("session ended: {}", x.what());
   }
 }
 
@@ -110,8 +113,10 @@ class http_connection {
   }
   asio::awaitable<bool> handle(http_request& req);  // false: close the connection
   string_response respond(const http_request& req, const std::string& path, const runtime* rt);
-  asio::awaitable<string_response> generate(http_request& req, api_kind kind, bool& streamed);
-  asio::awaitable<string_response> metrics(const http_request& req);
+  // Coroutines here take references and fill `out`: GCC 12 can destroy temporaries that
+  // cross a co_await twice (coroutine arguments, results), so none are passed by value.
+  asio::awaitable<void> generate(http_request& req, api_kind kind, bool& streamed, string_response& out);
+  asio::awaitable<void> metrics(const http_request& req, string_response& out);
   string_response tokenize(const http_request& req, const runtime& rt);
   string_response detokenize(const http_request& req, const runtime& rt);
   string_response models(const http_request& req, const runtime& rt);
@@ -157,7 +162,7 @@ asio::awaitable<void> http_connection::run() {
     if (beast::websocket::is_upgrade(req)) {
       if (req.target() == "/v1/ws" || req.target().starts_with("/v1/ws?")) {
         stream_.expires_never();
-        co_await run_websocket_session(std::move(stream_), std::move(req), ctx_);
+        co_await run_websocket_session(stream_, req, ctx_);
         co_return;
       }
       auto res = error_response(req, api_error(404, "no WebSocket endpoint at this path; use /v1/ws"));
@@ -223,10 +228,11 @@ asio::awaitable<bool> http_connection::handle(http_request& req) {
   if (found && ((found->post && !post) || (!found->post && !get))) {
     res = error_response(req, api_error(405, std::string("use ") + (found->post ? "POST" : "GET") + " for " + path));
   } else if (path == "/metrics") {
-    res = co_await metrics(req);
+    co_await metrics(req, res);
   } else if (rt && (path == "/v1/chat/completions" || path == "/v1/completions")) {
     try {
-      res = co_await generate(req, path == "/v1/chat/completions" ? api_kind::chat : api_kind::completion, streamed);
+      const api_kind kind = path == "/v1/chat/completions" ? api_kind::chat : api_kind::completion;
+      co_await generate(req, kind, streamed, res);
     } catch (const api_error& e) {
       failed = e;
     }
@@ -243,25 +249,29 @@ asio::awaitable<bool> http_connection::handle(http_request& req) {
   co_return req.keep_alive();
 }
 
-// Waits for the socket to turn readable with nothing to read: the peer closed. Data (a
-// pipelined request) ends the watch without a verdict.
+// Waits until the peer closes its side of the connection; data (a pipelined request) ends
+// the watch without a verdict. Readiness can be reported spuriously (edge-triggered epoll),
+// so the verdict comes from a non-blocking peek: 0 bytes = end of stream.
 asio::awaitable<void> watch_for_disconnect(tcp::socket& socket, std::shared_ptr<bool> gone,
                                            std::weak_ptr<live_job> weak) {
-  boost::system::error_code ec;
-  co_await socket.async_wait(tcp::socket::wait_read, asio::redirect_error(use_awaitable, ec));
-  if (ec) co_return;  // cancelled: the request ended normally
-  boost::system::error_code aec;
-  const size_t available = socket.available(aec);
-  if (aec || available == 0) {
+  while (!weak.expired()) {
+    boost::system::error_code ec;
+    co_await socket.async_wait(tcp::socket::wait_read, asio::redirect_error(use_awaitable, ec));
+    if (ec) co_return;  // cancelled: the request ended normally
+    char byte;
+    const ssize_t n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0) co_return;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;  // spurious
     *gone = true;
     if (auto lj = weak.lock()) {
       lj->cancel();
       if (lj->notify) lj->notify();
     }
+    co_return;
   }
 }
 
-asio::awaitable<string_response> http_connection::generate(http_request& req, api_kind kind, bool& streamed) {
+asio::awaitable<void> http_connection::generate(http_request& req, api_kind kind, bool& streamed, string_response& out) {
   const runtime& rt = *ctx_->rt.load();
   const auto body = parse_json_body(req.body());
   api_request areq = parse_api_request(body, kind, ctx_->limits());
@@ -302,7 +312,8 @@ asio::awaitable<string_response> http_connection::generate(http_request& req, ap
       string_response res = make_response(req, http::status::bad_request, "");
       res.keep_alive(false);
       streamed = true;  // nothing more is written: the client is gone
-      co_return res;
+      out = std::move(res);
+      co_return;
     }
     if (stream && !sse && job.failure()) break;  // nothing sent yet: an error response
     if (stream && !sse && job.output_started()) {
@@ -331,15 +342,18 @@ asio::awaitable<string_response> http_connection::generate(http_request& req, ap
       for (auto& s : job.take_output()) data += s;
       if (!data.empty()) {
         stream_.expires_after(ctx_->opts.write_timeout);
-        co_await asio::async_write(stream_, http::make_chunk(asio::buffer(data)), use_awaitable);
+        const auto chunk = http::make_chunk(asio::buffer(data));
+        co_await asio::async_write(stream_, chunk, use_awaitable);
       }
       if (job.finished()) {
         stream_.expires_after(ctx_->opts.write_timeout);
-        co_await asio::async_write(stream_, http::make_chunk_last(), use_awaitable);
+        const auto last_chunk = http::make_chunk_last();
+        co_await asio::async_write(stream_, last_chunk, use_awaitable);
         ctx_->metrics.count_request(job.tenant(), job.final_status());
         string_response res{http::status::ok, req.version()};
         res.keep_alive(req.keep_alive());
-        co_return res;
+        out = std::move(res);
+      co_return;
       }
     } else if (job.finished()) {
       break;
@@ -350,14 +364,15 @@ asio::awaitable<string_response> http_connection::generate(http_request& req, ap
   if (job.failure()) {
     auto res = error_response(req, *job.failure());
     set_limit_headers(res, job.limits());
-    co_return res;
+    out = std::move(res);
+    co_return;
   }
   auto res = make_response(req, http::status::ok, job.json_body());
   set_limit_headers(res, job.limits());
-  co_return res;
+  out = std::move(res);
 }
 
-asio::awaitable<string_response> http_connection::metrics(const http_request& req) {
+asio::awaitable<void> http_connection::metrics(const http_request& req, string_response& out) {
   runtime_figures figures;
   if (const runtime* rt = ctx_->rt.load()) {
     const auto ex = co_await asio::this_coro::executor;
@@ -375,7 +390,7 @@ asio::awaitable<string_response> http_connection::metrics(const http_request& re
     while (!*result) co_await signal.wait();
     figures = **result;
   }
-  co_return make_response(req, http::status::ok, ctx_->metrics.render(figures), "text/plain; version=0.0.4");
+  out = make_response(req, http::status::ok, ctx_->metrics.render(figures), "text/plain; version=0.0.4");
 }
 
 string_response http_connection::models(const http_request& req, const runtime& rt) {

@@ -116,6 +116,24 @@ std::string server_metrics::render(const runtime_figures& f) const {
   counter(out, "tandem:requests_cancelled_total", "Requests cancelled (client gone or cancel frame)",
           static_cast<double>(f.admission.cancelled));
 
+  if (!f.spec_method.empty()) {
+    // Speculative decoding (vLLM's spec_decode names), labelled by drafting method.
+    const std::string m = "{method=\"" + label(f.spec_method) + "\"}";
+    header(out, "tandem:spec_decode_num_draft_tokens_total", "counter", "Draft tokens proposed and verified");
+    out += "tandem:spec_decode_num_draft_tokens_total" + m + " " + std::to_string(f.spec.drafted) + "\n";
+    header(out, "tandem:spec_decode_num_accepted_tokens_total", "counter", "Draft tokens accepted");
+    out += "tandem:spec_decode_num_accepted_tokens_total" + m + " " + std::to_string(f.spec.accepted) + "\n";
+    header(out, "tandem:spec_decode_mean_accepted_length", "gauge", "Accepted drafts per verification pass");
+    out += "tandem:spec_decode_mean_accepted_length" + m + " " + std::to_string(f.spec.mean_accepted()) + "\n";
+    header(out, "tandem:spec_decode_steps_off_total", "counter", "Steps where the cost model switched drafting off");
+    out += "tandem:spec_decode_steps_off_total" + m + " " + std::to_string(f.spec.steps_off) + "\n";
+    header(out, "tandem:spec_decode_k", "gauge", "Sequences by their current number of draft tokens K");
+    for (size_t k = 1; k < f.spec.k_histogram.size(); ++k) {
+      out += "tandem:spec_decode_k{method=\"" + label(f.spec_method) + "\",k=\"" + std::to_string(k) + "\"} " +
+             std::to_string(f.spec.k_histogram[k]) + "\n";
+    }
+  }
+
   std::lock_guard lock(mutex_);
   ttft_.render(out, "tandem:time_to_first_token_seconds", "Time from submit to the first token");
   itl_.render(out, "tandem:inter_token_latency_seconds", "Time between output tokens (per token, mean per request)");

@@ -6,8 +6,8 @@ namespace tandem::net {
 
 void probe_runtime(caf::actor_system& sys, const runtime& rt, std::function<void(runtime_figures)> done) {
   const auto timeout = std::chrono::seconds(5);
-  sys.spawn([sched = rt.scheduler(), cache = rt.cache_manager(), adm = rt.admission(), done,
-             timeout](caf::event_based_actor* self) {
+  sys.spawn([sched = rt.scheduler(), cache = rt.cache_manager(), adm = rt.admission(), verifier = rt.verifier(),
+             method = rt.config().speculative, done, timeout](caf::event_based_actor* self) {
     auto figures = std::make_shared<runtime_figures>();
     figures->ready = true;
     auto fail = [self, done](const caf::error&) {
@@ -26,8 +26,19 @@ void probe_runtime(caf::actor_system& sys, const runtime& rt, std::function<void
                             .then(
                                 [=](admission_stats a) {
                                   figures->admission = a;
-                                  done(*figures);
-                                  self->quit();
+                                  if (!verifier) {
+                                    done(*figures);
+                                    return self->quit();
+                                  }
+                                  self->request(verifier, timeout, stats_atom::value)
+                                      .then(
+                                          [=](speculation_stats sp) {
+                                            figures->spec_method = method;
+                                            figures->spec = std::move(sp);
+                                            done(*figures);
+                                            self->quit();
+                                          },
+                                          fail);
                                 },
                                 fail);
                       },

@@ -24,9 +24,11 @@ using tcp = asio::ip::tcp;
 
 using http_request = http::request<http::string_body>;
 
-// The WebSocket session on an upgraded HTTP connection (websocket_session.cpp).
-asio::awaitable<void> run_websocket_session(beast::tcp_stream stream, http_request upgrade,
-                                            std::shared_ptr<server_context> ctx);
+// The WebSocket session on an upgraded HTTP connection (websocket_session.cpp); it takes
+// the stream and the request over (moves from them). References, not values: GCC 12 may
+// destroy by-value coroutine arguments built in a co_await expression twice.
+asio::awaitable<void> run_websocket_session(beast::tcp_stream& stream, http_request& upgrade,
+                                            const std::shared_ptr<server_context>& ctx);
 
 // A timer used as a wake-up signal on a strand: wait() returns when notify() is called
 // (or at once if it was called since the last wait). Both run on the same strand.

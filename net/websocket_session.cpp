@@ -49,7 +49,7 @@ class websocket_session : public std::enable_shared_from_this<websocket_session>
         write_signal_(ws_.get_executor()),
         drain_signal_(ws_.get_executor()) {}
 
-  asio::awaitable<void> run(http_request upgrade) {
+  asio::awaitable<void> run(http_request& upgrade) {
     ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
     ws_.set_option(websocket::stream_base::decorator(
         [](websocket::response_type& res) { res.set(http::field::server, "tandem"); }));
@@ -195,12 +195,12 @@ class websocket_session : public std::enable_shared_from_this<websocket_session>
 
 }  // namespace
 
-asio::awaitable<void> run_websocket_session(beast::tcp_stream stream, http_request upgrade,
-                                            std::shared_ptr<server_context> ctx) {
+asio::awaitable<void> run_websocket_session(beast::tcp_stream& stream, http_request& upgrade,
+                                            const std::shared_ptr<server_context>& ctx) {
   std::string key = bearer_key(upgrade);
   if (key.empty()) key = query_key(std::string_view(upgrade.target().data(), upgrade.target().size()));
-  auto session = std::make_shared<websocket_session>(std::move(stream), std::move(ctx), std::move(key));
-  co_await session->run(std::move(upgrade));
+  auto session = std::make_shared<websocket_session>(std::move(stream), ctx, std::move(key));
+  co_await session->run(upgrade);
 }
 
 }  // namespace tandem::net

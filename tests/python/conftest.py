@@ -75,8 +75,8 @@ class Server:
         return m
 
     def stop(self):
-        if self.proc.poll() is not None:
-            print(f"tandem serve exited with {self.proc.returncode}:\n" + "".join(self.log))
+        if self.proc.poll() is not None or os.environ.get("TANDEM_PRINT_LOG"):
+            print(f"tandem serve (exit status {self.proc.returncode}):\n" + "".join(self.log))
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -88,7 +88,7 @@ class Server:
 
 @pytest.fixture(scope="session")
 def server():
-    s = Server("--max-num-seqs", "16")
+    s = Server("--max-num-seqs", "16", "--log-level", "warn")
     yield s
     s.stop()
 
@@ -117,7 +117,7 @@ TENANTS = textwrap.dedent("""\
 def tenant_server():
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         f.write(TENANTS)
-    s = Server("--config", f.name)
+    s = Server("--config", f.name, "--log-level", "warn")
     yield s
     s.stop()
     os.unlink(f.name)
