@@ -62,26 +62,26 @@ def test_tokens_per_minute(tenant_server):
     assert e.value.response.headers["x-ratelimit-limit-tokens"] == "100"
 
 
+def hold_stream(server, key):
+    """A streaming request that stays in flight until closed (headers come with its first token)."""
+    cm = httpx.stream("POST", server.url + "/v1/completions", timeout=120,
+                      headers={"authorization": f"Bearer {key}"},
+                      json={"prompt": "Count:", "max_tokens": 2000, "ignore_eos": True, "stream": True})
+    r = cm.__enter__()
+    assert r.status_code == 200
+    return cm
+
+
 def test_concurrency_cap(tenant_server):
-    done = threading.Event()
-
-    def long_request():
-        try:
-            client(tenant_server, "sk-single").completions.create(
-                model="m", prompt="Count:", max_tokens=400, extra_body={"ignore_eos": True})
-        finally:
-            done.set()
-
-    t = threading.Thread(target=long_request)
-    t.start()
-    deadline = time.time() + 30
-    while tenant_server.metrics()["tandem:requests_in_flight"] < 1 and time.time() < deadline:
-        time.sleep(0.01)
-    with pytest.raises(openai.RateLimitError) as e:
-        client(tenant_server, "sk-single").completions.create(model="m", prompt="Hi", max_tokens=1)
-    assert "in flight" in e.value.body["message"]
-    t.join()
-    assert done.is_set()
+    held = hold_stream(tenant_server, "sk-single")
+    try:
+        with pytest.raises(openai.RateLimitError) as e:
+            client(tenant_server, "sk-single").completions.create(model="m", prompt="Hi", max_tokens=1)
+        assert "in flight" in e.value.body["message"]
+    finally:
+        held.__exit__(None, None, None)
+    tenant_server.wait_idle()
+    client(tenant_server, "sk-single").completions.create(model="m", prompt="Hi", max_tokens=1)
 
 
 FAIR = textwrap.dedent("""\
@@ -136,3 +136,20 @@ def test_fair_share_order():
     finally:
         server.stop()
         os.unlink(f.name)
+
+
+def test_in_flight_cap_is_503():
+    server = Server("--max-in-flight", "1", "--log-level", "warn")
+    try:
+        held = hold_stream(server, "unused")
+        try:
+            c = openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0, timeout=120)
+            with pytest.raises(openai.InternalServerError) as e:
+                c.completions.create(model="m", prompt="Hi", max_tokens=1)
+            assert e.value.status_code == 503
+            assert int(e.value.response.headers["retry-after"]) >= 1
+        finally:
+            held.__exit__(None, None, None)
+        assert server.metrics()['tandem:rejections_total{reason="overloaded"}'] == 1
+    finally:
+        server.stop()
