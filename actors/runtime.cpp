@@ -72,7 +72,8 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
     rt->drafter_ = spec.drafter;
     rt->verifier_ = spec.verifier;
   }
-  rt->scheduler_ = spawn_scheduler(sys, pc, cfg.block_size, rt->cache_, rt->device_, spec);
+  rt->scheduler_ =
+      spawn_scheduler(sys, pc, cfg.block_size, rt->kv_blocks_ * cfg.block_size, rt->cache_, rt->device_, spec);
   admission_config ac;
   ac.max_in_flight = cfg.max_in_flight;
   ac.tenants = cfg.tenants;

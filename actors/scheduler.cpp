@@ -32,6 +32,7 @@ struct scheduler_state {
   bool busy = false;
   clock_type::time_point kicked;    // when planning of the current step began
   uint32_t block_size = 16;
+  uint32_t capacity = 0;            // tokens the KV pool holds
   scheduler_stats stats;
   static inline const char* name = "tandem.scheduler";
 };
@@ -69,6 +70,7 @@ void apply(self_ptr self, const device_step_result& res) {
     auto& info = it->second;
     if (!res.error.empty()) {
       token_batch b;
+      b.error = "the forward pass failed: " + res.error;
       finish(self, p.seq, "error", b);
       continue;
     }
@@ -138,10 +140,13 @@ void run_planned(self_ptr self, const reserve_result& granted, std::vector<seq_i
   st.stats.preemptions += plan.preempted.size();
   if (plan.seqs.empty()) {
     st.busy = false;
-    if (!plan.preempted.empty()) return kick(self);
+    if (!plan.preempted.empty() || !plan.orphaned.empty()) return kick(self);
     // Nothing fits and nothing runs: the head of the queue can never be served by this pool.
-    if (st.planner->n_running() == 0 && !proposed_waiting.empty()) {
+    if (st.planner->n_running() == 0 && !proposed_waiting.empty() && st.planner->contains(proposed_waiting.front())) {
       token_batch b;
+      b.error = "the KV cache is too small for this prompt (" +
+                std::to_string(st.planner->tokens(proposed_waiting.front()).size()) + " tokens); start the server "
+                "with a larger --kv-cache-tokens";
       finish(self, proposed_waiting.front(), "error", b);
       return kick(self);
     }
@@ -246,10 +251,11 @@ void kick(self_ptr self) {
 }
 
 scheduler_actor::behavior_type scheduler(self_ptr self, planner_config cfg, uint32_t block_size,
-                                         cache_manager_actor cache, device_worker_actor device,
-                                         speculation_actors spec) {
+                                         uint32_t kv_capacity_tokens, cache_manager_actor cache,
+                                         device_worker_actor device, speculation_actors spec) {
   auto& init = self->state;
   init.block_size = block_size;
+  init.capacity = kv_capacity_tokens;
   init.drafter = std::move(spec.drafter);
   init.verifier = std::move(spec.verifier);
   init.planner = std::make_unique<step_planner>(cfg);
@@ -259,14 +265,20 @@ scheduler_actor::behavior_type scheduler(self_ptr self, planner_config cfg, uint
       [self](enqueue_atom, sequence_request& req) {
         auto& st = self->state;
         const seq_id id = req.id;
-        if (st.seqs.count(id) || req.prompt.empty()) {
+        if (st.seqs.count(id) || req.prompt.empty() || req.prompt.size() >= st.capacity) {
           token_batch b;
           b.seq = id;
           b.finished = true;
           b.finish_reason = "error";
+          if (req.prompt.size() >= st.capacity) {
+            b.error = "the prompt has " + std::to_string(req.prompt.size()) + " tokens but the KV cache holds " +
+                      std::to_string(st.capacity) + "; start the server with a larger --kv-cache-tokens";
+          }
           self->send(req.streamer, tokens_atom::value, std::move(b));
           return;
         }
+        // A sequence alone may fill the pool, but not overflow it.
+        if (req.max_total_tokens == 0 || req.max_total_tokens > st.capacity) req.max_total_tokens = st.capacity;
         st.planner->add(id, req.tenant, req.weight, req.prompt);
         seq_info info;
         info.req = std::move(req);
@@ -289,8 +301,9 @@ scheduler_actor::behavior_type scheduler(self_ptr self, planner_config cfg, uint
 }  // namespace
 
 scheduler_actor spawn_scheduler(caf::actor_system& sys, const planner_config& cfg, uint32_t block_size,
-                                cache_manager_actor cache, device_worker_actor device, speculation_actors spec) {
-  return sys.spawn(scheduler, cfg, block_size, std::move(cache), std::move(device), std::move(spec));
+                                uint32_t kv_capacity_tokens, cache_manager_actor cache, device_worker_actor device,
+                                speculation_actors spec) {
+  return sys.spawn(scheduler, cfg, block_size, kv_capacity_tokens, std::move(cache), std::move(device), std::move(spec));
 }
 
 }  // namespace tandem

@@ -59,8 +59,11 @@ struct speculation_actors {
   verifier_actor verifier;
 };
 
+// kv_capacity_tokens: what the whole KV pool holds. A sequence never grows past it (it would
+// only preempt itself forever); a prompt that cannot fit is refused at once.
 scheduler_actor spawn_scheduler(caf::actor_system& sys, const planner_config& cfg, uint32_t block_size,
-                                cache_manager_actor cache, device_worker_actor device, speculation_actors spec = {});
+                                uint32_t kv_capacity_tokens, cache_manager_actor cache, device_worker_actor device,
+                                speculation_actors spec = {});
 
 }  // namespace tandem
 

@@ -111,7 +111,10 @@ void on_tokens(self_ptr self, token_batch& b) {
     self->send(st.scheduler, abort_atom::value, static_cast<seq_id>(st.id));
     return close(self, "stop");
   }
-  if (b.finished) close(self, b.finish_reason, b.finish_reason == "error" ? "the sequence failed" : "");
+  if (b.finished) {
+    const bool failed = b.finish_reason == "error";
+    close(self, b.finish_reason, failed ? (b.error.empty() ? "the sequence failed" : b.error) : "", failed ? 500 : 200);
+  }
 }
 
 streamer_actor::behavior_type streamer(self_ptr self, request_id id, generate_request req,

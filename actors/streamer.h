@@ -26,13 +26,14 @@ struct token_batch {
   std::vector<output_logprob> logprobs;  // parallel to tokens when requested
   bool finished = false;
   std::string finish_reason;            // with finished: "stop", "length", "abort", "error"
+  std::string error;                    // with "error": what went wrong
   uint32_t cached_tokens = 0;           // prompt tokens found in the prefix cache (first batch)
   double queue_ms = 0;                  // first batch: time waiting before the first step
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, token_batch& x) {
-  return f(caf::meta::type_name("token_batch"), x.seq, x.tokens, x.logprobs, x.finished, x.finish_reason,
+  return f(caf::meta::type_name("token_batch"), x.seq, x.tokens, x.logprobs, x.finished, x.finish_reason, x.error,
            x.cached_tokens, x.queue_ms);
 }
 

@@ -242,3 +242,39 @@ TEST_F(RuntimeTest, ChatPromptsUseTheTemplateAndEndAtEndOfTurn) {
   EXPECT_LT(out.done.completion_tokens, 64u);
   std::printf("chat answer: %s\n", out.text.c_str());
 }
+
+TEST(RuntimeLimits, ATinyKvPoolRefusesWhatCannotFitAndNeverLoops) {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  runtime_config rc;
+  rc.threads = 2;
+  rc.kv_cache_tokens = 128;  // 8 blocks
+  auto rt = runtime::start(sys, rc);
+  caf::scoped_actor self{sys};
+  auto submit = [&](generate_request r) {
+    r.sink = self->spawn(collecting_sink, caf::actor_cast<caf::actor>(self));
+    self->request(rt->admission(), caf::infinite, submit_atom::value, r).receive([](const submit_reply&) {},
+                                                                                  [](const caf::error&) {});
+    collected c;
+    self->receive([&](collect_atom, collected& x) { c = std::move(x); },
+                  caf::after(std::chrono::seconds(120)) >> [] { ADD_FAILURE() << "no answer: the scheduler looped"; });
+    return c;
+  };
+  std::string long_prompt;
+  for (int i = 0; i < 150; ++i) long_prompt += "alpha beta ";  // about 300 tokens
+  generate_request big;
+  big.prompt = long_prompt;
+  big.max_tokens = 4;
+  const auto refused = submit(big);
+  EXPECT_EQ(refused.done.finish_reason, "error");
+  EXPECT_NE(refused.done.error.find("--kv-cache-tokens"), std::string::npos) << refused.done.error;
+
+  generate_request runaway;
+  runaway.prompt = "Count upwards:";
+  runaway.max_tokens = 1000;  // more than the pool holds
+  runaway.ignore_eos = true;
+  runaway.sampling.temperature = 0;
+  const auto capped = submit(runaway);
+  EXPECT_EQ(capped.done.finish_reason, "length");
+  EXPECT_EQ(capped.done.prompt_tokens + capped.done.completion_tokens, 128u);
+}
