@@ -147,41 +147,50 @@ class SpeculativeRuntime : public ::testing::Test {
   static inline std::vector<spec_run>* expected_ = nullptr;
 };
 
-TEST_F(SpeculativeRuntime, NgramGreedyOutputIsIdentical) {
-  auto cfg = base_;
-  cfg.speculative = "ngram";
-  check(cfg, 50);
+// One test for the three methods, so the baseline (plain greedy) runs once per process.
+TEST_F(SpeculativeRuntime, GreedyOutputIsIdenticalWithEveryMethod) {
+  {
+    SCOPED_TRACE("ngram");
+    auto cfg = base_;
+    cfg.speculative = "ngram";
+    check(cfg, 50);
+  }
+  {
+    SCOPED_TRACE("layer-skip");
+    auto cfg = base_;
+    cfg.speculative = "layer-skip";
+    cfg.speculative_layers = 24;
+    check(cfg, 20);
+  }
+  {
+    SCOPED_TRACE("draft");
+    const auto path = std::filesystem::temp_directory_path() / "tandem_draft_24_layers.gguf";
+    truncate_layers(gguf::file::open(default_model_path()), 24).write(path);
+    auto cfg = base_;
+    cfg.speculative = "draft";
+    cfg.draft_model = path.string();
+    check(cfg, 20);
+    std::filesystem::remove(path);
+  }
 }
 
-TEST_F(SpeculativeRuntime, LayerSkipGreedyOutputIsIdentical) {
-  auto cfg = base_;
-  cfg.speculative = "layer-skip";
-  cfg.speculative_layers = 24;
-  check(cfg, 20);
-}
-
-TEST_F(SpeculativeRuntime, DraftModelGreedyOutputIsIdentical) {
-  const auto path = std::filesystem::temp_directory_path() / "tandem_draft_24_layers.gguf";
-  truncate_layers(gguf::file::open(default_model_path()), 24).write(path);
-  auto cfg = base_;
-  cfg.speculative = "draft";
-  cfg.draft_model = path.string();
-  check(cfg, 20);
-  std::filesystem::remove(path);
-}
-
-TEST_F(SpeculativeRuntime, ADraftModelWithAnotherVocabularyIsRefused) {
+TEST(SpeculativeRuntimeConfig, ADraftModelWithAnotherVocabularyIsRefused) {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
   const auto path = std::filesystem::temp_directory_path() / "tandem_draft_other_vocab.gguf";
   synthetic_model_spec s;
   make_synthetic_model(s).write(path);
-  auto cfg = base_;
-  cfg.speculative = "draft";
-  cfg.draft_model = path.string();
+  runtime_config rc;
+  rc.kv_cache_tokens = 4096;
+  rc.speculative = "draft";
+  rc.draft_model = path.string();
   try {
-    runtime::start(*sys_, cfg);
+    runtime::start(sys, rc);
     FAIL() << "expected an error";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("vocabulary"), std::string::npos) << e.what();
   }
   std::filesystem::remove(path);
+  rc.speculative = "medusa";
+  EXPECT_THROW(runtime::start(sys, rc), std::runtime_error);
 }
