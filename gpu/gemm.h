@@ -28,6 +28,10 @@ class gemm_engine {
   gemm_engine(const gemm_engine&) = delete;
   gemm_engine& operator=(const gemm_engine&) = delete;
 
+  size_t scratch_bytes() const {
+    return weight_scratch_.bytes() + act_scratch_.bytes() + cublas_workspace_.bytes();
+  }
+
   void matmul(tensor_type type, const void* w, int32_t rows, int32_t cols, const float* x, int32_t n_tok, float* y,
               stream_handle s);
 

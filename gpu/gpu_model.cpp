@@ -32,16 +32,7 @@ device_buffer upload_floats(const std::vector<float>& v, stream_handle s, size_t
 
 gpu_model::gpu_model(const model_config& config, const model_weights& weights, const gpu_model_options& options)
     : config_(config), options_(options) {
-  const model_config& c = config_;
-  if (c.head_dim % 32 != 0 || c.head_dim > 256) {
-    throw std::invalid_argument("gpu_model: head size " + std::to_string(c.head_dim) +
-                                " is not a multiple of 32 up to 256");
-  }
-  if (c.rope_scaling == rope_scaling_type::yarn) throw std::invalid_argument("gpu_model: YaRN RoPE is not supported");
-  if (options_.limits.max_table_width == 0) {
-    options_.limits.max_table_width = (std::max(c.n_ctx_train, 1u) + options_.block_tokens - 1) / options_.block_tokens;
-  }
-  sm_count_ = memory_info().sm_count;
+  check_shape();
   stream up;
   // Weights, once. Host memory here is the mapped GGUF file (pageable): start-up only.
   token_embd_ = upload_matrix(weights.token_embd, up.handle(), weight_bytes_);
@@ -66,27 +57,6 @@ gpu_model::gpu_model(const model_config& config, const model_weights& weights, c
   }
   up.synchronize();
 
-  // Workspace for the largest step, then the KV pool from what is left.
-  const model_shape shape{c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim, c.n_ff, c.n_vocab};
-  plan_ = plan_workspace(shape, options_.limits);
-  work_ = device_buffer(plan_.total);
-  const kv_geometry geo{c.n_layer, c.n_head_kv, c.head_dim, options_.block_tokens, 2};
-  n_blocks_ = options_.n_blocks;
-  if (n_blocks_ <= 0) {
-    const device_memory_info mem = memory_info();
-    memory_budget budget;
-    budget.total_bytes = mem.total_bytes;
-    // Weights and workspace are allocated already: count them against the share, not free.
-    budget.free_bytes = mem.free_bytes + weight_bytes_ + plan_.total;
-    budget.utilization = options_.gpu_memory_utilization;
-    budget.weight_bytes = weight_bytes_;
-    budget.workspace_bytes = plan_.total;
-    const kv_plan kv = plan_kv_pool(geo, budget);
-    if (kv.n_blocks <= 0) throw std::runtime_error("gpu_model: " + kv.why);
-    n_blocks_ = kv.n_blocks;
-  }
-  kv_ = device_buffer(geo.block_bytes() * static_cast<size_t>(n_blocks_));
-  // GEMM scratch: the largest quantized matrix as BF16, the largest activation as 16 bits.
   size_t max_w = 0;
   auto consider = [&](const kernels::weight_view& w) {
     if (w.type != tensor_type::f32 && w.type != tensor_type::f16 && w.type != tensor_type::bf16) {
@@ -97,8 +67,91 @@ gpu_model::gpu_model(const model_config& config, const model_weights& weights, c
   for (const layer_weights& w : weights.layers) {
     for (const auto* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) consider(*m);
   }
+  finish_setup(max_w);
+}
+
+gpu_model::gpu_model(const model_config& config, const synthetic_weights& sw, const gpu_model_options& options)
+    : config_(config), options_(options) {
+  check_shape();
+  const model_config& c = config_;
+  stream up;
+  uint64_t seed = sw.seed;
+  auto random_matrix = [&](tensor_type type, int64_t rows, int64_t cols) {
+    device_buffer b(row_bytes(type, cols) * static_cast<size_t>(rows));
+    launch_random_weights(type, b.data(), rows, cols, seed++, up.handle());
+    weight_bytes_ += b.bytes();
+    return b;
+  };
+  const std::vector<float> ones(c.n_embd, 1.0f);
+  const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff, V = c.n_vocab;
+  embd_type_ = output_type_ = sw.head_type;
+  token_embd_ = random_matrix(sw.head_type, V, E);
+  tied_ = c.tied_output;
+  if (!tied_) output_ = random_matrix(sw.head_type, V, E);
+  output_norm_ = upload_floats(ones, up.handle(), weight_bytes_);
+  const tensor_type t = sw.weight_type;
+  for (uint32_t i = 0; i < c.n_layer; ++i) {
+    layer l;
+    l.attn_norm = upload_floats(ones, up.handle(), weight_bytes_);
+    l.ffn_norm = upload_floats(ones, up.handle(), weight_bytes_);
+    l.wq = random_matrix(t, Q, E), l.tq = t;
+    l.wk = random_matrix(t, KV, E), l.tk = t;
+    l.wv = random_matrix(t, KV, E), l.tv = t;
+    l.wo = random_matrix(t, E, Q), l.to = t;
+    l.w_gate = random_matrix(t, F, E), l.tg = t;
+    l.w_up = random_matrix(t, F, E), l.tu = t;
+    l.w_down = random_matrix(t, E, F), l.td = t;
+    layers_.push_back(std::move(l));
+  }
+  up.synchronize();
+  auto quant = [](tensor_type x) {
+    return x != tensor_type::f32 && x != tensor_type::f16 && x != tensor_type::bf16;
+  };
+  size_t max_w = 0;
+  if (quant(t)) max_w = static_cast<size_t>(std::max({Q * E, F * E}));
+  if (quant(sw.head_type)) max_w = std::max(max_w, static_cast<size_t>(V * E));
+  finish_setup(max_w);
+}
+
+void gpu_model::check_shape() {
+  const model_config& c = config_;
+  if (c.head_dim % 32 != 0 || c.head_dim > 256) {
+    throw std::invalid_argument("gpu_model: head size " + std::to_string(c.head_dim) +
+                                " is not a multiple of 32 up to 256");
+  }
+  if (c.rope_scaling == rope_scaling_type::yarn) throw std::invalid_argument("gpu_model: YaRN RoPE is not supported");
+  if (options_.limits.max_table_width == 0) {
+    options_.limits.max_table_width = (std::max(c.n_ctx_train, 1u) + options_.block_tokens - 1) / options_.block_tokens;
+  }
+  sm_count_ = memory_info().sm_count;
+}
+
+void gpu_model::finish_setup(size_t max_w) {
+  const model_config& c = config_;
+  // Workspace for the largest step, then the KV pool from what is left.
+  const model_shape shape{c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim, c.n_ff, c.n_vocab};
+  plan_ = plan_workspace(shape, options_.limits);
+  work_ = device_buffer(plan_.total);
+  // GEMM scratch: the largest quantized matrix as BF16, the largest activation as 16 bits.
   const size_t max_rows = std::max(options_.limits.max_tokens, options_.limits.max_logit_rows);
   gemm_ = std::make_unique<gemm_engine>(max_w, max_rows * std::max({c.n_embd, c.q_dim(), c.n_ff}));
+  const size_t scratch_bytes = plan_.total + gemm_->scratch_bytes();
+  const kv_geometry geo{c.n_layer, c.n_head_kv, c.head_dim, options_.block_tokens, 2};
+  n_blocks_ = options_.n_blocks;
+  if (n_blocks_ <= 0) {
+    const device_memory_info mem = memory_info();
+    memory_budget budget;
+    budget.total_bytes = mem.total_bytes;
+    // Weights and workspace are allocated already: count them against the share, not free.
+    budget.free_bytes = mem.free_bytes + weight_bytes_ + scratch_bytes;
+    budget.utilization = options_.gpu_memory_utilization;
+    budget.weight_bytes = weight_bytes_;
+    budget.workspace_bytes = scratch_bytes;
+    const kv_plan kv = plan_kv_pool(geo, budget);
+    if (kv.n_blocks <= 0) throw std::runtime_error("gpu_model: " + kv.why);
+    n_blocks_ = kv.n_blocks;
+  }
+  kv_ = device_buffer(geo.block_bytes() * static_cast<size_t>(n_blocks_));
   for (uint32_t i = 0; i < std::max(options_.staging_slots, 1u); ++i) {
     staging_.emplace_back(plan_.sampled - plan_.tokens);
   }
@@ -117,6 +170,19 @@ void gpu_model::matmul(tensor_type type, const device_buffer& w, int32_t rows, i
     gemm_->matmul(type, w.data(), rows, cols, x, n_tok, y, s);
   } else {
     launch_gemv(type, w.data(), rows, cols, x, n_tok, y, s);
+  }
+}
+
+void gpu_model::enqueue_copy_block(int32_t src, int32_t dst, stream_handle s) {
+  if (src < 0 || dst < 0 || src >= n_blocks_ || dst >= n_blocks_) throw std::invalid_argument("copy_block: bad block id");
+  // A block is contiguous within each layer's K and V: [n_head_kv][block_tokens][head_dim].
+  const size_t block_elems = static_cast<size_t>(config_.n_head_kv) * options_.block_tokens * config_.head_dim;
+  for (uint32_t l = 0; l < config_.n_layer; ++l) {
+    const kv_layer kv = kv_of(l);
+    for (uint16_t* base : {kv.k, kv.v}) {
+      copy_on_device_async(base + static_cast<size_t>(dst) * block_elems, base + static_cast<size_t>(src) * block_elems,
+                           block_elems * sizeof(uint16_t), s);
+    }
   }
 }
 

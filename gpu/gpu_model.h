@@ -50,6 +50,14 @@ class gpu_model {
  public:
   // Uploads the weights (synchronously: start-up only) and allocates KV pool and workspace.
   gpu_model(const model_config& config, const model_weights& weights, const gpu_model_options& options = {});
+  // Random weights made on the device (benchmarks with real shapes): matrices in
+  // weight_type, embedding and output head in head_type (untied unless config says tied).
+  struct synthetic_weights {
+    tensor_type weight_type = tensor_type::bf16;
+    tensor_type head_type = tensor_type::bf16;
+    uint64_t seed = 1;
+  };
+  gpu_model(const model_config& config, const synthetic_weights& weights, const gpu_model_options& options = {});
 
   const model_config& config() const { return config_; }
   int32_t n_blocks() const { return n_blocks_; }
@@ -60,6 +68,8 @@ class gpu_model {
   // uncovered positions, bad block id) and when the step exceeds the limits. `slot` picks
   // the pinned staging buffer (the caller keeps at most staging_slots steps in flight).
   step_rows enqueue_forward(const step_input& in, stream_handle s, uint32_t slot = 0);
+  // Copy-on-write of the KV cache: block src's keys and values in every layer to block dst.
+  void enqueue_copy_block(int32_t src, int32_t dst, stream_handle s);
   // Device logits [n_rows][n_vocab] of the last enqueued step.
   const float* logits() const;
   // Device buffer for sampled ids, one per logit row.
@@ -78,6 +88,9 @@ class gpu_model {
     return reinterpret_cast<int32_t*>(static_cast<char*>(work_.data()) + offset);
   }
   kv_layer kv_of(uint32_t l) const;
+  void check_shape();
+  // Workspace, KV pool, GEMM scratch and staging, once the weights are on the device.
+  void finish_setup(size_t max_quant_weight_elems);
   void matmul(tensor_type type, const device_buffer& w, int32_t rows, int32_t cols, const float* x, int32_t n_tok,
               float* y, stream_handle s);
 

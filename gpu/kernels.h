@@ -109,3 +109,10 @@ void launch_dequantize_bf16(tensor_type type, const void* w, int32_t rows, int32
                             stream_handle s);
 
 }  // namespace tandem::gpu
+
+namespace tandem::gpu {
+
+// Fills a rows x cols matrix of `type` with reproducible random weights (benchmarks).
+void launch_random_weights(tensor_type type, void* w, int64_t rows, int64_t cols, uint64_t seed, stream_handle s);
+
+}  // namespace tandem::gpu

@@ -1,0 +1,259 @@
+// gpu_bench: the H200 benchmark table of issue 7 on synthetic models with Llama-3-8B shapes.
+//
+//   copy bandwidth (device-to-device, read + write) -> the roofline
+//   batch-1 decode tok/s per weight type vs roofline = bandwidth / bytes read per step
+//   throughput (output tok/s) at batch 1..256 for 128-in/128-out and 1000-in/1000-out
+//   TTFT of a 1,000-token prompt
+//   paged-attention kernel bandwidth (unique KV bytes / time)
+//
+// Every step samples on the device (argmax) and copies only token ids back, as the worker
+// does. A time budget (--budget-s) skips what would not fit; skipped cells print "-".
+// Usage: gpu_bench [--budget-s 360] [--types bf16,q8_0,q4_1] | --probe
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpu/gpu_model.h"
+#include "gpu/kernels.h"
+#include "gpu/plan/launch_config.h"
+
+namespace tandem::gpu {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double seconds_since(clock_type::time_point t) {
+  return std::chrono::duration<double>(clock_type::now() - t).count();
+}
+
+model_config llama3_8b() {
+  model_config c;
+  c.architecture = "llama";
+  c.name = "synthetic Llama-3-8B shapes";
+  c.n_layer = 32, c.n_embd = 4096, c.n_head = 32, c.n_head_kv = 8, c.head_dim = 128, c.n_ff = 14336;
+  c.n_vocab = 128256, c.n_ctx_train = 8192, c.n_rot = 128, c.rope_freq_base = 500000.0f, c.rms_eps = 1e-5f;
+  return c;
+}
+
+double copy_bandwidth(stream& st) {
+  const size_t bytes = size_t{2} << 30;
+  device_buffer a(bytes), b(bytes);
+  fill_bytes_async(a.data(), 1, bytes, st.handle());
+  copy_on_device_async(b.data(), a.data(), bytes, st.handle());
+  event t0(true), t1(true);
+  t0.record(st.handle());
+  const int reps = 10;
+  for (int i = 0; i < reps; ++i) copy_on_device_async(b.data(), a.data(), bytes, st.handle());
+  t1.record(st.handle());
+  t1.synchronize();
+  return 2.0 * static_cast<double>(bytes) * reps / (event::elapsed_ms(t0, t1) / 1e3);  // read + write
+}
+
+class driver {
+ public:
+  driver(gpu_model& m, stream& st) : m_(m), st_(st), ids_(size_t{4096} * sizeof(int32_t)) {}
+
+  // One step: forward, argmax on the device, ids back. Returns the sampled ids.
+  std::vector<int32_t> step(const step_input& in) {
+    const step_rows rows = m_.enqueue_forward(in, st_.handle());
+    launch_argmax(m_.logits(), rows.n_rows, static_cast<int32_t>(m_.config().n_vocab), m_.sampled(), st_.handle());
+    copy_to_host_async(ids_.data(), m_.sampled(), static_cast<size_t>(rows.n_rows) * sizeof(int32_t), st_.handle());
+    st_.synchronize();
+    return {ids_.as<int32_t>(), ids_.as<int32_t>() + rows.n_rows};
+  }
+
+  // B sequences of n_in prompt tokens then n_out generated: seconds for the prefill (all
+  // prompts, in steps of at most max_tokens) and for the decode steps. false: no room.
+  bool run(int32_t B, int32_t n_in, int32_t n_out, int32_t max_tokens, double& prefill_s, double& decode_s) {
+    const int32_t bt = 16, per_seq = (n_in + n_out + bt - 1) / bt;
+    if (static_cast<int64_t>(per_seq) * B > m_.n_blocks()) return false;
+    std::mt19937 rng(1);
+    std::vector<seq_step> seqs(static_cast<size_t>(B));
+    for (int32_t i = 0; i < B; ++i) {
+      auto& s = seqs[static_cast<size_t>(i)];
+      s.seq_id = static_cast<uint64_t>(i);
+      for (int32_t b = 0; b < per_seq; ++b) s.blocks.push_back(i * per_seq + b);
+      s.tokens.resize(static_cast<size_t>(n_in));
+      for (auto& t : s.tokens) t = static_cast<int32_t>(rng() % m_.config().n_vocab);
+    }
+    auto t0 = clock_type::now();
+    std::vector<int32_t> next(static_cast<size_t>(B));
+    for (int32_t i = 0; i < B;) {  // prefill: whole prompts, several per step
+      step_input in;
+      int32_t used = 0;
+      std::vector<int32_t> members;
+      while (i < B && (members.empty() || used + n_in <= max_tokens)) {
+        in.seqs.push_back(seqs[static_cast<size_t>(i)]);
+        members.push_back(i);
+        used += n_in, ++i;
+      }
+      const auto ids = step(in);
+      for (size_t j = 0; j < members.size(); ++j) next[static_cast<size_t>(members[j])] = ids[j];
+    }
+    prefill_s = seconds_since(t0);
+    t0 = clock_type::now();
+    step_input in;
+    in.seqs = seqs;
+    for (int32_t i = 0; i < B; ++i) {
+      in.seqs[static_cast<size_t>(i)].start_pos = n_in;
+      in.seqs[static_cast<size_t>(i)].tokens = {next[static_cast<size_t>(i)]};
+    }
+    for (int32_t k = 1; k < n_out; ++k) {  // the prefill produced the first output token
+      const auto ids = step(in);
+      for (int32_t i = 0; i < B; ++i) {
+        auto& s = in.seqs[static_cast<size_t>(i)];
+        ++s.start_pos;
+        s.tokens[0] = ids[static_cast<size_t>(i)];
+      }
+    }
+    decode_s = seconds_since(t0);
+    return true;
+  }
+
+ private:
+  gpu_model& m_;
+  stream& st_;
+  pinned_buffer ids_;
+};
+
+std::string cell(double v, const char* fmt = "%.0f") {
+  if (!(v > 0)) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, v);
+  return buf;
+}
+
+void attention_bandwidth(stream& st, int32_t n_seq, int32_t ctx, int sm_count) {
+  const int32_t n_head = 32, n_kv = 8, hd = 128, bt = 16, width = ctx / bt, n_blocks = n_seq * width;
+  const size_t elems = static_cast<size_t>(n_blocks) * n_kv * bt * hd;
+  device_buffer k(elems * 2), v(elems * 2), q(static_cast<size_t>(n_seq) * n_head * hd * 4);
+  launch_random_weights(tensor_type::f16, k.data(), 1, static_cast<int64_t>(elems), 3, st.handle());
+  launch_random_weights(tensor_type::f16, v.data(), 1, static_cast<int64_t>(elems), 4, st.handle());
+  launch_random_weights(tensor_type::f32, q.data(), 1, static_cast<int64_t>(n_seq) * n_head * hd, 5, st.handle());
+  std::vector<int32_t> pos(static_cast<size_t>(n_seq), ctx - 1), seq(static_cast<size_t>(n_seq)),
+      tables(static_cast<size_t>(n_blocks));
+  for (int32_t i = 0; i < n_seq; ++i) seq[static_cast<size_t>(i)] = i;
+  for (int32_t i = 0; i < n_blocks; ++i) tables[static_cast<size_t>(i)] = i;
+  device_buffer dpos(pos.size() * 4), dseq(seq.size() * 4), dtab(tables.size() * 4);
+  copy_to_device_async(dpos.data(), pos.data(), pos.size() * 4, st.handle());
+  copy_to_device_async(dseq.data(), seq.data(), seq.size() * 4, st.handle());
+  copy_to_device_async(dtab.data(), tables.data(), tables.size() * 4, st.handle());
+  const split_plan sp = plan_attention_splits(static_cast<uint32_t>(n_seq * n_head), static_cast<uint32_t>(ctx), bt,
+                                              static_cast<uint32_t>(sm_count), 16);
+  device_buffer partials(static_cast<size_t>(n_seq) * n_head * sp.n_splits * (hd + 2) * 4);
+  device_buffer out(static_cast<size_t>(n_seq) * n_head * hd * 4);
+  const kv_layer kv{k.as<uint16_t>(), v.as<uint16_t>(), n_kv, hd, bt};
+  const attention_args a{n_head, 1.0f / std::sqrt(128.0f), width, static_cast<int32_t>(sp.n_splits),
+                         static_cast<int32_t>(sp.keys_per_split)};
+  auto once = [&] {
+    launch_paged_attention(q.as<float>(), dpos.as<int32_t>(), dseq.as<int32_t>(), dtab.as<int32_t>(), n_seq, kv, a,
+                           partials.as<float>(), out.as<float>(), st.handle());
+  };
+  once();
+  event t0(true), t1(true);
+  t0.record(st.handle());
+  const int reps = 20;
+  for (int i = 0; i < reps; ++i) once();
+  t1.record(st.handle());
+  t1.synchronize();
+  const double s = event::elapsed_ms(t0, t1) / 1e3 / reps;
+  std::printf("| paged attention | %d seqs x %d ctx, 32 q / 8 kv heads, hd 128, %u splits | %.3f ms | %.0f GB/s |\n", n_seq,
+              ctx, sp.n_splits, s * 1e3, 2.0 * elems * 2 / s / 1e9);
+}
+
+int run(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--probe")) {  // gpu/check.sh: does this binary start here?
+      std::printf("gpu_bench\n");
+      return 0;
+    }
+  }
+  double budget_s = 360;
+  std::string types = "bf16,q8_0,q4_1";
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--budget-s")) budget_s = std::atof(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--types")) types = argv[i + 1];
+  }
+  if (!cuda_available()) {
+    std::printf("no CUDA device\n");
+    return 0;
+  }
+  const auto start = clock_type::now();
+  stream st;
+  const device_memory_info mem = memory_info();
+  const double bw = copy_bandwidth(st);
+  std::printf("## GPU benchmark (gpu_bench)\n\nSMs %d, memory %.1f GiB, measured device copy bandwidth %.0f GB/s "
+              "(read + write)\n\n",
+              mem.sm_count, mem.total_bytes / double(1 << 30), bw / 1e9);
+
+  std::printf("| kind | configuration | time | figure |\n|---|---|---|---|\n");
+  attention_bandwidth(st, 64, 4096, mem.sm_count);
+  attention_bandwidth(st, 1, 32768, mem.sm_count);
+
+  const model_config c = llama3_8b();
+  std::printf("\n| weights | batch-1 decode tok/s | roofline tok/s | %% of roofline | TTFT 1000 tok (ms) |"
+              " 128/128 tok/s at batch 1, 8, 32, 64, 128, 256 | 1000/1000 tok/s at batch 1, 8, 32, 64, 128, 256 |\n"
+              "|---|---|---|---|---|---|---|\n");
+  size_t at = 0;
+  while (at < types.size()) {
+    const size_t comma = std::min(types.find(',', at), types.size());
+    const std::string name = types.substr(at, comma - at);
+    at = comma + 1;
+    const auto type = parse_tensor_type(name);
+    if (!type) continue;
+    gpu_model_options opt;
+    opt.limits.max_tokens = 2048;
+    opt.limits.max_logit_rows = 256;
+    opt.limits.max_seqs = 256;
+    opt.limits.max_table_width = 128;  // 2,048 tokens per sequence
+    const tensor_type head = *type == tensor_type::bf16 ? tensor_type::bf16 : tensor_type::q8_0;
+    gpu_model m(c, gpu_model::synthetic_weights{*type, head, 1}, opt);
+    driver d(m, st);
+    // Batch-1 decode at a 128-token context: bytes read per step = every matrix + one
+    // embedding row + the K/V of the context.
+    double pre = 0, dec = 0;
+    d.run(1, 128, 2, 2048, pre, dec);  // warm-up
+    d.run(1, 128, 129, 2048, pre, dec);
+    const double tok_s = 128 / dec;
+    const double bytes = static_cast<double>(m.weight_bytes() - row_bytes(head, c.n_embd) * (c.n_vocab - 1)) +
+                         192.0 * c.kv_bytes_per_token(2);
+    const double roof = bw / bytes;
+    double ttft = 0;
+    d.run(1, 1000, 1, 2048, ttft, dec);
+    std::string series[2];
+    const int32_t shapes[2][2] = {{128, 128}, {1000, 1000}};
+    for (int k = 0; k < 2; ++k) {
+      for (int32_t B : {1, 8, 32, 64, 128, 256}) {
+        double p = 0, q = 0;
+        const double left = budget_s - seconds_since(start);
+        // Skip what would not fit: estimate from the decode rate (one step per output token).
+        const bool fits = left > 30 && (shapes[k][1] / tok_s) * (1 + B / 64.0) < left / 3;
+        const bool ok = fits && d.run(B, shapes[k][0], shapes[k][1], 2048, p, q);
+        series[k] += (series[k].empty() ? "" : ", ") + (ok ? cell(B * shapes[k][1] / (p + q)) : std::string("-"));
+      }
+    }
+    std::printf("| %s | %.1f | %.1f | %.0f%% | %.1f | %s | %s |\n", name.c_str(), tok_s, roof, 100 * tok_s / roof,
+                ttft * 1e3, series[0].c_str(), series[1].c_str());
+    std::fflush(stdout);
+  }
+  std::printf("\nWeights %s; embedding and output head BF16 (BF16 model) or Q8_0; KV cache F16; eager "
+              "launches (no CUDA graphs yet); argmax sampling on the device; total %.0f s.\n",
+              types.c_str(), seconds_since(start));
+  return 0;
+}
+
+}  // namespace
+}  // namespace tandem::gpu
+
+int main(int argc, char** argv) {
+  try {
+    return tandem::gpu::run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gpu_bench: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,46 @@
+// The GPU device worker actor: the CPU worker's protocol (device_worker_actor), so the same
+// scheduler drives either. It owns one CUDA stream, a gpu_model (weights uploaded once, KV
+// pool in device memory) and pinned result buffers. A step is enqueued on the stream and
+// ends with a host callback that sends the actor a message: no thread ever waits for the GPU,
+// and the reply goes out through a response promise when that message arrives.
+//
+//   run_step ──▶ enqueue forward + sampling + id/logit copies ──▶ cudaLaunchHostFunc
+//                                                                     │ (CUDA's thread)
+//   reply ◀── finish: host-side sampling where needed ◀── gpu_step_done(ticket) message
+//
+// Sampling: rows whose options the device sampler covers (greedy; temperature with min-p;
+// no penalties, bias, top-k/top-p, logprobs or drafts) are sampled on the GPU and only
+// their ids come back; other rows copy their logits back and use engine/sampler.h exactly
+// as the CPU worker does (speculative acceptance included).
+#pragma once
+
+#include <caf/all.hpp>
+#include <functional>
+#include <memory>
+
+#include "actors/device_worker.h"
+#include "gpu/plan/workspace_plan.h"
+
+namespace tandem {
+
+class model;
+
+struct gpu_worker_options {
+  int device = 0;
+  double gpu_memory_utilization = 0.9;
+  uint32_t n_blocks = 0;     // 0: as many as the memory budget allows
+  uint32_t block_size = 16;
+  gpu::step_limits limits;
+};
+
+// Spawns the worker (detached: its own thread, so host-side sampling never occupies a CAF
+// scheduler thread). The model's weights are read from `m` once, at start-up.
+device_worker_actor spawn_gpu_device_worker(caf::actor_system& sys, std::shared_ptr<model> m,
+                                            const gpu_worker_options& options);
+
+// For runtime_config::device_worker (--device cuda): spawns the GPU worker with the
+// runtime's KV block count and size, the rest from `options`.
+std::function<caf::actor(caf::actor_system&, std::shared_ptr<model>, uint32_t, uint32_t)> gpu_device_worker_factory(
+    gpu_worker_options options);
+
+}  // namespace tandem

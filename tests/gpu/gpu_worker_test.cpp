@@ -1,0 +1,104 @@
+// The GPU device worker actor through its protocol (device_worker_actor), driven by a
+// scoped_actor like the scheduler drives it. Skips with "no CUDA device".
+#include <gtest/gtest.h>
+
+#include <caf/all.hpp>
+
+#include "engine/model.h"
+#include "engine/synthetic_model.h"
+#include "gpu/worker/gpu_device_worker.h"
+#include "tests/gpu/gpu_test_support.h"
+
+namespace tandem {
+namespace {
+
+class GpuWorker : public gpu::testing::CudaTest {};
+
+struct fixture {
+  std::vector<std::byte> bytes;
+  std::shared_ptr<model> m;
+  fixture() {
+    synthetic_model_spec spec;
+    spec.n_embd = 128, spec.n_head = 4, spec.n_head_kv = 2, spec.n_ff = 256, spec.n_vocab = 512;
+    bytes = make_synthetic_model(spec).serialize();
+    m = std::make_shared<model>(gguf::file::parse(bytes), model_options{2});
+  }
+};
+
+planned_seq seq(seq_id id, uint32_t start, std::vector<token_id> tokens, std::vector<block_id> table, bool sample) {
+  planned_seq p;
+  p.seq = id;
+  p.start_pos = start;
+  p.tokens = std::move(tokens);
+  p.table = std::move(table);
+  p.sample = sample;
+  return p;
+}
+
+device_step_result run(caf::scoped_actor& self, const device_worker_actor& w, const device_step& step) {
+  device_step_result out;
+  self->request(w, caf::infinite, run_step_atom::value, step)
+      .receive([&](device_step_result& r) { out = std::move(r); },
+               [&](caf::error& e) { out.error = "actor error: " + caf::to_string(e); });
+  return out;
+}
+
+// Greedy on the device (ids only) and greedy on the host (logprobs asked: logits come back
+// to engine/sampler.h) pick the same tokens; a prefill chunk emits nothing; a bad block id
+// fails the step with a message and the worker goes on.
+TEST_F(GpuWorker, DeviceAndHostSamplingAgreeAndErrorsAreReplies) {
+  fixture fx;
+  caf::actor_system_config cfg;
+  caf::actor_system sys(cfg);
+  gpu_worker_options opt;
+  opt.n_blocks = 32;
+  opt.limits.max_tokens = 256;
+  opt.limits.max_logit_rows = 64;
+  opt.limits.max_seqs = 8;
+  opt.limits.max_table_width = 32;
+  auto w = spawn_gpu_device_worker(sys, fx.m, opt);
+  caf::scoped_actor self(sys);
+
+  sampling_options greedy_device;
+  greedy_device.temperature = 0;
+  sampling_options greedy_host = greedy_device;
+  greedy_host.logprobs = true;
+  greedy_host.top_logprobs = 2;
+
+  // Two copies of one prompt in different blocks; one sampled on each path; and a third
+  // sequence whose chunk does not reach its end (no sample).
+  const std::vector<token_id> prompt = {1, 7, 42, 99, 3, 250, 17, 8, 64, 5, 11, 300, 2, 9, 77, 31, 400};
+  device_step step;
+  step.plan.step = 1;
+  step.plan.seqs = {seq(1, 0, prompt, {0, 1}, true), seq(2, 0, prompt, {5, 6}, true),
+                    seq(3, 0, {4, 4, 4}, {9}, false)};
+  step.sampling = {greedy_device, greedy_host, greedy_device};
+  step.n_prompt = {17, 17, 3};
+  for (int k = 0; k < 4; ++k) {
+    const auto r = run(self, w, step);
+    ASSERT_TRUE(r.error.empty()) << r.error;
+    ASSERT_EQ(r.emitted.size(), 3u);
+    ASSERT_EQ(r.emitted[0].size(), 1u);
+    EXPECT_EQ(r.emitted[0], r.emitted[1]) << "step " << k;
+    EXPECT_TRUE(r.emitted[2].empty());
+    EXPECT_EQ(r.logprobs[1].token, r.emitted[1][0]);
+    // Next: decode the emitted token.
+    const uint32_t pos = static_cast<uint32_t>(step.plan.seqs[0].start_pos + step.plan.seqs[0].tokens.size());
+    step.plan.step++;
+    step.plan.seqs = {seq(1, pos, r.emitted[0], {0, 1}, true), seq(2, pos, r.emitted[1], {5, 6}, true)};
+    step.sampling = {greedy_device, greedy_host};
+    step.n_prompt = {17, 17};
+  }
+  step.plan.seqs = {seq(4, 0, {1, 2}, {31, 999}, true)};
+  step.sampling = {greedy_device};
+  step.n_prompt = {2};
+  EXPECT_FALSE(run(self, w, step).error.empty());
+  device_stats stats;
+  self->request(w, caf::infinite, stats_atom::value).receive([&](device_stats s) { stats = s; },
+                                                            [&](caf::error&) {});
+  EXPECT_EQ(stats.steps, 4u);
+  self->send_exit(w, caf::exit_reason::user_shutdown);
+}
+
+}  // namespace
+}  // namespace tandem
