@@ -51,8 +51,13 @@ run: build model
 	@echo
 	$(TANDEM) serve --host $(HOST) --port $(PORT) $(SERVE_FLAGS)
 
+# Every benchmark, each writing its section of docs/benchmarks.md (and a plot where it helps).
 bench: build model
+	@scripts/install-deps.sh --bench
+	$(BUILD_DIR)/bin/tokenizer_bench
 	python3 bench/compare_llama_cpp.py --build $(BUILD_DIR)
+	python3 bench/run_runtime_bench.py
+	python3 bench/run_speculative_bench.py
 
 fuzz:
 	@scripts/install-deps.sh --fuzz

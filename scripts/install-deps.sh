@@ -40,8 +40,8 @@ if ((${#missing[@]})); then
 fi
 
 # Python packages for tests and tools only (never for the server itself).
-if [[ "${1:-}" == "--python" ]]; then
-  req="$(dirname "$0")/../tests/requirements.txt"
+install_requirements() {
+  local req="$1"
   if ! python3 - "$req" <<'PY' 2>/dev/null
 import sys, importlib.metadata as md, re
 for line in open(sys.argv[1]):
@@ -51,7 +51,21 @@ for line in open(sys.argv[1]):
     if md.version(name) != ver and ver: raise SystemExit(1)
 PY
   then
-    echo "install-deps: installing Python test packages from tests/requirements.txt"
+    echo "install-deps: installing Python packages from ${req#*/../}"
     python3 -m pip install -q --disable-pip-version-check -r "$req"
+  fi
+}
+
+here="$(dirname "$0")"
+if [[ "${1:-}" == "--python" ]]; then
+  install_requirements "$here/../tests/requirements.txt"
+fi
+if [[ "${1:-}" == "--bench" ]]; then
+  install_requirements "$here/../bench/requirements.txt"
+  # The peer: llama.cpp as llama-cpp-python builds it from its PyPI sdist, for this CPU.
+  if ! python3 -c 'import llama_cpp' 2>/dev/null; then
+    echo "install-deps: building llama-cpp-python 0.3.36 from source (llama.cpp, native CPU; several minutes)"
+    CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAVA_BUILD=OFF" python3 -m pip install -q --disable-pip-version-check \
+      --no-binary llama-cpp-python "llama-cpp-python==0.3.36"
   fi
 fi
