@@ -131,6 +131,8 @@ def test_fair_share_order():
             t.join()
         started_between = [n for n, ts in first_token.items() if n != "b" and b_submitted < ts < first_token["b"]]
         a_after_b = [n for n, ts in first_token.items() if ts > first_token["b"]]
+        print(f"fair share: {len(started_between)} of A's requests started between B's arrival and its first token; "
+              f"{len(a_after_b)} started after it")
         assert len(started_between) <= 3, f"{len(started_between)} of A's requests started before B"
         assert len(a_after_b) >= 35
     finally:
