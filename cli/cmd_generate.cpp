@@ -6,12 +6,14 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/speculative_options.h"
 #include "engine/chat_template.h"
 #include "engine/generator.h"
 #include "engine/gguf.h"
 #include "engine/kv_block_allocator.h"
 #include "engine/model.h"
 #include "engine/model_path.h"
+#include "engine/prompt_encoder.h"
 #include "engine/tokenizer.h"
 
 namespace tandem::cli {
@@ -31,29 +33,27 @@ struct generate_options {
   int64_t seed = -1;
   int threads = 0;
   bool ignore_eos = false;
+  runtime_config rt;  // the speculative-decoding options
 };
 
-// Chat prompt: markup segments may contain control tokens, message text never does.
-std::vector<token_id> chat_prompt(const tokenizer& tok, const gguf::file& f, const generate_options& o) {
-  const auto tmpl = chat_template::from_gguf(f);
+std::vector<chat_message> chat_messages(const generate_options& o) {
   std::vector<chat_message> messages;
   if (!o.system.empty()) messages.push_back({"system", o.system});
   messages.push_back({"user", o.prompt});
-  std::vector<token_id> ids;
-  if (tok.add_bos() && tok.bos() >= 0 && !tmpl.renders_bos()) ids.push_back(tok.bos());
-  for (const auto& seg : tmpl.render_segments(messages, true)) {
-    const auto part = tok.encode(seg.text, false, !seg.is_content);
-    ids.insert(ids.end(), part.begin(), part.end());
-  }
-  return ids;
+  return messages;
 }
 
+// With --speculative: the same completion through the actor runtime (drafter, verifier and
+// the batched verification step), printing speculation figures in the stats line.
+void run_speculative(const generate_options& o);
+
 void run_generate(const generate_options& o) {
+  if (o.rt.speculative != "none") return run_speculative(o);
   const auto path = resolve_model_path(o.model);
   auto file = gguf::file::open(path);
   const auto tok = tokenizer::from_gguf(file);
   const std::vector<token_id> prompt =
-      o.chat ? chat_prompt(tok, file, o) : tok.encode(o.prompt, true, false);
+      o.chat ? encode_chat(tok, chat_template::from_gguf(file), chat_messages(o), true) : encode_prompt(tok, o.prompt);
   if (prompt.empty()) throw std::runtime_error("the prompt is empty");
 
   model m(file, model_options{o.threads});
@@ -93,6 +93,78 @@ void run_generate(const generate_options& o) {
                m.pool().size(), std::string(kernels::best_dot_kernels().isa).c_str());
 }
 
+using printed_atom = caf::atom_constant<caf::atom("printed")>;
+
+// Prints deltas as they come; reports the final event to `owner`.
+sink_actor::behavior_type printing_sink(sink_actor::pointer self, caf::actor owner) {
+  return {
+      [](const generation_delta& d) {
+        std::fwrite(d.text.data(), 1, d.text.size(), stdout);
+        std::fflush(stdout);
+      },
+      [self, owner](const generation_done& d) {
+        caf::anon_send(owner, printed_atom::value, d.finish_reason, d.error, d.prompt_tokens, d.completion_tokens,
+                       d.ttft_ms, d.tpot_ms);
+        self->quit();
+      },
+  };
+}
+
+void run_speculative(const generate_options& o) {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  runtime_config rc = o.rt;
+  rc.model = o.model.empty() ? "default" : o.model;
+  rc.threads = o.threads;
+  auto rt = runtime::start(sys, rc);
+
+  generate_request req;
+  if (o.chat) {
+    for (const auto& m : chat_messages(o)) req.messages.push_back({m.role, m.content});
+  } else {
+    req.prompt = o.prompt;
+  }
+  req.max_tokens = static_cast<uint32_t>(o.max_tokens);
+  req.ignore_eos = o.ignore_eos;
+  req.sampling.temperature = o.temperature;
+  req.sampling.top_p = o.top_p;
+  req.sampling.top_k = o.top_k;
+  req.sampling.min_p = o.min_p;
+  req.sampling.repetition_penalty = o.repeat_penalty;
+  req.sampling.seed = o.seed;
+
+  caf::scoped_actor self{sys};
+  req.sink = self->spawn(printing_sink, caf::actor_cast<caf::actor>(self));
+  self->request(rt->admission(), caf::infinite, submit_atom::value, req)
+      .receive([](const submit_reply& r) { if (!r.accepted) throw std::runtime_error(r.error); },
+               [&](const caf::error& e) { throw std::runtime_error(sys.render(e)); });
+  std::string reason, error;
+  uint32_t n_prompt = 0, n_out = 0;
+  double ttft_ms = 0, tpot_ms = 0;
+  self->receive([&](printed_atom, std::string r, std::string e, uint32_t p, uint32_t c, double t, double tp) {
+    reason = std::move(r);
+    error = std::move(e);
+    n_prompt = p;
+    n_out = c;
+    ttft_ms = t;
+    tpot_ms = tp;
+  });
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+  if (reason == "error") throw std::runtime_error(error);
+
+  speculation_stats spec;
+  self->request(rt->verifier(), caf::infinite, stats_atom::value)
+      .receive([&](const speculation_stats& s) { spec = s; }, [](const caf::error&) {});
+  std::fprintf(stderr,
+               "prompt tokens: %u (%.1f tok/s), generated tokens: %u (%.1f tok/s), speculative: %s, drafted: %llu, "
+               "accepted: %llu (%.1f%%), mean accepted length: %.2f, steps with speculation off: %llu\n",
+               n_prompt, ttft_ms > 0 ? n_prompt / (ttft_ms / 1000.0) : 0.0, n_out,
+               tpot_ms > 0 ? 1000.0 / tpot_ms : 0.0, rc.speculative.c_str(),
+               static_cast<unsigned long long>(spec.drafted), static_cast<unsigned long long>(spec.accepted),
+               100.0 * spec.acceptance_rate(), spec.mean_accepted(), static_cast<unsigned long long>(spec.steps_off));
+}
+
 }  // namespace
 
 void register_generate(CLI::App& app) {
@@ -111,6 +183,7 @@ void register_generate(CLI::App& app) {
   sub->add_option("--seed", o->seed, "Sampling seed (same seed, same output); default random");
   sub->add_option("--threads", o->threads, "CPU threads (default: one per core)");
   sub->add_flag("--ignore-eos", o->ignore_eos, "Keep going past end-of-generation tokens");
+  add_speculative_options(sub, o->rt);
   sub->callback([o] { run_generate(*o); });
 }
 
