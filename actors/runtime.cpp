@@ -38,7 +38,8 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
   pc.max_num_batched_tokens = cfg.max_num_batched_tokens;
   pc.prefill_chunk = std::min(cfg.prefill_chunk, cfg.max_num_batched_tokens);
 
-  rt->device_ = spawn_cpu_device_worker(sys, std::move(m), rt->kv_blocks_, cfg.block_size);
+  rt->device_ = cfg.device_worker ? cfg.device_worker(sys, std::move(m), rt->kv_blocks_, cfg.block_size)
+                                  : spawn_cpu_device_worker(sys, std::move(m), rt->kv_blocks_, cfg.block_size);
   rt->cache_ = spawn_cache_manager(sys, {rt->kv_blocks_, cfg.block_size, cfg.enable_prefix_caching});
   speculation_actors spec;
   if (cfg.speculative != "none" && !cfg.speculative.empty()) {

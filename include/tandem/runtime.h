@@ -9,6 +9,7 @@
 #pragma once
 
 #include <caf/all.hpp>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -48,6 +49,12 @@ struct runtime_config {
   uint32_t speculative_k_min = 1;
   uint32_t speculative_k_max = 10;
   bool speculative_adaptive = true;       // false: draft at every step regardless of cost
+  // The device worker (--device): empty = the CPU worker. A CUDA build passes
+  // gpu_device_worker_factory(...) (gpu/worker/gpu_device_worker.h) for --device cuda, so
+  // this library stays free of CUDA. Called with the KV block count and block size.
+  std::function<device_worker_actor(caf::actor_system&, std::shared_ptr<tandem::model>, uint32_t n_blocks,
+                                    uint32_t block_size)>
+      device_worker;
 };
 
 class runtime {
