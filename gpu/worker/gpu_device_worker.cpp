@@ -287,13 +287,13 @@ device_worker_actor spawn_gpu_device_worker(caf::actor_system& sys, std::shared_
   return sys.spawn<caf::detached>(gpu_device_worker, std::move(m), options);
 }
 
-std::function<caf::actor(caf::actor_system&, std::shared_ptr<model>, uint32_t, uint32_t)> gpu_device_worker_factory(
-    gpu_worker_options options) {
+std::function<device_worker_actor(caf::actor_system&, std::shared_ptr<model>, uint32_t, uint32_t)>
+gpu_device_worker_factory(gpu_worker_options options) {
   return [options](caf::actor_system& sys, std::shared_ptr<model> m, uint32_t n_blocks, uint32_t block_size) {
     gpu_worker_options o = options;
     o.n_blocks = n_blocks;
     o.block_size = block_size;
-    return caf::actor_cast<caf::actor>(spawn_gpu_device_worker(sys, std::move(m), o));
+    return spawn_gpu_device_worker(sys, std::move(m), o);
   };
 }
 

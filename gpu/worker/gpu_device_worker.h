@@ -40,7 +40,7 @@ device_worker_actor spawn_gpu_device_worker(caf::actor_system& sys, std::shared_
 
 // For runtime_config::device_worker (--device cuda): spawns the GPU worker with the
 // runtime's KV block count and size, the rest from `options`.
-std::function<caf::actor(caf::actor_system&, std::shared_ptr<model>, uint32_t, uint32_t)> gpu_device_worker_factory(
-    gpu_worker_options options);
+std::function<device_worker_actor(caf::actor_system&, std::shared_ptr<model>, uint32_t, uint32_t)>
+gpu_device_worker_factory(gpu_worker_options options);
 
 }  // namespace tandem
