@@ -22,6 +22,9 @@ struct shape_case {
   bool tied;
 };
 
+// Test names show the case's name (not its bytes).
+void PrintTo(const shape_case& c, std::ostream* os) { *os << c.name; }
+
 // Max |gpu - cpu| over a row, relative to the row's largest |cpu logit|. The CPU quantizes
 // activations to 8 bits for quantized weights (llama.cpp's numerics); the GPU keeps them
 // in float, so the bound is the CPU engine's own against its reference (model_test).
