@@ -2,8 +2,8 @@
 # gpu/check.sh: the one prepared GPU check of issue 7, for the device tool's H200 machine
 # (no package registry there; no CAF or Boost). Runs from the repository root:
 #
-#   1. binaries: gpu/.bin/ as made here by gpu/pack.sh and carried (static C++ and CUDA
-#      runtimes, GoogleTest linked in; they need only libcublas from the machine's CUDA);
+#   1. binaries: gpu/.bin/ as made here by gpu/pack.sh and carried (CUDA runtime and
+#      GoogleTest linked in; they need glibc >= 2.34, libstdc++ and the machine's libcublas);
 #      when they are missing or do not start, builds gpu_bench there with nvcc and g++
 #      (the parity tests need GoogleTest, which only travels inside the carried binaries).
 #   2. parity tests: gpu_plan_test, gpu_kernels_test (every kernel vs the CPU reference),

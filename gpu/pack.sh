@@ -2,7 +2,7 @@
 # gpu/pack.sh: builds the GPU test and benchmark binaries here (build-gpu/) and copies them
 # into gpu/.bin/, the folder the device tool carries for gpu/check.sh (ignored by git
 # through .git/info/exclude). gpu_plan_test, gpu_kernels_test, gpu_model_test and gpu_bench
-# need only libc, libm and libcublas there; gpu_worker_test also needs CAF, spdlog, fmt,
+# need only glibc >= 2.34, libstdc++ and libcublas there; gpu_worker_test also needs CAF, spdlog, fmt,
 # yaml-cpp and xxHash, copied into gpu/.bin/lib/ (libstdc++ is the machine's own).
 set -eu
 cd "$(dirname "$0")/.."
