@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Tandem's CPU engine side by side with llama.cpp (llama-cpp-python) on the same GGUF file
 and thread count: prompt processing (pp) and single-stream decode (tg) in tok/s, the ratio
-Tandem / llama.cpp, and decode against the machine's memory-bandwidth limit. Writes the
-table to docs/benchmarks.md (or --out) and prints it.
+Tandem / llama.cpp, and decode against the machine's memory-bandwidth limit. Writes its
+section of docs/benchmarks.md (between the engine-bench markers; or --out) and prints it.
 
 Usage: python3 bench/compare_llama_cpp.py [--build build] [--model PATH] [--threads N]
                                           [--pp 512] [--tg 128] [--reps 3] [--out FILE]
@@ -11,28 +11,19 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from bench_docs import ROOT, cpu_name, write_section  # noqa: E402
+
+BEGIN, END = "<!-- engine-bench:begin -->", "<!-- engine-bench:end -->"
 
 
 def run_json(cmd):
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
-
-
-def cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def main():
@@ -82,7 +73,9 @@ def main():
     cmd = (f"python3 bench/compare_llama_cpp.py --threads {a.threads} --pp {a.pp} --tg {a.tg} "
            f"--reps {a.reps}   # make bench runs it with the default thread count")
     lines = [
-        "# Benchmarks: CPU engine vs llama.cpp",
+        BEGIN,
+        "",
+        "## CPU engine vs llama.cpp (issue 3)",
         "",
         f"Model `{os.path.basename(a.model)}`, {cpu_name()} ({os.cpu_count()} CPUs), best of {a.reps} "
         f"alternating runs per engine, {datetime.date.today().isoformat()}. Tandem kernels: {kernels}. "
@@ -110,12 +103,12 @@ def main():
         cmd,
         "```",
         "",
+        END,
     ]
     text = "\n".join(lines)
     print(text)
     if a.out:
-        with open(a.out, "w") as f:
-            f.write(text)
+        write_section(text, BEGIN, END, a.out)
 
 
 if __name__ == "__main__":
