@@ -338,6 +338,9 @@ asio::awaitable<void> http_connection::generate(http_request& req, api_kind kind
       co_await http::async_write_header(stream_, *sse, use_awaitable);
     }
     if (sse) {
+      // Read finished() before taking the output: events that arrive while the write below
+      // is under way add output that the next round must still send.
+      const bool finished = job.finished();
       std::string data;
       for (auto& s : job.take_output()) data += s;
       if (!data.empty()) {
@@ -345,7 +348,7 @@ asio::awaitable<void> http_connection::generate(http_request& req, api_kind kind
         const auto chunk = http::make_chunk(asio::buffer(data));
         co_await asio::async_write(stream_, chunk, use_awaitable);
       }
-      if (job.finished()) {
+      if (finished) {
         stream_.expires_after(ctx_->opts.write_timeout);
         const auto last_chunk = http::make_chunk_last();
         co_await asio::async_write(stream_, last_chunk, use_awaitable);

@@ -63,6 +63,20 @@ def test_chat_streaming_matches_non_streaming(client):
     assert usage.completion_tokens == full.usage.completion_tokens
 
 
+def test_every_stream_on_a_kept_alive_connection_ends_properly(client):
+    """Events that arrive while a chunk is being written are sent before the stream ends
+    (this once lost the finish chunk, the usage and [DONE] now and then)."""
+    for _ in range(25):
+        finish, usage = None, None
+        for chunk in client.completions.create(model="m", prompt="Hello", max_tokens=4, temperature=0, stream=True,
+                                               stream_options={"include_usage": True}):
+            usage = chunk.usage or usage
+            for c in chunk.choices:
+                finish = c.finish_reason or finish
+        assert finish == "length"
+        assert usage is not None and usage.completion_tokens == 4
+
+
 def test_completion_streaming_ends_with_done(server):
     with httpx.stream("POST", server.url + "/v1/completions", timeout=60,
                       json={"prompt": "Once upon a time", "max_tokens": 6, "stream": True}) as r:
