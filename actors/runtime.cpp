@@ -9,6 +9,8 @@
 
 namespace tandem {
 
+void tune_actor_system(caf::actor_system_config& cfg) { cfg.set("scheduler.policy", caf::atom("sharing")); }
+
 std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_config& cfg) {
   std::unique_ptr<runtime> rt(new runtime());
   rt->cfg_ = cfg;

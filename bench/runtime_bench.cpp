@@ -231,6 +231,7 @@ std::string chunking(caf::actor_system& sys, runtime_config base, bool chunked) 
 
 int main(int argc, char** argv) {
   caf::actor_system_config cfg;
+  tandem::tune_actor_system(cfg);
   caf::actor_system sys{cfg};
   runtime_config base;
   base.model = argc > 1 ? argv[1] : "default";

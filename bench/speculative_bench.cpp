@@ -150,6 +150,7 @@ std::string figures_json(const run_figures& f) {
 
 int main(int argc, char** argv) {
   caf::actor_system_config cfg;
+  tandem::tune_actor_system(cfg);
   caf::actor_system sys{cfg};
   const uint32_t draft_layers = argc > 1 ? static_cast<uint32_t>(std::stoi(argv[1])) : 24;
   const auto draft_path = std::filesystem::temp_directory_path() / "tandem_bench_draft.gguf";

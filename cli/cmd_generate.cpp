@@ -112,6 +112,7 @@ sink_actor::behavior_type printing_sink(sink_actor::pointer self, caf::actor own
 
 void run_speculative(const generate_options& o) {
   caf::actor_system_config cfg;
+  tandem::tune_actor_system(cfg);
   caf::actor_system sys{cfg};
   runtime_config rc = o.rt;
   rc.model = o.model.empty() ? "default" : o.model;

@@ -64,6 +64,7 @@ int serve(serve_options o) {
   if (o.host == "localhost") o.host = "127.0.0.1";
 
   caf::actor_system_config cfg;
+  tandem::tune_actor_system(cfg);
   caf::actor_system sys{cfg};
   net::server_options so;
   so.host = o.host;

@@ -33,6 +33,7 @@ tandem::sink_actor::behavior_type printing_sink(tandem::sink_actor::pointer self
 
 int main(int argc, char** argv) {
   caf::actor_system_config cfg;
+  tandem::tune_actor_system(cfg);
   caf::actor_system sys{cfg};
 
   tandem::runtime_config rc;

@@ -57,6 +57,13 @@ struct runtime_config {
       device_worker;
 };
 
+// Scheduler settings the runtime wants from the host's actor system, set on its config
+// before the system is created: CAF's default work-stealing workers, once idle, poll for new
+// messages only every 10 ms, which would add that much to every hop of a step (scheduler ->
+// cache manager -> scheduler -> device worker -> scheduler -> streamer). The sharing policy
+// wakes a worker the moment a message arrives and never spins beside the compute threads.
+void tune_actor_system(caf::actor_system_config& cfg);
+
 class runtime {
  public:
   // Loads the model and spawns the actors. Throws std::runtime_error with a clear message.

@@ -51,6 +51,7 @@ sink_actor::behavior_type collecting_sink(sink_actor::stateful_pointer<collected
 class RuntimeTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
+    tune_actor_system(cfg_);
     sys_ = new caf::actor_system(cfg_);
     runtime_config rc;
     rc.threads = 2;
@@ -247,6 +248,7 @@ TEST_F(RuntimeTest, ChatPromptsUseTheTemplateAndEndAtEndOfTurn) {
 
 TEST(RuntimeLimits, ATinyKvPoolRefusesWhatCannotFitAndNeverLoops) {
   caf::actor_system_config cfg;
+  tandem::tune_actor_system(cfg);
   caf::actor_system sys{cfg};
   runtime_config rc;
   rc.threads = 2;

@@ -93,6 +93,7 @@ std::vector<generate_request> prompts() {
 class SpeculativeRuntime : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
+    tune_actor_system(cfg_);
     sys_ = new caf::actor_system(cfg_);
     base_.threads = 2;
     base_.kv_cache_tokens = 8192;
@@ -176,6 +177,7 @@ TEST_F(SpeculativeRuntime, GreedyOutputIsIdenticalWithEveryMethod) {
 
 TEST(SpeculativeRuntimeConfig, ADraftModelWithAnotherVocabularyIsRefused) {
   caf::actor_system_config cfg;
+  tandem::tune_actor_system(cfg);
   caf::actor_system sys{cfg};
   const auto path = std::filesystem::temp_directory_path() / "tandem_draft_other_vocab.gguf";
   synthetic_model_spec s;
