@@ -137,7 +137,7 @@ std::string throughput(caf::actor_system& sys, const runtime_config& base, uint3
     std::fprintf(stderr, "  %.1f tok/s\n", tps);
     char buf[160];
     std::snprintf(buf, sizeof buf, "%s{\"streams\":%d,\"tokens\":%llu,\"wall_ms\":%.1f,\"tok_per_s\":%.2f}",
-                  json.size() > 1 ? "," : "", streams, static_cast<unsigned long long>(tokens), wall, tps);
+                  json.back() == '[' ? "" : ",", streams, static_cast<unsigned long long>(tokens), wall, tps);
     json += buf;
   }
   // Scheduling overhead: time the scheduler spends planning next to the device's step time.
