@@ -212,6 +212,9 @@ void draft_then_run(self_ptr self) {
   self->request(sched.verifier, caf::infinite, plan_k_atom::value, candidates, base_tokens)
       .then(
           [self, candidates](const std::vector<uint32_t>& ks) {
+            // Drafting is off for this step: skip the drafter's round trip altogether (it
+            // catches up on the tokens it missed at the next query).
+            if (std::all_of(ks.begin(), ks.end(), [](uint32_t k) { return k == 0; })) return reserve_and_run(self);
             auto& st = self->state;
             std::vector<draft_query> queries;
             std::vector<seq_id> asked;
