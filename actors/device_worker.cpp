@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "actors/clock.h"
+#include "actors/sampling_params_from.h"
 #include "engine/kv_pool.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
@@ -12,27 +13,10 @@
 namespace tandem {
 namespace {
 
-sampling_params to_params(const sampling_options& o) {
-  sampling_params p;
-  p.temperature = o.temperature;
-  p.top_k = o.top_k;
-  p.top_p = o.top_p;
-  p.min_p = o.min_p;
-  p.repetition_penalty = o.repetition_penalty;
-  p.presence_penalty = o.presence_penalty;
-  p.frequency_penalty = o.frequency_penalty;
-  for (size_t i = 0; i < o.logit_bias_ids.size() && i < o.logit_bias_values.size(); ++i) {
-    p.logit_bias[o.logit_bias_ids[i]] = o.logit_bias_values[i];
-  }
-  if (o.seed >= 0) p.seed = static_cast<uint64_t>(o.seed);
-  p.top_logprobs = o.logprobs ? o.top_logprobs : 0;
-  return p;
-}
-
 // Per-sequence state kept where the logits are: the sampler (its random stream) and the
 // tokens seen at each position, for the penalties.
 struct seq_sampling {
-  explicit seq_sampling(const sampling_options& o) : s(to_params(o)) {}
+  explicit seq_sampling(const sampling_options& o) : s(sampling_params_from(o)) {}
   sampler s;
   std::vector<int32_t> tokens;  // tokens[p] = token at position p
 };

@@ -5,6 +5,8 @@
 #include <random>
 #include <unordered_map>
 
+#include "actors/clock.h"
+#include "actors/sampling_params_from.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
 #include "engine/speculative.h"
@@ -18,29 +20,6 @@ namespace {
 
 using gpu_done_atom = caf::atom_constant<caf::atom("gpudone")>;
 using gpu_worker_actor = device_worker_actor::extend<caf::reacts_to<gpu_done_atom, uint64_t>>;
-using clock_type = std::chrono::steady_clock;
-
-double ms_between(clock_type::time_point a, clock_type::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
-sampling_params to_params(const sampling_options& o) {
-  sampling_params p;
-  p.temperature = o.temperature;
-  p.top_k = o.top_k;
-  p.top_p = o.top_p;
-  p.min_p = o.min_p;
-  p.repetition_penalty = o.repetition_penalty;
-  p.presence_penalty = o.presence_penalty;
-  p.frequency_penalty = o.frequency_penalty;
-  for (size_t i = 0; i < o.logit_bias_ids.size() && i < o.logit_bias_values.size(); ++i) {
-    p.logit_bias[o.logit_bias_ids[i]] = o.logit_bias_values[i];
-  }
-  if (o.seed >= 0) p.seed = static_cast<uint64_t>(o.seed);
-  p.top_logprobs = o.logprobs ? o.top_logprobs : 0;
-  return p;
-}
-
 // What the device sampler covers (gpu/kernels.h: launch_sample).
 bool device_samples(const sampling_options& o, const planned_seq& p) {
   return p.draft.empty() && !o.logprobs && o.top_k <= 0 && o.top_p >= 1.0f && o.repetition_penalty == 1.0f &&
@@ -49,7 +28,7 @@ bool device_samples(const sampling_options& o, const planned_seq& p) {
 
 struct seq_state {
   explicit seq_state(const sampling_options& o)
-      : s(to_params(o)), seed(o.seed >= 0 ? static_cast<uint64_t>(o.seed) : std::random_device{}()) {}
+      : s(sampling_params_from(o)), seed(o.seed >= 0 ? static_cast<uint64_t>(o.seed) : std::random_device{}()) {}
   sampler s;                    // host sampling (same as the CPU worker)
   std::vector<int32_t> tokens;  // tokens[p] = token at position p (penalties)
   uint64_t seed;                // device sampling: seed and draws so far
