@@ -5,6 +5,7 @@
 
 #include "actors/clock.h"
 #include "actors/sampling_params_from.h"
+#include "actors/step_input_from.h"
 #include "engine/kv_pool.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
@@ -51,17 +52,7 @@ device_step_result run_step(device_worker_state& st, const device_step& step) {
   for (const auto& c : plan.copies) copy_block(*st.kv, c.src, c.dst);
 
   auto& in = st.input;
-  in.seqs.resize(plan.seqs.size());
-  for (size_t i = 0; i < plan.seqs.size(); ++i) {
-    const auto& p = plan.seqs[i];
-    auto& s = in.seqs[i];
-    s.seq_id = p.seq;
-    s.tokens.assign(p.tokens.begin(), p.tokens.end());
-    s.start_pos = static_cast<int32_t>(p.start_pos);
-    s.blocks.assign(p.table.begin(), p.table.end());
-    s.want_all_logits = !p.draft.empty();
-    s.decode_numerics = !p.draft.empty();
-  }
+  fill_step_input(plan, in);
   const auto t0 = clock_type::now();
   try {
     st.m->forward(in, *st.kv, st.output);

@@ -7,6 +7,7 @@
 
 #include "actors/clock.h"
 #include "actors/sampling_params_from.h"
+#include "actors/step_input_from.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
 #include "engine/speculative.h"
@@ -79,16 +80,7 @@ void enqueue(gpu_worker_actor::stateful_pointer<gpu_worker_state> self, in_fligh
   for (const auto& c : plan.copies) st.m->enqueue_copy_block(static_cast<int32_t>(c.src), static_cast<int32_t>(c.dst), h);
 
   step_input in;
-  in.seqs.resize(plan.seqs.size());
-  for (size_t i = 0; i < plan.seqs.size(); ++i) {
-    const auto& p = plan.seqs[i];
-    auto& s = in.seqs[i];
-    s.seq_id = p.seq;
-    s.tokens.assign(p.tokens.begin(), p.tokens.end());
-    s.start_pos = static_cast<int32_t>(p.start_pos);
-    s.blocks.assign(p.table.begin(), p.table.end());
-    s.want_all_logits = !p.draft.empty();
-  }
+  fill_step_input(plan, in);
   f.rows = st.m->enqueue_forward(in, h, slot);
   const int32_t V = static_cast<int32_t>(st.m->config().n_vocab);
   if (f.rows.n_rows == 0) return;
