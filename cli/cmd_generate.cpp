@@ -1,5 +1,6 @@
-// `tandem generate`: one completion on the CPU, streamed to stdout as it is generated, with
-// one stats line on stderr (prompt tokens and speed, generated tokens and speed).
+// `tandem generate`: one completion, streamed to stdout as it is generated, with one stats
+// line on stderr (prompt tokens and speed, generated tokens and speed). On the CPU engine
+// directly; through the actor runtime with --speculative or --device cuda.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -15,6 +16,7 @@
 #include "engine/model_path.h"
 #include "engine/prompt_encoder.h"
 #include "engine/tokenizer.h"
+#include "gpu/cli/device_options.h"
 
 namespace tandem::cli {
 namespace {
@@ -34,6 +36,7 @@ struct generate_options {
   int threads = 0;
   bool ignore_eos = false;
   runtime_config rt;  // the speculative-decoding options
+  device_options device;
 };
 
 std::vector<chat_message> chat_messages(const generate_options& o) {
@@ -43,12 +46,13 @@ std::vector<chat_message> chat_messages(const generate_options& o) {
   return messages;
 }
 
-// With --speculative: the same completion through the actor runtime (drafter, verifier and
-// the batched verification step), printing speculation figures in the stats line.
-void run_speculative(const generate_options& o);
+// With --speculative or --device cuda: the same completion through the actor runtime
+// (drafter, verifier and the batched verification step; or the GPU device worker),
+// printing speculation figures in the stats line when drafting.
+void run_on_runtime(const generate_options& o);
 
 void run_generate(const generate_options& o) {
-  if (o.rt.speculative != "none") return run_speculative(o);
+  if (o.rt.speculative != "none" || o.device.cuda()) return run_on_runtime(o);
   const auto path = resolve_model_path(o.model);
   auto file = gguf::file::open(path);
   const auto tok = tokenizer::from_gguf(file);
@@ -110,13 +114,15 @@ sink_actor::behavior_type printing_sink(sink_actor::pointer self, caf::actor own
   };
 }
 
-void run_speculative(const generate_options& o) {
-  caf::actor_system_config cfg;
-  tandem::tune_actor_system(cfg);
-  caf::actor_system sys{cfg};
+void run_on_runtime(const generate_options& o) {
   runtime_config rc = o.rt;
   rc.model = o.model.empty() ? "default" : o.model;
   rc.threads = o.threads;
+  // Before any actor exists: --device cuda without a usable GPU fails here, with one line.
+  apply_device_options(o.device, rc);
+  caf::actor_system_config cfg;
+  tandem::tune_actor_system(cfg);
+  caf::actor_system sys{cfg};
   auto rt = runtime::start(sys, rc);
 
   generate_request req;
@@ -154,6 +160,12 @@ void run_speculative(const generate_options& o) {
   std::fflush(stdout);
   if (reason == "error") throw std::runtime_error(error);
 
+  if (!rt->verifier()) {
+    std::fprintf(stderr, "prompt tokens: %u (%.1f tok/s), generated tokens: %u (%.1f tok/s), device: %s\n", n_prompt,
+                 ttft_ms > 0 ? n_prompt / (ttft_ms / 1000.0) : 0.0, n_out, tpot_ms > 0 ? 1000.0 / tpot_ms : 0.0,
+                 o.device.device.c_str());
+    return;
+  }
   speculation_stats spec;
   self->request(rt->verifier(), caf::infinite, stats_atom::value)
       .receive([&](const speculation_stats& s) { spec = s; }, [](const caf::error&) {});
@@ -170,7 +182,7 @@ void run_speculative(const generate_options& o) {
 
 void register_generate(CLI::App& app) {
   auto o = std::make_shared<generate_options>();
-  auto* sub = app.add_subcommand("generate", "Generate a completion on the CPU, streamed to stdout");
+  auto* sub = app.add_subcommand("generate", "Generate a completion (CPU, or a GPU with --device cuda), streamed to stdout");
   sub->add_option("--prompt", o->prompt, "Prompt text")->required();
   sub->add_option("--model", o->model, "GGUF file, or 'default'")->default_str("default");
   sub->add_flag("--chat", o->chat, "Apply the model's chat template (the prompt is the user message)");
@@ -183,6 +195,7 @@ void register_generate(CLI::App& app) {
   sub->add_option("--repeat-penalty", o->repeat_penalty, "Repetition penalty (1 = off)")->default_val(1.0f);
   sub->add_option("--seed", o->seed, "Sampling seed (same seed, same output); default random");
   sub->add_option("--threads", o->threads, "CPU threads (default: one per core)");
+  add_device_options(sub, o->device);
   sub->add_flag("--ignore-eos", o->ignore_eos, "Keep going past end-of-generation tokens");
   add_speculative_options(sub, o->rt);
   sub->callback([o] { run_generate(*o); });

@@ -10,6 +10,7 @@
 #include "actors/tenant_limits.h"
 #include "cli/commands.h"
 #include "cli/speculative_options.h"
+#include "gpu/cli/device_options.h"
 #include "net/server.h"
 #include "tandem/runtime.h"
 
@@ -26,6 +27,7 @@ struct serve_options {
   bool allow_open_non_loopback = false;
   std::string chat_page;
   runtime_config rt;
+  device_options device;
   int io_threads = 2;
   uint32_t max_connections = 1024;
   size_t max_body_bytes = 1 << 20;
@@ -48,6 +50,9 @@ std::string find_chat_page(const std::string& given) {
 
 int serve(serve_options o) {
   spdlog::set_level(spdlog::level::from_str(o.log_level));
+  o.rt.model = o.model;
+  // Before the listener opens: --device cuda without a usable GPU fails here, with one line.
+  apply_device_options(o.device, o.rt);
   if (!o.config.empty()) o.rt.tenants = load_tenants_yaml(o.config);
   if (!o.api_key.empty()) {
     tenant_config t;
@@ -115,13 +120,15 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--max-num-batched-tokens", o->rt.max_num_batched_tokens, "Tokens per step at most")
       ->capture_default_str();
   cmd->add_option("--max-model-len", o->rt.max_model_len, "Context length (0 = the model's)")->capture_default_str();
-  cmd->add_option("--kv-cache-tokens", o->rt.kv_cache_tokens, "KV cache size in tokens (0 = automatic)");
+  cmd->add_option("--kv-cache-tokens", o->rt.kv_cache_tokens,
+                  "KV cache size in tokens (0 = automatic: with --device cuda, all that --gpu-memory-utilization leaves)");
   cmd->add_option("--block-size", o->rt.block_size, "Tokens per KV block")->capture_default_str();
   cmd->add_option("--max-in-flight", o->rt.max_in_flight, "Accepted unfinished requests at most (then 503)")
       ->capture_default_str();
   cmd->add_flag("!--no-enable-prefix-caching", o->rt.enable_prefix_caching, "Turn the prefix cache off");
   cmd->add_option("--chat-template", o->rt.chat_template, "Chat template family overriding the model's");
-  cmd->add_option("--threads", o->rt.threads, "Compute threads (0 = one per core)")->capture_default_str();
+  cmd->add_option("--threads", o->rt.threads, "CPU compute threads (0 = one per core)")->capture_default_str();
+  add_device_options(cmd, o->device);
   add_speculative_options(cmd, o->rt);
   cmd->add_option("--io-threads", o->io_threads, "Network threads")->capture_default_str();
   cmd->add_option("--max-connections", o->max_connections, "Open connections at most")->capture_default_str();

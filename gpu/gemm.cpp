@@ -5,6 +5,7 @@
 #include <string>
 
 #include "gpu/kernels.h"
+#include "gpu/plan/gpu_sizing.h"
 
 namespace tandem::gpu {
 namespace {
@@ -13,12 +14,10 @@ void check_blas(cublasStatus_t st, const char* what) {
   if (st != CUBLAS_STATUS_SUCCESS) throw cuda_error(std::string(what) + ": cuBLAS status " + std::to_string(st));
 }
 
-constexpr size_t kCublasWorkspace = size_t{32} << 20;
-
 }  // namespace
 
 gemm_engine::gemm_engine(size_t max_weight_elems, size_t max_act_elems)
-    : weight_scratch_(max_weight_elems * 2), act_scratch_(max_act_elems * 2), cublas_workspace_(kCublasWorkspace) {
+    : weight_scratch_(max_weight_elems * 2), act_scratch_(max_act_elems * 2), cublas_workspace_(kCublasWorkspaceBytes) {
   cublasHandle_t h = nullptr;
   check_blas(cublasCreate(&h), "cublasCreate");
   handle_ = h;

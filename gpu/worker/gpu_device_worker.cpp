@@ -207,17 +207,21 @@ device_step_result finish(gpu_worker_state& st, in_flight& f) {
   return res;
 }
 
+// The device-side resources, made on the spawning thread so that a failure (no memory
+// for the KV pool, a shape the kernels do not cover) reaches the caller as an exception
+// instead of ending the actor silently. They then belong to the actor alone.
+struct gpu_resources {
+  std::unique_ptr<gpu::stream> stream;
+  std::unique_ptr<gpu::gpu_model> m;
+};
+
 gpu_worker_actor::behavior_type gpu_device_worker(gpu_worker_actor::stateful_pointer<gpu_worker_state> self,
-                                                  std::shared_ptr<model> m, gpu_worker_options options) {
+                                                  std::shared_ptr<model> m, std::shared_ptr<gpu_resources> res,
+                                                  gpu_worker_options options) {
   auto& st = self->state;
-  gpu::select_device(options.device);
-  st.stream = std::make_unique<gpu::stream>();
-  gpu::gpu_model_options mo;
-  mo.block_tokens = options.block_size;
-  mo.n_blocks = static_cast<int32_t>(options.n_blocks);
-  mo.gpu_memory_utilization = options.gpu_memory_utilization;
-  mo.limits = options.limits;
-  st.m = std::make_unique<gpu::gpu_model>(m->config(), m->weights(), mo);
+  gpu::select_device(options.device);  // the current device is per host thread
+  st.stream = std::move(res->stream);
+  st.m = std::move(res->m);
   st.host_model = std::move(m);
   st.max_rows = options.limits.max_logit_rows;
   const size_t V = st.m->config().n_vocab;
@@ -255,7 +259,16 @@ gpu_worker_actor::behavior_type gpu_device_worker(gpu_worker_actor::stateful_poi
 
 device_worker_actor spawn_gpu_device_worker(caf::actor_system& sys, std::shared_ptr<model> m,
                                             const gpu_worker_options& options) {
-  return sys.spawn<caf::detached>(gpu_device_worker, std::move(m), options);
+  gpu::select_device(options.device);
+  auto res = std::make_shared<gpu_resources>();
+  res->stream = std::make_unique<gpu::stream>();
+  gpu::gpu_model_options mo;
+  mo.block_tokens = options.block_size;
+  mo.n_blocks = static_cast<int32_t>(options.n_blocks);
+  mo.gpu_memory_utilization = options.gpu_memory_utilization;
+  mo.limits = options.limits;
+  res->m = std::make_unique<gpu::gpu_model>(m->config(), m->weights(), mo);
+  return sys.spawn<caf::detached>(gpu_device_worker, std::move(m), std::move(res), options);
 }
 
 std::function<device_worker_actor(caf::actor_system&, std::shared_ptr<model>, uint32_t, uint32_t)>

@@ -2,7 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 
+#include "gpu/plan/gpu_sizing.h"
 #include "gpu/plan/graph_policy.h"
 #include "gpu/plan/kv_budget.h"
 #include "gpu/plan/launch_config.h"
@@ -47,6 +49,74 @@ TEST(KvBudget, SaysWhyNothingFits) {
   EXPECT_NE(p.why.find("exceed"), std::string::npos);
   b.utilization = 1.5;
   EXPECT_NE(plan_kv_pool(llama3_8b_kv(), b).why.find("utilization"), std::string::npos);
+}
+
+TEST(GpuSizing, UtilizationMustBeInZeroToOne) {
+  for (double ok : {1e-3, 0.5, 0.9, 1.0}) EXPECT_EQ(gpu_memory_utilization_error(ok), "") << ok;
+  for (double bad : {0.0, -0.1, 1.5, 1.0000001, std::nan("")}) {
+    EXPECT_NE(gpu_memory_utilization_error(bad).find("(0, 1]"), std::string::npos) << bad;
+  }
+  EXPECT_EQ(gpu_memory_utilization_error(1.5), "must be in (0, 1], got 1.5");
+}
+
+gpu_sizing_request llama3_8b_on_h200() {
+  gpu_sizing_request r;
+  r.shape = {32, 4096, 32, 8, 128, 14336, 128256};
+  r.weight_bytes = 16 * kGiB;
+  r.max_quant_weight_elems = 0;  // BF16
+  r.limits.max_tokens = 2048;
+  r.limits.max_seqs = 64;
+  r.limits.max_logit_rows = 2048;
+  r.limits.max_table_width = 8192;
+  r.total_bytes = 141 * kGiB;
+  r.free_bytes = 140 * kGiB;
+  return r;
+}
+
+TEST(GpuSizing, KvPoolGetsWhatWeightsAndScratchLeave) {
+  const gpu_sizing_request r = llama3_8b_on_h200();
+  const gpu_sizing s = size_gpu_runtime(r);
+  ASSERT_EQ(s.error, "");
+  // Scratch is what gpu_model allocates: the workspace plus the GEMM scratch.
+  const size_t act = size_t{2048} * 14336;
+  EXPECT_EQ(s.scratch_bytes, plan_workspace(r.shape, r.limits).total + act * 2 + kCublasWorkspaceBytes);
+  EXPECT_EQ(gemm_scratch_bytes(100, 7), 214 + kCublasWorkspaceBytes);
+  const size_t budget = static_cast<size_t>(141.0 * kGiB * 0.9);
+  const size_t block = llama3_8b_kv().block_bytes();
+  const size_t blocks = (budget - r.weight_bytes - s.scratch_bytes - memory_budget{}.reserve_bytes) / block;
+  EXPECT_EQ(s.kv.n_blocks, static_cast<int32_t>(blocks));
+  EXPECT_EQ(s.kv_tokens, blocks * 16);
+  EXPECT_GT(s.kv_tokens, 800000u);  // ~100 GB of KV at 128 KiB per token
+  // A lower utilization gives a smaller pool, never a bigger one.
+  gpu_sizing_request half = r;
+  half.utilization = 0.5;
+  EXPECT_LT(size_gpu_runtime(half).kv_tokens, s.kv_tokens);
+}
+
+TEST(GpuSizing, RequestedKvTokensAreCheckedAgainstTheBudget) {
+  gpu_sizing_request r = llama3_8b_on_h200();
+  r.kv_tokens_requested = 100000 + 5;  // rounded down to whole blocks, as the runtime does
+  gpu_sizing s = size_gpu_runtime(r);
+  ASSERT_EQ(s.error, "");
+  EXPECT_EQ(s.kv_tokens, 100000u);
+  r.kv_tokens_requested = 8;  // less than a block: one block
+  EXPECT_EQ(size_gpu_runtime(r).kv_tokens, 16u);
+  r.kv_tokens_requested = 10'000'000;
+  s = size_gpu_runtime(r);
+  EXPECT_EQ(s.kv_tokens, 0u);
+  EXPECT_EQ(s.error.rfind("--kv-cache-tokens 10000000 does not fit: at most ", 0), 0u) << s.error;
+  EXPECT_NE(s.error.find("--gpu-memory-utilization 0.9"), std::string::npos) << s.error;
+}
+
+TEST(GpuSizing, TooSmallADeviceNamesTheFlag) {
+  gpu_sizing_request r = llama3_8b_on_h200();
+  r.utilization = 0.1;  // 14 GB: less than the weights
+  gpu_sizing s = size_gpu_runtime(r);
+  EXPECT_EQ(s.kv_tokens, 0u);
+  EXPECT_EQ(s.error.rfind("--gpu-memory-utilization 0.1: weights, workspace and reserve", 0), 0u) << s.error;
+  r.utilization = 2.0;
+  s = size_gpu_runtime(r);
+  EXPECT_EQ(s.error, "--gpu-memory-utilization must be in (0, 1], got 2");
 }
 
 TEST(Workspace, AlignedAndDisjoint) {

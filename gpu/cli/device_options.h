@@ -1,0 +1,30 @@
+// The device flags of `tandem serve` and `tandem generate` (vLLM's names):
+//   --device cpu|cuda              where the model runs (default cpu)
+//   --gpu-memory-utilization F     share of the GPU's memory for weights, scratch and KV
+//                                  pool, 0 < F <= 1 (default 0.9); the KV pool gets the rest
+// Compiled into the tandem executable in every build; without CUDA (TANDEM_HAVE_CUDA unset)
+// --device cuda is refused with a one-line reason.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "tandem/runtime.h"
+
+namespace tandem::cli {
+
+struct device_options {
+  std::string device = "cpu";
+  double gpu_memory_utilization = 0.9;
+
+  bool cuda() const { return device == "cuda"; }
+};
+
+void add_device_options(CLI::App* cmd, device_options& o);
+
+// --device cuda: checks for a device, then sets rt.device_worker and rt.kv_cache_tokens
+// (gpu/worker/cuda_runtime_config.h). Throws std::runtime_error naming the flag when that
+// cannot be done. --device cpu: nothing to do.
+void apply_device_options(const device_options& o, runtime_config& rt);
+
+}  // namespace tandem::cli

@@ -1,0 +1,63 @@
+#include "gpu/plan/gpu_sizing.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace tandem::gpu {
+
+size_t gemm_scratch_bytes(size_t max_quant_weight_elems, size_t max_act_elems) {
+  return max_quant_weight_elems * 2 + max_act_elems * 2 + kCublasWorkspaceBytes;
+}
+
+size_t gpu_scratch_bytes(const model_shape& m, const step_limits& lim, size_t max_quant_weight_elems) {
+  const size_t max_rows = std::max(lim.max_tokens, lim.max_logit_rows);
+  const size_t widest = std::max({m.n_embd, m.q_dim(), m.n_ff});
+  return plan_workspace(m, lim).total + gemm_scratch_bytes(max_quant_weight_elems, max_rows * widest);
+}
+
+std::string gpu_memory_utilization_error(double u) {
+  if (u > 0.0 && u <= 1.0) return {};  // false for NaN too
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "must be in (0, 1], got %g", u);
+  return buf;
+}
+
+gpu_sizing size_gpu_runtime(const gpu_sizing_request& r) {
+  gpu_sizing out;
+  if (auto e = gpu_memory_utilization_error(r.utilization); !e.empty()) {
+    out.error = "--gpu-memory-utilization " + e;
+    return out;
+  }
+  out.scratch_bytes = gpu_scratch_bytes(r.shape, r.limits, r.max_quant_weight_elems);
+  const kv_geometry geo{r.shape.n_layer, r.shape.n_head_kv, r.shape.head_dim, r.block_tokens, 2};
+  memory_budget budget;
+  budget.total_bytes = r.total_bytes;
+  budget.free_bytes = r.free_bytes;
+  budget.utilization = r.utilization;
+  budget.weight_bytes = r.weight_bytes;
+  budget.workspace_bytes = out.scratch_bytes;
+  out.kv = plan_kv_pool(geo, budget);
+  char util[32];
+  std::snprintf(util, sizeof util, "%g", r.utilization);
+  if (out.kv.n_blocks <= 0) {
+    out.error = std::string("--gpu-memory-utilization ") + util + ": " + out.kv.why;
+    return out;
+  }
+  const uint64_t fits = static_cast<uint64_t>(out.kv.n_blocks) * r.block_tokens;
+  if (r.kv_tokens_requested == 0) {
+    out.kv_tokens = fits;
+    return out;
+  }
+  // The runtime makes max(1, tokens / block) blocks of the requested size.
+  const uint64_t blocks = std::max<uint64_t>(1, r.kv_tokens_requested / r.block_tokens);
+  if (blocks > static_cast<uint64_t>(out.kv.n_blocks)) {
+    out.error = "--kv-cache-tokens " + std::to_string(r.kv_tokens_requested) + " does not fit: at most " +
+                std::to_string(fits) + " tokens with --gpu-memory-utilization " + util;
+    return out;
+  }
+  out.kv_tokens = blocks * r.block_tokens;
+  return out;
+}
+
+}  // namespace tandem::gpu

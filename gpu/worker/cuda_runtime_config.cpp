@@ -1,0 +1,64 @@
+#include "gpu/worker/cuda_runtime_config.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "engine/gguf.h"
+#include "engine/model_config.h"
+#include "engine/model_path.h"
+#include "gpu/cuda_device.h"
+#include "gpu/device.h"
+#include "gpu/plan/gpu_sizing.h"
+
+namespace tandem {
+namespace {
+
+bool is_quantized(tensor_type t) { return t != tensor_type::f32 && t != tensor_type::f16 && t != tensor_type::bf16; }
+
+}  // namespace
+
+void configure_cuda_runtime(runtime_config& cfg, const cuda_runtime_options& options) {
+  std::string why;
+  const auto devices = gpu::list_cuda_devices(&why);
+  if (devices.empty()) throw std::runtime_error("--device cuda: no CUDA device found (cudaGetDeviceCount: " + why + ")");
+  if (options.device < 0 || options.device >= static_cast<int>(devices.size())) {
+    throw std::runtime_error("--device cuda: device " + std::to_string(options.device) + " does not exist (" +
+                             std::to_string(devices.size()) + " found)");
+  }
+
+  // Shapes and weight bytes from the GGUF header and tensor table (the file is mapped, not read).
+  const auto file = gguf::file::open(resolve_model_path(cfg.model));
+  const model_config mc = read_model_config(file);
+  gpu::gpu_sizing_request r;
+  r.shape = {mc.n_layer, mc.n_embd, mc.n_head, mc.n_head_kv, mc.head_dim, mc.n_ff, mc.n_vocab};
+  for (const auto& t : file.tensors()) {
+    r.weight_bytes += t.nbytes;
+    if (t.n_dims == 2 && is_quantized(t.type)) {
+      r.max_quant_weight_elems = std::max(r.max_quant_weight_elems, static_cast<size_t>(t.n_elements()));
+    }
+  }
+  const uint32_t max_len = cfg.max_model_len > 0 ? std::min(cfg.max_model_len, mc.n_ctx_train) : mc.n_ctx_train;
+  r.block_tokens = cfg.block_size;
+  r.limits.max_tokens = cfg.max_num_batched_tokens;
+  r.limits.max_seqs = cfg.max_num_seqs;
+  // Verification and all-logits prefill rows are tokens of the step: at most its token budget.
+  r.limits.max_logit_rows = cfg.max_num_batched_tokens;
+  r.limits.max_table_width = (std::max(max_len, 1u) + cfg.block_size - 1) / cfg.block_size;
+  r.utilization = options.gpu_memory_utilization;
+  r.kv_tokens_requested = cfg.kv_cache_tokens;
+  gpu::select_device(options.device);
+  const gpu::device_memory_info mem = gpu::memory_info();
+  r.total_bytes = mem.total_bytes;
+  r.free_bytes = mem.free_bytes;
+  const gpu::gpu_sizing sized = gpu::size_gpu_runtime(r);
+  if (!sized.error.empty()) throw std::runtime_error(sized.error);
+  cfg.kv_cache_tokens = sized.kv_tokens;
+
+  gpu_worker_options wo;
+  wo.device = options.device;
+  wo.gpu_memory_utilization = options.gpu_memory_utilization;
+  wo.limits = r.limits;
+  cfg.device_worker = gpu_device_worker_factory(wo);
+}
+
+}  // namespace tandem

@@ -1,0 +1,22 @@
+// --device cuda for the runtime (CUDA builds only): checks that a device is there, sizes the
+// KV pool from --gpu-memory-utilization (gpu/plan/gpu_sizing.h) and installs the GPU device
+// worker as runtime_config::device_worker. Every failure is a std::runtime_error with one
+// line that names the flag, e.g. "--device cuda: no CUDA device found (cudaGetDeviceCount: ...)".
+#pragma once
+
+#include "gpu/worker/gpu_device_worker.h"
+#include "tandem/runtime.h"
+
+namespace tandem {
+
+struct cuda_runtime_options {
+  int device = 0;
+  double gpu_memory_utilization = 0.9;
+};
+
+// Reads the model's shape and weight sizes from its GGUF header (cfg.model), queries the
+// device's memory and sets cfg.kv_cache_tokens (all that fits when it is 0; checked
+// against the budget otherwise) and cfg.device_worker.
+void configure_cuda_runtime(runtime_config& cfg, const cuda_runtime_options& options);
+
+}  // namespace tandem
