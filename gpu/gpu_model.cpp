@@ -186,7 +186,7 @@ void gpu_model::enqueue_copy_block(int32_t src, int32_t dst, stream_handle s) {
   }
 }
 
-const float* gpu_model::logits() const { return fbuf(plan_.logits); }
+float* gpu_model::logits() const { return fbuf(plan_.logits); }
 int32_t* gpu_model::sampled() const { return ibuf(plan_.sampled); }
 
 step_rows gpu_model::enqueue_forward(const step_input& in, stream_handle s, uint32_t slot) {

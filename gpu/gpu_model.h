@@ -70,8 +70,9 @@ class gpu_model {
   step_rows enqueue_forward(const step_input& in, stream_handle s, uint32_t slot = 0);
   // Copy-on-write of the KV cache: block src's keys and values in every layer to block dst.
   void enqueue_copy_block(int32_t src, int32_t dst, stream_handle s);
-  // Device logits [n_rows][n_vocab] of the last enqueued step.
-  const float* logits() const;
+  // Device logits [n_rows][n_vocab] of the last enqueued step (device sampling applies
+  // penalties to them in place).
+  float* logits() const;
   // Device buffer for sampled ids, one per logit row.
   int32_t* sampled() const;
 

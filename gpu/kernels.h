@@ -68,16 +68,22 @@ void launch_paged_attention(const float* q, const int32_t* positions, const int3
                             int32_t n_tok, const kv_layer& kv, const attention_args& a, float* partials, float* out,
                             stream_handle s);
 
-// Sampling where the logits are: one token id per row of logits [n_rows][n_vocab].
+// Sampling where the logits are: one token id per row of logits [n_rows][n_vocab], -1 when
+// every logit is NaN or -inf. The distribution is engine/sampler.h's distribution() for
+// the same options (after penalties, which launch_penalties applies beforehand).
 struct sample_params {
   float temperature = 1.0f;  // <= 0: greedy (argmax, lowest id on ties)
   float min_p = 0.0f;        // keep tokens with p >= min_p * p_max
   uint64_t seed = 0;
   uint64_t counter = 0;      // draws made so far with this seed (step number)
+  int32_t top_k = 0;         // <= 0: off; else the k most likely (ties: lower id first)
+  float top_p = 1.0f;        // >= 1: off; else the shortest sorted prefix reaching top_p
 };
 void launch_argmax(const float* logits, int32_t n_rows, int32_t n_vocab, int32_t* out, stream_handle s);
 // Exact categorical draws by the Gumbel-max trick (argmax of logit/T + Gumbel noise from a
 // counter-based hash of seed, counter and token id): reproducible for a seed, no sort.
+// top-k and top-p cut the row at a threshold found by radix select (four passes over the
+// row each; a fifth set only when tokens tie exactly at the threshold).
 void launch_sample(const float* logits, const sample_params* params, int32_t n_rows, int32_t n_vocab, int32_t* out,
                    stream_handle s);
 

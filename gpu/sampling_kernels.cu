@@ -1,6 +1,8 @@
-// Sampling on the device: greedy argmax, Gumbel-max categorical draws (temperature, min-p)
-// and repetition/frequency/presence penalties. One block per row; CUB's BlockReduce merges
-// the threads' candidates. Only token ids leave the device.
+// Sampling on the device: greedy argmax, Gumbel-max categorical draws (temperature, top-k,
+// top-p, min-p) and repetition/frequency/presence penalties. One block per row; CUB's
+// BlockReduce merges the threads' candidates; top-k and top-p find their cut by a radix
+// select on the logits' bits (weighted by count or by probability), without sorting the
+// row. Only token ids leave the device.
 #include <cuda_runtime.h>
 
 #include <cfloat>
@@ -53,36 +55,206 @@ __global__ void argmax_kernel(const float* logits, int32_t n_vocab, int32_t* out
   if (threadIdx.x == 0) out[blockIdx.x] = r.id;
 }
 
+__device__ __forceinline__ bool usable(float x) { return !isnan(x) && x != -INFINITY; }
+
+// Order-preserving map of a float onto uint32: a > b <=> key(a) > key(b) (non-NaN). Every
+// usable value maps above 0, so key 0 marks "below every token". -0 counts as +0 (they
+// compare equal, so the CPU sampler orders them by id).
+__device__ __forceinline__ uint32_t order_key(float x) {
+  const uint32_t u = __float_as_uint(x == 0.0f ? 0.0f : x);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+__device__ __forceinline__ float key_value(uint32_t k) {
+  return __uint_as_float((k & 0x80000000u) ? (k & 0x7FFFFFFFu) : ~k);
+}
+
+constexpr int kWarps = kThreads / 32;
+constexpr int kBins = 256;
+
+// Shared state of radix_select: one private histogram per warp (no atomics between warps),
+// the lanes' weights for the warp-aggregated add, and the result.
+struct select_shared {
+  double hist[kWarps][kBins];
+  double lane_w[kWarps][32];
+  uint32_t prefix;  // the result K once all four digits are chosen
+  double above;     // weight of keys > K
+  double at;        // weight of keys == K
+  bool reached;     // false: the total weight is below the target
+};
+
+// Among the tokens for which key_of(i, key) is true, finds the largest key K such that the
+// weight of the tokens with key >= K reaches `target`, 8 bits of the key at a time from the
+// top (four passes over the row, no sort). Every thread of the block calls it; the result is
+// in sh when it returns.
+template <class KeyOf, class WeightOf>
+__device__ void radix_select(int32_t n, KeyOf key_of, WeightOf weight_of, double target, select_shared& sh) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();  // the previous call's result has been read
+  if (threadIdx.x == 0) {
+    sh.prefix = 0;
+    sh.above = 0.0;
+    sh.reached = true;
+  }
+  for (int level = 0; level < 4; ++level) {
+    const int shift = 24 - 8 * level;
+    const uint32_t mask = level == 0 ? 0u : 0xFFFFFFFFu << (shift + 8);
+    for (int b = threadIdx.x; b < kWarps * kBins; b += kThreads) sh.hist[b / kBins][b % kBins] = 0.0;
+    __syncthreads();
+    const uint32_t prefix = sh.prefix;
+    // Uniform trip count across the warp: __match_any_sync needs every lane.
+    for (int32_t base = 0; base < n; base += kThreads) {
+      const int32_t i = base + static_cast<int32_t>(threadIdx.x);
+      uint32_t key = 0;
+      int bin = kBins;  // not counted
+      double w = 0.0;
+      if (i < n && key_of(i, key) && (key & mask) == prefix) {
+        bin = static_cast<int>((key >> shift) & 0xFFu);
+        w = weight_of(i);
+      }
+      // Lanes with the same bin add once, through their lowest lane.
+      const unsigned peers = __match_any_sync(0xFFFFFFFFu, bin);
+      sh.lane_w[warp][lane] = w;
+      __syncwarp();
+      if (bin < kBins && lane == __ffs(peers) - 1) {
+        double sum = 0.0;
+        for (unsigned m = peers; m != 0; m &= m - 1) sum += sh.lane_w[warp][__ffs(m) - 1];
+        sh.hist[warp][bin] += sum;
+      }
+      __syncwarp();
+    }
+    __syncthreads();
+    for (int b = threadIdx.x; b < kBins; b += kThreads) {
+      double total = 0.0;
+      for (int w = 0; w < kWarps; ++w) total += sh.hist[w][b];
+      sh.hist[0][b] = total;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      double acc = sh.above;
+      int b = kBins - 1;
+      for (; b > 0 && acc + sh.hist[0][b] < target; --b) acc += sh.hist[0][b];
+      if (acc + sh.hist[0][b] < target) sh.reached = false;
+      sh.above = acc;
+      sh.at = sh.hist[0][b];
+      sh.prefix = prefix | (static_cast<uint32_t>(b) << shift);
+    }
+    __syncthreads();
+  }
+}
+
+// The m-th smallest id (m >= 1) among the usable tokens whose key is k: ties in the sorted
+// order go to the lower id, as in the CPU sampler.
+__device__ int32_t tie_limit(const float* row, int32_t n, uint32_t k, double m, select_shared& sh) {
+  radix_select(
+      n,
+      [&](int32_t i, uint32_t& key) {
+        const float x = row[i];
+        if (!usable(x) || order_key(x) != k) return false;
+        key = ~static_cast<uint32_t>(i);  // larger key = smaller id
+        return true;
+      },
+      [](int32_t) { return 1.0; }, m, sh);
+  return static_cast<int32_t>(~sh.prefix);
+}
+
+// A prefix of the row sorted by (logit descending, id ascending), the CPU sampler's order:
+// token i is in it iff key > cut_key, or key == cut_key and i <= cut_id.
+struct prefix_cut {
+  uint32_t key = 0;  // 0 with any id: every usable token
+  int32_t id = INT32_MAX;
+  __device__ bool shorter_than(const prefix_cut& o) const { return key > o.key || (key == o.key && id < o.id); }
+  __device__ bool keeps(uint32_t k, int32_t i) const { return k > key || (k == key && i <= id); }
+};
+
+// One row's sampling, as engine/sampler.h's distribution() then a draw: greedy; or top-k,
+// then top-p over the tempered probabilities, then min-p, then a Gumbel-max draw among the
+// survivors (the renormalised distribution the CPU sampler draws from).
 __global__ void sample_kernel(const float* logits, const sample_params* params, int32_t n_vocab, int32_t* out) {
   using reduce_c = cub::BlockReduce<candidate, kThreads>;
   using reduce_f = cub::BlockReduce<float, kThreads>;
+  using reduce_d = cub::BlockReduce<double, kThreads>;
   __shared__ typename reduce_c::TempStorage tmp_c;
   __shared__ typename reduce_f::TempStorage tmp_f;
+  __shared__ typename reduce_d::TempStorage tmp_d;
+  __shared__ select_shared sel;
   __shared__ float s_max;
+  __shared__ double s_sum;
   const sample_params p = params[blockIdx.x];
   const float* row = logits + static_cast<int64_t>(blockIdx.x) * n_vocab;
-  const bool greedy = !(p.temperature > 0.0f);
-  // min-p: p_i >= min_p * p_max  <=>  logit_i >= max_logit + T * log(min_p).
-  float cut = -FLT_MAX;
-  if (!greedy && p.min_p > 0.0f) {
-    float mx = -FLT_MAX;
-    for (int32_t i = threadIdx.x; i < n_vocab; i += kThreads) mx = fmaxf(mx, row[i]);
-    mx = reduce_f(tmp_f).Reduce(mx, max_op{});
-    if (threadIdx.x == 0) s_max = mx;
-    __syncthreads();
-    cut = s_max + p.temperature * logf(p.min_p);
+  if (!(p.temperature > 0.0f)) {  // greedy: the first maximum, NaN and -inf never chosen
+    candidate best{-FLT_MAX, INT32_MAX};
+    for (int32_t i = threadIdx.x; i < n_vocab; i += kThreads) {
+      if (usable(row[i])) best = better_candidate{}(best, {row[i], i});
+    }
+    const candidate r = reduce_c(tmp_c).Reduce(best, better_candidate{});
+    if (threadIdx.x == 0) out[blockIdx.x] = r.id < n_vocab ? r.id : -1;
+    return;
   }
-  const float inv_t = greedy ? 1.0f : 1.0f / p.temperature;
+  float mx = -INFINITY;
+  for (int32_t i = threadIdx.x; i < n_vocab; i += kThreads) {
+    if (usable(row[i])) mx = fmaxf(mx, row[i]);
+  }
+  mx = reduce_f(tmp_f).Reduce(mx, max_op{});
+  if (threadIdx.x == 0) s_max = mx;
+  __syncthreads();
+  mx = s_max;
+  if (mx == -INFINITY) {  // every token masked: nothing to sample (the CPU sampler's -1)
+    if (threadIdx.x == 0) out[blockIdx.x] = -1;
+    return;
+  }
+  const float inv_t = 1.0f / p.temperature;
+  auto usable_key = [&](int32_t i, uint32_t& key) {
+    const float x = row[i];
+    if (!usable(x)) return false;
+    key = order_key(x);
+    return true;
+  };
+  prefix_cut cut;
+  if (p.top_k > 0 && p.top_k < n_vocab) {
+    radix_select(n_vocab, usable_key, [](int32_t) { return 1.0; }, static_cast<double>(p.top_k), sel);
+    if (sel.reached) {  // else fewer usable tokens than k: all stay
+      const prefix_cut k_cut{sel.prefix, INT32_MAX};
+      const double need = p.top_k - sel.above, ties = sel.at;
+      cut = k_cut;
+      if (need < ties) cut.id = tie_limit(row, n_vocab, k_cut.key, need, sel);
+    }
+  }
+  if (p.top_p < 1.0f) {
+    // Unnormalised tempered probabilities w_i = exp((x_i - max) / T); the nucleus is the
+    // shortest sorted prefix whose weight reaches top_p * sum(w).
+    auto weight = [&](int32_t i) { return static_cast<double>(expf((row[i] - mx) * inv_t)); };
+    double z = 0.0;
+    for (int32_t i = threadIdx.x; i < n_vocab; i += kThreads) {
+      if (usable(row[i])) z += weight(i);
+    }
+    z = reduce_d(tmp_d).Sum(z);
+    if (threadIdx.x == 0) s_sum = z;
+    __syncthreads();
+    // At least the top token (top_p <= 0 keeps one, as the CPU sampler does).
+    const double target = fmax(static_cast<double>(p.top_p) * s_sum, DBL_MIN);
+    radix_select(n_vocab, usable_key, weight, target, sel);
+    if (sel.reached) {  // else rounding left the total below the target: all stay
+      prefix_cut p_cut{sel.prefix, INT32_MAX};
+      // Ties at the threshold have equal weight; keep the fewest (lowest ids) that reach it.
+      const double w = static_cast<double>(expf((key_value(p_cut.key) - mx) * inv_t));
+      const double ties = rint(sel.at / w);
+      const double need = fmin(fmax(ceil((target - sel.above) / w), 1.0), ties);
+      if (need < ties) p_cut.id = tie_limit(row, n_vocab, p_cut.key, need, sel);
+      if (p_cut.shorter_than(cut)) cut = p_cut;
+    }
+  }
+  // min-p: p_i >= min_p * p_max  <=>  logit_i >= max + T * log(min_p); the top token always stays.
+  const float floor = p.min_p > 0.0f ? fminf(mx + p.temperature * logf(p.min_p), mx) : -INFINITY;
   candidate best{-FLT_MAX, INT32_MAX};
   for (int32_t i = threadIdx.x; i < n_vocab; i += kThreads) {
     const float x = row[i];
-    if (x < cut) continue;
+    if (!usable(x) || x < floor || !cut.keeps(order_key(x), i)) continue;
     // Gumbel(0,1) noise: -log(-log(u)); argmax of logit/T + noise ~ softmax(logit/T).
-    const float score = greedy ? x : x * inv_t - logf(-logf(uniform01(p.seed, p.counter, i)));
+    const float score = x * inv_t - logf(-logf(uniform01(p.seed, p.counter, i)));
     best = better_candidate{}(best, {score, i});
   }
   const candidate r = reduce_c(tmp_c).Reduce(best, better_candidate{});
-  if (threadIdx.x == 0) out[blockIdx.x] = r.id;
+  if (threadIdx.x == 0) out[blockIdx.x] = r.id < n_vocab ? r.id : -1;
 }
 
 __global__ void penalties_kernel(float* logits, int32_t n_vocab, const int32_t* offsets, const int32_t* tokens,

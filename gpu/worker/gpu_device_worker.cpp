@@ -12,6 +12,7 @@
 #include "engine/sampler.h"
 #include "engine/speculative.h"
 #include "gpu/device.h"
+#include "gpu/device_sampler.h"
 #include "gpu/gpu_model.h"
 #include "gpu/kernels.h"
 #include "gpu/plan/step_tickets.h"
@@ -21,10 +22,10 @@ namespace {
 
 using gpu_done_atom = caf::atom_constant<caf::atom("gpudone")>;
 using gpu_worker_actor = device_worker_actor::extend<caf::reacts_to<gpu_done_atom, uint64_t>>;
-// What the device sampler covers (gpu/kernels.h: launch_sample).
+// What the device sampler covers (gpu/device_sampler.h): temperature, top-k, top-p, min-p
+// and penalties. Log-probabilities, logit bias and draft verification stay on the host.
 bool device_samples(const sampling_options& o, const planned_seq& p) {
-  return p.draft.empty() && !o.logprobs && o.top_k <= 0 && o.top_p >= 1.0f && o.repetition_penalty == 1.0f &&
-         o.presence_penalty == 0.0f && o.frequency_penalty == 0.0f && o.logit_bias_ids.empty();
+  return p.draft.empty() && !o.logprobs && o.logit_bias_ids.empty();
 }
 
 struct seq_state {
@@ -52,8 +53,8 @@ struct gpu_worker_state {
   gpu::step_tickets tickets{2};
   std::deque<in_flight> running;
   std::deque<std::pair<device_step, caf::typed_response_promise<device_step_result>>> waiting;
-  std::vector<gpu::pinned_buffer> ids, logits, params;  // per ticket slot
-  gpu::device_buffer params_dev[2];
+  std::vector<gpu::pinned_buffer> ids, logits;  // per ticket slot
+  gpu::device_sampler sampler{2};
   std::unordered_map<seq_id, seq_state> seqs;
   device_stats stats;
   size_t max_rows = 0;
@@ -70,6 +71,14 @@ void on_stream_done(void* user) {  // CUDA's callback thread: no CUDA calls here
   caf::anon_send(ctx->self, gpu_done_atom::value, ctx->ticket);
 }
 
+// The tokens the penalties count for the row after p's tokens: the generated ones (from the
+// prompt's end), excluding draft tokens still to be verified; the CPU worker's history.
+std::span<const int32_t> penalty_history(const seq_state& ss, const planned_seq& p, uint32_t n_prompt_of) {
+  const size_t last_end = p.start_pos + p.tokens.size() - p.draft.size();
+  const uint32_t n_prompt = std::min<uint32_t>(n_prompt_of, static_cast<uint32_t>(last_end));
+  return std::span<const int32_t>(ss.tokens).subspan(n_prompt, last_end - n_prompt);
+}
+
 // Enqueues one step; throws on bad input (the caller replies with the error).
 void enqueue(gpu_worker_actor::stateful_pointer<gpu_worker_state> self, in_flight& f) {
   auto& st = self->state;
@@ -83,11 +92,18 @@ void enqueue(gpu_worker_actor::stateful_pointer<gpu_worker_state> self, in_fligh
   fill_step_input(plan, in);
   f.rows = st.m->enqueue_forward(in, h, slot);
   const int32_t V = static_cast<int32_t>(st.m->config().n_vocab);
+  // Every sequence's tokens, in step order (the scheduler has one step in flight, so a
+  // sequence's previous step has completed): the penalties' history, here and in finish.
+  for (size_t i = 0; i < plan.seqs.size(); ++i) {
+    const auto& p = plan.seqs[i];
+    auto& ss = st.seqs.try_emplace(p.seq, f.step.sampling[i]).first->second;
+    ss.tokens.resize(std::min<size_t>(ss.tokens.size(), p.start_pos));
+    ss.tokens.insert(ss.tokens.end(), p.tokens.begin(), p.tokens.end());
+  }
   if (f.rows.n_rows == 0) return;
 
-  // Per-row device sampling parameters (rows not sampled on the device get greedy: ignored).
-  auto* params = st.params[slot].as<gpu::sample_params>();
-  for (int32_t r = 0; r < f.rows.n_rows; ++r) params[r] = gpu::sample_params{0.0f, 0.0f, 0, 0};
+  // Per-row device sampling parameters (rows not sampled on the device stay greedy: ignored).
+  st.sampler.begin(f.rows.n_rows);
   f.on_device.assign(plan.seqs.size(), 0);
   // Pinned room for the logits that come back (grown on demand: this slot's previous step
   // has been delivered, since tickets leave in order and at most two are in flight).
@@ -96,13 +112,14 @@ void enqueue(gpu_worker_actor::stateful_pointer<gpu_worker_state> self, in_fligh
   for (size_t i = 0; i < plan.seqs.size(); ++i) {
     const auto& p = plan.seqs[i];
     if (!p.sample || f.rows.n_rows_of[i] == 0) continue;
-    auto it = st.seqs.find(p.seq);
-    if (it == st.seqs.end()) it = st.seqs.try_emplace(p.seq, f.step.sampling[i]).first;
+    auto& ss = st.seqs.find(p.seq)->second;
     const auto& o = f.step.sampling[i];
     if (device_samples(o, p)) {
       f.on_device[i] = 1;
       const int32_t row = f.rows.first_row[i] + f.rows.n_rows_of[i] - 1;
-      params[row] = gpu::sample_params{o.temperature, o.min_p, it->second.seed, it->second.draws++};
+      st.sampler.set_row(row, gpu::sample_params{o.temperature, o.min_p, ss.seed, ss.draws++, o.top_k, o.top_p});
+      st.sampler.set_penalties(row, gpu::penalty_params{o.repetition_penalty, o.frequency_penalty, o.presence_penalty},
+                               penalty_history(ss, p, f.step.n_prompt[i]));
     } else {
       // Logits of this sequence's rows come back for the host sampler.
       const size_t bytes = static_cast<size_t>(f.rows.n_rows_of[i]) * V * sizeof(float);
@@ -110,9 +127,7 @@ void enqueue(gpu_worker_actor::stateful_pointer<gpu_worker_state> self, in_fligh
       gpu::copy_to_host_async(st.logits[slot].as<float>() + at, st.m->logits() + at, bytes, h);
     }
   }
-  gpu::copy_to_device_async(st.params_dev[slot].data(), params, sizeof(gpu::sample_params) * f.rows.n_rows, h);
-  gpu::launch_sample(st.m->logits(), st.params_dev[slot].as<gpu::sample_params>(), f.rows.n_rows, V,
-                     st.m->sampled(), h);
+  st.sampler.enqueue(st.m->logits(), V, st.m->sampled(), slot, h);
   gpu::copy_to_host_async(st.ids[slot].data(), st.m->sampled(), sizeof(int32_t) * f.rows.n_rows, h);
 }
 
@@ -159,9 +174,7 @@ device_step_result finish(gpu_worker_state& st, in_flight& f) {
     const auto& p = plan.seqs[i];
     auto it = st.seqs.find(p.seq);
     if (it == st.seqs.end()) it = st.seqs.try_emplace(p.seq, f.step.sampling[i]).first;
-    auto& ss = it->second;
-    ss.tokens.resize(std::min<size_t>(ss.tokens.size(), p.start_pos));
-    ss.tokens.insert(ss.tokens.end(), p.tokens.begin(), p.tokens.end());
+    auto& ss = it->second;  // its tokens include this step's (enqueue)
     if (!p.sample || f.rows.n_rows_of[i] == 0) continue;
     if (f.on_device[i]) {
       const int32_t row = f.rows.first_row[i] + f.rows.n_rows_of[i] - 1;
@@ -174,8 +187,7 @@ device_step_result finish(gpu_worker_state& st, in_flight& f) {
                                     static_cast<size_t>(V));
     };
     const size_t last_end = p.start_pos + p.tokens.size() - p.draft.size();
-    const uint32_t n_prompt = std::min<uint32_t>(f.step.n_prompt[i], static_cast<uint32_t>(last_end));
-    const auto history = std::span<const int32_t>(ss.tokens).subspan(n_prompt, last_end - n_prompt);
+    const auto history = penalty_history(ss, p, f.step.n_prompt[i]);
     if (!p.draft.empty()) {
       std::vector<std::span<const float>> rows;
       for (int32_t j = 0; j < f.rows.n_rows_of[i]; ++j) rows.push_back(row(j));
@@ -228,8 +240,6 @@ gpu_worker_actor::behavior_type gpu_device_worker(gpu_worker_actor::stateful_poi
   for (int i = 0; i < 2; ++i) {
     st.ids.emplace_back(st.max_rows * sizeof(int32_t));
     st.logits.emplace_back(V * sizeof(float));
-    st.params.emplace_back(st.max_rows * sizeof(gpu::sample_params));
-    st.params_dev[i] = gpu::device_buffer(st.max_rows * sizeof(gpu::sample_params));
   }
   return {
       [self](run_step_atom, device_step& step) -> caf::typed_response_promise<device_step_result> {

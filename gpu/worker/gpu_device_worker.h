@@ -8,10 +8,11 @@
 //                                                                     │ (CUDA's thread)
 //   reply ◀── finish: host-side sampling where needed ◀── gpu_step_done(ticket) message
 //
-// Sampling: rows whose options the device sampler covers (greedy; temperature with min-p;
-// no penalties, bias, top-k/top-p, logprobs or drafts) are sampled on the GPU and only
-// their ids come back; other rows copy their logits back and use engine/sampler.h exactly
-// as the CPU worker does (speculative acceptance included).
+// Sampling: rows whose options the device sampler covers (greedy or temperature, top-k,
+// top-p, min-p, repetition/frequency/presence penalties; no logprobs, logit bias or drafts)
+// are sampled on the GPU (gpu/device_sampler.h) and only their ids come back; other rows
+// copy their logits back and use engine/sampler.h exactly as the CPU worker does
+// (speculative acceptance included).
 #pragma once
 
 #include <caf/all.hpp>

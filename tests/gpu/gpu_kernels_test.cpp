@@ -9,6 +9,8 @@
 #include "engine/kernels/half.h"
 #include "engine/kernels/ops.h"
 #include "engine/quantize.h"
+#include "engine/sampler.h"
+#include "gpu/device_sampler.h"
 #include "gpu/gemm.h"
 #include "gpu/kernels.h"
 #include "gpu/plan/launch_config.h"
@@ -355,6 +357,149 @@ TEST_F(Kernels, PenaltiesAsSpecified) {
   launch_penalties(dl.as<float>(), rows, V, doff.as<int32_t>(), dtok.as<int32_t>(), dcnt.as<int32_t>(),
                    dp.as<penalty_params>(), s());
   EXPECT_EQ(download<float>(dl, logits.size()), ref);
+}
+
+// --- Device sampling against engine/sampler.h's distribution() ---------------------------
+
+// Draws tokens from one row of logits with the device sampler (every draw its own counter),
+// penalties over `history` when given.
+class DeviceSampling : public CudaTest {
+ protected:
+  std::vector<int32_t> draw(const std::vector<float>& row, const sample_params& p, int32_t draws,
+                            const penalty_params* pen = nullptr, const std::vector<int32_t>& history = {}) {
+    const auto V = static_cast<int32_t>(row.size());
+    std::vector<float> logits;
+    logits.reserve(static_cast<size_t>(draws) * V);
+    for (int32_t r = 0; r < draws; ++r) logits.insert(logits.end(), row.begin(), row.end());
+    device_sampler ds(1);
+    ds.begin(draws);
+    for (int32_t r = 0; r < draws; ++r) {
+      sample_params q = p;
+      q.counter = static_cast<uint64_t>(r);
+      ds.set_row(r, q);
+      if (pen) ds.set_penalties(r, *pen, history);
+    }
+    auto dl = upload(logits);
+    auto dout = poisoned<int32_t>(static_cast<size_t>(draws));
+    ds.enqueue(dl.as<float>(), V, dout.as<int32_t>(), 0, s());
+    return download<int32_t>(dout, static_cast<size_t>(draws));
+  }
+};
+
+// Every drawn token is in the CPU sampler's support, and each supported token is drawn
+// within 5 sigma (+3 for the skew of small Poisson counts) of its probability.
+void expect_follows(const std::vector<int32_t>& drawn, const std::vector<token_prob>& dist, int32_t V) {
+  ASSERT_FALSE(dist.empty());
+  std::vector<double> want(static_cast<size_t>(V), 0.0);
+  for (const auto& d : dist) want[static_cast<size_t>(d.token)] = d.prob;
+  std::vector<int> count(static_cast<size_t>(V), 0);
+  for (int32_t t : drawn) {
+    ASSERT_GE(t, 0);
+    ASSERT_LT(t, V);
+    ++count[static_cast<size_t>(t)];
+  }
+  const double n = static_cast<double>(drawn.size());
+  for (int32_t i = 0; i < V; ++i) {
+    const double p = want[static_cast<size_t>(i)];
+    if (p == 0.0) {
+      EXPECT_EQ(count[static_cast<size_t>(i)], 0) << "token " << i << " is outside the CPU sampler's support";
+      continue;
+    }
+    const double sigma = std::sqrt(n * p * (1 - p));
+    EXPECT_NEAR(count[static_cast<size_t>(i)], n * p, 5 * sigma + 3) << "token " << i;
+  }
+}
+
+sampling_params cpu_params(const sample_params& p) {
+  sampling_params c;
+  c.temperature = p.temperature;
+  c.min_p = p.min_p;
+  c.top_k = p.top_k;
+  c.top_p = p.top_p;
+  c.seed = 1;
+  return c;
+}
+
+std::vector<float> flat_row(int32_t V, float base, std::initializer_list<std::pair<int32_t, float>> set) {
+  std::vector<float> row(static_cast<size_t>(V), base);
+  for (const auto& [id, x] : set) row[static_cast<size_t>(id)] = x;
+  return row;
+}
+
+constexpr int32_t kDraws = 20000;
+
+// top-k with ties at the k-th value: the lower ids of the tie stay (ids 2 and 9, not 200).
+TEST_F(DeviceSampling, TopKKeepsLowerIdsOfATie) {
+  const auto row = flat_row(256, -3.0f, {{5, 2.0f}, {200, 1.0f}, {9, 1.0f}, {2, 1.0f}, {7, 0.5f}});
+  const sample_params p{1.0f, 0.0f, 7, 0, 3, 1.0f};
+  sampler cpu(cpu_params(p));
+  const auto& dist = cpu.distribution(row);
+  ASSERT_EQ(dist.size(), 3u);
+  expect_follows(draw(row, p, kDraws), dist, 256);
+}
+
+// top-p whose cut falls inside a tie: cumulative 0.43, 0.59, 0.75 >= 0.7 keeps ids 10, 20, 30
+// of the tied 20, 30, 40.
+TEST_F(DeviceSampling, TopPCutsInsideATieByLowerId) {
+  const auto row = flat_row(256, -5.0f, {{10, 3.0f}, {40, 2.0f}, {30, 2.0f}, {20, 2.0f}, {50, 1.0f}});
+  const sample_params p{1.0f, 0.0f, 8, 0, 0, 0.7f};
+  sampler cpu(cpu_params(p));
+  const auto& dist = cpu.distribution(row);
+  ASSERT_EQ(dist.size(), 3u);
+  EXPECT_EQ(dist[2].token, 30);
+  expect_follows(draw(row, p, kDraws), dist, 256);
+}
+
+// Random rows with top-k, top-p and min-p together, and each alone, at several temperatures.
+TEST_F(DeviceSampling, TopKTopPMinPMatchCpuDistribution) {
+  const int32_t V = 2048;
+  const auto row = random_floats(static_cast<size_t>(V), 21, 4.0f);
+  const sample_params cases[] = {
+      {0.7f, 0.0f, 1, 0, 20, 1.0f},    {1.0f, 0.0f, 2, 0, 0, 0.9f},     {0.5f, 0.0f, 3, 0, 0, 0.5f},
+      {0.9f, 0.05f, 4, 0, 40, 0.8f},   {1.5f, 0.0f, 5, 0, 300, 0.95f},  {0.8f, 0.1f, 6, 0, 0, 0.99f},
+      {1.0f, 0.0f, 7, 0, 1, 1.0f},     {1.0f, 0.0f, 8, 0, 0, 0.0f},     {2.0f, 0.0f, 9, 0, 5000, 1.0f},
+  };
+  for (const auto& p : cases) {
+    SCOPED_TRACE(::testing::Message() << "T " << p.temperature << " min_p " << p.min_p << " top_k " << p.top_k
+                                      << " top_p " << p.top_p);
+    sampler cpu(cpu_params(p));
+    expect_follows(draw(row, p, kDraws), cpu.distribution(row), V);
+  }
+}
+
+// Penalties from the seen tokens, then top-k: the CPU sampler with the same history.
+TEST_F(DeviceSampling, PenaltiesThenTopKMatchCpuDistribution) {
+  const int32_t V = 512;
+  const auto row = random_floats(static_cast<size_t>(V), 22, 2.0f);
+  std::vector<int32_t> history;
+  for (int32_t i = 0; i < 40; ++i) history.push_back(static_cast<int32_t>((i * 37) % 60));  // repeats
+  const sample_params p{0.8f, 0.0f, 11, 0, 30, 1.0f};
+  const penalty_params pen{1.3f, 0.2f, 0.5f};
+  sampling_params c = cpu_params(p);
+  c.repetition_penalty = pen.repetition;
+  c.frequency_penalty = pen.frequency;
+  c.presence_penalty = pen.presence;
+  sampler cpu(c);
+  expect_follows(draw(row, p, kDraws, &pen, history), cpu.distribution(row, history), V);
+  // Greedy after penalties is the CPU's point mass.
+  const sample_params g{0.0f, 0.0f, 0, 0, 0, 1.0f};
+  c.temperature = 0.0f;
+  sampler cpu_greedy(c);
+  const int32_t want = cpu_greedy.distribution(row, history)[0].token;
+  for (int32_t t : draw(row, g, 4, &pen, history)) EXPECT_EQ(t, want);
+}
+
+// NaN and -inf are never drawn; a row with nothing usable gives -1.
+TEST_F(DeviceSampling, SamplingSkipsUnusableLogits) {
+  const float nan = std::nanf(""), ninf = -INFINITY;
+  auto row = flat_row(64, ninf, {{3, 1.0f}, {4, nan}, {5, 0.5f}, {6, 2.0f}});
+  for (const sample_params& p : {sample_params{1.0f, 0.0f, 1, 0, 2, 1.0f}, sample_params{0.0f, 0.0f, 1, 0, 0, 1.0f},
+                                 sample_params{1.0f, 0.0f, 1, 0, 0, 0.9f}}) {
+    sampler cpu(cpu_params(p));
+    expect_follows(draw(row, p, 2000), cpu.distribution(row), 64);
+  }
+  const auto masked = flat_row(64, ninf, {{4, nan}});
+  for (int32_t t : draw(masked, sample_params{1.0f, 0.0f, 1, 0, 5, 0.5f}, 4)) EXPECT_EQ(t, -1);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "gpu/plan/graph_policy.h"
 #include "gpu/plan/kv_budget.h"
 #include "gpu/plan/launch_config.h"
+#include "gpu/plan/sampling_inputs.h"
 #include "gpu/plan/step_tickets.h"
 #include "gpu/plan/workspace_plan.h"
 
@@ -117,6 +118,35 @@ TEST(GpuSizing, TooSmallADeviceNamesTheFlag) {
   r.utilization = 2.0;
   s = size_gpu_runtime(r);
   EXPECT_EQ(s.error, "--gpu-memory-utilization must be in (0, 1], got 2");
+}
+
+TEST(SamplingInputs, PenaltyRowsCountDistinctTokens) {
+  penalty_csr csr;
+  const std::vector<int32_t> a = {7, 3, 7, 99, 7, -1, 100, 3};  // -1 and 100 are outside a 100-token vocabulary
+  csr.add_row(a, 100);
+  csr.add_empty_row();
+  csr.add_row(std::vector<int32_t>{5}, 100);
+  EXPECT_EQ(csr.rows(), 3u);
+  EXPECT_EQ(csr.offsets(), (std::vector<int32_t>{0, 3, 3, 4}));
+  EXPECT_EQ(csr.tokens(), (std::vector<int32_t>{3, 7, 99, 5}));
+  EXPECT_EQ(csr.counts(), (std::vector<int32_t>{2, 3, 1, 1}));
+  csr.clear();
+  EXPECT_EQ(csr.rows(), 0u);
+  EXPECT_EQ(csr.entries(), 0u);
+  EXPECT_EQ(csr.offsets(), (std::vector<int32_t>{0}));
+}
+
+TEST(SamplingInputs, LayoutAlignedAndDisjoint) {
+  const sampling_layout l = plan_sampling_inputs(5, 11, 32, 12);
+  const size_t starts[] = {l.params, l.penalties, l.offsets, l.tokens, l.counts};
+  const size_t sizes[] = {5 * 32, 5 * 12, 6 * 4, 11 * 4, 11 * 4};
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(starts[i] % 16, 0u) << i;
+    const size_t end = i + 1 < 5 ? starts[i + 1] : l.total;
+    EXPECT_GE(end, starts[i] + sizes[i]) << i;
+  }
+  EXPECT_EQ(l.params, 0u);
+  EXPECT_EQ(plan_sampling_inputs(0, 0, 32, 12).total, 16u);  // the one offset
 }
 
 TEST(Workspace, AlignedAndDisjoint) {

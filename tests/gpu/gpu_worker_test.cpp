@@ -100,5 +100,57 @@ TEST_F(GpuWorker, DeviceAndHostSamplingAgreeAndErrorsAreReplies) {
   self->send_exit(w, caf::exit_reason::user_shutdown);
 }
 
+// Penalties, top-k and top-p on the device (ids only) against the host path (logprobs asked,
+// so engine/sampler.h samples): greedy with penalties, and top-k 1 with penalties, follow
+// the host's greedy-with-penalties token for token while the history grows.
+TEST_F(GpuWorker, DevicePenaltiesAndTopKMatchTheHostSampler) {
+  fixture fx;
+  caf::actor_system_config cfg;
+  caf::actor_system sys(cfg);
+  gpu_worker_options opt;
+  opt.n_blocks = 32;
+  opt.limits.max_tokens = 256;
+  opt.limits.max_logit_rows = 64;
+  opt.limits.max_seqs = 8;
+  opt.limits.max_table_width = 32;
+  auto w = spawn_gpu_device_worker(sys, fx.m, opt);
+  caf::scoped_actor self(sys);
+
+  sampling_options device_greedy;
+  device_greedy.temperature = 0;
+  device_greedy.repetition_penalty = 1.8f;
+  device_greedy.frequency_penalty = 0.7f;
+  device_greedy.presence_penalty = 0.4f;
+  sampling_options host_greedy = device_greedy;
+  host_greedy.logprobs = true;
+  sampling_options device_top1 = device_greedy;
+  device_top1.temperature = 1.0f;
+  device_top1.top_k = 1;
+  device_top1.top_p = 0.9f;
+  device_top1.seed = 5;
+
+  const std::vector<token_id> prompt = {1, 7, 42, 99, 3, 250, 17, 8, 64, 5, 11, 300, 2, 9, 77, 31, 400};
+  const std::vector<std::vector<block_id>> tables = {{0, 1}, {5, 6}, {10, 11}};
+  device_step step;
+  step.plan.step = 1;
+  step.plan.seqs = {seq(1, 0, prompt, tables[0], true), seq(2, 0, prompt, tables[1], true),
+                    seq(3, 0, prompt, tables[2], true)};
+  step.sampling = {device_greedy, host_greedy, device_top1};
+  step.n_prompt = {17, 17, 17};
+  for (int k = 0; k < 10; ++k) {
+    const auto r = run(self, w, step);
+    ASSERT_TRUE(r.error.empty()) << r.error;
+    ASSERT_EQ(r.emitted.size(), 3u);
+    ASSERT_EQ(r.emitted[1].size(), 1u);
+    EXPECT_EQ(r.emitted[0], r.emitted[1]) << "step " << k;
+    EXPECT_EQ(r.emitted[2], r.emitted[1]) << "step " << k;
+    const uint32_t pos = static_cast<uint32_t>(step.plan.seqs[0].start_pos + step.plan.seqs[0].tokens.size());
+    step.plan.step++;
+    // Every sequence continues with the host's token, so all three keep the same history.
+    for (size_t i = 0; i < 3; ++i) step.plan.seqs[i] = seq(i + 1, pos, r.emitted[1], tables[i], true);
+  }
+  self->send_exit(w, caf::exit_reason::user_shutdown);
+}
+
 }  // namespace
 }  // namespace tandem
