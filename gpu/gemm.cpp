@@ -28,11 +28,22 @@ gemm_engine::~gemm_engine() {
   if (handle_) cublasDestroy(static_cast<cublasHandle_t>(handle_));
 }
 
+void gemm_engine::bind_stream(stream_handle s) {
+  if (stream_set_ && s == stream_) return;
+  auto* h = static_cast<cublasHandle_t>(handle_);
+  // cublasSetStream drops the handle back to cuBLAS's own workspace pool, which would
+  // allocate (inside a CUDA graph capture too): put ours back each time.
+  check_blas(cublasSetStream(h, s), "cublasSetStream");
+  check_blas(cublasSetWorkspace(h, cublas_workspace_.data(), cublas_workspace_.bytes()), "cublasSetWorkspace");
+  stream_ = s;
+  stream_set_ = true;
+}
+
 void gemm_engine::matmul(tensor_type type, const void* w, int32_t rows, int32_t cols, const float* x,
                          int32_t n_tok, float* y, stream_handle s) {
   if (rows <= 0 || n_tok <= 0) return;
+  bind_stream(s);
   auto* h = static_cast<cublasHandle_t>(handle_);
-  check_blas(cublasSetStream(h, s), "cublasSetStream");
   const float one = 1.0f, zero = 0.0f;
   const void* a = w;
   const void* b = x;

@@ -34,9 +34,14 @@ class gemm_engine {
 
   void matmul(tensor_type type, const void* w, int32_t rows, int32_t cols, const float* x, int32_t n_tok, float* y,
               stream_handle s);
+  // Binds the cuBLAS handle to `s` with this engine's workspace (matmul does it when the
+  // stream changes; call it before a graph capture so that the capture records no setup).
+  void bind_stream(stream_handle s);
 
  private:
   void* handle_ = nullptr;  // cublasHandle_t
+  stream_handle stream_ = nullptr;  // the stream the handle is bound to
+  bool stream_set_ = false;
   device_buffer weight_scratch_, act_scratch_, cublas_workspace_;
 };
 

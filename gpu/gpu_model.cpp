@@ -148,17 +148,25 @@ void gpu_model::finish_setup(size_t max_w) {
     budget.weight_bytes = weight_bytes_;
     budget.workspace_bytes = scratch_bytes;
     const kv_plan kv = plan_kv_pool(geo, budget);
-    if (kv.n_blocks <= 0) throw std::runtime_error("gpu_model: " + kv.why);
-    n_blocks_ = kv.n_blocks;
+    if (kv.n_blocks <= 1) throw std::runtime_error("gpu_model: " + (kv.why.empty() ? "no room for a KV block" : kv.why));
+    n_blocks_ = kv.n_blocks - 1;  // one is the scratch block
   }
-  kv_ = device_buffer(geo.block_bytes() * static_cast<size_t>(n_blocks_));
-  for (uint32_t i = 0; i < std::max(options_.staging_slots, 1u); ++i) {
-    staging_.emplace_back(plan_.sampled - plan_.tokens);
+  kv_ = device_buffer(geo.block_bytes() * (static_cast<size_t>(n_blocks_) + 1));
+  const uint32_t slots = std::max(options_.staging_slots, 1u);
+  for (uint32_t i = 0; i < slots; ++i) staging_.emplace_back(plan_.sampled - plan_.tokens);
+  if (options_.cuda_graphs) {
+    // Buffers are allocated once, above, and never again: graphs stay valid for the
+    // model's life (graph_cache::invalidate is for a model that reallocates).
+    const step_limits& lim = options_.limits;
+    graph_options go;
+    go.max_batch = std::min({256u, lim.max_seqs, lim.max_tokens, lim.max_logit_rows});
+    go.max_width = lim.max_table_width;
+    graphs_ = std::make_unique<graph_cache<cuda_graph>>(go, slots);
   }
 }
 
 kv_layer gpu_model::kv_of(uint32_t l) const {
-  const size_t per = static_cast<size_t>(n_blocks_) * config_.n_head_kv * options_.block_tokens * config_.head_dim;
+  const size_t per = (static_cast<size_t>(n_blocks_) + 1) * config_.n_head_kv * options_.block_tokens * config_.head_dim;
   auto* base = kv_.as<uint16_t>() + size_t{2} * l * per;
   return {base, base + per, static_cast<int32_t>(config_.n_head_kv), static_cast<int32_t>(config_.head_dim),
           static_cast<int32_t>(options_.block_tokens)};
@@ -190,75 +198,60 @@ float* gpu_model::logits() const { return fbuf(plan_.logits); }
 int32_t* gpu_model::sampled() const { return ibuf(plan_.sampled); }
 
 step_rows gpu_model::enqueue_forward(const step_input& in, stream_handle s, uint32_t slot) {
+  pack_options po;
+  po.block_tokens = options_.block_tokens;
+  po.n_blocks = n_blocks_;
+  po.n_vocab = config_.n_vocab;
+  po.limits = options_.limits;
+  // Everything is validated here, before anything is enqueued.
+  const packed_step shape = measure_step(in, po);
+  step_rows rows;
+  rows.first_row = shape.first_row;
+  rows.n_rows_of = shape.n_rows_of;
+  rows.n_rows = shape.n_real_rows;
+  if (shape.n_tokens == 0) return rows;
+
+  graph_decision d;
+  if (graphs_) {
+    d = graphs_->decide(slot, static_cast<uint32_t>(in.seqs.size()), shape.table_width, is_decode_step(in));
+  }
+  if (d.action != graph_action::eager) {
+    po.pad_to = d.bucket;
+    po.table_width = d.width;
+    po.scratch_block = n_blocks_;
+  }
+  pinned_buffer& stage = staging_[slot % staging_.size()];
+  auto host = [&](size_t offset) { return reinterpret_cast<int32_t*>(stage.as<char>() + (offset - plan_.tokens)); };
+  packed_step ps = pack_step(in, po, {host(plan_.tokens), host(plan_.positions), host(plan_.row_seq), host(plan_.slots),
+                                      host(plan_.out_rows), host(plan_.tables)});
+  switch (d.action) {
+    case graph_action::eager:
+      enqueue_packed(ps, stage, s);
+      ++graph_counts_.eager;
+      break;
+    case graph_action::replay:
+      graphs_->find(slot, d)->launch(s);
+      ++graph_counts_.replays;
+      break;
+    case graph_action::capture: {
+      // The graph serves every later step of this bucket up to the captured width, so its
+      // attention split plan covers the width's whole capacity, not this step's context.
+      ps.max_keys = static_cast<int32_t>(d.width * options_.block_tokens);
+      gemm_->bind_stream(s);
+      cuda_graph g = cuda_graph::capture(s, [&] { enqueue_packed(ps, stage, s); });
+      graphs_->store(slot, d, std::move(g)).launch(s);
+      ++graph_counts_.captures;
+      break;
+    }
+  }
+  return rows;
+}
+
+void gpu_model::enqueue_packed(const packed_step& ps, const pinned_buffer& stage, stream_handle s) {
   const model_config& c = config_;
   const int32_t E = static_cast<int32_t>(c.n_embd), Q = static_cast<int32_t>(c.q_dim());
   const int32_t KV = static_cast<int32_t>(c.kv_dim()), F = static_cast<int32_t>(c.n_ff);
-  const int32_t bt = static_cast<int32_t>(options_.block_tokens);
-  const step_limits& lim = options_.limits;
-
-  // Validate and measure.
-  int64_t T = 0, n_out = 0;
-  size_t width = 1;
-  int32_t max_keys = 0;
-  for (const auto& sq : in.seqs) {
-    const int64_t end = static_cast<int64_t>(sq.start_pos) + static_cast<int64_t>(sq.tokens.size());
-    if (sq.start_pos < 0) throw std::invalid_argument("forward: negative start position");
-    if (static_cast<int64_t>(sq.blocks.size()) * bt < end) {
-      throw std::invalid_argument("forward: block table of sequence " + std::to_string(sq.seq_id) +
-                                  " does not cover position " + std::to_string(end - 1));
-    }
-    for (int32_t b : sq.blocks) {
-      if (b < 0 || b >= n_blocks_) throw std::invalid_argument("forward: bad block id");
-    }
-    for (int32_t tok : sq.tokens) {
-      if (tok < 0 || static_cast<uint32_t>(tok) >= c.n_vocab) {
-        throw std::invalid_argument("forward: token id " + std::to_string(tok) + " outside the vocabulary");
-      }
-    }
-    T += static_cast<int64_t>(sq.tokens.size());
-    n_out += sq.tokens.empty() ? 0 : sq.want_all_logits ? static_cast<int64_t>(sq.tokens.size()) : 1;
-    width = std::max(width, sq.blocks.size());
-    max_keys = std::max(max_keys, static_cast<int32_t>(end));
-  }
-  if (T > lim.max_tokens || n_out > lim.max_logit_rows || in.seqs.size() > lim.max_seqs ||
-      width > lim.max_table_width) {
-    throw std::invalid_argument("forward: the step exceeds the GPU worker's limits");
-  }
-  step_rows rows;
-  rows.first_row.assign(in.seqs.size(), 0);
-  rows.n_rows_of.assign(in.seqs.size(), 0);
-  rows.n_rows = static_cast<int32_t>(n_out);
-  if (T == 0) return rows;
-
-  // Pack the integer inputs into pinned memory laid out as the workspace's integer part.
-  pinned_buffer& stage = staging_[slot % staging_.size()];
-  auto host = [&](size_t offset) { return reinterpret_cast<int32_t*>(stage.as<char>() + (offset - plan_.tokens)); };
-  int32_t* tokens = host(plan_.tokens);
-  int32_t* positions = host(plan_.positions);
-  int32_t* row_seq = host(plan_.row_seq);
-  int32_t* slots = host(plan_.slots);
-  int32_t* out_rows = host(plan_.out_rows);
-  int32_t* tables = host(plan_.tables);
-  {
-    int64_t t = 0, r = 0;
-    for (size_t i = 0; i < in.seqs.size(); ++i) {
-      const auto& sq = in.seqs[i];
-      const auto n = static_cast<int64_t>(sq.tokens.size());
-      rows.first_row[i] = static_cast<int32_t>(r);
-      for (int64_t j = 0; j < n; ++j, ++t) {
-        const int32_t p = sq.start_pos + static_cast<int32_t>(j);
-        tokens[t] = sq.tokens[static_cast<size_t>(j)];
-        positions[t] = p;
-        row_seq[t] = static_cast<int32_t>(i);
-        slots[t] = sq.blocks[static_cast<size_t>(p / bt)] * bt + p % bt;
-        if (sq.want_all_logits || j == n - 1) out_rows[r++] = static_cast<int32_t>(t);
-      }
-      rows.n_rows_of[i] = static_cast<int32_t>(r) - rows.first_row[i];
-      int32_t* row = tables + i * width;
-      std::copy(sq.blocks.begin(), sq.blocks.end(), row);
-      std::fill(row + sq.blocks.size(), row + width, 0);
-    }
-  }
+  const int64_t T = ps.n_tokens;
   copy_to_device_async(ibuf(plan_.tokens), stage.data(), plan_.sampled - plan_.tokens, s);
 
   float *x = fbuf(plan_.x), *h = fbuf(plan_.h), *q = fbuf(plan_.q), *k = fbuf(plan_.k), *v = fbuf(plan_.v);
@@ -272,13 +265,14 @@ step_rows gpu_model::enqueue_forward(const step_input& in, stream_handle s, uint
                      c.rope_freq_base, freq_scale, factors};
   rope_args rk = rq;
   rk.n_heads = static_cast<int32_t>(c.n_head_kv);
-  const split_plan sp = plan_attention_splits(static_cast<uint32_t>(T * c.n_head), static_cast<uint32_t>(max_keys),
-                                              options_.block_tokens, static_cast<uint32_t>(sm_count_), lim.max_splits);
+  const split_plan sp = plan_attention_splits(static_cast<uint32_t>(T * c.n_head), static_cast<uint32_t>(ps.max_keys),
+                                              options_.block_tokens, static_cast<uint32_t>(sm_count_),
+                                              options_.limits.max_splits);
   const attention_args aa{static_cast<int32_t>(c.n_head), 1.0f / std::sqrt(static_cast<float>(c.head_dim)),
-                          static_cast<int32_t>(width), static_cast<int32_t>(sp.n_splits),
+                          static_cast<int32_t>(ps.table_width), static_cast<int32_t>(sp.n_splits),
                           static_cast<int32_t>(sp.keys_per_split)};
 
-  const uint32_t n_run = in.n_layers > 0 ? std::min(in.n_layers, c.n_layer) : c.n_layer;
+  const uint32_t n_run = ps.n_layers > 0 ? std::min(ps.n_layers, c.n_layer) : c.n_layer;
   for (uint32_t li = 0; li < n_run; ++li) {
     const layer& w = layers_[li];
     launch_rms_norm(x, w.attn_norm.as<float>(), h, nt, E, c.rms_eps, s);
@@ -303,11 +297,10 @@ step_rows gpu_model::enqueue_forward(const step_input& in, stream_handle s, uint
   }
 
   // Output head on the rows that want logits.
-  const int32_t no = static_cast<int32_t>(n_out);
+  const int32_t no = static_cast<int32_t>(ps.n_rows);
   launch_gather_rows(x, ibuf(plan_.out_rows), no, E, h, s);
   launch_rms_norm(h, output_norm_.as<float>(), h, no, E, c.rms_eps, s);
   matmul(output_type_, tied_ ? token_embd_ : output_, static_cast<int32_t>(c.n_vocab), E, h, no, fbuf(plan_.logits), s);
-  return rows;
 }
 
 void gpu_model::forward(const step_input& in, stream& s, step_output& out) {

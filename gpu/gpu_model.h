@@ -22,8 +22,11 @@
 #include "engine/step.h"
 #include "gpu/device.h"
 #include "gpu/gemm.h"
+#include "gpu/graph.h"
 #include "gpu/kernels.h"
+#include "gpu/plan/graph_cache.h"
 #include "gpu/plan/kv_budget.h"
+#include "gpu/plan/step_packing.h"
 #include "gpu/plan/workspace_plan.h"
 
 namespace tandem::gpu {
@@ -37,6 +40,13 @@ struct gpu_model_options {
   // Matrix products of at least this many tokens go to cuBLAS (tensor cores); fewer, to the
   // dequantizing GEMV, which reads each weight byte once per 8 tokens.
   int32_t gemm_min_tokens = 16;
+  // Decode steps (one token per sequence) as CUDA graphs, padded to a bucket; off: every
+  // step launches its kernels one by one (--enforce-eager).
+  bool cuda_graphs = false;
+};
+
+struct graph_counts {
+  uint64_t captures = 0, replays = 0, eager = 0;  // steps of each kind
 };
 
 // Where a step's outputs are on the device after enqueue_forward (valid until the next one).
@@ -60,13 +70,16 @@ class gpu_model {
   gpu_model(const model_config& config, const synthetic_weights& weights, const gpu_model_options& options = {});
 
   const model_config& config() const { return config_; }
-  int32_t n_blocks() const { return n_blocks_; }
+  int32_t n_blocks() const { return n_blocks_; }  // the scheduler's; one scratch block more is allocated
+  const graph_counts& graphs() const { return graph_counts_; }
   size_t weight_bytes() const { return weight_bytes_; }
   size_t kv_bytes() const { return kv_.bytes(); }
 
   // Enqueues one step on `s`. Throws std::invalid_argument as model::forward does (bad token,
-  // uncovered positions, bad block id) and when the step exceeds the limits. `slot` picks
-  // the pinned staging buffer (the caller keeps at most staging_slots steps in flight).
+  // uncovered positions, bad block id) and when the step exceeds the limits, before anything
+  // is enqueued. `slot` picks the pinned staging buffer (the caller keeps at most
+  // staging_slots steps in flight). With cuda_graphs, a decode step is padded to its bucket
+  // and captured or replayed (gpu/plan/graph_cache.h); its logit rows are still 0..n-1.
   step_rows enqueue_forward(const step_input& in, stream_handle s, uint32_t slot = 0);
   // Copy-on-write of the KV cache: block src's keys and values in every layer to block dst.
   void enqueue_copy_block(int32_t src, int32_t dst, stream_handle s);
@@ -89,6 +102,9 @@ class gpu_model {
     return reinterpret_cast<int32_t*>(static_cast<char*>(work_.data()) + offset);
   }
   kv_layer kv_of(uint32_t l) const;
+  // The copy of the packed inputs and every kernel of a packed step (captured as a graph
+  // for decode steps).
+  void enqueue_packed(const packed_step& ps, const pinned_buffer& stage, stream_handle s);
   void check_shape();
   // Workspace, KV pool, GEMM scratch and staging, once the weights are on the device.
   void finish_setup(size_t max_quant_weight_elems);
@@ -103,13 +119,15 @@ class gpu_model {
   bool tied_ = false;
   size_t weight_bytes_ = 0;
 
-  int32_t n_blocks_ = 0;
-  device_buffer kv_;       // [n_layer][K | V][n_blocks][n_head_kv][block_tokens][head_dim] f16
+  int32_t n_blocks_ = 0;   // block n_blocks_ is the scratch block of padded graph rows
+  device_buffer kv_;       // [n_layer][K | V][n_blocks + 1][n_head_kv][block_tokens][head_dim] f16
   workspace_plan plan_;
   device_buffer work_;
   std::vector<pinned_buffer> staging_;  // the integer inputs of a step, [tokens .. sampled)
   int sm_count_ = 0;
   std::unique_ptr<gemm_engine> gemm_;
+  std::unique_ptr<graph_cache<cuda_graph>> graphs_;  // null: eager only
+  graph_counts graph_counts_;
 };
 
 }  // namespace tandem::gpu

@@ -32,6 +32,8 @@ void add_device_options(CLI::App* cmd, device_options& o) {
                   "the KV pool gets what the rest leaves")
       ->check(in_unit_interval)
       ->capture_default_str();
+  cmd->add_flag("--enforce-eager", o.enforce_eager,
+                "With --device cuda: no CUDA graphs (decode steps launch their kernels one by one)");
 }
 
 void apply_device_options(const device_options& o, runtime_config& rt) {
@@ -39,6 +41,7 @@ void apply_device_options(const device_options& o, runtime_config& rt) {
 #if TANDEM_HAVE_CUDA
   cuda_runtime_options c;
   c.gpu_memory_utilization = o.gpu_memory_utilization;
+  c.enforce_eager = o.enforce_eager;
   configure_cuda_runtime(rt, c);
 #else
   (void)rt;

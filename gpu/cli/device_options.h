@@ -2,6 +2,7 @@
 //   --device cpu|cuda              where the model runs (default cpu)
 //   --gpu-memory-utilization F     share of the GPU's memory for weights, scratch and KV
 //                                  pool, 0 < F <= 1 (default 0.9); the KV pool gets the rest
+//   --enforce-eager                no CUDA graphs: every decode step launches its kernels
 // Compiled into the tandem executable in every build; without CUDA (TANDEM_HAVE_CUDA unset)
 // --device cuda is refused with a one-line reason.
 #pragma once
@@ -16,6 +17,7 @@ namespace tandem::cli {
 struct device_options {
   std::string device = "cpu";
   double gpu_memory_utilization = 0.9;
+  bool enforce_eager = false;
 
   bool cuda() const { return device == "cuda"; }
 };

@@ -44,14 +44,21 @@ gpu_sizing size_gpu_runtime(const gpu_sizing_request& r) {
     out.error = std::string("--gpu-memory-utilization ") + util + ": " + out.kv.why;
     return out;
   }
-  const uint64_t fits = static_cast<uint64_t>(out.kv.n_blocks) * r.block_tokens;
+  // One block of the pool is the scratch block of padded graph rows (gpu_model), never the
+  // scheduler's.
+  if (out.kv.n_blocks < 2) {
+    out.error = std::string("--gpu-memory-utilization ") + util + ": no room for a KV block";
+    return out;
+  }
+  const uint64_t usable_blocks = static_cast<uint64_t>(out.kv.n_blocks) - 1;
+  const uint64_t fits = usable_blocks * r.block_tokens;
   if (r.kv_tokens_requested == 0) {
     out.kv_tokens = fits;
     return out;
   }
   // The runtime makes max(1, tokens / block) blocks of the requested size.
   const uint64_t blocks = std::max<uint64_t>(1, r.kv_tokens_requested / r.block_tokens);
-  if (blocks > static_cast<uint64_t>(out.kv.n_blocks)) {
+  if (blocks > usable_blocks) {
     out.error = "--kv-cache-tokens " + std::to_string(r.kv_tokens_requested) + " does not fit: at most " +
                 std::to_string(fits) + " tokens with --gpu-memory-utilization " + util;
     return out;

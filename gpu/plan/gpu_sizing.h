@@ -39,8 +39,8 @@ struct gpu_sizing_request {
 };
 
 struct gpu_sizing {
-  uint64_t kv_tokens = 0;  // whole blocks; 0 when error is set
-  kv_plan kv;              // the pool the budget allows
+  uint64_t kv_tokens = 0;  // whole blocks for the scheduler; 0 when error is set
+  kv_plan kv;              // the pool the budget allows (the scheduler's blocks + 1 scratch block)
   size_t scratch_bytes = 0;
   std::string error;       // one line, naming the flag to change
 };

@@ -36,6 +36,7 @@ graph_decision graph_policy::decide(uint32_t n_seqs, uint32_t table_width, bool 
   uint32_t w = std::max(options_.min_width, 1u);
   if (have != captured_.end()) w = std::max(w, have->second * 2);
   while (w < table_width) w *= 2;
+  if (options_.max_width > 0) w = std::max(table_width, std::min(w, options_.max_width));
   d.action = graph_action::capture;
   d.width = w;
   return d;

@@ -22,6 +22,7 @@ struct graph_options {
   uint32_t max_batch = 256;      // no graph above this many sequences
   uint32_t min_width = 64;       // smallest captured block-table width
   bool enabled = true;
+  uint32_t max_width = 0;        // widest block table the workspace holds (0: no limit)
 };
 
 enum class graph_action {

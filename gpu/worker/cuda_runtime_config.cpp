@@ -58,6 +58,7 @@ void configure_cuda_runtime(runtime_config& cfg, const cuda_runtime_options& opt
   wo.device = options.device;
   wo.gpu_memory_utilization = options.gpu_memory_utilization;
   wo.limits = r.limits;
+  wo.cuda_graphs = !options.enforce_eager;
   cfg.device_worker = gpu_device_worker_factory(wo);
 }
 

@@ -12,6 +12,7 @@ namespace tandem {
 struct cuda_runtime_options {
   int device = 0;
   double gpu_memory_utilization = 0.9;
+  bool enforce_eager = false;  // no CUDA graphs for decode steps
 };
 
 // Reads the model's shape and weight sizes from its GGUF header (cfg.model), queries the

@@ -13,6 +13,11 @@
 // are sampled on the GPU (gpu/device_sampler.h) and only their ids come back; other rows
 // copy their logits back and use engine/sampler.h exactly as the CPU worker does
 // (speculative acceptance included).
+//
+// Decode steps (one token per sequence) run as CUDA graphs unless options.cuda_graphs is
+// false (--enforce-eager): gpu_model pads them to a batch bucket and captures or replays
+// the input copy and the forward pass per (ticket slot, bucket, block-table width); prefill
+// and verification run eagerly. Sampling stays outside the graphs (its inputs change size).
 #pragma once
 
 #include <caf/all.hpp>
@@ -32,6 +37,7 @@ struct gpu_worker_options {
   uint32_t n_blocks = 0;     // 0: as many as the memory budget allows
   uint32_t block_size = 16;
   gpu::step_limits limits;
+  bool cuda_graphs = true;   // decode steps as CUDA graphs; false: --enforce-eager
 };
 
 // Spawns the worker (detached: its own thread, so host-side sampling never occupies a CAF

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <numeric>
 #include <random>
+#include <string>
 
 #include "engine/model.h"
 #include "engine/synthetic_model.h"
@@ -33,6 +34,7 @@ double tolerance(tensor_type t) {
 }
 
 class GpuForward : public testing::CudaTest, public ::testing::WithParamInterface<shape_case> {};
+class GpuGraphs : public testing::CudaTest {};
 
 void expect_rows_close(const step_output& gpu, const step_output& cpu, double tol, const char* what) {
   ASSERT_EQ(gpu.logits.size(), cpu.logits.size()) << what;
@@ -102,6 +104,66 @@ TEST_P(GpuForward, PrefillThenDecodeMatchesCpu) {
     gpu.forward(in, st, got);
     expect_rows_close(got, want, tolerance(sc.weights), "decode");
   }
+}
+
+// Decode steps as CUDA graphs (padded to the bucket, captured once, then replayed) give the
+// eager path's logits and the CPU engine's; prefill stays eager.
+TEST_F(GpuGraphs, DecodeGraphsMatchEagerAndCpu) {
+  synthetic_model_spec spec;
+  spec.n_layer = 2;
+  spec.n_embd = 128;
+  spec.n_head = 4;
+  spec.n_head_kv = 2;
+  spec.n_ff = 256;
+  spec.n_vocab = 512;
+  spec.weight_type = tensor_type::f32;
+  spec.seed = 9;
+  const auto bytes = make_synthetic_model(spec).serialize();
+  const gguf::file file = gguf::file::parse(bytes);
+  model cpu(file, model_options{2});
+  kv_pool cache(cpu.config(), kv_pool_options{16, 64 * 16, 0});
+  gpu_model_options opt;
+  opt.n_blocks = 64;
+  opt.limits.max_tokens = 256;
+  opt.limits.max_logit_rows = 256;
+  opt.limits.max_seqs = 8;
+  opt.limits.max_table_width = 64;
+  gpu_model eager(cpu.config(), cpu.weights(), opt);
+  opt.cuda_graphs = true;
+  gpu_model graphed(cpu.config(), cpu.weights(), opt);
+  stream st;
+
+  std::mt19937 rng(11);
+  auto tokens = [&](size_t n) {
+    std::vector<int32_t> t(n);
+    for (auto& x : t) x = static_cast<int32_t>(rng() % spec.n_vocab);
+    return t;
+  };
+  step_input in;
+  in.seqs.push_back({1, tokens(30), 0, {5, 9, 2}, false, false});
+  in.seqs.push_back({2, tokens(12), 0, {7, 3}, false, false});
+  in.seqs.push_back({3, tokens(17), 0, {11, 12}, false, false});
+  step_output want, got_eager, got_graph;
+  cpu.forward(in, cache, want);
+  eager.forward(in, st, got_eager);
+  graphed.forward(in, st, got_graph);
+  EXPECT_EQ(graphed.graphs().captures, 0u);  // prefill is eager
+  for (int step = 0; step < 6; ++step) {
+    if (step == 4) in.seqs.pop_back();  // 2 sequences: bucket 2, a new graph
+    for (auto& s : in.seqs) {
+      s.start_pos += static_cast<int32_t>(s.tokens.size());
+      s.tokens = tokens(1);
+    }
+    cpu.forward(in, cache, want);
+    eager.forward(in, st, got_eager);
+    graphed.forward(in, st, got_graph);
+    const std::string what = "decode step " + std::to_string(step);
+    expect_rows_close(got_graph, got_eager, 1e-4, what.c_str());
+    expect_rows_close(got_graph, want, tolerance(spec.weight_type), what.c_str());
+  }
+  EXPECT_EQ(graphed.graphs().captures, 2u);  // bucket 4 at step 0, bucket 2 at step 4
+  EXPECT_EQ(graphed.graphs().replays, 4u);
+  EXPECT_EQ(eager.graphs().captures + eager.graphs().replays, 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(

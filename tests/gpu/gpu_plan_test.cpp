@@ -3,12 +3,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <stdexcept>
+#include <string>
 
 #include "gpu/plan/gpu_sizing.h"
+#include "gpu/plan/graph_cache.h"
 #include "gpu/plan/graph_policy.h"
 #include "gpu/plan/kv_budget.h"
 #include "gpu/plan/launch_config.h"
 #include "gpu/plan/sampling_inputs.h"
+#include "gpu/plan/step_packing.h"
 #include "gpu/plan/step_tickets.h"
 #include "gpu/plan/workspace_plan.h"
 
@@ -86,7 +91,7 @@ TEST(GpuSizing, KvPoolGetsWhatWeightsAndScratchLeave) {
   const size_t block = llama3_8b_kv().block_bytes();
   const size_t blocks = (budget - r.weight_bytes - s.scratch_bytes - memory_budget{}.reserve_bytes) / block;
   EXPECT_EQ(s.kv.n_blocks, static_cast<int32_t>(blocks));
-  EXPECT_EQ(s.kv_tokens, blocks * 16);
+  EXPECT_EQ(s.kv_tokens, (blocks - 1) * 16);  // one block is the graphs' scratch block
   EXPECT_GT(s.kv_tokens, 800000u);  // ~100 GB of KV at 128 KiB per token
   // A lower utilization gives a smaller pool, never a bigger one.
   gpu_sizing_request half = r;
@@ -102,6 +107,10 @@ TEST(GpuSizing, RequestedKvTokensAreCheckedAgainstTheBudget) {
   EXPECT_EQ(s.kv_tokens, 100000u);
   r.kv_tokens_requested = 8;  // less than a block: one block
   EXPECT_EQ(size_gpu_runtime(r).kv_tokens, 16u);
+  r.kv_tokens_requested = (static_cast<uint64_t>(s.kv.n_blocks) - 1) * 16;  // all but the scratch block
+  EXPECT_EQ(size_gpu_runtime(r).error, "");
+  r.kv_tokens_requested += 16;
+  EXPECT_NE(size_gpu_runtime(r).error, "");
   r.kv_tokens_requested = 10'000'000;
   s = size_gpu_runtime(r);
   EXPECT_EQ(s.kv_tokens, 0u);
@@ -210,6 +219,159 @@ TEST(GraphPolicy, EagerForPrefillOversizeAndDisabled) {
   EXPECT_EQ(g.decide(0, 10, true).action, graph_action::eager);
   graph_policy off({256, 64, false});
   EXPECT_EQ(off.decide(1, 1, true).action, graph_action::eager);
+}
+
+TEST(GraphPolicy, CaptureWidthStaysWithinTheWorkspace) {
+  graph_options o;
+  o.max_width = 100;
+  graph_policy g(o);
+  EXPECT_EQ(g.decide(1, 10, true).width, 64u);
+  EXPECT_EQ(g.decide(1, 65, true).width, 100u);  // 128 would overrun the tables
+  EXPECT_EQ(g.decide(1, 100, true).width, 100u);
+}
+
+TEST(GraphCache, KeyedBySlotAndBucketAndReplacedWhenWider) {
+  graph_cache<std::unique_ptr<std::string>> c(graph_options{}, 2);
+  auto d = c.decide(0, 3, 10, true);
+  ASSERT_EQ(d.action, graph_action::capture);
+  EXPECT_EQ(c.find(0, d), nullptr);
+  c.store(0, d, std::make_unique<std::string>("slot0 b4 w64"));
+  // The other slot has its own graphs (its staging buffer differs).
+  EXPECT_EQ(c.decide(1, 3, 10, true).action, graph_action::capture);
+  d = c.decide(0, 4, 64, true);
+  ASSERT_EQ(d.action, graph_action::replay);
+  ASSERT_NE(c.find(0, d), nullptr);
+  EXPECT_EQ(**c.find(0, d), "slot0 b4 w64");
+  d = c.decide(0, 2, 65, true);  // bucket 2: not captured yet
+  EXPECT_EQ(d.action, graph_action::capture);
+  d = c.decide(0, 4, 65, true);  // outgrew the width: recapture, replacing the narrow one
+  ASSERT_EQ(d.action, graph_action::capture);
+  c.store(0, d, std::make_unique<std::string>("slot0 b4 w128"));
+  EXPECT_EQ(c.size(), 1u);
+  EXPECT_EQ(c.captures(), 2u);
+  EXPECT_EQ(**c.find(0, c.decide(0, 4, 100, true)), "slot0 b4 w128");
+  EXPECT_EQ(c.decide(0, 4, 100, false).action, graph_action::eager);  // not a decode step
+  c.invalidate();
+  EXPECT_EQ(c.size(), 0u);
+  EXPECT_EQ(c.decide(0, 4, 10, true).action, graph_action::capture);
+}
+
+struct packing {
+  std::vector<int32_t> tokens, positions, row_seq, slots, out_rows, tables;
+  explicit packing(size_t n, size_t width)
+      : tokens(n, -7), positions(n, -7), row_seq(n, -7), slots(n, -7), out_rows(n, -7), tables(n * width, -7) {}
+  step_arrays arrays() {
+    return {tokens.data(), positions.data(), row_seq.data(), slots.data(), out_rows.data(), tables.data()};
+  }
+};
+
+pack_options packing_options() {
+  pack_options o;
+  o.block_tokens = 16;
+  o.n_blocks = 100;
+  o.n_vocab = 1000;
+  o.limits.max_tokens = 64;
+  o.limits.max_logit_rows = 64;
+  o.limits.max_seqs = 8;
+  o.limits.max_table_width = 8;
+  return o;
+}
+
+seq_step decode_seq(uint64_t id, int32_t token, int32_t pos, block_table blocks) {
+  seq_step s;
+  s.seq_id = id;
+  s.tokens = {token};
+  s.start_pos = pos;
+  s.blocks = std::move(blocks);
+  return s;
+}
+
+TEST(StepPacking, PrefillAndDecodeAsTheModelReadsThem) {
+  step_input in;
+  seq_step prefill;
+  prefill.seq_id = 1;
+  prefill.tokens = {5, 6, 7};
+  prefill.start_pos = 15;
+  prefill.blocks = {3, 9};
+  prefill.want_all_logits = true;
+  in.seqs = {prefill, decode_seq(2, 11, 40, {4, 5, 6})};
+  EXPECT_FALSE(is_decode_step(in));
+  packing p(8, 3);
+  const packed_step ps = pack_step(in, packing_options(), p.arrays());
+  EXPECT_EQ(ps.n_tokens, 4);
+  EXPECT_EQ(ps.n_rows, 4);
+  EXPECT_EQ(ps.n_real_rows, 4);
+  EXPECT_EQ(ps.table_width, 3u);
+  EXPECT_EQ(ps.max_keys, 41);
+  EXPECT_EQ(ps.first_row, (std::vector<int32_t>{0, 3}));
+  EXPECT_EQ(ps.n_rows_of, (std::vector<int32_t>{3, 1}));
+  EXPECT_EQ(std::vector<int32_t>(p.tokens.begin(), p.tokens.begin() + 4), (std::vector<int32_t>{5, 6, 7, 11}));
+  EXPECT_EQ(std::vector<int32_t>(p.positions.begin(), p.positions.begin() + 4), (std::vector<int32_t>{15, 16, 17, 40}));
+  EXPECT_EQ(std::vector<int32_t>(p.row_seq.begin(), p.row_seq.begin() + 4), (std::vector<int32_t>{0, 0, 0, 1}));
+  // Position 15 is slot 15 of block 3; 16 and 17 are slots 0 and 1 of block 9; 40 is slot 8 of block 6.
+  EXPECT_EQ(std::vector<int32_t>(p.slots.begin(), p.slots.begin() + 4),
+            (std::vector<int32_t>{3 * 16 + 15, 9 * 16, 9 * 16 + 1, 6 * 16 + 8}));
+  EXPECT_EQ(std::vector<int32_t>(p.out_rows.begin(), p.out_rows.begin() + 4), (std::vector<int32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(std::vector<int32_t>(p.tables.begin(), p.tables.begin() + 6), (std::vector<int32_t>{3, 9, 0, 4, 5, 6}));
+}
+
+TEST(StepPacking, DecodePaddedToTheGraphsBucketAndWidth) {
+  step_input in;
+  in.seqs = {decode_seq(1, 8, 3, {7}), decode_seq(2, 9, 20, {1, 2}), decode_seq(3, 10, 0, {4})};
+  ASSERT_TRUE(is_decode_step(in));
+  pack_options o = packing_options();
+  o.pad_to = 4;
+  o.table_width = 4;
+  o.scratch_block = 100;  // one past the scheduler's blocks
+  packing p(8, 4);
+  const packed_step ps = pack_step(in, o, p.arrays());
+  EXPECT_EQ(ps.n_tokens, 4);
+  EXPECT_EQ(ps.n_rows, 4);
+  EXPECT_EQ(ps.n_real_rows, 3);  // the real rows come first
+  EXPECT_EQ(ps.table_width, 4u);
+  EXPECT_EQ(ps.max_keys, 21);
+  EXPECT_EQ(p.tokens[3], 0);
+  EXPECT_EQ(p.positions[3], 0);
+  EXPECT_EQ(p.row_seq[3], 3);
+  EXPECT_EQ(p.slots[3], 100 * 16);
+  EXPECT_EQ(p.out_rows[3], 3);
+  EXPECT_EQ(std::vector<int32_t>(p.tables.begin(), p.tables.begin() + 16),
+            (std::vector<int32_t>{7, 0, 0, 0, 1, 2, 0, 0, 4, 0, 0, 0, 100, 0, 0, 0}));
+  EXPECT_EQ(p.tokens[4], -7);  // nothing written past the bucket
+}
+
+TEST(StepPacking, RefusesWhatTheModelWouldRefuse) {
+  const pack_options o = packing_options();
+  auto refused = [&](const step_input& in, const pack_options& opt, const std::string& what) {
+    packing p(64, 8);
+    try {
+      pack_step(in, opt, p.arrays());
+      ADD_FAILURE() << "accepted: " << what;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  step_input in;
+  in.seqs = {decode_seq(1, 8, 16, {7})};  // position 16 needs a second block
+  refused(in, o, "does not cover position 16");
+  in.seqs = {decode_seq(1, 8, 3, {100})};
+  refused(in, o, "bad block id");  // the scratch block is not the scheduler's
+  in.seqs = {decode_seq(1, 1000, 3, {7})};
+  refused(in, o, "outside the vocabulary");
+  in.seqs = {decode_seq(1, 8, 3, {1, 2, 3, 4, 5, 6, 7, 8, 9})};
+  refused(in, o, "limits");
+  in.seqs = {decode_seq(1, 8, 3, {7, 8})};
+  pack_options narrow = o;
+  narrow.table_width = 1;
+  refused(in, narrow, "captured width");
+  pack_options pad = o;
+  pad.pad_to = 4;
+  refused(in, pad, "scratch block");
+  seq_step two = decode_seq(2, 8, 3, {7});
+  two.tokens.push_back(9);
+  in.seqs = {two};
+  pad.scratch_block = 100;
+  refused(in, pad, "decode step");
 }
 
 TEST(LaunchConfig, GemvCoversRowsAndTokens) {
