@@ -83,7 +83,7 @@ void launch_argmax(const float* logits, int32_t n_rows, int32_t n_vocab, int32_t
 // Exact categorical draws by the Gumbel-max trick (argmax of logit/T + Gumbel noise from a
 // counter-based hash of seed, counter and token id): reproducible for a seed, no sort.
 // top-k and top-p cut the row at a threshold found by radix select (four passes over the
-// row each; a fifth set only when tokens tie exactly at the threshold).
+// row each, four more only when tokens tie exactly at the threshold).
 void launch_sample(const float* logits, const sample_params* params, int32_t n_rows, int32_t n_vocab, int32_t* out,
                    stream_handle s);
 

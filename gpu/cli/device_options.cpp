@@ -1,5 +1,6 @@
 #include "gpu/cli/device_options.h"
 
+#include <cstdio>
 #include <stdexcept>
 
 #include "gpu/plan/gpu_sizing.h"
@@ -42,7 +43,8 @@ void apply_device_options(const device_options& o, runtime_config& rt) {
   cuda_runtime_options c;
   c.gpu_memory_utilization = o.gpu_memory_utilization;
   c.enforce_eager = o.enforce_eager;
-  configure_cuda_runtime(rt, c);
+  const std::string summary = configure_cuda_runtime(rt, c);
+  std::fprintf(stderr, "tandem: %s\n", summary.c_str());
 #else
   (void)rt;
   throw std::runtime_error(

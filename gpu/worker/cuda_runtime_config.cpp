@@ -1,6 +1,7 @@
 #include "gpu/worker/cuda_runtime_config.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <stdexcept>
 
 #include "engine/gguf.h"
@@ -17,7 +18,7 @@ bool is_quantized(tensor_type t) { return t != tensor_type::f32 && t != tensor_t
 
 }  // namespace
 
-void configure_cuda_runtime(runtime_config& cfg, const cuda_runtime_options& options) {
+std::string configure_cuda_runtime(runtime_config& cfg, const cuda_runtime_options& options) {
   std::string why;
   const auto devices = gpu::list_cuda_devices(&why);
   if (devices.empty()) throw std::runtime_error("--device cuda: no CUDA device found (cudaGetDeviceCount: " + why + ")");
@@ -60,6 +61,18 @@ void configure_cuda_runtime(runtime_config& cfg, const cuda_runtime_options& opt
   wo.limits = r.limits;
   wo.cuda_graphs = !options.enforce_eager;
   cfg.device_worker = gpu_device_worker_factory(wo);
+
+  const auto& d = devices[static_cast<size_t>(options.device)];
+  const double block_bytes = static_cast<double>(sized.kv.pool_bytes) / sized.kv.n_blocks;
+  const double kv_gib = static_cast<double>(sized.kv_tokens / cfg.block_size) * block_bytes / (1 << 30);
+  char line[384];
+  std::snprintf(line, sizeof line,
+                "cuda device %d: %s (sm_%d%d, %.1f GiB); KV cache %llu tokens (%.1f GiB) with "
+                "--gpu-memory-utilization %g; decode steps %s",
+                d.index, d.name.c_str(), d.sm_major, d.sm_minor, static_cast<double>(d.total_memory) / (1 << 30),
+                static_cast<unsigned long long>(sized.kv_tokens), kv_gib,
+                options.gpu_memory_utilization, options.enforce_eager ? "eager" : "as CUDA graphs");
+  return line;
 }
 
 }  // namespace tandem

@@ -4,6 +4,8 @@
 // line that names the flag, e.g. "--device cuda: no CUDA device found (cudaGetDeviceCount: ...)".
 #pragma once
 
+#include <string>
+
 #include "gpu/worker/gpu_device_worker.h"
 #include "tandem/runtime.h"
 
@@ -17,7 +19,8 @@ struct cuda_runtime_options {
 
 // Reads the model's shape and weight sizes from its GGUF header (cfg.model), queries the
 // device's memory and sets cfg.kv_cache_tokens (all that fits when it is 0; checked
-// against the budget otherwise) and cfg.device_worker.
-void configure_cuda_runtime(runtime_config& cfg, const cuda_runtime_options& options);
+// against the budget otherwise) and cfg.device_worker. Returns one line for the log: the
+// device and the KV pool it got.
+std::string configure_cuda_runtime(runtime_config& cfg, const cuda_runtime_options& options);
 
 }  // namespace tandem

@@ -126,7 +126,7 @@ TEST_F(GpuGraphs, DecodeGraphsMatchEagerAndCpu) {
   opt.n_blocks = 64;
   opt.limits.max_tokens = 256;
   opt.limits.max_logit_rows = 256;
-  opt.limits.max_seqs = 8;
+  opt.limits.max_seqs = 32;
   opt.limits.max_table_width = 64;
   gpu_model eager(cpu.config(), cpu.weights(), opt);
   opt.cuda_graphs = true;
@@ -163,6 +163,27 @@ TEST_F(GpuGraphs, DecodeGraphsMatchEagerAndCpu) {
   }
   EXPECT_EQ(graphed.graphs().captures, 2u);  // bucket 4 at step 0, bucket 2 at step 4
   EXPECT_EQ(graphed.graphs().replays, 4u);
+
+  // 17 sequences: bucket 24, whose matrix products go through cuBLAS inside the capture.
+  in.seqs.clear();
+  for (int32_t i = 0; i < 17; ++i) in.seqs.push_back({100u + i, tokens(5), 0, {20 + i}, false, false});
+  cpu.forward(in, cache, want);
+  eager.forward(in, st, got_eager);
+  graphed.forward(in, st, got_graph);
+  for (int step = 0; step < 2; ++step) {
+    for (auto& s : in.seqs) {
+      s.start_pos += static_cast<int32_t>(s.tokens.size());
+      s.tokens = tokens(1);
+    }
+    cpu.forward(in, cache, want);
+    eager.forward(in, st, got_eager);
+    graphed.forward(in, st, got_graph);
+    const std::string what = "17-sequence decode step " + std::to_string(step);
+    expect_rows_close(got_graph, got_eager, 1e-4, what.c_str());
+    expect_rows_close(got_graph, want, tolerance(spec.weight_type), what.c_str());
+  }
+  EXPECT_EQ(graphed.graphs().captures, 3u);
+  EXPECT_EQ(graphed.graphs().replays, 5u);
   EXPECT_EQ(eager.graphs().captures + eager.graphs().replays, 0u);
 }
 
