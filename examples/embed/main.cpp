@@ -64,6 +64,7 @@ int main(int argc, char** argv) {
   tandem::generate_request story;
   story.prompt = "Write a long story about a lighthouse keeper.";
   story.max_tokens = 400;
+  story.ignore_eos = true;  // sampled: an early end-of-text would finish it before the cancel
   story.sink = self->spawn(printing_sink, caf::actor_cast<caf::actor>(self), "story");
   tandem::request_id story_id = 0;
   self->request(rt->admission(), caf::infinite, tandem::submit_atom::value, story)
