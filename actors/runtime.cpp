@@ -9,7 +9,15 @@
 
 namespace tandem {
 
-void tune_actor_system(caf::actor_system_config& cfg) { cfg.set("scheduler.policy", caf::atom("sharing")); }
+void tune_actor_system(caf::actor_system_config& cfg, size_t scheduler_threads) {
+  // Work sharing: one queue, workers sleep on a condition variable when it is empty.
+  // Stealing polls and sleeps in fixed intervals, which costs milliseconds per hop here.
+  cfg.set("scheduler.policy", caf::atom("sharing"));
+  // The runtime's scheduled actors do little per message (the model runs on detached
+  // actors), so more workers only add wake-ups between them: with 4 workers the actors used
+  // about twice the CPU per streamed token they use with 1 (bench/serve_bench.py, 64 clients).
+  if (scheduler_threads > 0) cfg.set("scheduler.max-threads", scheduler_threads);
+}
 
 std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_config& cfg) {
   std::unique_ptr<runtime> rt(new runtime());

@@ -62,7 +62,9 @@ struct runtime_config {
 // messages only every 10 ms, which would add that much to every hop of a step (scheduler ->
 // cache manager -> scheduler -> device worker -> scheduler -> streamer). The sharing policy
 // wakes a worker the moment a message arrives and never spins beside the compute threads.
-void tune_actor_system(caf::actor_system_config& cfg);
+// scheduler_threads caps CAF's workers (0 = CAF's default, max(4, cores)): the runtime's
+// scheduled actors are light, and every extra worker adds wake-ups (CPU per token).
+void tune_actor_system(caf::actor_system_config& cfg, size_t scheduler_threads = 1);
 
 class runtime {
  public:
