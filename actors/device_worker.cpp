@@ -1,5 +1,7 @@
 #include "actors/device_worker.h"
 
+#include <pthread.h>
+
 #include <cstring>
 #include <unordered_map>
 
@@ -43,6 +45,10 @@ void copy_block(kv_pool& kv, block_id src, block_id dst) {
 }
 
 device_step_result run_step(device_worker_state& st, const device_step& step) {
+  // The worker is detached: this is its own thread, which also leads the compute pool.
+  // Named so profilers and the serving benchmark can tell model compute from the rest.
+  thread_local const bool named = pthread_setname_np(pthread_self(), "tandem-device") == 0;
+  (void)named;
   device_step_result res;
   res.step = step.plan.step;
   const auto& plan = step.plan;

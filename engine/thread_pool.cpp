@@ -1,6 +1,7 @@
 #include "engine/thread_pool.h"
 
 #include <immintrin.h>
+#include <pthread.h>
 
 namespace tandem {
 namespace {
@@ -43,6 +44,8 @@ void thread_pool::run_tasks(int thread_index) {
 }
 
 void thread_pool::worker_loop(int thread_index) {
+  // Named so profilers and the serving benchmark can tell model compute from the rest.
+  pthread_setname_np(pthread_self(), "tandem-compute");
   uint64_t seen = 0;
   for (;;) {
     uint64_t gen = generation_.load(std::memory_order_acquire);

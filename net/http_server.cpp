@@ -7,6 +7,8 @@
 // gone, and the generation is cancelled at once (its KV blocks freed). SSE output is
 // written as it comes; each write has its own timeout, so a reader that stops reading is
 // dropped instead of growing memory. The HTTP loop reads nothing while it streams.
+#include <pthread.h>
+
 #include "net/server.h"
 
 #include <spdlog/spdlog.h>
@@ -305,6 +307,7 @@ asio::awaitable<void> http_connection::generate(http_request& req, api_kind kind
   auto& job = lj->job;
   std::optional<http::response<http::empty_body>> sse_header;
   std::optional<http::response_serializer<http::empty_body>> sse;
+  std::chrono::steady_clock::time_point write_deadline;
   for (;;) {
     if (*gone) {
       lj->cancel();
@@ -334,7 +337,8 @@ asio::awaitable<void> http_connection::generate(http_request& req, api_kind kind
       sse_header->chunked(true);
       sse.emplace(*sse_header);
       streamed = true;
-      stream_.expires_after(ctx_->opts.write_timeout);
+      write_deadline = std::chrono::steady_clock::now() + ctx_->opts.write_timeout;
+      stream_.expires_at(write_deadline);
       co_await http::async_write_header(stream_, *sse, use_awaitable);
     }
     if (sse) {
@@ -344,7 +348,14 @@ asio::awaitable<void> http_connection::generate(http_request& req, api_kind kind
       std::string data;
       for (auto& s : job.take_output()) data += s;
       if (!data.empty()) {
-        stream_.expires_after(ctx_->opts.write_timeout);
+        // The stream's deadline bounds every write until it changes. Moving it costs timer
+        // queue work, so once per event would be a per-token cost: move it only when less
+        // than half of write_timeout is left (a stuck reader still fails within the timeout).
+        const auto now = std::chrono::steady_clock::now();
+        if (write_deadline - now < ctx_->opts.write_timeout / 2) {
+          write_deadline = now + ctx_->opts.write_timeout;
+          stream_.expires_at(write_deadline);
+        }
         const auto chunk = http::make_chunk(asio::buffer(data));
         co_await asio::async_write(stream_, chunk, use_awaitable);
       }
@@ -521,7 +532,12 @@ void http_server::start() {
   s.port = s.acceptor.local_endpoint().port();
   s.work.emplace(s.ioc.get_executor());
   asio::co_spawn(s.ioc, accept_loop(s.acceptor, s.ioc, s.ctx), log_exception);
-  for (int i = 0; i < std::max(1, s.ctx->opts.io_threads); ++i) s.threads.emplace_back([&s] { s.ioc.run(); });
+  for (int i = 0; i < std::max(1, s.ctx->opts.io_threads); ++i) {
+    s.threads.emplace_back([&s] {
+      pthread_setname_np(pthread_self(), "tandem-http");  // for profilers and bench/serve_bench.py
+      s.ioc.run();
+    });
+  }
 }
 
 uint16_t http_server::port() const { return impl_->port; }
