@@ -93,6 +93,7 @@ class generation_job {
   bool closed_ = false;  // [DONE] / final frames emitted
   bool cancelled_ = false;
   std::vector<std::string> out_;
+  std::string chunk_head_;  // "data: {"id":...,"choices":[{"index":" of every SSE chunk
   size_t pending_bytes_ = 0;
   submit_reply limits_;
   std::string tenant_ = "unknown";
