@@ -58,6 +58,7 @@ bench: build model
 	python3 bench/compare_llama_cpp.py --build $(BUILD_DIR)
 	python3 bench/run_runtime_bench.py
 	python3 bench/run_speculative_bench.py
+	python3 bench/serve_bench.py
 
 fuzz:
 	@scripts/install-deps.sh --fuzz
