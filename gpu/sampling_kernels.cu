@@ -9,6 +9,7 @@
 #include <cub/block/block_reduce.cuh>
 
 #include "gpu/kernels.h"
+#include "gpu/plan/sampling_cut.h"
 
 namespace tandem::gpu {
 namespace {
@@ -55,21 +56,8 @@ __global__ void argmax_kernel(const float* logits, int32_t n_vocab, int32_t* out
   if (threadIdx.x == 0) out[blockIdx.x] = r.id;
 }
 
-__device__ __forceinline__ bool usable(float x) { return !isnan(x) && x != -INFINITY; }
-
-// Order-preserving map of a float onto uint32: a > b <=> key(a) > key(b) (non-NaN). Every
-// usable value maps above 0, so key 0 marks "below every token". -0 counts as +0 (they
-// compare equal, so the CPU sampler orders them by id).
-__device__ __forceinline__ uint32_t order_key(float x) {
-  const uint32_t u = __float_as_uint(x == 0.0f ? 0.0f : x);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-__device__ __forceinline__ float key_value(uint32_t k) {
-  return __uint_as_float((k & 0x80000000u) ? (k & 0x7FFFFFFFu) : ~k);
-}
-
 constexpr int kWarps = kThreads / 32;
-constexpr int kBins = 256;
+constexpr int kBins = kCutBins;
 
 // Shared state of radix_select: one private histogram per warp (no atomics between warps),
 // the lanes' weights for the warp-aggregated add, and the result.
@@ -95,9 +83,7 @@ __device__ void radix_select(int32_t n, KeyOf key_of, WeightOf weight_of, double
     sh.above = 0.0;
     sh.reached = true;
   }
-  for (int level = 0; level < 4; ++level) {
-    const int shift = 24 - 8 * level;
-    const uint32_t mask = level == 0 ? 0u : 0xFFFFFFFFu << (shift + 8);
+  for (int level = 0; level < kCutLevels; ++level) {
     for (int b = threadIdx.x; b < kWarps * kBins; b += kThreads) sh.hist[b / kBins][b % kBins] = 0.0;
     __syncthreads();
     const uint32_t prefix = sh.prefix;
@@ -107,8 +93,8 @@ __device__ void radix_select(int32_t n, KeyOf key_of, WeightOf weight_of, double
       uint32_t key = 0;
       int bin = kBins;  // not counted
       double w = 0.0;
-      if (i < n && key_of(i, key) && (key & mask) == prefix) {
-        bin = static_cast<int>((key >> shift) & 0xFFu);
+      if (i < n && key_of(i, key) && matches_prefix(key, prefix, level)) {
+        bin = key_digit(key, level);
         w = weight_of(i);
       }
       // Lanes with the same bin add once, through their lowest lane.
@@ -130,13 +116,11 @@ __device__ void radix_select(int32_t n, KeyOf key_of, WeightOf weight_of, double
     }
     __syncthreads();
     if (threadIdx.x == 0) {
-      double acc = sh.above;
-      int b = kBins - 1;
-      for (; b > 0 && acc + sh.hist[0][b] < target; --b) acc += sh.hist[0][b];
-      if (acc + sh.hist[0][b] < target) sh.reached = false;
-      sh.above = acc;
-      sh.at = sh.hist[0][b];
-      sh.prefix = prefix | (static_cast<uint32_t>(b) << shift);
+      const digit_choice c = choose_digit(sh.hist[0], sh.above, target);
+      sh.reached = sh.reached && c.reached;
+      sh.above = c.above;
+      sh.at = c.at;
+      sh.prefix = prefix | (static_cast<uint32_t>(c.bin) << (24 - 8 * level));
     }
     __syncthreads();
   }
@@ -149,22 +133,13 @@ __device__ int32_t tie_limit(const float* row, int32_t n, uint32_t k, double m, 
       n,
       [&](int32_t i, uint32_t& key) {
         const float x = row[i];
-        if (!usable(x) || order_key(x) != k) return false;
+        if (!usable_logit(x) || order_key(x) != k) return false;
         key = ~static_cast<uint32_t>(i);  // larger key = smaller id
         return true;
       },
       [](int32_t) { return 1.0; }, m, sh);
   return static_cast<int32_t>(~sh.prefix);
 }
-
-// A prefix of the row sorted by (logit descending, id ascending), the CPU sampler's order:
-// token i is in it iff key > cut_key, or key == cut_key and i <= cut_id.
-struct prefix_cut {
-  uint32_t key = 0;  // 0 with any id: every usable token
-  int32_t id = INT32_MAX;
-  __device__ bool shorter_than(const prefix_cut& o) const { return key > o.key || (key == o.key && id < o.id); }
-  __device__ bool keeps(uint32_t k, int32_t i) const { return k > key || (k == key && i <= id); }
-};
 
 // One row's sampling, as engine/sampler.h's distribution() then a draw: greedy; or top-k,
 // then top-p over the tempered probabilities, then min-p, then a Gumbel-max draw among the
@@ -184,7 +159,7 @@ __global__ void sample_kernel(const float* logits, const sample_params* params, 
   if (!(p.temperature > 0.0f)) {  // greedy: the first maximum, NaN and -inf never chosen
     candidate best{-FLT_MAX, INT32_MAX};
     for (int32_t i = threadIdx.x; i < n_vocab; i += kThreads) {
-      if (usable(row[i])) best = better_candidate{}(best, {row[i], i});
+      if (usable_logit(row[i])) best = better_candidate{}(best, {row[i], i});
     }
     const candidate r = reduce_c(tmp_c).Reduce(best, better_candidate{});
     if (threadIdx.x == 0) out[blockIdx.x] = r.id < n_vocab ? r.id : -1;
@@ -192,7 +167,7 @@ __global__ void sample_kernel(const float* logits, const sample_params* params, 
   }
   float mx = -INFINITY;
   for (int32_t i = threadIdx.x; i < n_vocab; i += kThreads) {
-    if (usable(row[i])) mx = fmaxf(mx, row[i]);
+    if (usable_logit(row[i])) mx = fmaxf(mx, row[i]);
   }
   mx = reduce_f(tmp_f).Reduce(mx, max_op{});
   if (threadIdx.x == 0) s_max = mx;
@@ -205,7 +180,7 @@ __global__ void sample_kernel(const float* logits, const sample_params* params, 
   const float inv_t = 1.0f / p.temperature;
   auto usable_key = [&](int32_t i, uint32_t& key) {
     const float x = row[i];
-    if (!usable(x)) return false;
+    if (!usable_logit(x)) return false;
     key = order_key(x);
     return true;
   };
@@ -213,7 +188,7 @@ __global__ void sample_kernel(const float* logits, const sample_params* params, 
   if (p.top_k > 0 && p.top_k < n_vocab) {
     radix_select(n_vocab, usable_key, [](int32_t) { return 1.0; }, static_cast<double>(p.top_k), sel);
     if (sel.reached) {  // else fewer usable tokens than k: all stay
-      const prefix_cut k_cut{sel.prefix, INT32_MAX};
+      const prefix_cut k_cut{sel.prefix, INT32_MAX};  // decisions: gpu/plan/sampling_cut.h
       const double need = p.top_k - sel.above, ties = sel.at;
       cut = k_cut;
       if (need < ties) cut.id = tie_limit(row, n_vocab, k_cut.key, need, sel);
@@ -225,7 +200,7 @@ __global__ void sample_kernel(const float* logits, const sample_params* params, 
     auto weight = [&](int32_t i) { return static_cast<double>(expf((row[i] - mx) * inv_t)); };
     double z = 0.0;
     for (int32_t i = threadIdx.x; i < n_vocab; i += kThreads) {
-      if (usable(row[i])) z += weight(i);
+      if (usable_logit(row[i])) z += weight(i);
     }
     z = reduce_d(tmp_d).Sum(z);
     if (threadIdx.x == 0) s_sum = z;
@@ -237,18 +212,17 @@ __global__ void sample_kernel(const float* logits, const sample_params* params, 
       prefix_cut p_cut{sel.prefix, INT32_MAX};
       // Ties at the threshold have equal weight; keep the fewest (lowest ids) that reach it.
       const double w = static_cast<double>(expf((key_value(p_cut.key) - mx) * inv_t));
-      const double ties = rint(sel.at / w);
-      const double need = fmin(fmax(ceil((target - sel.above) / w), 1.0), ties);
+      double ties = 0.0;
+      const double need = top_p_ties_needed(target, sel.above, sel.at, w, &ties);
       if (need < ties) p_cut.id = tie_limit(row, n_vocab, p_cut.key, need, sel);
       if (p_cut.shorter_than(cut)) cut = p_cut;
     }
   }
-  // min-p: p_i >= min_p * p_max  <=>  logit_i >= max + T * log(min_p); the top token always stays.
-  const float floor = p.min_p > 0.0f ? fminf(mx + p.temperature * logf(p.min_p), mx) : -INFINITY;
+  const float floor = min_p_floor(mx, p.temperature, p.min_p);
   candidate best{-FLT_MAX, INT32_MAX};
   for (int32_t i = threadIdx.x; i < n_vocab; i += kThreads) {
     const float x = row[i];
-    if (!usable(x) || x < floor || !cut.keeps(order_key(x), i)) continue;
+    if (!usable_logit(x) || x < floor || !cut.keeps(order_key(x), i)) continue;
     // Gumbel(0,1) noise: -log(-log(u)); argmax of logit/T + noise ~ softmax(logit/T).
     const float score = x * inv_t - logf(-logf(uniform01(p.seed, p.counter, i)));
     best = better_candidate{}(best, {score, i});

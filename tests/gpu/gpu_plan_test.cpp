@@ -3,15 +3,18 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <memory>
 #include <stdexcept>
 #include <string>
 
+#include "engine/sampler.h"
 #include "gpu/plan/gpu_sizing.h"
 #include "gpu/plan/graph_cache.h"
 #include "gpu/plan/graph_policy.h"
 #include "gpu/plan/kv_budget.h"
 #include "gpu/plan/launch_config.h"
+#include "gpu/plan/sampling_cut.h"
 #include "gpu/plan/sampling_inputs.h"
 #include "gpu/plan/step_packing.h"
 #include "gpu/plan/step_tickets.h"
@@ -156,6 +159,60 @@ TEST(SamplingInputs, LayoutAlignedAndDisjoint) {
   }
   EXPECT_EQ(l.params, 0u);
   EXPECT_EQ(plan_sampling_inputs(0, 0, 32, 12).total, 16u);  // the one offset
+}
+
+TEST(SamplingCut, OrderKeysSortLikeFloats) {
+  const float xs[] = {-INFINITY, -3e38f, -2.5f, -1.0f, -1e-30f, 0.0f, 1e-30f, 1.0f, 2.5f, 3e38f};
+  for (size_t i = 0; i + 1 < std::size(xs); ++i) EXPECT_LT(order_key(xs[i]), order_key(xs[i + 1])) << xs[i];
+  EXPECT_EQ(order_key(-0.0f), order_key(0.0f));
+  EXPECT_GT(order_key(-3e38f), 0u);  // key 0 is below every usable value
+  for (float x : xs) EXPECT_EQ(key_value(order_key(x)), x);
+}
+
+// The kernel's decisions, run sequentially (reference_cut), keep exactly the tokens of
+// engine/sampler.h's distribution() on random rows with exact ties, -0, NaN and -inf, for
+// top-k, top-p and min-p alone and together at several temperatures.
+TEST(SamplingCut, KeepsExactlyTheCpuSamplersSupport) {
+  std::mt19937 rng(17);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  int compared = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    const size_t V = trial % 3 == 0 ? 37 : 700;
+    std::vector<float> row(V);
+    for (auto& x : row) x = normal(rng);
+    // Exact ties (also at the top), signed zeros and masked tokens.
+    for (int t = 0; t < 40; ++t) row[rng() % V] = row[rng() % V];
+    row[rng() % V] = row[static_cast<size_t>(std::max_element(row.begin(), row.end()) - row.begin())];
+    row[rng() % V] = 0.0f;
+    row[rng() % V] = -0.0f;
+    if (trial % 4 == 1) row[rng() % V] = std::nanf("");
+    if (trial % 4 == 2) row[rng() % V] = -INFINITY;
+    for (float T : {0.3f, 1.0f, 1.7f}) {
+      for (int32_t k : {0, 1, 3, 20, static_cast<int32_t>(V) - 1, 100000}) {
+        for (float top_p : {1.0f, 0.95f, 0.6f, 0.2f, 0.0f}) {
+          for (float min_p : {0.0f, 0.05f, 0.5f}) {
+            sampling_params sp;
+            sp.temperature = T;
+            sp.top_k = k;
+            sp.top_p = top_p;
+            sp.min_p = min_p;
+            sp.seed = 1;
+            sampler cpu(sp);
+            std::vector<int32_t> want;
+            for (const auto& d : cpu.distribution(row)) want.push_back(d.token);
+            std::sort(want.begin(), want.end());
+            const auto got = reference_cut(row, cut_params{T, k, top_p, min_p});
+            ASSERT_EQ(got, want) << "trial " << trial << " T " << T << " top_k " << k << " top_p " << top_p
+                                 << " min_p " << min_p;
+            ++compared;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(compared, 60 * 3 * 6 * 5 * 3);
+  const std::vector<float> masked = {-INFINITY, std::nanf(""), -INFINITY};
+  EXPECT_TRUE(reference_cut(masked, cut_params{1.0f, 2, 0.5f, 0.1f}).empty());
 }
 
 TEST(Workspace, AlignedAndDisjoint) {
