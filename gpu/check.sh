@@ -25,7 +25,8 @@ stamp() { echo "== [$(( $(date +%s) - T0 )) s] $*"; }
 # libcublas: the CUDA toolkit's, else the pip wheel's (nvidia-cublas).
 CUBLAS_PY=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null || true)
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/cuda/lib:${CUBLAS_PY}:${LD_LIBRARY_PATH:-}"
-# gpu_worker_test's CAF, spdlog, yaml-cpp and xxHash
+# The carried binaries' libraries beyond libc, libstdc++ and libcublas (gpu_worker_test's
+# CAF, yaml-cpp, xxHash: gpu/pack.sh copies whatever any of them needs)
 WORKER_LIBS="$PWD/gpu/.bin/lib"
 
 stamp "machine"
@@ -53,9 +54,7 @@ status=0
 for t in gpu_plan_test gpu_kernels_test gpu_model_test gpu_worker_test; do
   if [ -x "$BIN/$t" ]; then
     stamp "$t"
-    extra=""
-    [ "$t" = gpu_worker_test ] && extra="$WORKER_LIBS:"
-    LD_LIBRARY_PATH="$extra$LD_LIBRARY_PATH" timeout 150 "$BIN/$t" --gtest_output="xml:$OUT/$t.xml" 2>&1 | grep -E '^\[( +OK|  FAILED|  SKIPPED|  PASSED|==========)|Failure|Expected|Which is|actual|error' | tail -60
+    LD_LIBRARY_PATH="$WORKER_LIBS:$LD_LIBRARY_PATH" timeout 150 "$BIN/$t" --gtest_output="xml:$OUT/$t.xml" 2>&1 | grep -E '^\[( +OK|  FAILED|  SKIPPED|  PASSED|==========)|Failure|Expected|Which is|actual|error' | tail -60
     [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   else
     stamp "$t: not carried (parity tests need the binaries from gpu/pack.sh)"
