@@ -47,6 +47,9 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
   pc.max_num_seqs = cfg.max_num_seqs;
   pc.max_num_batched_tokens = cfg.max_num_batched_tokens;
   pc.prefill_chunk = std::min(cfg.prefill_chunk, cfg.max_num_batched_tokens);
+  if (cfg.cost_aware_chunks) {
+    pc.attention_cost_per_key = attention_cost_per_key(mc.n_embd, mc.n_head, mc.head_dim, mc.kv_dim(), mc.n_ff);
+  }
 
   rt->device_ = cfg.device_worker ? cfg.device_worker(sys, std::move(m), rt->kv_blocks_, cfg.block_size)
                                   : spawn_cpu_device_worker(sys, std::move(m), rt->kv_blocks_, cfg.block_size);

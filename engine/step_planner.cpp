@@ -1,10 +1,29 @@
 #include "engine/step_planner.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <stdexcept>
 
 namespace tandem {
+
+double attention_cost_per_key(uint32_t n_embd, uint32_t n_head, uint32_t head_dim, uint32_t kv_dim, uint32_t n_ff) {
+  const double per_layer_weights = 2.0 * n_embd * (static_cast<double>(n_head) * head_dim) + 2.0 * n_embd * kv_dim +
+                                   3.0 * n_embd * n_ff;  // Q and O, K and V, gate/up/down
+  const double per_layer_key = 2.0 * n_head * head_dim;  // one QK^T dot product and one PV row
+  return per_layer_weights > 0 ? per_layer_key / per_layer_weights : 0.0;  // both scale with the layers
+}
+
+uint32_t prefill_chunk_tokens(const planner_config& config, uint32_t start) {
+  const double a = config.attention_cost_per_key;
+  const double P = config.prefill_chunk;
+  if (a <= 0) return config.prefill_chunk;
+  // Largest c with (a/2) c^2 + (1 + a start) c - B <= 0, B = P (1 + a P / 2).
+  const double b = 1.0 + a * start;
+  const double B = P * (1.0 + a * P / 2.0);
+  const double c = (-b + std::sqrt(b * b + 2.0 * a * B)) / a + 1e-9;  // c = P exactly at start 0
+  return std::clamp<uint32_t>(static_cast<uint32_t>(c), 1, config.prefill_chunk);
+}
 
 step_planner::step_planner(planner_config config) : config_(config) {
   if (config_.max_num_seqs == 0 || config_.max_num_batched_tokens == 0 || config_.prefill_chunk == 0) {
@@ -82,7 +101,8 @@ reserve_request step_planner::propose() const {
     const auto& s = seqs_.at(id);
     // Pending tokens: the prompt rest or the last sampled token, plus any drafts to verify.
     const uint32_t pending = static_cast<uint32_t>(s.tokens.size() + s.draft.size()) - s.n_computed;
-    const uint32_t n_new = std::min({pending, std::max<uint32_t>(config_.prefill_chunk, 1 + s.draft.size()), budget});
+    const uint32_t chunk = prefill_chunk_tokens(config_, s.n_computed);
+    const uint32_t n_new = std::min({pending, std::max<uint32_t>(chunk, 1 + s.draft.size()), budget});
     if (n_new == 0) continue;
     budget -= n_new;
     req.running.push_back({id, s.n_computed + n_new, s.n_computed, {}, 0});
@@ -103,7 +123,10 @@ reserve_request step_planner::propose() const {
     const auto& t = tenants_.at(best->first);
     const seq_id id = t.waiting[best->second.second];
     const auto& s = seqs_.at(id);
-    const uint32_t max_compute = std::min({config_.prefill_chunk, budget, static_cast<uint32_t>(s.tokens.size())});
+    // A prefix-cache hit moves the start (known only after the cache manager's lookup);
+    // sizing as from position 0 at most overshoots the first chunk's cost once.
+    const uint32_t max_compute =
+        std::min({prefill_chunk_tokens(config_, 0), budget, static_cast<uint32_t>(s.tokens.size())});
     req.waiting.push_back({id, 0, 0, s.tokens, max_compute});
     budget -= max_compute;
     --slots;

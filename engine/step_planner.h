@@ -35,7 +35,22 @@ struct planner_config {
   uint32_t max_num_seqs = 64;             // running sequences at most
   uint32_t max_num_batched_tokens = 2048; // tokens computed per step at most (the budget)
   uint32_t prefill_chunk = 512;           // a prompt is computed at most this many tokens a step
+  // Cost of attending to one cached key, relative to one token's pass through the weights
+  // (0 = ignore attention). A chunk late in a long prompt attends to everything before it,
+  // so equal token counts make late chunks slower (2x at 4,000 tokens for SmolLM2-135M) and
+  // every decode stream sharing those steps stalls longer. With a cost, a chunk starting at
+  // position p gets the c tokens that cost what a first chunk of prefill_chunk tokens costs:
+  //   c (1 + a (p + c/2)) <= P (1 + a P/2)        (a = this, P = prefill_chunk)
+  double attention_cost_per_key = 0;
 };
+
+// The attention cost per key for a Llama-shaped model: multiply-adds of QK^T and PV per key
+// over those of the projection and FFN matrices per token.
+// (The output head runs only for sampled rows of a prefill chunk, so it is left out.)
+double attention_cost_per_key(uint32_t n_embd, uint32_t n_head, uint32_t head_dim, uint32_t kv_dim, uint32_t n_ff);
+
+// The tokens of a prefill chunk starting at position `start` (at least 1, at most prefill_chunk).
+uint32_t prefill_chunk_tokens(const planner_config& config, uint32_t start);
 
 struct planned_seq {
   seq_id seq = 0;

@@ -32,6 +32,8 @@ struct runtime_config {
   uint32_t max_num_seqs = 64;             // running sequences at most
   uint32_t max_num_batched_tokens = 2048; // tokens per step at most
   uint32_t prefill_chunk = 512;           // prompt tokens per sequence per step at most
+  bool cost_aware_chunks = true;          // later chunks of a long prompt get fewer tokens, so
+                                          // each costs about what the first did (step_planner.h)
   uint32_t block_size = 16;               // tokens per KV block
   uint64_t kv_cache_tokens = 0;           // KV pool size; 0 = 16 full contexts, at most 64 Ki tokens
   bool enable_prefix_caching = true;

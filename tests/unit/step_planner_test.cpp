@@ -121,6 +121,41 @@ TEST(StepPlanner, ChunksALongPromptAndSamplesOnlyAtItsEnd) {
   EXPECT_EQ(h.finished, (std::vector<seq_id>{1}));
 }
 
+TEST(StepPlanner, CostAwareChunksShrinkAsTheContextGrows) {
+  // SmolLM2-135M's shapes: 576 wide, 9 heads of 64, 3 KV heads (192), FFN 1536.
+  const double a = attention_cost_per_key(576, 9, 64, 192, 1536);
+  EXPECT_NEAR(a, 2.0 * 9 * 64 / (2.0 * 576 * 576 + 2.0 * 576 * 192 + 3.0 * 576 * 1536), 1e-12);
+  planner_config cfg{8, 2048, 512, a};
+  EXPECT_EQ(prefill_chunk_tokens(cfg, 0), 512u);
+  EXPECT_EQ(prefill_chunk_tokens({8, 2048, 512, 0.0}, 100000), 512u);  // no cost: fixed chunks
+  EXPECT_GE(prefill_chunk_tokens(cfg, 100000000), 1u);                 // always progress
+  // Each chunk is the largest whose cost stays within the first chunk's.
+  const auto cost = [a](double start, double c) { return c * (1 + a * (start + c / 2)); };
+  const double first = cost(0, 512);
+  for (uint32_t start : {512u, 2000u, 4000u, 8000u}) {
+    const uint32_t c = prefill_chunk_tokens(cfg, start);
+    EXPECT_LE(cost(start, c), first + 1e-6) << start;
+    EXPECT_GT(cost(start, c + 1), first) << start;
+  }
+  EXPECT_EQ(prefill_chunk_tokens(cfg, 4000), 236u);
+
+  // The planner follows it: a 4,000-token prompt in shrinking chunks that add up.
+  harness h(cfg, 512);
+  h.add(1, 4000, 1);
+  uint32_t done = 0, last = 512;
+  while (done < 4000) {
+    auto p = h.step();
+    ASSERT_EQ(p.seqs.size(), 1u);
+    EXPECT_EQ(p.seqs[0].start_pos, done);
+    const auto n = static_cast<uint32_t>(p.seqs[0].tokens.size());
+    EXPECT_EQ(n, std::min(4000 - done, prefill_chunk_tokens(cfg, done)));
+    EXPECT_LE(n, last);
+    last = n;
+    done += n;
+  }
+  EXPECT_EQ(done, 4000u);
+}
+
 TEST(StepPlanner, RunningStreamsKeepDecodingWhileAPromptIsPrefilled) {
   harness h({8, 300, 256}, 512);
   for (seq_id s = 1; s <= 4; ++s) h.add(s, 8, 50);
