@@ -50,7 +50,9 @@ def markdown(res, cmd):
     one = tp[0]["tok_per_s"]
     lines = [BEGIN, "", "## Runtime (issue 4)", "",
              f"Measured {datetime.date.today()} on {cpu_name()} ({os.cpu_count()} cores), default model, "
-             f"greedy, fixed-length outputs. Reproduce: `{cmd}`.", "",
+             f"greedy, fixed-length outputs. Reproduce: `{cmd}`. Decode throughput counts the tokens that "
+             "arrive while every stream is decoding (from the last stream's first token to the first stream's "
+             "last), over that window, median of 3 runs; chunked prefill is cost-aware (step_planner.h).", "",
              "![runtime benchmarks](bench/runtime.png)", "",
              "| concurrent streams | aggregate decode tok/s | vs 1 stream |", "|---:|---:|---:|"]
     for t in tp:
