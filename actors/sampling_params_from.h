@@ -19,6 +19,7 @@ inline sampling_params sampling_params_from(const sampling_options& o) {
     p.logit_bias[o.logit_bias_ids[i]] = o.logit_bias_values[i];
   }
   if (o.seed >= 0) p.seed = static_cast<uint64_t>(o.seed);
+  p.logprobs = o.logprobs;
   p.top_logprobs = o.logprobs ? o.top_logprobs : 0;
   return p;
 }

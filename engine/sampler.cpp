@@ -165,10 +165,12 @@ sample_result sampler::sample(std::span<const float> logits, std::span<const int
   const int32_t chosen = draw(distribution(logits, history));
   if (chosen < 0) return result;  // everything masked
 
-  const log_softmax lsm(logits);
   result.token = chosen;
-  result.logprob = lsm(logits[static_cast<size_t>(chosen)]);
   result.is_stop = is_stop(chosen);
+  // The log-softmax is a pass of exp over the whole vocabulary: only when asked for.
+  if (!params_.logprobs && params_.top_logprobs <= 0) return result;
+  const log_softmax lsm(logits);
+  result.logprob = lsm(logits[static_cast<size_t>(chosen)]);
   if (params_.top_logprobs > 0) {
     std::vector<int32_t> ids(static_cast<size_t>(n));
     std::iota(ids.begin(), ids.end(), 0);

@@ -33,6 +33,7 @@ struct sampling_params {
   std::unordered_map<int32_t, float> logit_bias;
   std::optional<uint64_t> seed;         // none: seeded from std::random_device
   std::vector<int32_t> stop_tokens;     // e.g. end-of-generation ids
+  bool logprobs = false;                // report the chosen token's logprob (a log-softmax pass)
   int32_t top_logprobs = 0;             // how many alternatives to report (0: none)
 };
 
@@ -49,7 +50,7 @@ struct token_prob {
 
 struct sample_result {
   int32_t token = -1;                // -1 when every token was masked out (see sample())
-  float logprob = 0.0f;              // of `token` under the raw logits
+  float logprob = 0.0f;              // of `token` under the raw logits (with logprobs/top_logprobs)
   bool is_stop = false;              // token is one of the stop tokens
   std::vector<token_logprob> top;    // top_logprobs entries, most likely first
 };

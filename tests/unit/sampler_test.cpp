@@ -220,7 +220,16 @@ TEST(Sampler, TopLogprobsAreTheRawLogSoftmaxInOrder) {
   EXPECT_EQ(r.top[1].token, 2);
   EXPECT_EQ(r.top[2].token, 0);
   sampling_params none;
-  EXPECT_TRUE(sampler(none).sample(logits_of(probs)).top.empty());
+  none.temperature = 0.0f;
+  const auto plain = sampler(none).sample(logits_of(probs));
+  EXPECT_TRUE(plain.top.empty());
+  EXPECT_EQ(plain.logprob, 0.0f);  // not asked for: no log-softmax pass
+  sampling_params chosen_only = none;
+  chosen_only.logprobs = true;
+  const auto r1 = sampler(chosen_only).sample(logits_of(probs));
+  EXPECT_EQ(r1.token, 1);
+  EXPECT_NEAR(r1.logprob, std::log(0.6), 1e-5);
+  EXPECT_TRUE(r1.top.empty());
 }
 
 }  // namespace
