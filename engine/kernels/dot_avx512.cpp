@@ -147,6 +147,56 @@ void group4_q4_1(int64_t k, const std::byte* w_rows, size_t w_stride, const std:
   }
 }
 
+// Four Q4_1 rows by eight tokens (two packed groups, a and b): each weight block is unpacked
+// once for eight tokens instead of four, which is most of the work per block in decode-sized
+// batches. Per (row, token) the operations and their order are group4_q4_1's: same bits.
+void group4x2_q4_1(int64_t k, const std::byte* w_rows, size_t w_stride, const std::byte* packed_a,
+                   const std::byte* packed_b, float* out) {
+  const int64_t nb = k / kBlock;
+  const packed_group ga(packed_a, nb), gb(packed_b, nb);
+  const block_q4_1* w[4];
+  __m512 a01[4], a23[4], b01[4], b23[4];
+  __m256 offsets[4];  // lanes 0-3: group a's tokens, 4-7: group b's
+  for (int r = 0; r < 4; ++r) {
+    w[r] = reinterpret_cast<const block_q4_1*>(w_rows + r * w_stride);
+    a01[r] = a23[r] = b01[r] = b23[r] = _mm512_setzero_ps();
+    offsets[r] = _mm256_setzero_ps();
+  }
+  const __m512i lanes01 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512i lanes23 = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m512i ya01 = load64(ga.qs + b * 128), ya23 = load64(ga.qs + b * 128 + 64);
+    const __m512i yb01 = load64(gb.qs + b * 128), yb23 = load64(gb.qs + b * 128 + 64);
+    const __m512 da4 = _mm512_castps128_ps512(_mm_loadu_ps(ga.d + b * 4));
+    const __m512 db4 = _mm512_castps128_ps512(_mm_loadu_ps(gb.d + b * 4));
+    const __m512 da01 = _mm512_permutexvar_ps(lanes01, da4), da23 = _mm512_permutexvar_ps(lanes23, da4);
+    const __m512 db01 = _mm512_permutexvar_ps(lanes01, db4), db23 = _mm512_permutexvar_ps(lanes23, db4);
+    const __m256 s8 = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(ga.s + b * 4)),
+                                           _mm_loadu_ps(gb.s + b * 4), 1);
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) {
+      const __m512i x = broadcast256(unpack_nibbles(w[r][b].qs));
+      const __m512 dw = _mm512_set1_ps(h2f(w[r][b].d));
+      a01[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, da01),
+                               _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), x, ya01)), a01[r]);
+      a23[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, da23),
+                               _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), x, ya23)), a23[r]);
+      b01[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, db01),
+                               _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), x, yb01)), b01[r]);
+      b23[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, db23),
+                               _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), x, yb23)), b23[r]);
+      offsets[r] = _mm256_add_ps(offsets[r], _mm256_mul_ps(_mm256_set1_ps(h2f(w[r][b].m)), s8));
+    }
+  }
+  for (int r = 0; r < 4; ++r) {
+    finish(a01[r], a23[r], out + r * 8);
+    finish(b01[r], b23[r], out + r * 8 + 4);
+    float off[8];
+    _mm256_storeu_ps(off, offsets[r]);
+    for (int i = 0; i < 8; ++i) out[r * 8 + i] += off[i];
+  }
+}
+
 void group_q8_0(int64_t k, const void* w_row, const std::byte* packed, float* out) {
   const auto* w = static_cast<const block_q8_0*>(w_row);
   const int64_t nb = k / kBlock;
@@ -167,6 +217,52 @@ void group_q8_0(int64_t k, const void* w_row, const std::byte* packed, float* ou
     acc23 = _mm512_fmadd_ps(s23, _mm512_cvtepi32_ps(p23), acc23);
   }
   finish(acc01, acc23, out);
+}
+
+// Four Q8_0 rows by eight tokens (two packed groups): as group_q8_0 per (row, token). The
+// bias correction sum(128 * y) depends on the tokens only, so it is computed once per block
+// for all four rows (integer sums: exact, hence the same bits).
+void group4x2_q8_0(int64_t k, const std::byte* w_rows, size_t w_stride, const std::byte* packed_a,
+                   const std::byte* packed_b, float* out) {
+  const int64_t nb = k / kBlock;
+  const packed_group ga(packed_a, nb), gb(packed_b, nb);
+  const block_q8_0* w[4];
+  __m512 a01[4], a23[4], b01[4], b23[4];
+  for (int r = 0; r < 4; ++r) {
+    w[r] = reinterpret_cast<const block_q8_0*>(w_rows + r * w_stride);
+    a01[r] = a23[r] = b01[r] = b23[r] = _mm512_setzero_ps();
+  }
+  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
+  const __m512i lanes01 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512i lanes23 = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m512i ya01 = load64(ga.qs + b * 128), ya23 = load64(ga.qs + b * 128 + 64);
+    const __m512i yb01 = load64(gb.qs + b * 128), yb23 = load64(gb.qs + b * 128 + 64);
+    const __m512i ca01 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, ya01);
+    const __m512i ca23 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, ya23);
+    const __m512i cb01 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, yb01);
+    const __m512i cb23 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, yb23);
+    const __m512 da4 = _mm512_castps128_ps512(_mm_loadu_ps(ga.d + b * 4));
+    const __m512 db4 = _mm512_castps128_ps512(_mm_loadu_ps(gb.d + b * 4));
+    const __m512 da01 = _mm512_permutexvar_ps(lanes01, da4), da23 = _mm512_permutexvar_ps(lanes23, da4);
+    const __m512 db01 = _mm512_permutexvar_ps(lanes01, db4), db23 = _mm512_permutexvar_ps(lanes23, db4);
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) {
+      const __m512i x = _mm512_xor_si512(broadcast256(load32(w[r][b].qs)), bias);
+      const __m512 dw = _mm512_set1_ps(h2f(w[r][b].d));
+      const auto dot = [&](__m512i y, __m512i c) {
+        return _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), x, y), c));
+      };
+      a01[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, da01), dot(ya01, ca01), a01[r]);
+      a23[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, da23), dot(ya23, ca23), a23[r]);
+      b01[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, db01), dot(yb01, cb01), b01[r]);
+      b23[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, db23), dot(yb23, cb23), b23[r]);
+    }
+  }
+  for (int r = 0; r < 4; ++r) {
+    finish(a01[r], a23[r], out + r * 8);
+    finish(b01[r], b23[r], out + r * 8 + 4);
+  }
 }
 
 // --- Attention kernels (orders documented in dot_kernels.h). -----------------------------
@@ -308,7 +404,7 @@ void swiglu(int64_t n, float* gate, const float* up) {
 const dot_kernels& avx512_dot_kernels() {
   static const dot_kernels table{"avx512", dot_q4_0, dot_q4_1,    dot_q8_0, dot_f16,
                                  dot_bf16, dot_f32,  key_scores, weighted_values, sum16, exp_n, swiglu, group_q4_0, group_q4_1, group_q8_0,
-                                 quantize_q8, to_f16, group4_q4_1};
+                                 quantize_q8, to_f16, group4_q4_1, group4x2_q4_1, group4x2_q8_0};
   return table;
 }
 

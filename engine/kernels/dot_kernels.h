@@ -38,6 +38,11 @@ using group_dot_fn = void (*)(int64_t k, const void* w_row, const std::byte* pac
 using group_rows4_fn = void (*)(int64_t k, const std::byte* w_rows, size_t w_stride,
                                 const std::byte* packed, float* out);
 
+// Four weight rows against two packed groups (a: tokens 0-3, b: tokens 4-7):
+// out[r * 8 + i] = dot(weight row r, token i), each bit-identical to group_dot_fn's.
+using group_rows4x2_fn = void (*)(int64_t k, const std::byte* w_rows, size_t w_stride,
+                                  const std::byte* packed_a, const std::byte* packed_b, float* out);
+
 struct dot_kernels {
   std::string_view isa;  // "generic", "avx2", "avx512"
   row_dot_fn q4_0 = nullptr;
@@ -77,6 +82,9 @@ struct dot_kernels {
 
   // Q4_1 weights: four rows by four packed tokens at once (prefill); null if absent.
   group_rows4_fn q4_1_x4_r4 = nullptr;
+  // Four rows by two packed groups (eight tokens), Q4_1 and Q8_0 weights; null if absent.
+  group_rows4x2_fn q4_1_x8_r4 = nullptr;
+  group_rows4x2_fn q8_0_x8_r4 = nullptr;
 
   row_dot_fn for_type(tensor_type type) const;
   group_dot_fn group_for_type(tensor_type type) const;

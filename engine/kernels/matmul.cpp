@@ -83,6 +83,9 @@ void matmul(std::span<const matmul_output> outputs, const float* x, int64_t x_st
   //    (and everything without one) goes through the row kernel. Both give the same bits.
   const group_dot_fn group = kernels.group_for_type(w.type);
   const group_rows4_fn group4 = w.type == tensor_type::q4_1 ? kernels.q4_1_x4_r4 : nullptr;
+  const group_rows4x2_fn group8 = w.type == tensor_type::q4_1   ? kernels.q4_1_x8_r4
+                                  : w.type == tensor_type::q8_0 ? kernels.q8_0_x8_r4
+                                                                : nullptr;
   const int64_t n_groups = group != nullptr ? n_tok / 4 : 0;
   const int64_t nb = w.cols / kBlock;
   const size_t group_bytes = static_cast<size_t>(nb) * kPackedX4BlockBytes;
@@ -119,6 +122,24 @@ void matmul(std::span<const matmul_output> outputs, const float* x, int64_t x_st
     for (int64_t g = 0; g < n_groups; ++g) {
       const std::byte* p = packed + static_cast<size_t>(g) * group_bytes;
       int64_t r = r0;
+      if (group8 != nullptr && g + 1 < n_groups) {
+        // Two groups at once (eight tokens); rows left over go through the group kernel.
+        float out32[32];  // [row][token]
+        for (; r + 4 <= r1; r += 4) {
+          group8(w.cols, row(r), wj.stride, p, p + group_bytes, out32);
+          for (int j = 0; j < 4; ++j) {
+            for (int i = 0; i < 8; ++i) y[(g * 4 + i) * y_stride + r + j] = out32[j * 8 + i];
+          }
+        }
+        for (; r < r1; ++r) {
+          for (int h = 0; h < 2; ++h) {
+            group(w.cols, row(r), p + h * group_bytes, out);
+            for (int i = 0; i < 4; ++i) y[((g + h) * 4 + i) * y_stride + r] = out[i];
+          }
+        }
+        ++g;  // the pair's second group is done
+        continue;
+      }
       if (group4 != nullptr) {
         float out16[16];  // [row][token]
         for (; r + 4 <= r1; r += 4) {

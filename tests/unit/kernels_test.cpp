@@ -242,19 +242,23 @@ TEST(DotKernels, GroupKernelsEqualRowKernelsBitForBit) {
       if (table->group_for_type(type) == nullptr) continue;
       thread_pool pool(1);
       matmul_scratch scratch;
-      const int64_t cols = 576, rows = 8;
+      // 10 rows: two of four-row kernels plus two left over; 8, 12 and 13 tokens: one or two
+      // pairs of packed groups, a single group, and tokens left for the row kernel.
+      const int64_t cols = 576, rows = 10;
       const auto wf = random_floats(static_cast<size_t>(cols * rows), rng);
       std::vector<std::byte> wdata(row_bytes(type, cols) * rows);
       for (int64_t r = 0; r < rows; ++r) {
         quantize_row(type, wf.data() + r * cols, cols, wdata.data() + r * row_bytes(type, cols));
       }
       const weight_view w{type, cols, rows, wdata.data()};
-      const auto x = random_floats(static_cast<size_t>(cols * 8), rng);
-      std::vector<float> batched(rows * 8), single(rows);
-      matmul(w, x.data(), cols, 8, batched.data(), rows, pool, scratch);  // two packed groups
-      for (int64_t t = 0; t < 8; ++t) {
-        matmul(w, x.data() + t * cols, cols, 1, single.data(), rows, pool, scratch);
-        for (int64_t r = 0; r < rows; ++r) ASSERT_EQ(batched[t * rows + r], single[r]) << table->isa;
+      for (int64_t n_tok : {8, 12, 13}) {
+        const auto x = random_floats(static_cast<size_t>(cols * n_tok), rng);
+        std::vector<float> batched(rows * n_tok), single(rows);
+        matmul(w, x.data(), cols, n_tok, batched.data(), rows, pool, scratch);
+        for (int64_t t = 0; t < n_tok; ++t) {
+          matmul(w, x.data() + t * cols, cols, 1, single.data(), rows, pool, scratch);
+          for (int64_t r = 0; r < rows; ++r) ASSERT_EQ(batched[t * rows + r], single[r]) << table->isa << " " << n_tok;
+        }
       }
     }
   }
