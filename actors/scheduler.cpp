@@ -128,7 +128,12 @@ void apply(self_ptr self, const device_step_result& res) {
     }
   }
   st.stats.device_ms += res.forward_ms + res.sample_ms;
-  if (st.verifier) self->send(st.verifier, report_atom::value, std::move(outcomes), plan.n_tokens(), res.forward_ms + res.sample_ms);
+  // The cost model learns the whole iteration's time, from kick() to this result: drafting
+  // (a draft model's or layer skip's passes), the actors' round trips and the device step.
+  // Device time alone would make drafting look free.
+  if (st.verifier) {
+    self->send(st.verifier, report_atom::value, std::move(outcomes), plan.n_tokens(), ms_between(st.kicked, clock_type::now()));
+  }
   st.stats.plan_ms += ms_between(t0, clock_type::now());
 }
 

@@ -12,29 +12,41 @@ speculation_policy::speculation_policy(speculation_config cfg) : cfg_(cfg), a_(c
 }
 
 speculation_policy::seq_state& speculation_policy::state(uint64_t seq) {
-  return seqs_.try_emplace(seq, seq_state{cfg_.k}).first->second;
+  return seqs_.try_emplace(seq, seq_state{cfg_.k, shared_alpha_}).first->second;
+}
+
+double speculation_policy::step_ms(uint32_t tokens) const {
+  if (tokens < kMeasuredTokens && measured_ms_[tokens] >= 0) return measured_ms_[tokens];
+  return a_ + b_ * tokens;
 }
 
 std::vector<uint32_t> speculation_policy::plan(std::span<const uint64_t> seqs, uint32_t base_tokens) {
   std::vector<uint32_t> ks;
-  double expected = 0, drafted = 0;
-  for (uint64_t s : seqs) {
-    auto& st = state(s);
-    ks.push_back(st.k);
-    double term = 1, e = 0;
-    for (uint32_t j = 0; j < st.k; ++j) e += (term *= st.alpha);
-    expected += e;
-    drafted += st.k;
-  }
-  if (cfg_.adaptive && !seqs.empty()) {
-    const double b = static_cast<double>(seqs.size());
-    const double with = (b + expected) / step_ms(base_tokens + drafted);
-    const double without = b / step_ms(base_tokens);
-    if (with <= without) {
-      ++stats_.steps_off;
-      std::fill(ks.begin(), ks.end(), 0u);
+  for (uint64_t s : seqs) ks.push_back(state(s).k);
+  if (!cfg_.adaptive || seqs.empty()) return ks;
+
+  // Try every depth c; the sequences' expected acceptances grow term by term with it.
+  const double b = static_cast<double>(seqs.size());
+  std::vector<double> alpha_pow(seqs.size(), 1.0);
+  const uint32_t c_max = *std::max_element(ks.begin(), ks.end());
+  uint32_t best_c = 0;
+  double best_rate = b / step_ms(base_tokens), expected = 0;
+  uint32_t drafted = 0;
+  for (uint32_t c = 1; c <= c_max; ++c) {
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      if (ks[i] < c) continue;
+      alpha_pow[i] *= seqs_.at(seqs[i]).alpha;
+      expected += alpha_pow[i];
+      ++drafted;
+    }
+    const double rate = (b + expected) / step_ms(base_tokens + drafted);
+    if (rate > best_rate) {
+      best_rate = rate;
+      best_c = c;
     }
   }
+  if (best_c == 0) ++stats_.steps_off;
+  for (auto& k : ks) k = std::min(k, best_c);
   return ks;
 }
 
@@ -42,7 +54,9 @@ void speculation_policy::report(std::span<const speculation_outcome> outcomes, u
   for (const auto& o : outcomes) {
     if (o.drafted == 0) continue;
     auto& st = state(o.seq);
-    st.alpha = 0.8 * st.alpha + 0.2 * (static_cast<double>(o.accepted) / o.drafted);
+    const double rate = static_cast<double>(o.accepted) / o.drafted;
+    st.alpha = 0.8 * st.alpha + 0.2 * rate;
+    shared_alpha_ = 0.9 * shared_alpha_ + 0.1 * rate;
     if (o.accepted == o.drafted) {
       st.k = std::min(st.k + 1, cfg_.k_max);
     } else if (2 * o.accepted < o.drafted) {
@@ -53,6 +67,10 @@ void speculation_policy::report(std::span<const speculation_outcome> outcomes, u
     ++stats_.passes;
   }
   if (step_tokens > 0 && step_ms > 0) {
+    if (step_tokens < kMeasuredTokens) {
+      double& m = measured_ms_[step_tokens];
+      m = m < 0 ? step_ms : 0.8 * m + 0.2 * step_ms;
+    }
     constexpr double decay = 0.98;
     const double t = step_tokens;
     s1_ = decay * s1_ + 1;

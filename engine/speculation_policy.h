@@ -1,17 +1,20 @@
 // When to speculate and how far: the verifier actor's policy, as plain C++.
 //
 // K per sequence adapts to its own acceptance: all drafts accepted -> K + 1 (up to k_max);
-// fewer than half -> K - 1 (down to k_min). Per step, speculation is switched off as a whole
-// when the cost model says verification costs more than it saves:
+// fewer than half -> K - 1 (down to k_min). A new sequence starts from the acceptance seen
+// over all sequences so far. That K is a cap; per step the policy picks one
+// depth c for the batch (each sequence drafts min(K, c)), the one that maximises tokens out
+// per unit of step time, c = 0 switching speculation off:
 //
-//   step time  t(T) = a + b * T            (T = tokens in the step; a, b fitted online
-//                                           from the steps actually run, seeded by config)
-//   without drafts: B tokens out in t(T)
-//   with drafts:    B + sum_i E[accepted_i] tokens out in t(T + sum_i K_i)
-//   E[accepted] = alpha + alpha^2 + ... + alpha^K  (alpha = the sequence's acceptance rate)
+//   rate(c) = (B + sum_i E_i[min(K_i, c)]) / t(T + sum_i min(K_i, c))
+//   E[accepted | k] = alpha + alpha^2 + ... + alpha^k   (alpha = the sequence's acceptance)
 //
-// so speculation runs only while (B + sum E) / t(T + sum K) > B / t(T). On a CPU, where a
-// step's cost grows with its tokens, large batches switch it off by themselves.
+//   step time t(T)  (T = tokens in the step): the measured time of steps with exactly T
+//   tokens (moving average) where there is one, else a + b T fitted online (seeded by config)
+//
+// Measured times matter on a CPU, where a step's cost is a staircase, not a line: tokens go
+// through the matrix kernels in groups (four, eight), so 1-2 tokens cost the same, 5 cost
+// about what 8 do, and 9 much more than 8. Large batches switch speculation off by themselves.
 #pragma once
 
 #include <cstdint>
@@ -57,13 +60,15 @@ class speculation_policy {
   void report(std::span<const speculation_outcome> outcomes, uint32_t step_tokens, double step_ms);
   void forget(uint64_t seq) { seqs_.erase(seq); }
   speculation_stats stats() const;
-  // The model's predicted step time for T tokens.
-  double step_ms(double tokens) const { return a_ + b_ * tokens; }
+  // The predicted step time for T tokens: measured for that T if seen, else the line.
+  double step_ms(uint32_t tokens) const;
+  // Exact step times are kept for steps of fewer tokens than this.
+  static constexpr uint32_t kMeasuredTokens = 128;
 
  private:
   struct seq_state {
     uint32_t k;
-    double alpha = 0.6;  // acceptance rate per drafted token (optimistic start)
+    double alpha;  // acceptance rate per drafted token
   };
   seq_state& state(uint64_t seq);
   void refit();
@@ -73,6 +78,11 @@ class speculation_policy {
   double a_, b_;
   // Exponentially weighted sums for the least-squares fit of step time on tokens.
   double s1_ = 0, st_ = 0, stt_ = 0, sy_ = 0, sty_ = 0;
+  // Acceptance over all sequences (moving average): a new sequence starts from it, so when a
+  // method does not pay here, new sequences do not each pay to find out again (a model
+  // drafter first catches up on the whole prompt).
+  double shared_alpha_ = 0.6;
+  std::vector<double> measured_ms_ = std::vector<double>(kMeasuredTokens, -1.0);  // [T], -1: none yet
   speculation_stats stats_;
 };
 

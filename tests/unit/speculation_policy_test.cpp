@@ -41,3 +41,42 @@ TEST(SpeculationPolicy, FitsTheStepTimeOnline) {
   EXPECT_NEAR(p.step_ms(0), 3.0, 0.01);
   EXPECT_NEAR(p.step_ms(100) - p.step_ms(0), 25.0, 0.05);
 }
+
+TEST(SpeculationPolicy, DepthFollowsTheMeasuredStaircaseOfStepTimes) {
+  // A CPU's step times: 1-4 tokens 8 ms, 5-8 tokens 14 ms, 9-12 tokens 23 ms. A straight
+  // line through them would favour either no drafts or all ten.
+  speculation_policy p({4, 1, 10, /*adaptive=*/true, 5, 0.1});
+  for (int round = 0; round < 3; ++round) {
+    for (uint32_t t = 1; t <= 12; ++t) p.report({}, t, t <= 4 ? 8.0 : t <= 8 ? 14.0 : 23.0);
+  }
+  EXPECT_DOUBLE_EQ(p.step_ms(5), 14.0);
+  EXPECT_DOUBLE_EQ(p.step_ms(9), 23.0);
+  const std::vector<uint64_t> one{1};
+  // A sequence whose drafts are always accepted (alpha -> 1): its cap climbs to k_max = 10,
+  // but 7 drafts (8 tokens, 14 ms) give the most tokens per ms: 8/14 > 4/8 > 11/23.
+  for (int i = 0; i < 60; ++i) {
+    const uint32_t k = p.plan(one, 1)[0];
+    ASSERT_GT(k, 0u);
+    p.report(std::vector<speculation_outcome>{{1, k, k}}, 0, 0);
+  }
+  EXPECT_EQ(p.stats().k_histogram[10], 1u);
+  EXPECT_EQ(p.plan(one, 1)[0], 7u);
+  // Half acceptance: 3 drafts (4 tokens, still 8 ms) beat 7 (14 ms).
+  const std::vector<uint64_t> two{2};
+  for (int i = 0; i < 60; ++i) {
+    const uint32_t k = p.plan(two, 1)[0];
+    if (k > 0) p.report(std::vector<speculation_outcome>{{2, k, (k + 1) / 2}}, 0, 0);
+  }
+  EXPECT_EQ(p.plan(two, 1)[0], 3u);
+}
+
+TEST(SpeculationPolicy, NewSequencesStartFromTheAcceptanceSeenSoFar) {
+  // 1 token costs 10 ms, 2 tokens 14 ms: a draft pays only if accepted 40% of the time.
+  speculation_policy p({1, 1, 1, /*adaptive=*/true, 10, 4});
+  const std::vector<uint64_t> first{1};
+  EXPECT_EQ(p.plan(first, 1)[0], 1u) << "optimistic at the start";
+  for (int i = 0; i < 40; ++i) p.report(std::vector<speculation_outcome>{{1, 1, 0}}, 0, 0);  // never accepted
+  EXPECT_EQ(p.plan(first, 1)[0], 0u);
+  const std::vector<uint64_t> newcomer{2};
+  EXPECT_EQ(p.plan(newcomer, 1)[0], 0u) << "a new sequence does not pay to learn it again";
+}
