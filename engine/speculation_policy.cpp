@@ -16,7 +16,14 @@ speculation_policy::seq_state& speculation_policy::state(uint64_t seq) {
 }
 
 double speculation_policy::step_ms(uint32_t tokens) const {
-  if (tokens < kMeasuredTokens && measured_ms_[tokens] >= 0) return measured_ms_[tokens];
+  if (tokens < kMeasuredTokens) {
+    // Not measured yet: as cheap as the nearest measured smaller step (optimistic, so the
+    // policy tries it once and learns its cost; a line fitted through a prompt step would
+    // make every draft look too dear to ever try).
+    for (uint32_t t = tokens + 1; t-- > 0;) {
+      if (measured_ms_[t] >= 0) return measured_ms_[t];
+    }
+  }
   return a_ + b_ * tokens;
 }
 

@@ -10,7 +10,9 @@
 //   E[accepted | k] = alpha + alpha^2 + ... + alpha^k   (alpha = the sequence's acceptance)
 //
 //   step time t(T)  (T = tokens in the step): the measured time of steps with exactly T
-//   tokens (moving average) where there is one, else a + b T fitted online (seeded by config)
+//   tokens (moving average) where there is one; else that of the nearest measured smaller T
+//   (optimistic: an untried depth gets tried once); else a + b T fitted online (seeded by
+//   config)
 //
 // Measured times matter on a CPU, where a step's cost is a staircase, not a line: tokens go
 // through the matrix kernels in groups (four, eight), so 1-2 tokens cost the same, 5 cost
@@ -60,8 +62,9 @@ class speculation_policy {
   void report(std::span<const speculation_outcome> outcomes, uint32_t step_tokens, double step_ms);
   void forget(uint64_t seq) { seqs_.erase(seq); }
   speculation_stats stats() const;
-  // The predicted step time for T tokens: measured for that T if seen, else the line.
+  // The predicted step time for T tokens (see the top of this file).
   double step_ms(uint32_t tokens) const;
+  double fitted_ms(uint32_t tokens) const { return a_ + b_ * tokens; }  // the line alone
   // Exact step times are kept for steps of fewer tokens than this.
   static constexpr uint32_t kMeasuredTokens = 128;
 

@@ -38,8 +38,9 @@ TEST(SpeculationPolicy, FitsTheStepTimeOnline) {
     const uint32_t t = 1 + static_cast<uint32_t>(i % 10) * 7;
     p.report({}, t, 3.0 + 0.25 * t);
   }
-  EXPECT_NEAR(p.step_ms(0), 3.0, 0.01);
-  EXPECT_NEAR(p.step_ms(100) - p.step_ms(0), 25.0, 0.05);
+  EXPECT_NEAR(p.fitted_ms(0), 3.0, 0.01);
+  EXPECT_NEAR(p.fitted_ms(100) - p.fitted_ms(0), 25.0, 0.05);
+  EXPECT_NEAR(p.step_ms(200), p.fitted_ms(200), 1e-9);  // beyond the measured table: the line
 }
 
 TEST(SpeculationPolicy, DepthFollowsTheMeasuredStaircaseOfStepTimes) {
@@ -79,4 +80,22 @@ TEST(SpeculationPolicy, NewSequencesStartFromTheAcceptanceSeenSoFar) {
   EXPECT_EQ(p.plan(first, 1)[0], 0u);
   const std::vector<uint64_t> newcomer{2};
   EXPECT_EQ(p.plan(newcomer, 1)[0], 0u) << "a new sequence does not pay to learn it again";
+}
+
+TEST(SpeculationPolicy, UntriedDepthsAreTriedOnce) {
+  // The first steps: a slow 87-token prompt (page faults and all), then 8 ms decodes. A
+  // line through them says 2 tokens cost ~18 ms; the policy tries drafts anyway (costed as
+  // the nearest measured step), then keeps to what it measured.
+  speculation_policy p({3, 1, 3, /*adaptive=*/true, 5, 0.1});
+  p.report({}, 87, 900);
+  for (int i = 0; i < 5; ++i) p.report({}, 1, 8);
+  EXPECT_GT(p.fitted_ms(2), 15.0);
+  const std::vector<uint64_t> one{1};
+  EXPECT_EQ(p.plan(one, 1)[0], 3u);
+  p.report(std::vector<speculation_outcome>{{1, 3, 0}}, 4, 30);  // 4 tokens: slow, nothing accepted
+  EXPECT_DOUBLE_EQ(p.step_ms(4), 30.0);
+  EXPECT_EQ(p.plan(one, 1)[0], 2u) << "3 tokens not measured yet: as cheap as 1";
+  p.report(std::vector<speculation_outcome>{{1, 2, 0}}, 3, 30);
+  p.report(std::vector<speculation_outcome>{{1, 1, 0}}, 2, 30);
+  EXPECT_EQ(p.plan(one, 1)[0], 0u);
 }
