@@ -23,6 +23,7 @@
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -251,6 +252,49 @@ asio::awaitable<bool> http_connection::handle(http_request& req) {
   co_return req.keep_alive();
 }
 
+// The SSE side of a streamed generation. Events arrive as handlers on the session's strand;
+// each one frames the job's new output as an HTTP chunk and sends it right there when the
+// socket takes it (non-blocking), so a token costs no coroutine round trip. What the socket
+// cannot take waits in `rest` for the session's coroutine, which owns every asynchronous
+// write; while one is under way, events only queue output in the job.
+struct sse_writer {
+  explicit sse_writer(tcp::socket& s) : socket(s) {}
+  tcp::socket& socket;
+  bool started = false;  // the header is out and the socket non-blocking: chunks may follow
+  bool writing = false;  // the coroutine's asynchronous write is under way
+  std::string rest;      // framed bytes not sent yet
+  boost::system::error_code error;
+
+  // The job's pending output as one chunk ("<size>\r\n<data>\r\n"), then the last chunk.
+  static std::string frame(generation_job& job, bool last) {
+    std::string f;
+    if (const size_t n = job.pending_bytes(); n > 0) {
+      char size_line[24];
+      f.reserve(n + 32);
+      f.append(size_line, static_cast<size_t>(std::snprintf(size_line, sizeof size_line, "%zx\r\n", n)));
+      for (auto& s : job.take_output()) f += s;
+      f += "\r\n";
+    }
+    if (last) f += "0\r\n\r\n";
+    return f;
+  }
+
+  // Queues the job's output behind `rest`, or sends it now if nothing waits. True when
+  // nothing is left for the coroutine to write.
+  bool flush(generation_job& job, bool last) {
+    std::string f = frame(job, last);
+    if (!rest.empty() || writing) {
+      rest += f;
+      return false;
+    }
+    if (f.empty()) return true;
+    const size_t sent = socket.write_some(asio::buffer(f), error);
+    if (error == asio::error::would_block || error == asio::error::try_again) error.clear();
+    if (sent < f.size()) rest.append(f, sent, std::string::npos);
+    return rest.empty() && !error;
+  }
+};
+
 // Waits until the peer closes its side of the connection; data (a pipelined request) ends
 // the watch without a verdict. Readiness can be reported spuriously (edge-triggered epoll),
 // so the verdict comes from a non-blocking peek: 0 bytes = end of stream.
@@ -291,9 +335,15 @@ asio::awaitable<void> http_connection::generate(http_request& req, api_kind kind
   const auto ex = co_await asio::this_coro::executor;
   strand_signal signal(ex);
   auto lj = std::make_shared<live_job>(generation_job(std::move(areq), format, std::move(jc)));
-  lj->notify = [&signal] { signal.notify(); };
-  start_live_job(lj, ex, *ctx_, rt, bearer_key(req));
   auto gone = std::make_shared<bool>(false);
+  sse_writer sse_out{stream_.socket()};
+  // Runs on the strand after each event: streaming tokens go out from here; everything
+  // else (the header, errors, the end, a full socket) wakes the loop below.
+  lj->notify = [&signal, &sse_out, job = &lj->job, gone] {
+    if (sse_out.started && !*gone && !job->finished() && sse_out.flush(*job, false)) return;
+    signal.notify();
+  };
+  start_live_job(lj, ex, *ctx_, rt, bearer_key(req));
   std::weak_ptr<live_job> weak_job = lj;
   asio::co_spawn(ex, watch_for_disconnect(stream_.socket(), gone, weak_job), asio::detached);
   struct stop_watch {
@@ -340,35 +390,37 @@ asio::awaitable<void> http_connection::generate(http_request& req, api_kind kind
       write_deadline = std::chrono::steady_clock::now() + ctx_->opts.write_timeout;
       stream_.expires_at(write_deadline);
       co_await http::async_write_header(stream_, *sse, use_awaitable);
+      stream_.socket().non_blocking(true);  // for sse_writer's sends
+      sse_out.started = true;
     }
     if (sse) {
       // Read finished() before taking the output: events that arrive while the write below
       // is under way add output that the next round must still send.
       const bool finished = job.finished();
-      std::string data;
-      for (auto& s : job.take_output()) data += s;
-      if (!data.empty()) {
+      sse_out.flush(job, finished);
+      while (!sse_out.error && !sse_out.rest.empty()) {
         // The stream's deadline bounds every write until it changes. Moving it costs timer
-        // queue work, so once per event would be a per-token cost: move it only when less
-        // than half of write_timeout is left (a stuck reader still fails within the timeout).
+        // queue work, so move it only when less than half of write_timeout is left (a
+        // stuck reader still fails within the timeout).
         const auto now = std::chrono::steady_clock::now();
         if (write_deadline - now < ctx_->opts.write_timeout / 2) {
           write_deadline = now + ctx_->opts.write_timeout;
           stream_.expires_at(write_deadline);
         }
-        const auto chunk = http::make_chunk(asio::buffer(data));
-        co_await asio::async_write(stream_, chunk, use_awaitable);
+        const std::string out_bytes = std::exchange(sse_out.rest, {});
+        sse_out.writing = true;
+        co_await asio::async_write(stream_, asio::buffer(out_bytes), use_awaitable);
+        sse_out.writing = false;
       }
+      if (sse_out.error) throw boost::system::system_error(sse_out.error);
       if (finished) {
-        stream_.expires_after(ctx_->opts.write_timeout);
-        const auto last_chunk = http::make_chunk_last();
-        co_await asio::async_write(stream_, last_chunk, use_awaitable);
         ctx_->metrics.count_request(job.tenant(), job.final_status());
         string_response res{http::status::ok, req.version()};
         res.keep_alive(req.keep_alive());
         out = std::move(res);
-      co_return;
+        co_return;
       }
+      if (job.pending_bytes() > 0) continue;  // arrived during the asynchronous write
     } else if (job.finished()) {
       break;
     }
