@@ -31,6 +31,7 @@ struct serve_options {
   int io_threads = 1;  // one writes ~50k SSE events/s; a second only adds wake-ups (CPU per token)
   uint32_t max_connections = 1024;
   size_t max_body_bytes = 1 << 20;
+  int send_buffer_bytes = 0;
   std::string log_level = "info";
 };
 
@@ -77,6 +78,7 @@ int serve(serve_options o) {
   so.io_threads = o.io_threads;
   so.max_connections = o.max_connections;
   so.max_body_bytes = o.max_body_bytes;
+  so.send_buffer_bytes = o.send_buffer_bytes;
   so.chat_page_path = find_chat_page(o.chat_page);
   so.served_model_name = o.served_model_name.empty()
                              ? (o.model == "default" ? std::string("SmolLM2-135M-Instruct")
@@ -133,6 +135,9 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--io-threads", o->io_threads, "Network threads")->capture_default_str();
   cmd->add_option("--max-connections", o->max_connections, "Open connections at most")->capture_default_str();
   cmd->add_option("--max-body-bytes", o->max_body_bytes, "Request body size at most")->capture_default_str();
+  cmd->add_option("--send-buffer-bytes", o->send_buffer_bytes,
+                  "Socket send buffer per connection (0 = the kernel's, autotuned)")
+      ->capture_default_str();
   cmd->add_option("--chat-page", o->chat_page, "HTML page served at / (default: examples/chat/index.html)");
   cmd->add_option("--log-level", o->log_level, "trace, debug, info, warn, error")->capture_default_str();
   cmd->callback([o] {

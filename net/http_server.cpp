@@ -528,6 +528,7 @@ asio::awaitable<void> accept_loop(tcp::acceptor& acceptor, asio::io_context& ioc
     if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
     if (ec) continue;  // e.g. too many open files: try the next one
     socket.set_option(tcp::no_delay(true), ec);
+    if (ctx->opts.send_buffer_bytes > 0) socket.set_option(asio::socket_base::send_buffer_size(ctx->opts.send_buffer_bytes), ec);
     const auto ex = socket.get_executor();
     if (ctx->connections.fetch_add(1) >= ctx->opts.max_connections) {
       ctx->connections.fetch_sub(1);

@@ -25,7 +25,7 @@ namespace tandem::net {
 struct server_options {
   std::string host = "127.0.0.1";
   uint16_t port = 8080;
-  int io_threads = 2;
+  int io_threads = 1;
   std::string served_model_name = "default";
   std::string chat_page_path;                        // examples/chat/index.html; empty = no page at /
   size_t max_body_bytes = 1 << 20;                   // larger bodies: 413
@@ -33,6 +33,7 @@ struct server_options {
   uint32_t max_connections = 1024;                   // more are closed at once
   std::chrono::seconds request_timeout{30};          // to receive one whole request (idle keep-alive included)
   std::chrono::seconds write_timeout{30};            // for one write to drain to a slow reader
+  int send_buffer_bytes = 0;                         // SO_SNDBUF per connection; 0 = the kernel's (autotuned)
   size_t max_pending_output_bytes = 1 << 20;         // per WebSocket: reads pause above this
   uint32_t max_generations_per_socket = 64;          // concurrent generations on one WebSocket
 };
