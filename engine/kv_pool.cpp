@@ -29,8 +29,8 @@ kv_pool::kv_pool(const model_config& config, const kv_pool_options& options)
       head_dim_(config.head_dim) {
   const size_t elems = static_cast<size_t>(n_layer_) * n_blocks_ * n_head_kv_ *
                        static_cast<size_t>(block_tokens_) * head_dim_;
-  k_.assign(elems, 0);
-  v_.assign(elems, 0);
+  k_ = zeroed_pages(elems * sizeof(kernels::f16_bits));
+  v_ = zeroed_pages(elems * sizeof(kernels::f16_bits));
 }
 
 size_t kv_pool::block_bytes() const {

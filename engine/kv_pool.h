@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/zeroed_pages.h"
+
 #include "engine/kernels/half.h"
 #include "engine/model_config.h"
 
@@ -33,7 +35,7 @@ class kv_pool {
   uint32_t n_layer() const { return n_layer_; }
   uint32_t n_head_kv() const { return n_head_kv_; }
   uint32_t head_dim() const { return head_dim_; }
-  size_t bytes() const { return (k_.size() + v_.size()) * sizeof(kernels::f16_bits); }
+  size_t bytes() const { return k_.size() + v_.size(); }
   // Bytes one block takes across all layers, K and V.
   size_t block_bytes() const;
 
@@ -42,16 +44,16 @@ class kv_pool {
   //   V: [head_dim][block_tokens]   transposed: one dimension across the block's positions
   // (as llama.cpp keeps V transposed), so attention reads 16 positions of a dimension at once.
   kernels::f16_bits* k(uint32_t layer, int32_t block, uint32_t head) {
-    return k_.data() + offset(layer, block, head);
+    return static_cast<kernels::f16_bits*>(k_.data()) + offset(layer, block, head);
   }
   kernels::f16_bits* v(uint32_t layer, int32_t block, uint32_t head) {
-    return v_.data() + offset(layer, block, head);
+    return static_cast<kernels::f16_bits*>(v_.data()) + offset(layer, block, head);
   }
   const kernels::f16_bits* k(uint32_t layer, int32_t block, uint32_t head) const {
-    return k_.data() + offset(layer, block, head);
+    return static_cast<const kernels::f16_bits*>(k_.data()) + offset(layer, block, head);
   }
   const kernels::f16_bits* v(uint32_t layer, int32_t block, uint32_t head) const {
-    return v_.data() + offset(layer, block, head);
+    return static_cast<const kernels::f16_bits*>(v_.data()) + offset(layer, block, head);
   }
 
   static int32_t blocks_for(const model_config& config, const kv_pool_options& options);
@@ -65,8 +67,9 @@ class kv_pool {
   int block_tokens_;
   int32_t n_blocks_;
   uint32_t n_layer_, n_head_kv_, head_dim_;
-  std::vector<kernels::f16_bits> k_;  // [n_layer][n_blocks][n_head_kv][block_tokens][head_dim]
-  std::vector<kernels::f16_bits> v_;  // [n_layer][n_blocks][n_head_kv][head_dim][block_tokens]
+  // F16 halves, zero until written (padded attention lanes read zeros, never garbage):
+  zeroed_pages k_;  // [n_layer][n_blocks][n_head_kv][block_tokens][head_dim]
+  zeroed_pages v_;  // [n_layer][n_blocks][n_head_kv][head_dim][block_tokens]
 };
 
 }  // namespace tandem
