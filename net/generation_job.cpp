@@ -26,32 +26,6 @@ std::string valid_utf8(const std::string& s) {
   return out;
 }
 
-// Appends `s` (valid UTF-8) as a JSON string literal: quotes, backslashes and control
-// characters escaped, everything else as is.
-void append_json_string(std::string& out, std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  out += '"';
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          out += "\\u00";
-          out += kHex[c >> 4];
-          out += kHex[c & 15];
-        } else {
-          out += ch;
-        }
-    }
-  }
-  out += '"';
-}
-
 json::array byte_list(const std::string& s) {
   json::array a;
   for (unsigned char c : s) a.push_back(c);
@@ -176,23 +150,25 @@ json::value generation_job::logprobs_json(const std::vector<output_logprob>& lps
   return logprobs;
 }
 
+std::string generation_job::sse_chunk_prefix() const {
+  const bool chat = format_ == job_format::chat_sse;
+  return "data: {\"id\":" + json::serialize(json::value(ctx_.response_id)) + ",\"object\":\"" +
+         (chat ? "chat.completion.chunk" : "text_completion") + "\",\"created\":" + std::to_string(ctx_.created) +
+         ",\"model\":" + json::serialize(json::value(ctx_.model_name)) + ",\"choices\":";
+}
+
 std::string generation_job::stream_chunk(uint32_t choice, const std::string& text,
                                          const std::vector<output_logprob>& lps, const std::string* finish_reason) {
   const bool chat = format_ == job_format::chat_sse;
   if (lps.empty() && !finish_reason && (!chat || choices_[choice].role_sent)) {
     // The hot path, one event per token: the same object as below, written directly.
-    if (chunk_head_.empty()) {
-      chunk_head_ = "data: {\"id\":" + json::serialize(json::value(ctx_.response_id)) + ",\"object\":\"" +
-                    (chat ? "chat.completion.chunk" : "text_completion") + "\",\"created\":" +
-                    std::to_string(ctx_.created) + ",\"model\":" + json::serialize(json::value(ctx_.model_name)) +
-                    ",\"choices\":[{\"index\":";
-    }
+    if (chunk_head_.empty()) chunk_head_ = sse_chunk_prefix() + "[{\"index\":";
     std::string out;
     out.reserve(chunk_head_.size() + text.size() + 96);
     out += chunk_head_;
     out += std::to_string(choice);
     out += chat ? ",\"delta\":{\"content\":" : ",\"text\":";
-    append_json_string(out, text);
+    out += json::serialize(json::string_view(text));
     out += chat ? "},\"logprobs\":null,\"finish_reason\":null}]}\n\n" : ",\"logprobs\":null,\"finish_reason\":null}]}\n\n";
     return out;
   }
@@ -291,11 +267,7 @@ void generation_job::on_done(uint32_t choice, generation_done& d) {
   if (!finished()) return;
   if (format_ == job_format::chat_sse || format_ == job_format::completion_sse) {
     if (req_.include_usage) {
-      const bool chat = format_ == job_format::chat_sse;
-      emit("data: {\"id\":" + json::serialize(json::value(ctx_.response_id)) + ",\"object\":\"" +
-           (chat ? "chat.completion.chunk" : "text_completion") + "\",\"created\":" + std::to_string(ctx_.created) +
-           ",\"model\":" + json::serialize(json::value(ctx_.model_name)) + ",\"choices\":[],\"usage\":" + usage_json() +
-           "}\n\n");
+      emit(sse_chunk_prefix() + "[],\"usage\":" + usage_json() + "}\n\n");
     }
     emit("data: [DONE]\n\n");
     closed_ = true;

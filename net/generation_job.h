@@ -82,6 +82,8 @@ class generation_job {
   std::string stream_chunk(uint32_t choice, const std::string& text, const std::vector<output_logprob>& lps,
                            const std::string* finish_reason);
   std::string usage_json() const;
+  // `data: {"id":...,"object":...,"created":...,"model":...,"choices":` of every SSE chunk.
+  std::string sse_chunk_prefix() const;
   boost::json::value logprobs_json(const std::vector<output_logprob>& lps, bool chat) const;
 
   api_request req_;
@@ -93,7 +95,7 @@ class generation_job {
   bool closed_ = false;  // [DONE] / final frames emitted
   bool cancelled_ = false;
   std::vector<std::string> out_;
-  std::string chunk_head_;  // "data: {"id":...,"choices":[{"index":" of every SSE chunk
+  std::string chunk_head_;  // sse_chunk_prefix() + "[{\"index\":", made once
   size_t pending_bytes_ = 0;
   submit_reply limits_;
   std::string tenant_ = "unknown";
