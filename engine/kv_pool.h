@@ -35,7 +35,7 @@ class kv_pool {
   uint32_t n_layer() const { return n_layer_; }
   uint32_t n_head_kv() const { return n_head_kv_; }
   uint32_t head_dim() const { return head_dim_; }
-  size_t bytes() const { return k_.size() + v_.size(); }
+  size_t bytes() const { return k_.bytes() + v_.bytes(); }
   // Bytes one block takes across all layers, K and V.
   size_t block_bytes() const;
 

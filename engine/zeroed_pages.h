@@ -6,24 +6,15 @@
 
 #include <cstddef>
 
+#include "engine/owned_memory.h"
+
 namespace tandem {
 
-class zeroed_pages {
- public:
-  zeroed_pages() = default;
-  explicit zeroed_pages(size_t bytes);  // throws std::bad_alloc when the mapping fails
-  ~zeroed_pages();
-  zeroed_pages(zeroed_pages&& other) noexcept;
-  zeroed_pages& operator=(zeroed_pages&& other) noexcept;
-  zeroed_pages(const zeroed_pages&) = delete;
-  zeroed_pages& operator=(const zeroed_pages&) = delete;
-
-  void* data() const { return data_; }
-  size_t size() const { return bytes_; }
-
- private:
-  void* data_ = nullptr;
-  size_t bytes_ = 0;
+struct zero_pages_policy {
+  static void* allocate(size_t bytes);  // throws std::bad_alloc when the mapping fails
+  static void release(void* p, size_t bytes) noexcept;
 };
+
+using zeroed_pages = owned_memory<zero_pages_policy>;
 
 }  // namespace tandem

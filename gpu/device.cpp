@@ -31,35 +31,19 @@ device_memory_info memory_info() {
   return m;
 }
 
-device_buffer::device_buffer(size_t bytes) : bytes_(bytes) {
-  if (bytes > 0) check_cuda(cudaMalloc(&ptr_, bytes), "cudaMalloc");
+void* device_memory_policy::allocate(size_t bytes) {
+  void* p = nullptr;
+  check_cuda(cudaMalloc(&p, bytes), "cudaMalloc");
+  return p;
 }
-device_buffer::~device_buffer() {
-  if (ptr_) cudaFree(ptr_);
-}
-device_buffer& device_buffer::operator=(device_buffer&& o) noexcept {
-  if (this != &o) {
-    if (ptr_) cudaFree(ptr_);
-    ptr_ = std::exchange(o.ptr_, nullptr);
-    bytes_ = std::exchange(o.bytes_, 0);
-  }
-  return *this;
-}
+void device_memory_policy::release(void* p, size_t) noexcept { cudaFree(p); }
 
-pinned_buffer::pinned_buffer(size_t bytes) : bytes_(bytes) {
-  if (bytes > 0) check_cuda(cudaMallocHost(&ptr_, bytes), "cudaMallocHost");
+void* pinned_memory_policy::allocate(size_t bytes) {
+  void* p = nullptr;
+  check_cuda(cudaMallocHost(&p, bytes), "cudaMallocHost");
+  return p;
 }
-pinned_buffer::~pinned_buffer() {
-  if (ptr_) cudaFreeHost(ptr_);
-}
-pinned_buffer& pinned_buffer::operator=(pinned_buffer&& o) noexcept {
-  if (this != &o) {
-    if (ptr_) cudaFreeHost(ptr_);
-    ptr_ = std::exchange(o.ptr_, nullptr);
-    bytes_ = std::exchange(o.bytes_, 0);
-  }
-  return *this;
-}
+void pinned_memory_policy::release(void* p, size_t) noexcept { cudaFreeHost(p); }
 
 stream::stream() { check_cuda(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking), "cudaStreamCreate"); }
 stream::~stream() {

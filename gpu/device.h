@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "engine/owned_memory.h"
+
 struct CUstream_st;
 struct CUevent_st;
 
@@ -36,47 +38,19 @@ struct device_memory_info {
 device_memory_info memory_info();
 
 // Device memory, freed on destruction. Move-only.
-class device_buffer {
- public:
-  device_buffer() = default;
-  explicit device_buffer(size_t bytes);
-  ~device_buffer();
-  device_buffer(device_buffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr; o.bytes_ = 0; }
-  device_buffer& operator=(device_buffer&& o) noexcept;
-  device_buffer(const device_buffer&) = delete;
-  device_buffer& operator=(const device_buffer&) = delete;
-
-  void* data() const { return ptr_; }
-  template <class T>
-  T* as() const { return static_cast<T*>(ptr_); }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
+struct device_memory_policy {
+  static void* allocate(size_t bytes);  // cudaMalloc; throws cuda_error
+  static void release(void* p, size_t bytes) noexcept;
 };
+using device_buffer = owned_memory<device_memory_policy>;
 
 // Page-locked host memory: the only host memory the hot path copies from or to, so copies
 // are truly asynchronous. Move-only.
-class pinned_buffer {
- public:
-  pinned_buffer() = default;
-  explicit pinned_buffer(size_t bytes);
-  ~pinned_buffer();
-  pinned_buffer(pinned_buffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr; o.bytes_ = 0; }
-  pinned_buffer& operator=(pinned_buffer&& o) noexcept;
-  pinned_buffer(const pinned_buffer&) = delete;
-  pinned_buffer& operator=(const pinned_buffer&) = delete;
-
-  void* data() const { return ptr_; }
-  template <class T>
-  T* as() const { return static_cast<T*>(ptr_); }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
+struct pinned_memory_policy {
+  static void* allocate(size_t bytes);  // cudaMallocHost; throws cuda_error
+  static void release(void* p, size_t bytes) noexcept;
 };
+using pinned_buffer = owned_memory<pinned_memory_policy>;
 
 // A non-blocking stream (does not synchronize with the legacy default stream).
 class stream {

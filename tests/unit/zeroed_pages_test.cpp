@@ -18,7 +18,7 @@ TEST(ZeroedPages, ReadAsZeroUntilWrittenAndMove) {
   p[12345] = 42;
   zeroed_pages b(std::move(a));
   EXPECT_EQ(a.data(), nullptr);
-  EXPECT_EQ(a.size(), 0u);
+  EXPECT_EQ(a.bytes(), 0u);
   EXPECT_EQ(static_cast<unsigned char*>(b.data())[12345], 42);
   EXPECT_EQ(zeroed_pages(0).data(), nullptr);
 }
