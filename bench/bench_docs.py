@@ -1,8 +1,11 @@
 """Shared by the bench runners: put a generated section into docs/benchmarks.md between its
 markers (replacing the previous one), and name the CPU the figures were taken on."""
+import json
 import os
 import platform
 import re
+import subprocess
+import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -25,3 +28,24 @@ def write_section(section, begin, end, path=os.path.join(ROOT, "docs", "benchmar
         text = text.rstrip() + "\n\n" + section + "\n"
     with open(path, "w") as f:
         f.write(text)
+
+
+def run_json(what, args):
+    """Runs a benchmark binary (progress on its stderr) and returns the JSON object it prints
+    as its last line of stdout."""
+    print(f"{what}: {' '.join(args)} (progress below)", flush=True)
+    out = subprocess.run(args, check=True, stdout=subprocess.PIPE, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def publish(name, res, plot, markdown, begin, end):
+    """Writes docs/bench/<name>.json and <name>.png (plot(res, path)), and the section
+    markdown(res, cmd) into docs/benchmarks.md between its markers; prints the section."""
+    bench_dir = os.path.join(ROOT, "docs", "bench")
+    os.makedirs(bench_dir, exist_ok=True)
+    with open(os.path.join(bench_dir, name + ".json"), "w") as f:
+        json.dump(res, f, indent=2)
+    plot(res, os.path.join(bench_dir, name + ".png"))
+    section = markdown(res, f"make bench  (or: bench/{os.path.basename(sys.argv[0])})")
+    write_section(section, begin, end)
+    print(section)

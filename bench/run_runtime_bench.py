@@ -7,12 +7,10 @@ Usage: bench/run_runtime_bench.py [--model default] [--tokens 64]
 """
 import argparse
 import datetime
-import json
 import os
-import subprocess
 import sys
 
-from bench_docs import ROOT, cpu_name, write_section
+from bench_docs import ROOT, cpu_name, publish, run_json
 
 BEGIN, END = "<!-- runtime-bench:begin -->", "<!-- runtime-bench:end -->"
 
@@ -84,17 +82,8 @@ def main():
     ap.add_argument("--tokens", type=int, default=64)
     a = ap.parse_args()
     exe = os.path.join(ROOT, "build", "bin", "runtime_bench")
-    print(f"runtime bench: {exe} {a.model} {a.tokens} (progress below)", flush=True)
-    out = subprocess.run([exe, a.model, str(a.tokens)], check=True, stdout=subprocess.PIPE, text=True).stdout
-    res = json.loads(out.strip().splitlines()[-1])
-    os.makedirs(os.path.join(ROOT, "docs", "bench"), exist_ok=True)
-    with open(os.path.join(ROOT, "docs", "bench", "runtime.json"), "w") as f:
-        json.dump(res, f, indent=2)
-    plot(res, os.path.join(ROOT, "docs", "bench", "runtime.png"))
-    section = markdown(res, "make bench  (or: bench/run_runtime_bench.py)")
-    write_section(section, BEGIN, END)
-    print(section)
-
+    res = run_json("runtime bench", [exe, a.model, str(a.tokens)])
+    publish("runtime", res, plot, markdown, BEGIN, END)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -6,12 +6,10 @@ Usage: bench/run_speculative_bench.py [--draft-layers 24]
 """
 import argparse
 import datetime
-import json
 import os
-import subprocess
 import sys
 
-from bench_docs import ROOT, write_section
+from bench_docs import ROOT, publish, run_json
 
 BEGIN, END = "<!-- speculative-bench:begin -->", "<!-- speculative-bench:end -->"
 METHODS = ["none", "ngram", "layer-skip", "draft"]
@@ -78,17 +76,8 @@ def main():
     ap.add_argument("--draft-layers", type=int, default=24)
     a = ap.parse_args()
     exe = os.path.join(ROOT, "build", "bin", "speculative_bench")
-    print(f"speculative bench: {exe} {a.draft_layers} (progress below)", flush=True)
-    out = subprocess.run([exe, str(a.draft_layers)], check=True, stdout=subprocess.PIPE, text=True).stdout
-    res = json.loads(out.strip().splitlines()[-1])
-    os.makedirs(os.path.join(ROOT, "docs", "bench"), exist_ok=True)
-    with open(os.path.join(ROOT, "docs", "bench", "speculative.json"), "w") as f:
-        json.dump(res, f, indent=2)
-    plot(res, os.path.join(ROOT, "docs", "bench", "speculative.png"))
-    section = markdown(res, "make bench  (or: bench/run_speculative_bench.py)")
-    write_section(section, BEGIN, END)
-    print(section)
-
+    res = run_json("speculative bench", [exe, str(a.draft_layers)])
+    publish("speculative", res, plot, markdown, BEGIN, END)
 
 if __name__ == "__main__":
     sys.exit(main())

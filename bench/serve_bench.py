@@ -36,7 +36,7 @@ import sys
 import time
 import urllib.request
 
-from bench_docs import ROOT, cpu_name, write_section
+from bench_docs import ROOT, cpu_name, publish
 
 BEGIN, END = "<!-- serve-bench:begin -->", "<!-- serve-bench:end -->"
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -347,9 +347,7 @@ def main():
     ap.add_argument("--from-json", help="re-render docs from a saved docs/bench/serve.json, running nothing")
     a = ap.parse_args()
     if a.from_json:
-        res = json.load(open(a.from_json))
-        plot(res, os.path.join(ROOT, "docs", "bench", "serve.png"))
-        write_section(markdown(res, "make bench  (or: bench/serve_bench.py)"), BEGIN, END)
+        publish("serve", json.load(open(a.from_json)), plot, markdown, BEGIN, END)
         return 0
     a.clients = [int(c) for c in a.clients.split(",")]
     model = model_path()
@@ -364,13 +362,7 @@ def main():
     if a.no_write or "tandem" not in res["servers"]:
         print(json.dumps(res, indent=2))
         return 0
-    os.makedirs(os.path.join(ROOT, "docs", "bench"), exist_ok=True)
-    with open(os.path.join(ROOT, "docs", "bench", "serve.json"), "w") as f:
-        json.dump(res, f, indent=2)
-    plot(res, os.path.join(ROOT, "docs", "bench", "serve.png"))
-    section = markdown(res, "make bench  (or: bench/serve_bench.py)")
-    write_section(section, BEGIN, END)
-    print(section)
+    publish("serve", res, plot, markdown, BEGIN, END)
     return 0
 
 
