@@ -420,7 +420,6 @@ asio::awaitable<void> http_connection::generate(http_request& req, api_kind kind
         out = std::move(res);
         co_return;
       }
-      if (job.pending_bytes() > 0) continue;  // arrived during the asynchronous write
     } else if (job.finished()) {
       break;
     }
