@@ -52,6 +52,17 @@ void expect_rows_close(const step_output& gpu, const step_output& cpu, double to
   }
 }
 
+// 64 KV blocks (the CPU cache's count); steps of up to 256 tokens and logit rows.
+gpu_model_options small_model_options(uint32_t max_seqs) {
+  gpu_model_options opt;
+  opt.n_blocks = 64;
+  opt.limits.max_tokens = 256;
+  opt.limits.max_logit_rows = 256;
+  opt.limits.max_seqs = max_seqs;
+  opt.limits.max_table_width = 64;
+  return opt;
+}
+
 TEST_P(GpuForward, PrefillThenDecodeMatchesCpu) {
   const shape_case sc = GetParam();
   synthetic_model_spec spec;
@@ -68,13 +79,7 @@ TEST_P(GpuForward, PrefillThenDecodeMatchesCpu) {
   const gguf::file file = gguf::file::parse(bytes);
   model cpu(file, model_options{2});
   kv_pool cache(cpu.config(), kv_pool_options{16, 64 * 16, 0});
-  gpu_model_options opt;
-  opt.n_blocks = 64;
-  opt.limits.max_tokens = 256;
-  opt.limits.max_logit_rows = 256;
-  opt.limits.max_seqs = 8;
-  opt.limits.max_table_width = 64;
-  gpu_model gpu(cpu.config(), cpu.weights(), opt);
+  gpu_model gpu(cpu.config(), cpu.weights(), small_model_options(8));
   stream st;
 
   std::vector<int32_t> perm(64);
@@ -122,12 +127,7 @@ TEST_F(GpuGraphs, DecodeGraphsMatchEagerAndCpu) {
   const gguf::file file = gguf::file::parse(bytes);
   model cpu(file, model_options{2});
   kv_pool cache(cpu.config(), kv_pool_options{16, 64 * 16, 0});
-  gpu_model_options opt;
-  opt.n_blocks = 64;
-  opt.limits.max_tokens = 256;
-  opt.limits.max_logit_rows = 256;
-  opt.limits.max_seqs = 32;
-  opt.limits.max_table_width = 64;
+  gpu_model_options opt = small_model_options(32);
   gpu_model eager(cpu.config(), cpu.weights(), opt);
   opt.cuda_graphs = true;
   gpu_model graphed(cpu.config(), cpu.weights(), opt);

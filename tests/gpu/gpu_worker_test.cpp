@@ -43,6 +43,17 @@ device_step_result run(caf::scoped_actor& self, const device_worker_actor& w, co
   return out;
 }
 
+// 32 KV blocks; steps of up to 256 tokens, 64 logit rows and 8 sequences.
+gpu_worker_options small_worker_options() {
+  gpu_worker_options opt;
+  opt.n_blocks = 32;
+  opt.limits.max_tokens = 256;
+  opt.limits.max_logit_rows = 64;
+  opt.limits.max_seqs = 8;
+  opt.limits.max_table_width = 32;
+  return opt;
+}
+
 // Greedy on the device (ids only) and greedy on the host (logprobs asked: logits come back
 // to engine/sampler.h) pick the same tokens; a prefill chunk emits nothing; a bad block id
 // fails the step with a message and the worker goes on.
@@ -50,13 +61,7 @@ TEST_F(GpuWorker, DeviceAndHostSamplingAgreeAndErrorsAreReplies) {
   fixture fx;
   caf::actor_system_config cfg;
   caf::actor_system sys(cfg);
-  gpu_worker_options opt;
-  opt.n_blocks = 32;
-  opt.limits.max_tokens = 256;
-  opt.limits.max_logit_rows = 64;
-  opt.limits.max_seqs = 8;
-  opt.limits.max_table_width = 32;
-  auto w = spawn_gpu_device_worker(sys, fx.m, opt);
+  auto w = spawn_gpu_device_worker(sys, fx.m, small_worker_options());
   caf::scoped_actor self(sys);
 
   sampling_options greedy_device;
@@ -107,13 +112,7 @@ TEST_F(GpuWorker, DevicePenaltiesAndTopKMatchTheHostSampler) {
   fixture fx;
   caf::actor_system_config cfg;
   caf::actor_system sys(cfg);
-  gpu_worker_options opt;
-  opt.n_blocks = 32;
-  opt.limits.max_tokens = 256;
-  opt.limits.max_logit_rows = 64;
-  opt.limits.max_seqs = 8;
-  opt.limits.max_table_width = 32;
-  auto w = spawn_gpu_device_worker(sys, fx.m, opt);
+  auto w = spawn_gpu_device_worker(sys, fx.m, small_worker_options());
   caf::scoped_actor self(sys);
 
   sampling_options device_greedy;
