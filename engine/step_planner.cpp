@@ -101,8 +101,11 @@ reserve_request step_planner::propose() const {
     const auto& s = seqs_.at(id);
     // Pending tokens: the prompt rest or the last sampled token, plus any drafts to verify.
     const uint32_t pending = static_cast<uint32_t>(s.tokens.size() + s.draft.size()) - s.n_computed;
-    const uint32_t chunk = prefill_chunk_tokens(config_, s.n_computed);
-    const uint32_t n_new = std::min({pending, std::max<uint32_t>(chunk, 1 + s.draft.size()), budget});
+    // Decoding (pending = the last token plus its drafts) takes it all; only a prompt's rest
+    // is cut to a chunk.
+    const uint32_t decode = 1 + static_cast<uint32_t>(s.draft.size());
+    const uint32_t chunk = pending > decode ? prefill_chunk_tokens(config_, s.n_computed) : decode;
+    const uint32_t n_new = std::min({pending, std::max(chunk, decode), budget});
     if (n_new == 0) continue;
     budget -= n_new;
     req.running.push_back({id, s.n_computed + n_new, s.n_computed, {}, 0});
