@@ -3,7 +3,7 @@
 // machine's memory read bandwidth and the weight bytes one decoded token reads. Prints one
 // JSON line. Used by bench/compare_llama_cpp.py (`make bench`).
 //
-//   engine_bench [--model PATH] [--threads T] [--pp 512] [--tg 128] [--reps 3]
+//   engine_bench [--model PATH] [--threads T] [--pp 512] [--tg 128] [--reps 3] [--no-tiled]
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -61,20 +61,33 @@ double read_bandwidth_gbs(int threads) {
 int main(int argc, char** argv) {
   std::string model_spec = "default";
   int threads = 0, pp = 512, tg = 128, reps = 3;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  bool tiled = true;
+  for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--model") model_spec = argv[i + 1];
-    else if (a == "--threads") threads = std::atoi(argv[i + 1]);
-    else if (a == "--pp") pp = std::atoi(argv[i + 1]);
-    else if (a == "--tg") tg = std::atoi(argv[i + 1]);
-    else if (a == "--reps") reps = std::atoi(argv[i + 1]);
+    if (a == "--no-tiled") {
+      tiled = false;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "option %s needs a value\n", a.c_str());
+      return 2;
+    }
+    const char* v = argv[++i];
+    if (a == "--model") model_spec = v;
+    else if (a == "--threads") threads = std::atoi(v);
+    else if (a == "--pp") pp = std::atoi(v);
+    else if (a == "--tg") tg = std::atoi(v);
+    else if (a == "--reps") reps = std::atoi(v);
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
     }
   }
   using namespace tandem;
-  auto m = model::open(resolve_model_path(model_spec), model_options{threads});
+  model_options options;
+  options.n_threads = threads;
+  options.tiled_weights = tiled;
+  auto m = model::open(resolve_model_path(model_spec), options);
   const auto& c = m->config();
   kv_pool cache(c, kv_pool_options{16, pp + tg + 32, 0});
   kv_block_allocator allocator(cache.n_blocks());
@@ -115,9 +128,9 @@ int main(int argc, char** argv) {
   }
   const double bw = read_bandwidth_gbs(m->pool().size());
   std::printf(
-      "{\"engine\": \"tandem\", \"kernels\": \"%s\", \"threads\": %d, \"pp\": %d, \"pp_tok_s\": %.2f, "
+      "{\"engine\": \"tandem\", \"kernels\": \"%s\", \"tiled\": %s, \"threads\": %d, \"pp\": %d, \"pp_tok_s\": %.2f, "
       "\"tg\": %d, \"tg_tok_s\": %.2f, \"weight_bytes_per_token\": %zu, \"read_gb_s\": %.2f}\n",
-      std::string(kernels::best_dot_kernels().isa).c_str(), m->pool().size(), pp, best_pp, tg, best_tg,
+      std::string(kernels::best_dot_kernels().isa).c_str(), tiled ? "true" : "false", m->pool().size(), pp, best_pp, tg, best_tg,
       bytes, bw);
   return 0;
 }

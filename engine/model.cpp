@@ -7,6 +7,7 @@
 
 #include "engine/attention.h"
 #include "engine/kernels/ops.h"
+#include "engine/kernels/tiled_weights.h"
 #include "engine/quantize.h"
 
 namespace tandem {
@@ -17,6 +18,48 @@ constexpr int64_t kParallelRowThreshold = 4;
 
 // Largest head size the attention scratch on the stack allows.
 constexpr int32_t kMaxHeadDim = 512;
+
+// Re-lays every matrix the CPU's tiled kernels take (kernels/tiled_weights.h) into one
+// region, in parallel, and points the views at it. The views keep `data` (the GGUF layout)
+// for everything else: embedding rows, GPU upload.
+zeroed_pages tile_weights(model_weights& w, const kernels::dot_kernels& k, thread_pool& pool) {
+  std::vector<kernels::weight_view*> views;
+  auto consider = [&](kernels::weight_view& v) {
+    if (k.tiled_for_type(v.type) != nullptr && kernels::tileable(v)) views.push_back(&v);
+  };
+  for (auto& l : w.layers) {
+    for (auto* v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) consider(*v);
+  }
+  consider(w.output);
+  std::vector<size_t> offset;
+  size_t total = 0;
+  for (const auto* v : views) {
+    offset.push_back(total);
+    total += (kernels::tiled_bytes(*v) + 63) / 64 * 64;
+  }
+  if (total == 0) return {};
+  zeroed_pages region(total);
+  struct piece {
+    const kernels::weight_view* v;
+    std::byte* dst;
+    int64_t tile_begin, tile_end;
+  };
+  std::vector<piece> pieces;
+  constexpr int64_t kTilesPerPiece = 64;
+  for (size_t i = 0; i < views.size(); ++i) {
+    auto* dst = region.as<std::byte>() + offset[i];
+    const int64_t tiles = views[i]->rows / kernels::kTileRows;
+    for (int64_t t = 0; t < tiles; t += kTilesPerPiece) {
+      pieces.push_back({views[i], dst, t, std::min(tiles, t + kTilesPerPiece)});
+    }
+    views[i]->tiled = dst;
+  }
+  pool.parallel_for(static_cast<int64_t>(pieces.size()), [&](int64_t i, int) {
+    const piece& p = pieces[static_cast<size_t>(i)];
+    kernels::tile_weight(*p.v, p.dst, p.tile_begin, p.tile_end);
+  });
+  return region;
+}
 
 }  // namespace
 
@@ -31,6 +74,7 @@ model::model(gguf::file file, const model_options& options)
     throw std::invalid_argument("model: head size " + std::to_string(config_.head_dim) +
                                 " is not a multiple of 16 up to 512");
   }
+  if (options.tiled_weights) tiled_ = tile_weights(weights_, kernels_, pool_);
 }
 
 std::unique_ptr<model> model::open(const std::filesystem::path& path, const model_options& options) {

@@ -16,6 +16,7 @@
 #include "engine/model_weights.h"
 #include "engine/step.h"
 #include "engine/thread_pool.h"
+#include "engine/zeroed_pages.h"
 
 namespace tandem {
 
@@ -26,6 +27,10 @@ struct model_options {
   // gets the single-token order), which is what matching its greedy output needs. false:
   // always the batch order, so a token's logits never depend on how steps group tokens.
   bool llama_cpp_attention_order = true;
+  // Re-lay Q4_1 and Q8_0 matrices for the tiled kernels (kernels/tiled_weights.h) when the
+  // CPU has them (AVX-512 VNNI). false: read them in place in the GGUF layout (benchmarks
+  // compare the two).
+  bool tiled_weights = true;
 };
 
 class model {
@@ -79,6 +84,7 @@ class model {
   thread_pool pool_;
   bool llama_cpp_order_;
   const kernels::dot_kernels& kernels_;
+  zeroed_pages tiled_;  // the tiled copies weights_' views point at (tiled_weights.h); may be empty
   buffers buf_;
 };
 

@@ -399,12 +399,147 @@ void swiglu(int64_t n, float* gate, const float* up) {
   for (; i < n; ++i) gate[i] = fast_silu(gate[i]) * up[i];
 }
 
+
+// --- Tiled kernels (layouts in tiled_weights.h): 16 rows per register, one token per FMA. --
+
+inline __m512i broadcast_i32(const int8_t* p) {
+  int32_t v;
+  __builtin_memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// Token t's exact integer block sum against the tile's unpacked block (w[j]: bytes 4j..4j+3
+// of the block in each row, as tiled_weights.h lays out both formats), started at `init`.
+inline __m512i tile_block_isum(const __m512i* w, const int8_t* a, __m512i init) {
+  __m512i s0 = _mm512_dpbusd_epi32(init, w[0], broadcast_i32(a));
+  __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[4], broadcast_i32(a + 16));
+  s0 = _mm512_dpbusd_epi32(s0, w[1], broadcast_i32(a + 4));
+  s1 = _mm512_dpbusd_epi32(s1, w[5], broadcast_i32(a + 20));
+  s0 = _mm512_dpbusd_epi32(s0, w[2], broadcast_i32(a + 8));
+  s1 = _mm512_dpbusd_epi32(s1, w[6], broadcast_i32(a + 24));
+  s0 = _mm512_dpbusd_epi32(s0, w[3], broadcast_i32(a + 12));
+  s1 = _mm512_dpbusd_epi32(s1, w[7], broadcast_i32(a + 28));
+  return _mm512_add_epi32(s0, s1);
+}
+
+struct tiled_acts {
+  const int8_t* qs;   // [nb][32]
+  const float* d;     // [nb]
+  const std::byte* aux;  // [nb] f32 s (Q4_1) or i32 correction (Q8_0)
+  tiled_acts() = default;
+  tiled_acts(const std::byte* row, int64_t nb)
+      : qs(reinterpret_cast<const int8_t*>(row)),
+        d(reinterpret_cast<const float*>(row + nb * 32)),
+        aux(row + nb * 32 + nb * 4) {}
+};
+
+// Q4_1 in the row kernels' order (q4_1_rows), so tiled and untiled weights give the same
+// bits: per (row, token) eight lane accumulators, lane l taking the exact integer sum over
+// elements 4l..4l+3 of each block (register w[l]) times dw * da, folded as hsum folds
+// (0+4, 2+6, 1+5, 3+7, then pairs); the offsets m * s are added one block after another.
+// G tokens share each unpacked block (G = 2 keeps the 16 accumulators in registers).
+template <int G>
+void tiled_q4_1_tokens(int64_t nb, const std::byte* tile, const tiled_acts* a, float* y, int64_t y_stride) {
+  __m512 acc[G][8];
+  for (auto& token : acc) {
+    for (auto& lane : token) lane = _mm512_setzero_ps();
+  }
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  for (int64_t b = 0; b < nb; ++b) {
+    const std::byte* rec = tile + b * 320;
+    __m512i w[8];
+    for (int c = 0; c < 4; ++c) {
+      const __m512i packed = _mm512_loadu_si512(rec + 64 * c);
+      w[c] = _mm512_and_si512(packed, low);
+      w[c + 4] = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low);
+    }
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 256)));
+    for (int t = 0; t < G; ++t) {
+      const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(a[t].d[b]));
+      const int8_t* q = a[t].qs + b * 32;
+#pragma GCC unroll 8
+      for (int l = 0; l < 8; ++l) {
+        const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[l], broadcast_i32(q + 4 * l));
+        acc[t][l] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(p), acc[t][l]);
+      }
+    }
+  }
+  for (int t = 0; t < G; ++t) {
+    __m512 off = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const __m512 mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + b * 320 + 288)));
+      float s;
+      __builtin_memcpy(&s, a[t].aux + b * 4, 4);
+      off = _mm512_add_ps(off, _mm512_mul_ps(mw, _mm512_set1_ps(s)));
+    }
+    const __m512* v = acc[t];
+    const __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(v[0], v[4]), _mm512_add_ps(v[2], v[6])),
+                                     _mm512_add_ps(_mm512_add_ps(v[1], v[5]), _mm512_add_ps(v[3], v[7])));
+    _mm512_storeu_ps(y + t * y_stride, _mm512_add_ps(sum, off));
+  }
+}
+
+template <int N>
+void tiled_q4_1_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
+                  int64_t y_stride) {
+  tiled_acts a[N];
+  for (int t = 0; t < N; ++t) a[t] = tiled_acts(acts + t * act_stride, nb);
+  int t = 0;
+  for (; t + 2 <= N; t += 2) tiled_q4_1_tokens<2>(nb, tile, a + t, y + t * y_stride, y_stride);
+  if (t < N) tiled_q4_1_tokens<1>(nb, tile, a + t, y + t * y_stride, y_stride);
+}
+
+template <int N>
+void tiled_q8_0_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
+                  int64_t y_stride) {
+  tiled_acts a[N];
+  __m512 acc[N];
+  for (int t = 0; t < N; ++t) {
+    a[t] = tiled_acts(acts + t * act_stride, nb);
+    acc[t] = _mm512_setzero_ps();
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    const std::byte* rec = tile + b * 544;
+    __m512i w[8];
+    for (int j = 0; j < 8; ++j) w[j] = _mm512_loadu_si512(rec + 64 * j);
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 512)));
+#pragma GCC unroll 8
+    for (int t = 0; t < N; ++t) {
+      int32_t corr;
+      __builtin_memcpy(&corr, a[t].aux + b * 4, 4);
+      const __m512i isum = tile_block_isum(w, a[t].qs + b * 32, _mm512_set1_epi32(corr));
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(a[t].d[b])), _mm512_cvtepi32_ps(isum), acc[t]);
+    }
+  }
+  for (int t = 0; t < N; ++t) _mm512_storeu_ps(y + t * y_stride, acc[t]);
+}
+
+#define TANDEM_TILED_DISPATCH(name, kernel)                                                          \
+  void name(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, int n_tok, \
+            float* y, int64_t y_stride) {                                                            \
+    switch (n_tok) {                                                                                 \
+      case 1: return kernel<1>(nb, tile, acts, act_stride, y, y_stride);                             \
+      case 2: return kernel<2>(nb, tile, acts, act_stride, y, y_stride);                             \
+      case 3: return kernel<3>(nb, tile, acts, act_stride, y, y_stride);                             \
+      case 4: return kernel<4>(nb, tile, acts, act_stride, y, y_stride);                             \
+      case 5: return kernel<5>(nb, tile, acts, act_stride, y, y_stride);                             \
+      case 6: return kernel<6>(nb, tile, acts, act_stride, y, y_stride);                             \
+      case 7: return kernel<7>(nb, tile, acts, act_stride, y, y_stride);                             \
+      case 8: return kernel<8>(nb, tile, acts, act_stride, y, y_stride);                             \
+      default: return;                                                                               \
+    }                                                                                                \
+  }
+TANDEM_TILED_DISPATCH(tiled_q4_1, tiled_q4_1_n)
+TANDEM_TILED_DISPATCH(tiled_q8_0, tiled_q8_0_n)
+#undef TANDEM_TILED_DISPATCH
+
 }  // namespace
 
 const dot_kernels& avx512_dot_kernels() {
   static const dot_kernels table{"avx512", dot_q4_0, dot_q4_1,    dot_q8_0, dot_f16,
                                  dot_bf16, dot_f32,  key_scores, weighted_values, sum16, exp_n, swiglu, group_q4_0, group_q4_1, group_q8_0,
-                                 quantize_q8, to_f16, group4_q4_1, group4x2_q4_1, group4x2_q8_0};
+                                 quantize_q8, to_f16, group4_q4_1, group4x2_q4_1, group4x2_q8_0,
+                                 tiled_q4_1, tiled_q8_0};
   return table;
 }
 

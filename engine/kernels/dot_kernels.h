@@ -43,6 +43,14 @@ using group_rows4_fn = void (*)(int64_t k, const std::byte* w_rows, size_t w_str
 using group_rows4x2_fn = void (*)(int64_t k, const std::byte* w_rows, size_t w_stride,
                                   const std::byte* packed_a, const std::byte* packed_b, float* out);
 
+// Tiled weights (engine/kernels/tiled_weights.h): one tile of 16 rows by n_tok <= 8 tokens,
+//   y[t * y_stride + i] = dot(row i of the tile, token t),   i < 16, t < n_tok,
+// from the tile's first (tile, block) record and tiled activation rows act_stride apart.
+// Per (row, token) the result does not depend on n_tok.
+using tiled_fn = void (*)(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride,
+                          int n_tok, float* y, int64_t y_stride);
+inline constexpr int kTiledMaxTokens = 8;
+
 struct dot_kernels {
   std::string_view isa;  // "generic", "avx2", "avx512"
   row_dot_fn q4_0 = nullptr;
@@ -85,6 +93,12 @@ struct dot_kernels {
   // Four rows by two packed groups (eight tokens), Q4_1 and Q8_0 weights; null if absent.
   group_rows4x2_fn q4_1_x8_r4 = nullptr;
   group_rows4x2_fn q8_0_x8_r4 = nullptr;
+  // Tiled Q4_1 and Q8_0 weights; null if absent (then weights are not tiled).
+  tiled_fn q4_1_tiled = nullptr;
+  tiled_fn q8_0_tiled = nullptr;
+  tiled_fn tiled_for_type(tensor_type type) const {
+    return type == tensor_type::q4_1 ? q4_1_tiled : type == tensor_type::q8_0 ? q8_0_tiled : nullptr;
+  }
 
   row_dot_fn for_type(tensor_type type) const;
   group_dot_fn group_for_type(tensor_type type) const;

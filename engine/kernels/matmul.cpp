@@ -7,6 +7,7 @@
 #include "engine/kernels/activation_format.h"
 #include "engine/kernels/blocks.h"
 #include "engine/kernels/dot_kernels.h"
+#include "engine/kernels/tiled_weights.h"
 
 namespace tandem::kernels {
 namespace {
@@ -42,6 +43,70 @@ void pack_q8_x4(activation_format format, const std::byte* rows, size_t act_stri
   }
 }
 
+// Tiles per cache block of the tiled path: 64 rows, whose records (20 KB of Q4_1, 35 KB of
+// Q8_0 at width 576) each group of eight tokens passes over before the next group.
+constexpr int64_t kTilesPerBlock = 4;
+
+// Units (tiles) per task when `units` are spread over about `target_tasks` tasks.
+int64_t units_per_task(int64_t units, int64_t target_tasks) {
+  return std::max<int64_t>(1, (units + target_tasks - 1) / target_tasks);
+}
+
+// The tiled path (tiled_weights.h): activations into tiled rows, then per task a run of
+// tiles, each block of tiles passed over by every group of up to eight tokens.
+void tiled_matmul(std::span<const matmul_output> outputs, tiled_fn kernel, const float* x, int64_t x_stride,
+                  int64_t n_tok, thread_pool& pool, matmul_scratch& scratch) {
+  const dot_kernels& kernels = best_dot_kernels();
+  const weight_view& w = outputs[0].w;
+  const activation_format format = activation_format_for(w.type);
+  const size_t row_stride = activation_row_bytes(format, w.cols);
+  const size_t act_stride = tiled_act_row_bytes(w.cols);
+  scratch.acts.resize(row_stride * static_cast<size_t>(n_tok));
+  scratch.packed.resize(act_stride * static_cast<size_t>(n_tok));
+  auto convert = [&](int64_t t, int) {
+    std::byte* row = scratch.acts.data() + static_cast<size_t>(t) * row_stride;
+    kernels.quantize_q8(x + t * x_stride, row, w.cols, format == activation_format::q8_1);
+    tile_activation_row(format, row, w.cols, scratch.packed.data() + static_cast<size_t>(t) * act_stride);
+  };
+  if (n_tok >= 8) {
+    pool.parallel_for(n_tok, convert);
+  } else {
+    for (int64_t t = 0; t < n_tok; ++t) convert(t, 0);
+  }
+  const std::byte* acts = scratch.packed.data();
+  const int64_t nb = w.cols / kBlock;
+  const size_t tile_bytes =
+      static_cast<size_t>(nb) * (w.type == tensor_type::q4_1 ? kTiledQ4_1RecordBytes : kTiledQ8_0RecordBytes);
+
+  const int64_t target_tasks = static_cast<int64_t>(pool.size()) * 8;
+  std::vector<int64_t>& first_task = scratch.first_task;
+  first_task.assign(1, 0);
+  for (const auto& o : outputs) {
+    const int64_t tiles = o.w.rows / kTileRows;
+    first_task.push_back(first_task.back() + (tiles + units_per_task(tiles, target_tasks) - 1) /
+                                                 units_per_task(tiles, target_tasks));
+  }
+  pool.parallel_for(first_task.back(), [&](int64_t task, int) {
+    size_t j = 0;
+    while (task >= first_task[j + 1]) ++j;
+    const matmul_output& o = outputs[j];
+    const int64_t tiles = o.w.rows / kTileRows;
+    const int64_t per_task = units_per_task(tiles, target_tasks);
+    const int64_t t0 = (task - first_task[j]) * per_task;
+    const int64_t t1 = std::min(tiles, t0 + per_task);
+    for (int64_t b0 = t0; b0 < t1; b0 += kTilesPerBlock) {
+      const int64_t b1 = std::min(t1, b0 + kTilesPerBlock);
+      for (int64_t g = 0; g < n_tok; g += kTiledMaxTokens) {
+        const int n = static_cast<int>(std::min<int64_t>(kTiledMaxTokens, n_tok - g));
+        for (int64_t tile = b0; tile < b1; ++tile) {
+          kernel(nb, o.w.tiled + static_cast<size_t>(tile) * tile_bytes, acts + static_cast<size_t>(g) * act_stride,
+                 act_stride, n, o.y + g * o.y_stride + tile * kTileRows, o.y_stride);
+        }
+      }
+    }
+  });
+}
+
 }  // namespace
 
 void matmul(const weight_view& w, const float* x, int64_t x_stride, int64_t n_tok, float* y,
@@ -60,6 +125,11 @@ void matmul(std::span<const matmul_output> outputs, const float* x, int64_t x_st
     }
   }
   const dot_kernels& kernels = best_dot_kernels();
+  if (const tiled_fn kernel = kernels.tiled_for_type(w.type); kernel != nullptr) {
+    bool all_tiled = true;
+    for (const auto& o : outputs) all_tiled = all_tiled && o.w.tiled != nullptr;
+    if (all_tiled) return tiled_matmul(outputs, kernel, x, x_stride, n_tok, pool, scratch);
+  }
   const row_dot_fn dot = kernels.for_type(w.type);
   if (dot == nullptr) throw std::runtime_error("matmul: unsupported weight type");
 

@@ -26,6 +26,9 @@ struct weight_view {
   int64_t rows = 0;
   const std::byte* data = nullptr;
   size_t stride = 0;  // bytes per row
+  // The same matrix re-laid for the tiled kernels (tiled_weights.h), or null. Owned by
+  // whoever set it (the model); when set, matmul reads this instead of `data`.
+  const std::byte* tiled = nullptr;
 
   const std::byte* row(int64_t r) const { return data + static_cast<size_t>(r) * stride; }
 };
@@ -33,7 +36,8 @@ struct weight_view {
 // Reusable buffer for converted activations, so steady-state steps do not allocate.
 struct matmul_scratch {
   std::vector<std::byte> acts;    // [n_tok] rows in the activation format
-  std::vector<std::byte> packed;  // [n_tok / 4] packed groups for matrix-matrix kernels
+  std::vector<std::byte> packed;  // [n_tok / 4] packed groups for matrix-matrix kernels,
+                                  // or [n_tok] tiled activation rows for tiled weights
   std::vector<int64_t> first_task;
 };
 

@@ -12,6 +12,7 @@
 #include "engine/kernels/blocks.h"
 #include "engine/kernels/dot_kernels.h"
 #include "engine/kernels/matmul.h"
+#include "engine/kernels/tiled_weights.h"
 #include "engine/quantize.h"
 #include "engine/thread_pool.h"
 
@@ -301,6 +302,82 @@ TEST(Matmul, BatchedEqualsRowByRow) {
           EXPECT_FLOAT_EQ(y[t * rows + r], single[r]) << traits_of(type).name;
         }
       }
+    }
+  }
+}
+
+// Tiled weights (the AVX-512 path for Q4_1 and Q8_0): every token's outputs have the same bits
+// whatever the step's token count (1 to 17: partial and full groups of eight), and match a
+// double-precision reference on the decoded weights and activations. Q4_1 gives exactly the
+// untiled kernels' bits (llama.cpp's order, which greedy fidelity needs). Several outputs
+// sharing one input (Q, K, V) give what each gives alone.
+TEST(Matmul, TiledWeightsAreBatchInvariantAndAccurate) {
+  if (best_dot_kernels().q4_1_tiled == nullptr) GTEST_SKIP() << "no tiled kernels on this CPU";
+  std::mt19937 rng(23);
+  thread_pool pool(2);
+  matmul_scratch scratch;
+  for (tensor_type type : {tensor_type::q4_1, tensor_type::q8_0}) {
+    const int64_t cols = 576, rows = 80;  // five tiles: a block of four and one more
+    const auto wf = random_floats(static_cast<size_t>(cols * rows), rng);
+    std::vector<std::byte> wdata(row_bytes(type, cols) * rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      quantize_row(type, wf.data() + r * cols, cols, wdata.data() + r * row_bytes(type, cols));
+    }
+    weight_view w{type, cols, rows, wdata.data()};
+    ASSERT_TRUE(tileable(w));
+    std::vector<std::byte> tiled(tiled_bytes(w));
+    tile_weight(w, tiled.data(), 0, rows / kTileRows);
+    w.tiled = tiled.data();
+    std::vector<double> wd(static_cast<size_t>(cols * rows));
+    {
+      std::vector<float> tmp(static_cast<size_t>(cols));
+      for (int64_t r = 0; r < rows; ++r) {
+        dequantize_row(type, w.row(r), cols, tmp.data());
+        for (int64_t c = 0; c < cols; ++c) wd[r * cols + c] = tmp[c];
+      }
+    }
+    const activation_format format = activation_format_for(type);
+    for (int64_t n_tok : {1, 2, 3, 5, 8, 9, 16, 17}) {
+      const auto x = random_floats(static_cast<size_t>(cols * n_tok), rng);
+      std::vector<float> batched(static_cast<size_t>(rows * n_tok)), single(static_cast<size_t>(rows));
+      matmul(w, x.data(), cols, n_tok, batched.data(), rows, pool, scratch);
+      if (type == tensor_type::q4_1) {
+        weight_view untiled = w;
+        untiled.tiled = nullptr;
+        std::vector<float> expected(batched.size());
+        matmul(untiled, x.data(), cols, n_tok, expected.data(), rows, pool, scratch);
+        ASSERT_EQ(batched, expected) << "tokens " << n_tok;
+      }
+      std::vector<std::byte> act(activation_row_bytes(format, cols));
+      for (int64_t t = 0; t < n_tok; ++t) {
+        matmul(w, x.data() + t * cols, cols, 1, single.data(), rows, pool, scratch);
+        convert_activation_row(format, x.data() + t * cols, act.data(), cols);
+        const auto xd = decode_activation(format, act.data(), cols);
+        for (int64_t r = 0; r < rows; ++r) {
+          ASSERT_EQ(batched[t * rows + r], single[r]) << traits_of(type).name << " tokens " << n_tok;
+          double ref = 0, mag = 0;
+          for (int64_t c = 0; c < cols; ++c) {
+            ref += wd[r * cols + c] * xd[c];
+            mag += std::abs(wd[r * cols + c] * xd[c]);
+          }
+          if (type == tensor_type::q4_1) {  // the offset term uses s rounded to half, as the format defines
+            const auto* wb = reinterpret_cast<const block_q4_1*>(w.row(r));
+            const auto* ab = reinterpret_cast<const block_q8_1*>(act.data());
+            for (int64_t b = 0; b < cols / 32; ++b) {
+              double exact = 0;
+              for (int j = 0; j < 32; ++j) exact += xd[b * 32 + j];
+              ref += f16_to_f32(wb[b].m) * (f16_to_f32(ab[b].s) - exact);
+            }
+          }
+          ASSERT_NEAR(single[r], ref, 2e-6 * mag + 1e-5) << traits_of(type).name << " row " << r;
+        }
+      }
+      // Shared input: two tiled outputs in one pass give each one's own bits.
+      std::vector<float> y1(static_cast<size_t>(rows * n_tok)), y2(static_cast<size_t>(rows * n_tok));
+      const matmul_output outs[2] = {{w, y1.data(), rows}, {w, y2.data(), rows}};
+      matmul(std::span<const matmul_output>(outs, 2), x.data(), cols, n_tok, pool, scratch);
+      ASSERT_EQ(y1, batched);
+      ASSERT_EQ(y2, batched);
     }
   }
 }

@@ -1,0 +1,67 @@
+// Weights re-laid at load time for the tiled kernels (AVX-512 VNNI): rows in tiles of 16,
+// so that one 512-bit register holds four bytes of each of 16 rows and one vpdpbusd does
+// 64 multiply-adds for one token, every float operation after it covers 16 rows at once,
+// and the unpacked weights of a tile are reused by every token of the step.
+//
+// A tiled matrix is its (tile, block) records in order: tile 0 blocks 0..nb-1, tile 1, ...
+// (nb = cols / 32). One record, r = row in tile (0..15), e = element in block (0..31):
+//
+//   Q4_1 (320 bytes, the 16 rows' blocks re-laid; nothing added)
+//     qs [4][16][4] u8   chunk c, row r, byte i: low nibble  = q[e = 4c + i],
+//                                                 high nibble = q[e = 16 + 4c + i]
+//     d  [16] f16        the rows' scales        (value = d * q + m)
+//     m  [16] f16        the rows' minimums
+//
+//   Q8_0 (544 bytes)
+//     qs [8][16][4] u8   group j, row r, byte i: q[e = 4j + i] + 128 (biased, so the
+//                        weights are vpdpbusd's unsigned operand)
+//     d  [16] f16
+//
+// Activations meet them as tiled rows (tiled_act_*): per token, qs [nb][32] s8, then
+// d [nb] f32, then aux [nb]: for Q4_1 s = d * sum(qs) as f32 (the Q8_1 sum), for Q8_0
+// -128 * sum(qs) as i32 (removes the weights' bias). Both come from the row formats of
+// activation_format.h, so the quants are the ones the row kernels see.
+//
+// Per (row, token) the sums are:
+//   Q4_1: the row kernels' order (dot_simd_body.inl, llama.cpp's): eight lane accumulators,
+//         lane l += dw * da * float(exact sum over elements 4l..4l+3), folded as hsum does,
+//         plus the offsets m * s added block by block. Tiled and untiled give the same bits,
+//         which greedy fidelity to llama.cpp needs (SmolLM2's outsized activations make one
+//         8-bit rounding flip in a later layer's input move logits by tenths).
+//   Q8_0: one accumulator, acc = fma(dw * da, float(exact block sum), acc) block by block.
+//         Used for the output head, where nothing downstream is re-quantized: logits differ
+//         from the row kernels' by ~1e-6 relative.
+// Both are the same for any number of tokens in the step: a token's logits never depend on
+// how the step batched it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "engine/kernels/activation_format.h"
+#include "engine/kernels/matmul.h"
+
+namespace tandem::kernels {
+
+inline constexpr int64_t kTileRows = 16;
+inline constexpr size_t kTiledQ4_1RecordBytes = 320;
+inline constexpr size_t kTiledQ8_0RecordBytes = 544;
+
+// Whether `w` can be tiled: Q4_1 or Q8_0 with rows a multiple of 16 and cols of 32.
+bool tileable(const weight_view& w);
+
+// Bytes of w's tiled copy (tileable(w) must hold).
+size_t tiled_bytes(const weight_view& w);
+
+// Writes w's tiled copy to dst (tiled_bytes(w) bytes). Rows [tile_begin*16, tile_end*16)
+// only, so a large matrix can be tiled in parallel.
+void tile_weight(const weight_view& w, std::byte* dst, int64_t tile_begin, int64_t tile_end);
+
+// Bytes of one token's tiled activation row for k elements.
+inline size_t tiled_act_row_bytes(int64_t k) { return static_cast<size_t>(k / 32) * 40; }
+
+// One activation row in its row format (Q8_1 for Q4_1 weights, Q8_0 for Q8_0) into the tiled
+// activation row described above.
+void tile_activation_row(activation_format format, const std::byte* row, int64_t k, std::byte* dst);
+
+}  // namespace tandem::kernels
