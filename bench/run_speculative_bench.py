@@ -58,6 +58,15 @@ def markdown(res, cmd):
             acc = f"{100 * f['acceptance']:.1f}%" if m != "none" else "-"
             mal = f"{f['mean_accepted']:.2f}" if m != "none" else "-"
             lines.append(f"| {m} | {task} | {f['tok_per_s']:.1f} | {up:.2f}x | {acc} | {mal} |")
+    base = s["none"]["grounded"].get("tasks", [])
+    if base:
+        lines += ["", "Per grounded task (correct the mistakes in a passage and write it out again; the passages are in "
+                  "bench/speculative_bench.cpp), speed-up over none:", "",
+                  "| method | " + " | ".join(f"passage {i + 1}" for i in range(len(base))) + " |",
+                  "|---|" + "---:|" * len(base)]
+        for m in METHODS[1:]:
+            t = s[m]["grounded"].get("tasks", [])
+            lines.append(f"| {m} | " + " | ".join(f"{x / b:.2f}x" for x, b in zip(t, base)) + " |")
     lines += ["", "Aggregate throughput (6 tasks, 3 grounded and 3 chat, dealt round-robin to the streams; wall time "
               "including prompts): the three modes run side by side, interleaved, median of three runs each.",
               "", "| streams | off tok/s | always-on tok/s | adaptive tok/s | adaptive vs off | steps switched off |",

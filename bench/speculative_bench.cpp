@@ -48,26 +48,26 @@ sink_actor::behavior_type quiet_sink(sink_actor::pointer self, caf::actor owner)
   };
 }
 
+// Input-grounded task (a): correct a passage that has a few mistakes in it and write it out
+// again in full. A model that does the task copies most of the passage; SmolLM2-135M does for
+// some passages and paraphrases others, and all of them count.
 const char* kPassages[] = {
     "The old bridge over the river was built in 1872 by a company of stone masons from the north. It has seven arches, "
-    "each wide enough for a barge to pass beneath, and a narrow footpath on its eastern side. In the great flood of "
-    "1911 the water rose to within a metre of the parapet, but the bridge held, and it still carries traffic today.",
-    "Photosynthesis is the process by which green plants use sunlight to turn water and carbon dioxide into sugar and "
-    "oxygen. It takes place mainly in the leaves, inside small structures called chloroplasts, which contain the green "
+    "each wide enough for a barge to pass beneth, and a narrow footpath on its eastern side. In the great flood of "
+    "1911 the water rose to within a metre of the parapet, but the bridge held, and it still carrys traffic today.",
+    "Photosynthesis is the proces by which green plants use sunlight to turn water and carbon dioxide into sugar and "
+    "oxygen. It takes place mainly in the leafs, inside small structures called chloroplasts, which contain the green "
     "pigment chlorophyll. The oxygen is released into the air, and the sugar feeds the plant as it grows.",
-    "Our team meets every Monday at nine in the small conference room. Please bring your weekly report, a list of "
+    "Our team meets every Monday at nine in the small conference room. Please bring you weekly report, a list of "
     "open questions, and any blockers you have run into. If you cannot attend, send your report to the team lead by "
-    "Sunday evening so that it can be discussed in your absence.",
+    "sunday evening so that it can be discussed in your absence.",
 };
 
 std::vector<generate_request> grounded_tasks() {
   std::vector<generate_request> out;
-  const char* verbs[] = {"Correct any mistakes in this passage and write it out again in full:\n\n",
-                         "Rewrite this passage exactly, keeping every sentence:\n\n",
-                         "Repeat the following text word for word:\n\n"};
-  for (int i = 0; i < 3; ++i) {
+  for (const char* passage : kPassages) {
     generate_request r;
-    r.messages = {{"user", std::string(verbs[i]) + kPassages[i]}};
+    r.messages = {{"user", std::string("Correct any mistakes in this passage and write it out again in full:\n\n") + passage}};
     r.max_tokens = 128;
     r.sampling.temperature = 0;
     out.push_back(r);
@@ -92,6 +92,7 @@ struct run_figures {
   double tok_per_s = 0;    // completion tokens / decode time (after the first token)
   uint64_t tokens = 0;
   speculation_stats spec;  // for this run only
+  std::vector<double> task_tok_per_s;  // single stream: each task's own decode rate
 };
 
 speculation_stats verifier_stats(caf::actor_system& sys, runtime& rt) {
@@ -122,6 +123,7 @@ run_figures run(caf::actor_system& sys, runtime& rt, const std::vector<generate_
         const double total = std::chrono::duration<double, std::milli>(clock_type::now() - s0).count();
         decode_ms += total - o.done.ttft_ms;
         f.tokens += o.done.completion_tokens;
+        f.task_tok_per_s.push_back(o.done.completion_tokens / ((total - o.done.ttft_ms) / 1000.0));
       });
     }
     f.tok_per_s = static_cast<double>(f.tokens) / (decode_ms / 1000.0);
@@ -146,7 +148,15 @@ std::string figures_json(const run_figures& f) {
                 f.tok_per_s, static_cast<unsigned long long>(f.tokens), static_cast<unsigned long long>(f.spec.drafted),
                 static_cast<unsigned long long>(f.spec.accepted), f.spec.acceptance_rate(), f.spec.mean_accepted(),
                 static_cast<unsigned long long>(f.spec.steps_off));
-  return buf;
+  std::string out = buf;
+  out.pop_back();  // '}'
+  out += ",\"tasks\":[";
+  for (size_t i = 0; i < f.task_tok_per_s.size(); ++i) {
+    char num[32];
+    std::snprintf(num, sizeof num, "%s%.2f", i > 0 ? "," : "", f.task_tok_per_s[i]);
+    out += num;
+  }
+  return out + "]}";
 }
 
 }  // namespace
