@@ -5,6 +5,8 @@
 //   chunking    inter-token latency of 8 running streams while a ~4,000-token prompt is
 //               prefilled, chunked (512) vs unchunked
 // Prints one JSON object on stdout; progress on stderr. Run by bench/run_runtime_bench.py.
+// Usage: runtime_bench [MODEL] [TOKENS PER STREAM] [COMPUTE THREADS (0: one per core)]
+//                      [throughput]   (the last: only the throughput part, for quick checks)
 #include <algorithm>
 #include <caf/all.hpp>
 #include <chrono>
@@ -266,8 +268,14 @@ int main(int argc, char** argv) {
   base.model = argc > 1 ? argv[1] : "default";
   base.max_num_seqs = 64;
   const uint32_t n_tokens = argc > 2 ? static_cast<uint32_t>(std::stoi(argv[2])) : 64;
+  base.threads = argc > 3 ? std::stoi(argv[3]) : 0;
+  const bool throughput_only = argc > 4 && std::string(argv[4]) == "throughput";
   try {
     const std::string tp = throughput(sys, base, n_tokens);
+    if (throughput_only) {
+      std::printf("{\"throughput\":%s}}\n", tp.c_str());
+      return 0;
+    }
     const std::string px = prefix(sys, base);
     const std::string ch = chunking(sys, base, true);
     const std::string un = chunking(sys, base, false);

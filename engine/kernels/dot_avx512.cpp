@@ -465,17 +465,30 @@ void tiled_q4_1_tokens(int64_t nb, const std::byte* tile, const tiled_acts* a, f
     }
   }
   for (int t = 0; t < G; ++t) {
-    __m512 off = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b) {
-      const __m512 mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + b * 320 + 288)));
-      float s;
-      __builtin_memcpy(&s, a[t].aux + b * 4, 4);
-      off = _mm512_add_ps(off, _mm512_mul_ps(mw, _mm512_set1_ps(s)));
-    }
     const __m512* v = acc[t];
     const __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(v[0], v[4]), _mm512_add_ps(v[2], v[6])),
                                      _mm512_add_ps(_mm512_add_ps(v[1], v[5]), _mm512_add_ps(v[3], v[7])));
-    _mm512_storeu_ps(y + t * y_stride, _mm512_add_ps(sum, off));
+    _mm512_storeu_ps(y + t * y_stride, sum);
+  }
+}
+
+// y[t] += the offsets' sum, sum over blocks of m * s, for all N tokens at once (N
+// independent add chains; one token's chain alone would wait on each add's latency).
+template <int N>
+void tiled_q4_1_offsets(int64_t nb, const std::byte* tile, const tiled_acts* a, float* y, int64_t y_stride) {
+  __m512 off[N];
+  for (auto& o : off) o = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m512 mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + b * 320 + 288)));
+#pragma GCC unroll 8
+    for (int t = 0; t < N; ++t) {
+      float s;
+      __builtin_memcpy(&s, a[t].aux + b * 4, 4);
+      off[t] = _mm512_add_ps(off[t], _mm512_mul_ps(mw, _mm512_set1_ps(s)));
+    }
+  }
+  for (int t = 0; t < N; ++t) {
+    _mm512_storeu_ps(y + t * y_stride, _mm512_add_ps(_mm512_loadu_ps(y + t * y_stride), off[t]));
   }
 }
 
@@ -487,6 +500,7 @@ void tiled_q4_1_n(int64_t nb, const std::byte* tile, const std::byte* acts, size
   int t = 0;
   for (; t + 2 <= N; t += 2) tiled_q4_1_tokens<2>(nb, tile, a + t, y + t * y_stride, y_stride);
   if (t < N) tiled_q4_1_tokens<1>(nb, tile, a + t, y + t * y_stride, y_stride);
+  tiled_q4_1_offsets<N>(nb, tile, a, y, y_stride);
 }
 
 template <int N>
