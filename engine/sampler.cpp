@@ -56,6 +56,22 @@ bool sampler::is_stop(int32_t token) const {
 const std::vector<token_prob>& sampler::distribution(std::span<const float> logits, std::span<const int32_t> history) {
   const auto n = static_cast<int32_t>(logits.size());
   dist_.clear();
+  const bool penalties = params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f ||
+                         params_.frequency_penalty != 0.0f;
+
+  if (params_.temperature <= 0.0f && params_.logit_bias.empty() && (!penalties || history.empty())) {
+    // Plain greedy reads the logits in place: the first maximum (NaN never compares greater).
+    int32_t chosen = -1;
+    float best = kNegInf;
+    for (int32_t i = 0; i < n; ++i) {
+      if (logits[static_cast<size_t>(i)] > best) {
+        best = logits[static_cast<size_t>(i)];
+        chosen = i;
+      }
+    }
+    if (chosen >= 0) dist_.push_back({chosen, 1.0f});
+    return dist_;
+  }
 
   // 1-2. Bias and penalties on a working copy; NaN becomes -inf (never chosen).
   work_.assign(logits.begin(), logits.end());
@@ -65,8 +81,6 @@ const std::vector<token_prob>& sampler::distribution(std::span<const float> logi
   for (const auto& [tok, bias] : params_.logit_bias) {
     if (tok >= 0 && tok < n) work_[static_cast<size_t>(tok)] += bias;
   }
-  const bool penalties = params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f ||
-                         params_.frequency_penalty != 0.0f;
   if (penalties && !history.empty()) {
     counts_.clear();
     for (int32_t tok : history) {
