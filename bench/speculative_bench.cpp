@@ -5,6 +5,7 @@
 //   aggregate throughput at 1, 4 and 16 streams with n-gram drafting adaptive, always-on, off
 //   (side by side, interleaved, median of three).
 // Prints one JSON object on stdout; progress on stderr. Run by bench/run_speculative_bench.py.
+// Usage: speculative_bench [DRAFT LAYERS (24)] [COMPUTE THREADS (0: one per core)]
 #include <algorithm>
 #include <caf/all.hpp>
 #include <chrono>
@@ -171,6 +172,7 @@ int main(int argc, char** argv) {
 
   runtime_config base;
   base.kv_cache_tokens = 32768;
+  base.threads = argc > 2 ? std::stoi(argv[2]) : 0;  // compute threads; 0 = one per core
   std::string single = "{";
   for (const std::string method : {"none", "ngram", "layer-skip", "draft"}) {
     runtime_config rc = base;
