@@ -47,7 +47,8 @@ def markdown(res, cmd):
     s = res["single"]
     lines = [BEGIN, "", "## Speculative decoding (issue 6)", "",
              f"Measured {datetime.date.today()}, default model, greedy, 128 new tokens per task; draft model and "
-             f"layer skip use the first {res['draft_layers']} of 30 blocks. Reproduce: `{cmd}`.", "",
+             f"layer skip use the first {res['draft_layers']} of 30 blocks. Single stream: the four methods' runtimes "
+             f"take turns, task set by task set; median of three runs each. Reproduce: `{cmd}`.", "",
              "![speculative decoding](bench/speculative.png)", "",
              "| method | task | decode tok/s | speed-up | acceptance | mean accepted / pass |",
              "|---|---|---:|---:|---:|---:|"]
