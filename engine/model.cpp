@@ -5,8 +5,6 @@
 #include <stdexcept>
 #include <string>
 
-#include <sys/mman.h>
-
 #include "engine/attention.h"
 #include "engine/kernels/ops.h"
 #include "engine/kernels/tiled_weights.h"
@@ -41,9 +39,6 @@ zeroed_pages tile_weights(model_weights& w, const kernels::dot_kernels& k, threa
   }
   if (total == 0) return {};
   zeroed_pages region(total);
-  // Huge pages where the kernel allows them (THP "madvise" mode): decode streams all ~100 MB
-  // of the copy for every token, and with 4 KiB pages every 4 KiB of it is a TLB miss.
-  madvise(region.data(), region.bytes(), MADV_HUGEPAGE);
   struct piece {
     const kernels::weight_view* v;
     std::byte* dst;
