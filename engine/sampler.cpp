@@ -13,6 +13,19 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 bool usable(float x) { return !std::isnan(x) && x != kNegInf; }
 
+// The first maximum of x, -1 when every entry is -inf or NaN (NaN never compares greater).
+int32_t first_max(std::span<const float> x) {
+  int32_t chosen = -1;
+  float best = kNegInf;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (x[i] > best) {
+      best = x[i];
+      chosen = static_cast<int32_t>(i);
+    }
+  }
+  return chosen;
+}
+
 // log-softmax of `logits` at the given ids (NaN counts as -inf).
 struct log_softmax {
   float max = kNegInf;
@@ -60,16 +73,8 @@ const std::vector<token_prob>& sampler::distribution(std::span<const float> logi
                          params_.frequency_penalty != 0.0f;
 
   if (params_.temperature <= 0.0f && params_.logit_bias.empty() && (!penalties || history.empty())) {
-    // Plain greedy reads the logits in place: the first maximum (NaN never compares greater).
-    int32_t chosen = -1;
-    float best = kNegInf;
-    for (int32_t i = 0; i < n; ++i) {
-      if (logits[static_cast<size_t>(i)] > best) {
-        best = logits[static_cast<size_t>(i)];
-        chosen = i;
-      }
-    }
-    if (chosen >= 0) dist_.push_back({chosen, 1.0f});
+    // Plain greedy reads the logits in place (no working copy to bias or penalize).
+    if (const int32_t chosen = first_max(logits); chosen >= 0) dist_.push_back({chosen, 1.0f});
     return dist_;
   }
 
@@ -97,15 +102,7 @@ const std::vector<token_prob>& sampler::distribution(std::span<const float> logi
 
   if (params_.temperature <= 0.0f) {
     // 3. Greedy: a point mass on the first maximum.
-    int32_t chosen = -1;
-    float best = kNegInf;
-    for (int32_t i = 0; i < n; ++i) {
-      if (work_[static_cast<size_t>(i)] > best) {
-        best = work_[static_cast<size_t>(i)];
-        chosen = i;
-      }
-    }
-    if (chosen >= 0) dist_.push_back({chosen, 1.0f});
+    if (const int32_t chosen = first_max(work_); chosen >= 0) dist_.push_back({chosen, 1.0f});
     return dist_;
   }
 
