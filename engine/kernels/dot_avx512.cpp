@@ -10,6 +10,7 @@
 #include "engine/kernels/blocks.h"
 #include "engine/kernels/dot_kernels.h"
 #include "engine/kernels/fast_exp.h"
+#include "engine/kernels/tiled_layout.h"
 
 namespace tandem::kernels {
 namespace {
@@ -446,14 +447,14 @@ void tiled_q4_1_tokens(int64_t nb, const std::byte* tile, const tiled_acts* a, f
   }
   const __m512i low = _mm512_set1_epi8(0x0F);
   for (int64_t b = 0; b < nb; ++b) {
-    const std::byte* rec = tile + b * 320;
+    const std::byte* rec = tile + b * kTiledQ4_1RecordBytes;
     __m512i w[8];
     for (int c = 0; c < 4; ++c) {
       const __m512i packed = _mm512_loadu_si512(rec + 64 * c);
       w[c] = _mm512_and_si512(packed, low);
       w[c + 4] = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low);
     }
-    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 256)));
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + kTiledQ4_1ScalesAt)));
     for (int t = 0; t < G; ++t) {
       const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(a[t].d[b]));
       const int8_t* q = a[t].qs + b * 32;
@@ -479,7 +480,7 @@ void tiled_q4_1_offsets(int64_t nb, const std::byte* tile, const tiled_acts* a, 
   __m512 off[N];
   for (auto& o : off) o = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const __m512 mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + b * 320 + 288)));
+    const __m512 mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + b * kTiledQ4_1RecordBytes + kTiledQ4_1MinsAt)));
 #pragma GCC unroll 8
     for (int t = 0; t < N; ++t) {
       float s;
@@ -513,10 +514,10 @@ void tiled_q8_0_n(int64_t nb, const std::byte* tile, const std::byte* acts, size
     acc[t] = _mm512_setzero_ps();
   }
   for (int64_t b = 0; b < nb; ++b) {
-    const std::byte* rec = tile + b * 544;
+    const std::byte* rec = tile + b * kTiledQ8_0RecordBytes;
     __m512i w[8];
     for (int j = 0; j < 8; ++j) w[j] = _mm512_loadu_si512(rec + 64 * j);
-    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 512)));
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + kTiledQ8_0ScalesAt)));
 #pragma GCC unroll 8
     for (int t = 0; t < N; ++t) {
       int32_t corr;

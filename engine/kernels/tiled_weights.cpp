@@ -13,15 +13,14 @@ bool tileable(const weight_view& w) {
 }
 
 size_t tiled_bytes(const weight_view& w) {
-  const size_t record = w.type == tensor_type::q4_1 ? kTiledQ4_1RecordBytes : kTiledQ8_0RecordBytes;
-  return static_cast<size_t>(w.rows / kTileRows) * static_cast<size_t>(w.cols / kBlock) * record;
+  return static_cast<size_t>(w.rows / kTileRows) * static_cast<size_t>(w.cols / kBlock) * tiled_record_bytes(w.type);
 }
 
 void tile_weight(const weight_view& w, std::byte* dst, int64_t tile_begin, int64_t tile_end) {
   if (!tileable(w)) throw std::invalid_argument("tile_weight: not a tileable weight");
   const int64_t nb = w.cols / kBlock;
   const bool q4 = w.type == tensor_type::q4_1;
-  const size_t record_bytes = q4 ? kTiledQ4_1RecordBytes : kTiledQ8_0RecordBytes;
+  const size_t record_bytes = tiled_record_bytes(w.type);
   for (int64_t t = tile_begin; t < tile_end; ++t) {
     for (int64_t b = 0; b < nb; ++b) {
       auto* rec = reinterpret_cast<uint8_t*>(dst + static_cast<size_t>(t * nb + b) * record_bytes);
@@ -31,8 +30,8 @@ void tile_weight(const weight_view& w, std::byte* dst, int64_t tile_begin, int64
           // A Q4_1 byte j holds elements j (low) and j + 16 (high): chunk c's bytes are j = 4c..4c+3.
           const auto& blk = reinterpret_cast<const block_q4_1*>(row)[b];
           for (int c = 0; c < 4; ++c) std::memcpy(rec + (c * 16 + r) * 4, blk.qs + 4 * c, 4);
-          std::memcpy(rec + 256 + r * 2, &blk.d, 2);
-          std::memcpy(rec + 288 + r * 2, &blk.m, 2);
+          std::memcpy(rec + kTiledQ4_1ScalesAt + r * 2, &blk.d, 2);
+          std::memcpy(rec + kTiledQ4_1MinsAt + r * 2, &blk.m, 2);
         } else {
           const auto& blk = reinterpret_cast<const block_q8_0*>(row)[b];
           for (int j = 0; j < 8; ++j) {
@@ -40,7 +39,7 @@ void tile_weight(const weight_view& w, std::byte* dst, int64_t tile_begin, int64
               rec[(j * 16 + r) * 4 + i] = static_cast<uint8_t>(blk.qs[4 * j + i]) ^ 0x80u;
             }
           }
-          std::memcpy(rec + 512 + r * 2, &blk.d, 2);
+          std::memcpy(rec + kTiledQ8_0ScalesAt + r * 2, &blk.d, 2);
         }
       }
     }

@@ -40,12 +40,14 @@
 
 #include "engine/kernels/activation_format.h"
 #include "engine/kernels/matmul.h"
+#include "engine/kernels/tiled_layout.h"
 
 namespace tandem::kernels {
 
-inline constexpr int64_t kTileRows = 16;
-inline constexpr size_t kTiledQ4_1RecordBytes = 320;
-inline constexpr size_t kTiledQ8_0RecordBytes = 544;
+// Bytes of one (tile, block) record of a tileable type (Q4_1 or Q8_0).
+inline size_t tiled_record_bytes(tensor_type type) {
+  return type == tensor_type::q4_1 ? kTiledQ4_1RecordBytes : kTiledQ8_0RecordBytes;
+}
 
 // Whether `w` can be tiled: Q4_1 or Q8_0 with rows a multiple of 16 and cols of 32.
 bool tileable(const weight_view& w);

@@ -1,0 +1,22 @@
+// Byte layout of one (tile, block) record of tiled weights (described in tiled_weights.h).
+// Constants only: the AVX-512 kernel file includes this, and nothing here may be code that
+// its wider instruction set could compile into a shared inline definition.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tandem::kernels {
+
+inline constexpr int64_t kTileRows = 16;
+
+// Q4_1: qs [4][16][4] nibble pairs, then d [16] f16, then m [16] f16.
+inline constexpr size_t kTiledQ4_1ScalesAt = 256;
+inline constexpr size_t kTiledQ4_1MinsAt = 288;
+inline constexpr size_t kTiledQ4_1RecordBytes = 320;
+
+// Q8_0: qs [8][16][4] biased bytes, then d [16] f16.
+inline constexpr size_t kTiledQ8_0ScalesAt = 512;
+inline constexpr size_t kTiledQ8_0RecordBytes = 544;
+
+}  // namespace tandem::kernels
