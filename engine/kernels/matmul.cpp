@@ -47,10 +47,51 @@ void pack_q8_x4(activation_format format, const std::byte* rows, size_t act_stri
 // Q8_0 at width 576) each group of eight tokens passes over before the next group.
 constexpr int64_t kTilesPerBlock = 4;
 
-// Units (tiles) per task when `units` are spread over about `target_tasks` tasks.
-int64_t units_per_task(int64_t units, int64_t target_tasks) {
-  return std::max<int64_t>(1, (units + target_tasks - 1) / target_tasks);
+// Converts every token's activation row: fn(t, thread) on the pool from eight tokens up,
+// inline below that (a fork-join costs more than a few rows).
+template <class Fn>
+void for_each_token(thread_pool& pool, int64_t n_tok, const Fn& fn) {
+  if (n_tok >= 8) {
+    pool.parallel_for(n_tok, fn);
+  } else {
+    for (int64_t t = 0; t < n_tok; ++t) fn(t, 0);
+  }
 }
+
+// All outputs' rows in one parallel pass of about pool.size() * 8 tasks. Rows go in units of
+// unit_rows (1, or a tile); output j owns tasks [first_task[j], first_task[j + 1]), each
+// covering per_task(units of j) units, at least min_units.
+struct task_split {
+  int64_t unit_rows;
+  int64_t min_units;
+  int64_t target_tasks;
+
+  struct range {
+    size_t output;
+    int64_t begin, end;  // units
+  };
+
+  int64_t per_task(int64_t units) const {
+    return std::max<int64_t>(min_units, (units + target_tasks - 1) / target_tasks);
+  }
+  // Fills first_task ([outputs + 1]); returns the number of tasks.
+  int64_t plan(std::span<const matmul_output> outputs, std::vector<int64_t>& first_task) const {
+    first_task.assign(1, 0);
+    for (const auto& o : outputs) {
+      const int64_t units = o.w.rows / unit_rows;
+      const int64_t per = per_task(units);
+      first_task.push_back(first_task.back() + (units + per - 1) / per);
+    }
+    return first_task.back();
+  }
+  range of(int64_t task, std::span<const matmul_output> outputs, const std::vector<int64_t>& first_task) const {
+    size_t j = 0;
+    while (task >= first_task[j + 1]) ++j;
+    const int64_t units = outputs[j].w.rows / unit_rows;
+    const int64_t begin = (task - first_task[j]) * per_task(units);
+    return {j, begin, std::min(units, begin + per_task(units))};
+  }
+};
 
 // The tiled path (tiled_weights.h): activations into tiled rows, then per task a run of
 // tiles, each block of tiles passed over by every group of up to eight tokens.
@@ -63,37 +104,19 @@ void tiled_matmul(std::span<const matmul_output> outputs, tiled_fn kernel, const
   const size_t act_stride = tiled_act_row_bytes(w.cols);
   scratch.acts.resize(row_stride * static_cast<size_t>(n_tok));
   scratch.packed.resize(act_stride * static_cast<size_t>(n_tok));
-  auto convert = [&](int64_t t, int) {
+  for_each_token(pool, n_tok, [&](int64_t t, int) {
     std::byte* row = scratch.acts.data() + static_cast<size_t>(t) * row_stride;
     kernels.quantize_q8(x + t * x_stride, row, w.cols, format == activation_format::q8_1);
     tile_activation_row(format, row, w.cols, scratch.packed.data() + static_cast<size_t>(t) * act_stride);
-  };
-  if (n_tok >= 8) {
-    pool.parallel_for(n_tok, convert);
-  } else {
-    for (int64_t t = 0; t < n_tok; ++t) convert(t, 0);
-  }
+  });
   const std::byte* acts = scratch.packed.data();
   const int64_t nb = w.cols / kBlock;
-  const size_t tile_bytes =
-      static_cast<size_t>(nb) * (w.type == tensor_type::q4_1 ? kTiledQ4_1RecordBytes : kTiledQ8_0RecordBytes);
+  const size_t tile_bytes = static_cast<size_t>(nb) * tiled_record_bytes(w.type);
 
-  const int64_t target_tasks = static_cast<int64_t>(pool.size()) * 8;
-  std::vector<int64_t>& first_task = scratch.first_task;
-  first_task.assign(1, 0);
-  for (const auto& o : outputs) {
-    const int64_t tiles = o.w.rows / kTileRows;
-    first_task.push_back(first_task.back() + (tiles + units_per_task(tiles, target_tasks) - 1) /
-                                                 units_per_task(tiles, target_tasks));
-  }
-  pool.parallel_for(first_task.back(), [&](int64_t task, int) {
-    size_t j = 0;
-    while (task >= first_task[j + 1]) ++j;
+  const task_split split{kTileRows, 1, static_cast<int64_t>(pool.size()) * 8};
+  pool.parallel_for(split.plan(outputs, scratch.first_task), [&](int64_t task, int) {
+    const auto [j, t0, t1] = split.of(task, outputs, scratch.first_task);
     const matmul_output& o = outputs[j];
-    const int64_t tiles = o.w.rows / kTileRows;
-    const int64_t per_task = units_per_task(tiles, target_tasks);
-    const int64_t t0 = (task - first_task[j]) * per_task;
-    const int64_t t1 = std::min(tiles, t0 + per_task);
     for (int64_t b0 = t0; b0 < t1; b0 += kTilesPerBlock) {
       const int64_t b1 = std::min(t1, b0 + kTilesPerBlock);
       for (int64_t g = 0; g < n_tok; g += kTiledMaxTokens) {
@@ -139,19 +162,14 @@ void matmul(std::span<const matmul_output> outputs, const float* x, int64_t x_st
   scratch.acts.resize(act_stride * static_cast<size_t>(n_tok));
   std::byte* acts = scratch.acts.data();
   const bool q8 = format == activation_format::q8_0 || format == activation_format::q8_1;
-  auto convert = [&](int64_t t, int) {
+  for_each_token(pool, n_tok, [&](int64_t t, int) {
     std::byte* dst = acts + static_cast<size_t>(t) * act_stride;
     if (q8) {
       kernels.quantize_q8(x + t * x_stride, dst, w.cols, format == activation_format::q8_1);
     } else {
       convert_activation_row(format, x + t * x_stride, dst, w.cols);
     }
-  };
-  if (n_tok >= 8) {
-    pool.parallel_for(n_tok, convert);
-  } else {
-    for (int64_t t = 0; t < n_tok; ++t) convert(t, 0);
-  }
+  });
 
   // 2. With a matrix-matrix kernel, full groups of four tokens are packed for it; the rest
   //    (and everything without one) goes through the row kernel. Both give the same bits.
@@ -175,22 +193,12 @@ void matmul(std::span<const matmul_output> outputs, const float* x, int64_t x_st
   // 3. Output rows in chunks, one chunk per task, all outputs in one parallel pass. Within a
   //    chunk: for each token group, all the chunk's rows (the group's activations stay in L1
   //    while weight rows stream by).
-  const int64_t target_tasks = static_cast<int64_t>(pool.size()) * 8;
-  std::vector<int64_t>& first_task = scratch.first_task;  // [outputs + 1]
-  first_task.assign(1, 0);
-  for (const auto& o : outputs) {
-    const int64_t chunk = std::max<int64_t>(4, (o.w.rows + target_tasks - 1) / target_tasks);
-    first_task.push_back(first_task.back() + (o.w.rows + chunk - 1) / chunk);
-  }
-  pool.parallel_for(first_task.back(), [&](int64_t task, int) {
-    size_t out_index = 0;
-    while (task >= first_task[out_index + 1]) ++out_index;
+  const task_split split{1, 4, static_cast<int64_t>(pool.size()) * 8};
+  pool.parallel_for(split.plan(outputs, scratch.first_task), [&](int64_t task, int) {
+    const auto [out_index, r0, r1] = split.of(task, outputs, scratch.first_task);
     const weight_view& wj = outputs[out_index].w;
     float* y = outputs[out_index].y;
     const int64_t y_stride = outputs[out_index].y_stride;
-    const int64_t chunk = std::max<int64_t>(4, (wj.rows + target_tasks - 1) / target_tasks);
-    const int64_t r0 = (task - first_task[out_index]) * chunk;
-    const int64_t r1 = std::min(wj.rows, r0 + chunk);
     auto row = [&](int64_t r) { return wj.row(r); };
     float out[kMaxActsPerDot];
     // Rows in tiles that stay in cache while every token group passes over them (a task's
