@@ -41,6 +41,18 @@ struct packed_group {
         s(reinterpret_cast<const float*>(p + nb * 128 + nb * 16)) {}
 };
 
+// A packed group's four token scales for block b, spread as the two halves of a 512-bit
+// register are: d01 = [d0 x8, d1 x8], d23 = [d2 x8, d3 x8].
+struct token_scales {
+  __m512 d01, d23;
+};
+inline token_scales scales_of(const packed_group& g, int64_t b) {
+  const __m512i lanes01 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512i lanes23 = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
+  const __m512 d4 = _mm512_castps128_ps512(_mm_loadu_ps(g.d + b * 4));
+  return {_mm512_permutexvar_ps(lanes01, d4), _mm512_permutexvar_ps(lanes23, d4)};
+}
+
 // Per-row scale vectors: lanes 0-7 row 0 (or 2), lanes 8-15 row 1 (or 3).
 inline void row_scales(float dw, const float* d4, __m512& s01, __m512& s23) {
   const __m512 sc = _mm512_castps128_ps512(_mm_mul_ps(_mm_set1_ps(dw), _mm_loadu_ps(d4)));
@@ -121,13 +133,9 @@ void group4_q4_1(int64_t k, const std::byte* w_rows, size_t w_stride, const std:
     acc23[r] = _mm512_setzero_ps();
     offsets[r] = _mm_setzero_ps();
   }
-  const __m512i lanes01 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-  const __m512i lanes23 = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
   for (int64_t b = 0; b < nb; ++b) {
     const __m512i y01 = load64(g.qs + b * 128), y23 = load64(g.qs + b * 128 + 64);
-    const __m512 d4 = _mm512_castps128_ps512(_mm_loadu_ps(g.d + b * 4));
-    const __m512 da01 = _mm512_permutexvar_ps(lanes01, d4);
-    const __m512 da23 = _mm512_permutexvar_ps(lanes23, d4);
+    const auto [da01, da23] = scales_of(g, b);
     const __m128 s4 = _mm_loadu_ps(g.s + b * 4);
 #pragma GCC unroll 4
     for (int r = 0; r < 4; ++r) {
@@ -163,15 +171,11 @@ void group4x2_q4_1(int64_t k, const std::byte* w_rows, size_t w_stride, const st
     a01[r] = a23[r] = b01[r] = b23[r] = _mm512_setzero_ps();
     offsets[r] = _mm256_setzero_ps();
   }
-  const __m512i lanes01 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-  const __m512i lanes23 = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
   for (int64_t b = 0; b < nb; ++b) {
     const __m512i ya01 = load64(ga.qs + b * 128), ya23 = load64(ga.qs + b * 128 + 64);
     const __m512i yb01 = load64(gb.qs + b * 128), yb23 = load64(gb.qs + b * 128 + 64);
-    const __m512 da4 = _mm512_castps128_ps512(_mm_loadu_ps(ga.d + b * 4));
-    const __m512 db4 = _mm512_castps128_ps512(_mm_loadu_ps(gb.d + b * 4));
-    const __m512 da01 = _mm512_permutexvar_ps(lanes01, da4), da23 = _mm512_permutexvar_ps(lanes23, da4);
-    const __m512 db01 = _mm512_permutexvar_ps(lanes01, db4), db23 = _mm512_permutexvar_ps(lanes23, db4);
+    const auto [da01, da23] = scales_of(ga, b);
+    const auto [db01, db23] = scales_of(gb, b);
     const __m256 s8 = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(ga.s + b * 4)),
                                            _mm_loadu_ps(gb.s + b * 4), 1);
 #pragma GCC unroll 4
@@ -234,8 +238,6 @@ void group4x2_q8_0(int64_t k, const std::byte* w_rows, size_t w_stride, const st
     a01[r] = a23[r] = b01[r] = b23[r] = _mm512_setzero_ps();
   }
   const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
-  const __m512i lanes01 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-  const __m512i lanes23 = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
   for (int64_t b = 0; b < nb; ++b) {
     const __m512i ya01 = load64(ga.qs + b * 128), ya23 = load64(ga.qs + b * 128 + 64);
     const __m512i yb01 = load64(gb.qs + b * 128), yb23 = load64(gb.qs + b * 128 + 64);
@@ -243,10 +245,8 @@ void group4x2_q8_0(int64_t k, const std::byte* w_rows, size_t w_stride, const st
     const __m512i ca23 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, ya23);
     const __m512i cb01 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, yb01);
     const __m512i cb23 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, yb23);
-    const __m512 da4 = _mm512_castps128_ps512(_mm_loadu_ps(ga.d + b * 4));
-    const __m512 db4 = _mm512_castps128_ps512(_mm_loadu_ps(gb.d + b * 4));
-    const __m512 da01 = _mm512_permutexvar_ps(lanes01, da4), da23 = _mm512_permutexvar_ps(lanes23, da4);
-    const __m512 db01 = _mm512_permutexvar_ps(lanes01, db4), db23 = _mm512_permutexvar_ps(lanes23, db4);
+    const auto [da01, da23] = scales_of(ga, b);
+    const auto [db01, db23] = scales_of(gb, b);
 #pragma GCC unroll 4
     for (int r = 0; r < 4; ++r) {
       const __m512i x = _mm512_xor_si512(broadcast256(load32(w[r][b].qs)), bias);
