@@ -25,7 +25,11 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
   const auto path = resolve_model_path(cfg.model);
   model_options mo;
   mo.n_threads = cfg.threads;
-  std::shared_ptr<tandem::model> m = tandem::model::open(path, mo);
+  // A custom device worker (CUDA) uploads the weights in their GGUF layout and never runs
+  // this model's forward: no tiled copy for it. Drafters below run on the CPU and keep theirs.
+  model_options target_mo = mo;
+  target_mo.tiled_weights = !cfg.device_worker;
+  std::shared_ptr<tandem::model> m = tandem::model::open(path, target_mo);
   const auto& mc = m->config();
   rt->model_cfg_ = std::make_shared<model_config>(mc);
 
