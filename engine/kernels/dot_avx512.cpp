@@ -275,12 +275,24 @@ inline __m512 load_f16x16(const f16_bits* p) {
 // One key's 16-lane accumulator (folded for the single-token order).
 inline __m512 key_accumulator(int64_t hd, const f16_bits* q, const f16_bits* k, bool single_token_order) {
   if (single_token_order) {
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
-                     _mm512_setzero_ps()};
-    for (int64_t c = 0; c < hd / 16; ++c) {
-      acc[c % 4] = _mm512_fmadd_ps(load_f16x16(k + c * 16), load_f16x16(q + c * 16), acc[c % 4]);
+    // Chunk c goes to chain c % 4. Named chains, not acc[c % 4]: a runtime index keeps the
+    // array in memory and chains every FMA through a store and a load.
+    const int64_t n = hd / 16;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    auto chunk = [&](int64_t c, __m512 acc) {
+      return _mm512_fmadd_ps(load_f16x16(k + c * 16), load_f16x16(q + c * 16), acc);
+    };
+    int64_t c = 0;
+    for (; c + 4 <= n; c += 4) {
+      a0 = chunk(c, a0);
+      a1 = chunk(c + 1, a1);
+      a2 = chunk(c + 2, a2);
+      a3 = chunk(c + 3, a3);
     }
-    return _mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3]));
+    if (c < n) a0 = chunk(c, a0);
+    if (c + 1 < n) a1 = chunk(c + 1, a1);
+    if (c + 2 < n) a2 = chunk(c + 2, a2);
+    return _mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3));
   }
   __m512 acc = _mm512_setzero_ps();
   for (int64_t c = 0; c < hd / 16; ++c) {
@@ -336,13 +348,25 @@ void weighted_values(int64_t hd, const f16_bits* const* v_chunks, size_t v_strid
         for (auto& dim : chains) {
           for (auto& chain : dim) chain = _mm512_setzero_ps();
         }
-        for (int c = 0; c < n_chunks; ++c) {
+        // Chunk c feeds chain c % 4, with that index a constant in every call (a runtime
+        // index would keep the chains in memory).
+        auto chunk = [&](int c, int chain) {
           const __m512 pv = _mm512_loadu_ps(p + c * 16);
           for (int i = 0; i < 4; ++i) {
             const f16_bits* v = v_chunks[c] + static_cast<size_t>(d0 + q + i) * v_stride;
-            chains[i][c % 4] = _mm512_fmadd_ps(load_f16x16(v), pv, chains[i][c % 4]);
+            chains[i][chain] = _mm512_fmadd_ps(load_f16x16(v), pv, chains[i][chain]);
           }
+        };
+        int c = 0;
+        for (; c + 4 <= n_chunks; c += 4) {
+          chunk(c, 0);
+          chunk(c + 1, 1);
+          chunk(c + 2, 2);
+          chunk(c + 3, 3);
         }
+        if (c < n_chunks) chunk(c, 0);
+        if (c + 1 < n_chunks) chunk(c + 1, 1);
+        if (c + 2 < n_chunks) chunk(c + 2, 2);
         for (int i = 0; i < 4; ++i) {
           acc[q + i] = _mm512_add_ps(_mm512_add_ps(chains[i][0], chains[i][2]),
                                      _mm512_add_ps(chains[i][1], chains[i][3]));

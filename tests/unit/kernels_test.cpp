@@ -155,7 +155,9 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, DotKernels,
 TEST(DotKernels, AttentionKernelsAreBitIdenticalAcrossTables) {
   std::mt19937 rng(3);
   const dot_kernels& ref = generic_dot_kernels();
-  for (int64_t hd : {64, 128}) {
+  // Head sizes of 4, 5, 7 and 8 chunks of 16: the single-token order deals chunks to four
+  // chains, so the remainders after whole groups of four matter.
+  for (int64_t hd : {64, 80, 112, 128}) {
     std::vector<f16_bits> q(hd), keys(16 * hd), v(hd * 32);
     for (auto& x : q) x = f32_to_f16(random_floats(1, rng)[0]);
     for (auto& x : keys) x = f32_to_f16(random_floats(1, rng)[0]);
@@ -170,15 +172,18 @@ TEST(DotKernels, AttentionKernelsAreBitIdenticalAcrossTables) {
         }
       }
     }
-    const auto probs = random_floats(16 * 5, rng, 0.1f);
-    const f16_bits* chunks[5] = {v.data(), v.data() + 16, v.data(), v.data() + 16, v.data()};
+    const auto probs = random_floats(16 * 7, rng, 0.1f);
+    const f16_bits* chunks[7];
+    for (int c = 0; c < 7; ++c) chunks[c] = v.data() + (c % 2) * 16;
     for (bool single : {false, true}) {
-      std::vector<float> out_ref(hd), out(hd);
-      ref.weighted_values(hd, chunks, 32, probs.data(), 5, single, out_ref.data());
-      for (const dot_kernels* table : supported_tables()) {
-        table->weighted_values(hd, chunks, 32, probs.data(), 5, single, out.data());
-        ASSERT_EQ(out, out_ref) << table->isa;
-        ASSERT_EQ(table->sum16(probs.data()), ref.sum16(probs.data())) << table->isa;
+      for (int n_chunks = 1; n_chunks <= 7; ++n_chunks) {
+        std::vector<float> out_ref(hd), out(hd);
+        ref.weighted_values(hd, chunks, 32, probs.data(), n_chunks, single, out_ref.data());
+        for (const dot_kernels* table : supported_tables()) {
+          table->weighted_values(hd, chunks, 32, probs.data(), n_chunks, single, out.data());
+          ASSERT_EQ(out, out_ref) << table->isa << " hd " << hd << " chunks " << n_chunks;
+          ASSERT_EQ(table->sum16(probs.data()), ref.sum16(probs.data())) << table->isa;
+        }
       }
     }
   }
