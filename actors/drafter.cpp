@@ -28,7 +28,8 @@ drafter_actor::behavior_type ngram_drafter(drafter_actor::stateful_pointer<ngram
         for (const auto& q : queries) {
           auto& ix = st.seqs.try_emplace(q.seq, st.min_n, st.max_n).first->second;
           ix.append(q.new_tokens);
-          out.push_back(ix.propose(q.k));
+          auto p = ix.propose(q.k);
+          out.push_back({std::move(p.tokens), p.match_len});
         }
         return out;
       },
@@ -94,14 +95,14 @@ draft_batch run_model_drafts(model_drafter_state& st, const std::vector<draft_qu
         s.valid = static_cast<uint32_t>(s.tokens.size());
       } else {
         step.start_pos = static_cast<int32_t>(s.tokens.size() + round - 1);
-        step.tokens = {drafts[i].back()};
+        step.tokens = {drafts[i].tokens.back()};
       }
       st.in.seqs.push_back(std::move(step));
       fed.push_back(i);
     }
     if (fed.empty()) break;
     st.m->forward(st.in, *st.kv, st.out);
-    for (size_t j = 0; j < fed.size(); ++j) drafts[fed[j]].push_back(argmax(st.out.last(j)));
+    for (size_t j = 0; j < fed.size(); ++j) drafts[fed[j]].tokens.push_back(argmax(st.out.last(j)));
   }
   return drafts;
 }

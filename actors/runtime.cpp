@@ -68,6 +68,8 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
     const auto draft_kv_tokens = static_cast<uint32_t>(std::min<uint64_t>(kv_tokens, 32768));
     if (cfg.speculative == "ngram") {
       spec.drafter = spawn_ngram_drafter(sys);
+      spec.drafts_first = true;
+      spec.k_max = std::max({sc.k_max, sc.k_min, 1u});
     } else if (cfg.speculative == "layer-skip") {
       // Its own instance over the same file (the mapping shares the pages): a model runs
       // one forward at a time, and the drafter runs beside the device worker.

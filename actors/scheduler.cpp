@@ -16,6 +16,7 @@ struct seq_info {
   clock_type::time_point enqueued = clock_type::now();
   bool started = false;  // the first batch (with queue time and cache hit) was sent
   uint32_t drafter_known = 0;  // tokens of this sequence the drafter has seen
+  uint32_t draft_evidence = 0; // of the draft in flight (speculation_outcome::evidence)
   double queue_ms = 0;
   uint32_t cached_tokens = 0;
 };
@@ -26,6 +27,8 @@ struct scheduler_state {
   device_worker_actor device;
   drafter_actor drafter;            // null: no speculative decoding
   verifier_actor verifier;
+  bool drafts_first = false;        // see speculation_actors
+  uint32_t k_max = 0;
   std::unordered_map<seq_id, seq_info> seqs;
   std::vector<seq_id> released;     // ended since the last step: the device drops their state
   step_plan_core in_flight;         // the plan the device is running
@@ -84,7 +87,7 @@ void apply(self_ptr self, const device_step_result& res) {
       // Blocks that only held rejected drafts go back; the prefix index never saw them.
       self->send(st.cache, trim_atom::value, p.seq, static_cast<uint32_t>(st.planner->tokens(p.seq).size()));
       outcomes.push_back({p.seq, static_cast<uint32_t>(p.draft.size()),
-                          emitted.empty() ? 0u : static_cast<uint32_t>(emitted.size()) - 1});
+                          emitted.empty() ? 0u : static_cast<uint32_t>(emitted.size()) - 1, info.draft_evidence});
     }
     // Full blocks completed in this step enter the prefix index.
     if (computed / st.block_size != p.start_pos / st.block_size) {
@@ -197,51 +200,109 @@ void reserve_and_run(self_ptr self) {
             [self](const caf::error&) { self->state.busy = false; });
 }
 
-// Speculative decoding: the verifier says how many drafts each decoding sequence gets (none
-// when the cost model says it does not pay), the drafter proposes them, and they ride along
-// in the step.
-void draft_then_run(self_ptr self) {
+// The sequences that may draft this step, and the step's tokens without drafts.
+std::vector<uint64_t> draft_candidates(self_ptr self, uint32_t& base_tokens) {
   auto& sched = self->state;
   std::vector<uint64_t> candidates;
   for (seq_id s : sched.planner->decoding()) {
     const auto& req = sched.seqs.at(s).req;
     if (req.speculative && !req.sampling.logprobs) candidates.push_back(s);
   }
-  if (candidates.empty()) return reserve_and_run(self);
-  uint32_t base_tokens = 0;
-  {
-    const auto req = sched.planner->propose();
-    for (const auto& r : req.running) base_tokens += r.n_tokens - r.write_from;
-    for (const auto& w : req.waiting) base_tokens += w.max_compute;
+  base_tokens = 0;
+  if (candidates.empty()) return candidates;
+  const auto req = sched.planner->propose();
+  for (const auto& r : req.running) base_tokens += r.n_tokens - r.write_from;
+  for (const auto& w : req.waiting) base_tokens += w.max_compute;
+  return candidates;
+}
+
+// One query per candidate (k[i] drafts wanted), carrying the tokens the drafter has not seen.
+std::vector<draft_query> draft_queries(self_ptr self, const std::vector<uint64_t>& candidates,
+                                       const std::vector<uint32_t>& k, std::vector<seq_id>& asked) {
+  auto& st = self->state;
+  std::vector<draft_query> queries;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const auto it = st.seqs.find(candidates[i]);
+    if (it == st.seqs.end() || !st.planner->contains(candidates[i])) continue;
+    const auto& toks = st.planner->tokens(candidates[i]);
+    draft_query q;
+    q.seq = candidates[i];
+    q.new_tokens.assign(toks.begin() + it->second.drafter_known, toks.end());
+    q.k = k[i];
+    it->second.drafter_known = static_cast<uint32_t>(toks.size());
+    queries.push_back(std::move(q));
+    asked.push_back(candidates[i]);
   }
-  self->request(sched.verifier, caf::infinite, plan_k_atom::value, candidates, base_tokens)
+  return queries;
+}
+
+// The first keep[i] tokens of drafts[i] ride along in the step.
+void set_drafts(self_ptr self, const std::vector<seq_id>& asked, const draft_batch& drafts,
+                const std::vector<uint32_t>* keep) {
+  auto& st = self->state;
+  for (size_t i = 0; i < asked.size() && i < drafts.size(); ++i) {
+    const uint32_t n = keep ? std::min<uint32_t>((*keep)[i], static_cast<uint32_t>(drafts[i].tokens.size()))
+                            : static_cast<uint32_t>(drafts[i].tokens.size());
+    if (n == 0 || !st.planner->contains(asked[i])) continue;
+    st.planner->set_draft(asked[i], {drafts[i].tokens.begin(), drafts[i].tokens.begin() + n});
+    st.seqs.at(asked[i]).draft_evidence = drafts[i].evidence;
+  }
+}
+
+// A model drafter: the verifier says how many drafts each decoding sequence gets (none when
+// the cost model says it does not pay), the drafter runs them, and they ride along.
+void plan_then_draft(self_ptr self) {
+  uint32_t base_tokens = 0;
+  auto candidates = draft_candidates(self, base_tokens);
+  if (candidates.empty()) return reserve_and_run(self);
+  self->request(self->state.verifier, caf::infinite, plan_k_atom::value, candidates, base_tokens)
       .then(
           [self, candidates](const std::vector<uint32_t>& ks) {
             // Drafting is off for this step: skip the drafter's round trip altogether (it
             // catches up on the tokens it missed at the next query).
             if (std::all_of(ks.begin(), ks.end(), [](uint32_t k) { return k == 0; })) return reserve_and_run(self);
-            auto& st = self->state;
-            std::vector<draft_query> queries;
             std::vector<seq_id> asked;
-            for (size_t i = 0; i < candidates.size(); ++i) {
-              const auto it = st.seqs.find(candidates[i]);
-              if (it == st.seqs.end() || !st.planner->contains(candidates[i])) continue;
-              const auto& toks = st.planner->tokens(candidates[i]);
-              draft_query q;
-              q.seq = candidates[i];
-              q.new_tokens.assign(toks.begin() + it->second.drafter_known, toks.end());
-              q.k = ks[i];
-              it->second.drafter_known = static_cast<uint32_t>(toks.size());
-              queries.push_back(std::move(q));
-              asked.push_back(candidates[i]);
-            }
+            auto queries = draft_queries(self, candidates, ks, asked);
             self->request(self->state.drafter, caf::infinite, draft_atom::value, std::move(queries))
                 .then(
                     [self, asked](const draft_batch& drafts) {
-                      auto& planner = *self->state.planner;
-                      for (size_t i = 0; i < asked.size() && i < drafts.size(); ++i) {
-                        if (planner.contains(asked[i]) && !drafts[i].empty()) planner.set_draft(asked[i], drafts[i]);
+                      set_drafts(self, asked, drafts, nullptr);
+                      reserve_and_run(self);
+                    },
+                    [self](const caf::error&) { reserve_and_run(self); });
+          },
+          [self](const caf::error&) { reserve_and_run(self); });
+}
+
+// The n-gram drafter: it proposes up to k_max tokens per sequence with their evidence, and
+// the verifier keeps those worth verifying (engine/speculation_policy.h, trim).
+void draft_then_trim(self_ptr self) {
+  uint32_t base_tokens = 0;
+  auto candidates = draft_candidates(self, base_tokens);
+  if (candidates.empty()) return reserve_and_run(self);
+  std::vector<seq_id> asked;
+  auto queries = draft_queries(self, candidates, std::vector<uint32_t>(candidates.size(), self->state.k_max), asked);
+  const auto n_decoding = static_cast<uint32_t>(candidates.size());
+  self->request(self->state.drafter, caf::infinite, draft_atom::value, std::move(queries))
+      .then(
+          [self, asked, n_decoding, base_tokens](const draft_batch& drafts) {
+            std::vector<draft_offer> offers;
+            std::vector<size_t> offered;  // index into asked/drafts
+            for (size_t i = 0; i < asked.size() && i < drafts.size(); ++i) {
+              if (drafts[i].tokens.empty()) continue;
+              offers.push_back({asked[i], static_cast<uint32_t>(drafts[i].tokens.size()), drafts[i].evidence});
+              offered.push_back(i);
+            }
+            if (offers.empty()) return reserve_and_run(self);
+            self->request(self->state.verifier, caf::infinite, trim_drafts_atom::value, std::move(offers), n_decoding,
+                          base_tokens)
+                .then(
+                    [self, asked, drafts, offered](const std::vector<uint32_t>& keep_offered) {
+                      std::vector<uint32_t> keep(asked.size(), 0);
+                      for (size_t j = 0; j < offered.size() && j < keep_offered.size(); ++j) {
+                        keep[offered[j]] = keep_offered[j];
                       }
+                      set_drafts(self, asked, drafts, &keep);
                       reserve_and_run(self);
                     },
                     [self](const caf::error&) { reserve_and_run(self); });
@@ -254,7 +315,7 @@ void kick(self_ptr self) {
   if (st.busy || !st.planner->has_work()) return;
   st.busy = true;
   st.kicked = clock_type::now();
-  if (st.drafter && st.verifier) return draft_then_run(self);
+  if (st.drafter && st.verifier) return st.drafts_first ? draft_then_trim(self) : plan_then_draft(self);
   reserve_and_run(self);
 }
 
@@ -266,6 +327,8 @@ scheduler_actor::behavior_type scheduler(self_ptr self, planner_config cfg, uint
   init.capacity = kv_capacity_tokens;
   init.drafter = std::move(spec.drafter);
   init.verifier = std::move(spec.verifier);
+  init.drafts_first = spec.drafts_first;
+  init.k_max = spec.k_max;
   init.planner = std::make_unique<step_planner>(cfg);
   init.cache = std::move(cache);
   init.device = std::move(device);

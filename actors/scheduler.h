@@ -5,8 +5,9 @@
 //          apply: tokens --> each sequence's streamer; finished/aborted --> cache_manager.release
 //   admission/streamer --abort(seq)--> scheduler: removed at once, blocks released
 //
-//   with speculative decoding, before each step: verifier.plan_k -> drafter.draft -> drafts
-//   ride along in the plan; after it: verifier.report(outcomes), cache_manager.trim
+//   with speculative decoding, before each step: verifier.plan_k -> drafter.draft (a model
+//   drafter) or drafter.draft -> verifier.trim_drafts (n-gram); the drafts ride along in
+//   the plan; after it: verifier.report(outcomes), cache_manager.trim
 //
 // One step is in flight at a time: the next plan is made when the result is back (planning
 // takes microseconds next to a CPU forward pass of milliseconds; docs/architecture.md).
@@ -57,6 +58,10 @@ using scheduler_actor = caf::typed_actor<caf::reacts_to<enqueue_atom, sequence_r
 struct speculation_actors {
   drafter_actor drafter;
   verifier_actor verifier;
+  // The drafter reports evidence and costs next to nothing (n-gram): ask it first, for up to
+  // k_max tokens, and let the verifier trim. Otherwise the verifier sets K first.
+  bool drafts_first = false;
+  uint32_t k_max = 0;
 };
 
 // kv_capacity_tokens: what the whole KV pool holds. A sequence never grows past it (it would

@@ -5,7 +5,8 @@
 //   aggregate throughput at 1, 4 and 16 streams with n-gram drafting adaptive, always-on, off
 //   (side by side, interleaved, median of three).
 // Prints one JSON object on stdout; progress on stderr. Run by bench/run_speculative_bench.py.
-// Usage: speculative_bench [DRAFT LAYERS (24)] [COMPUTE THREADS (0: one per core)]
+// Usage: speculative_bench [DRAFT LAYERS (24)] [COMPUTE THREADS (0: one per core)] [PART (all,
+//        single or batch: just one of the two parts, for quicker experiments)]
 #include <algorithm>
 #include <caf/all.hpp>
 #include <chrono>
@@ -173,10 +174,13 @@ int main(int argc, char** argv) {
   runtime_config base;
   base.kv_cache_tokens = 32768;
   base.threads = argc > 2 ? std::stoi(argv[2]) : 0;  // compute threads; 0 = one per core
+  const std::string part = argc > 3 ? argv[3] : "all";
+  const bool run_single = part == "all" || part == "single", run_batch = part == "all" || part == "batch";
   // Single stream: the four methods' runtimes live side by side and take turns, task set by
   // task set, three times; each figure is the median run. (One runtime after another made
   // the first one measurably slower than the rest: an order effect, not a method's cost.)
-  const std::vector<std::string> methods{"none", "ngram", "layer-skip", "draft"};
+  const std::vector<std::string> methods =
+      run_single ? std::vector<std::string>{"none", "ngram", "layer-skip", "draft"} : std::vector<std::string>{};
   std::vector<std::unique_ptr<runtime>> method_rts;
   for (const auto& method : methods) {
     runtime_config rc = base;
@@ -211,7 +215,8 @@ int main(int argc, char** argv) {
 
   // Batch throughput: the three modes run side by side (one runtime each), interleaved per
   // repetition so drift in the machine's load hits all alike; median of three.
-  const std::vector<std::string> modes{"off", "always", "adaptive"};
+  const std::vector<std::string> modes =
+      run_batch ? std::vector<std::string>{"off", "always", "adaptive"} : std::vector<std::string>{};
   std::vector<std::unique_ptr<runtime>> rts;
   for (const auto& mode : modes) {
     runtime_config rc = base;

@@ -30,8 +30,8 @@ void ngram_index::append(std::span<const int32_t> tokens) {
   }
 }
 
-std::vector<int32_t> ngram_index::propose(uint32_t k) const {
-  std::vector<int32_t> out;
+ngram_proposal ngram_index::propose(uint32_t k) const {
+  ngram_proposal out;
   if (k == 0) return out;
   const size_t end = tokens_.size();
   for (int n = max_n_; n >= min_n_; --n) {
@@ -39,12 +39,14 @@ std::vector<int32_t> ngram_index::propose(uint32_t k) const {
     const auto& map = follower_[static_cast<size_t>(n - min_n_)];
     const auto it = map.find(key(end, n));
     if (it == map.end()) continue;
-    // Verify (hash collisions) that the occurrence really spells the suffix.
+    // Verify (hash collisions) that the occurrence really spells the suffix, and measure how
+    // far back the agreement goes.
     const size_t next = it->second;
-    bool same = next >= static_cast<size_t>(n);
-    for (int i = 1; same && i <= n; ++i) same = tokens_[next - static_cast<size_t>(i)] == tokens_[end - static_cast<size_t>(i)];
-    if (!same) continue;
-    for (size_t i = next; i < end && out.size() < k; ++i) out.push_back(tokens_[i]);
+    size_t match = 0;
+    while (match < kMaxMatch && match < next && tokens_[next - 1 - match] == tokens_[end - 1 - match]) ++match;
+    if (match < static_cast<size_t>(n)) continue;
+    for (size_t i = next; i < end && out.tokens.size() < k; ++i) out.tokens.push_back(tokens_[i]);
+    out.match_len = static_cast<uint32_t>(match);
     return out;
   }
   return out;

@@ -17,11 +17,14 @@ speculation_policy::seq_state& speculation_policy::state(uint64_t seq) {
 
 double speculation_policy::step_ms(uint32_t tokens) const {
   if (tokens < kMeasuredTokens) {
-    // Not measured yet: as cheap as the nearest measured smaller step (optimistic, so the
-    // policy tries it once and learns its cost; a line fitted through a prompt step would
-    // make every draft look too dear to ever try).
+    // Not measured yet, but a measured step is at most kOptimisticReach tokens smaller: as
+    // cheap as that one (optimistic, so the policy tries it once and learns its cost; a
+    // line fitted through a slow first prompt would make every draft look too dear to ever
+    // try). Further away, the line as well: a batch of 16 plus 30 drafts is no 16-token step.
     for (uint32_t t = tokens + 1; t-- > 0;) {
-      if (measured_ms_[t] >= 0) return measured_ms_[t];
+      if (measured_ms_[t] < 0) continue;
+      if (t + kOptimisticReach >= tokens) return measured_ms_[t];
+      return std::max(measured_ms_[t], a_ + b_ * tokens);
     }
   }
   return a_ + b_ * tokens;
@@ -57,6 +60,52 @@ std::vector<uint32_t> speculation_policy::plan(std::span<const uint64_t> seqs, u
   return ks;
 }
 
+double speculation_policy::match_acceptance(uint32_t evidence) const {
+  const uint32_t L = std::min(evidence, kMaxEvidence);
+  constexpr double kPriorWeight = 2.0;
+  const double prior = static_cast<double>(L) / (L + 2.0);
+  return (match_accepted_[L] + kPriorWeight * prior) / (match_tried_[L] + kPriorWeight);
+}
+
+std::vector<uint32_t> speculation_policy::trim(std::span<const draft_offer> offers, uint32_t n_decoding,
+                                               uint32_t base_tokens) {
+  std::vector<uint32_t> keep(offers.size(), 0);
+  for (size_t i = 0; i < offers.size(); ++i) keep[i] = std::min(offers[i].n, state(offers[i].seq).k);
+  if (!cfg_.adaptive) return keep;
+
+  // Every drafted token, with the chance that verification gets as far as accepting it.
+  struct candidate {
+    double reach;
+    size_t offer;
+  };
+  std::vector<candidate> cands;
+  for (size_t i = 0; i < offers.size(); ++i) {
+    double reach = 1.0;
+    for (uint32_t j = 0; j < keep[i]; ++j) {
+      reach *= match_acceptance(offers[i].evidence + j);
+      cands.push_back({reach, i});
+    }
+  }
+  // Likeliest first; reach never grows along a draft, and the sort is stable, so the first m
+  // candidates are a prefix of every draft.
+  std::stable_sort(cands.begin(), cands.end(), [](const candidate& a, const candidate& b) { return a.reach > b.reach; });
+  const double b = std::max<uint32_t>(n_decoding, 1);
+  double best_rate = b / step_ms(base_tokens), expected = 0;
+  size_t best_m = 0;
+  for (size_t m = 1; m <= cands.size(); ++m) {
+    expected += cands[m - 1].reach;
+    const double rate = (b + expected) / step_ms(base_tokens + static_cast<uint32_t>(m));
+    if (rate > best_rate) {
+      best_rate = rate;
+      best_m = m;
+    }
+  }
+  if (best_m == 0) ++stats_.steps_off;
+  std::fill(keep.begin(), keep.end(), 0);
+  for (size_t m = 0; m < best_m; ++m) ++keep[cands[m].offer];
+  return keep;
+}
+
 void speculation_policy::report(std::span<const speculation_outcome> outcomes, uint32_t step_tokens, double step_ms) {
   for (const auto& o : outcomes) {
     if (o.drafted == 0) continue;
@@ -68,6 +117,19 @@ void speculation_policy::report(std::span<const speculation_outcome> outcomes, u
       st.k = std::min(st.k + 1, cfg_.k_max);
     } else if (2 * o.accepted < o.drafted) {
       st.k = std::max(st.k - 1, cfg_.k_min);
+    }
+    if (o.evidence > 0) {
+      // Verification tried tokens 0 .. min(accepted, drafted - 1); all but a rejected last one passed.
+      const uint32_t tried = std::min(o.accepted + 1, o.drafted);
+      for (uint32_t j = 0; j < tried; ++j) {
+        const uint32_t L = std::min(o.evidence + j, kMaxEvidence);
+        match_tried_[L] += 1;
+        if (j < o.accepted) match_accepted_[L] += 1;
+        if (match_tried_[L] > 512) {
+          match_tried_[L] /= 2;
+          match_accepted_[L] /= 2;
+        }
+      }
     }
     stats_.drafted += o.drafted;
     stats_.accepted += o.accepted;

@@ -11,12 +11,25 @@
 //
 //   step time t(T)  (T = tokens in the step): the measured time of steps with exactly T
 //   tokens (moving average) where there is one; else that of the nearest measured smaller T
-//   (optimistic: an untried depth gets tried once); else a + b T fitted online (seeded by
+//   if it is at most kOptimisticReach tokens smaller (optimistic: an untried depth gets
+//   tried once); else the larger of that and a + b T, the line fitted online (seeded by
 //   config)
 //
 // Measured times matter on a CPU, where a step's cost is a staircase, not a line: tokens go
 // through the matrix kernels in groups (four, eight), so 1-2 tokens cost the same, 5 cost
 // about what 8 do, and 9 much more than 8. Large batches switch speculation off by themselves.
+//
+// Drafts with evidence (n-gram lookup, which is free to run first): the drafter proposes up
+// to K tokens per sequence together with its match length L (engine/ngram_index.h), and trim
+// keeps the tokens worth verifying. Acceptance depends on L far more than on the sequence
+// (copying a passage: L = 1 is right a quarter of the time, L >= 10 nearly always), so
+//
+//   p(L) = P(the next drafted token is accepted | the L tokens before it agree)
+//
+// is learned over all sequences (counts, with a prior of L / (L + 2)), and the j-th token of
+// a draft is reached with probability p(L) p(L + 1) ... p(L + j - 1). Every drafted token of
+// the batch is a candidate with that reach probability; the step keeps the m likeliest,
+// m maximising (B + their sum) / t(T + m) (m = 0 switches speculation off for the step).
 #pragma once
 
 #include <cstdint>
@@ -40,6 +53,14 @@ struct speculation_outcome {
   uint64_t seq = 0;
   uint32_t drafted = 0;
   uint32_t accepted = 0;
+  uint32_t evidence = 0;  // the draft's match length L (0: a draft without evidence)
+};
+
+// One sequence's draft this step, before trimming: n tokens with evidence L (> 0).
+struct draft_offer {
+  uint64_t seq = 0;
+  uint32_t n = 0;
+  uint32_t evidence = 0;
 };
 
 struct speculation_stats {
@@ -59,6 +80,12 @@ class speculation_policy {
 
   // K for each sequence (0: no drafts this step). base_tokens: the step's tokens without drafts.
   std::vector<uint32_t> plan(std::span<const uint64_t> seqs, uint32_t base_tokens);
+  // Drafts with evidence: how many tokens of each offer to verify (a prefix; 0: none).
+  // n_decoding: sequences that decode in the step (with or without an offer).
+  std::vector<uint32_t> trim(std::span<const draft_offer> offers, uint32_t n_decoding, uint32_t base_tokens);
+  // p(L) above: the learned chance that a drafted token after L agreeing tokens is accepted.
+  double match_acceptance(uint32_t evidence) const;
+  static constexpr uint32_t kMaxEvidence = 32;  // longer matches count as this long
   void report(std::span<const speculation_outcome> outcomes, uint32_t step_tokens, double step_ms);
   void forget(uint64_t seq) { seqs_.erase(seq); }
   speculation_stats stats() const;
@@ -67,6 +94,7 @@ class speculation_policy {
   double fitted_ms(uint32_t tokens) const { return a_ + b_ * tokens; }  // the line alone
   // Exact step times are kept for steps of fewer tokens than this.
   static constexpr uint32_t kMeasuredTokens = 128;
+  static constexpr uint32_t kOptimisticReach = 8;
 
  private:
   struct seq_state {
@@ -86,6 +114,10 @@ class speculation_policy {
   // drafter first catches up on the whole prompt).
   double shared_alpha_ = 0.6;
   std::vector<double> measured_ms_ = std::vector<double>(kMeasuredTokens, -1.0);  // [T], -1: none yet
+  // p(L): accepted and verified drafted tokens by the match length before them, halved now
+  // and then so the figures follow the workload.
+  std::vector<double> match_accepted_ = std::vector<double>(kMaxEvidence + 1, 0.0);
+  std::vector<double> match_tried_ = std::vector<double>(kMaxEvidence + 1, 0.0);
   speculation_stats stats_;
 };
 

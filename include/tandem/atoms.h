@@ -20,6 +20,7 @@ using trim_atom = caf::atom_constant<caf::atom("trim")>;         // scheduler ->
 using draft_atom = caf::atom_constant<caf::atom("draft")>;       // scheduler -> drafter
 using forget_atom = caf::atom_constant<caf::atom("forget")>;     // scheduler -> drafter, verifier
 using plan_k_atom = caf::atom_constant<caf::atom("plank")>;      // scheduler -> verifier
+using trim_drafts_atom = caf::atom_constant<caf::atom("trimdraft")>;  // scheduler -> verifier
 using report_atom = caf::atom_constant<caf::atom("report")>;     // scheduler -> verifier
 
 }  // namespace tandem

@@ -99,3 +99,58 @@ TEST(SpeculationPolicy, UntriedDepthsAreTriedOnce) {
   p.report(std::vector<speculation_outcome>{{1, 1, 0}}, 2, 30);
   EXPECT_EQ(p.plan(one, 1)[0], 0u);
 }
+
+TEST(SpeculationPolicy, LearnsAcceptanceByMatchLength) {
+  speculation_policy p({4, 1, 10, /*adaptive=*/true, 5, 0.1});
+  // Prior before any outcome: L / (L + 2).
+  EXPECT_DOUBLE_EQ(p.match_acceptance(2), 0.5);
+  EXPECT_DOUBLE_EQ(p.match_acceptance(1000), p.match_acceptance(speculation_policy::kMaxEvidence));
+  // Drafts after a one-token match are always wrong; after four or more, always right.
+  for (int i = 0; i < 100; ++i) {
+    p.report(std::vector<speculation_outcome>{{1, 3, 0, 1}}, 0, 0);    // L = 1: token 0 rejected
+    p.report(std::vector<speculation_outcome>{{2, 4, 4, 4}}, 0, 0);    // L = 4..7 all accepted
+  }
+  EXPECT_LT(p.match_acceptance(1), 0.02);
+  EXPECT_GT(p.match_acceptance(4), 0.98);
+  EXPECT_GT(p.match_acceptance(7), 0.98);
+  // Only tried tokens count: after the rejection at L = 1, nothing was learned about L = 2, 3.
+  EXPECT_DOUBLE_EQ(p.match_acceptance(2), 0.5);
+  // A draft accepted up to its third token: L, L + 1 passed, L + 2 failed.
+  speculation_policy q({4, 1, 10, true, 5, 0.1});
+  for (int i = 0; i < 100; ++i) q.report(std::vector<speculation_outcome>{{1, 5, 2, 10}}, 0, 0);
+  EXPECT_GT(q.match_acceptance(10), 0.98);
+  EXPECT_GT(q.match_acceptance(11), 0.98);
+  EXPECT_LT(q.match_acceptance(12), 0.02);
+  EXPECT_DOUBLE_EQ(q.match_acceptance(13), 13.0 / 15.0);  // never tried: the prior
+}
+
+TEST(SpeculationPolicy, TrimKeepsTheDraftsLikelyToPass) {
+  // Steps: 10 ms for 1-12 tokens (drafts nearly free), then 2 ms per token more.
+  speculation_policy p({10, 1, 10, /*adaptive=*/true, 0, 2});
+  for (int round = 0; round < 3; ++round) {
+    for (uint32_t t = 1; t < 40; ++t) p.report({}, t, t <= 12 ? 10.0 : 10.0 + 2.0 * (t - 12));
+  }
+  for (int i = 0; i < 100; ++i) {
+    p.report(std::vector<speculation_outcome>{{100, 1, 0, 1}}, 0, 0);  // L = 1: always wrong
+    p.report(std::vector<speculation_outcome>{{101, 6, 6, 6}}, 0, 0);  // L >= 6: always right
+  }
+  // Two sequences: the draft behind a nine-token match is verified whole; the one behind a
+  // single matching token is nearly worthless, so it only fills what is left of the cheap
+  // 12-token step (2 + 8 + 2), never a slot that would make the step dearer.
+  const std::vector<draft_offer> offers{{1, 8, 1}, {2, 8, 9}};
+  EXPECT_EQ(p.trim(offers, 2, 2), (std::vector<uint32_t>{2, 8}));
+  // Thirty sequences, each drafting behind a one-token match, in a step already past the
+  // cheap range: every verified token costs 2 ms and almost none would pass. Off.
+  std::vector<draft_offer> weak;
+  for (uint64_t s = 0; s < 30; ++s) weak.push_back({200 + s, 4, 1});
+  const auto none = p.trim(weak, 30, 30);
+  for (auto k : none) EXPECT_EQ(k, 0u);
+  EXPECT_GE(p.stats().steps_off, 1u);
+}
+
+TEST(SpeculationPolicy, TrimWithinEachSequencesK) {
+  // Always-on (not adaptive): every offer is kept up to the sequence's K.
+  speculation_policy p({3, 1, 10, /*adaptive=*/false, 5, 0.1});
+  const std::vector<draft_offer> offers{{1, 8, 1}, {2, 2, 20}};
+  EXPECT_EQ(p.trim(offers, 2, 2), (std::vector<uint32_t>{3, 2}));
+}

@@ -107,9 +107,11 @@ class SpeculativeRuntime : public ::testing::Test {
 
   // Greedy output with `method` equals plain greedy output, alone and batched; drafts were
   // accepted (min_accepted), and every block is free or cached afterwards.
-  static void check(runtime_config spec_cfg, uint64_t min_accepted) {
+  // adaptive = false drafts at every step, so the comparison covers verification throughout;
+  // true lets the cost model trim or skip drafts (n-gram: by their match length).
+  static void check(runtime_config spec_cfg, uint64_t min_accepted, bool adaptive = false) {
     spec_cfg.num_speculative_tokens = 4;
-    spec_cfg.speculative_adaptive = false;  // draft at every step: the comparison must cover verification
+    spec_cfg.speculative_adaptive = adaptive;
     auto spec = runtime::start(*sys_, spec_cfg);
     std::vector<spec_run> alone;
     for (const auto& r : prompts()) alone.push_back(run_all(*sys_, *spec, {r})[0]);
@@ -155,6 +157,12 @@ TEST_F(SpeculativeRuntime, GreedyOutputIsIdenticalWithEveryMethod) {
     auto cfg = base_;
     cfg.speculative = "ngram";
     check(cfg, 50);
+  }
+  {
+    SCOPED_TRACE("ngram, adaptive");
+    auto cfg = base_;
+    cfg.speculative = "ngram";
+    check(cfg, 20, /*adaptive=*/true);
   }
   {
     SCOPED_TRACE("layer-skip");
