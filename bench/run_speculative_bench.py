@@ -48,7 +48,7 @@ def markdown(res, cmd):
     lines = [BEGIN, "", "## Speculative decoding (issue 6)", "",
              f"Measured {datetime.date.today()}, default model, greedy, 128 new tokens per task; draft model and "
              f"layer skip use the first {res['draft_layers']} of 30 blocks. Single stream: the four methods' runtimes "
-             f"take turns, task set by task set; median of three runs each. Reproduce: `{cmd}`.", "",
+             f"take turns, task set by task set; median of five runs each. Reproduce: `{cmd}`.", "",
              "![speculative decoding](bench/speculative.png)", "",
              "| method | task | decode tok/s | speed-up | acceptance | mean accepted / pass |",
              "|---|---|---:|---:|---:|---:|"]
@@ -69,7 +69,7 @@ def markdown(res, cmd):
             t = s[m]["grounded"].get("tasks", [])
             lines.append(f"| {m} | " + " | ".join(f"{x / b:.2f}x" for x, b in zip(t, base)) + " |")
     lines += ["", "Aggregate throughput (6 tasks, 3 grounded and 3 chat, dealt round-robin to the streams; wall time "
-              "including prompts): the three modes run side by side, interleaved, median of three runs each.",
+              "including prompts): the three modes run side by side, interleaved, median of five runs each.",
               "", "| streams | off tok/s | always-on tok/s | adaptive tok/s | adaptive vs off | steps switched off |",
               "|---:|---:|---:|---:|---:|---:|"]
     b = res["batch"]

@@ -1,9 +1,10 @@
 // Speculative decoding benchmarks (issue 6) on the default model, greedy:
 //   single stream, each method (none, ngram, layer-skip, draft) on (a) input-grounded tasks
 //   (correct a given passage) and (b) open chat: decode tok/s, speed-up over none,
-//   acceptance rate and mean accepted length per verification pass (interleaved, median of 3);
+//   acceptance rate and mean accepted length per verification pass (interleaved, median of 5);
 //   aggregate throughput at 1, 4 and 16 streams with n-gram drafting adaptive, always-on, off
-//   (side by side, interleaved, median of three).
+//   (side by side, interleaved, median of five). This machine's speed drifts by 10-25% over
+//   minutes: only figures taken side by side compare, and five runs steady the medians.
 // Prints one JSON object on stdout; progress on stderr. Run by bench/run_speculative_bench.py.
 // Usage: speculative_bench [DRAFT LAYERS (24)] [COMPUTE THREADS (0: one per core)] [PART (all,
 //        single or batch: just one of the two parts, for quicker experiments)]
@@ -163,6 +164,8 @@ std::string figures_json(const run_figures& f) {
 
 }  // namespace
 
+constexpr int kReps = 5;
+
 int main(int argc, char** argv) {
   caf::actor_system_config cfg;
   tandem::tune_actor_system(cfg);
@@ -177,7 +180,7 @@ int main(int argc, char** argv) {
   const std::string part = argc > 3 ? argv[3] : "all";
   const bool run_single = part == "all" || part == "single", run_batch = part == "all" || part == "batch";
   // Single stream: the four methods' runtimes live side by side and take turns, task set by
-  // task set, three times; each figure is the median run. (One runtime after another made
+  // task set, five times; each figure is the median run. (One runtime after another made
   // the first one measurably slower than the rest: an order effect, not a method's cost.)
   const std::vector<std::string> methods =
       run_single ? std::vector<std::string>{"none", "ngram", "layer-skip", "draft"} : std::vector<std::string>{};
@@ -195,7 +198,7 @@ int main(int argc, char** argv) {
     return runs[runs.size() / 2];
   };
   std::map<std::pair<size_t, int>, std::vector<run_figures>> single_runs;  // (method, 0 grounded / 1 chat)
-  for (int rep = 0; rep < 3; ++rep) {
+  for (int rep = 0; rep < kReps; ++rep) {
     for (int kind = 0; kind < 2; ++kind) {
       for (size_t m = 0; m < methods.size(); ++m) {
         std::fprintf(stderr, "single stream, %s, %s, run %d...\n", methods[m].c_str(), kind == 0 ? "grounded" : "chat", rep + 1);
@@ -214,7 +217,7 @@ int main(int argc, char** argv) {
   single += "}";
 
   // Batch throughput: the three modes run side by side (one runtime each), interleaved per
-  // repetition so drift in the machine's load hits all alike; median of three.
+  // repetition so drift in the machine's load hits all alike; median of five.
   const std::vector<std::string> modes =
       run_batch ? std::vector<std::string>{"off", "always", "adaptive"} : std::vector<std::string>{};
   std::vector<std::unique_ptr<runtime>> rts;
@@ -230,7 +233,7 @@ int main(int argc, char** argv) {
   for (auto& t : chat_tasks()) tasks.push_back(t);
   const std::vector<int> stream_counts{1, 4, 16};
   std::map<std::pair<size_t, int>, std::vector<run_figures>> reps;  // (mode, streams) -> runs
-  for (int rep = 0; rep < 3; ++rep) {
+  for (int rep = 0; rep < kReps; ++rep) {
     for (int streams : stream_counts) {
       for (size_t m = 0; m < modes.size(); ++m) {
         std::fprintf(stderr, "throughput, n-gram %s, %d streams, run %d...\n", modes[m].c_str(), streams, rep + 1);
