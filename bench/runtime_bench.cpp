@@ -6,7 +6,7 @@
 //               prefilled, chunked (512) vs unchunked
 // Prints one JSON object on stdout; progress on stderr. Run by bench/run_runtime_bench.py.
 // Usage: runtime_bench [MODEL] [TOKENS PER STREAM] [COMPUTE THREADS (0: one per core)]
-//                      [throughput]   (the last: only the throughput part, for quick checks)
+//                      [throughput | prefix]   (only that part, for quick checks)
 #include <algorithm>
 #include <caf/all.hpp>
 #include <chrono>
@@ -194,28 +194,36 @@ std::string prefix(caf::actor_system& sys, const runtime_config& base) {
     std::fprintf(stderr, "  prompt %u tokens: cold %.1f ms, cached %.1f ms (%u cached)\n", a.done.prompt_tokens,
                  a.done.ttft_ms, b.done.ttft_ms, b.done.cached_tokens);
   }
-  // No reuse at all: unique prompts with prefix caching on, then off.
-  auto unique_run = [&](bool caching) {
-    runtime_config rc = base;
-    rc.enable_prefix_caching = caching;
-    auto r2 = start(sys, rc);
-    bench_client c2(sys, *r2);
+  // No reuse at all: two runtimes side by side, prefix caching on and off, take turns on
+  // the same unique 1,000-token prompts (none shares a block with another), which one goes
+  // first alternating. Each pair runs within a few seconds, so the machine's drift (10-25%
+  // over minutes here) cancels in the pair's ratio; the figure is the median ratio.
+  std::fprintf(stderr, "prefix: no-reuse cost, caching on vs off...\n");
+  runtime_config rc_on = base, rc_off = base;
+  rc_on.enable_prefix_caching = true;
+  rc_off.enable_prefix_caching = false;
+  auto rt_on = start(sys, rc_on), rt_off = start(sys, rc_off);
+  bench_client c_on(sys, *rt_on), c_off(sys, *rt_off);
+  auto timed = [](bench_client& cl, const generate_request& r) {
     const auto t0 = clock_type::now();
-    for (int i = 0; i < 6; ++i) c2.submit(fixed_length(system_prompt(100 + i, 4000) + "\nGo.", 16));
-    c2.wait(6);
+    cl.submit(r);
+    cl.wait_one();
     return ms(clock_type::now() - t0);
   };
-  std::fprintf(stderr, "prefix: no-reuse cost, caching on vs off...\n");
-  // Interleaved, which one goes first alternating, best of four each, so drift in the
-  // machine's load and any first-of-a-pair effect hit both alike.
-  double on = 1e300, off = 1e300;
-  for (int i = 0; i < 4; ++i) {
+  timed(c_on, fixed_length(system_prompt(99, 4000) + "\nGo.", 16));  // warm-up
+  timed(c_off, fixed_length(system_prompt(99, 4000) + "\nGo.", 16));
+  std::vector<double> on_ms, off_ms, ratios;
+  for (int i = 0; i < 10; ++i) {
+    const auto r = fixed_length(system_prompt(100 + i, 4000) + "\nGo.", 16);
     const bool on_first = i % 2 == 0;
-    const double first = unique_run(on_first);
-    const double second = unique_run(!on_first);
-    on = std::min(on, on_first ? first : second);
-    off = std::min(off, on_first ? second : first);
+    const double first = timed(on_first ? c_on : c_off, r);
+    const double second = timed(on_first ? c_off : c_on, r);
+    on_ms.push_back(on_first ? first : second);
+    off_ms.push_back(on_first ? second : first);
+    ratios.push_back(on_ms.back() / off_ms.back());
+    std::fprintf(stderr, "  prompt %d: on %.1f ms, off %.1f ms\n", i, on_ms.back(), off_ms.back());
   }
+  const double on = percentile(on_ms, 0.5), off = percentile(off_ms, 0.5);
   char buf[400];
   std::snprintf(buf, sizeof buf,
                 "{\"cold_ttft_ms\":%.2f,\"cached_ttft_ms\":%.2f,\"speedup\":%.2f,\"no_reuse_on_ms\":%.1f,"
@@ -273,8 +281,13 @@ int main(int argc, char** argv) {
   base.max_num_seqs = 64;
   const uint32_t n_tokens = argc > 2 ? static_cast<uint32_t>(std::stoi(argv[2])) : 64;
   base.threads = argc > 3 ? std::stoi(argv[3]) : 0;
-  const bool throughput_only = argc > 4 && std::string(argv[4]) == "throughput";
+  const std::string part = argc > 4 ? argv[4] : "all";  // all, throughput or prefix
+  const bool throughput_only = part == "throughput";
   try {
+    if (part == "prefix") {
+      std::printf("{\"prefix\":%s}\n", prefix(sys, base).c_str());
+      return 0;
+    }
     const std::string tp = throughput(sys, base, n_tokens);
     if (throughput_only) {
       std::printf("{\"throughput\":%s}}\n", tp.c_str());
