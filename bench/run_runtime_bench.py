@@ -50,7 +50,7 @@ def markdown(res, cmd):
              f"Measured {datetime.date.today()} on {cpu_name()} ({os.cpu_count()} cores), default model, "
              f"greedy, fixed-length outputs. Reproduce: `{cmd}`. Decode throughput counts the tokens that "
              "arrive while every stream is decoding (from the last stream's first token to the first stream's "
-             "last), over that window, median of 3 runs; chunked prefill is cost-aware (step_planner.h).", "",
+             "last), over that window; the stream counts take turns, five rounds, median of the five runs each; chunked prefill is cost-aware (step_planner.h).", "",
              "![runtime benchmarks](bench/runtime.png)", "",
              "| concurrent streams | aggregate decode tok/s | vs 1 stream |", "|---:|---:|---:|"]
     for t in tp:

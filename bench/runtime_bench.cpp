@@ -126,22 +126,25 @@ std::string throughput(caf::actor_system& sys, const runtime_config& base, uint3
   bench_client c(sys, *rt);
   c.submit(fixed_length("Warm-up.", 8));
   c.wait(1);
-  std::string json = "{\"runs\":[";
-  for (int streams : {1, 4, 16, 64}) {
-    std::fprintf(stderr, "throughput: %d streams x %u tokens, 3 runs...\n", streams, n_tokens);
-    // Decode throughput: tokens that arrive while every stream is decoding (from the moment
-    // the last stream has its first token to the moment the first stream has its last),
-    // over that window. Prompt processing stays out, so one stream and 64 compare decode
-    // with decode. Median of three runs.
-    struct decode_run {
-      double tok_per_s = 0;
-      uint64_t tokens = 0;  // in the window
-      double window_ms = 0;
-    };
-    std::vector<decode_run> runs;
-    for (int run = 0; run < 3; ++run) {
+  // Decode throughput: tokens that arrive while every stream is decoding (from the moment
+  // the last stream has its first token to the moment the first stream has its last), over
+  // that window. Prompt processing stays out, so one stream and 64 compare decode with
+  // decode. The stream counts take turns, five rounds, and each figure is the median of its
+  // five runs: this machine's speed drifts by 10-25% over minutes, and one count's runs all
+  // in a row would carry that drift into the ratios between counts.
+  struct decode_run {
+    double tok_per_s = 0;
+    uint64_t tokens = 0;  // in the window
+    double window_ms = 0;
+  };
+  const std::vector<int> stream_counts{1, 4, 16, 64};
+  constexpr int kRounds = 5;
+  std::map<int, std::vector<decode_run>> runs;
+  for (int round = 0; round < kRounds; ++round) {
+    for (int streams : stream_counts) {
+      std::fprintf(stderr, "throughput: round %d, %d streams x %u tokens...\n", round + 1, streams, n_tokens);
       for (int i = 0; i < streams; ++i) {
-        c.submit(fixed_length("Story " + std::to_string(run * 100 + i) + ": once upon a time", n_tokens));
+        c.submit(fixed_length("Story " + std::to_string(round * 100 + i) + ": once upon a time", n_tokens));
       }
       const auto traces = c.wait(static_cast<size_t>(streams));
       auto from = clock_type::time_point::min(), to = clock_type::time_point::max();
@@ -155,12 +158,15 @@ std::string throughput(caf::actor_system& sys, const runtime_config& base, uint3
       }
       r.window_ms = to > from ? ms(to - from) : 0.0;
       r.tok_per_s = r.window_ms > 0 ? static_cast<double>(r.tokens) / (r.window_ms / 1000.0) : 0.0;
-      runs.push_back(r);
+      std::fprintf(stderr, "  %.1f tok/s\n", r.tok_per_s);
+      runs[streams].push_back(r);
     }
-    std::sort(runs.begin(), runs.end(), [](const decode_run& a, const decode_run& b) { return a.tok_per_s < b.tok_per_s; });
-    const decode_run& median = runs[1];
-    std::fprintf(stderr, "  %.1f tok/s (runs %.1f %.1f %.1f)\n", median.tok_per_s, runs[0].tok_per_s, runs[1].tok_per_s,
-                 runs[2].tok_per_s);
+  }
+  std::string json = "{\"runs\":[";
+  for (int streams : stream_counts) {
+    auto& v = runs[streams];
+    std::sort(v.begin(), v.end(), [](const decode_run& a, const decode_run& b) { return a.tok_per_s < b.tok_per_s; });
+    const decode_run& median = v[v.size() / 2];
     char buf[160];
     std::snprintf(buf, sizeof buf, "%s{\"streams\":%d,\"tokens\":%llu,\"window_ms\":%.1f,\"tok_per_s\":%.2f}",
                   json.back() == '[' ? "" : ",", streams, static_cast<unsigned long long>(median.tokens),
