@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -15,15 +16,30 @@ bool usable(float x) { return !std::isnan(x) && x != kNegInf; }
 
 // The first maximum of x, -1 when every entry is -inf or NaN (NaN never compares greater).
 int32_t first_max(std::span<const float> x) {
-  int32_t chosen = -1;
-  float best = kNegInf;
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (x[i] > best) {
-      best = x[i];
-      chosen = static_cast<int32_t>(i);
+  // Two passes instead of one with a branch per element: the maximum over 16 lanes (vector
+  // max; NaN never wins a compare), then the first index holding it. Greedy decoding runs
+  // this once per sequence per step over the whole vocabulary.
+  using lanes4 = float __attribute__((vector_size(16)));  // one SSE / NEON register
+  lanes4 m[4];
+  for (auto& v : m) v = lanes4{} + kNegInf;
+  size_t i = 0;
+  for (; i + 16 <= x.size(); i += 16) {
+    for (int r = 0; r < 4; ++r) {
+      lanes4 a;
+      std::memcpy(&a, x.data() + i + 4 * r, sizeof a);
+      m[r] = a > m[r] ? a : m[r];
     }
   }
-  return chosen;
+  float best = kNegInf;
+  for (const auto& v : m) {
+    for (int l = 0; l < 4; ++l) best = v[l] > best ? v[l] : best;
+  }
+  for (; i < x.size(); ++i) best = x[i] > best ? x[i] : best;
+  if (!(best > kNegInf)) return -1;  // empty, or nothing above -inf
+  for (size_t j = 0; j < x.size(); ++j) {
+    if (x[j] == best) return static_cast<int32_t>(j);
+  }
+  return -1;
 }
 
 // log-softmax of `logits` at the given ids (NaN counts as -inf).

@@ -1,6 +1,8 @@
 // Sampler: each option and its edge cases.
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include <cmath>
 #include <limits>
 #include <map>
@@ -34,6 +36,34 @@ TEST(Sampler, GreedyPicksTheFirstMaximum) {
   p.temperature = 0.0f;
   sampler s(p);
   EXPECT_EQ(s.sample(std::vector<float>{0.1f, 3.0f, -1.0f, 3.0f}).token, 1);
+}
+
+TEST(Sampler, GreedyMatchesAPlainScanOnLargeVocabularies) {
+  // Greedy reads the logits in 16-lane blocks plus a tail: ties within and across blocks,
+  // NaN and -inf anywhere, every length around the block size.
+  std::mt19937 rng(7);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  sampling_params p;
+  p.temperature = 0.0f;
+  sampler s(p);
+  for (size_t n : {size_t{1}, size_t{15}, size_t{16}, size_t{17}, size_t{33}, size_t{100}, size_t{49152}}) {
+    for (int trial = 0; trial < 20; ++trial) {
+      std::vector<float> x(n);
+      std::uniform_int_distribution<int> level(0, 6);  // few distinct values: many ties
+      for (auto& v : x) v = static_cast<float>(level(rng));
+      for (size_t k = 0; k < n / 7; ++k) x[rng() % n] = rng() % 2 ? nan : -kInf;
+      if (trial == 0) std::fill(x.begin(), x.end(), -kInf);
+      int32_t expected = -1;
+      float best = -kInf;
+      for (size_t i = 0; i < n; ++i) {
+        if (x[i] > best) {
+          best = x[i];
+          expected = static_cast<int32_t>(i);
+        }
+      }
+      EXPECT_EQ(s.sample(x).token, expected) << "n " << n << " trial " << trial;
+    }
+  }
 }
 
 TEST(Sampler, NegativeTemperatureIsGreedyToo) {
