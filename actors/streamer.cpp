@@ -1,4 +1,6 @@
+#include <algorithm>
 #include <chrono>
+#include <iterator>
 
 #include "actors/clock.h"
 
@@ -18,6 +20,8 @@ struct streamer_state {
   admission_actor admission;
   std::optional<incremental_decoder> decoder;
   std::string held;  // decoded text not sent yet: it may be the start of a stop string
+  generation_delta pending;  // ready to send, waiting for the stream interval to fill
+  bool sent_first = false;
   uint32_t prompt_tokens = 0;
   uint32_t completion_tokens = 0;
   uint32_t cached_tokens = 0;
@@ -44,10 +48,21 @@ size_t held_back_length(const std::string& text, const std::vector<std::string>&
   return keep;
 }
 
+// Sends the pending delta, if it holds anything.
+void flush(self_ptr self) {
+  auto& st = self->state;
+  if (st.pending.text.empty() && st.pending.tokens.empty()) return;
+  st.pending.id = st.id;
+  self->send(st.req.sink, std::move(st.pending));
+  st.pending = generation_delta{};
+  st.sent_first = true;
+}
+
 void close(self_ptr self, std::string reason, std::string error = "", uint16_t status = 200) {
   auto& st = self->state;
   if (st.done) return;
   st.done = true;
+  flush(self);  // nothing produced is lost, whatever the interval
   generation_done d;
   d.id = st.id;
   d.finish_reason = std::move(reason);
@@ -100,12 +115,12 @@ void on_tokens(self_ptr self, token_batch& b) {
     out.resize(out.size() - keep);
   }
   if (!out.empty() || !b.tokens.empty()) {
-    generation_delta d;
-    d.id = st.id;
-    d.text = std::move(out);
-    d.tokens = std::move(b.tokens);
-    d.logprobs = std::move(b.logprobs);
-    self->send(st.req.sink, std::move(d));
+    auto& p = st.pending;
+    p.text += out;
+    p.tokens.insert(p.tokens.end(), b.tokens.begin(), b.tokens.end());
+    p.logprobs.insert(p.logprobs.end(), std::make_move_iterator(b.logprobs.begin()),
+                      std::make_move_iterator(b.logprobs.end()));
+    if (!st.sent_first || p.tokens.size() >= std::max<uint32_t>(1, st.req.stream_interval)) flush(self);
   }
   if (stopped) {
     self->send(st.scheduler, abort_atom::value, static_cast<seq_id>(st.id));

@@ -5,6 +5,7 @@
 //
 //   spawn: render chat template + tokenize --enqueue--> scheduler
 //   scheduler --tokens(batch)--> streamer --generation_delta--> sink
+//                                (every batch, or every stream_interval tokens; the first at once)
 //   last batch (or a stop string) --> generation_done --> sink; finished --> admission; quit
 //   admission --cancel--> streamer --abort--> scheduler; generation_done(abort) --> sink
 #pragma once

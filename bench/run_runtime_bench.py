@@ -63,6 +63,10 @@ def markdown(res, cmd):
               f"| no reuse at all: prefix caching on vs off (10 unique 1,000-token prompts, both runtimes "
               f"taking turns; medians, and the median of the pairs' ratios) | "
               f"{p['no_reuse_on_ms']:.0f} vs {p['no_reuse_off_ms']:.0f} ms ({p['no_reuse_overhead_pct']:+.1f}%) |",
+              *([f"| the work caching adds: the cache manager's time in its handlers, on vs off, over those "
+                 f"{p['no_reuse_prompts']} prompts | {p['cache_busy_on_ms']:.2f} vs {p['cache_busy_off_ms']:.2f} ms "
+                 f"({100 * (p['cache_busy_on_ms'] - p['cache_busy_off_ms']) / p['no_reuse_total_on_ms']:+.3f}% of "
+                 f"their {p['no_reuse_total_on_ms'] / 1000:.1f} s) |"] if "cache_busy_on_ms" in p else []),
               "", "| 8 streams while a 4,000-token prompt is prefilled | ITL p50 | ITL p99 | p99 / p50 | long prompt TTFT |",
               "|---|---:|---:|---:|---:|"]
     for n in ["chunked", "unchunked"]:

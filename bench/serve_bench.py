@@ -224,9 +224,9 @@ def wait_healthy(port, proc, what, timeout=180):
     sys.exit(f"serve_bench: {what} not healthy after {timeout} s")
 
 
-def start_tandem(exe, model, port, threads, max_seqs, kv_tokens):
+def start_tandem(exe, model, port, threads, max_seqs, kv_tokens, extra=()):
     cmd = [exe, "serve", "--model", model, "--port", str(port), "--threads", str(threads),
-           "--max-num-seqs", str(max_seqs), "--kv-cache-tokens", str(kv_tokens), "--log-level", "warn"]
+           "--max-num-seqs", str(max_seqs), "--kv-cache-tokens", str(kv_tokens), "--log-level", "warn", *extra]
     return cmd, subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -324,6 +324,19 @@ def markdown(res, cmd):
                       f"({'met' if ratio >= 1.5 else 'not met'}); <= 10 µs of server CPU per streamed token outside "
                       f"the model: {cpu:.1f} µs at 64+ clients ({'met' if cpu <= 10 else 'not met'}; see "
                       "docs/serving.md for where it goes)."]
+    ti = res["servers"].get("tandem-interval")
+    if ti:
+        r = ti["levels"][0]
+        r1 = next((x for x in t["levels"] if x["clients"] == r["clients"]), None)
+        lines += ["", f"With `--stream-interval {res['stream_interval']}` ({r['clients']} clients, the same run otherwise; "
+                  "the first token of each request at once, then one SSE chunk per "
+                  f"{res['stream_interval']} tokens):", "",
+                  "| stream interval | tok/s | TTFT p50 / p99 ms | gap between chunks p50 / p99 ms | "
+                  "server CPU outside the model, µs/token |", "|---|---|---|---|---|"]
+        for n, x in ((1, r1), (res["stream_interval"], r)):
+            if x:
+                lines.append(f"| {n} | {x['tok_s']:.0f} | {x['ttft_p50_ms']:.0f} / {x['ttft_p99_ms']:.0f} | "
+                             f"{x['itl_p50_ms']:.1f} / {x['itl_p99_ms']:.1f} | {x['cpu_outside_model_us_per_token']:.1f} |")
     lines += ["", "![serving](bench/serve.png)", "",
               "Server CPU outside the model = run time of every Tandem thread except `tandem-device` (step "
               "input, forward pass, sampling) and `tandem-compute` (its pool), from /proc/<pid>/task/*/schedstat, "
@@ -343,6 +356,8 @@ def main():
     ap.add_argument("--tandem", default=os.path.join(ROOT, "build", "bin", "tandem"))
     ap.add_argument("--llama-server", default=None, help="default: scripts/build-llama-server.sh")
     ap.add_argument("--only", choices=["tandem", "llama-server"], default=None)
+    ap.add_argument("--stream-interval", type=int, default=4,
+                    help="also run Tandem at 64 clients with this --stream-interval (1: skip)")
     ap.add_argument("--no-write", action="store_true", help="print only; leave docs/ alone")
     ap.add_argument("--from-json", help="re-render docs from a saved docs/bench/serve.json, running nothing")
     a = ap.parse_args()
@@ -355,6 +370,16 @@ def main():
            "seconds": a.seconds, "max_tokens": a.max_tokens, "servers": {}}
     if a.only != "llama-server":
         res["servers"]["tandem"] = bench_server("tandem", start_tandem, a.tandem, a, model)
+        if a.stream_interval > 1 and 64 in a.clients:
+            # The same 64 clients with several tokens per SSE chunk: what the per-token server
+            # CPU is made of besides one event per token.
+            b = argparse.Namespace(**vars(a))
+            b.clients = [64]
+            extra = ["--stream-interval", str(a.stream_interval)]
+            res["stream_interval"] = a.stream_interval
+            res["servers"]["tandem-interval"] = bench_server(
+                f"tandem --stream-interval {a.stream_interval}",
+                lambda *x: start_tandem(*x, extra=extra), a.tandem, b, model)
     if a.only != "tandem":
         exe = a.llama_server or subprocess.run([os.path.join(ROOT, "scripts", "build-llama-server.sh")],
                                                check=True, stdout=subprocess.PIPE, text=True).stdout.split()[-1]

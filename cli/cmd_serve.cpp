@@ -29,6 +29,7 @@ struct serve_options {
   runtime_config rt;
   device_options device;
   int io_threads = 1;  // one writes ~50k SSE events/s; a second only adds wake-ups (CPU per token)
+  uint32_t stream_interval = 1;
   uint32_t max_connections = 1024;
   size_t max_body_bytes = 1 << 20;
   int send_buffer_bytes = 0;
@@ -76,6 +77,7 @@ int serve(serve_options o) {
   so.host = o.host;
   so.port = o.port;
   so.io_threads = o.io_threads;
+  so.stream_interval = o.stream_interval;
   so.max_connections = o.max_connections;
   so.max_body_bytes = o.max_body_bytes;
   so.send_buffer_bytes = o.send_buffer_bytes;
@@ -133,6 +135,11 @@ void register_serve(CLI::App& app) {
   add_device_options(cmd, o->device);
   add_speculative_options(cmd, o->rt);
   cmd->add_option("--io-threads", o->io_threads, "Network threads")->capture_default_str();
+  cmd->add_option("--stream-interval", o->stream_interval,
+                  "Tokens per streamed event (SSE chunk, WebSocket frame): the first token at once, then every N; "
+                  "more costs the server less per token and makes the stream burstier")
+      ->check(CLI::Range(1u, 1024u))
+      ->capture_default_str();
   cmd->add_option("--max-connections", o->max_connections, "Open connections at most")->capture_default_str();
   cmd->add_option("--max-body-bytes", o->max_body_bytes, "Request body size at most")->capture_default_str();
   cmd->add_option("--send-buffer-bytes", o->send_buffer_bytes,

@@ -42,6 +42,8 @@ struct kv_cache_stats {
   uint64_t prefix_queries = 0;  // prompt tokens looked up when sequences were admitted
   uint64_t prefix_hits = 0;     // of those, tokens found in the cache
   uint32_t sequences = 0;
+  double busy_ms = 0;           // the cache manager actor's time in its handlers (prefix
+                                // matching, hashing and indexing included); 0 from the engine
 };
 
 class kv_block_manager {

@@ -39,6 +39,7 @@ void start_live_job(const std::shared_ptr<live_job>& lj, const Executor& ex, ser
   auto reqs = lj->job.requests();
   for (uint32_t i = 0; i < reqs.size(); ++i) {
     reqs[i].api_key = api_key;
+    reqs[i].stream_interval = ctx.opts.stream_interval;
     std::weak_ptr<live_job> weak = lj;
     auto callback = [weak, ex, i](sink_event ev) {
       boost::asio::post(ex, [weak, i, ev = std::move(ev)]() mutable {

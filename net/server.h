@@ -36,6 +36,7 @@ struct server_options {
   int send_buffer_bytes = 0;                         // SO_SNDBUF per connection; 0 = the kernel's (autotuned)
   size_t max_pending_output_bytes = 1 << 20;         // per WebSocket: reads pause above this
   uint32_t max_generations_per_socket = 64;          // concurrent generations on one WebSocket
+  uint32_t stream_interval = 1;                      // tokens per streamed event (generate_request)
 };
 
 struct server_context;

@@ -57,6 +57,10 @@ struct generate_request {
   std::string tenant = "default";     // set by admission from the API key when tenants are configured
   double weight = 1.0;                // the tenant's scheduling weight (set by admission)
   std::string api_key;                // the caller's key (Authorization: Bearer); checked by admission
+  // Tokens per delta (vLLM's --stream-interval): the first token goes out at once, then a
+  // delta whenever this many have gathered, and the rest at the end. 1 (or 0): each step's
+  // tokens as they come. Larger: fewer, larger deltas, less server work per token.
+  uint32_t stream_interval = 1;
   sink_actor sink;                    // receives the deltas and the final event
 };
 
@@ -115,7 +119,8 @@ typename Inspector::result_type inspect(Inspector& f, sampling_options& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generate_request& x) {
   return f(caf::meta::type_name("generate_request"), x.prompt, x.messages, x.add_generation_prompt, x.max_tokens,
-           x.stop, x.stop_token_ids, x.ignore_eos, x.speculative, x.sampling, x.tenant, x.weight, x.api_key, x.sink);
+           x.stop, x.stop_token_ids, x.ignore_eos, x.speculative, x.sampling, x.tenant, x.weight, x.api_key,
+           x.stream_interval, x.sink);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, submit_reply& x) {

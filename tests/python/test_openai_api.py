@@ -212,3 +212,24 @@ def test_metrics_exposition(server, client):
                  'tandem:prompt_tokens_total{tenant="default"}', 'tandem:generation_tokens_total{tenant="default"}',
                  'tandem:rejections_total{reason="rate_limited"}']:
         assert name in text, name
+
+
+
+def _content_chunks(client):
+    stream = client.completions.create(model="m", prompt="The capital of France is", max_tokens=13, temperature=0,
+                                       stream=True)
+    return [c.choices[0].text for c in stream if c.choices and c.choices[0].text]
+
+
+def test_stream_interval_sends_fewer_larger_chunks(client):
+    """--stream-interval 4: the first token at once, then four tokens per SSE chunk, same text."""
+    from conftest import Server
+    every = _content_chunks(client)
+    s = Server("--stream-interval", "4", "--log-level", "warn")
+    try:
+        gathered = _content_chunks(openai.OpenAI(base_url=s.url + "/v1", api_key="unused", max_retries=0, timeout=120))
+    finally:
+        s.stop()
+    assert len(every) == 13  # one chunk per token (plain ASCII text)
+    assert len(gathered) == 4  # 1 + 4 + 4 + 4
+    assert "".join(gathered) == "".join(every)

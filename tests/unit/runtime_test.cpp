@@ -20,6 +20,7 @@ struct collected {
   std::string text;
   std::vector<int32_t> tokens;
   int deltas = 0;
+  std::vector<size_t> delta_tokens;  // tokens in each delta, in order
   generation_done done;
 };
 
@@ -38,6 +39,7 @@ sink_actor::behavior_type collecting_sink(sink_actor::stateful_pointer<collected
         self->state.text += d.text;
         self->state.tokens.insert(self->state.tokens.end(), d.tokens.begin(), d.tokens.end());
         ++self->state.deltas;
+        self->state.delta_tokens.push_back(d.tokens.size());
       },
       [self, waiter](generation_done& d) {
         self->state.id = d.id;
@@ -186,6 +188,20 @@ TEST_F(RuntimeTest, ASharedThousandTokenPrefixIsComputedOnce) {
   EXPECT_GE(second[0].done.cached_tokens, prefix_tokens - 32);
   EXPECT_EQ(computed2, second[0].done.prompt_tokens - second[0].done.cached_tokens);
   EXPECT_LT(computed2, 64u);
+  expect_no_blocks_held();
+}
+
+TEST_F(RuntimeTest, AStreamIntervalGathersTokensAndLosesNone) {
+  const auto every = run({greedy("Once upon a time, in a small village,", 18)})[0];
+  auto req = greedy("Once upon a time, in a small village,", 18);
+  req.stream_interval = 4;
+  const auto gathered = run({req})[0];
+  EXPECT_EQ(every.delta_tokens, std::vector<size_t>(18, 1));
+  // The first token at once, then four at a time, the last one at the end.
+  EXPECT_EQ(gathered.delta_tokens, (std::vector<size_t>{1, 4, 4, 4, 4, 1}));
+  EXPECT_EQ(gathered.tokens, every.tokens);
+  EXPECT_EQ(gathered.text, every.text);
+  EXPECT_EQ(gathered.done.completion_tokens, 18u);
   expect_no_blocks_held();
 }
 
