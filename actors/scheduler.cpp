@@ -240,7 +240,7 @@ std::vector<draft_query> draft_queries(self_ptr self, const std::vector<uint64_t
 void set_drafts(self_ptr self, const std::vector<seq_id>& asked, const draft_batch& drafts,
                 const std::vector<uint32_t>* keep) {
   auto& st = self->state;
-  for (size_t i = 0; i < asked.size() && i < drafts.size(); ++i) {
+  for (size_t i = 0; i < asked.size() && i < drafts.size() && (!keep || i < keep->size()); ++i) {
     const uint32_t n = keep ? std::min<uint32_t>((*keep)[i], static_cast<uint32_t>(drafts[i].tokens.size()))
                             : static_cast<uint32_t>(drafts[i].tokens.size());
     if (n == 0 || !st.planner->contains(asked[i])) continue;
@@ -286,22 +286,18 @@ void draft_then_trim(self_ptr self) {
   self->request(self->state.drafter, caf::infinite, draft_atom::value, std::move(queries))
       .then(
           [self, asked, n_decoding, base_tokens](const draft_batch& drafts) {
-            std::vector<draft_offer> offers;
-            std::vector<size_t> offered;  // index into asked/drafts
-            for (size_t i = 0; i < asked.size() && i < drafts.size(); ++i) {
-              if (drafts[i].tokens.empty()) continue;
-              offers.push_back({asked[i], static_cast<uint32_t>(drafts[i].tokens.size()), drafts[i].evidence});
-              offered.push_back(i);
+            // No lookup found anything: skip the verifier's round trip.
+            if (std::all_of(drafts.begin(), drafts.end(), [](const draft& d) { return d.tokens.empty(); })) {
+              return reserve_and_run(self);
             }
-            if (offers.empty()) return reserve_and_run(self);
+            std::vector<draft_offer> offers;  // parallel to asked (an empty draft offers 0 tokens)
+            for (size_t i = 0; i < asked.size() && i < drafts.size(); ++i) {
+              offers.push_back({asked[i], static_cast<uint32_t>(drafts[i].tokens.size()), drafts[i].evidence});
+            }
             self->request(self->state.verifier, caf::infinite, trim_drafts_atom::value, std::move(offers), n_decoding,
                           base_tokens)
                 .then(
-                    [self, asked, drafts, offered](const std::vector<uint32_t>& keep_offered) {
-                      std::vector<uint32_t> keep(asked.size(), 0);
-                      for (size_t j = 0; j < offered.size() && j < keep_offered.size(); ++j) {
-                        keep[offered[j]] = keep_offered[j];
-                      }
+                    [self, asked, drafts](const std::vector<uint32_t>& keep) {
                       set_drafts(self, asked, drafts, &keep);
                       reserve_and_run(self);
                     },

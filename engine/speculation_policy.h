@@ -56,7 +56,7 @@ struct speculation_outcome {
   uint32_t evidence = 0;  // the draft's match length L (0: a draft without evidence)
 };
 
-// One sequence's draft this step, before trimming: n tokens with evidence L (> 0).
+// One sequence's draft this step, before trimming: n tokens (0: none found) with evidence L.
 struct draft_offer {
   uint64_t seq = 0;
   uint32_t n = 0;
