@@ -50,19 +50,26 @@ def markdown(res, cmd):
              f"Measured {datetime.date.today()} on {cpu_name()} ({os.cpu_count()} cores), default model, "
              f"greedy, fixed-length outputs. Reproduce: `{cmd}`. Decode throughput counts the tokens that "
              "arrive while every stream is decoding (from the last stream's first token to the first stream's "
-             "last), over that window; the stream counts take turns, five rounds, median of the five runs each; chunked prefill is cost-aware (step_planner.h).", "",
+             "last), over that window; the stream counts take turns, five rounds: tok/s is the median of the five runs, "
+             "\"vs 1 stream\" the median of the five rounds' ratios to that round's one-stream run (seconds apart; "
+             "this machine's speed drifts by up to 30% within seconds, so only paired figures compare); chunked "
+             "prefill is cost-aware (step_planner.h).", "",
              "![runtime benchmarks](bench/runtime.png)", "",
              "| concurrent streams | aggregate decode tok/s | vs 1 stream |", "|---:|---:|---:|"]
     for t in tp:
-        lines.append(f"| {t['streams']} | {t['tok_per_s']:.1f} | {t['tok_per_s'] / one:.2f}x |")
+        ratio = t.get("vs_one_paired", t["tok_per_s"] / one)
+        lines.append(f"| {t['streams']} | {t['tok_per_s']:.1f} | {ratio:.2f}x |")
     p = res["prefix"]
     lines += ["", "| shared 2,000-token system prompt | TTFT |", "|---|---:|",
               f"| cold (median of 3) | {p['cold_ttft_ms']:.0f} ms |",
               f"| cached (median of 3) | {p['cached_ttft_ms']:.0f} ms |",
               f"| speed-up | {p['speedup']:.1f}x |",
-              f"| no reuse at all: prefix caching on vs off (10 unique 1,000-token prompts, both runtimes "
-              f"taking turns; medians, and the median of the pairs' ratios) | "
-              f"{p['no_reuse_on_ms']:.0f} vs {p['no_reuse_off_ms']:.0f} ms ({p['no_reuse_overhead_pct']:+.1f}%) |",
+              f"| no reuse at all: prefix caching on vs off ({p['no_reuse_prompts']} unique 1,000-token prompts, 16 "
+              f"tokens each; per prompt a fresh pair of runtimes over one model object, creation and run order "
+              f"alternating; medians, and the median of the pairs' ratios with its 95% interval) | "
+              f"{p['no_reuse_on_ms']:.0f} vs {p['no_reuse_off_ms']:.0f} ms ({p['no_reuse_overhead_pct']:+.1f}%"
+              + (f", {p['no_reuse_ci_low_pct']:+.1f}% to {p['no_reuse_ci_high_pct']:+.1f}%"
+                 if "no_reuse_ci_low_pct" in p else "") + ") |",
               *([f"| the work caching adds: the cache manager's time in its handlers, on vs off, over those "
                  f"{p['no_reuse_prompts']} prompts | {p['cache_busy_on_ms']:.2f} vs {p['cache_busy_off_ms']:.2f} ms "
                  f"({100 * (p['cache_busy_on_ms'] - p['cache_busy_off_ms']) / p['no_reuse_total_on_ms']:+.3f}% of "

@@ -24,7 +24,7 @@ def plot(res, path):
     base = res["single"]["none"]
     x = range(len(METHODS))
     for off, task, color in [(-0.2, "grounded", "#48c"), (0.2, "chat", "#c84")]:
-        ax.bar([i + off for i in x], [res["single"][m][task]["tok_per_s"] / base[task]["tok_per_s"] for m in METHODS],
+        ax.bar([i + off for i in x], [res["single"][m][task]["speedup"] for m in METHODS],
                width=0.4, label=task, color=color)
     ax.axhline(1.0, color="gray", lw=0.8)
     ax.set_xticks(list(x), METHODS)
@@ -48,35 +48,40 @@ def markdown(res, cmd):
     lines = [BEGIN, "", "## Speculative decoding (issue 6)", "",
              f"Measured {datetime.date.today()}, default model, greedy, 128 new tokens per task; draft model and "
              f"layer skip use the first {res['draft_layers']} of 30 blocks. Single stream: the four methods' runtimes "
-             f"take turns, task set by task set; median of five runs each. Reproduce: `{cmd}`.", "",
+             f"run each task back to back (order reversed every other task); tok/s is the median of five reps, the "
+             f"speed-up the median of the five reps' paired ratios (none's decode time over the method's, same "
+             f"tokens), acceptance over all five reps. This machine's speed drifts by up to 30% within seconds, "
+             f"so only paired figures compare. Reproduce: `{cmd}`.", "",
              "![speculative decoding](bench/speculative.png)", "",
              "| method | task | decode tok/s | speed-up | acceptance | mean accepted / pass |",
              "|---|---|---:|---:|---:|---:|"]
     for m in METHODS:
         for task in ["grounded", "chat"]:
             f = s[m][task]
-            up = f["tok_per_s"] / s["none"][task]["tok_per_s"]
+            up = f["speedup"]
             acc = f"{100 * f['acceptance']:.1f}%" if m != "none" else "-"
             mal = f"{f['mean_accepted']:.2f}" if m != "none" else "-"
             lines.append(f"| {m} | {task} | {f['tok_per_s']:.1f} | {up:.2f}x | {acc} | {mal} |")
     base = s["none"]["grounded"].get("tasks", [])
     if base:
         lines += ["", "Per grounded task (correct the mistakes in a passage and write it out again; the passages are in "
-                  "bench/speculative_bench.cpp), speed-up over none:", "",
+                  "bench/speculative_bench.cpp), speed-up over none (median of the five reps' paired ratios):", "",
                   "| method | " + " | ".join(f"passage {i + 1}" for i in range(len(base))) + " |",
                   "|---|" + "---:|" * len(base)]
         for m in METHODS[1:]:
             t = s[m]["grounded"].get("tasks", [])
-            lines.append(f"| {m} | " + " | ".join(f"{x / b:.2f}x" for x, b in zip(t, base)) + " |")
+            lines.append(f"| {m} | " + " | ".join(f"{x:.2f}x" for x in t) + " |")
     lines += ["", "Aggregate throughput (6 tasks, 3 grounded and 3 chat, dealt round-robin to the streams; wall time "
-              "including prompts): the three modes run side by side, interleaved, median of five runs each.",
+              "including prompts): the three modes run each stream count back to back, each mode first in turn; tok/s is "
+              "the median of five reps, adaptive vs off the median of the reps' paired ratios.",
               "", "| streams | off tok/s | always-on tok/s | adaptive tok/s | adaptive vs off | steps switched off |",
               "|---:|---:|---:|---:|---:|---:|"]
     b = res["batch"]
     for st in sorted(int(k) for k in b["off"]):
         k = str(st)
         off, alw, ada = b["off"][k]["tok_per_s"], b["always"][k]["tok_per_s"], b["adaptive"][k]["tok_per_s"]
-        lines.append(f"| {st} | {off:.1f} | {alw:.1f} | {ada:.1f} | {ada / off:.2f}x | {b['adaptive'][k]['steps_off']} |")
+        lines.append(f"| {st} | {off:.1f} | {alw:.1f} | {ada:.1f} | {b['adaptive'][k]['speedup']:.2f}x | "
+                     f"{b['adaptive'][k]['steps_off']} |")
     lines += ["", END]
     return "\n".join(lines)
 

@@ -10,12 +10,16 @@
 #include <algorithm>
 #include <caf/all.hpp>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <numeric>
 #include <string>
 #include <vector>
 
+#include "actors/device_worker.h"
+#include "engine/model.h"
+#include "engine/model_path.h"
 #include "tandem/runtime.h"
 
 using namespace tandem;
@@ -162,15 +166,25 @@ std::string throughput(caf::actor_system& sys, const runtime_config& base, uint3
       runs[streams].push_back(r);
     }
   }
+  // Each round's ratio to its own one-stream run (seconds apart) is steadier than the ratio of
+  // the medians: the speed drifts by up to 30% within seconds here.
+  std::map<int, std::vector<double>> vs_one;
+  for (int streams : stream_counts) {
+    for (int round = 0; round < kRounds; ++round) {
+      vs_one[streams].push_back(runs[streams][round].tok_per_s / runs[1][round].tok_per_s);
+    }
+    std::sort(vs_one[streams].begin(), vs_one[streams].end());
+  }
   std::string json = "{\"runs\":[";
   for (int streams : stream_counts) {
     auto& v = runs[streams];
     std::sort(v.begin(), v.end(), [](const decode_run& a, const decode_run& b) { return a.tok_per_s < b.tok_per_s; });
     const decode_run& median = v[v.size() / 2];
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "%s{\"streams\":%d,\"tokens\":%llu,\"window_ms\":%.1f,\"tok_per_s\":%.2f}",
+    char buf[200];
+    std::snprintf(buf, sizeof buf,
+                  "%s{\"streams\":%d,\"tokens\":%llu,\"window_ms\":%.1f,\"tok_per_s\":%.2f,\"vs_one_paired\":%.3f}",
                   json.back() == '[' ? "" : ",", streams, static_cast<unsigned long long>(median.tokens),
-                  median.window_ms, median.tok_per_s);
+                  median.window_ms, median.tok_per_s, vs_one[streams][kRounds / 2]);
     json += buf;
   }
   // Scheduling overhead: time the scheduler spends planning next to the device's step time.
@@ -185,39 +199,48 @@ std::string throughput(caf::actor_system& sys, const runtime_config& base, uint3
 }
 
 std::string prefix(caf::actor_system& sys, const runtime_config& base) {
-  auto rt = start(sys, base);
-  bench_client c(sys, *rt);
   std::vector<double> cold, cached;
-  for (int v = 0; v < 3; ++v) {
-    std::fprintf(stderr, "prefix: system prompt %d, cold then cached...\n", v);
-    const std::string sp = system_prompt(v, 9000);
-    c.submit(fixed_length(sp + "\nQuestion: what is rule 3?", 1));
-    const auto a = c.wait_one();
-    c.submit(fixed_length(sp + "\nQuestion: what is rule 7?", 1));
-    const auto b = c.wait_one();
-    cold.push_back(a.done.ttft_ms);
-    cached.push_back(b.done.ttft_ms);
-    std::fprintf(stderr, "  prompt %u tokens: cold %.1f ms, cached %.1f ms (%u cached)\n", a.done.prompt_tokens,
-                 a.done.ttft_ms, b.done.ttft_ms, b.done.cached_tokens);
+  {
+    auto rt = start(sys, base);
+    bench_client c(sys, *rt);
+    for (int v = 0; v < 3; ++v) {
+      std::fprintf(stderr, "prefix: system prompt %d, cold then cached...\n", v);
+      const std::string sp = system_prompt(v, 9000);
+      c.submit(fixed_length(sp + "\nQuestion: what is rule 3?", 1));
+      const auto a = c.wait_one();
+      c.submit(fixed_length(sp + "\nQuestion: what is rule 7?", 1));
+      const auto b = c.wait_one();
+      cold.push_back(a.done.ttft_ms);
+      cached.push_back(b.done.ttft_ms);
+      std::fprintf(stderr, "  prompt %u tokens: cold %.1f ms, cached %.1f ms (%u cached)\n", a.done.prompt_tokens,
+                   a.done.ttft_ms, b.done.ttft_ms, b.done.cached_tokens);
+    }
   }
-  // No reuse at all: two runtimes side by side, prefix caching on and off, take turns on
-  // the same unique 1,000-token prompts (none shares a block with another), which one goes
-  // first alternating. Each pair runs within a few seconds, so the machine's drift (10-25%
-  // over minutes here) cancels in the pair's ratio; the figure is the median ratio.
+  // No reuse at all: prefix caching on vs off on the same unique 1,000-token prompts (none
+  // shares a block with another), one pair of fresh runtimes per prompt. The speed drifts by
+  // up to 30% within seconds here, so only a pair's ratio compares, and the figure is the
+  // median ratio. Two identical runtimes side by side are not equally fast either: the one
+  // created first ran a few percent slower in an A/A run (both caching). So each pair
+  // alternates which runtime is created first and which runs first, and both compute with
+  // one model object (the same tiled weights at the same addresses); only the flag differs.
   std::fprintf(stderr, "prefix: no-reuse cost, caching on vs off...\n");
   runtime_config rc_on = base, rc_off = base;
   rc_on.enable_prefix_caching = true;
   rc_off.enable_prefix_caching = false;
-  auto rt_on = start(sys, rc_on), rt_off = start(sys, rc_off);
-  bench_client c_on(sys, *rt_on), c_off(sys, *rt_off);
+  rc_on.kv_cache_tokens = rc_off.kv_cache_tokens = 8192;
+  model_options mo;
+  mo.n_threads = base.threads;
+  std::shared_ptr<model> one_model = model::open(resolve_model_path(base.model), mo);
+  rc_on.device_worker = rc_off.device_worker = [one_model](caf::actor_system& s, std::shared_ptr<model>,
+                                                           uint32_t n_blocks, uint32_t block_size) {
+    return spawn_cpu_device_worker(s, one_model, n_blocks, block_size);
+  };
   auto timed = [](bench_client& cl, const generate_request& r) {
     const auto t0 = clock_type::now();
     cl.submit(r);
     cl.wait_one();
     return ms(clock_type::now() - t0);
   };
-  timed(c_on, fixed_length(system_prompt(99, 4000) + "\nGo.", 16));  // warm-up
-  timed(c_off, fixed_length(system_prompt(99, 4000) + "\nGo.", 16));
   // The direct cost besides: the cache manager's time in its handlers, where prefix
   // matching, block hashing and indexing happen (the only work that caching adds).
   auto busy_ms = [&](runtime& r) {
@@ -227,29 +250,51 @@ std::string prefix(caf::actor_system& sys, const runtime_config& base) {
         .receive([&](const kv_cache_stats& s) { b = s.busy_ms; }, [](const caf::error&) {});
     return b;
   };
-  const double busy_on0 = busy_ms(*rt_on), busy_off0 = busy_ms(*rt_off);
+  constexpr int kPairs = 24;
   std::vector<double> on_ms, off_ms, ratios;
-  for (int i = 0; i < 10; ++i) {
+  double busy_on = 0, busy_off = 0;
+  for (int i = 0; i < kPairs; ++i) {
+    const bool on_created_first = i % 2 == 0, on_runs_first = (i / 2) % 2 == 0;
+    std::unique_ptr<runtime> rt_on, rt_off;
+    if (on_created_first) {
+      rt_on = start(sys, rc_on);
+      rt_off = start(sys, rc_off);
+    } else {
+      rt_off = start(sys, rc_off);
+      rt_on = start(sys, rc_on);
+    }
+    bench_client c_on(sys, *rt_on), c_off(sys, *rt_off);
+    timed(c_on, fixed_length("Warm-up.", 2));
+    timed(c_off, fixed_length("Warm-up.", 2));
+    const double busy_on0 = busy_ms(*rt_on), busy_off0 = busy_ms(*rt_off);
     const auto r = fixed_length(system_prompt(100 + i, 4000) + "\nGo.", 16);
-    const bool on_first = i % 2 == 0;
-    const double first = timed(on_first ? c_on : c_off, r);
-    const double second = timed(on_first ? c_off : c_on, r);
-    on_ms.push_back(on_first ? first : second);
-    off_ms.push_back(on_first ? second : first);
+    const double first = timed(on_runs_first ? c_on : c_off, r);
+    const double second = timed(on_runs_first ? c_off : c_on, r);
+    on_ms.push_back(on_runs_first ? first : second);
+    off_ms.push_back(on_runs_first ? second : first);
     ratios.push_back(on_ms.back() / off_ms.back());
+    busy_on += busy_ms(*rt_on) - busy_on0;
+    busy_off += busy_ms(*rt_off) - busy_off0;
     std::fprintf(stderr, "  prompt %d: on %.1f ms, off %.1f ms\n", i, on_ms.back(), off_ms.back());
   }
   const double on = percentile(on_ms, 0.5), off = percentile(off_ms, 0.5);
-  const double busy_on = busy_ms(*rt_on) - busy_on0, busy_off = busy_ms(*rt_off) - busy_off0;
+  // A distribution-free 95% interval for the median ratio: order statistics k and n + 1 - k
+  // (1-based), k = floor(n / 2 - 0.98 sqrt(n)), the normal approximation to the binomial.
+  std::sort(ratios.begin(), ratios.end());
+  const auto n = static_cast<double>(ratios.size());
+  const size_t k = static_cast<size_t>(std::max(1.0, std::floor(n / 2 - 0.98 * std::sqrt(n))));
+  const double ci_low = ratios[k - 1], ci_high = ratios[ratios.size() - k];
   double total_on = 0;
   for (double x : on_ms) total_on += x;
   char buf[600];
   std::snprintf(buf, sizeof buf,
                 "{\"cold_ttft_ms\":%.2f,\"cached_ttft_ms\":%.2f,\"speedup\":%.2f,\"no_reuse_on_ms\":%.1f,"
                 "\"no_reuse_off_ms\":%.1f,\"no_reuse_overhead_pct\":%.2f,\"no_reuse_prompts\":%zu,"
-                "\"cache_busy_on_ms\":%.3f,\"cache_busy_off_ms\":%.3f,\"no_reuse_total_on_ms\":%.1f}",
+                "\"cache_busy_on_ms\":%.3f,\"cache_busy_off_ms\":%.3f,\"no_reuse_total_on_ms\":%.1f,"
+                "\"no_reuse_ci_low_pct\":%.2f,\"no_reuse_ci_high_pct\":%.2f}",
                 percentile(cold, 0.5), percentile(cached, 0.5), percentile(cold, 0.5) / percentile(cached, 0.5), on, off,
-                100.0 * (percentile(ratios, 0.5) - 1.0), on_ms.size(), busy_on, busy_off, total_on);
+                100.0 * (percentile(ratios, 0.5) - 1.0), on_ms.size(), busy_on, busy_off, total_on,
+                100.0 * (ci_low - 1.0), 100.0 * (ci_high - 1.0));
   return buf;
 }
 

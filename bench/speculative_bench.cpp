@@ -1,10 +1,11 @@
 // Speculative decoding benchmarks (issue 6) on the default model, greedy:
 //   single stream, each method (none, ngram, layer-skip, draft) on (a) input-grounded tasks
 //   (correct a given passage) and (b) open chat: decode tok/s, speed-up over none,
-//   acceptance rate and mean accepted length per verification pass (interleaved, median of 5);
-//   aggregate throughput at 1, 4 and 16 streams with n-gram drafting adaptive, always-on, off
-//   (side by side, interleaved, median of five). This machine's speed drifts by 10-25% over
-//   minutes: only figures taken side by side compare, and five runs steady the medians.
+//   acceptance rate and mean accepted length per verification pass;
+//   aggregate throughput at 1, 4 and 16 streams with n-gram drafting adaptive, always-on, off.
+// This machine's speed drifts by up to 30% within seconds, so every comparison is paired:
+// the methods run each task back to back, the modes each stream count back to back, and a
+// speed-up is the median over five reps of the ratio within each rep.
 // Prints one JSON object on stdout; progress on stderr. Run by bench/run_speculative_bench.py.
 // Usage: speculative_bench [DRAFT LAYERS (24)] [COMPUTE THREADS (0: one per core)] [PART (all,
 //        single or batch: just one of the two parts, for quicker experiments)]
@@ -16,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "engine/gguf.h"
@@ -94,8 +96,9 @@ std::vector<generate_request> chat_tasks() {
 struct run_figures {
   double tok_per_s = 0;    // completion tokens / decode time (after the first token)
   uint64_t tokens = 0;
+  double decode_ms = 0;    // single stream: the tasks' decode time, first token to last
   speculation_stats spec;  // for this run only
-  std::vector<double> task_tok_per_s;  // single stream: each task's own decode rate
+  double speedup = 0;      // against its pair in the same rep (set by the caller)
 };
 
 speculation_stats verifier_stats(caf::actor_system& sys, runtime& rt) {
@@ -112,7 +115,6 @@ run_figures run(caf::actor_system& sys, runtime& rt, const std::vector<generate_
   caf::scoped_actor self{sys};
   const auto before = verifier_stats(sys, rt);
   run_figures f;
-  double decode_ms = 0;
   const auto t0 = clock_type::now();
   auto submit = [&](generate_request r) {
     r.sink = self->spawn(quiet_sink, caf::actor_cast<caf::actor>(self));
@@ -124,12 +126,11 @@ run_figures run(caf::actor_system& sys, runtime& rt, const std::vector<generate_
       submit(t);
       self->receive([&](outcome_atom, const outcome& o) {
         const double total = std::chrono::duration<double, std::milli>(clock_type::now() - s0).count();
-        decode_ms += total - o.done.ttft_ms;
+        f.decode_ms += total - o.done.ttft_ms;
         f.tokens += o.done.completion_tokens;
-        f.task_tok_per_s.push_back(o.done.completion_tokens / ((total - o.done.ttft_ms) / 1000.0));
       });
     }
-    f.tok_per_s = static_cast<double>(f.tokens) / (decode_ms / 1000.0);
+    f.tok_per_s = static_cast<double>(f.tokens) / (f.decode_ms / 1000.0);
   } else {
     for (int i = 0; i < streams; ++i) submit(tasks[static_cast<size_t>(i) % tasks.size()]);
     for (int i = 0; i < streams; ++i) self->receive([&](outcome_atom, const outcome& o) { f.tokens += o.done.completion_tokens; });
@@ -143,20 +144,37 @@ run_figures run(caf::actor_system& sys, runtime& rt, const std::vector<generate_
   return f;
 }
 
-std::string figures_json(const run_figures& f) {
-  char buf[300];
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// The figures of the median run by tok/s, the speed-up as the median of the reps' paired
+// ratios, and the acceptance over all runs (rather than one run's few hundred tokens).
+std::string figures_json(std::vector<run_figures> runs, const std::vector<double>& task_speedups = {}) {
+  std::vector<double> speedups;
+  speculation_stats all;
+  for (const auto& r : runs) {
+    speedups.push_back(r.speedup);
+    all.drafted += r.spec.drafted;
+    all.accepted += r.spec.accepted;
+    all.passes += r.spec.passes;
+    all.steps_off += r.spec.steps_off;
+  }
+  std::sort(runs.begin(), runs.end(), [](const run_figures& a, const run_figures& b) { return a.tok_per_s < b.tok_per_s; });
+  const run_figures& f = runs[runs.size() / 2];
+  char buf[400];
   std::snprintf(buf, sizeof buf,
-                "{\"tok_per_s\":%.2f,\"tokens\":%llu,\"drafted\":%llu,\"accepted\":%llu,\"acceptance\":%.4f,"
-                "\"mean_accepted\":%.3f,\"steps_off\":%llu}",
-                f.tok_per_s, static_cast<unsigned long long>(f.tokens), static_cast<unsigned long long>(f.spec.drafted),
-                static_cast<unsigned long long>(f.spec.accepted), f.spec.acceptance_rate(), f.spec.mean_accepted(),
-                static_cast<unsigned long long>(f.spec.steps_off));
+                "{\"tok_per_s\":%.2f,\"tokens\":%llu,\"speedup\":%.3f,\"drafted\":%llu,\"accepted\":%llu,"
+                "\"acceptance\":%.4f,\"mean_accepted\":%.3f,\"steps_off\":%llu,\"tasks\":[",
+                f.tok_per_s, static_cast<unsigned long long>(f.tokens), median(speedups),
+                static_cast<unsigned long long>(all.drafted), static_cast<unsigned long long>(all.accepted),
+                all.acceptance_rate(), all.mean_accepted(), static_cast<unsigned long long>(f.spec.steps_off));
   std::string out = buf;
-  out.pop_back();  // '}'
-  out += ",\"tasks\":[";
-  for (size_t i = 0; i < f.task_tok_per_s.size(); ++i) {
+  for (size_t i = 0; i < task_speedups.size(); ++i) {
     char num[32];
-    std::snprintf(num, sizeof num, "%s%.2f", i > 0 ? "," : "", f.task_tok_per_s[i]);
+    std::snprintf(num, sizeof num, "%s%.3f", i > 0 ? "," : "", task_speedups[i]);
     out += num;
   }
   return out + "]}";
@@ -193,26 +211,53 @@ int main(int argc, char** argv) {
     method_rts.push_back(runtime::start(sys, rc));
     run(sys, *method_rts.back(), {grounded_tasks()[0]}, 1);  // warm-up
   }
-  auto median = [](std::vector<run_figures> runs) {
-    std::sort(runs.begin(), runs.end(), [](const run_figures& a, const run_figures& b) { return a.tok_per_s < b.tok_per_s; });
-    return runs[runs.size() / 2];
-  };
+  // The machine's speed drifts by up to 30% within seconds (a one-token decode step measured
+  // back to back: 4.1-5.5 ms medians per half second), so a speed-up is only as good as the
+  // pairing behind it. Each task runs under every method back to back (the order reversed on
+  // every other task), and a rep's speed-up is the sum of none's decode times over the
+  // method's, task by task; the figure is the median of the five reps' ratios. The greedy
+  // outputs are identical, so the tokens are the same on both sides.
   std::map<std::pair<size_t, int>, std::vector<run_figures>> single_runs;  // (method, 0 grounded / 1 chat)
+  std::map<std::tuple<size_t, int, size_t>, std::vector<double>> task_ratios;  // (method, kind, task)
   for (int rep = 0; rep < kReps; ++rep) {
     for (int kind = 0; kind < 2; ++kind) {
+      const auto tasks = kind == 0 ? grounded_tasks() : chat_tasks();
+      std::vector<run_figures> rep_runs(methods.size());
+      for (size_t t = 0; t < tasks.size(); ++t) {
+        std::fprintf(stderr, "single stream, %s task %zu, run %d...\n", kind == 0 ? "grounded" : "chat", t + 1, rep + 1);
+        std::vector<run_figures> task_runs(methods.size());
+        for (size_t i = 0; i < methods.size(); ++i) {
+          const size_t m = (rep * tasks.size() + t) % 2 == 0 ? i : methods.size() - 1 - i;
+          task_runs[m] = run(sys, *method_rts[m], {tasks[t]}, 1);
+        }
+        for (size_t m = 0; m < methods.size(); ++m) {
+          auto& r = rep_runs[m];
+          r.tokens += task_runs[m].tokens;
+          r.decode_ms += task_runs[m].decode_ms;
+          r.spec.drafted += task_runs[m].spec.drafted;
+          r.spec.accepted += task_runs[m].spec.accepted;
+          r.spec.passes += task_runs[m].spec.passes;
+          r.spec.steps_off += task_runs[m].spec.steps_off;
+          task_ratios[{m, kind, t}].push_back(task_runs[0].decode_ms / task_runs[m].decode_ms);
+        }
+      }
       for (size_t m = 0; m < methods.size(); ++m) {
-        std::fprintf(stderr, "single stream, %s, %s, run %d...\n", methods[m].c_str(), kind == 0 ? "grounded" : "chat", rep + 1);
-        const auto f = run(sys, *method_rts[m], kind == 0 ? grounded_tasks() : chat_tasks(), 1);
-        std::fprintf(stderr, "  %.1f tok/s, acceptance %.1f%%\n", f.tok_per_s, 100 * f.spec.acceptance_rate());
-        single_runs[{m, kind}].push_back(f);
+        auto& r = rep_runs[m];
+        r.tok_per_s = static_cast<double>(r.tokens) / (r.decode_ms / 1000.0);
+        r.speedup = rep_runs[0].decode_ms / r.decode_ms;
+        std::fprintf(stderr, "  %s: %.1f tok/s, %.2fx, acceptance %.1f%%\n", methods[m].c_str(), r.tok_per_s, r.speedup,
+                     100 * r.spec.acceptance_rate());
+        single_runs[{m, kind}].push_back(r);
       }
     }
   }
   method_rts.clear();
   std::string single = "{";
   for (size_t m = 0; m < methods.size(); ++m) {
-    single += (m > 0 ? ",\"" : "\"") + methods[m] + "\":{\"grounded\":" + figures_json(median(single_runs[{m, 0}])) +
-              ",\"chat\":" + figures_json(median(single_runs[{m, 1}])) + "}";
+    std::vector<double> per_task;
+    for (size_t t = 0; t < grounded_tasks().size(); ++t) per_task.push_back(median(task_ratios[{m, 0, t}]));
+    single += (m > 0 ? ",\"" : "\"") + methods[m] + "\":{\"grounded\":" + figures_json(single_runs[{m, 0}], per_task) +
+              ",\"chat\":" + figures_json(single_runs[{m, 1}]) + "}";
   }
   single += "}";
 
@@ -235,10 +280,16 @@ int main(int argc, char** argv) {
   std::map<std::pair<size_t, int>, std::vector<run_figures>> reps;  // (mode, streams) -> runs
   for (int rep = 0; rep < kReps; ++rep) {
     for (int streams : stream_counts) {
-      for (size_t m = 0; m < modes.size(); ++m) {
+      std::vector<run_figures> rep_runs(modes.size());
+      for (size_t i = 0; i < modes.size(); ++i) {
+        const size_t m = (rep + i) % modes.size();  // each mode first in turn
         std::fprintf(stderr, "throughput, n-gram %s, %d streams, run %d...\n", modes[m].c_str(), streams, rep + 1);
-        reps[{m, streams}].push_back(run(sys, *rts[m], tasks, streams));
-        std::fprintf(stderr, "  %.1f tok/s\n", reps[{m, streams}].back().tok_per_s);
+        rep_runs[m] = run(sys, *rts[m], tasks, streams);
+        std::fprintf(stderr, "  %.1f tok/s\n", rep_runs[m].tok_per_s);
+      }
+      for (size_t m = 0; m < modes.size(); ++m) {
+        rep_runs[m].speedup = rep_runs[m].tok_per_s / rep_runs[0].tok_per_s;  // against off, this rep
+        reps[{m, streams}].push_back(rep_runs[m]);
       }
     }
   }
@@ -246,7 +297,7 @@ int main(int argc, char** argv) {
   for (size_t m = 0; m < modes.size(); ++m) {
     batch += (m > 0 ? ",\"" : "\"") + modes[m] + "\":{";
     for (int streams : stream_counts) {
-      batch += (streams > 1 ? ",\"" : "\"") + std::to_string(streams) + "\":" + figures_json(median(reps[{m, streams}]));
+      batch += (streams > 1 ? ",\"" : "\"") + std::to_string(streams) + "\":" + figures_json(reps[{m, streams}]);
     }
     batch += "}";
   }
