@@ -29,7 +29,10 @@
 // is learned over all sequences (counts, with a prior of L / (L + 2)), and the j-th token of
 // a draft is reached with probability p(L) p(L + 1) ... p(L + j - 1). Every drafted token of
 // the batch is a candidate with that reach probability; the step keeps the m likeliest,
-// m maximising (B + their sum) / t(T + m) (m = 0 switches speculation off for the step).
+// m maximising (B + their sum) / (t(T) + b m), b the fitted line's slope (m = 0 switches
+// speculation off for the step). Only the base step comes from the measured table: two of
+// its entries may come from moments seconds apart, and this machine's speed drifts by up
+// to 30% within seconds, so a difference between entries can even be negative.
 #pragma once
 
 #include <cstdint>

@@ -125,27 +125,47 @@ TEST(SpeculationPolicy, LearnsAcceptanceByMatchLength) {
 }
 
 TEST(SpeculationPolicy, TrimKeepsTheDraftsLikelyToPass) {
-  // Steps: 10 ms for 1-12 tokens (drafts nearly free), then 2 ms per token more.
+  // Steps cost 10 ms plus 1 ms per token.
   speculation_policy p({10, 1, 10, /*adaptive=*/true, 0, 2});
   for (int round = 0; round < 3; ++round) {
-    for (uint32_t t = 1; t < 40; ++t) p.report({}, t, t <= 12 ? 10.0 : 10.0 + 2.0 * (t - 12));
+    for (uint32_t t = 1; t < 40; ++t) p.report({}, t, 10.0 + t);
   }
+  EXPECT_NEAR(p.stats().cost_b_ms, 1.0, 1e-6);
   for (int i = 0; i < 100; ++i) {
     p.report(std::vector<speculation_outcome>{{100, 1, 0, 1}}, 0, 0);  // L = 1: always wrong
-    p.report(std::vector<speculation_outcome>{{101, 6, 6, 6}}, 0, 0);  // L >= 6: always right
+    p.report(std::vector<speculation_outcome>{{101, 6, 6, 6}}, 0, 0);  // L = 6..11: always right
   }
-  // Two sequences: the draft behind a nine-token match is verified whole; the one behind a
-  // single matching token is nearly worthless, so it only fills what is left of the cheap
-  // 12-token step (2 + 8 + 2), never a slot that would make the step dearer.
+  // Two sequences in a 12 ms step. Behind a nine-token match, tokens at L = 9, 10, 11 are
+  // near certain and L = 12.. fall back to the prior 12/14, 13/15, ...: reach 1, 1, 1, .86,
+  // .74, .65, .57, .51. A token pays while its reach beats 1 ms times the rate so far: the
+  // rate climbs from 2/12 to 8.33/20 = .42 tok/ms with all eight, and the one-token match's
+  // first token (reach .01) would pull it down.
   const std::vector<draft_offer> offers{{1, 8, 1}, {2, 8, 9}};
-  EXPECT_EQ(p.trim(offers, 2, 2), (std::vector<uint32_t>{2, 8}));
-  // Thirty sequences, each drafting behind a one-token match, in a step already past the
-  // cheap range: every verified token costs 2 ms and almost none would pass. Off.
+  const auto keep = p.trim(offers, 2, 2);
+  EXPECT_EQ(keep[0], 0u);
+  EXPECT_EQ(keep[1], 8u);
+  // Thirty sequences drafting behind one-token matches: 30 tokens in a 40 ms step make
+  // .75 tok/ms, and a token that almost never passes is not worth 1 ms. Off.
   std::vector<draft_offer> weak;
   for (uint64_t s = 0; s < 30; ++s) weak.push_back({200 + s, 4, 1});
   const auto none = p.trim(weak, 30, 30);
   for (auto k : none) EXPECT_EQ(k, 0u);
   EXPECT_GE(p.stats().steps_off, 1u);
+}
+
+TEST(SpeculationPolicy, TrimIsNotFooledByAFastMomentInTheTable) {
+  // Sixteen sequences decoding: their 16-token steps took 30 ms, and steps of 17-24 tokens
+  // happened to be measured in a fast moment at 25 ms. The line says 1 ms per token.
+  speculation_policy p({10, 1, 10, /*adaptive=*/true, 0, 2});
+  for (uint32_t t = 1; t < 64; ++t) p.report({}, t, 14.0 + t);
+  for (int i = 0; i < 20; ++i) p.report({}, 16, 30);
+  for (uint32_t t = 17; t <= 24; ++t) p.report({}, t, 25);
+  for (int i = 0; i < 100; ++i) p.report(std::vector<speculation_outcome>{{100, 1, 0, 3}}, 0, 0);  // L = 3: wrong
+  // Drafts behind three-token matches (p = .01 learned): read off the table, 8 of them would
+  // look like they shorten the step; costed by the slope, none is worth its millisecond.
+  std::vector<draft_offer> offers;
+  for (uint64_t s = 0; s < 16; ++s) offers.push_back({s + 1, 4, 3});
+  for (auto k : p.trim(offers, 16, 16)) EXPECT_EQ(k, 0u);
 }
 
 TEST(SpeculationPolicy, TrimWithinEachSequencesK) {
