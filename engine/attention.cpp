@@ -6,49 +6,64 @@
 
 namespace tandem {
 
-void attend_one_head(const kernels::dot_kernels& kernels, const kv_pool& pool, uint32_t layer,
-                     const block_table& blocks, int32_t n_keys, uint32_t kv_head,
-                     const kernels::f16_bits* q_f16, float scale, bool single_token,
-                     attention_scratch& scratch, float* out) {
+void attend_heads(const kernels::dot_kernels& kernels, const kv_pool& pool, uint32_t layer,
+                  const block_table& blocks, int32_t n_keys, uint32_t kv_head, const kernels::f16_bits* const* q_f16,
+                  int n_q, float scale, bool single_token, attention_scratch& scratch, float* const* out) {
   constexpr int kLanes = 16;
+  constexpr int kMaxHeads = 16;
+  if (n_q < 1 || n_q > kMaxHeads) throw std::invalid_argument("attend_heads: 1 to 16 query heads per kv head");
   const int bt = pool.block_tokens();
   const int64_t hd = pool.head_dim();
   const int32_t n_chunks = (n_keys + kLanes - 1) / kLanes;
   const size_t padded = static_cast<size_t>(n_chunks) * kLanes;
-  scratch.scores.resize(padded);
-  scratch.probs.resize(padded);
-  float* scores = scratch.scores.data();
-  float* probs = scratch.probs.data();
+  scratch.scores.resize(padded * static_cast<size_t>(n_q));
+  scratch.probs.resize(padded * static_cast<size_t>(n_q));
+  float* scores[kMaxHeads];
+  float* probs[kMaxHeads];
+  for (int h = 0; h < n_q; ++h) {
+    scores[h] = scratch.scores.data() + padded * static_cast<size_t>(h);
+    probs[h] = scratch.probs.data() + padded * static_cast<size_t>(h);
+  }
 
   // Scores, a 16-position chunk at a time (a chunk never straddles a block).
-  float max = -INFINITY;
+  float max[kMaxHeads];
+  std::fill(max, max + n_q, -INFINITY);
   for (int32_t c = 0; c < n_chunks; ++c) {
     const int32_t j0 = c * kLanes;
     const int32_t n = std::min(kLanes, n_keys - j0);
     const kernels::f16_bits* k =
         pool.k(layer, blocks[static_cast<size_t>(j0 / bt)], kv_head) + (j0 % bt) * hd;
-    kernels.key_scores(hd, q_f16, k, n, single_token, scores + j0);
-    for (int32_t l = 0; l < n; ++l) {
-      scores[j0 + l] *= scale;
-      max = std::max(max, scores[j0 + l]);
+    float* chunk_out[kMaxHeads];
+    for (int h = 0; h < n_q; ++h) chunk_out[h] = scores[h] + j0;
+    if (!kernels.key_scores_group || !kernels.key_scores_group(hd, q_f16, n_q, k, n, single_token, chunk_out)) {
+      for (int h = 0; h < n_q; ++h) kernels.key_scores(hd, q_f16[h], k, n, single_token, chunk_out[h]);
     }
-    for (int32_t l = n; l < kLanes; ++l) scores[j0 + l] = -INFINITY;
+    for (int h = 0; h < n_q; ++h) {
+      for (int32_t l = 0; l < n; ++l) {
+        scores[h][j0 + l] *= scale;
+        max[h] = std::max(max[h], scores[h][j0 + l]);
+      }
+      for (int32_t l = n; l < kLanes; ++l) scores[h][j0 + l] = -INFINITY;
+    }
   }
 
-  // Softmax: exponentials, chunk sums in float, their total in double.
-  double sum = 0.0;
-  for (int32_t c = 0; c < n_chunks; ++c) {
-    float* e = probs + c * kLanes;
-    for (int l = 0; l < kLanes; ++l) e[l] = scores[c * kLanes + l] - max;
-    kernels.exp_n(kLanes, e, e);
-    sum += kernels.sum16(e);
-  }
-  const auto inv = static_cast<float>(1.0 / sum);
-  for (size_t j0 = 0; j0 < padded; j0 += kLanes) {
-    kernels::f16_bits halves[kLanes];
-    for (int l = 0; l < kLanes; ++l) probs[j0 + l] *= inv;
-    kernels.to_f16(kLanes, probs + j0, halves);
-    for (int l = 0; l < kLanes; ++l) probs[j0 + l] = kernels::f16_to_f32(halves[l]);
+  // Softmax per head: exponentials, chunk sums in float, their total in double.
+  for (int h = 0; h < n_q; ++h) {
+    double sum = 0.0;
+    for (int32_t c = 0; c < n_chunks; ++c) {
+      float* e = probs[h] + c * kLanes;
+      for (int l = 0; l < kLanes; ++l) e[l] = scores[h][c * kLanes + l] - max[h];
+      kernels.exp_n(kLanes, e, e);
+      sum += kernels.sum16(e);
+    }
+    const auto inv = static_cast<float>(1.0 / sum);
+    for (size_t j0 = 0; j0 < padded; j0 += kLanes) {
+      kernels::f16_bits halves[kLanes];
+      float* pr = probs[h] + j0;
+      for (int l = 0; l < kLanes; ++l) pr[l] *= inv;
+      kernels.to_f16(kLanes, pr, halves);
+      for (int l = 0; l < kLanes; ++l) pr[l] = kernels::f16_to_f32(halves[l]);
+    }
   }
 
   // Values: V blocks are stored transposed ([head_dim][block_tokens] per head).
@@ -58,8 +73,14 @@ void attend_one_head(const kernels::dot_kernels& kernels, const kv_pool& pool, u
     scratch.v_chunks[static_cast<size_t>(c)] =
         pool.v(layer, blocks[static_cast<size_t>(j0 / bt)], kv_head) + (j0 % bt);
   }
-  kernels.weighted_values(hd, scratch.v_chunks.data(), static_cast<size_t>(bt), probs, n_chunks,
-                          single_token, out);
+  if (!kernels.weighted_values_group ||
+      !kernels.weighted_values_group(hd, scratch.v_chunks.data(), static_cast<size_t>(bt), probs, n_q, n_chunks,
+                                     single_token, out)) {
+    for (int h = 0; h < n_q; ++h) {
+      kernels.weighted_values(hd, scratch.v_chunks.data(), static_cast<size_t>(bt), probs[h], n_chunks, single_token,
+                              out[h]);
+    }
+  }
 }
 
 }  // namespace tandem

@@ -19,18 +19,20 @@
 
 namespace tandem {
 
-// Scratch for one thread; attend_one_head sizes it.
+// Scratch for one thread; attend_heads sizes it.
 struct attention_scratch {
-  std::vector<float> scores;  // [n_keys rounded up to 16]
+  std::vector<float> scores;  // [heads][n_keys rounded up to 16]
   std::vector<float> probs;   // [same] probabilities rounded to half, zero past n_keys
   std::vector<const kernels::f16_bits*> v_chunks;  // [chunks] values of 16 positions each
 };
 
-// out[head_dim] = attention of q_f16 (a query rounded to half) over key positions
-// [0, n_keys) of kv_head in `layer`, read through `blocks`.
-void attend_one_head(const kernels::dot_kernels& kernels, const kv_pool& pool, uint32_t layer,
-                     const block_table& blocks, int32_t n_keys, uint32_t kv_head,
-                     const kernels::f16_bits* q_f16, float scale, bool single_token,
-                     attention_scratch& scratch, float* out);
+// For h < n_q: out[h][head_dim] = attention of q_f16[h] (a query rounded to half) over key
+// positions [0, n_keys) of kv_head in `layer`, read through `blocks`. The n_q heads share
+// that kv head (grouped-query attention): each key and value is read and converted once
+// for all of them where the kernel table has a grouped form; every head's numbers are
+// those it would get alone.
+void attend_heads(const kernels::dot_kernels& kernels, const kv_pool& pool, uint32_t layer,
+                  const block_table& blocks, int32_t n_keys, uint32_t kv_head, const kernels::f16_bits* const* q_f16,
+                  int n_q, float scale, bool single_token, attention_scratch& scratch, float* const* out);
 
 }  // namespace tandem

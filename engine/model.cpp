@@ -142,7 +142,7 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
   b.up.resize(T * F);
   b.rope.resize(T * c.n_rot);
   b.attn_scratch.resize(static_cast<size_t>(pool_.size()));
-  b.q16.resize(static_cast<size_t>(pool_.size()) * c.head_dim);
+  b.q16.resize(static_cast<size_t>(pool_.size()) * c.q_dim());
   b.pos.resize(T);
   b.seq.resize(T);
 
@@ -255,18 +255,30 @@ void model::attention_layer(uint32_t layer, const step_input& in, kv_pool& cache
     pool_.parallel_for(T, [&](int64_t t, int) { rope_and_store(t); });
   }
 
-  // One task per (token, query head); each token sees keys at positions <= its own.
+  // One task per (token, kv head), taking the query heads that share it; each token sees
+  // keys at positions <= its own.
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const uint32_t group = c.n_head / c.n_head_kv;
-  pool_.parallel_for(T * c.n_head, [&](int64_t task, int thread) {
-    const int64_t t = task / c.n_head;
-    const auto h = static_cast<uint32_t>(task % c.n_head);
-    kernels::f16_bits* q16 = &b.q16[static_cast<size_t>(thread) * hd];
-    kernels_.to_f16(hd, &b.q[t * Q + h * hd], q16);
+  const auto group = static_cast<int>(c.n_head / c.n_head_kv);
+  pool_.parallel_for(T * c.n_head_kv, [&](int64_t task, int thread) {
+    const int64_t t = task / c.n_head_kv;
+    const auto kv_head = static_cast<uint32_t>(task % c.n_head_kv);
+    kernels::f16_bits* q16 = &b.q16[static_cast<size_t>(thread) * Q];
     const auto& s = in.seqs[static_cast<size_t>(b.seq[t])];
     const bool single_token = llama_cpp_order_ && (s.tokens.size() == 1 || s.decode_numerics);
-    attend_one_head(kernels_, cache, layer, s.blocks, b.pos[t] + 1, h / group, q16, scale,
-                    single_token, b.attn_scratch[static_cast<size_t>(thread)], &b.attn[t * Q + h * hd]);
+    constexpr int kHeadsAtOnce = 16;  // attend_heads' limit
+    for (int g0 = 0; g0 < group; g0 += kHeadsAtOnce) {
+      const int n = std::min(kHeadsAtOnce, group - g0);
+      const kernels::f16_bits* qs[kHeadsAtOnce];
+      float* outs[kHeadsAtOnce];
+      for (int g = 0; g < n; ++g) {
+        const int64_t h = static_cast<int64_t>(kv_head) * group + g0 + g;
+        kernels_.to_f16(hd, &b.q[t * Q + h * hd], q16 + g * hd);
+        qs[g] = q16 + g * hd;
+        outs[g] = &b.attn[t * Q + h * hd];
+      }
+      attend_heads(kernels_, cache, layer, s.blocks, b.pos[t] + 1, kv_head, qs, n, scale, single_token,
+                   b.attn_scratch[static_cast<size_t>(thread)], outs);
+    }
   });
 }
 

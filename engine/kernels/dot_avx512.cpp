@@ -388,6 +388,129 @@ void weighted_values(int64_t hd, const f16_bits* const* v_chunks, size_t v_strid
 
 float sum16(const float* x) { return _mm512_reduce_add_ps(_mm512_loadu_ps(x)); }
 
+// Grouped-query forms of key_scores and weighted_values for G heads and head_dim 16 * NC:
+// each key or value chunk is converted once and meets all G heads, whose chains are the
+// per-head kernels' own (single_token_order: chunk c to chain c % 4, folded (0+2)+(1+3);
+// otherwise one chain in chunk order), so every head gets the same bits as alone.
+template <int G, int NC>
+void key_scores_grouped(const f16_bits* const* q, const f16_bits* keys, int n, bool single_token_order,
+                        float* const* out) {
+  constexpr int64_t hd = 16 * NC;
+  __m512 qf[G][NC];
+  for (int h = 0; h < G; ++h) {
+    for (int c = 0; c < NC; ++c) qf[h][c] = load_f16x16(q[h] + c * 16);
+  }
+  __m512 acc[G][16];
+  for (int j = 0; j < n; ++j) {
+    __m512 kf[NC];
+    for (int c = 0; c < NC; ++c) kf[c] = load_f16x16(keys + j * hd + c * 16);
+    for (int h = 0; h < G; ++h) {
+      if (single_token_order) {
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int c = 0; c + 4 <= NC; c += 4) {
+          a0 = _mm512_fmadd_ps(kf[c], qf[h][c], a0);
+          a1 = _mm512_fmadd_ps(kf[c + 1], qf[h][c + 1], a1);
+          a2 = _mm512_fmadd_ps(kf[c + 2], qf[h][c + 2], a2);
+          a3 = _mm512_fmadd_ps(kf[c + 3], qf[h][c + 3], a3);
+        }
+        acc[h][j] = _mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3));
+      } else {
+        __m512 a = _mm512_setzero_ps();
+        for (int c = 0; c < NC; ++c) a = _mm512_fmadd_ps(kf[c], qf[h][c], a);
+        acc[h][j] = a;
+      }
+    }
+  }
+  for (int h = 0; h < G; ++h) {
+    if (n == 16) {
+      sum16_of_16(acc[h], out[h]);
+    } else {
+      for (int j = 0; j < n; ++j) out[h][j] = _mm512_reduce_add_ps(acc[h][j]);
+    }
+  }
+}
+
+template <int G, int NC>
+void weighted_values_grouped(const f16_bits* const* v_chunks, size_t v_stride, const float* const* p, int n_chunks,
+                             bool single_token_order, float* const* out) {
+  constexpr int64_t hd = 16 * NC;
+  for (int64_t d0 = 0; d0 < hd; d0 += 16) {
+    __m512 acc[G][16];
+    if (single_token_order) {
+      for (int i = 0; i < 16; ++i) {  // one dimension at a time: G x 4 chains
+        __m512 chains[G][4];
+        for (auto& head : chains) {
+          for (auto& chain : head) chain = _mm512_setzero_ps();
+        }
+        auto chunk = [&](int c, int chain) {
+          const __m512 vf = load_f16x16(v_chunks[c] + static_cast<size_t>(d0 + i) * v_stride);
+          for (int h = 0; h < G; ++h) {
+            chains[h][chain] = _mm512_fmadd_ps(vf, _mm512_loadu_ps(p[h] + c * 16), chains[h][chain]);
+          }
+        };
+        int c = 0;
+        for (; c + 4 <= n_chunks; c += 4) {
+          chunk(c, 0);
+          chunk(c + 1, 1);
+          chunk(c + 2, 2);
+          chunk(c + 3, 3);
+        }
+        if (c < n_chunks) chunk(c, 0);
+        if (c + 1 < n_chunks) chunk(c + 1, 1);
+        if (c + 2 < n_chunks) chunk(c + 2, 2);
+        for (int h = 0; h < G; ++h) {
+          acc[h][i] = _mm512_add_ps(_mm512_add_ps(chains[h][0], chains[h][2]), _mm512_add_ps(chains[h][1], chains[h][3]));
+        }
+      }
+    } else {
+      for (int i0 = 0; i0 < 16; i0 += 4) {  // four dimensions at a time: 4 x G chains
+        __m512 a[4][G];
+        for (auto& dim : a) {
+          for (auto& head : dim) head = _mm512_setzero_ps();
+        }
+        for (int c = 0; c < n_chunks; ++c) {
+          for (int i = 0; i < 4; ++i) {
+            const __m512 vf = load_f16x16(v_chunks[c] + static_cast<size_t>(d0 + i0 + i) * v_stride);
+            for (int h = 0; h < G; ++h) a[i][h] = _mm512_fmadd_ps(vf, _mm512_loadu_ps(p[h] + c * 16), a[i][h]);
+          }
+        }
+        for (int i = 0; i < 4; ++i) {
+          for (int h = 0; h < G; ++h) acc[h][i0 + i] = a[i][h];
+        }
+      }
+    }
+    for (int h = 0; h < G; ++h) sum16_of_16(acc[h], out[h] + d0);
+  }
+}
+
+// The shapes with grouped kernels: 2, 3 or 4 heads per kv head, head_dim 64 or 128.
+#define TANDEM_GQA_SHAPES(X) X(2, 4) X(3, 4) X(4, 4) X(2, 8) X(3, 8) X(4, 8)
+
+bool key_scores_group(int64_t hd, const f16_bits* const* q, int n_q, const f16_bits* keys, int n,
+                      bool single_token_order, float* const* out) {
+#define TANDEM_CASE(G, NC)                                                  \
+  if (n_q == G && hd == 16 * NC) {                                          \
+    key_scores_grouped<G, NC>(q, keys, n, single_token_order, out);         \
+    return true;                                                            \
+  }
+  TANDEM_GQA_SHAPES(TANDEM_CASE)
+#undef TANDEM_CASE
+  return false;
+}
+
+bool weighted_values_group(int64_t hd, const f16_bits* const* v_chunks, size_t v_stride, const float* const* p,
+                           int n_q, int n_chunks, bool single_token_order, float* const* out) {
+#define TANDEM_CASE(G, NC)                                                                    \
+  if (n_q == G && hd == 16 * NC) {                                                            \
+    weighted_values_grouped<G, NC>(v_chunks, v_stride, p, n_chunks, single_token_order, out); \
+    return true;                                                                              \
+  }
+  TANDEM_GQA_SHAPES(TANDEM_CASE)
+#undef TANDEM_CASE
+  return false;
+}
+#undef TANDEM_GQA_SHAPES
+
 // fast_exp (engine/kernels/fast_exp.h) on 16 lanes, the same operations in the same order.
 inline __m512 exp16(__m512 x) {
   const __m512 shift = _mm512_set1_ps(kExpShift);
@@ -578,7 +701,7 @@ const dot_kernels& avx512_dot_kernels() {
   static const dot_kernels table{"avx512", dot_q4_0, dot_q4_1,    dot_q8_0, dot_f16,
                                  dot_bf16, dot_f32,  key_scores, weighted_values, sum16, exp_n, swiglu, group_q4_0, group_q4_1, group_q8_0,
                                  quantize_q8, to_f16, group4_q4_1, group4x2_q4_1, group4x2_q8_0,
-                                 tiled_q4_1, tiled_q8_0};
+                                 tiled_q4_1, tiled_q8_0, key_scores_group, weighted_values_group};
   return table;
 }
 

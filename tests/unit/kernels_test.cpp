@@ -189,6 +189,64 @@ TEST(DotKernels, AttentionKernelsAreBitIdenticalAcrossTables) {
   }
 }
 
+// The grouped-query forms give every head the bits the per-head kernels give it.
+TEST(DotKernels, GroupedAttentionKernelsEqualPerHeadOnesBitForBit) {
+  std::mt19937 rng(5);
+  const dot_kernels& ref = generic_dot_kernels();
+  int covered = 0;
+  for (const dot_kernels* table : supported_tables()) {
+    if (!table->key_scores_group) continue;
+    for (int64_t hd : {64, 80, 128}) {
+      for (int n_q = 1; n_q <= 5; ++n_q) {
+        std::vector<std::vector<f16_bits>> q(n_q, std::vector<f16_bits>(hd));
+        for (auto& head : q) {
+          for (auto& x : head) x = f32_to_f16(random_floats(1, rng)[0]);
+        }
+        std::vector<const f16_bits*> qs;
+        for (auto& head : q) qs.push_back(head.data());
+        std::vector<f16_bits> keys(16 * hd), v(hd * 32);
+        for (auto& x : keys) x = f32_to_f16(random_floats(1, rng)[0]);
+        for (auto& x : v) x = f32_to_f16(random_floats(1, rng)[0]);
+        for (bool single : {false, true}) {
+          for (int n : {1, 13, 16}) {
+            std::vector<std::vector<float>> got(n_q, std::vector<float>(16));
+            std::vector<float*> outs;
+            for (auto& o : got) outs.push_back(o.data());
+            if (!table->key_scores_group(hd, qs.data(), n_q, keys.data(), n, single, outs.data())) continue;
+            ++covered;
+            for (int h = 0; h < n_q; ++h) {
+              float expected[16];
+              ref.key_scores(hd, qs[h], keys.data(), n, single, expected);
+              for (int j = 0; j < n; ++j) {
+                ASSERT_EQ(got[h][j], expected[j]) << table->isa << " hd " << hd << " heads " << n_q << " n " << n;
+              }
+            }
+          }
+          const f16_bits* chunks[7];
+          for (int c = 0; c < 7; ++c) chunks[c] = v.data() + (c % 2) * 16;
+          std::vector<std::vector<float>> probs;
+          for (int h = 0; h < n_q; ++h) probs.push_back(random_floats(16 * 7, rng, 0.1f));
+          std::vector<const float*> ps;
+          for (auto& pr : probs) ps.push_back(pr.data());
+          for (int n_chunks = 1; n_chunks <= 7; ++n_chunks) {
+            std::vector<std::vector<float>> got(n_q, std::vector<float>(hd));
+            std::vector<float*> outs;
+            for (auto& o : got) outs.push_back(o.data());
+            if (!table->weighted_values_group(hd, chunks, 32, ps.data(), n_q, n_chunks, single, outs.data())) continue;
+            ++covered;
+            for (int h = 0; h < n_q; ++h) {
+              std::vector<float> expected(hd);
+              ref.weighted_values(hd, chunks, 32, ps[h], n_chunks, single, expected.data());
+              ASSERT_EQ(got[h], expected) << table->isa << " hd " << hd << " heads " << n_q << " chunks " << n_chunks;
+            }
+          }
+        }
+      }
+    }
+  }
+  if (covered == 0) GTEST_SKIP() << "no grouped attention kernels on this CPU";
+}
+
 TEST(DotKernels, ExpAndSwigluAreBitIdenticalAndAccurate) {
   std::vector<float> x;
   for (float f = -110.0f; f < 95.0f; f += 0.0137f) x.push_back(f);
