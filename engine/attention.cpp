@@ -6,6 +6,34 @@
 
 namespace tandem {
 
+// The softmax as the primitives compose it (kernels/dot_kernels.h, softmax_half): scale
+// and max, exponentials and their chunk sums in float added in double, then probabilities
+// rounded to half.
+void softmax_reference(const kernels::dot_kernels& kernels, float* s, int32_t n_chunks, float scale) {
+  constexpr int kLanes = 16;
+  const size_t padded = static_cast<size_t>(n_chunks) * kLanes;
+  float max = -INFINITY;
+  for (size_t j = 0; j < padded; ++j) {
+    s[j] *= scale;
+    max = std::max(max, s[j]);
+  }
+  double sum = 0.0;
+  for (size_t j0 = 0; j0 < padded; j0 += kLanes) {
+    float* e = s + j0;
+    for (int l = 0; l < kLanes; ++l) e[l] -= max;
+    kernels.exp_n(kLanes, e, e);
+    sum += kernels.sum16(e);
+  }
+  const auto inv = static_cast<float>(1.0 / sum);
+  for (size_t j0 = 0; j0 < padded; j0 += kLanes) {
+    kernels::f16_bits halves[kLanes];
+    float* p = s + j0;
+    for (int l = 0; l < kLanes; ++l) p[l] *= inv;
+    kernels.to_f16(kLanes, p, halves);
+    for (int l = 0; l < kLanes; ++l) p[l] = kernels::f16_to_f32(halves[l]);
+  }
+}
+
 void attend_heads(const kernels::dot_kernels& kernels, const kv_pool& pool, uint32_t layer,
                   const block_table& blocks, int32_t n_keys, uint32_t kv_head, const kernels::f16_bits* const* q_f16,
                   int n_q, float scale, bool single_token, attention_scratch& scratch, float* const* out) {
@@ -17,17 +45,11 @@ void attend_heads(const kernels::dot_kernels& kernels, const kv_pool& pool, uint
   const int32_t n_chunks = (n_keys + kLanes - 1) / kLanes;
   const size_t padded = static_cast<size_t>(n_chunks) * kLanes;
   scratch.scores.resize(padded * static_cast<size_t>(n_q));
-  scratch.probs.resize(padded * static_cast<size_t>(n_q));
-  float* scores[kMaxHeads];
-  float* probs[kMaxHeads];
-  for (int h = 0; h < n_q; ++h) {
-    scores[h] = scratch.scores.data() + padded * static_cast<size_t>(h);
-    probs[h] = scratch.probs.data() + padded * static_cast<size_t>(h);
-  }
+  float* scores[kMaxHeads];  // per head: raw scores, then (in place) probabilities
+  for (int h = 0; h < n_q; ++h) scores[h] = scratch.scores.data() + padded * static_cast<size_t>(h);
+  float* const* probs = scores;
 
   // Scores, a 16-position chunk at a time (a chunk never straddles a block).
-  float max[kMaxHeads];
-  std::fill(max, max + n_q, -INFINITY);
   for (int32_t c = 0; c < n_chunks; ++c) {
     const int32_t j0 = c * kLanes;
     const int32_t n = std::min(kLanes, n_keys - j0);
@@ -38,31 +60,15 @@ void attend_heads(const kernels::dot_kernels& kernels, const kv_pool& pool, uint
     if (!kernels.key_scores_group || !kernels.key_scores_group(hd, q_f16, n_q, k, n, single_token, chunk_out)) {
       for (int h = 0; h < n_q; ++h) kernels.key_scores(hd, q_f16[h], k, n, single_token, chunk_out[h]);
     }
-    for (int h = 0; h < n_q; ++h) {
-      for (int32_t l = 0; l < n; ++l) {
-        scores[h][j0 + l] *= scale;
-        max[h] = std::max(max[h], scores[h][j0 + l]);
-      }
-      for (int32_t l = n; l < kLanes; ++l) scores[h][j0 + l] = -INFINITY;
-    }
+    for (int h = 0; h < n_q; ++h) std::fill(scores[h] + j0 + n, scores[h] + j0 + kLanes, -INFINITY);
   }
 
-  // Softmax per head: exponentials, chunk sums in float, their total in double.
+  // Softmax per head, in place: the scores become probabilities rounded to half.
   for (int h = 0; h < n_q; ++h) {
-    double sum = 0.0;
-    for (int32_t c = 0; c < n_chunks; ++c) {
-      float* e = probs[h] + c * kLanes;
-      for (int l = 0; l < kLanes; ++l) e[l] = scores[h][c * kLanes + l] - max[h];
-      kernels.exp_n(kLanes, e, e);
-      sum += kernels.sum16(e);
-    }
-    const auto inv = static_cast<float>(1.0 / sum);
-    for (size_t j0 = 0; j0 < padded; j0 += kLanes) {
-      kernels::f16_bits halves[kLanes];
-      float* pr = probs[h] + j0;
-      for (int l = 0; l < kLanes; ++l) pr[l] *= inv;
-      kernels.to_f16(kLanes, pr, halves);
-      for (int l = 0; l < kLanes; ++l) pr[l] = kernels::f16_to_f32(halves[l]);
+    if (kernels.softmax_half) {
+      kernels.softmax_half(scores[h], n_chunks, scale);
+    } else {
+      softmax_reference(kernels, scores[h], n_chunks, scale);
     }
   }
 

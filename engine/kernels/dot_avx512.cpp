@@ -7,6 +7,8 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
+#include <cmath>
+
 #include "engine/kernels/blocks.h"
 #include "engine/kernels/dot_kernels.h"
 #include "engine/kernels/fast_exp.h"
@@ -530,6 +532,28 @@ inline __m512 exp16(__m512 x) {
   return _mm512_mask_blend_ps(out_of_range, scaled, limit);
 }
 
+void softmax_half(float* s, int n_chunks, float scale) {
+  const __m512 sc = _mm512_set1_ps(scale);
+  __m512 mx = _mm512_set1_ps(-INFINITY);
+  for (int c = 0; c < n_chunks; ++c) {
+    const __m512 x = _mm512_mul_ps(_mm512_loadu_ps(s + 16 * c), sc);
+    _mm512_storeu_ps(s + 16 * c, x);
+    mx = _mm512_max_ps(x, mx);
+  }
+  const __m512 max = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+  double sum = 0.0;
+  for (int c = 0; c < n_chunks; ++c) {
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(s + 16 * c), max));
+    _mm512_storeu_ps(s + 16 * c, e);
+    sum += _mm512_reduce_add_ps(e);
+  }
+  const __m512 inv = _mm512_set1_ps(static_cast<float>(1.0 / sum));
+  for (int c = 0; c < n_chunks; ++c) {
+    const __m256i half = _mm512_cvtps_ph(_mm512_mul_ps(_mm512_loadu_ps(s + 16 * c), inv), _MM_FROUND_TO_NEAREST_INT);
+    _mm512_storeu_ps(s + 16 * c, _mm512_cvtph_ps(half));
+  }
+}
+
 void exp_n(int64_t n, const float* x, float* y) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, exp16(_mm512_loadu_ps(x + i)));
@@ -701,7 +725,7 @@ const dot_kernels& avx512_dot_kernels() {
   static const dot_kernels table{"avx512", dot_q4_0, dot_q4_1,    dot_q8_0, dot_f16,
                                  dot_bf16, dot_f32,  key_scores, weighted_values, sum16, exp_n, swiglu, group_q4_0, group_q4_1, group_q8_0,
                                  quantize_q8, to_f16, group4_q4_1, group4x2_q4_1, group4x2_q8_0,
-                                 tiled_q4_1, tiled_q8_0, key_scores_group, weighted_values_group};
+                                 tiled_q4_1, tiled_q8_0, softmax_half, key_scores_group, weighted_values_group};
   return table;
 }
 

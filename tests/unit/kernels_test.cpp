@@ -10,6 +10,7 @@
 
 #include "engine/kernels/activation_format.h"
 #include "engine/kernels/blocks.h"
+#include "engine/attention.h"
 #include "engine/kernels/dot_kernels.h"
 #include "engine/kernels/matmul.h"
 #include "engine/kernels/tiled_weights.h"
@@ -245,6 +246,26 @@ TEST(DotKernels, GroupedAttentionKernelsEqualPerHeadOnesBitForBit) {
     }
   }
   if (covered == 0) GTEST_SKIP() << "no grouped attention kernels on this CPU";
+}
+
+// A table's fused softmax gives the bits of the reference composed from the primitives.
+TEST(DotKernels, FusedSoftmaxEqualsTheReferenceBitForBit) {
+  std::mt19937 rng(9);
+  int covered = 0;
+  for (const dot_kernels* table : supported_tables()) {
+    if (!table->softmax_half) continue;
+    for (int n_keys : {1, 7, 16, 17, 100, 250}) {
+      const int n_chunks = (n_keys + 15) / 16;
+      std::vector<float> raw = random_floats(static_cast<int64_t>(n_chunks) * 16, rng, 8.0f);
+      std::fill(raw.begin() + n_keys, raw.end(), -INFINITY);
+      std::vector<float> expected = raw, got = raw;
+      tandem::softmax_reference(generic_dot_kernels(), expected.data(), n_chunks, 0.125f);
+      table->softmax_half(got.data(), n_chunks, 0.125f);
+      ASSERT_EQ(got, expected) << table->isa << " keys " << n_keys;
+      ++covered;
+    }
+  }
+  if (covered == 0) GTEST_SKIP() << "no fused softmax on this CPU";
 }
 
 TEST(DotKernels, ExpAndSwigluAreBitIdenticalAndAccurate) {
