@@ -86,7 +86,6 @@ void apply(self_ptr self, const device_step_result& res) {
     if (!p.draft.empty()) {
       // Blocks that only held rejected drafts go back; the prefix index never saw them.
       self->send(st.cache, trim_atom::value, p.seq, static_cast<uint32_t>(st.planner->tokens(p.seq).size()));
-      if (getenv("TANDEM_TRACE_DRAFTS")) std::fprintf(stderr, "step: L=%u drafted=%zu accepted=%zu\n", info.draft_evidence, p.draft.size(), emitted.empty() ? 0 : emitted.size() - 1);
       outcomes.push_back({p.seq, static_cast<uint32_t>(p.draft.size()),
                           emitted.empty() ? 0u : static_cast<uint32_t>(emitted.size()) - 1, info.draft_evidence});
     }
