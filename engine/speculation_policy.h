@@ -44,7 +44,8 @@
 namespace tandem {
 
 struct speculation_config {
-  uint32_t k = 4;          // starting K (--num-speculative-tokens)
+  uint32_t k = 4;          // starting K (--num-speculative-tokens); adaptive drafts with
+                           // evidence (n-gram) start at k_max instead
   uint32_t k_min = 1;
   uint32_t k_max = 10;
   bool adaptive = true;    // false: always speculate with each sequence's K
@@ -105,6 +106,7 @@ class speculation_policy {
     double alpha;  // acceptance rate per drafted token
   };
   seq_state& state(uint64_t seq);
+  seq_state& evidence_state(uint64_t seq);  // a sequence first seen with an evidence draft
   void refit();
 
   speculation_config cfg_;

@@ -168,6 +168,22 @@ TEST(SpeculationPolicy, TrimIsNotFooledByAFastMomentInTheTable) {
   for (auto k : p.trim(offers, 16, 16)) EXPECT_EQ(k, 0u);
 }
 
+TEST(SpeculationPolicy, EvidenceDraftsStartAtKMaxWhenAdaptive) {
+  // Adaptive: a new sequence copying a passage (long match, learned to be right) may have
+  // all ten drafted tokens verified at once, though the configured starting K is 4.
+  speculation_policy p({4, 1, 10, /*adaptive=*/true, 0, 2});
+  for (uint32_t t = 1; t < 40; ++t) p.report({}, t, 10.0 + 0.1 * t);
+  for (int i = 0; i < 100; ++i) p.report(std::vector<speculation_outcome>{{100, 10, 10, 20}}, 0, 0);
+  const std::vector<draft_offer> offers{{1, 10, 20}};
+  EXPECT_EQ(p.trim(offers, 1, 1), (std::vector<uint32_t>{10}));
+  // After a draft that mostly failed, K comes down by one.
+  p.report(std::vector<speculation_outcome>{{1, 10, 2, 20}}, 0, 0);
+  EXPECT_EQ(p.trim(offers, 1, 1), (std::vector<uint32_t>{9}));
+  // Always-on keeps the configured start.
+  speculation_policy q({4, 1, 10, /*adaptive=*/false, 0, 2});
+  EXPECT_EQ(q.trim(offers, 1, 1), (std::vector<uint32_t>{4}));
+}
+
 TEST(SpeculationPolicy, TrimWithinEachSequencesK) {
   // Always-on (not adaptive): every offer is kept up to the sequence's K.
   speculation_policy p({3, 1, 10, /*adaptive=*/false, 5, 0.1});
