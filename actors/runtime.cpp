@@ -65,6 +65,12 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
     sc.k_min = cfg.speculative_k_min;
     sc.k_max = cfg.speculative_k_max;
     sc.adaptive = cfg.speculative_adaptive;
+    {
+      const double head = static_cast<double>(mc.n_vocab) * mc.n_embd;
+      const double block = static_cast<double>(mc.n_embd) * (2.0 * mc.q_dim() + 2.0 * mc.kv_dim()) +
+                           3.0 * static_cast<double>(mc.n_embd) * mc.n_ff;
+      sc.logits_share = head / (head + mc.n_layer * block);
+    }
     const auto draft_kv_tokens = static_cast<uint32_t>(std::min<uint64_t>(kv_tokens, 32768));
     if (cfg.speculative == "ngram") {
       spec.drafter = spawn_ngram_drafter(sys);

@@ -104,11 +104,12 @@ std::vector<uint32_t> speculation_policy::trim(std::span<const draft_offer> offe
   // cost 7-10% of throughput against no drafting).
   const double b = std::max<uint32_t>(n_decoding, 1);
   const double base_ms = step_ms(base_tokens);
+  const double per_token_ms = b_ / (1.0 - std::clamp(cfg_.logits_share, 0.0, 0.9));
   double best_rate = b / base_ms, expected = 0;
   size_t best_m = 0;
   for (size_t m = 1; m <= cands.size(); ++m) {
     expected += cands[m - 1].reach;
-    const double rate = (b + expected) / (base_ms + b_ * static_cast<double>(m));
+    const double rate = (b + expected) / (base_ms + per_token_ms * static_cast<double>(m));
     if (rate > best_rate) {
       best_rate = rate;
       best_m = m;

@@ -29,8 +29,8 @@
 // is learned over all sequences (counts, with a prior of L / (L + 2)), and the j-th token of
 // a draft is reached with probability p(L) p(L + 1) ... p(L + j - 1). Every drafted token of
 // the batch is a candidate with that reach probability; the step keeps the m likeliest,
-// m maximising (B + their sum) / (t(T) + b m), b the fitted line's slope (m = 0 switches
-// speculation off for the step). Only the base step comes from the measured table: two of
+// m maximising (B + their sum) / (t(T) + b' m), b' the fitted line's slope raised by the
+// output head's share (config: logits_share; m = 0 switches speculation off for the step). Only the base step comes from the measured table: two of
 // its entries may come from moments seconds apart, and this machine's speed drifts by up
 // to 30% within seconds, so a difference between entries can even be negative.
 #pragma once
@@ -51,6 +51,10 @@ struct speculation_config {
   bool adaptive = true;    // false: always speculate with each sequence's K
   double cost_a_ms = 5.0;  // seeds of the cost model t(T) = a + b T (refined online)
   double cost_b_ms = 0.1;
+  // Share of one token's matrix work in the output head. Every verified token needs its
+  // logits, while prompt tokens (whose large steps steer the fitted slope b) need them only
+  // at the end of a prompt: a drafted token is costed at b / (1 - logits_share).
+  double logits_share = 0.0;
 };
 
 struct speculation_outcome {

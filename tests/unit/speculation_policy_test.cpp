@@ -168,6 +168,31 @@ TEST(SpeculationPolicy, TrimIsNotFooledByAFastMomentInTheTable) {
   for (auto k : p.trim(offers, 16, 16)) EXPECT_EQ(k, 0u);
 }
 
+TEST(SpeculationPolicy, VerifiedTokensAreCostedWithTheirLogits) {
+  // 16 sequences in a 26 ms step (16 + 1 ms per token); drafts whose first token passes
+  // 90% of the time. Costed at the fitted 1 ms each they pay (.9 > 1 ms * 16/26 tok/ms);
+  // with the output head at 40% of a token's work they cost 1.67 ms each, and do not.
+  std::vector<draft_offer> offers;
+  for (uint64_t s = 0; s < 16; ++s) offers.push_back({s + 1, 1, 9});
+  for (double share : {0.0, 0.4}) {
+    speculation_config cfg{4, 1, 10, /*adaptive=*/true, 0, 2};
+    cfg.logits_share = share;
+    speculation_policy p(cfg);
+    for (uint32_t t = 1; t < 64; ++t) p.report({}, t, 10.0 + t);
+    for (int i = 0; i < 100; ++i) {
+      p.report(std::vector<speculation_outcome>{{100, 1, 1, 9}}, 0, 0);
+      if (i % 10 == 0) p.report(std::vector<speculation_outcome>{{100, 1, 0, 9}}, 0, 0);
+    }
+    uint32_t kept = 0;
+    for (auto k : p.trim(offers, 16, 16)) kept += k;
+    if (share == 0.0) {
+      EXPECT_EQ(kept, 16u);
+    } else {
+      EXPECT_EQ(kept, 0u);
+    }
+  }
+}
+
 TEST(SpeculationPolicy, EvidenceDraftsStartAtKMaxWhenAdaptive) {
   // Adaptive: a new sequence copying a passage (long match, learned to be right) may have
   // all ten drafted tokens verified at once, though the configured starting K is 4.
