@@ -338,6 +338,22 @@ void key_scores(int64_t hd, const f16_bits* q, const f16_bits* keys, int n, bool
   }
 }
 
+// Calls chunk(c, c % 4) for every c in [0, n_chunks), in order, with the chain index a
+// constant at each call site once inlined (a runtime index would keep the chains in memory).
+template <class F>
+__attribute__((always_inline)) inline void deal_to_four_chains(int n_chunks, F&& chunk) {
+  int c = 0;
+  for (; c + 4 <= n_chunks; c += 4) {
+    chunk(c, 0);
+    chunk(c + 1, 1);
+    chunk(c + 2, 2);
+    chunk(c + 3, 3);
+  }
+  if (c < n_chunks) chunk(c, 0);
+  if (c + 1 < n_chunks) chunk(c + 1, 1);
+  if (c + 2 < n_chunks) chunk(c + 2, 2);
+}
+
 // Values in blocks of 16 dimensions: their accumulators stay in registers across all chunks
 // and are summed together by sum16_of_16.
 void weighted_values(int64_t hd, const f16_bits* const* v_chunks, size_t v_stride, const float* p,
@@ -350,8 +366,6 @@ void weighted_values(int64_t hd, const f16_bits* const* v_chunks, size_t v_strid
         for (auto& dim : chains) {
           for (auto& chain : dim) chain = _mm512_setzero_ps();
         }
-        // Chunk c feeds chain c % 4, with that index a constant in every call (a runtime
-        // index would keep the chains in memory).
         auto chunk = [&](int c, int chain) {
           const __m512 pv = _mm512_loadu_ps(p + c * 16);
           for (int i = 0; i < 4; ++i) {
@@ -359,16 +373,7 @@ void weighted_values(int64_t hd, const f16_bits* const* v_chunks, size_t v_strid
             chains[i][chain] = _mm512_fmadd_ps(load_f16x16(v), pv, chains[i][chain]);
           }
         };
-        int c = 0;
-        for (; c + 4 <= n_chunks; c += 4) {
-          chunk(c, 0);
-          chunk(c + 1, 1);
-          chunk(c + 2, 2);
-          chunk(c + 3, 3);
-        }
-        if (c < n_chunks) chunk(c, 0);
-        if (c + 1 < n_chunks) chunk(c + 1, 1);
-        if (c + 2 < n_chunks) chunk(c + 2, 2);
+        deal_to_four_chains(n_chunks, chunk);
         for (int i = 0; i < 4; ++i) {
           acc[q + i] = _mm512_add_ps(_mm512_add_ps(chains[i][0], chains[i][2]),
                                      _mm512_add_ps(chains[i][1], chains[i][3]));
@@ -450,16 +455,7 @@ void weighted_values_grouped(const f16_bits* const* v_chunks, size_t v_stride, c
             chains[h][chain] = _mm512_fmadd_ps(vf, _mm512_loadu_ps(p[h] + c * 16), chains[h][chain]);
           }
         };
-        int c = 0;
-        for (; c + 4 <= n_chunks; c += 4) {
-          chunk(c, 0);
-          chunk(c + 1, 1);
-          chunk(c + 2, 2);
-          chunk(c + 3, 3);
-        }
-        if (c < n_chunks) chunk(c, 0);
-        if (c + 1 < n_chunks) chunk(c + 1, 1);
-        if (c + 2 < n_chunks) chunk(c + 2, 2);
+        deal_to_four_chains(n_chunks, chunk);
         for (int h = 0; h < G; ++h) {
           acc[h][i] = _mm512_add_ps(_mm512_add_ps(chains[h][0], chains[h][2]), _mm512_add_ps(chains[h][1], chains[h][3]));
         }
