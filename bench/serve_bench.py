@@ -355,7 +355,8 @@ def main():
     ap.add_argument("--kv-tokens", type=int, default=65536)
     ap.add_argument("--tandem", default=os.path.join(ROOT, "build", "bin", "tandem"))
     ap.add_argument("--llama-server", default=None, help="default: scripts/build-llama-server.sh")
-    ap.add_argument("--only", choices=["tandem", "llama-server"], default=None)
+    ap.add_argument("--only", choices=["tandem", "llama-server"], default=None,
+                    help="run one server only; prints the results and leaves docs/ alone")
     ap.add_argument("--stream-interval", type=int, default=4,
                     help="also run Tandem at 64 clients with this --stream-interval (1: skip)")
     ap.add_argument("--no-write", action="store_true", help="print only; leave docs/ alone")
@@ -384,7 +385,7 @@ def main():
         exe = a.llama_server or subprocess.run([os.path.join(ROOT, "scripts", "build-llama-server.sh")],
                                                check=True, stdout=subprocess.PIPE, text=True).stdout.split()[-1]
         res["servers"]["llama-server"] = bench_server("llama-server", start_llama_server, exe, a, model)
-    if a.no_write or "tandem" not in res["servers"]:
+    if a.no_write or a.only or "tandem" not in res["servers"]:  # a partial run replaces nothing
         print(json.dumps(res, indent=2))
         return 0
     publish("serve", res, plot, markdown, BEGIN, END)
