@@ -52,7 +52,7 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
   pc.max_num_batched_tokens = cfg.max_num_batched_tokens;
   pc.prefill_chunk = std::min(cfg.prefill_chunk, cfg.max_num_batched_tokens);
   if (cfg.cost_aware_chunks) {
-    pc.attention_cost_per_key = attention_cost_per_key(mc.n_embd, mc.n_head, mc.head_dim, mc.kv_dim(), mc.n_ff);
+    pc.attention_cost_per_key = attention_cost_per_key(mc);
   }
 
   rt->device_ = cfg.device_worker ? cfg.device_worker(sys, std::move(m), rt->kv_blocks_, cfg.block_size)
@@ -65,12 +65,7 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
     sc.k_min = cfg.speculative_k_min;
     sc.k_max = cfg.speculative_k_max;
     sc.adaptive = cfg.speculative_adaptive;
-    {
-      const double head = static_cast<double>(mc.n_vocab) * mc.n_embd;
-      const double block = static_cast<double>(mc.n_embd) * (2.0 * mc.q_dim() + 2.0 * mc.kv_dim()) +
-                           3.0 * static_cast<double>(mc.n_embd) * mc.n_ff;
-      sc.logits_share = head / (head + mc.n_layer * block);
-    }
+    sc.logits_share = mc.head_macs() / (mc.head_macs() + mc.n_layer * mc.block_matrix_macs());
     const auto draft_kv_tokens = static_cast<uint32_t>(std::min<uint64_t>(kv_tokens, 32768));
     if (cfg.speculative == "ngram") {
       spec.drafter = spawn_ngram_drafter(sys);

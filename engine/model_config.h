@@ -33,6 +33,12 @@ struct model_config {
 
   uint32_t q_dim() const { return n_head * head_dim; }
   uint32_t kv_dim() const { return n_head_kv * head_dim; }
+  // Multiply-adds per token in one transformer block's matrices (Q and O, K and V, gate, up
+  // and down), and in the output head.
+  double block_matrix_macs() const {
+    return 2.0 * n_embd * q_dim() + 2.0 * n_embd * kv_dim() + 3.0 * static_cast<double>(n_embd) * n_ff;
+  }
+  double head_macs() const { return static_cast<double>(n_vocab) * n_embd; }
   // Bytes of K and V cache one token occupies across all layers, at `elem_bytes` per value.
   size_t kv_bytes_per_token(size_t elem_bytes) const {
     return size_t{2} * n_layer * kv_dim() * elem_bytes;

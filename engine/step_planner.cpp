@@ -7,10 +7,9 @@
 
 namespace tandem {
 
-double attention_cost_per_key(uint32_t n_embd, uint32_t n_head, uint32_t head_dim, uint32_t kv_dim, uint32_t n_ff) {
-  const double per_layer_weights = 2.0 * n_embd * (static_cast<double>(n_head) * head_dim) + 2.0 * n_embd * kv_dim +
-                                   3.0 * n_embd * n_ff;  // Q and O, K and V, gate/up/down
-  const double per_layer_key = 2.0 * n_head * head_dim;  // one QK^T dot product and one PV row
+double attention_cost_per_key(const model_config& c) {
+  const double per_layer_weights = c.block_matrix_macs();
+  const double per_layer_key = 2.0 * c.q_dim();  // one QK^T dot product and one PV row
   return per_layer_weights > 0 ? per_layer_key / per_layer_weights : 0.0;  // both scale with the layers
 }
 

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "engine/block_reservation.h"
+#include "engine/model_config.h"
 
 namespace tandem {
 
@@ -47,7 +48,7 @@ struct planner_config {
 // The attention cost per key for a Llama-shaped model: multiply-adds of QK^T and PV per key
 // over those of the projection and FFN matrices per token.
 // (The output head runs only for sampled rows of a prefill chunk, so it is left out.)
-double attention_cost_per_key(uint32_t n_embd, uint32_t n_head, uint32_t head_dim, uint32_t kv_dim, uint32_t n_ff);
+double attention_cost_per_key(const model_config& c);
 
 // The tokens of a prefill chunk starting at position `start` (at least 1, at most prefill_chunk).
 uint32_t prefill_chunk_tokens(const planner_config& config, uint32_t start);

@@ -123,7 +123,13 @@ TEST(StepPlanner, ChunksALongPromptAndSamplesOnlyAtItsEnd) {
 
 TEST(StepPlanner, CostAwareChunksShrinkAsTheContextGrows) {
   // SmolLM2-135M's shapes: 576 wide, 9 heads of 64, 3 KV heads (192), FFN 1536.
-  const double a = attention_cost_per_key(576, 9, 64, 192, 1536);
+  model_config smollm2;
+  smollm2.n_embd = 576;
+  smollm2.n_head = 9;
+  smollm2.head_dim = 64;
+  smollm2.n_head_kv = 3;
+  smollm2.n_ff = 1536;
+  const double a = attention_cost_per_key(smollm2);
   EXPECT_NEAR(a, 2.0 * 9 * 64 / (2.0 * 576 * 576 + 2.0 * 576 * 192 + 3.0 * 576 * 1536), 1e-12);
   planner_config cfg{8, 2048, 512, a};
   EXPECT_EQ(prefill_chunk_tokens(cfg, 0), 512u);
