@@ -1,11 +1,13 @@
 #include "actors/drafter.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "engine/kv_block_allocator.h"
 #include "engine/kv_pool.h"
 #include "engine/model.h"
 #include "engine/ngram_index.h"
+#include "engine/sampler.h"
 
 namespace tandem {
 namespace {
@@ -55,13 +57,8 @@ struct model_drafter_state {
   static inline const char* name = "tandem.drafter.model";
 };
 
-int32_t argmax(std::span<const float> row) {
-  int32_t best = 0;
-  for (size_t i = 1; i < row.size(); ++i) {
-    if (row[i] > row[static_cast<size_t>(best)]) best = static_cast<int32_t>(i);
-  }
-  return best;
-}
+// A draft always has a token: token 0 when the row holds nothing above -inf.
+int32_t argmax(std::span<const float> row) { return std::max<int32_t>(0, first_max(row)); }
 
 // Drafts for every query at once: a catch-up pass feeding each sequence's real tokens the
 // draft KV has not seen (then its first draft), then K - 1 one-token passes.

@@ -14,7 +14,8 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 bool usable(float x) { return !std::isnan(x) && x != kNegInf; }
 
-// The first maximum of x, -1 when every entry is -inf or NaN (NaN never compares greater).
+}  // namespace
+
 int32_t first_max(std::span<const float> x) {
   // Two passes instead of one with a branch per element: the maximum over 16 lanes (vector
   // max; NaN never wins a compare), then the first index holding it. Greedy decoding runs
@@ -41,6 +42,8 @@ int32_t first_max(std::span<const float> x) {
   }
   return -1;
 }
+
+namespace {
 
 // log-softmax of `logits` at the given ids (NaN counts as -inf).
 struct log_softmax {

@@ -48,6 +48,10 @@ struct token_prob {
   float prob = 0.0f;
 };
 
+// The index of the first maximum of x (greedy decoding's token), -1 when every entry is -inf
+// or NaN (NaN never compares greater). Vectorised: it runs over the whole vocabulary.
+int32_t first_max(std::span<const float> x);
+
 struct sample_result {
   int32_t token = -1;                // -1 when every token was masked out (see sample())
   float logprob = 0.0f;              // of `token` under the raw logits (with logprobs/top_logprobs)
