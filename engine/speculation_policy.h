@@ -30,9 +30,10 @@
 // a draft is reached with probability p(L) p(L + 1) ... p(L + j - 1). Every drafted token of
 // the batch is a candidate with that reach probability; the step keeps the m likeliest,
 // m maximising (B + their sum) / (t(T) + b' m), b' the fitted line's slope raised by the
-// output head's share (config: logits_share; m = 0 switches speculation off for the step). Only the base step comes from the measured table: two of
-// its entries may come from moments seconds apart, and this machine's speed drifts by up
-// to 30% within seconds, so a difference between entries can even be negative.
+// output head's share (config: logits_share; m = 0 switches speculation off for the
+// step). Only the base step comes from the measured table: two of its entries may come
+// from moments seconds apart, and this machine's speed drifts by up to 30% within
+// seconds, so a difference between entries can even be negative.
 #pragma once
 
 #include <cstdint>
