@@ -53,7 +53,11 @@ void flush(self_ptr self) {
   auto& st = self->state;
   if (st.pending.text.empty() && st.pending.tokens.empty()) return;
   st.pending.id = st.id;
-  self->send(st.req.sink, std::move(st.pending));
+  if (st.req.on_delta) {
+    st.req.on_delta(std::move(st.pending));
+  } else {
+    self->send(st.req.sink, std::move(st.pending));
+  }
   st.pending = generation_delta{};
   st.sent_first = true;
 }

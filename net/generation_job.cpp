@@ -86,6 +86,13 @@ void generation_job::on_event(uint32_t choice, sink_event ev) {
       ev);
 }
 
+bool generation_job::all_replied() const {
+  for (const auto& c : choices_) {
+    if (!c.replied) return false;
+  }
+  return true;
+}
+
 void generation_job::on_reply(uint32_t choice, submit_reply& r) {
   auto& c = choices_[choice];
   c.replied = true;

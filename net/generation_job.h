@@ -49,6 +49,10 @@ class generation_job {
   bool finished() const;                                 // every choice has ended
   const std::optional<api_error>& failure() const { return failure_; }
   bool output_started() const { return output_started_; }
+  // Every choice has admission's answer. Deltas come straight from the streamer and the
+  // answer through the sink actor, so a delta may come first; the SSE header, which carries
+  // the answer's rate-limit figures, waits for this.
+  bool all_replied() const;
   // Wire output produced since the last call (SSE events or WebSocket frames).
   std::vector<std::string> take_output();
   size_t pending_bytes() const { return pending_bytes_; }

@@ -369,7 +369,7 @@ asio::awaitable<void> http_connection::generate(http_request& req, api_kind kind
       co_return;
     }
     if (stream && !sse && job.failure()) break;  // nothing sent yet: an error response
-    if (stream && !sse && job.output_started()) {
+    if (stream && !sse && job.output_started() && job.all_replied()) {
       sse_header.emplace(http::status::ok, req.version());
       sse_header->set(http::field::server, "tandem");
       sse_header->set(http::field::content_type, "text/event-stream");

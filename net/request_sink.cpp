@@ -13,6 +13,10 @@ struct sink_state {
 caf::behavior request_sink(caf::stateful_actor<sink_state>* self, admission_actor admission, generate_request req,
                            sink_callback callback) {
   req.sink = caf::actor_cast<sink_actor>(self);
+  // Deltas skip this actor: the streamer calls the callback itself, which posts onto the
+  // session's strand. The final event still comes here (it ends this actor), and the
+  // callback posts it after the last delta.
+  req.on_delta = [callback](generation_delta&& d) { callback(std::move(d)); };
   auto finish_if_complete = [self] {
     if (self->state.replied && self->state.done) self->quit();
   };

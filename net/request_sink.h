@@ -1,5 +1,6 @@
 // The seam between Asio and the actors: one small actor per generation that submits the
-// request to admission, receives its deltas and final event, and hands each to a callback.
+// request to admission, receives its final event, and hands each to a callback; the deltas
+// reach the callback straight from the streamer (generate_request::on_delta).
 // The callback posts onto the network session's strand (the actor never touches a socket;
 // the session never waits on an actor). Sending cancel_atom to the sink cancels the
 // generation, also before admission has answered (the cancel is sent once the id is known).

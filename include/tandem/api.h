@@ -5,11 +5,16 @@
 //   runtime ----generation_done (exactly once)--> request.sink
 //   host actor --cancel_atom, request_id-------> admission      (the sink then gets done/abort)
 //
+// An in-process host may take the deltas as a call instead of a message (on_delta below):
+// the streamer calls it on its own thread, so it must hand the delta on at once (the net
+// front posts it onto the session's strand). generation_done still goes to the sink.
+//
 // Every struct here has an inspect() overload, so the messages can cross CAF's middleman.
 #pragma once
 
 #include <caf/all.hpp>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -62,6 +67,12 @@ struct generate_request {
   // tokens as they come. Larger: fewer, larger deltas, less server work per token.
   uint32_t stream_interval = 1;
   sink_actor sink;                    // receives the deltas and the final event
+  // Set: the deltas go to this call, in order, and not to the sink (one message and one
+  // actor turn fewer per delta). Called on the streamer's thread before it sends
+  // generation_done to the sink, so whatever the call posts to an ordered queue (an Asio
+  // strand) lands ahead of the final event posted after it. Stays in this process: not
+  // serialized.
+  std::function<void(generation_delta&&)> on_delta;
 };
 
 // Answer to submit: accepted (with the id to cancel by) or refused before any work.

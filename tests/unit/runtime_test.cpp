@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <caf/all.hpp>
+#include <mutex>
 #include <thread>
 
 #include "actors/runtime_shared.h"
@@ -297,4 +298,33 @@ TEST(RuntimeLimits, ATinyKvPoolRefusesWhatCannotFitAndNeverLoops) {
   const auto capped = submit(runaway);
   EXPECT_EQ(capped.done.finish_reason, "length");
   EXPECT_EQ(capped.done.prompt_tokens + capped.done.completion_tokens, 128u);
+}
+
+TEST_F(RuntimeTest, DeltasGoToOnDeltaWhenSetAndTheSinkGetsOnlyTheEnd) {
+  // The same request through the sink alone, then with on_delta: the same tokens and text,
+  // every delta through the call, none through the sink, and the final event still there.
+  const auto through_sink = run({greedy("The three primary colors are", 12)})[0];
+  struct calls {
+    std::mutex m;
+    std::string text;
+    std::vector<int32_t> tokens;
+    int n = 0;
+  };
+  auto seen = std::make_shared<calls>();
+  auto req = greedy("The three primary colors are", 12);
+  req.on_delta = [seen](generation_delta&& d) {
+    std::lock_guard lock(seen->m);
+    seen->text += d.text;
+    seen->tokens.insert(seen->tokens.end(), d.tokens.begin(), d.tokens.end());
+    ++seen->n;
+  };
+  const auto through_call = run({req})[0];
+  EXPECT_EQ(through_call.deltas, 0) << "a delta reached the sink although on_delta was set";
+  EXPECT_EQ(through_call.done.finish_reason, "length");
+  EXPECT_EQ(through_call.done.completion_tokens, 12u);
+  std::lock_guard lock(seen->m);
+  EXPECT_EQ(seen->n, 12);
+  EXPECT_EQ(seen->tokens, through_sink.tokens);
+  EXPECT_EQ(seen->text, through_sink.text);
+  expect_no_blocks_held();
 }
