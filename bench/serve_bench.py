@@ -207,6 +207,61 @@ def cpu_split(before, after):
     return model_ns, other_ns
 
 
+# --- what the kernel alone costs per streamed event -------------------------------------------
+
+READER = """
+import asyncio, sys
+async def one(port):
+    r, w = await asyncio.open_connection("127.0.0.1", port)
+    while await r.read(65536):
+        pass
+async def main(port, n):
+    await asyncio.gather(*(one(port) for _ in range(n)))
+asyncio.run(main(int(sys.argv[1]), int(sys.argv[2])))
+"""
+
+
+def loopback_send_floor(n_clients=64, rounds=150, gap_s=0.02, payload_bytes=200):
+    """System CPU per send() of one SSE-sized chunk to loopback clients, with nothing else.
+
+    A bare loop sends one payload to each of n asyncio readers (another process, as the
+    benchmark's clients are) per round, rounds gap_s apart, as a server sends one token to
+    every client per step. The sending thread's system time over the sends is what the
+    kernel charges the server per streamed event on this machine: on loopback that includes
+    the receiver's TCP input path, run in the sender's context. No server can stream one
+    event per token for less."""
+    import resource
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(n_clients)
+    port = listener.getsockname()[1]
+    reader = subprocess.Popen([sys.executable, "-c", READER, str(port), str(n_clients)])
+    conns = []
+    try:
+        for _ in range(n_clients):
+            c, _ = listener.accept()
+            c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            conns.append(c)
+        data = b"x" * (payload_bytes - 2) + b"\n\n"
+        for c in conns:  # warm-up round
+            c.sendall(data)
+        time.sleep(gap_s)
+        before = resource.getrusage(resource.RUSAGE_THREAD)
+        for _ in range(rounds):
+            for c in conns:
+                c.sendall(data)
+            time.sleep(gap_s)
+        after = resource.getrusage(resource.RUSAGE_THREAD)
+    finally:
+        for c in conns:
+            c.close()
+        listener.close()
+        reader.wait(timeout=30)
+    sends = rounds * n_clients
+    return {"clients": n_clients, "sends": sends, "payload_bytes": payload_bytes, "gap_ms": gap_s * 1e3,
+            "system_us_per_send": (after.ru_stime - before.ru_stime) * 1e6 / sends}
+
+
 # --- the two servers ---------------------------------------------------------------------------
 
 def wait_healthy(port, proc, what, timeout=180):
@@ -324,6 +379,14 @@ def markdown(res, cmd):
                       f"({'met' if ratio >= 1.5 else 'not met'}); <= 10 µs of server CPU per streamed token outside "
                       f"the model: {cpu:.1f} µs at 64+ clients ({'met' if cpu <= 10 else 'not met'}; see "
                       "docs/serving.md for where it goes)."]
+            f = res.get("send_floor")
+            if f:
+                lines += ["", f"The kernel's part alone: a bare loop that only `send()`s one {f['payload_bytes']}-byte "
+                          f"chunk to each of {f['clients']} loopback readers per round ({f['gap_ms']:.0f} ms apart, "
+                          f"as a server streams one token per client per step) spends "
+                          f"**{f['system_us_per_send']:.1f} µs** of system time per send on this machine "
+                          "(`loopback_send_floor` in bench/serve_bench.py). One SSE event per token costs at least "
+                          "that much here, before any HTTP, JSON, detokenization or scheduling."]
     ti = res["servers"].get("tandem-interval")
     if ti:
         r = ti["levels"][0]
@@ -369,6 +432,10 @@ def main():
     model = model_path()
     res = {"date": datetime.date.today().isoformat(), "cpu": cpu_name(), "threads": a.threads,
            "seconds": a.seconds, "max_tokens": a.max_tokens, "servers": {}}
+    if a.only != "llama-server":
+        res["send_floor"] = loopback_send_floor()
+        print(f"serve bench: loopback send floor: {res['send_floor']['system_us_per_send']:.1f} µs of system time "
+              f"per {res['send_floor']['payload_bytes']}-byte send to {res['send_floor']['clients']} readers", flush=True)
     if a.only != "llama-server":
         res["servers"]["tandem"] = bench_server("tandem", start_tandem, a.tandem, a, model)
         if a.stream_interval > 1 and 64 in a.clients:
