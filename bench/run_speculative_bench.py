@@ -71,6 +71,18 @@ def markdown(res, cmd):
         for m in METHODS[1:]:
             t = s[m]["grounded"].get("tasks", [])
             lines.append(f"| {m} | " + " | ".join(f"{x:.2f}x" for x in t) + " |")
+    reps = s.get("reps", [])
+    if reps:
+        lines += ["", "What the machine charged for a drafted token during each rep, next to that rep's n-gram speed-up "
+                  "on the grounded tasks. The figure is a 9-token step's extra time per extra token over a one-token "
+                  "step, measured on a separate copy of the model just before and just after the rep's grounded tasks "
+                  "(`compute_probe` in bench/speculative_bench.cpp). A one-token step is bound by reading the weights, "
+                  "a drafted token by compute, and on this shared VM the compute slows by up to half for minutes at a "
+                  "time while the one-token step hardly moves: the lower the figure, the more a draft saves.", "",
+                  "| rep | " + " | ".join(str(i + 1) for i in range(len(reps))) + " |",
+                  "|---|" + "---:|" * len(reps),
+                  "| extra cost of a drafted token | " + " | ".join(f"{r['extra_token_cost']:.2f}" for r in reps) + " |",
+                  "| n-gram speed-up, grounded | " + " | ".join(f"{r['ngram_grounded']:.2f}x" for r in reps) + " |"]
     lines += ["", "Aggregate throughput (6 tasks, 3 grounded and 3 chat, dealt round-robin to the streams; wall time "
               "including prompts): the three modes run each stream count back to back, each mode first in turn; tok/s is "
               "the median of five reps, adaptive vs off the median of the reps' paired ratios.",
