@@ -59,6 +59,18 @@ def markdown(res, cmd):
     for t in tp:
         ratio = t.get("vs_one_paired", t["tok_per_s"] / one)
         lines.append(f"| {t['streams']} | {t['tok_per_s']:.1f} | {ratio:.2f}x |")
+    rounds = res["throughput"].get("rounds", [])
+    if rounds:
+        lines += ["", "Per round, what a further token of a step cost the machine (a 9-token step's extra time per token "
+                  "over a one-token step, measured on a separate copy of the model before and after the round: "
+                  "`compute_probe` in bench/compute_probe.h) next to that round's 16-vs-1 ratio. One stream is bound by "
+                  "reading the weights, 16 streams by compute, and on this shared VM the compute slows by up to half for "
+                  "minutes at a time while the one-stream step hardly moves; the lower the figure, the more batching "
+                  "gains.", "",
+                  "| round | " + " | ".join(str(i + 1) for i in range(len(rounds))) + " |",
+                  "|---|" + "---:|" * len(rounds),
+                  "| extra cost of a token in a step | " + " | ".join(f"{r['extra_token_cost']:.2f}" for r in rounds) + " |",
+                  "| 16 streams vs 1 | " + " | ".join(f"{r['vs_one_16']:.2f}x" for r in rounds) + " |"]
     p = res["prefix"]
     lines += ["", "| shared 2,000-token system prompt | TTFT |", "|---|---:|",
               f"| cold (median of 3) | {p['cold_ttft_ms']:.0f} ms |",

@@ -76,7 +76,7 @@ def markdown(res, cmd):
         lines += ["", "What the machine charged for a drafted token during each rep, next to that rep's n-gram speed-up "
                   "on the grounded tasks. The figure is a 9-token step's extra time per extra token over a one-token "
                   "step, measured on a separate copy of the model just before and just after the rep's grounded tasks "
-                  "(`compute_probe` in bench/speculative_bench.cpp). A one-token step is bound by reading the weights, "
+                  "(`compute_probe` in bench/compute_probe.h). A one-token step is bound by reading the weights, "
                   "a drafted token by compute, and on this shared VM the compute slows by up to half for minutes at a "
                   "time while the one-token step hardly moves: the lower the figure, the more a draft saves.", "",
                   "| rep | " + " | ".join(str(i + 1) for i in range(len(reps))) + " |",

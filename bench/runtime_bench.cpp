@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "actors/device_worker.h"
+#include "bench/compute_probe.h"
 #include "engine/model.h"
 #include "engine/model_path.h"
 #include "tandem/runtime.h"
@@ -144,7 +145,10 @@ std::string throughput(caf::actor_system& sys, const runtime_config& base, uint3
   const std::vector<int> stream_counts{1, 4, 16, 64};
   constexpr int kRounds = 5;
   std::map<int, std::vector<decode_run>> runs;
+  bench::compute_probe probe(base.threads);
+  std::vector<double> round_extra;  // the probe's figure around each round
   for (int round = 0; round < kRounds; ++round) {
+    const double extra_before = probe.measure();
     for (int streams : stream_counts) {
       std::fprintf(stderr, "throughput: round %d, %d streams x %u tokens...\n", round + 1, streams, n_tokens);
       for (int i = 0; i < streams; ++i) {
@@ -165,6 +169,7 @@ std::string throughput(caf::actor_system& sys, const runtime_config& base, uint3
       std::fprintf(stderr, "  %.1f tok/s\n", r.tok_per_s);
       runs[streams].push_back(r);
     }
+    round_extra.push_back((extra_before + probe.measure()) / 2);
   }
   // Each round's ratio to its own one-stream run (seconds apart) is steadier than the ratio of
   // the medians: the speed drifts by up to 30% within seconds here.
@@ -173,9 +178,16 @@ std::string throughput(caf::actor_system& sys, const runtime_config& base, uint3
     for (int round = 0; round < kRounds; ++round) {
       vs_one[streams].push_back(runs[streams][round].tok_per_s / runs[1][round].tok_per_s);
     }
-    std::sort(vs_one[streams].begin(), vs_one[streams].end());
   }
-  std::string json = "{\"runs\":[";
+  std::string json = "{\"rounds\":[";
+  for (int round = 0; round < kRounds; ++round) {
+    char buf[120];
+    std::snprintf(buf, sizeof buf, "%s{\"extra_token_cost\":%.3f,\"vs_one_16\":%.3f}", round > 0 ? "," : "",
+                  round_extra[round], vs_one[16][round]);
+    json += buf;
+  }
+  for (auto& [streams, v] : vs_one) std::sort(v.begin(), v.end());
+  json += "],\"runs\":[";
   for (int streams : stream_counts) {
     auto& v = runs[streams];
     std::sort(v.begin(), v.end(), [](const decode_run& a, const decode_run& b) { return a.tok_per_s < b.tok_per_s; });

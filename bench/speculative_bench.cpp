@@ -21,9 +21,8 @@
 #include <tuple>
 #include <vector>
 
+#include "bench/compute_probe.h"
 #include "engine/gguf.h"
-#include "engine/kv_block_allocator.h"
-#include "engine/model.h"
 #include "engine/model_path.h"
 #include "engine/model_truncation.h"
 #include "tandem/runtime.h"
@@ -153,59 +152,6 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// How dear a drafted token is on this machine at the moment. A one-token step is bound by
-// reading the weights; every further token of a step is compute. On this shared VM the
-// compute slows by up to half for minutes at a time (other tenants) while the one-token
-// step hardly moves, and a draft's gain is exactly that difference, so each rep records
-//
-//   extra = (t(9 tokens) - t(1 token)) / (8 t(1 token))
-//
-// (medians over alternating steps of one sequence at position 300, on its own copy of the
-// model) next to its speed-up. Speculation pays more the smaller it is.
-class compute_probe {
- public:
-  explicit compute_probe(int threads) {
-    model_options o;
-    o.n_threads = threads;
-    model_ = model::open(default_model_path(), o);
-    cache_.emplace(model_->config(), kv_pool_options{16, kContext + 64, 0});
-    alloc_.emplace(cache_->n_blocks());
-    std::vector<int32_t> prompt(kContext);
-    for (int i = 0; i < kContext; ++i) prompt[i] = 1 + (i * 37) % (model_->config().n_vocab - 2);
-    seq_step st{1, prompt, 0, {}, false};
-    alloc_->reserve(st.blocks, kContext + 16, cache_->block_tokens());
-    in_.seqs.push_back(st);
-    model_->forward(in_, *cache_, out_);
-  }
-  double measure() {
-    std::vector<double> t1, t9;
-    for (int r = 0; r < 12; ++r) {
-      t1.push_back(step_ms(1));
-      t9.push_back(step_ms(9));
-    }
-    const double a = median(t1), b = median(t9);
-    return (b - a) / (8 * a);
-  }
-
- private:
-  static constexpr int kContext = 300;
-  double step_ms(int tokens) {
-    auto& s = in_.seqs[0];
-    s.tokens.assign(static_cast<size_t>(tokens), 5);
-    s.start_pos = kContext;  // the same positions every time: nothing grows
-    s.want_all_logits = true;
-    s.decode_numerics = true;
-    const auto t0 = clock_type::now();
-    model_->forward(in_, *cache_, out_);
-    return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
-  }
-  std::unique_ptr<model> model_;
-  std::optional<kv_pool> cache_;
-  std::optional<kv_block_allocator> alloc_;
-  step_input in_;
-  step_output out_;
-};
-
 // The figures of the median run by tok/s, the speed-up as the median of the reps' paired
 // ratios, and the acceptance over all runs (rather than one run's few hundred tokens).
 std::string figures_json(std::vector<run_figures> runs, const std::vector<double>& task_speedups = {}) {
@@ -275,7 +221,7 @@ int main(int argc, char** argv) {
   // outputs are identical, so the tokens are the same on both sides.
   std::map<std::pair<size_t, int>, std::vector<run_figures>> single_runs;  // (method, 0 grounded / 1 chat)
   std::map<std::tuple<size_t, int, size_t>, std::vector<double>> task_ratios;  // (method, kind, task)
-  std::optional<compute_probe> probe;
+  std::optional<bench::compute_probe> probe;
   if (run_single) probe.emplace(base.threads);
   std::vector<double> rep_extra;  // compute_probe's figure around each rep's grounded tasks
   for (int rep = 0; rep < kReps; ++rep) {
