@@ -49,3 +49,12 @@ def publish(name, res, plot, markdown, begin, end):
     section = markdown(res, f"make bench  (or: bench/{os.path.basename(sys.argv[0])})")
     write_section(section, begin, end)
     print(section)
+
+
+def probe_table(heading, runs, probe_label, figure_label, figure_key):
+    """Markdown rows: per run (rep or round), the compute probe's figure (bench/compute_probe.h,
+    JSON key extra_token_cost) above the paired figure it explains (figure_key, a ratio)."""
+    return ["| " + heading + " | " + " | ".join(str(i + 1) for i in range(len(runs))) + " |",
+            "|---|" + "---:|" * len(runs),
+            f"| {probe_label} | " + " | ".join(f"{r['extra_token_cost']:.2f}" for r in runs) + " |",
+            f"| {figure_label} | " + " | ".join(f"{r[figure_key]:.2f}x" for r in runs) + " |"]

@@ -11,7 +11,7 @@ import datetime
 import os
 import sys
 
-from bench_docs import ROOT, cpu_name, publish, run_json
+from bench_docs import ROOT, cpu_name, probe_table, publish, run_json
 
 BEGIN, END = "<!-- runtime-bench:begin -->", "<!-- runtime-bench:end -->"
 
@@ -91,10 +91,7 @@ def markdown(res, cmd):
                   "reading the weights, 16 streams by compute, and on this shared VM the compute slows by up to half for "
                   "minutes at a time while the one-stream step hardly moves; the lower the figure, the more batching "
                   "gains.", "",
-                  "| round | " + " | ".join(str(i + 1) for i in range(len(rounds))) + " |",
-                  "|---|" + "---:|" * len(rounds),
-                  "| extra cost of a token in a step | " + " | ".join(f"{r['extra_token_cost']:.2f}" for r in rounds) + " |",
-                  "| 16 streams vs 1 | " + " | ".join(f"{r['vs_one_16']:.2f}x" for r in rounds) + " |"]
+                  *probe_table("round", rounds, "extra cost of a token in a step", "16 streams vs 1", "vs_one_16")]
     p = res["prefix"]
     lines += ["", "| shared 2,000-token system prompt | TTFT |", "|---|---:|",
               f"| cold (median of 3) | {p['cold_ttft_ms']:.0f} ms |",

@@ -10,7 +10,7 @@ import datetime
 import os
 import sys
 
-from bench_docs import ROOT, publish, run_json
+from bench_docs import ROOT, probe_table, publish, run_json
 
 BEGIN, END = "<!-- speculative-bench:begin -->", "<!-- speculative-bench:end -->"
 METHODS = ["none", "ngram", "layer-skip", "draft"]
@@ -80,10 +80,8 @@ def markdown(res, cmd):
                   "(`compute_probe` in bench/compute_probe.h). A one-token step is bound by reading the weights, "
                   "a drafted token by compute, and on this shared VM the compute slows by up to half for minutes at a "
                   "time while the one-token step hardly moves: the lower the figure, the more a draft saves.", "",
-                  "| rep | " + " | ".join(str(i + 1) for i in range(len(reps))) + " |",
-                  "|---|" + "---:|" * len(reps),
-                  "| extra cost of a drafted token | " + " | ".join(f"{r['extra_token_cost']:.2f}" for r in reps) + " |",
-                  "| n-gram speed-up, grounded | " + " | ".join(f"{r['ngram_grounded']:.2f}x" for r in reps) + " |"]
+                  *probe_table("rep", reps, "extra cost of a drafted token", "n-gram speed-up, grounded",
+                               "ngram_grounded")]
     lines += ["", "Aggregate throughput (6 tasks, 3 grounded and 3 chat, dealt round-robin to the streams; wall time "
               "including prompts): the three modes run each stream count back to back, each mode first in turn; tok/s is "
               "the median of five reps, adaptive vs off the median of the reps' paired ratios.",
