@@ -199,15 +199,21 @@ int main(int argc, char** argv) {
   base.threads = argc > 2 ? std::stoi(argv[2]) : 0;  // compute threads; 0 = one per core
   const std::string part = argc > 3 ? argv[3] : "all";
   const bool run_single = part == "all" || part == "single", run_batch = part == "all" || part == "batch";
-  // Single stream: the four methods' runtimes live side by side and take turns, task set by
-  // task set, five times; each figure is the median run. (One runtime after another made
-  // the first one measurably slower than the rest: an order effect, not a method's cost.)
+  // Single stream: the methods' runtimes live side by side and take turns, task set by task
+  // set, five times; each figure is the median run. (One runtime after another made the
+  // first one measurably slower than the rest: an order effect, not a method's cost.) The
+  // model drafters also run with the cost model off ("-always"): adaptive, they switch
+  // themselves off here, and forced on they show their acceptance and what drafting costs.
   const std::vector<std::string> methods =
-      run_single ? std::vector<std::string>{"none", "ngram", "layer-skip", "draft"} : std::vector<std::string>{};
+      run_single ? std::vector<std::string>{"none", "ngram", "layer-skip", "draft", "layer-skip-always", "draft-always"}
+                 : std::vector<std::string>{};
+  const std::string always_suffix = "-always";
   std::vector<std::unique_ptr<runtime>> method_rts;
   for (const auto& method : methods) {
     runtime_config rc = base;
-    rc.speculative = method;
+    const bool always = method.size() > always_suffix.size() && method.ends_with(always_suffix);
+    rc.speculative = always ? method.substr(0, method.size() - always_suffix.size()) : method;
+    rc.speculative_adaptive = !always;
     rc.speculative_layers = draft_layers;
     rc.draft_model = draft_path.string();
     method_rts.push_back(runtime::start(sys, rc));

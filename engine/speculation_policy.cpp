@@ -63,6 +63,7 @@ std::vector<uint32_t> speculation_policy::plan(std::span<const uint64_t> seqs, u
       best_c = c;
     }
   }
+  if (best_rate < kMinGain * b / step_ms(base_tokens)) best_c = 0;
   if (best_c == 0) ++stats_.steps_off;
   for (auto& k : ks) k = std::min(k, best_c);
   return ks;
@@ -115,6 +116,7 @@ std::vector<uint32_t> speculation_policy::trim(std::span<const draft_offer> offe
       best_m = m;
     }
   }
+  if (best_rate < kMinGain * b / base_ms) best_m = 0;  // at 16 streams, predicted gains of 1-3% lost 3-11%
   if (best_m == 0) ++stats_.steps_off;
   std::fill(keep.begin(), keep.end(), 0);
   for (size_t m = 0; m < best_m; ++m) ++keep[cands[m].offer];

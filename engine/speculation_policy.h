@@ -104,6 +104,11 @@ class speculation_policy {
   // Exact step times are kept for steps of fewer tokens than this.
   static constexpr uint32_t kMeasuredTokens = 128;
   static constexpr uint32_t kOptimisticReach = 8;
+  // Drafting must promise at least this much more output per unit of step time than not
+  // drafting. The cost model's inputs drift (this machine's compute speed moves by up to half
+  // for minutes while its one-token step hardly moves), so near break-even an error in them
+  // loses more than a draft can win.
+  static constexpr double kMinGain = 1.05;
 
  private:
   struct seq_state {
