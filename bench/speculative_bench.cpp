@@ -230,7 +230,7 @@ int main(int argc, char** argv) {
   std::optional<bench::compute_probe> probe;
   if (run_single) probe.emplace(base.threads);
   std::vector<double> rep_extra;  // compute_probe's figure around each rep's grounded tasks
-  for (int rep = 0; rep < kReps; ++rep) {
+  for (int rep = 0; run_single && rep < kReps; ++rep) {
     const double extra_before = probe->measure();
     for (int kind = 0; kind < 2; ++kind) {
       const auto tasks = kind == 0 ? grounded_tasks() : chat_tasks();
@@ -276,7 +276,7 @@ int main(int argc, char** argv) {
     single += (m > 0 ? ",\"" : "\"") + methods[m] + "\":{\"grounded\":" + figures_json(single_runs[{m, 0}], per_task) +
               ",\"chat\":" + figures_json(single_runs[{m, 1}]) + "}";
   }
-  single += ",\"reps\":[";
+  single += std::string(single == "{" ? "" : ",") + "\"reps\":[";
   for (size_t r = 0; r < rep_extra.size(); ++r) {
     char buf[160];
     std::snprintf(buf, sizeof buf, "%s{\"extra_token_cost\":%.3f,\"ngram_grounded\":%.3f}", r > 0 ? "," : "",
