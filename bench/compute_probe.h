@@ -24,6 +24,13 @@
 
 namespace tandem::bench {
 
+// The middle value (the upper one of an even count); 0 for none.
+inline double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 class compute_probe {
  public:
   explicit compute_probe(int threads) {
@@ -53,10 +60,6 @@ class compute_probe {
 
  private:
   static constexpr int kContext = 300;
-  static double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  }
   double step_ms(int tokens) {
     auto& s = in_.seqs[0];
     s.tokens.assign(static_cast<size_t>(tokens), 5);

@@ -146,11 +146,7 @@ run_figures run(caf::actor_system& sys, runtime& rt, const std::vector<generate_
   return f;
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using bench::median;
 
 // The figures of the median run by tok/s, the speed-up as the median of the reps' paired
 // ratios, and the acceptance over all runs (rather than one run's few hundred tokens).

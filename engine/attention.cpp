@@ -38,14 +38,13 @@ void attend_heads(const kernels::dot_kernels& kernels, const kv_pool& pool, uint
                   const block_table& blocks, int32_t n_keys, uint32_t kv_head, const kernels::f16_bits* const* q_f16,
                   int n_q, float scale, bool single_token, attention_scratch& scratch, float* const* out) {
   constexpr int kLanes = 16;
-  constexpr int kMaxHeads = 16;
-  if (n_q < 1 || n_q > kMaxHeads) throw std::invalid_argument("attend_heads: 1 to 16 query heads per kv head");
+  if (n_q < 1 || n_q > kMaxGroupedHeads) throw std::invalid_argument("attend_heads: 1 to 16 query heads per kv head");
   const int bt = pool.block_tokens();
   const int64_t hd = pool.head_dim();
   const int32_t n_chunks = (n_keys + kLanes - 1) / kLanes;
   const size_t padded = static_cast<size_t>(n_chunks) * kLanes;
   scratch.scores.resize(padded * static_cast<size_t>(n_q));
-  float* scores[kMaxHeads];  // per head: raw scores, then (in place) probabilities
+  float* scores[kMaxGroupedHeads];  // per head: raw scores, then (in place) probabilities
   for (int h = 0; h < n_q; ++h) scores[h] = scratch.scores.data() + padded * static_cast<size_t>(h);
   float* const* probs = scores;
 
@@ -55,7 +54,7 @@ void attend_heads(const kernels::dot_kernels& kernels, const kv_pool& pool, uint
     const int32_t n = std::min(kLanes, n_keys - j0);
     const kernels::f16_bits* k =
         pool.k(layer, blocks[static_cast<size_t>(j0 / bt)], kv_head) + (j0 % bt) * hd;
-    float* chunk_out[kMaxHeads];
+    float* chunk_out[kMaxGroupedHeads];
     for (int h = 0; h < n_q; ++h) chunk_out[h] = scores[h] + j0;
     if (!kernels.key_scores_group || !kernels.key_scores_group(hd, q_f16, n_q, k, n, single_token, chunk_out)) {
       for (int h = 0; h < n_q; ++h) kernels.key_scores(hd, q_f16[h], k, n, single_token, chunk_out[h]);

@@ -26,15 +26,18 @@ struct attention_scratch {
   std::vector<const kernels::f16_bits*> v_chunks;  // [chunks] values of 16 positions each
 };
 
+// Softmax of one head's raw scores in place, composed from the table's primitives (the
+// reference for kernels::dot_kernels::softmax_half, which a table may fuse).
+void softmax_reference(const kernels::dot_kernels& kernels, float* s, int32_t n_chunks, float scale);
+
+// The most query heads one attend_heads call takes.
+inline constexpr int kMaxGroupedHeads = 16;
+
 // For h < n_q: out[h][head_dim] = attention of q_f16[h] (a query rounded to half) over key
 // positions [0, n_keys) of kv_head in `layer`, read through `blocks`. The n_q heads share
 // that kv head (grouped-query attention): each key and value is read and converted once
 // for all of them where the kernel table has a grouped form; every head's numbers are
 // those it would get alone.
-// Softmax of one head's raw scores in place, composed from the table's primitives (the
-// reference for kernels::dot_kernels::softmax_half, which a table may fuse).
-void softmax_reference(const kernels::dot_kernels& kernels, float* s, int32_t n_chunks, float scale);
-
 void attend_heads(const kernels::dot_kernels& kernels, const kv_pool& pool, uint32_t layer,
                   const block_table& blocks, int32_t n_keys, uint32_t kv_head, const kernels::f16_bits* const* q_f16,
                   int n_q, float scale, bool single_token, attention_scratch& scratch, float* const* out);

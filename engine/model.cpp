@@ -265,11 +265,10 @@ void model::attention_layer(uint32_t layer, const step_input& in, kv_pool& cache
     kernels::f16_bits* q16 = &b.q16[static_cast<size_t>(thread) * Q];
     const auto& s = in.seqs[static_cast<size_t>(b.seq[t])];
     const bool single_token = llama_cpp_order_ && (s.tokens.size() == 1 || s.decode_numerics);
-    constexpr int kHeadsAtOnce = 16;  // attend_heads' limit
-    for (int g0 = 0; g0 < group; g0 += kHeadsAtOnce) {
-      const int n = std::min(kHeadsAtOnce, group - g0);
-      const kernels::f16_bits* qs[kHeadsAtOnce];
-      float* outs[kHeadsAtOnce];
+    for (int g0 = 0; g0 < group; g0 += kMaxGroupedHeads) {
+      const int n = std::min(kMaxGroupedHeads, group - g0);
+      const kernels::f16_bits* qs[kMaxGroupedHeads];
+      float* outs[kMaxGroupedHeads];
       for (int g = 0; g < n; ++g) {
         const int64_t h = static_cast<int64_t>(kv_head) * group + g0 + g;
         kernels_.to_f16(hd, &b.q[t * Q + h * hd], q16 + g * hd);

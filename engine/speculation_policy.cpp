@@ -48,7 +48,8 @@ std::vector<uint32_t> speculation_policy::plan(std::span<const uint64_t> seqs, u
   std::vector<double> alpha_pow(seqs.size(), 1.0);
   const uint32_t c_max = *std::max_element(ks.begin(), ks.end());
   uint32_t best_c = 0;
-  double best_rate = b / step_ms(base_tokens), expected = 0;
+  const double base_rate = b / step_ms(base_tokens);
+  double best_rate = base_rate, expected = 0;
   uint32_t drafted = 0;
   for (uint32_t c = 1; c <= c_max; ++c) {
     for (size_t i = 0; i < seqs.size(); ++i) {
@@ -63,7 +64,7 @@ std::vector<uint32_t> speculation_policy::plan(std::span<const uint64_t> seqs, u
       best_c = c;
     }
   }
-  if (best_rate < kMinGain * b / step_ms(base_tokens)) best_c = 0;
+  if (best_rate < kMinGain * base_rate) best_c = 0;
   if (best_c == 0) ++stats_.steps_off;
   for (auto& k : ks) k = std::min(k, best_c);
   return ks;

@@ -31,7 +31,8 @@
 // the batch is a candidate with that reach probability; the step keeps the m likeliest,
 // m maximising (B + their sum) / (t(T) + b' m), b' the fitted line's slope raised by the
 // output head's share (config: logits_share; m = 0 switches speculation off for the
-// step). Only the base step comes from the measured table: two of its entries may come
+// step, as does a best rate less than kMinGain times the rate without drafts; plan() the
+// same). Only the base step comes from the measured table: two of its entries may come
 // from moments seconds apart, and this machine's speed drifts by up to 30% within
 // seconds, so a difference between entries can even be negative.
 #pragma once

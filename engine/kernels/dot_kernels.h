@@ -96,17 +96,17 @@ struct dot_kernels {
   // Tiled Q4_1 and Q8_0 weights; null if absent (then weights are not tiled).
   tiled_fn q4_1_tiled = nullptr;
   tiled_fn q8_0_tiled = nullptr;
-  // Grouped-query attention: the n_q query heads that share one kv head at once, each key
-  // and value converted from half once for all of them. Every head's numbers are exactly
-  // key_scores' / weighted_values' for that head alone (the same chains, the same order);
-  // out[h] receives head h's. Null where the table has none, or returns false for a shape
-  // it does not cover (then callers go head by head).
   // Softmax of one head over n_chunks 16-position chunks of raw scores s (positions past the
   // keys hold -inf), in place: s *= scale, e = exp(s - max) (exp_n), chunk sums in float
   // (sum16) added in double, p = e * float(1 / total) rounded to half (to_f16) and back.
   // attention.cpp's softmax_reference composes exactly that from the primitives above; a
   // table's own is the same in one pass per step. Null where the table has none.
   void (*softmax_half)(float* s, int n_chunks, float scale) = nullptr;
+  // Grouped-query attention: the n_q query heads that share one kv head at once, each key
+  // and value converted from half once for all of them. Every head's numbers are exactly
+  // key_scores' / weighted_values' for that head alone (the same chains, the same order);
+  // out[h] receives head h's. Null where the table has none, or returns false for a shape
+  // it does not cover (then callers go head by head).
   bool (*key_scores_group)(int64_t hd, const f16_bits* const* q, int n_q, const f16_bits* keys, int n,
                            bool single_token_order, float* const* out) = nullptr;
   bool (*weighted_values_group)(int64_t hd, const f16_bits* const* v_chunks, size_t v_stride, const float* const* p,
