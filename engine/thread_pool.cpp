@@ -3,6 +3,9 @@
 #include <immintrin.h>
 #include <pthread.h>
 
+#include <cstdint>
+#include <stdexcept>
+
 namespace tandem {
 namespace {
 
@@ -16,6 +19,8 @@ inline void cpu_relax() {
 constexpr int kSpinIterations = 20000;
 constexpr int kSpinsPerYield = 256;
 
+inline uint64_t pack(uint32_t begin, uint32_t end) { return begin | (static_cast<uint64_t>(end) << 32); }
+
 }  // namespace
 
 int thread_pool::default_thread_count() {
@@ -24,7 +29,7 @@ int thread_pool::default_thread_count() {
 }
 
 thread_pool::thread_pool(int n_threads)
-    : n_threads_(n_threads > 0 ? n_threads : default_thread_count()) {
+    : n_threads_(n_threads > 0 ? n_threads : default_thread_count()), ranges_(static_cast<size_t>(n_threads_)) {
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
@@ -35,11 +40,38 @@ thread_pool::~thread_pool() {
   for (auto& w : workers_) w.join();
 }
 
-void thread_pool::run_tasks(int thread_index) {
+bool thread_pool::claim_front(int owner, int64_t& task) {
+  auto& r = ranges_[static_cast<size_t>(owner)].packed;
+  uint64_t cur = r.load(std::memory_order_relaxed);
   for (;;) {
-    const int64_t i = next_task_.fetch_add(1, std::memory_order_relaxed);
-    if (i >= n_tasks_) break;
-    (*task_)(i, thread_index);
+    const auto begin = static_cast<uint32_t>(cur), end = static_cast<uint32_t>(cur >> 32);
+    if (begin >= end) return false;
+    if (r.compare_exchange_weak(cur, pack(begin + 1, end), std::memory_order_relaxed)) {
+      task = begin;
+      return true;
+    }
+  }
+}
+
+bool thread_pool::claim_back(int victim, int64_t& task) {
+  auto& r = ranges_[static_cast<size_t>(victim)].packed;
+  uint64_t cur = r.load(std::memory_order_relaxed);
+  for (;;) {
+    const auto begin = static_cast<uint32_t>(cur), end = static_cast<uint32_t>(cur >> 32);
+    if (begin >= end) return false;
+    if (r.compare_exchange_weak(cur, pack(begin, end - 1), std::memory_order_relaxed)) {
+      task = end - 1;
+      return true;
+    }
+  }
+}
+
+void thread_pool::run_tasks(int thread_index) {
+  int64_t i;
+  while (claim_front(thread_index, i)) (*task_)(i, thread_index);
+  for (int k = 1; k < n_threads_; ++k) {
+    const int victim = (thread_index + k) % n_threads_;
+    while (claim_back(victim, i)) (*task_)(i, thread_index);
   }
 }
 
@@ -75,9 +107,14 @@ void thread_pool::parallel_for(int64_t n_tasks, const std::function<void(int64_t
     for (int64_t i = 0; i < n_tasks; ++i) task(i, 0);
     return;
   }
+  if (n_tasks > UINT32_MAX) throw std::length_error("thread_pool: more than 2^32 tasks");
   task_ = &task;
-  n_tasks_ = n_tasks;
-  next_task_.store(0, std::memory_order_relaxed);
+  // Shares as equal as whole tasks allow; published by the generation bump below.
+  for (int t = 0; t < n_threads_; ++t) {
+    const auto begin = static_cast<uint32_t>(n_tasks * t / n_threads_);
+    const auto end = static_cast<uint32_t>(n_tasks * (t + 1) / n_threads_);
+    ranges_[static_cast<size_t>(t)].packed.store(pack(begin, end), std::memory_order_relaxed);
+  }
   busy_workers_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
   generation_.fetch_add(1);
   if (sleepers_.load() > 0) generation_.notify_all();

@@ -362,6 +362,41 @@ TEST(ThreadPool, RunsEveryTaskExactlyOnce) {
   }
 }
 
+// Each thread runs its own contiguous share front to back, then steals from the back of the
+// others' shares (thread_pool.h): whatever the timing, a thread's log is an ascending run
+// from its share's first task, followed by descending runs of other shares' tasks.
+TEST(ThreadPool, ThreadsWalkTheirOwnShareThenStealFromTheBack) {
+  constexpr int kThreads = 3;
+  constexpr int64_t kTasks = 40;
+  thread_pool pool(kThreads);
+  auto share_of = [](int64_t task) {
+    for (int t = 0; t < kThreads; ++t) {
+      if (task < kTasks * (t + 1) / kThreads) return t;
+    }
+    return kThreads;
+  };
+  for (int round = 0; round < 50; ++round) {
+    std::vector<std::vector<int64_t>> log(kThreads);
+    pool.parallel_for(kTasks, [&](int64_t i, int thread) { log[static_cast<size_t>(thread)].push_back(i); });
+    size_t total = 0;
+    for (int t = 0; t < kThreads; ++t) {
+      const auto& l = log[static_cast<size_t>(t)];
+      total += l.size();
+      size_t j = 0;
+      for (int64_t expect = kTasks * t / kThreads; j < l.size() && share_of(l[j]) == t; ++j, ++expect) {
+        ASSERT_EQ(l[j], expect) << "thread " << t << " left its share's order";
+      }
+      for (; j < l.size(); ++j) {
+        ASSERT_NE(share_of(l[j]), t) << "thread " << t << " came back to its own share";
+        if (j > 0 && share_of(l[j - 1]) == share_of(l[j])) {
+          ASSERT_LT(l[j], l[j - 1]) << "steals go back to front";
+        }
+      }
+    }
+    ASSERT_EQ(total, static_cast<size_t>(kTasks));
+  }
+}
+
 TEST(Matmul, BatchedEqualsRowByRow) {
   std::mt19937 rng(11);
   thread_pool pool(2);
