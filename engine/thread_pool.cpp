@@ -40,27 +40,15 @@ thread_pool::~thread_pool() {
   for (auto& w : workers_) w.join();
 }
 
-bool thread_pool::claim_front(int owner, int64_t& task) {
-  auto& r = ranges_[static_cast<size_t>(owner)].packed;
+bool thread_pool::claim(int share, bool from_back, int64_t& task) {
+  auto& r = ranges_[static_cast<size_t>(share)].packed;
   uint64_t cur = r.load(std::memory_order_relaxed);
   for (;;) {
     const auto begin = static_cast<uint32_t>(cur), end = static_cast<uint32_t>(cur >> 32);
     if (begin >= end) return false;
-    if (r.compare_exchange_weak(cur, pack(begin + 1, end), std::memory_order_relaxed)) {
-      task = begin;
-      return true;
-    }
-  }
-}
-
-bool thread_pool::claim_back(int victim, int64_t& task) {
-  auto& r = ranges_[static_cast<size_t>(victim)].packed;
-  uint64_t cur = r.load(std::memory_order_relaxed);
-  for (;;) {
-    const auto begin = static_cast<uint32_t>(cur), end = static_cast<uint32_t>(cur >> 32);
-    if (begin >= end) return false;
-    if (r.compare_exchange_weak(cur, pack(begin, end - 1), std::memory_order_relaxed)) {
-      task = end - 1;
+    const uint64_t rest = from_back ? pack(begin, end - 1) : pack(begin + 1, end);
+    if (r.compare_exchange_weak(cur, rest, std::memory_order_relaxed)) {
+      task = from_back ? end - 1 : begin;
       return true;
     }
   }
@@ -68,10 +56,10 @@ bool thread_pool::claim_back(int victim, int64_t& task) {
 
 void thread_pool::run_tasks(int thread_index) {
   int64_t i;
-  while (claim_front(thread_index, i)) (*task_)(i, thread_index);
+  while (claim(thread_index, false, i)) (*task_)(i, thread_index);
   for (int k = 1; k < n_threads_; ++k) {
     const int victim = (thread_index + k) % n_threads_;
-    while (claim_back(victim, i)) (*task_)(i, thread_index);
+    while (claim(victim, true, i)) (*task_)(i, thread_index);
   }
 }
 

@@ -48,8 +48,8 @@ class thread_pool {
   struct alignas(64) task_range {
     std::atomic<uint64_t> packed{0};
   };
-  bool claim_front(int owner, int64_t& task);
-  bool claim_back(int victim, int64_t& task);
+  // Takes the first (owner) or last (thief) unclaimed task of `share`; false when none is left.
+  bool claim(int share, bool from_back, int64_t& task);
 
   int n_threads_;
   std::vector<std::thread> workers_;
