@@ -47,6 +47,18 @@ void pack_q8_x4(activation_format format, const std::byte* rows, size_t act_stri
 // Q8_0 at width 576) each group of eight tokens passes over before the next group.
 constexpr int64_t kTilesPerBlock = 4;
 
+// From this many tokens a step is bound by the kernels' arithmetic (each tile is passed over
+// three times or more), and asking for the next tile while computing on this one hides the
+// wait for memory: paired forward steps of one sequence, 5 tokens 8.6% and 9 tokens 11%
+// faster, 16 sequences of one token 5%. Below it the step streams the weights about as fast
+// as memory allows and the prefetches only add work (1 token 18% slower, 2 tokens 10%).
+constexpr int64_t kPrefetchMinTokens = 5;
+
+// Asks for `bytes` from p into L2 (prefetcht1, one cache line at a time).
+inline void prefetch_to_l2(const std::byte* p, size_t bytes) {
+  for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 2);
+}
+
 // Converts every token's activation row: fn(t, thread) on the pool from eight tokens up,
 // inline below that (a fork-join costs more than a few rows).
 template <class Fn>
@@ -113,15 +125,21 @@ void tiled_matmul(std::span<const matmul_output> outputs, tiled_fn kernel, const
   const int64_t nb = w.cols / kBlock;
   const size_t tile_bytes = static_cast<size_t>(nb) * tiled_record_bytes(w.type);
 
+  const bool prefetch = n_tok >= kPrefetchMinTokens;
   const task_split split{kTileRows, 1, static_cast<int64_t>(pool.size()) * 8};
   pool.parallel_for(split.plan(outputs, scratch.first_task), [&](int64_t task, int) {
     const auto [j, t0, t1] = split.of(task, outputs, scratch.first_task);
     const matmul_output& o = outputs[j];
+    const int64_t n_tiles = o.w.rows / kTileRows;
     for (int64_t b0 = t0; b0 < t1; b0 += kTilesPerBlock) {
       const int64_t b1 = std::min(t1, b0 + kTilesPerBlock);
       for (int64_t g = 0; g < n_tok; g += kTiledMaxTokens) {
         const int n = static_cast<int>(std::min<int64_t>(kTiledMaxTokens, n_tok - g));
         for (int64_t tile = b0; tile < b1; ++tile) {
+          // The first token group brings the tiles in: each asks for the one after it.
+          if (prefetch && g == 0 && tile + 1 < n_tiles) {
+            prefetch_to_l2(o.w.tiled + static_cast<size_t>(tile + 1) * tile_bytes, tile_bytes);
+          }
           kernel(nb, o.w.tiled + static_cast<size_t>(tile) * tile_bytes, acts + static_cast<size_t>(g) * act_stride,
                  act_stride, n, o.y + g * o.y_stride + tile * kTileRows, o.y_stride);
         }
