@@ -50,7 +50,7 @@ constexpr int64_t kTilesPerBlock = 4;
 // From this many tokens a step is bound by the kernels' arithmetic (each tile is passed over
 // three times or more), and asking for the next tile while computing on this one hides the
 // wait for memory: paired forward steps of one sequence, 5 tokens 8.6% and 9 tokens 11%
-// faster, 16 sequences of one token 5%. Below it the step streams the weights about as fast
+// faster, 16 sequences of one token 3-6.5%. Below it the step streams the weights about as fast
 // as memory allows and the prefetches only add work (1 token 18% slower, 2 tokens 10%).
 constexpr int64_t kPrefetchMinTokens = 5;
 
