@@ -207,7 +207,7 @@ int main(int argc, char** argv) {
   std::vector<std::unique_ptr<runtime>> method_rts;
   for (const auto& method : methods) {
     runtime_config rc = base;
-    const bool always = method.size() > always_suffix.size() && method.ends_with(always_suffix);
+    const bool always = method.ends_with(always_suffix);
     rc.speculative = always ? method.substr(0, method.size() - always_suffix.size()) : method;
     rc.speculative_adaptive = !always;
     rc.speculative_layers = draft_layers;
@@ -273,10 +273,11 @@ int main(int argc, char** argv) {
               ",\"chat\":" + figures_json(single_runs[{m, 1}]) + "}";
   }
   single += std::string(single == "{" ? "" : ",") + "\"reps\":[";
+  const size_t ngram = static_cast<size_t>(std::find(methods.begin(), methods.end(), "ngram") - methods.begin());
   for (size_t r = 0; r < rep_extra.size(); ++r) {
     char buf[160];
     std::snprintf(buf, sizeof buf, "%s{\"extra_token_cost\":%.3f,\"ngram_grounded\":%.3f}", r > 0 ? "," : "",
-                  rep_extra[r], single_runs[{1, 0}][r].speedup);
+                  rep_extra[r], single_runs[{ngram, 0}][r].speedup);
     single += buf;
   }
   single += "]}";

@@ -107,7 +107,8 @@ std::vector<uint32_t> speculation_policy::trim(std::span<const draft_offer> offe
   const double b = std::max<uint32_t>(n_decoding, 1);
   const double base_ms = step_ms(base_tokens);
   const double per_token_ms = b_ / (1.0 - std::clamp(cfg_.logits_share, 0.0, 0.9));
-  double best_rate = b / base_ms, expected = 0;
+  const double base_rate = b / base_ms;
+  double best_rate = base_rate, expected = 0;
   size_t best_m = 0;
   for (size_t m = 1; m <= cands.size(); ++m) {
     expected += cands[m - 1].reach;
@@ -117,7 +118,7 @@ std::vector<uint32_t> speculation_policy::trim(std::span<const draft_offer> offe
       best_m = m;
     }
   }
-  if (best_rate < kMinGain * b / base_ms) best_m = 0;  // at 16 streams, predicted gains of 1-3% lost 3-11%
+  if (best_rate < kMinGain * base_rate) best_m = 0;  // at 16 streams, predicted gains of 1-3% lost 3-11%
   if (best_m == 0) ++stats_.steps_off;
   std::fill(keep.begin(), keep.end(), 0);
   for (size_t m = 0; m < best_m; ++m) ++keep[cands[m].offer];

@@ -15,7 +15,8 @@ caf::behavior request_sink(caf::stateful_actor<sink_state>* self, admission_acto
   req.sink = caf::actor_cast<sink_actor>(self);
   // Deltas skip this actor: the streamer calls the callback itself, which posts onto the
   // session's strand. The final event still comes here (it ends this actor), and the
-  // callback posts it after the last delta.
+  // callback posts it after the last delta. The delta handler below stays for a request
+  // that reaches its streamer without on_delta (it is not serialized across the middleman).
   req.on_delta = [callback](generation_delta&& d) { callback(std::move(d)); };
   auto finish_if_complete = [self] {
     if (self->state.replied && self->state.done) self->quit();
