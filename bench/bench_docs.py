@@ -51,6 +51,11 @@ def publish(name, res, plot, markdown, begin, end):
     print(section)
 
 
+def met(ok):
+    """A target's verdict for the "Targets (issue N)" lines."""
+    return "met" if ok else "not met"
+
+
 def probe_table(heading, runs, probe_label, figure_label, figure_key):
     """Markdown rows: per run (rep or round), the compute probe's figure (bench/compute_probe.h,
     JSON key extra_token_cost) above the paired figure it explains (figure_key, a ratio)."""

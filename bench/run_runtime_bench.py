@@ -11,7 +11,7 @@ import datetime
 import os
 import sys
 
-from bench_docs import ROOT, cpu_name, probe_table, publish, run_json
+from bench_docs import ROOT, cpu_name, met, probe_table, publish, run_json
 
 BEGIN, END = "<!-- runtime-bench:begin -->", "<!-- runtime-bench:end -->"
 
@@ -51,19 +51,18 @@ def targets(res):
     p = res["prefix"]
     c = res["chunked"]
     chunk_ratio = c["itl_p99_ms"] / c["itl_p50_ms"] if c["itl_p50_ms"] else float("inf")
-    ok = lambda b: "met" if b else "not met"
-    out = (f"Targets (issue 4): 16 streams >= 3x one stream: {vs16:.2f}x ({ok(vs16 >= 3)}); cached TTFT >= 5x lower: "
-           f"{p['speedup']:.1f}x ({ok(p['speedup'] >= 5)}); chunked prefill p99 <= 2x the median: {chunk_ratio:.2f} "
-           f"({ok(chunk_ratio <= 2)}); with no reuse at all, prefix caching costs < 1%: ")
+    out = (f"Targets (issue 4): 16 streams >= 3x one stream: {vs16:.2f}x ({met(vs16 >= 3)}); cached TTFT >= 5x lower: "
+           f"{p['speedup']:.1f}x ({met(p['speedup'] >= 5)}); chunked prefill p99 <= 2x the median: {chunk_ratio:.2f} "
+           f"({met(chunk_ratio <= 2)}); with no reuse at all, prefix caching costs < 1%: ")
     if "cache_busy_on_ms" in p:
         work = 100 * (p["cache_busy_on_ms"] - p["cache_busy_off_ms"]) / p["no_reuse_total_on_ms"]
         low = p.get("no_reuse_ci_low_pct", p["no_reuse_overhead_pct"])
         out += (f"the work it adds is {work:.3f}% of the run, and the paired end-to-end timing "
                 f"({p['no_reuse_overhead_pct']:+.1f}%, interval {low:+.1f}% to "
                 f"{p.get('no_reuse_ci_high_pct', p['no_reuse_overhead_pct']):+.1f}%) cannot tell a difference that "
-                f"small from this machine's drift ({ok(work < 1 and low < 1)}).")
+                f"small from this machine's drift ({met(work < 1 and low < 1)}).")
     else:
-        out += f"{p['no_reuse_overhead_pct']:+.1f}% ({ok(p['no_reuse_overhead_pct'] < 1)})."
+        out += f"{p['no_reuse_overhead_pct']:+.1f}% ({met(p['no_reuse_overhead_pct'] < 1)})."
     return out
 
 

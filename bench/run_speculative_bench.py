@@ -10,7 +10,7 @@ import datetime
 import os
 import sys
 
-from bench_docs import ROOT, probe_table, publish, run_json
+from bench_docs import ROOT, met, probe_table, publish, run_json
 
 BEGIN, END = "<!-- speculative-bench:begin -->", "<!-- speculative-bench:end -->"
 METHODS = ["none", "ngram", "layer-skip", "draft"]
@@ -114,9 +114,8 @@ def markdown(res, cmd):
                      f"{b['adaptive'][k]['steps_off']} |")
     ng = s["ngram"]["grounded"]["speedup"]
     worst = min(b["adaptive"][k]["speedup"] for k in b["adaptive"])
-    ok = lambda x: "met" if x else "not met"
-    lines += ["", f"Targets (issue 6): n-gram >= 1.8x on the grounded tasks at one stream: {ng:.2f}x ({ok(ng >= 1.8)}); "
-              f"adaptive never more than 5% slower than off: at worst {worst:.2f}x of off ({ok(worst >= 0.95)}).",
+    lines += ["", f"Targets (issue 6): n-gram >= 1.8x on the grounded tasks at one stream: {ng:.2f}x ({met(ng >= 1.8)}); "
+              f"adaptive never more than 5% slower than off: at worst {worst:.2f}x of off ({met(worst >= 0.95)}).",
               "", END]
     return "\n".join(lines)
 
