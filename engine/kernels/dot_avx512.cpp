@@ -590,6 +590,25 @@ inline __m512i tile_block_isum(const __m512i* w, const int8_t* a, __m512i init) 
   return _mm512_add_epi32(s0, s1);
 }
 
+// The next tile's records into L2 (prefetcht1), spread over a kernel's block iterations so
+// that only a few lines are in flight at once and the compute runs while they arrive (asking
+// for a whole tile at once stalls the core until the miss queue drains).
+class tile_prefetch {
+ public:
+  // Asks for the `bytes` from `next` (none if null) in `iterations` equal steps.
+  tile_prefetch(const std::byte* next, size_t bytes, int64_t iterations)
+      : at_(next), end_(next == nullptr ? nullptr : next + bytes),
+        lines_per_step_(next == nullptr ? 0 : ((bytes + 63) / 64 + iterations - 1) / iterations) {}
+  void step() {
+    for (size_t i = 0; i < lines_per_step_ && at_ < end_; ++i, at_ += 64) __builtin_prefetch(at_, 0, 2);
+  }
+
+ private:
+  const std::byte* at_;
+  const std::byte* end_;
+  size_t lines_per_step_;
+};
+
 struct tiled_acts {
   const int8_t* qs;   // [nb][32]
   const float* d;     // [nb]
@@ -607,13 +626,15 @@ struct tiled_acts {
 // (0+4, 2+6, 1+5, 3+7, then pairs); the offsets m * s are added one block after another.
 // G tokens share each unpacked block (G = 2 keeps the 16 accumulators in registers).
 template <int G>
-void tiled_q4_1_tokens(int64_t nb, const std::byte* tile, const tiled_acts* a, float* y, int64_t y_stride) {
+void tiled_q4_1_tokens(int64_t nb, const std::byte* tile, const tiled_acts* a, float* y, int64_t y_stride,
+                       tile_prefetch& prefetch) {
   __m512 acc[G][8];
   for (auto& token : acc) {
     for (auto& lane : token) lane = _mm512_setzero_ps();
   }
   const __m512i low = _mm512_set1_epi8(0x0F);
   for (int64_t b = 0; b < nb; ++b) {
+    prefetch.step();
     const std::byte* rec = tile + b * kTiledQ4_1RecordBytes;
     __m512i w[8];
     for (int c = 0; c < 4; ++c) {
@@ -662,18 +683,20 @@ void tiled_q4_1_offsets(int64_t nb, const std::byte* tile, const tiled_acts* a, 
 
 template <int N>
 void tiled_q4_1_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
-                  int64_t y_stride) {
+                  int64_t y_stride, const std::byte* next_tile) {
   tiled_acts a[N];
   for (int t = 0; t < N; ++t) a[t] = tiled_acts(acts + t * act_stride, nb);
+  tile_prefetch prefetch(next_tile, static_cast<size_t>(nb) * kTiledQ4_1RecordBytes, nb * ((N + 1) / 2));
   int t = 0;
-  for (; t + 2 <= N; t += 2) tiled_q4_1_tokens<2>(nb, tile, a + t, y + t * y_stride, y_stride);
-  if (t < N) tiled_q4_1_tokens<1>(nb, tile, a + t, y + t * y_stride, y_stride);
+  for (; t + 2 <= N; t += 2) tiled_q4_1_tokens<2>(nb, tile, a + t, y + t * y_stride, y_stride, prefetch);
+  if (t < N) tiled_q4_1_tokens<1>(nb, tile, a + t, y + t * y_stride, y_stride, prefetch);
   tiled_q4_1_offsets<N>(nb, tile, a, y, y_stride);
 }
 
 template <int N>
 void tiled_q8_0_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
-                  int64_t y_stride) {
+                  int64_t y_stride, const std::byte* next_tile) {
+  tile_prefetch prefetch(next_tile, static_cast<size_t>(nb) * kTiledQ8_0RecordBytes, nb);
   tiled_acts a[N];
   __m512 acc[N];
   for (int t = 0; t < N; ++t) {
@@ -681,6 +704,7 @@ void tiled_q8_0_n(int64_t nb, const std::byte* tile, const std::byte* acts, size
     acc[t] = _mm512_setzero_ps();
   }
   for (int64_t b = 0; b < nb; ++b) {
+    prefetch.step();
     const std::byte* rec = tile + b * kTiledQ8_0RecordBytes;
     __m512i w[8];
     for (int j = 0; j < 8; ++j) w[j] = _mm512_loadu_si512(rec + 64 * j);
@@ -696,20 +720,20 @@ void tiled_q8_0_n(int64_t nb, const std::byte* tile, const std::byte* acts, size
   for (int t = 0; t < N; ++t) _mm512_storeu_ps(y + t * y_stride, acc[t]);
 }
 
-#define TANDEM_TILED_DISPATCH(name, kernel)                                                          \
+#define TANDEM_TILED_DISPATCH(name, kernel)                                                         \
   void name(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, int n_tok, \
-            float* y, int64_t y_stride) {                                                            \
-    switch (n_tok) {                                                                                 \
-      case 1: return kernel<1>(nb, tile, acts, act_stride, y, y_stride);                             \
-      case 2: return kernel<2>(nb, tile, acts, act_stride, y, y_stride);                             \
-      case 3: return kernel<3>(nb, tile, acts, act_stride, y, y_stride);                             \
-      case 4: return kernel<4>(nb, tile, acts, act_stride, y, y_stride);                             \
-      case 5: return kernel<5>(nb, tile, acts, act_stride, y, y_stride);                             \
-      case 6: return kernel<6>(nb, tile, acts, act_stride, y, y_stride);                             \
-      case 7: return kernel<7>(nb, tile, acts, act_stride, y, y_stride);                             \
-      case 8: return kernel<8>(nb, tile, acts, act_stride, y, y_stride);                             \
-      default: return;                                                                               \
-    }                                                                                                \
+            float* y, int64_t y_stride, const std::byte* next) {                                    \
+    switch (n_tok) {                                                                                \
+      case 1: return kernel<1>(nb, tile, acts, act_stride, y, y_stride, next);                      \
+      case 2: return kernel<2>(nb, tile, acts, act_stride, y, y_stride, next);                      \
+      case 3: return kernel<3>(nb, tile, acts, act_stride, y, y_stride, next);                      \
+      case 4: return kernel<4>(nb, tile, acts, act_stride, y, y_stride, next);                      \
+      case 5: return kernel<5>(nb, tile, acts, act_stride, y, y_stride, next);                      \
+      case 6: return kernel<6>(nb, tile, acts, act_stride, y, y_stride, next);                      \
+      case 7: return kernel<7>(nb, tile, acts, act_stride, y, y_stride, next);                      \
+      case 8: return kernel<8>(nb, tile, acts, act_stride, y, y_stride, next);                      \
+      default: return;                                                                              \
+    }                                                                                               \
   }
 TANDEM_TILED_DISPATCH(tiled_q4_1, tiled_q4_1_n)
 TANDEM_TILED_DISPATCH(tiled_q8_0, tiled_q8_0_n)

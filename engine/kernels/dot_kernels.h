@@ -46,9 +46,10 @@ using group_rows4x2_fn = void (*)(int64_t k, const std::byte* w_rows, size_t w_s
 // Tiled weights (engine/kernels/tiled_weights.h): one tile of 16 rows by n_tok <= 8 tokens,
 //   y[t * y_stride + i] = dot(row i of the tile, token t),   i < 16, t < n_tok,
 // from the tile's first (tile, block) record and tiled activation rows act_stride apart.
-// Per (row, token) the result does not depend on n_tok.
+// Per (row, token) the result does not depend on n_tok. With next_tile non-null the kernel
+// also asks for that tile's records into L2, a few cache lines per block as it goes.
 using tiled_fn = void (*)(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride,
-                          int n_tok, float* y, int64_t y_stride);
+                          int n_tok, float* y, int64_t y_stride, const std::byte* next_tile);
 inline constexpr int kTiledMaxTokens = 8;
 
 struct dot_kernels {

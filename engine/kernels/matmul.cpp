@@ -47,17 +47,14 @@ void pack_q8_x4(activation_format format, const std::byte* rows, size_t act_stri
 // Q8_0 at width 576) each group of eight tokens passes over before the next group.
 constexpr int64_t kTilesPerBlock = 4;
 
-// From this many tokens a step is bound by the kernels' arithmetic (each tile is passed over
-// three times or more), and asking for the next tile while computing on this one hides the
-// wait for memory: paired forward steps of one sequence, 5 tokens 8.6% and 9 tokens 11%
-// faster, 16 sequences of one token 3-6.5%. Below it the step streams the weights about as fast
-// as memory allows and the prefetches only add work (1 token 18% slower, 2 tokens 10%).
-constexpr int64_t kPrefetchMinTokens = 5;
-
-// Asks for `bytes` from p into L2 (prefetcht1, one cache line at a time).
-inline void prefetch_to_l2(const std::byte* p, size_t bytes) {
-  for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 2);
-}
+// From this many tokens a step does enough arithmetic per tile to hide the wait for the next
+// one: the kernel asks for the next tile a few lines per block while it computes on this one
+// (dot_kernels.h). Paired forward steps of one sequence against no prefetch: 3 tokens 5%, 4
+// tokens 11% faster; against asking for the whole next tile at once before computing (which
+// stalled the core until the miss queue drained), 5 and 8 tokens 18% and 16 sequences of one
+// token 9% faster. One token streams the weights as fast as the hardware prefetcher does, and
+// the prefetches only add work (0-9% slower); two tokens are about even.
+constexpr int64_t kPrefetchMinTokens = 2;
 
 // Converts every token's activation row: fn(t, thread) on the pool from eight tokens up,
 // inline below that (a fork-join costs more than a few rows).
@@ -137,11 +134,11 @@ void tiled_matmul(std::span<const matmul_output> outputs, tiled_fn kernel, const
         const int n = static_cast<int>(std::min<int64_t>(kTiledMaxTokens, n_tok - g));
         for (int64_t tile = b0; tile < b1; ++tile) {
           // The first token group brings the tiles in: each asks for the one after it.
-          if (prefetch && g == 0 && tile + 1 < n_tiles) {
-            prefetch_to_l2(o.w.tiled + static_cast<size_t>(tile + 1) * tile_bytes, tile_bytes);
-          }
+          const std::byte* next = prefetch && g == 0 && tile + 1 < n_tiles
+                                      ? o.w.tiled + static_cast<size_t>(tile + 1) * tile_bytes
+                                      : nullptr;
           kernel(nb, o.w.tiled + static_cast<size_t>(tile) * tile_bytes, acts + static_cast<size_t>(g) * act_stride,
-                 act_stride, n, o.y + g * o.y_stride + tile * kTileRows, o.y_stride);
+                 act_stride, n, o.y + g * o.y_stride + tile * kTileRows, o.y_stride, next);
         }
       }
     }
