@@ -55,6 +55,7 @@ run: build model
 bench: build model
 	@scripts/install-deps.sh --bench
 	$(BUILD_DIR)/bin/tokenizer_bench
+	$(BUILD_DIR)/bin/vector_pipe_bench
 	python3 bench/compare_llama_cpp.py --build $(BUILD_DIR)
 	python3 bench/run_runtime_bench.py
 	python3 bench/run_speculative_bench.py
