@@ -150,6 +150,7 @@ step_plan_core step_planner::finalize(const reserve_result& granted) {
     running_.erase(std::find(running_.begin(), running_.end(), id));
     s.running = false;
     s.n_computed = 0;  // recomputed from scratch (or from the prefix cache) later
+    s.draft.clear();   // its drafts had no blocks; the drafter offers new ones once it runs
     ++s.n_preemptions;
     requeue_front(id);
   }

@@ -1,7 +1,8 @@
 // Speculative decoding through the whole runtime on the default model: greedy output with
 // each drafting method (n-gram, layer skip, a truncated draft model) is token for token the
 // output without it, drafts are really accepted
-// (so the comparison is not vacuous), and every block is accounted for afterwards.
+// (so the comparison is not vacuous), and every block is accounted for afterwards, also
+// after preemptions on a small pool and cancels while drafts are being verified.
 #include <gtest/gtest.h>
 
 #include <caf/all.hpp>
@@ -181,6 +182,73 @@ TEST_F(SpeculativeRuntime, GreedyOutputIsIdenticalWithEveryMethod) {
     check(cfg, 20);
     std::filesystem::remove(path);
   }
+}
+
+// Preemption and cancel while every step verifies drafts. On a pool too small for the five
+// prompts at once the scheduler preempts, and the drafts' blocks go back with the rest; the
+// output is still plain greedy output. Cancelled requests mid-speculation leave no block
+// held either.
+TEST_F(SpeculativeRuntime, PreemptionAndCancelDuringSpeculationHoldNoBlocks) {
+  auto cfg = base_;
+  cfg.speculative = "ngram";
+  cfg.speculative_adaptive = false;
+  cfg.num_speculative_tokens = 4;
+  cfg.kv_cache_tokens = 256;  // 16 blocks: any one request fits (at most 10), the five together do not
+  auto spec = runtime::start(*sys_, cfg);
+  caf::scoped_actor self{*sys_};
+  auto kv_stats = [&] {
+    kv_cache_stats kv;
+    for (int i = 0; i < 100; ++i) {
+      self->request(spec->cache_manager(), caf::infinite, stats_atom::value)
+          .receive([&](const kv_cache_stats& s) { kv = s; }, [](const caf::error&) {});
+      if (kv.pool.used == 0) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return kv;
+  };
+
+  const auto together = run_all(*sys_, *spec, prompts());
+  for (size_t i = 0; i < together.size(); ++i) {
+    EXPECT_EQ(together[i].tokens, (*expected_)[i].tokens) << "prompt " << i;
+  }
+  scheduler_stats sched;
+  self->request(spec->scheduler(), caf::infinite, stats_atom::value)
+      .receive([&](const scheduler_stats& s) { sched = s; }, [](const caf::error&) {});
+  speculation_stats st;
+  self->request(spec->verifier(), caf::infinite, stats_atom::value)
+      .receive([&](const speculation_stats& s) { st = s; }, [](const caf::error&) {});
+  std::printf("small pool: %llu preemptions, %llu drafts accepted\n",
+              static_cast<unsigned long long>(sched.preemptions), static_cast<unsigned long long>(st.accepted));
+  EXPECT_GT(sched.preemptions, 0u) << "the pool must be small enough to preempt, or this proves nothing";
+  EXPECT_GT(st.accepted, 0u);
+  auto kv = kv_stats();
+  EXPECT_EQ(kv.pool.used, 0u);
+  EXPECT_EQ(kv.sequences, 0u);
+
+  // Cancel every request once drafts are being verified.
+  const uint64_t drafted_before = st.drafted;
+  std::vector<request_id> ids;
+  for (auto r : prompts()) {
+    r.sink = self->spawn(sink, caf::actor_cast<caf::actor>(self));
+    self->request(spec->admission(), caf::infinite, submit_atom::value, r)
+        .receive([&](const submit_reply& rep) { ids.push_back(rep.id); }, [](const caf::error&) {});
+  }
+  for (int i = 0; i < 500 && st.drafted == drafted_before; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    self->request(spec->verifier(), caf::infinite, stats_atom::value)
+        .receive([&](const speculation_stats& s) { st = s; }, [](const caf::error&) {});
+  }
+  EXPECT_GT(st.drafted, drafted_before) << "cancelled before any draft was verified";
+  for (request_id id : ids) self->send(spec->admission(), cancel_atom::value, id);
+  int aborted = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    self->receive([&](result_atom, spec_run& r) { aborted += r.done.finish_reason == "abort"; },
+                  caf::after(std::chrono::seconds(120)) >> [] { ADD_FAILURE() << "no final event after cancel"; });
+  }
+  EXPECT_GT(aborted, 0);
+  kv = kv_stats();
+  EXPECT_EQ(kv.pool.used, 0u);
+  EXPECT_EQ(kv.sequences, 0u);
 }
 
 TEST(SpeculativeRuntimeConfig, ADraftModelWithAnotherVocabularyIsRefused) {

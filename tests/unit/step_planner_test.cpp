@@ -1,6 +1,7 @@
 // The scheduling policy driven step by step against a real block manager on small pools:
 // budget, chunked prefill, continuous batching, preemption and resumption, abort in every
-// phase, fair share between tenants. Counts and contents only, never time.
+// phase, fair share between tenants, drafts verified and rolled back (also when aborted or
+// preempted mid-speculation). Counts and contents only, never time.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -39,6 +40,7 @@ class harness {
     for (seq_id s : plan.orphaned) kv.free(s);
     for (const auto& p : plan.seqs) {
       ASSERT_GE_RET(p.table.size() * kv.block_size(), p.start_pos + p.tokens.size());
+      EXPECT_TRUE(p.draft.empty()) << "this fake device verifies no drafts, and step() sets none";
       std::optional<token_id> tok;
       if (p.sample) tok = 1001 + static_cast<token_id>(planner.tokens(p.seq).size() - planner.n_prompt(p.seq));
       planner.complete(p, tok);
@@ -337,4 +339,78 @@ TEST(StepPlanner, DraftsAreCutToTheTokenBudget) {
   const auto plan = h.planner.finalize(reserve_blocks(h.kv, h.planner.propose()));
   EXPECT_EQ(plan.seqs[0].tokens.size(), 3u);  // the budget: last token + 2 drafts
   EXPECT_EQ(plan.seqs[0].draft, (std::vector<token_id>{1, 2}));
+}
+
+// Aborts while drafts are being verified: the planned step holds blocks for the drafts'
+// positions, and the client goes away before the result (the scheduler then skips the
+// sequence) or after it (the trim the scheduler sent finds the sequence gone). Either way
+// every block comes back, the draft positions' included.
+TEST(StepPlanner, AbortDuringSpeculationFreesTheDraftBlocks) {
+  for (bool after_result : {false, true}) {
+    SCOPED_TRACE(after_result ? "abort after the result" : "abort before the result");
+    harness h({4, 256, 256}, 16, 2);
+    h.add(1, 6, 100);
+    h.step();  // prefill 6, sample one: 7 tokens, 6 computed, 3 blocks
+    ASSERT_EQ(h.kv.stats().pool.used, 3u);
+    h.planner.set_draft(1, {5001, 5002, 5003, 5004, 5005});
+    const auto plan = h.planner.finalize(reserve_blocks(h.kv, h.planner.propose()));
+    ASSERT_EQ(plan.seqs.size(), 1u);
+    ASSERT_EQ(plan.seqs[0].draft.size(), 5u);
+    EXPECT_EQ(h.kv.stats().pool.used, 6u);  // positions 0..11: the last token and five drafts
+    if (after_result) {
+      h.planner.complete(plan.seqs[0], std::vector<token_id>{5001, 5002, 9});
+      EXPECT_EQ(h.planner.n_computed(1), 9u);  // 6 + the last token + two accepted
+    }
+    h.abort(1);
+    if (h.kv.has(1)) h.kv.trim(1, 10);  // the scheduler's trim, arriving after the abort
+    EXPECT_FALSE(h.planner.contains(1));
+    h.expect_all_blocks_free_or_cached();
+    EXPECT_EQ(h.kv.stats().pool.free + h.kv.stats().pool.cached_free, 16u);
+  }
+}
+
+// Preemption while sequences speculate: drafts need blocks like any other tokens, so on a
+// full pool the newest sequence is preempted (all its blocks freed, its draft dropped) and
+// the oldest verifies its drafts. After the rejected positions are trimmed the pool holds
+// exactly the blocks of the tokens kept, and the preempted sequence later resumes with its
+// tokens and finishes; at the end every block is free or cached.
+TEST(StepPlanner, PreemptionDuringSpeculationKeepsExactBlockAccounts) {
+  harness h({4, 256, 256}, 8, 2);
+  h.add(1, 4, 8);
+  h.add(2, 4, 8);
+  h.step();  // both prefill 4 and sample: 5 tokens, 4 computed, 2 blocks each
+  ASSERT_EQ(h.kv.stats().pool.used, 4u);
+  ASSERT_EQ(h.planner.decoding(), (std::vector<seq_id>{1, 2}));
+
+  // Each wants its last token plus five drafts: positions 4..9, 5 blocks each, 10 in all on
+  // a pool of 8. Sequence 1 gets its 5; sequence 2, the newest, is preempted.
+  h.planner.set_draft(1, {11, 12, 13, 14, 15});
+  h.planner.set_draft(2, {21, 22, 23, 24, 25});
+  const auto plan = h.planner.finalize(reserve_blocks(h.kv, h.planner.propose()));
+  EXPECT_EQ(plan.preempted, (std::vector<seq_id>{2}));
+  ASSERT_EQ(plan.seqs.size(), 1u);
+  const planned_seq p = plan.seqs[0];
+  EXPECT_EQ(p.seq, 1u);
+  EXPECT_EQ(p.draft, (std::vector<token_id>{11, 12, 13, 14, 15}));
+  EXPECT_FALSE(h.kv.has(2));
+  EXPECT_FALSE(h.planner.is_running(2));
+  EXPECT_EQ(h.planner.tokens(2).size(), 5u) << "the preempted sequence keeps its sampled token";
+  EXPECT_EQ(h.kv.stats().pool.used, 5u);
+  EXPECT_EQ(h.kv.table(1).size(), 5u);
+
+  // Two drafts accepted, then the target's own token: 5 + 3 = 8 tokens, 7 computed.
+  h.planner.complete(p, std::vector<token_id>{11, 12, 99});
+  EXPECT_EQ(h.planner.n_computed(1), 7u);
+  h.kv.trim(1, static_cast<uint32_t>(h.planner.tokens(1).size()));
+  EXPECT_EQ(h.kv.table(1).size(), 4u);  // 8 positions in blocks of 2; the fifth held only rejects
+  EXPECT_EQ(h.kv.stats().pool.used, 4u);
+  h.kv.commit(1, h.planner.tokens(1), h.planner.n_computed(1));
+
+  // No more drafts: both run to their 8 outputs, sequence 2 recomputed from its kept tokens.
+  h.run_to_end();
+  ASSERT_EQ(h.outputs.count(2), 1u);
+  const auto& out2 = h.outputs[2];
+  ASSERT_EQ(out2.size(), 12u);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(out2[4 + static_cast<size_t>(i)], 1001 + i) << "output " << i;
+  h.expect_all_blocks_free_or_cached();
 }
