@@ -233,6 +233,9 @@ api_request parse_api_request(const json::value& body, api_kind kind, const api_
   parse_stop(o, gen);
   parse_stop_token_ids(o, limits, gen);
   gen.ignore_eos = boolean(o, "ignore_eos", false);
+  // Tandem's extension: false keeps this request out of drafting when the server speculates
+  // (--speculative); its output is the same either way, only its speed differs.
+  gen.speculative = boolean(o, "speculative", true);
 
   auto& s = gen.sampling;
   s.temperature = static_cast<float>(number(o, "temperature", 1.0, 0.0, 2.0));

@@ -1,0 +1,65 @@
+"""`tandem serve --speculative ngram` through the openai SDK: greedy output is the same with
+and without drafting, drafts show in /metrics by method, and `"speculative": false` keeps a
+request out of drafting."""
+import openai
+import pytest
+
+from conftest import Server
+
+# A copying task: its answer repeats the prompt, so n-gram lookup finds drafts.
+PASSAGE = ("The lighthouse stood at the edge of the cliff for two hundred years. Every night its keeper "
+           "climbed the one hundred and twelve steps, trimmed the wick, and watched the ships pass safely "
+           "through the narrow channel between the rocks.")
+COPY = [{"role": "user", "content": "Copy this text exactly, word for word:\n\n" + PASSAGE}]
+DRAFTED = 'tandem:spec_decode_num_draft_tokens_total{method="ngram"}'
+ACCEPTED = 'tandem:spec_decode_num_accepted_tokens_total{method="ngram"}'
+
+
+@pytest.fixture(scope="module")
+def spec_server():
+    # Drafting at every step (no cost model), so whether a request drafts is not up to timing.
+    s = Server("--speculative", "ngram", "--no-speculative-adaptive", "--num-speculative-tokens", "4",
+               "--log-level", "warn")
+    yield s
+    s.stop()
+
+
+@pytest.fixture()
+def client(spec_server):
+    return openai.OpenAI(base_url=spec_server.url + "/v1", api_key="unused", max_retries=0, timeout=120)
+
+
+def copy_text(client, **extra):
+    r = client.chat.completions.create(model="default", messages=COPY, max_tokens=48, temperature=0,
+                                       extra_body=extra or None)
+    assert r.usage.completion_tokens > 0
+    return r.choices[0].message.content
+
+
+def test_drafted_output_equals_plain_output_and_shows_in_metrics(spec_server, client):
+    before = spec_server.wait_idle()
+    plain = copy_text(client, speculative=False)
+    after_plain = spec_server.wait_idle()
+    assert after_plain[DRAFTED] == before[DRAFTED], "a request with speculative: false drafted"
+
+    drafted = copy_text(client)
+    after = spec_server.wait_idle()
+    assert after[DRAFTED] > after_plain[DRAFTED]
+    assert after[ACCEPTED] > after_plain[ACCEPTED], "n-gram drafts of a copying task are accepted"
+    assert drafted == plain
+    assert PASSAGE[:40] in drafted
+
+
+def test_streamed_drafted_output_equals_plain_output(client):
+    plain = copy_text(client, speculative=False)
+    stream = client.chat.completions.create(model="default", messages=COPY, max_tokens=48, temperature=0,
+                                            stream=True)
+    text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    assert text == plain
+
+
+def test_a_wrong_type_is_a_400_naming_the_field(client):
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="default", messages=COPY, max_tokens=4,
+                                       extra_body={"speculative": "no"})
+    assert e.value.body["param"] == "speculative"
