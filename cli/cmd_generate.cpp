@@ -171,13 +171,21 @@ void run_on_runtime(const generate_options& o) {
   speculation_stats spec;
   self->request(rt->verifier(), caf::infinite, stats_atom::value)
       .receive([&](const speculation_stats& s) { spec = s; }, [](const caf::error&) {});
+  // K's distribution over the run: "K=count" for each number of drafts a pass verified.
+  std::string by_k;
+  for (size_t k = 1; k < spec.passes_by_k.size(); ++k) {
+    if (spec.passes_by_k[k] == 0) continue;
+    by_k += (by_k.empty() ? "" : " ") + std::to_string(k) + "=" + std::to_string(spec.passes_by_k[k]);
+  }
   std::fprintf(stderr,
                "prompt tokens: %u (%.1f tok/s), generated tokens: %u (%.1f tok/s), speculative: %s, drafted: %llu, "
-               "accepted: %llu (%.1f%%), mean accepted length: %.2f, steps with speculation off: %llu\n",
+               "accepted: %llu (%.1f%%), mean accepted length: %.2f, passes by K: %s, steps with speculation off: "
+               "%llu\n",
                n_prompt, ttft_ms > 0 ? n_prompt / (ttft_ms / 1000.0) : 0.0, n_out,
                tpot_ms > 0 ? 1000.0 / tpot_ms : 0.0, rc.speculative.c_str(),
                static_cast<unsigned long long>(spec.drafted), static_cast<unsigned long long>(spec.accepted),
-               100.0 * spec.acceptance_rate(), spec.mean_accepted(), static_cast<unsigned long long>(spec.steps_off));
+               100.0 * spec.acceptance_rate(), spec.mean_accepted(), by_k.empty() ? "none" : by_k.c_str(),
+               static_cast<unsigned long long>(spec.steps_off));
 }
 
 }  // namespace

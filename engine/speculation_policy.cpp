@@ -153,6 +153,8 @@ void speculation_policy::report(std::span<const speculation_outcome> outcomes, u
     stats_.drafted += o.drafted;
     stats_.accepted += o.accepted;
     ++stats_.passes;
+    if (stats_.passes_by_k.size() <= o.drafted) stats_.passes_by_k.resize(o.drafted + 1, 0);
+    ++stats_.passes_by_k[o.drafted];
   }
   if (step_tokens > 0 && step_ms > 0) {
     if (step_tokens < kMeasuredTokens) {

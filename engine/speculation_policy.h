@@ -79,6 +79,7 @@ struct speculation_stats {
   uint64_t passes = 0;          // verification passes (sequence-steps with drafts)
   uint64_t steps_off = 0;       // steps where the cost model switched speculation off
   std::vector<uint32_t> k_histogram;  // [K] = sequences currently at K
+  std::vector<uint64_t> passes_by_k;  // [K] = verification passes so far that checked K drafts
   double cost_a_ms = 0, cost_b_ms = 0;
   double acceptance_rate() const { return drafted ? static_cast<double>(accepted) / drafted : 0.0; }
   double mean_accepted() const { return passes ? static_cast<double>(accepted) / passes : 0.0; }

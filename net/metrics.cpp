@@ -132,6 +132,11 @@ std::string server_metrics::render(const runtime_figures& f) const {
       out += "tandem:spec_decode_k{method=\"" + label(f.spec_method) + "\",k=\"" + std::to_string(k) + "\"} " +
              std::to_string(f.spec.k_histogram[k]) + "\n";
     }
+    header(out, "tandem:spec_decode_passes_total", "counter", "Verification passes by the number of drafts K they checked");
+    for (size_t k = 1; k < f.spec.passes_by_k.size(); ++k) {
+      out += "tandem:spec_decode_passes_total{method=\"" + label(f.spec_method) + "\",k=\"" + std::to_string(k) + "\"} " +
+             std::to_string(f.spec.passes_by_k[k]) + "\n";
+    }
   }
 
   std::lock_guard lock(mutex_);

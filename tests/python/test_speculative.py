@@ -48,6 +48,11 @@ def test_drafted_output_equals_plain_output_and_shows_in_metrics(spec_server, cl
     assert after[ACCEPTED] > after_plain[ACCEPTED], "n-gram drafts of a copying task are accepted"
     assert drafted == plain
     assert PASSAGE[:40] in drafted
+    # K's distribution over the run: passes by the number of drafts they checked.
+    passes = {k: v for k, v in after.items() if k.startswith('tandem:spec_decode_passes_total{method="ngram",k=')}
+    assert sum(passes.values()) > 0
+    assert all(k.endswith('"}') for k in passes)
+    assert any(k.startswith('tandem:spec_decode_k{method="ngram",k=') for k in after)
 
 
 def test_streamed_drafted_output_equals_plain_output(client):
