@@ -31,6 +31,7 @@ struct serve_options {
   int io_threads = 1;  // one writes ~50k SSE events/s; a second only adds wake-ups (CPU per token)
   uint32_t stream_interval = 1;
   uint32_t max_connections = 1024;
+  uint32_t timeout_s = 30;
   size_t max_body_bytes = 1 << 20;
   int send_buffer_bytes = 0;
   std::string log_level = "info";
@@ -79,6 +80,8 @@ int serve(serve_options o) {
   so.io_threads = o.io_threads;
   so.stream_interval = o.stream_interval;
   so.max_connections = o.max_connections;
+  so.request_timeout = std::chrono::seconds(o.timeout_s);
+  so.write_timeout = std::chrono::seconds(o.timeout_s);
   so.max_body_bytes = o.max_body_bytes;
   so.send_buffer_bytes = o.send_buffer_bytes;
   so.chat_page_path = find_chat_page(o.chat_page);
@@ -142,6 +145,11 @@ void register_serve(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--max-connections", o->max_connections, "Open connections at most")->capture_default_str();
   cmd->add_option("--max-body-bytes", o->max_body_bytes, "Request body size at most")->capture_default_str();
+  cmd->add_option("--timeout", o->timeout_s,
+                  "Seconds to receive a whole request (an idle keep-alive connection included) and for one "
+                  "write to drain to a slow reader; then the connection is closed")
+      ->check(CLI::Range(1u, 86400u))
+      ->capture_default_str();
   cmd->add_option("--send-buffer-bytes", o->send_buffer_bytes,
                   "Socket send buffer per connection (0 = the kernel's, autotuned)")
       ->capture_default_str();

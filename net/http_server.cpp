@@ -86,10 +86,11 @@ string_response error_response(const http_request& req, const api_error& e) {
 
 // A connection over the limit: a short 503 and close.
 asio::awaitable<void> refuse_connection(tcp::socket socket) {
+  static const std::string kBody =
+      "{\"error\":{\"message\":\"too many open connections\",\"type\":\"service_unavailable\",\"code\":503}}\n";
   static const std::string kBusy =
       "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
-      "Retry-After: 1\r\nContent-Length: 95\r\n\r\n"
-      "{\"error\":{\"message\":\"too many open connections\",\"type\":\"service_unavailable\",\"code\":503}}\n";
+      "Retry-After: 1\r\nContent-Length: " + std::to_string(kBody.size()) + "\r\n\r\n" + kBody;
   boost::system::error_code ec;
   co_await asio::async_write(socket, asio::buffer(kBusy), asio::redirect_error(use_awaitable, ec));
   socket.shutdown(tcp::socket::shutdown_both, ec);
