@@ -32,6 +32,7 @@ struct serve_options {
   uint32_t stream_interval = 1;
   uint32_t max_connections = 1024;
   uint32_t timeout_s = 30;
+  size_t max_pending_output_bytes = 1 << 20;
   size_t max_body_bytes = 1 << 20;
   int send_buffer_bytes = 0;
   std::string log_level = "info";
@@ -82,6 +83,7 @@ int serve(serve_options o) {
   so.max_connections = o.max_connections;
   so.request_timeout = std::chrono::seconds(o.timeout_s);
   so.write_timeout = std::chrono::seconds(o.timeout_s);
+  so.max_pending_output_bytes = o.max_pending_output_bytes;
   so.max_body_bytes = o.max_body_bytes;
   so.send_buffer_bytes = o.send_buffer_bytes;
   so.chat_page_path = find_chat_page(o.chat_page);
@@ -149,6 +151,10 @@ void register_serve(CLI::App& app) {
                   "Seconds to receive a whole request (an idle keep-alive connection included) and for one "
                   "write to drain to a slow reader; then the connection is closed")
       ->check(CLI::Range(1u, 86400u))
+      ->capture_default_str();
+  cmd->add_option("--max-pending-output-bytes", o->max_pending_output_bytes,
+                  "Output a WebSocket may have waiting to be sent before the server stops reading its frames")
+      ->check(CLI::Range(size_t{1024}, size_t{1} << 30))
       ->capture_default_str();
   cmd->add_option("--send-buffer-bytes", o->send_buffer_bytes,
                   "Socket send buffer per connection (0 = the kernel's, autotuned)")

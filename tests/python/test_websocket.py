@@ -114,3 +114,69 @@ def test_closing_the_socket_cancels_everything(server):
     m = server.wait_idle()
     assert m["tandem:num_requests_running"] == 0
     assert m["tandem:kv_blocks_used"] == 0
+
+
+def test_a_client_that_stops_reading_pauses_the_socket_reads():
+    """The session stops reading frames while more than --max-pending-output-bytes of its
+    output waits to be sent, so a client that sends without reading cannot make the server
+    hold ever more. Twelve generations queue about 100 KB behind a client that reads nothing
+    (a 16 KB limit and small socket buffers on both sides); a start sent then is not read, so
+    it does not run, until the client reads again. Then every frame arrives, in order."""
+    import socket
+
+    from conftest import Server
+
+    server = Server("--send-buffer-bytes", "8192", "--max-pending-output-bytes", "16384", "--log-level", "warn")
+    try:
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: a small window
+        sock.connect(("127.0.0.1", server.port))
+        with connect(ws_url(server), sock=sock, max_size=None) as ws:
+            ids = [f"g{i}" for i in range(12)]
+            for gid in ids:
+                ws.send(json.dumps({"type": "start", "id": gid, "prompt": "Count: 1, 2, 3,", "max_tokens": 120,
+                                    "ignore_eos": True, "temperature": 0}))
+            # Their tokens are all generated (and their output queued) without being read.
+            deadline = time.time() + 120
+            while time.time() < deadline:
+                m = server.metrics()
+                if m["tandem:requests_in_flight"] == 0 and m["tandem:num_requests_running"] == 0:
+                    break
+                time.sleep(0.1)
+            assert m["tandem:requests_in_flight"] == 0, m
+            # The read already waiting when the queue filled takes one more frame (a cancel for
+            # nothing, answered with an error frame); the frame after it waits in the socket.
+            ws.send(json.dumps({"type": "cancel", "id": "nothing"}))
+            ws.send(json.dumps({"type": "start", "id": "late", "prompt": "Count: 1, 2, 3,", "max_tokens": 2000,
+                                "ignore_eos": True}))
+            time.sleep(1.5)
+            m = server.metrics()
+            assert m["tandem:requests_in_flight"] == 0 and m["tandem:num_requests_running"] == 0, \
+                "the session read a frame while its output queue was full"
+
+            # Reading again drains the queue; the late start is read and runs.
+            tokens = {gid: 0 for gid in ids}
+            done = {}
+            errors = []
+            while len(done) < len(ids) or not errors:
+                f = recv(ws)
+                assert f["type"] in ("delta", "done", "error"), f
+                if f["type"] == "error":
+                    assert f["id"] == "nothing" and f["status"] == 404, f
+                    errors.append(f)
+                elif f["type"] == "delta":
+                    assert f["id"] not in done, "a delta after its generation's final frame"
+                    tokens[f["id"]] += len(f["tokens"])
+                else:
+                    done[f["id"]] = f
+            for gid in ids:
+                assert done[gid]["usage"]["completion_tokens"] == 120
+                assert tokens[gid] == 120, "every token arrives in some delta"
+            f = recv(ws)
+            assert f["id"] == "late" and f["type"] == "delta", f
+            ws.send(json.dumps({"type": "cancel", "id": "late"}))
+            while f["type"] != "done":
+                f = recv(ws)
+            assert f["id"] == "late" and f["finish_reason"] == "cancelled"
+    finally:
+        server.stop()
