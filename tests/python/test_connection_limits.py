@@ -1,6 +1,7 @@
 """Open connections and slow clients are bounded: past --max-connections a new connection gets
 a 503 and is closed at once, and a connection that does not deliver a whole request within
---timeout seconds (idle, or stalled halfway through its headers) is closed, freeing its slot."""
+--timeout seconds (idle, or stalled halfway through its headers) is closed, freeing its slot.
+Open mode (no API keys) off loopback needs --allow-open-non-loopback."""
 import json
 import socket
 import time
@@ -66,3 +67,15 @@ def test_connections_past_the_limit_get_503_and_idle_ones_time_out(small_server)
     # ... which frees their slots.
     assert httpx.get(small_server.url + "/health", timeout=10).status_code == 200
     assert rejections(small_server) == before + 1
+
+
+def test_open_mode_off_loopback_starts_only_when_allowed():
+    """Without tenants or --api-key, `serve` on 0.0.0.0 refuses to start (a CLI test checks
+    the message) unless --allow-open-non-loopback says so; then it serves without keys."""
+    s = Server("--host", "0.0.0.0", "--allow-open-non-loopback", "--log-level", "warn")
+    try:
+        assert httpx.get(s.url + "/health", timeout=10).status_code == 200
+        r = httpx.post(s.url + "/v1/completions", json={"prompt": "Hi", "max_tokens": 2}, timeout=60)
+        assert r.status_code == 200, r.text
+    finally:
+        s.stop()
