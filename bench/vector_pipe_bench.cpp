@@ -77,15 +77,15 @@ double best_ns(long iterations, F&& run) {
   return best;
 }
 
+// ns per instruction of probe P (`instructions` of them per chain step).
 template <probe P>
-double probe_ns(const char* name, int instructions, double cycle_ns) {
+double probe_ns(int instructions) {
   volatile float sink = 0;
-  const double ns = best_ns(kIterations, [&] { sink = chains<P>(1.0f); });
-  const double per = ns / (kChains * instructions);
-  if (cycle_ns > 0) {
-    std::printf("  %-34s %.3f ns = %.2f cycles per instruction\n", name, per, per / cycle_ns);
-  }
-  return per;
+  return best_ns(kIterations, [&] { sink = chains<P>(1.0f); }) / (kChains * instructions);
+}
+
+void print(const char* name, double ns, double cycle_ns) {
+  std::printf("  %-34s %.3f ns = %.2f cycles per instruction\n", name, ns, ns / cycle_ns);
 }
 
 }  // namespace
@@ -97,16 +97,16 @@ int main() {
     std::printf("vector_pipe_bench: skipped, this CPU has no AVX-512 VNNI\n");
     return 0;
   }
-  const double cycle_ns = probe_ns<probe::fma>("", 1, 0);
+  const double cycle_ns = probe_ns<probe::fma>(1);  // the FMA defines the cycle
   std::printf("clock from the FMA probe (one per cycle): %.2f GHz\n", 1.0 / cycle_ns);
   std::printf("512-bit instructions, %d independent chains each:\n", kChains);
-  probe_ns<probe::fma>("FMA", 1, cycle_ns);
-  probe_ns<probe::mul>("multiply", 1, cycle_ns);
-  probe_ns<probe::dpbusd>("vpdpbusd", 1, cycle_ns);
-  probe_ns<probe::cvt>("int -> float conversion", 1, cycle_ns);
-  probe_ns<probe::add>("add", 1, cycle_ns);
-  probe_ns<probe::fma_and_dpbusd>("FMA and vpdpbusd, both per chain", 2, cycle_ns);
-  probe_ns<probe::cvt_and_fma>("conversion and FMA, both per chain", 2, cycle_ns);
+  print("FMA", cycle_ns, cycle_ns);
+  print("multiply", probe_ns<probe::mul>(1), cycle_ns);
+  print("vpdpbusd", probe_ns<probe::dpbusd>(1), cycle_ns);
+  print("int -> float conversion", probe_ns<probe::cvt>(1), cycle_ns);
+  print("add", probe_ns<probe::add>(1), cycle_ns);
+  print("FMA and vpdpbusd, both per chain", probe_ns<probe::fma_and_dpbusd>(2), cycle_ns);
+  print("conversion and FMA, both per chain", probe_ns<probe::cvt_and_fma>(2), cycle_ns);
 
   // The tiled Q4_1 kernel on one tile that stays in L1 (576 columns: 18 blocks, 5.6 KB).
   const dot_kernels& k = best_dot_kernels();

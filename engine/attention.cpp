@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string>
 
 namespace tandem {
 
@@ -38,7 +39,9 @@ void attend_heads(const kernels::dot_kernels& kernels, const kv_pool& pool, uint
                   const block_table& blocks, int32_t n_keys, uint32_t kv_head, const kernels::f16_bits* const* q_f16,
                   int n_q, float scale, bool single_token, attention_scratch& scratch, float* const* out) {
   constexpr int kLanes = 16;
-  if (n_q < 1 || n_q > kMaxGroupedHeads) throw std::invalid_argument("attend_heads: 1 to 16 query heads per kv head");
+  if (n_q < 1 || n_q > kMaxGroupedHeads) {
+    throw std::invalid_argument("attend_heads: 1 to " + std::to_string(kMaxGroupedHeads) + " query heads per kv head");
+  }
   const int bt = pool.block_tokens();
   const int64_t hd = pool.head_dim();
   const int32_t n_chunks = (n_keys + kLanes - 1) / kLanes;

@@ -127,16 +127,17 @@ std::string server_metrics::render(const runtime_figures& f) const {
     out += "tandem:spec_decode_mean_accepted_length" + m + " " + std::to_string(f.spec.mean_accepted()) + "\n";
     header(out, "tandem:spec_decode_steps_off_total", "counter", "Steps where the cost model switched drafting off");
     out += "tandem:spec_decode_steps_off_total" + m + " " + std::to_string(f.spec.steps_off) + "\n";
-    header(out, "tandem:spec_decode_k", "gauge", "Sequences by their current number of draft tokens K");
-    for (size_t k = 1; k < f.spec.k_histogram.size(); ++k) {
-      out += "tandem:spec_decode_k{method=\"" + label(f.spec_method) + "\",k=\"" + std::to_string(k) + "\"} " +
-             std::to_string(f.spec.k_histogram[k]) + "\n";
-    }
-    header(out, "tandem:spec_decode_passes_total", "counter", "Verification passes by the number of drafts K they checked");
-    for (size_t k = 1; k < f.spec.passes_by_k.size(); ++k) {
-      out += "tandem:spec_decode_passes_total{method=\"" + label(f.spec_method) + "\",k=\"" + std::to_string(k) + "\"} " +
-             std::to_string(f.spec.passes_by_k[k]) + "\n";
-    }
+    // One series per K from 1: name{method, k} = by_k[k].
+    auto per_k = [&](const char* name, const char* type, const char* help, const auto& by_k) {
+      header(out, name, type, help);
+      for (size_t k = 1; k < by_k.size(); ++k) {
+        out += std::string(name) + "{method=\"" + label(f.spec_method) + "\",k=\"" + std::to_string(k) + "\"} " +
+               std::to_string(by_k[k]) + "\n";
+      }
+    };
+    per_k("tandem:spec_decode_k", "gauge", "Sequences by their current number of draft tokens K", f.spec.k_histogram);
+    per_k("tandem:spec_decode_passes_total", "counter", "Verification passes by the number of drafts K they checked",
+          f.spec.passes_by_k);
   }
 
   std::lock_guard lock(mutex_);

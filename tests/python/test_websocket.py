@@ -1,10 +1,13 @@
 """The WebSocket endpoint (/v1/ws, docs/websocket.md) with the Python websockets client:
-several generations on one socket, cancel mid-prefill and mid-decode, errors."""
+several generations on one socket, cancel mid-prefill and mid-decode, errors, flow control."""
 import json
+import socket
 import time
 
 import httpx
 from websockets.sync.client import connect
+
+from conftest import Server
 
 
 def ws_url(server):
@@ -122,10 +125,6 @@ def test_a_client_that_stops_reading_pauses_the_socket_reads():
     hold ever more. Twelve generations queue about 100 KB behind a client that reads nothing
     (a 16 KB limit and small socket buffers on both sides); a start sent then is not read, so
     it does not run, until the client reads again. Then every frame arrives, in order."""
-    import socket
-
-    from conftest import Server
-
     server = Server("--send-buffer-bytes", "8192", "--max-pending-output-bytes", "16384", "--log-level", "warn")
     try:
         sock = socket.socket()
