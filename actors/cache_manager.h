@@ -1,5 +1,5 @@
 // cache_manager actor: owns the KV block pool, every sequence's block table and the prefix
-// index (engine/kv_block_manager.h). The KV *data* lives with the device worker; this actor
+// index (engine/kv/kv_block_manager.h). The KV *data* lives with the device worker; this actor
 // only decides which block holds what.
 //
 //   scheduler --reserve(request)--> cache_manager --reserve_result--> scheduler   (each step)
@@ -11,7 +11,7 @@
 #include <caf/all.hpp>
 
 #include "tandem/atoms.h"
-#include "engine/block_reservation.h"
+#include "engine/kv/block_reservation.h"
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::reserve_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::reserve_result)

@@ -8,10 +8,10 @@
 #include "actors/clock.h"
 #include "actors/sampling_params_from.h"
 #include "actors/step_input_from.h"
-#include "engine/kv_pool.h"
-#include "engine/model.h"
-#include "engine/sampler.h"
-#include "engine/speculative.h"
+#include "engine/model/kv_pool.h"
+#include "engine/model/model.h"
+#include "engine/sampling/sampler.h"
+#include "engine/sampling/speculative.h"
 
 namespace tandem {
 namespace {

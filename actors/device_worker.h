@@ -3,7 +3,7 @@
 // logits are, and answers with a plain result: the worker never calls into the scheduler.
 //
 // Draft tokens in the plan are verified in the same forward pass (logits for every drafted
-// position) and accepted by speculative sampling (engine/speculative.h).
+// position) and accepted by speculative sampling (engine/sampling/speculative.h).
 //
 // It is spawned detached (its own thread), so a forward pass of many milliseconds never
 // occupies one of CAF's scheduler threads: admission, streamers and the network go on.
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/step_planner.h"
+#include "engine/schedule/step_planner.h"
 #include "tandem/api.h"
 
 namespace tandem {

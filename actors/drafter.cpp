@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <unordered_map>
 
-#include "engine/kv_block_allocator.h"
-#include "engine/kv_pool.h"
-#include "engine/model.h"
-#include "engine/ngram_index.h"
-#include "engine/sampler.h"
+#include "engine/model/kv_block_allocator.h"
+#include "engine/model/kv_pool.h"
+#include "engine/model/model.h"
+#include "engine/speculation/ngram_index.h"
+#include "engine/sampling/sampler.h"
 
 namespace tandem {
 namespace {
@@ -83,7 +83,7 @@ draft_batch run_model_drafts(model_drafter_state& st, const std::vector<draft_qu
       if (round >= queries[i].k) continue;
       auto& s = st.seqs[queries[i].seq];
       seq_step step;
-      step.seq_id = queries[i].seq;
+      step.seq = queries[i].seq;
       step.blocks = s.table;
       if (round == 0) {
         s.valid = std::min<uint32_t>(s.valid, static_cast<uint32_t>(s.tokens.size()) - 1);

@@ -13,7 +13,7 @@
 #include <caf/all.hpp>
 #include <memory>
 
-#include "engine/kv_block_manager.h"
+#include "engine/kv/kv_block_manager.h"
 #include "tandem/atoms.h"
 
 namespace tandem {
@@ -30,7 +30,7 @@ typename Inspector::result_type inspect(Inspector& f, draft_query& x) {
 }
 
 // One sequence's draft. evidence: for n-gram lookup the match length L behind the copied
-// tokens (engine/ngram_index.h), which the verifier's trim turns into acceptance chances;
+// tokens (engine/speculation/ngram_index.h), which the verifier's trim turns into acceptance chances;
 // 0 from a model drafter.
 struct draft {
   std::vector<int32_t> tokens;

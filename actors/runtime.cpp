@@ -3,9 +3,9 @@
 #include <algorithm>
 
 #include "actors/runtime_shared.h"
-#include "engine/gguf.h"
-#include "engine/model.h"
-#include "engine/model_path.h"
+#include "engine/gguf/gguf.h"
+#include "engine/model/model.h"
+#include "engine/model/model_path.h"
 
 namespace tandem {
 

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <optional>
 
-#include "engine/chat_template.h"
-#include "engine/tokenizer.h"
+#include "engine/chat/chat_template.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace tandem {
 

@@ -1,7 +1,7 @@
 // The API's sampling_options as the engine sampler's sampling_params (both device workers).
 #pragma once
 
-#include "engine/sampler.h"
+#include "engine/sampling/sampler.h"
 #include "tandem/api.h"
 
 namespace tandem {

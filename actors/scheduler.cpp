@@ -275,7 +275,7 @@ void plan_then_draft(self_ptr self) {
 }
 
 // The n-gram drafter: it proposes up to k_max tokens per sequence with their evidence, and
-// the verifier keeps those worth verifying (engine/speculation_policy.h, trim).
+// the verifier keeps those worth verifying (engine/speculation/speculation_policy.h, trim).
 void draft_then_trim(self_ptr self) {
   uint32_t base_tokens = 0;
   auto candidates = draft_candidates(self, base_tokens);

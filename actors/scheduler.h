@@ -20,7 +20,7 @@
 #include "actors/drafter.h"
 #include "actors/verifier.h"
 #include "actors/streamer.h"
-#include "engine/step_planner.h"
+#include "engine/schedule/step_planner.h"
 
 namespace tandem {
 

@@ -3,8 +3,8 @@
 // computed with decode numerics so verification equals decoding bit for bit.
 #pragma once
 
-#include "engine/step.h"
-#include "engine/step_planner.h"
+#include "engine/model/step.h"
+#include "engine/schedule/step_planner.h"
 
 namespace tandem {
 
@@ -13,7 +13,7 @@ inline void fill_step_input(const step_plan_core& plan, step_input& in) {
   for (size_t i = 0; i < plan.seqs.size(); ++i) {
     const auto& p = plan.seqs[i];
     auto& s = in.seqs[i];
-    s.seq_id = p.seq;
+    s.seq = p.seq;
     s.tokens.assign(p.tokens.begin(), p.tokens.end());
     s.start_pos = static_cast<int32_t>(p.start_pos);
     s.blocks.assign(p.table.begin(), p.table.end());

@@ -6,7 +6,7 @@
 
 #include "actors/admission.h"
 #include "actors/runtime_shared.h"
-#include "engine/prompt_encoder.h"
+#include "engine/chat/prompt_encoder.h"
 
 namespace tandem {
 namespace {

@@ -1,6 +1,6 @@
-// verifier actor: owns the speculation policy (engine/speculation_policy.h): acceptance
+// verifier actor: owns the speculation policy (engine/speculation/speculation_policy.h): acceptance
 // statistics, each sequence's K, and the on/off decision of the cost model. The acceptance
-// test itself runs in the device worker, where the logits are (engine/speculative.h).
+// test itself runs in the device worker, where the logits are (engine/sampling/speculative.h).
 //
 //   scheduler --plan_k(decoding seqs, step tokens)--> verifier --K per seq (0 = none)-->
 //   scheduler --trim_drafts(offers, decoding seqs, step tokens)--> verifier --tokens to keep-->
@@ -12,7 +12,7 @@
 
 #include <caf/all.hpp>
 
-#include "engine/speculation_policy.h"
+#include "engine/speculation/speculation_policy.h"
 #include "tandem/atoms.h"
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::speculation_stats)

@@ -14,9 +14,9 @@
 #include <thread>
 #include <vector>
 
-#include "engine/kv_block_allocator.h"
-#include "engine/model.h"
-#include "engine/model_path.h"
+#include "engine/model/kv_block_allocator.h"
+#include "engine/model/model.h"
+#include "engine/model/model_path.h"
 
 namespace {
 

@@ -19,8 +19,8 @@
 
 #include "actors/device_worker.h"
 #include "bench/compute_probe.h"
-#include "engine/model.h"
-#include "engine/model_path.h"
+#include "engine/model/model.h"
+#include "engine/model/model_path.h"
 #include "tandem/runtime.h"
 
 using namespace tandem;

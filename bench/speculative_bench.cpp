@@ -22,9 +22,9 @@
 #include <vector>
 
 #include "bench/compute_probe.h"
-#include "engine/gguf.h"
-#include "engine/model_path.h"
-#include "engine/model_truncation.h"
+#include "engine/gguf/gguf.h"
+#include "engine/model/model_path.h"
+#include "engine/model/model_truncation.h"
 #include "tandem/runtime.h"
 
 using namespace tandem;

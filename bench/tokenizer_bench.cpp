@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/gguf.h"
-#include "engine/model_path.h"
-#include "engine/tokenizer.h"
+#include "engine/gguf/gguf.h"
+#include "engine/model/model_path.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace {
 

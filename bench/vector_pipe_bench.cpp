@@ -21,7 +21,7 @@
 #include "engine/kernels/blocks.h"
 #include "engine/kernels/dot_kernels.h"
 #include "engine/kernels/tiled_weights.h"
-#include "engine/quantize.h"
+#include "engine/gguf/quantize.h"
 
 namespace {
 

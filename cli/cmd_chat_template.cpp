@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "engine/chat_template.h"
-#include "engine/gguf.h"
-#include "engine/model_path.h"
+#include "engine/chat/chat_template.h"
+#include "engine/gguf/gguf.h"
+#include "engine/model/model_path.h"
 
 namespace tandem::cli {
 namespace {

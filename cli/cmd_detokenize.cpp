@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "engine/gguf.h"
-#include "engine/model_path.h"
-#include "engine/tokenizer.h"
+#include "engine/gguf/gguf.h"
+#include "engine/model/model_path.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace tandem::cli {
 namespace {

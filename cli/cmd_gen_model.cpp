@@ -5,9 +5,9 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "engine/gguf.h"
-#include "engine/model_path.h"
-#include "engine/synthetic_model.h"
+#include "engine/gguf/gguf.h"
+#include "engine/model/model_path.h"
+#include "engine/model/synthetic_model.h"
 
 namespace tandem::cli {
 namespace {

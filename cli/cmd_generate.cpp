@@ -8,14 +8,14 @@
 
 #include "cli/commands.h"
 #include "cli/speculative_options.h"
-#include "engine/chat_template.h"
-#include "engine/generator.h"
-#include "engine/gguf.h"
-#include "engine/kv_block_allocator.h"
-#include "engine/model.h"
-#include "engine/model_path.h"
-#include "engine/prompt_encoder.h"
-#include "engine/tokenizer.h"
+#include "engine/chat/chat_template.h"
+#include "engine/model/generator.h"
+#include "engine/gguf/gguf.h"
+#include "engine/model/kv_block_allocator.h"
+#include "engine/model/model.h"
+#include "engine/model/model_path.h"
+#include "engine/chat/prompt_encoder.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "gpu/cli/device_options.h"
 
 namespace tandem::cli {

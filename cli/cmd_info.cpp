@@ -4,9 +4,9 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "engine/gguf.h"
-#include "engine/model_config.h"
-#include "engine/model_path.h"
+#include "engine/gguf/gguf.h"
+#include "engine/model/model_config.h"
+#include "engine/model/model_path.h"
 #ifdef TANDEM_HAVE_CUDA
 #include "gpu/cuda_device.h"
 #endif

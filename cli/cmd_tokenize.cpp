@@ -8,9 +8,9 @@
 
 #include "cli/commands.h"
 #include "cli/text_escape.h"
-#include "engine/gguf.h"
-#include "engine/model_path.h"
-#include "engine/tokenizer.h"
+#include "engine/gguf/gguf.h"
+#include "engine/model/model_path.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace tandem::cli {
 namespace {

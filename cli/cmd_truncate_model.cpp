@@ -3,8 +3,8 @@
 #include <stdexcept>
 
 #include "cli/commands.h"
-#include "engine/model_path.h"
-#include "engine/model_truncation.h"
+#include "engine/model/model_path.h"
+#include "engine/model/model_truncation.h"
 
 namespace tandem::cli {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "engine/utf8.h"
+#include "engine/tokenizer/utf8.h"
 
 namespace tandem::cli {
 

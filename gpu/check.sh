@@ -43,7 +43,7 @@ if ! "$BIN/gpu_bench" --probe >/dev/null 2>&1; then
   for f in gpu/*.cu; do
     nvcc -O3 -std=c++17 -arch=sm_90 -I. -c "$f" -o "$BIN/obj/$(basename "$f").o" || exit 1
   done
-  for f in gpu/*.cpp gpu/plan/*.cpp engine/tensor_type.cpp gpu/bench/gpu_bench.cpp; do
+  for f in gpu/*.cpp gpu/plan/*.cpp engine/gguf/tensor_type.cpp gpu/bench/gpu_bench.cpp; do
     g++ -O2 -std=c++20 -I. -Iinclude -I"$CUDA_INC" -c "$f" -o "$BIN/obj/$(basename "$f").o" || exit 1
   done
   g++ -o "$BIN/gpu_bench" "$BIN"/obj/*.o -L/usr/local/cuda/lib64 -L/usr/local/cuda/lib ${CUBLAS_PY:+-L$CUBLAS_PY} \

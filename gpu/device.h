@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "engine/owned_memory.h"
+#include "engine/platform/owned_memory.h"
 
 struct CUstream_st;
 struct CUevent_st;

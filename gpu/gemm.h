@@ -14,7 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "engine/tensor_type.h"
+#include "engine/gguf/tensor_type.h"
 #include "gpu/device.h"
 
 namespace tandem::gpu {

@@ -1,6 +1,6 @@
 // A Llama-family model on one CUDA device: weights uploaded once, a paged KV pool in device
-// memory, and the forward pass of one step (engine/step.h) enqueued on a caller's stream,
-// mirroring engine/model.cpp layer by layer:
+// memory, and the forward pass of one step (engine/model/step.h) enqueued on a caller's stream,
+// mirroring engine/model/model.cpp layer by layer:
 //
 //   x = embed(tokens)
 //   per layer:  h = norm(x); q,k,v = Wq h, Wk h, Wv h; rope(q, k); store k, v in the cache;
@@ -17,9 +17,9 @@
 #include <memory>
 #include <vector>
 
-#include "engine/model_config.h"
-#include "engine/model_weights.h"
-#include "engine/step.h"
+#include "engine/model/model_config.h"
+#include "engine/model/model_weights.h"
+#include "engine/model/step.h"
 #include "gpu/device.h"
 #include "gpu/gemm.h"
 #include "gpu/graph.h"

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "engine/tensor_type.h"
+#include "engine/gguf/tensor_type.h"
 #include "gpu/device.h"
 
 namespace tandem::gpu {
@@ -69,7 +69,7 @@ void launch_paged_attention(const float* q, const int32_t* positions, const int3
                             stream_handle s);
 
 // Sampling where the logits are: one token id per row of logits [n_rows][n_vocab], -1 when
-// every logit is NaN or -inf. The distribution is engine/sampler.h's distribution() for
+// every logit is NaN or -inf. The distribution is engine/sampling/sampler.h's distribution() for
 // the same options (after penalties, which launch_penalties applies beforehand).
 struct sample_params {
   float temperature = 1.0f;  // <= 0: greedy (argmax, lowest id on ties)

@@ -141,7 +141,7 @@ __device__ int32_t tie_limit(const float* row, int32_t n, uint32_t k, double m, 
   return static_cast<int32_t>(~sh.prefix);
 }
 
-// One row's sampling, as engine/sampler.h's distribution() then a draw: greedy; or top-k,
+// One row's sampling, as engine/sampling/sampler.h's distribution() then a draw: greedy; or top-k,
 // then top-p over the tempered probabilities, then min-p, then a Gumbel-max draw among the
 // survivors (the renormalised distribution the CPU sampler draws from).
 __global__ void sample_kernel(const float* logits, const sample_params* params, int32_t n_vocab, int32_t* out) {

@@ -1,5 +1,5 @@
 // Device-side reading of one weight element in any supported type (layouts:
-// engine/tensor_type.h). Rows are 2-byte aligned in every type, so f16 scales are read
+// engine/gguf/tensor_type.h). Rows are 2-byte aligned in every type, so f16 scales are read
 // as uint16.
 #pragma once
 

@@ -2,8 +2,8 @@
 
 #include <boost/json.hpp>
 
-#include "engine/tokenizer.h"
-#include "engine/utf8.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "engine/tokenizer/utf8.h"
 
 namespace tandem::net {
 namespace json = boost::json;

@@ -30,9 +30,9 @@
 #include <sstream>
 #include <thread>
 
-#include "engine/chat_template.h"
-#include "engine/prompt_encoder.h"
-#include "engine/tokenizer.h"
+#include "engine/chat/chat_template.h"
+#include "engine/chat/prompt_encoder.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "net/live_job.h"
 #include "net/runtime_probe.h"
 #include "net/session_io.h"

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <random>
 
-#include "engine/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "tandem/runtime.h"
 
 namespace tandem::net {

@@ -13,7 +13,7 @@
 #include <deque>
 #include <map>
 
-#include "engine/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "net/live_job.h"
 #include "net/session_io.h"
 #include "tandem/runtime.h"

@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "engine/tensor_type.h"
+#include "engine/gguf/tensor_type.h"
 
 namespace tandem::kernels {
 

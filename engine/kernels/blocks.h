@@ -1,4 +1,4 @@
-// Quantized block layouts (see engine/tensor_type.h for the weight formats). Q8_1 exists
+// Quantized block layouts (see engine/gguf/tensor_type.h for the weight formats). Q8_1 exists
 // only for activations: it carries s = d * sum(qs), which the Q4_1 dot product needs for
 // the weight's offset term.
 #pragma once

@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "engine/kernels/half.h"
-#include "engine/tensor_type.h"
+#include "engine/gguf/tensor_type.h"
 
 namespace tandem::kernels {
 
@@ -60,7 +60,7 @@ struct dot_kernels {
   row_dot_fn f16 = nullptr;
   row_dot_fn bf16 = nullptr;
   row_dot_fn f32 = nullptr;
-  // Attention over an F16 cache, in llama.cpp's summation orders (engine/attention.h says
+  // Attention over an F16 cache, in llama.cpp's summation orders (engine/model/attention.h says
   // which and why); every table gives the same bits.
   //   key_scores: out[j] = q . keys[j] for n <= 16 keys of hd halves each (hd % 16 == 0).
   //     single_token_order: four 16-lane accumulators taking 16-element chunks in turn,

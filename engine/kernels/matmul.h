@@ -9,8 +9,8 @@
 #include <span>
 #include <vector>
 
-#include "engine/tensor_type.h"
-#include "engine/thread_pool.h"
+#include "engine/gguf/tensor_type.h"
+#include "engine/platform/thread_pool.h"
 
 namespace tandem::kernels {
 

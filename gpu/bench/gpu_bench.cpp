@@ -76,7 +76,7 @@ class driver {
     std::vector<seq_step> seqs(static_cast<size_t>(B));
     for (int32_t i = 0; i < B; ++i) {
       auto& s = seqs[static_cast<size_t>(i)];
-      s.seq_id = static_cast<uint64_t>(i);
+      s.seq = static_cast<uint64_t>(i);
       for (int32_t b = 0; b < per_seq; ++b) s.blocks.push_back(i * per_seq + b);
       s.tokens.resize(static_cast<size_t>(n_in));
       for (auto& t : s.tokens) t = static_cast<int32_t>(rng() % m_.config().n_vocab);

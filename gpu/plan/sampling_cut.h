@@ -1,6 +1,6 @@
 // The decisions of device top-k / top-p / min-p sampling, shared by the CUDA kernel
 // (gpu/sampling_kernels.cu, which includes this header through nvcc) and a sequential
-// host model of the kernel (reference_cut) that the CPU tests hold against engine/sampler.h.
+// host model of the kernel (reference_cut) that the CPU tests hold against engine/sampling/sampler.h.
 // Only the parallel histograms are the kernel's own.
 //
 // The kept tokens are a prefix of the row sorted by (logit descending, id ascending), the

@@ -15,7 +15,7 @@ packed_step measure_step(const step_input& in, const pack_options& o) {
     const int64_t end = static_cast<int64_t>(sq.start_pos) + static_cast<int64_t>(sq.tokens.size());
     if (sq.start_pos < 0) throw std::invalid_argument("forward: negative start position");
     if (static_cast<int64_t>(sq.blocks.size()) * bt < end) {
-      throw std::invalid_argument("forward: block table of sequence " + std::to_string(sq.seq_id) +
+      throw std::invalid_argument("forward: block table of sequence " + std::to_string(sq.seq) +
                                   " does not cover position " + std::to_string(end - 1));
     }
     for (int32_t b : sq.blocks) {

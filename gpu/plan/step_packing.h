@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/step.h"
+#include "engine/model/step.h"
 #include "gpu/plan/workspace_plan.h"
 
 namespace tandem::gpu {

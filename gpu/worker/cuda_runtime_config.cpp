@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "engine/gguf.h"
-#include "engine/model_config.h"
-#include "engine/model_path.h"
+#include "engine/gguf/gguf.h"
+#include "engine/model/model_config.h"
+#include "engine/model/model_path.h"
 #include "gpu/cuda_device.h"
 #include "gpu/device.h"
 #include "gpu/plan/gpu_sizing.h"

@@ -11,7 +11,7 @@
 // Sampling: rows whose options the device sampler covers (greedy or temperature, top-k,
 // top-p, min-p, repetition/frequency/presence penalties; no logprobs, logit bias or drafts)
 // are sampled on the GPU (gpu/device_sampler.h) and only their ids come back; other rows
-// copy their logits back and use engine/sampler.h exactly as the CPU worker does
+// copy their logits back and use engine/sampling/sampler.h exactly as the CPU worker does
 // (speculative acceptance included).
 //
 // Decode steps (one token per sequence) run as CUDA graphs unless options.cuda_graphs is

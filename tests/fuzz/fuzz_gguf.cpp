@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <span>
 
-#include "engine/gguf.h"
-#include "engine/model_config.h"
+#include "engine/gguf/gguf.h"
+#include "engine/model/model_config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

@@ -8,8 +8,8 @@
 
 #include "engine/kernels/half.h"
 #include "engine/kernels/ops.h"
-#include "engine/quantize.h"
-#include "engine/sampler.h"
+#include "engine/gguf/quantize.h"
+#include "engine/sampling/sampler.h"
 #include "gpu/device_sampler.h"
 #include "gpu/gemm.h"
 #include "gpu/kernels.h"
@@ -359,7 +359,7 @@ TEST_F(Kernels, PenaltiesAsSpecified) {
   EXPECT_EQ(download<float>(dl, logits.size()), ref);
 }
 
-// --- Device sampling against engine/sampler.h's distribution() ---------------------------
+// --- Device sampling against engine/sampling/sampler.h's distribution() ---------------------------
 
 // Draws tokens from one row of logits with the device sampler (every draw its own counter),
 // penalties over `history` when given.

@@ -1,4 +1,4 @@
-// Whole steps on the GPU against the CPU engine (engine/model.h) on synthetic models of
+// Whole steps on the GPU against the CPU engine (engine/model/model.h) on synthetic models of
 // several shapes and weight types: a prefill of two sequences (one wanting every row of
 // logits), then decode steps, over shuffled block tables. Skips with "no CUDA device".
 #include <gtest/gtest.h>
@@ -8,8 +8,8 @@
 #include <random>
 #include <string>
 
-#include "engine/model.h"
-#include "engine/synthetic_model.h"
+#include "engine/model/model.h"
+#include "engine/model/synthetic_model.h"
 #include "gpu/gpu_model.h"
 #include "tests/gpu/gpu_test_support.h"
 
@@ -166,7 +166,7 @@ TEST_F(GpuGraphs, DecodeGraphsMatchEagerAndCpu) {
 
   // 17 sequences: bucket 24, whose matrix products go through cuBLAS inside the capture.
   in.seqs.clear();
-  for (int32_t i = 0; i < 17; ++i) in.seqs.push_back({100u + i, tokens(5), 0, {20 + i}, false, false});
+  for (int32_t i = 0; i < 17; ++i) in.seqs.push_back({100u + i, tokens(5), 0, {static_cast<block_id>(20 + i)}, false, false});
   cpu.forward(in, cache, want);
   eager.forward(in, st, got_eager);
   graphed.forward(in, st, got_graph);

@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "engine/sampler.h"
+#include "engine/sampling/sampler.h"
 #include "gpu/plan/gpu_sizing.h"
 #include "gpu/plan/graph_cache.h"
 #include "gpu/plan/graph_policy.h"
@@ -170,7 +170,7 @@ TEST(SamplingCut, OrderKeysSortLikeFloats) {
 }
 
 // The kernel's decisions, run sequentially (reference_cut), keep exactly the tokens of
-// engine/sampler.h's distribution() on random rows with exact ties, -0, NaN and -inf, for
+// engine/sampling/sampler.h's distribution() on random rows with exact ties, -0, NaN and -inf, for
 // top-k, top-p and min-p alone and together at several temperatures.
 TEST(SamplingCut, KeepsExactlyTheCpuSamplersSupport) {
   std::mt19937 rng(17);
@@ -336,7 +336,7 @@ pack_options packing_options() {
 
 seq_step decode_seq(uint64_t id, int32_t token, int32_t pos, block_table blocks) {
   seq_step s;
-  s.seq_id = id;
+  s.seq = id;
   s.tokens = {token};
   s.start_pos = pos;
   s.blocks = std::move(blocks);
@@ -346,7 +346,7 @@ seq_step decode_seq(uint64_t id, int32_t token, int32_t pos, block_table blocks)
 TEST(StepPacking, PrefillAndDecodeAsTheModelReadsThem) {
   step_input in;
   seq_step prefill;
-  prefill.seq_id = 1;
+  prefill.seq = 1;
   prefill.tokens = {5, 6, 7};
   prefill.start_pos = 15;
   prefill.blocks = {3, 9};

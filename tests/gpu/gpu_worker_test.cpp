@@ -4,8 +4,8 @@
 
 #include <caf/all.hpp>
 
-#include "engine/model.h"
-#include "engine/synthetic_model.h"
+#include "engine/model/model.h"
+#include "engine/model/synthetic_model.h"
 #include "gpu/worker/gpu_device_worker.h"
 #include "tests/gpu/gpu_test_support.h"
 
@@ -25,7 +25,7 @@ struct fixture {
   }
 };
 
-planned_seq seq(seq_id id, uint32_t start, std::vector<token_id> tokens, std::vector<block_id> table, bool sample) {
+planned_seq seq(seq_id id, uint32_t start, std::vector<token_id> tokens, block_table table, bool sample) {
   planned_seq p;
   p.seq = id;
   p.start_pos = start;
@@ -55,7 +55,7 @@ gpu_worker_options small_worker_options() {
 }
 
 // Greedy on the device (ids only) and greedy on the host (logprobs asked: logits come back
-// to engine/sampler.h) pick the same tokens; a prefill chunk emits nothing; a bad block id
+// to engine/sampling/sampler.h) pick the same tokens; a prefill chunk emits nothing; a bad block id
 // fails the step with a message and the worker goes on.
 TEST_F(GpuWorker, DeviceAndHostSamplingAgreeAndErrorsAreReplies) {
   fixture fx;
@@ -106,7 +106,7 @@ TEST_F(GpuWorker, DeviceAndHostSamplingAgreeAndErrorsAreReplies) {
 }
 
 // Penalties, top-k and top-p on the device (ids only) against the host path (logprobs asked,
-// so engine/sampler.h samples): greedy with penalties, and top-k 1 with penalties, follow
+// so engine/sampling/sampler.h samples): greedy with penalties, and top-k 1 with penalties, follow
 // the host's greedy-with-penalties token for token while the history grows.
 TEST_F(GpuWorker, DevicePenaltiesAndTopKMatchTheHostSampler) {
   fixture fx;
@@ -129,7 +129,7 @@ TEST_F(GpuWorker, DevicePenaltiesAndTopKMatchTheHostSampler) {
   device_top1.seed = 5;
 
   const std::vector<token_id> prompt = {1, 7, 42, 99, 3, 250, 17, 8, 64, 5, 11, 300, 2, 9, 77, 31, 400};
-  const std::vector<std::vector<block_id>> tables = {{0, 1}, {5, 6}, {10, 11}};
+  const std::vector<block_table> tables = {{0, 1}, {5, 6}, {10, 11}};
   device_step step;
   step.plan.step = 1;
   step.plan.seqs = {seq(1, 0, prompt, tables[0], true), seq(2, 0, prompt, tables[1], true),

@@ -5,8 +5,8 @@
 
 #include "tokenizer_test_support.h"
 
-#include "engine/chat_template.h"
-#include "engine/gguf_writer.h"
+#include "engine/chat/chat_template.h"
+#include "engine/gguf/gguf_writer.h"
 
 using namespace tandem;
 using namespace tandem::test;

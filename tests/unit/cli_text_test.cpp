@@ -8,7 +8,7 @@
 #include <string>
 #include <sys/wait.h>
 
-#include "engine/model_path.h"
+#include "engine/model/model_path.h"
 
 namespace {
 

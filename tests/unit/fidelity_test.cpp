@@ -2,7 +2,7 @@
 // tests/tools/make_fidelity_vectors.py): at least 18 of the 20 prompts must reproduce all 64
 // tokens, and every divergence must fall where llama.cpp's two best logits are within 0.1.
 //
-// Generation runs as `tandem generate` runs it (engine/generator.h): the prompt in chunks of
+// Generation runs as `tandem generate` runs it (engine/model/generator.h): the prompt in chunks of
 // 512 tokens (llama.cpp's batch size in the generator script), then one token per step, so
 // the attention sums follow llama.cpp's orders for batches and for single tokens.
 #include <gtest/gtest.h>
@@ -14,10 +14,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "engine/generator.h"
-#include "engine/kv_block_allocator.h"
-#include "engine/model.h"
-#include "engine/model_path.h"
+#include "engine/model/generator.h"
+#include "engine/model/kv_block_allocator.h"
+#include "engine/model/model.h"
+#include "engine/model/model_path.h"
 
 namespace tandem {
 namespace {

@@ -6,12 +6,12 @@
 #include <limits>
 #include <random>
 
-#include "engine/gguf.h"
-#include "engine/gguf_writer.h"
-#include "engine/model_config.h"
-#include "engine/model_path.h"
-#include "engine/quantize.h"
-#include "engine/synthetic_model.h"
+#include "engine/gguf/gguf.h"
+#include "engine/gguf/gguf_writer.h"
+#include "engine/model/model_config.h"
+#include "engine/model/model_path.h"
+#include "engine/gguf/quantize.h"
+#include "engine/model/synthetic_model.h"
 
 using namespace tandem;
 using bytes_t = std::vector<std::byte>;

@@ -5,7 +5,7 @@
 
 #include "tokenizer_test_support.h"
 
-#include "engine/utf8.h"
+#include "engine/tokenizer/utf8.h"
 
 using namespace tandem;
 using namespace tandem::test;

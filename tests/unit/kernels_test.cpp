@@ -10,12 +10,12 @@
 
 #include "engine/kernels/activation_format.h"
 #include "engine/kernels/blocks.h"
-#include "engine/attention.h"
+#include "engine/model/attention.h"
 #include "engine/kernels/dot_kernels.h"
 #include "engine/kernels/matmul.h"
 #include "engine/kernels/tiled_weights.h"
-#include "engine/quantize.h"
-#include "engine/thread_pool.h"
+#include "engine/gguf/quantize.h"
+#include "engine/platform/thread_pool.h"
 
 namespace tandem::kernels {
 namespace {

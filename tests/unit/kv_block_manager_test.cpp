@@ -4,10 +4,10 @@
 
 #include <numeric>
 
-#include "engine/kv_block_manager.h"
+#include "engine/kv/kv_block_manager.h"
 
 using namespace tandem;
-using ids = std::vector<block_id>;
+using ids = block_table;
 
 namespace {
 std::vector<token_id> iota_tokens(int n, int start = 100) {

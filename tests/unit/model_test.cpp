@@ -10,11 +10,11 @@
 #include <random>
 #include <vector>
 
-#include "engine/gguf.h"
-#include "engine/kv_block_allocator.h"
-#include "engine/model.h"
-#include "engine/quantize.h"
-#include "engine/synthetic_model.h"
+#include "engine/gguf/gguf.h"
+#include "engine/model/kv_block_allocator.h"
+#include "engine/model/model.h"
+#include "engine/gguf/quantize.h"
+#include "engine/model/synthetic_model.h"
 
 namespace tandem {
 namespace {

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "engine/ngram_index.h"
+#include "engine/speculation/ngram_index.h"
 
 using tandem::ngram_index;
 using v = std::vector<int32_t>;

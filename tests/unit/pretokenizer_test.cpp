@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/pretokenizer.h"
-#include "engine/unicode_data.h"
+#include "engine/tokenizer/pretokenizer.h"
+#include "engine/tokenizer/unicode_data.h"
 
 using namespace tandem;
 

@@ -4,9 +4,9 @@
 
 #include <algorithm>
 
-#include "engine/gguf.h"
-#include "engine/model_path.h"
-#include "engine/prompt_encoder.h"
+#include "engine/gguf/gguf.h"
+#include "engine/model/model_path.h"
+#include "engine/chat/prompt_encoder.h"
 
 using namespace tandem;
 

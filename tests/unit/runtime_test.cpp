@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "actors/runtime_shared.h"
-#include "engine/model_config.h"
+#include "engine/model/model_config.h"
 #include "tandem/runtime.h"
 
 using namespace tandem;

@@ -8,7 +8,7 @@
 #include <map>
 #include <vector>
 
-#include "engine/sampler.h"
+#include "engine/sampling/sampler.h"
 
 namespace tandem {
 namespace {

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "engine/speculation_policy.h"
+#include "engine/speculation/speculation_policy.h"
 
 using namespace tandem;
 

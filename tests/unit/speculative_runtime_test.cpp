@@ -8,10 +8,10 @@
 #include <caf/all.hpp>
 #include <thread>
 
-#include "engine/gguf.h"
-#include "engine/model_path.h"
-#include "engine/model_truncation.h"
-#include "engine/synthetic_model.h"
+#include "engine/gguf/gguf.h"
+#include "engine/model/model_path.h"
+#include "engine/model/model_truncation.h"
+#include "engine/model/synthetic_model.h"
 #include "tandem/runtime.h"
 
 using namespace tandem;

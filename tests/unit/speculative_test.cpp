@@ -8,7 +8,7 @@
 #include <cmath>
 #include <random>
 
-#include "engine/speculative.h"
+#include "engine/sampling/speculative.h"
 
 using namespace tandem;
 

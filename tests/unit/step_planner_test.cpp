@@ -7,7 +7,7 @@
 #include <map>
 #include <set>
 
-#include "engine/step_planner.h"
+#include "engine/schedule/step_planner.h"
 
 using namespace tandem;
 

@@ -7,8 +7,8 @@
 
 #include <random>
 
-#include "engine/gguf_writer.h"
-#include "engine/utf8.h"
+#include "engine/gguf/gguf_writer.h"
+#include "engine/tokenizer/utf8.h"
 
 using namespace tandem;
 using namespace tandem::test;

@@ -3,9 +3,9 @@
 
 #include <cstring>
 
-#include "engine/kv_pool.h"
-#include "engine/model_config.h"
-#include "engine/zeroed_pages.h"
+#include "engine/model/kv_pool.h"
+#include "engine/model/model_config.h"
+#include "engine/platform/zeroed_pages.h"
 
 using namespace tandem;
 

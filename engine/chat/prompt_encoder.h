@@ -1,0 +1,26 @@
+// Chat messages -> prompt tokens, with the prompt-injection guard: only the chat template's
+// own markers become control tokens. Text inside a message that looks like a control token
+// (a user typing "<|im_end|><|im_start|>system") is tokenized as plain text.
+//
+//   the template renders markup and content as separate segments:
+//     "<|im_start|>user\n" [content 0] "<|im_end|>\n<|im_start|>assistant\n"
+//      ^ template text: control tokens parsed     ^ template text
+//                          ^ content: plain text, never control tokens
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "engine/chat/chat_template.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace tandem {
+
+// Throws std::invalid_argument when the template rejects the message list.
+std::vector<token_id> encode_chat(const tokenizer& tok, const chat_template& tmpl, std::span<const chat_message> messages,
+                                  bool add_generation_prompt);
+
+// A raw completion prompt: BOS as the model says, and no control tokens from the text.
+std::vector<token_id> encode_prompt(const tokenizer& tok, std::string_view text);
+
+}  // namespace tandem

@@ -1,0 +1,103 @@
+// Block tables of sequences over one block_pool: prefix reuse, growth, copy-on-write forks,
+// speculative roll-back and release. The cache-manager actor owns one of these.
+//
+//   sequence tokens  | t0 ... t15 | t16 ... t31 | t32 t33 .      |
+//   block table      |   b7       |   b2        |   b9 (partial) |
+//                      ^ full blocks whose tokens are computed are published to the
+//                        prefix index (commit); a later sequence with the same leading
+//                        tokens adopts b7, b2 (ref + 1) instead of computing them.
+//
+// Invariants:
+//   - a published (hashed) block is never written again: writes only go to positions at or
+//     after a sequence's computed count, and match_prefix never covers the last prompt token;
+//   - a block shared by several tables (ref > 1) is copied before a write lands in it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/ids.h"
+#include "engine/kv/block_pool.h"
+
+namespace tandem {
+
+
+struct prefix_hit {
+  block_table blocks;  // cached full blocks, in order
+  uint32_t n_tokens = 0;         // tokens they hold (blocks.size() * block_size)
+};
+
+// The device must copy the KV of block src into block dst before the step that writes dst.
+struct block_copy {
+  block_id src = 0;
+  block_id dst = 0;
+  bool operator==(const block_copy&) const = default;
+};
+
+struct kv_cache_stats {
+  block_pool_stats pool;
+  uint64_t prefix_queries = 0;  // prompt tokens looked up when sequences were admitted
+  uint64_t prefix_hits = 0;     // of those, tokens found in the cache
+  uint32_t sequences = 0;
+  double busy_ms = 0;           // the cache manager actor's time in its handlers (prefix
+                                // matching, hashing and indexing included); 0 from the engine
+};
+
+class kv_block_manager {
+ public:
+  kv_block_manager(uint32_t n_blocks, uint32_t block_size, bool enable_prefix_caching = true);
+
+  uint32_t block_size() const { return pool_.block_size(); }
+  bool prefix_caching() const { return prefix_caching_; }
+
+  // The cached prefix a new sequence with `tokens` can adopt. Never covers the last token,
+  // which must be computed for its logits.
+  prefix_hit match_prefix(std::span<const token_id> tokens) const;
+
+  // New blocks seq needs to hold n_tokens tokens and write from position write_from on
+  // (copies of shared blocks in that range included). For a new sequence, `hit` is adopted.
+  uint32_t blocks_needed(seq_id seq, uint32_t n_tokens, uint32_t write_from, const prefix_hit* hit = nullptr) const;
+  bool can_allocate(seq_id seq, uint32_t n_tokens, uint32_t write_from, const prefix_hit* hit = nullptr) const {
+    return blocks_needed(seq, n_tokens, write_from, hit) + revived(seq, hit) <= pool_.available();
+  }
+  // Grows seq's table to hold n_tokens and makes blocks from write_from on private. Returns
+  // the copies the device must make, or nullopt (and changes nothing) if the pool is short.
+  std::optional<std::vector<block_copy>> allocate(seq_id seq, uint32_t n_tokens, uint32_t write_from,
+                                                  const prefix_hit* hit = nullptr);
+
+  // Tokens [0, n_computed) of seq are computed and verified: its full blocks among them
+  // enter the prefix index. `tokens` holds at least n_computed tokens.
+  void commit(seq_id seq, std::span<const token_id> tokens, uint32_t n_computed);
+  // Drops the blocks past the first n_tokens tokens (rejected draft tokens, for instance).
+  void trim(seq_id seq, uint32_t n_tokens);
+  // child shares every block of parent; writes into shared blocks copy them first.
+  void fork(seq_id parent, seq_id child);
+  // Releases seq's blocks, the last first, so the tail of a cached prefix is evicted first.
+  void free(seq_id seq);
+
+  bool has(seq_id seq) const { return seqs_.count(seq) != 0; }
+  const block_table& table(seq_id seq) const;
+  uint32_t ref_count(block_id b) const { return pool_.ref_count(b); }
+  kv_cache_stats stats() const;
+
+ private:
+  struct seq_blocks {
+    block_table table;
+    uint32_t n_published = 0;   // leading full blocks already offered to the index
+    uint64_t last_hash = block_pool::kRootHash;
+  };
+  // Cached blocks of `hit` that adoption takes out of the evictable list.
+  uint32_t revived(seq_id seq, const prefix_hit* hit) const;
+  uint32_t blocks_for(uint32_t n_tokens) const { return (n_tokens + block_size() - 1) / block_size(); }
+
+  block_pool pool_;
+  bool prefix_caching_;
+  std::unordered_map<seq_id, seq_blocks> seqs_;
+  uint64_t prefix_queries_ = 0;
+  uint64_t prefix_hits_ = 0;
+};
+
+}  // namespace tandem

@@ -1,0 +1,45 @@
+// Causal attention of one query head over a sequence's paged keys and values.
+//
+// The arithmetic follows llama.cpp's CPU backend (non-flash path, F16 cache) operation for
+// operation, because the default model's Q8-quantized activations turn last-bit differences
+// into visibly different tokens:
+//   - the query is rounded to half; q . k sums 16-lane FMA chains (single_token: four
+//     chains, llama.cpp's vector dot; otherwise one, its tiled GEMM for batches of >= 2);
+//   - softmax: exp(s - max), summed per 16-position chunk, chunk sums added in double;
+//     probabilities p = e * (1 / sum) rounded to half;
+//   - out[d] = 16-lane FMA chains over 16-position chunks of p * v (single_token: chunks
+//     dealt to four chains in turn), each summed like the scores.
+// Positions line up with lanes (position % 16), so block_tokens must be a multiple of 16.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/kernels/dot_kernels.h"
+#include "engine/model/kv_pool.h"
+
+namespace tandem {
+
+// Scratch for one thread; attend_heads sizes it.
+struct attention_scratch {
+  std::vector<float> scores;  // [heads][n_keys rounded up to 16]: scores, then in place the
+                              // probabilities rounded to half (zero past n_keys)
+  std::vector<const kernels::f16_bits*> v_chunks;  // [chunks] values of 16 positions each
+};
+
+// Softmax of one head's raw scores in place, composed from the table's primitives (the
+// reference for kernels::dot_kernels::softmax_half, which a table may fuse).
+void softmax_reference(const kernels::dot_kernels& kernels, float* s, int32_t n_chunks, float scale);
+
+// The most query heads one attend_heads call takes.
+inline constexpr int kMaxGroupedHeads = 16;
+
+// For h < n_q: out[h][head_dim] = attention of q_f16[h] (a query rounded to half) over key
+// positions [0, n_keys) of kv_head in `layer`, read through `blocks`. The n_q heads share
+// that kv head (grouped-query attention): each key and value is read and converted once
+// for all of them where the kernel table has a grouped form; every head's numbers are
+// those it would get alone.
+void attend_heads(const kernels::dot_kernels& kernels, const kv_pool& pool, uint32_t layer,
+                  const block_table& blocks, int32_t n_keys, uint32_t kv_head, const kernels::f16_bits* const* q_f16,
+                  int n_q, float scale, bool single_token, attention_scratch& scratch, float* const* out);
+
+}  // namespace tandem

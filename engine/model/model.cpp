@@ -1,0 +1,284 @@
+#include "engine/model/model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "engine/model/attention.h"
+#include "engine/kernels/ops.h"
+#include "engine/kernels/tiled_weights.h"
+#include "engine/gguf/quantize.h"
+
+namespace tandem {
+namespace {
+
+// Below this many tokens, element-wise work stays on the calling thread.
+constexpr int64_t kParallelRowThreshold = 4;
+
+// Largest head size the attention scratch on the stack allows.
+constexpr int32_t kMaxHeadDim = 512;
+
+// Re-lays every matrix the CPU's tiled kernels take (kernels/tiled_weights.h) into one
+// region, in parallel, and points the views at it. The views keep `data` (the GGUF layout)
+// for everything else: embedding rows, GPU upload.
+zeroed_pages tile_weights(model_weights& w, const kernels::dot_kernels& k, thread_pool& pool) {
+  std::vector<kernels::weight_view*> views;
+  auto consider = [&](kernels::weight_view& v) {
+    if (k.tiled_for_type(v.type) != nullptr && kernels::tileable(v)) views.push_back(&v);
+  };
+  for (auto& l : w.layers) {
+    for (auto* v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) consider(*v);
+  }
+  consider(w.output);
+  std::vector<size_t> offset;
+  size_t total = 0;
+  for (const auto* v : views) {
+    offset.push_back(total);
+    total += (kernels::tiled_bytes(*v) + 63) / 64 * 64;
+  }
+  if (total == 0) return {};
+  zeroed_pages region(total);
+  struct piece {
+    const kernels::weight_view* v;
+    std::byte* dst;
+    int64_t tile_begin, tile_end;
+  };
+  std::vector<piece> pieces;
+  constexpr int64_t kTilesPerPiece = 64;
+  for (size_t i = 0; i < views.size(); ++i) {
+    auto* dst = region.as<std::byte>() + offset[i];
+    const int64_t tiles = views[i]->rows / kernels::kTileRows;
+    for (int64_t t = 0; t < tiles; t += kTilesPerPiece) {
+      pieces.push_back({views[i], dst, t, std::min(tiles, t + kTilesPerPiece)});
+    }
+    views[i]->tiled = dst;
+  }
+  pool.parallel_for(static_cast<int64_t>(pieces.size()), [&](int64_t i, int) {
+    const piece& p = pieces[static_cast<size_t>(i)];
+    kernels::tile_weight(*p.v, p.dst, p.tile_begin, p.tile_end);
+  });
+  return region;
+}
+
+}  // namespace
+
+model::model(gguf::file file, const model_options& options)
+    : file_(std::move(file)),
+      config_(read_model_config(file_)),
+      weights_(model_weights::from_gguf(file_, config_)),
+      pool_(options.n_threads),
+      llama_cpp_order_(options.llama_cpp_attention_order),
+      kernels_(kernels::best_dot_kernels()) {
+  if (config_.head_dim % 16 != 0 || config_.head_dim > static_cast<uint32_t>(kMaxHeadDim)) {
+    throw std::invalid_argument("model: head size " + std::to_string(config_.head_dim) +
+                                " is not a multiple of 16 up to 512");
+  }
+  if (options.tiled_weights) tiled_ = tile_weights(weights_, kernels_, pool_);
+}
+
+std::unique_ptr<model> model::open(const std::filesystem::path& path, const model_options& options) {
+  return std::make_unique<model>(gguf::file::open(path), options);
+}
+
+void model::matmul(const kernels::weight_view& w, const std::vector<float>& x, int64_t n_tok,
+                   std::vector<float>& y) {
+  kernels::matmul(w, x.data(), w.cols, n_tok, y.data(), w.rows, pool_, buf_.mm);
+}
+
+void model::matmul_shared(const std::vector<float>& x, int64_t n_tok,
+                          std::initializer_list<kernels::matmul_output> outputs) {
+  const auto& first = *outputs.begin();
+  bool same = true;
+  for (const auto& o : outputs) same = same && o.w.type == first.w.type && o.w.cols == first.w.cols;
+  if (same) {
+    kernels::matmul(std::span<const kernels::matmul_output>(outputs.begin(), outputs.size()), x.data(),
+                    first.w.cols, n_tok, pool_, buf_.mm);
+  } else {
+    for (const auto& o : outputs) {
+      kernels::matmul(o.w, x.data(), o.w.cols, n_tok, o.y, o.y_stride, pool_, buf_.mm);
+    }
+  }
+}
+
+void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
+  const model_config& c = config_;
+  const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff;
+  const int bt = cache.block_tokens();
+
+  // Flatten the batch: token t belongs to sequence seq[t] at position pos[t].
+  int64_t T = 0;
+  int32_t max_keys = 0;
+  for (const auto& s : in.seqs) {
+    const int64_t end = static_cast<int64_t>(s.start_pos) + static_cast<int64_t>(s.tokens.size());
+    if (s.start_pos < 0) throw std::invalid_argument("forward: negative start position");
+    if (static_cast<int64_t>(s.blocks.size()) * bt < end) {
+      throw std::invalid_argument("forward: block table of sequence " + std::to_string(s.seq) +
+                                  " does not cover position " + std::to_string(end - 1));
+    }
+    for (int32_t b : s.blocks) {
+      if (b < 0 || b >= cache.n_blocks()) throw std::invalid_argument("forward: bad block id");
+    }
+    T += static_cast<int64_t>(s.tokens.size());
+    max_keys = std::max(max_keys, static_cast<int32_t>(end));
+  }
+  out.n_vocab = static_cast<int32_t>(c.n_vocab);
+  out.first_row.assign(in.seqs.size(), 0);
+  out.n_rows.assign(in.seqs.size(), 0);
+  if (T == 0) {
+    out.logits.clear();
+    return;
+  }
+
+  auto& b = buf_;
+  b.x.resize(T * E);
+  b.h.resize(T * E);
+  b.q.resize(T * Q);
+  b.k.resize(T * KV);
+  b.v.resize(T * KV);
+  b.attn.resize(T * Q);
+  b.proj.resize(T * E);
+  b.gate.resize(T * F);
+  b.up.resize(T * F);
+  b.rope.resize(T * c.n_rot);
+  b.attn_scratch.resize(static_cast<size_t>(pool_.size()));
+  b.q16.resize(static_cast<size_t>(pool_.size()) * c.q_dim());
+  b.pos.resize(T);
+  b.seq.resize(T);
+
+  // Token embeddings and per-token positions.
+  {
+    int64_t t = 0;
+    for (size_t i = 0; i < in.seqs.size(); ++i) {
+      const auto& s = in.seqs[i];
+      for (size_t j = 0; j < s.tokens.size(); ++j, ++t) {
+        const int32_t tok = s.tokens[j];
+        if (tok < 0 || static_cast<uint32_t>(tok) >= c.n_vocab) {
+          throw std::invalid_argument("forward: token id " + std::to_string(tok) +
+                                      " outside the vocabulary");
+        }
+        dequantize_row(weights_.token_embd.type, weights_.token_embd.row(tok), E, &b.x[t * E]);
+        b.pos[t] = s.start_pos + static_cast<int32_t>(j);
+        b.seq[t] = static_cast<int32_t>(i);
+      }
+    }
+  }
+
+  auto for_rows = [&](int64_t n, const auto& fn) {
+    if (n < kParallelRowThreshold) {
+      for (int64_t t = 0; t < n; ++t) fn(t);
+    } else {
+      pool_.parallel_for(n, [&](int64_t t, int) { fn(t); });
+    }
+  };
+
+  kernels::rope_params rope{static_cast<int32_t>(c.n_rot), c.rope_freq_base,
+                            c.rope_scaling == rope_scaling_type::linear ? 1.0f / c.rope_scaling_factor
+                                                                        : 1.0f,
+                            weights_.rope_freqs};
+  for_rows(T, [&](int64_t t) { kernels::rope_angles(rope, b.pos[t], &b.rope[t * c.n_rot]); });
+
+  const uint32_t n_run = in.n_layers > 0 ? std::min(in.n_layers, c.n_layer) : c.n_layer;
+  if (cache.n_layer() < n_run) throw std::invalid_argument("forward: the KV cache has fewer layers than the step runs");
+  for (uint32_t l = 0; l < n_run; ++l) {
+    const layer_weights& w = weights_.layers[l];
+
+    // Attention block: x += Wo · attn(rope(Wq h), rope(Wk h), Wv h), h = norm(x).
+    for_rows(T, [&](int64_t t) {
+      kernels::rms_norm(&b.x[t * E], w.attn_norm.data(), &b.h[t * E], E, c.rms_eps);
+    });
+    matmul_shared(b.h, T,
+                  {{w.wq, b.q.data(), Q}, {w.wk, b.k.data(), KV}, {w.wv, b.v.data(), KV}});
+    attention_layer(l, in, cache, T);
+    matmul(w.wo, b.attn, T, b.proj);
+    for_rows(T, [&](int64_t t) {
+      for (int64_t i = 0; i < E; ++i) b.x[t * E + i] += b.proj[t * E + i];
+    });
+
+    // Feed-forward block: x += W_down · (silu(W_gate h) * (W_up h)), h = norm(x).
+    for_rows(T, [&](int64_t t) {
+      kernels::rms_norm(&b.x[t * E], w.ffn_norm.data(), &b.h[t * E], E, c.rms_eps);
+    });
+    matmul_shared(b.h, T, {{w.w_gate, b.gate.data(), F}, {w.w_up, b.up.data(), F}});
+    for_rows(T, [&](int64_t t) { kernels_.swiglu(F, &b.gate[t * F], &b.up[t * F]); });
+    matmul(w.w_down, b.gate, T, b.proj);
+    for_rows(T, [&](int64_t t) {
+      for (int64_t i = 0; i < E; ++i) b.x[t * E + i] += b.proj[t * E + i];
+    });
+  }
+
+  // Output head on the requested rows only: h[r] = norm(x[token of r]).
+  int64_t n_out = 0;
+  {
+    int64_t t = 0;
+    for (size_t i = 0; i < in.seqs.size(); ++i) {
+      const auto n = static_cast<int64_t>(in.seqs[i].tokens.size());
+      const int64_t first = in.seqs[i].want_all_logits ? t : t + n - 1;
+      out.first_row[i] = static_cast<int32_t>(n_out);
+      out.n_rows[i] = n == 0 ? 0 : static_cast<int32_t>(t + n - first);
+      for (int64_t u = first; n > 0 && u < t + n; ++u, ++n_out) {
+        kernels::rms_norm(&b.x[u * E], weights_.output_norm.data(), &b.h[n_out * E], E, c.rms_eps);
+      }
+      t += n;
+    }
+  }
+  out.logits.resize(static_cast<size_t>(n_out) * c.n_vocab);
+  kernels::matmul(weights_.output, b.h.data(), E, n_out, out.logits.data(), c.n_vocab, pool_, b.mm);
+}
+
+void model::attention_layer(uint32_t layer, const step_input& in, kv_pool& cache, int64_t T) {
+  const model_config& c = config_;
+  const int64_t Q = c.q_dim(), KV = c.kv_dim();
+  const int32_t hd = static_cast<int32_t>(c.head_dim);
+  const int bt = cache.block_tokens();
+  auto& b = buf_;
+
+  // RoPE on q and k, then k and v into the cache at each token's slot.
+  auto rope_and_store = [&](int64_t t) {
+    const float* cs = &b.rope[t * c.n_rot];
+    kernels::rope_apply(&b.q[t * Q], static_cast<int32_t>(c.n_head), hd, static_cast<int32_t>(c.n_rot), cs);
+    kernels::rope_apply(&b.k[t * KV], static_cast<int32_t>(c.n_head_kv), hd, static_cast<int32_t>(c.n_rot), cs);
+    const auto& s = in.seqs[static_cast<size_t>(b.seq[t])];
+    const int32_t block = s.blocks[static_cast<size_t>(b.pos[t] / bt)];
+    const int32_t slot = b.pos[t] % bt;
+    for (uint32_t h = 0; h < c.n_head_kv; ++h) {
+      kernels_.to_f16(hd, &b.k[t * KV + h * hd], cache.k(layer, block, h) + static_cast<int64_t>(slot) * hd);
+      kernels::f16_bits v16[kMaxHeadDim];
+      kernels_.to_f16(hd, &b.v[t * KV + h * hd], v16);
+      kernels::f16_bits* vd = cache.v(layer, block, h) + slot;  // transposed: stride bt
+      for (int32_t i = 0; i < hd; ++i) vd[static_cast<int64_t>(i) * bt] = v16[i];
+    }
+  };
+  if (T < kParallelRowThreshold) {
+    for (int64_t t = 0; t < T; ++t) rope_and_store(t);
+  } else {
+    pool_.parallel_for(T, [&](int64_t t, int) { rope_and_store(t); });
+  }
+
+  // One task per (token, kv head), taking the query heads that share it; each token sees
+  // keys at positions <= its own.
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const auto group = static_cast<int>(c.n_head / c.n_head_kv);
+  pool_.parallel_for(T * c.n_head_kv, [&](int64_t task, int thread) {
+    const int64_t t = task / c.n_head_kv;
+    const auto kv_head = static_cast<uint32_t>(task % c.n_head_kv);
+    kernels::f16_bits* q16 = &b.q16[static_cast<size_t>(thread) * Q];
+    const auto& s = in.seqs[static_cast<size_t>(b.seq[t])];
+    const bool single_token = llama_cpp_order_ && (s.tokens.size() == 1 || s.decode_numerics);
+    for (int g0 = 0; g0 < group; g0 += kMaxGroupedHeads) {
+      const int n = std::min(kMaxGroupedHeads, group - g0);
+      const kernels::f16_bits* qs[kMaxGroupedHeads];
+      float* outs[kMaxGroupedHeads];
+      for (int g = 0; g < n; ++g) {
+        const int64_t h = static_cast<int64_t>(kv_head) * group + g0 + g;
+        kernels_.to_f16(hd, &b.q[t * Q + h * hd], q16 + g * hd);
+        qs[g] = q16 + g * hd;
+        outs[g] = &b.attn[t * Q + h * hd];
+      }
+      attend_heads(kernels_, cache, layer, s.blocks, b.pos[t] + 1, kv_head, qs, n, scale, single_token,
+                   b.attn_scratch[static_cast<size_t>(thread)], outs);
+    }
+  });
+}
+
+}  // namespace tandem

@@ -1,0 +1,91 @@
+// A Llama-family model on the CPU: weights viewed in the mapped GGUF file, and the forward
+// pass over one step (engine/model/step.h) with the KV cache in a kv_pool.
+#pragma once
+
+#include <filesystem>
+#include <initializer_list>
+#include <memory>
+#include <vector>
+
+#include "engine/model/attention.h"
+#include "engine/gguf/gguf.h"
+#include "engine/kernels/dot_kernels.h"
+#include "engine/kernels/matmul.h"
+#include "engine/model/kv_pool.h"
+#include "engine/model/model_config.h"
+#include "engine/model/model_weights.h"
+#include "engine/model/step.h"
+#include "engine/platform/thread_pool.h"
+#include "engine/platform/zeroed_pages.h"
+
+namespace tandem {
+
+struct model_options {
+  int n_threads = 0;  // <= 0: one per hardware thread
+  // llama.cpp sums attention in one order for a single new token and in another for a
+  // batch (engine/model/attention.h). true: follow it per sequence (a sequence bringing one token
+  // gets the single-token order), which is what matching its greedy output needs. false:
+  // always the batch order, so a token's logits never depend on how steps group tokens.
+  bool llama_cpp_attention_order = true;
+  // Re-lay Q4_1 and Q8_0 matrices for the tiled kernels (kernels/tiled_weights.h) when the
+  // CPU has them (AVX-512 VNNI). false: read them in place in the GGUF layout (benchmarks
+  // compare the two).
+  bool tiled_weights = true;
+};
+
+class model {
+ public:
+  // Keeps `file` (and so its mapping) alive for the model's lifetime.
+  model(gguf::file file, const model_options& options = {});
+  static std::unique_ptr<model> open(const std::filesystem::path& path,
+                                     const model_options& options = {});
+
+  const model_config& config() const { return config_; }
+  const gguf::file& file() const { return file_; }
+  const model_weights& weights() const { return weights_; }
+  thread_pool& pool() { return pool_; }
+
+  // Runs one step: appends every sequence's new tokens' K/V to `cache` at their positions
+  // (through each sequence's block table) and fills `out` with the requested logits.
+  // Throws std::invalid_argument for a token outside the vocabulary or a block table that
+  // does not cover the positions. Not thread-safe: one forward at a time per model.
+  void forward(const step_input& in, kv_pool& cache, step_output& out);
+
+ private:
+  // Scratch for one step, reused across steps; shapes in the comments, T = new tokens.
+  struct buffers {
+    std::vector<float> x;        // [T][n_embd] residual stream
+    std::vector<float> h;        // [T][n_embd] normed input of a sub-layer
+    std::vector<float> q;        // [T][q_dim]
+    std::vector<float> k;        // [T][kv_dim]
+    std::vector<float> v;        // [T][kv_dim]
+    std::vector<float> attn;     // [T][q_dim] attention output, heads side by side
+    std::vector<float> proj;     // [T][n_embd] output of wo / w_down
+    std::vector<float> gate;     // [T][n_ff]
+    std::vector<float> up;       // [T][n_ff]
+    std::vector<float> rope;     // [T][n_rot] cos/sin pairs of each token's position
+    std::vector<attention_scratch> attn_scratch;  // [threads]
+    std::vector<kernels::f16_bits> q16;  // [threads][q_dim]: a kv head's queries in half
+    std::vector<int32_t> pos;    // [T] position of each token
+    std::vector<int32_t> seq;    // [T] index of its sequence in the step
+    kernels::matmul_scratch mm;
+  };
+
+  void matmul(const kernels::weight_view& w, const std::vector<float>& x, int64_t n_tok,
+              std::vector<float>& y);
+  // Several weights on one input (Q/K/V, gate/up): one conversion, one parallel pass.
+  void matmul_shared(const std::vector<float>& x, int64_t n_tok,
+                     std::initializer_list<kernels::matmul_output> outputs);
+  void attention_layer(uint32_t layer, const step_input& in, kv_pool& cache, int64_t n_tok);
+
+  gguf::file file_;
+  model_config config_;
+  model_weights weights_;
+  thread_pool pool_;
+  bool llama_cpp_order_;
+  const kernels::dot_kernels& kernels_;
+  zeroed_pages tiled_;  // the tiled copies weights_' views point at (tiled_weights.h); may be empty
+  buffers buf_;
+};
+
+}  // namespace tandem

@@ -1,0 +1,50 @@
+// One forward step over a batch of sequences: the plain structs that travel between the
+// scheduler's step plan and the model (DESIGN.md). Each sequence brings any number of new
+// tokens at its own positions: 1 for decode, many for a prefill chunk, K+1 when verifying
+// K draft tokens (the last accepted token followed by the drafts, with want_all_logits).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/ids.h"
+
+namespace tandem {
+
+struct seq_step {
+  seq_id seq = 0;
+  std::vector<int32_t> tokens;  // new tokens, at positions start_pos, start_pos + 1, ...
+  int32_t start_pos = 0;        // positions [0, start_pos) are already in the KV cache
+  block_table blocks;           // must cover start_pos + tokens.size() positions
+  bool want_all_logits = false; // logits for every new token, else for the last one only
+  // Compute every new token with exactly the numerics of a one-token decode step (draft
+  // verification: greedy speculation must reproduce greedy decoding bit for bit).
+  bool decode_numerics = false;
+};
+
+struct step_input {
+  std::vector<seq_step> seqs;
+  // 0: every layer. Otherwise only the first n_layers transformer blocks run before the
+  // output norm and head: the draft pass of self-speculation (layer skipping). The KV cache
+  // then needs only those layers.
+  uint32_t n_layers = 0;
+};
+
+// Logits rows in input order: for sequence i, rows [first_row[i], first_row[i] + n_rows[i]).
+struct step_output {
+  int32_t n_vocab = 0;
+  std::vector<float> logits;      // [total rows][n_vocab]
+  std::vector<int32_t> first_row;  // per sequence
+  std::vector<int32_t> n_rows;     // per sequence: 1, or tokens.size() with want_all_logits
+
+  // Logits of the j-th returned row of sequence i (j = 0 is the only one without all logits).
+  std::span<const float> row(size_t seq, int32_t j = 0) const {
+    const size_t r = static_cast<size_t>(first_row[seq] + j);
+    return {logits.data() + r * static_cast<size_t>(n_vocab), static_cast<size_t>(n_vocab)};
+  }
+  // The last row of sequence i: the next-token distribution.
+  std::span<const float> last(size_t seq) const { return row(seq, n_rows[seq] - 1); }
+};
+
+}  // namespace tandem

@@ -1,0 +1,147 @@
+// The scheduler's policy, as plain C++: which sequences run in the next step and how many
+// tokens each computes (vLLM v1's rule: each sequence's computed count catches up with its
+// token count, under a per-step token budget).
+//
+//                 add()                 finalize(): admitted          finished / remove()
+//   (new) ----------------> WAITING -----------------------> RUNNING --------------------> gone
+//                             ^                                 |
+//                             +------- preempted (blocks freed, |
+//                                      tokens kept, recomputed) +
+//
+// One step:  propose()  -> reserve_request   (running first, then waiting in fair order)
+//            [cache manager: reserve_blocks()]
+//            finalize() -> step_plan_core      (what the device computes)
+//            [device worker runs the step]
+//            complete() per sequence           (computed count advances, sampled token added)
+//
+// Fair share: waiting sequences start in the order of their tenant's weighted service (tokens
+// computed / weight), so a tenant with a long queue cannot starve one that just arrived.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/kv/block_reservation.h"
+#include "engine/model/model_config.h"
+
+namespace tandem {
+
+struct planner_config {
+  uint32_t max_num_seqs = 64;             // running sequences at most
+  uint32_t max_num_batched_tokens = 2048; // tokens computed per step at most (the budget)
+  uint32_t prefill_chunk = 512;           // a prompt is computed at most this many tokens a step
+  // Cost of attending to one cached key, relative to one token's pass through the weights
+  // (0 = ignore attention). A chunk late in a long prompt attends to everything before it,
+  // so equal token counts make late chunks slower (2x at 4,000 tokens for SmolLM2-135M) and
+  // every decode stream sharing those steps stalls longer. With a cost, a chunk starting at
+  // position p gets the c tokens that cost what a first chunk of prefill_chunk tokens costs:
+  //   c (1 + a (p + c/2)) <= P (1 + a P/2)        (a = this, P = prefill_chunk)
+  double attention_cost_per_key = 0;
+};
+
+// The attention cost per key for a Llama-shaped model: multiply-adds of QK^T and PV per key
+// over those of the projection and FFN matrices per token.
+// (The output head runs only for sampled rows of a prefill chunk, so it is left out.)
+double attention_cost_per_key(const model_config& c);
+
+// The tokens of a prefill chunk starting at position `start` (at least 1, at most prefill_chunk).
+uint32_t prefill_chunk_tokens(const planner_config& config, uint32_t start);
+
+struct planned_seq {
+  seq_id seq = 0;
+  uint32_t start_pos = 0;           // tokens before this one are in the KV cache
+  std::vector<token_id> tokens;     // new tokens at start_pos, start_pos + 1, ...
+  block_table table;      // covers start_pos + tokens.size()
+  bool sample = false;              // the chunk reaches the end: sample the next token
+  uint32_t n_cached = 0;            // prefix-cache hit when admitted in this step
+  // Draft tokens to verify (speculative decoding): they follow the sequence's last token in
+  // `tokens` (tokens = last token, then the drafts); the step needs logits for all of them.
+  std::vector<token_id> draft;
+};
+
+struct step_plan_core {
+  uint64_t step = 0;
+  std::vector<planned_seq> seqs;
+  std::vector<block_copy> copies;   // copy-on-write, before the step
+  std::vector<seq_id> preempted;
+  std::vector<seq_id> orphaned;     // granted blocks, but removed meanwhile: free them
+  uint32_t n_tokens() const {
+    uint32_t n = 0;
+    for (const auto& s : seqs) n += static_cast<uint32_t>(s.tokens.size());
+    return n;
+  }
+};
+
+class step_planner {
+ public:
+  explicit step_planner(planner_config config);
+
+  const planner_config& config() const { return config_; }
+
+  // A new sequence joins the waiting queue of its tenant.
+  void add(seq_id seq, const std::string& tenant, double weight, std::vector<token_id> prompt);
+  // Removes the sequence wherever it is. Returns true if it was running (holding blocks).
+  bool remove(seq_id seq);
+
+  // Draft tokens for a running, decoding sequence's next step (replaces earlier ones; used
+  // by the next propose/finalize only). Ignored for a sequence that is still prefilling.
+  void set_draft(seq_id seq, std::vector<token_id> draft);
+  // Running sequences whose next step is a single decode token (candidates for drafting).
+  std::vector<seq_id> decoding() const;
+
+  reserve_request propose() const;
+  step_plan_core finalize(const reserve_result& granted);
+  // The step computed the planned tokens of seq and emitted `emitted`: nothing (a prefill
+  // chunk), the sampled token, or with drafts the accepted drafts plus one more token. Only
+  // the last token and the accepted drafts count as computed.
+  void complete(const planned_seq& planned, std::span<const token_id> emitted);
+  void complete(const planned_seq& planned, std::optional<token_id> sampled) {
+    complete(planned, sampled ? std::span<const token_id>(&*sampled, 1) : std::span<const token_id>());
+  }
+
+  bool has_work() const { return !running_.empty() || n_waiting_ > 0; }
+  size_t n_running() const { return running_.size(); }
+  size_t n_waiting() const { return n_waiting_; }
+  bool is_running(seq_id seq) const;
+  bool contains(seq_id seq) const { return seqs_.count(seq) != 0; }
+  const std::vector<token_id>& tokens(seq_id seq) const { return seqs_.at(seq).tokens; }
+  uint32_t n_computed(seq_id seq) const { return seqs_.at(seq).n_computed; }
+  uint32_t n_prompt(seq_id seq) const { return seqs_.at(seq).n_prompt; }
+  uint32_t n_preemptions(seq_id seq) const { return seqs_.at(seq).n_preemptions; }
+  // Tokens computed for each tenant so far (its service), for metrics and tests.
+  double service(const std::string& tenant) const;
+
+ private:
+  struct seq_state {
+    std::string tenant;
+    std::vector<token_id> tokens;  // prompt, then generated tokens
+    uint32_t n_prompt = 0;
+    uint32_t n_computed = 0;       // tokens whose K/V are in the cache
+    bool running = false;
+    uint32_t n_preemptions = 0;
+    std::vector<token_id> draft;   // for the next step only
+  };
+  struct tenant_state {
+    double weight = 1.0;
+    double service = 0.0;          // tokens computed, divided by weight
+    std::deque<seq_id> waiting;
+  };
+
+  void charge(const std::string& tenant, uint32_t n_tokens);
+  void requeue_front(seq_id seq);
+
+  planner_config config_;
+  uint64_t next_step_ = 1;
+  std::unordered_map<seq_id, seq_state> seqs_;
+  std::vector<seq_id> running_;  // admission order: oldest first
+  std::map<std::string, tenant_state> tenants_;
+  size_t n_waiting_ = 0;
+};
+
+}  // namespace tandem
