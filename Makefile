@@ -6,6 +6,7 @@
 #   make model   fetch the default model (SmolLM2-135M-Instruct Q4_1) once
 #   make bench   benchmarks (slow; not part of `make test`)
 #   make fuzz    build the libFuzzer targets and fuzz the GGUF reader (FUZZ_SECONDS)
+#   make format  clang-format every C++ file in place (.clang-format; the generated table excepted)
 
 BUILD_DIR    ?= build
 BUILD_TYPE   ?= Release
@@ -20,7 +21,7 @@ export TANDEM_HOME
 
 TANDEM := $(BUILD_DIR)/bin/tandem
 
-.PHONY: all deps build model test-data test run bench fuzz clean
+.PHONY: all deps build model test-data test run bench fuzz format clean
 
 all: build
 
@@ -69,6 +70,9 @@ fuzz:
 	mkdir -p build-fuzz/corpus
 	build-fuzz/bin/fuzz_gguf -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 \
 	  build-fuzz/corpus tests/fuzz/seeds
+
+format:
+	git ls-files '*.cpp' '*.h' '*.cu' '*.cuh' '*.inl' | grep -v unicode_data_table | xargs clang-format -i
 
 clean:
 	rm -rf $(BUILD_DIR) build-fuzz

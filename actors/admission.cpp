@@ -19,8 +19,8 @@ struct tenant_runtime {
 
 struct flight {
   streamer_actor streamer;
-  int tenant = -1;          // index into tenants; -1 in open mode
-  double reserved = 0;      // tokens charged at submit
+  int tenant = -1;      // index into tenants; -1 in open mode
+  double reserved = 0;  // tokens charged at submit
 };
 
 struct admission_state {
@@ -87,8 +87,8 @@ submit_reply check_tenant(admission_state& st, generate_request& req, int& tenan
     r.retry_after_s = 1;
   } else if (t.requests.limited() && t.requests.level(now) < 1) {
     r.status = 429;
-    r.error = "tenant '" + t.cfg.name + "' is over its limit of " + std::to_string(r.limit_requests) +
-              " requests per minute";
+    r.error =
+        "tenant '" + t.cfg.name + "' is over its limit of " + std::to_string(r.limit_requests) + " requests per minute";
     r.retry_after_s = t.requests.seconds_until(1, now);
   } else if (t.tokens.limited() && t.tokens.level(now) < cost) {
     r.status = 429;
@@ -109,8 +109,8 @@ submit_reply check_tenant(admission_state& st, generate_request& req, int& tenan
   return r;
 }
 
-admission_actor::behavior_type admission(self_ptr self, admission_config cfg, std::shared_ptr<const runtime_shared> shared,
-                                         scheduler_actor scheduler) {
+admission_actor::behavior_type admission(self_ptr self, admission_config cfg,
+                                         std::shared_ptr<const runtime_shared> shared, scheduler_actor scheduler) {
   auto& init = self->state;
   init.cfg = std::move(cfg);
   init.shared = std::move(shared);
@@ -129,8 +129,8 @@ admission_actor::behavior_type admission(self_ptr self, admission_config cfg, st
           r.error = "the request has no sink to deliver tokens to";
         } else if (st.in_flight.size() >= st.cfg.max_in_flight) {
           r.status = 503;
-          r.error = "the server is at capacity (" + std::to_string(st.in_flight.size()) +
-                    " requests in flight); retry later";
+          r.error =
+              "the server is at capacity (" + std::to_string(st.in_flight.size()) + " requests in flight); retry later";
           r.retry_after_s = 1;
           ++st.stats.overloaded;
         } else if (!st.tenants.empty()) {

@@ -34,9 +34,9 @@ struct admission_stats {
   uint64_t rejected = 0;
   uint64_t cancelled = 0;
   uint32_t in_flight = 0;
-  uint64_t unauthorized = 0;   // 401
-  uint64_t rate_limited = 0;   // 429
-  uint64_t overloaded = 0;     // 503
+  uint64_t unauthorized = 0;  // 401
+  uint64_t rate_limited = 0;  // 429
+  uint64_t overloaded = 0;    // 503
 };
 
 template <class Inspector>
@@ -51,7 +51,7 @@ using admission_actor = caf::typed_actor<caf::replies_to<submit_atom, generate_r
                                          caf::replies_to<stats_atom>::with<admission_stats>>;
 
 struct admission_config {
-  uint32_t max_in_flight = 1024;  // accepted but unfinished requests; beyond: 503
+  uint32_t max_in_flight = 1024;       // accepted but unfinished requests; beyond: 503
   std::vector<tenant_config> tenants;  // empty = open mode
 };
 

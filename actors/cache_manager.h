@@ -10,8 +10,8 @@
 
 #include <caf/all.hpp>
 
-#include "tandem/atoms.h"
 #include "engine/kv/block_reservation.h"
+#include "tandem/atoms.h"
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::reserve_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::reserve_result)
@@ -19,12 +19,11 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::kv_cache_stats)
 
 namespace tandem {
 
-using cache_manager_actor = caf::typed_actor<
-    caf::replies_to<reserve_atom, reserve_request>::with<reserve_result>,
-    caf::reacts_to<commit_atom, seq_id, std::vector<token_id>, uint32_t>,
-    caf::reacts_to<release_atom, std::vector<seq_id>>,
-    caf::reacts_to<trim_atom, seq_id, uint32_t>,
-    caf::replies_to<stats_atom>::with<kv_cache_stats>>;
+using cache_manager_actor =
+    caf::typed_actor<caf::replies_to<reserve_atom, reserve_request>::with<reserve_result>,
+                     caf::reacts_to<commit_atom, seq_id, std::vector<token_id>, uint32_t>,
+                     caf::reacts_to<release_atom, std::vector<seq_id>>, caf::reacts_to<trim_atom, seq_id, uint32_t>,
+                     caf::replies_to<stats_atom>::with<kv_cache_stats>>;
 
 struct cache_manager_config {
   uint32_t n_blocks = 0;

@@ -25,9 +25,9 @@ struct kv_pool_options;
 // The scheduler's plan plus what the device needs to sample.
 struct device_step {
   step_plan_core plan;
-  std::vector<sampling_options> sampling;   // parallel to plan.seqs
-  std::vector<uint32_t> n_prompt;           // parallel: prompt length (penalties count only output)
-  std::vector<seq_id> released;             // finished since the last step: forget their state
+  std::vector<sampling_options> sampling;  // parallel to plan.seqs
+  std::vector<uint32_t> n_prompt;          // parallel: prompt length (penalties count only output)
+  std::vector<seq_id> released;            // finished since the last step: forget their state
 };
 
 struct device_step_result {
@@ -35,10 +35,10 @@ struct device_step_result {
   // parallel to plan.seqs: nothing (a prefill chunk, or everything masked), the sampled
   // token, or with drafts the accepted drafts followed by one more token.
   std::vector<std::vector<int32_t>> emitted;
-  std::vector<output_logprob> logprobs;     // parallel; filled where logprobs were asked for
+  std::vector<output_logprob> logprobs;  // parallel; filled where logprobs were asked for
   double forward_ms = 0;
   double sample_ms = 0;
-  std::string error;                        // the step failed: every sequence in it ends
+  std::string error;  // the step failed: every sequence in it ends
 };
 
 struct device_stats {

@@ -6,8 +6,8 @@
 #include "engine/model/kv_block_allocator.h"
 #include "engine/model/kv_pool.h"
 #include "engine/model/model.h"
-#include "engine/speculation/ngram_index.h"
 #include "engine/sampling/sampler.h"
+#include "engine/speculation/ngram_index.h"
 
 namespace tandem {
 namespace {

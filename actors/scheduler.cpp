@@ -3,20 +3,19 @@
 #include <algorithm>
 #include <chrono>
 
-#include "actors/clock.h"
 #include <unordered_map>
+#include "actors/clock.h"
 
 namespace tandem {
 namespace {
-
 
 struct seq_info {
   sequence_request req;
   uint32_t n_generated = 0;
   clock_type::time_point enqueued = clock_type::now();
-  bool started = false;  // the first batch (with queue time and cache hit) was sent
-  uint32_t drafter_known = 0;  // tokens of this sequence the drafter has seen
-  uint32_t draft_evidence = 0; // of the draft in flight (speculation_outcome::evidence)
+  bool started = false;         // the first batch (with queue time and cache hit) was sent
+  uint32_t drafter_known = 0;   // tokens of this sequence the drafter has seen
+  uint32_t draft_evidence = 0;  // of the draft in flight (speculation_outcome::evidence)
   double queue_ms = 0;
   uint32_t cached_tokens = 0;
 };
@@ -25,17 +24,17 @@ struct scheduler_state {
   std::unique_ptr<step_planner> planner;
   cache_manager_actor cache;
   device_worker_actor device;
-  drafter_actor drafter;            // null: no speculative decoding
+  drafter_actor drafter;  // null: no speculative decoding
   verifier_actor verifier;
-  bool drafts_first = false;        // see speculation_actors
+  bool drafts_first = false;  // see speculation_actors
   uint32_t k_max = 0;
   std::unordered_map<seq_id, seq_info> seqs;
-  std::vector<seq_id> released;     // ended since the last step: the device drops their state
-  step_plan_core in_flight;         // the plan the device is running
+  std::vector<seq_id> released;  // ended since the last step: the device drops their state
+  step_plan_core in_flight;      // the plan the device is running
   bool busy = false;
-  clock_type::time_point kicked;    // when planning of the current step began
+  clock_type::time_point kicked;  // when planning of the current step began
   uint32_t block_size = 16;
-  uint32_t capacity = 0;            // tokens the KV pool holds
+  uint32_t capacity = 0;  // tokens the KV pool holds
   scheduler_stats stats;
   static inline const char* name = "tandem.scheduler";
 };
@@ -135,7 +134,8 @@ void apply(self_ptr self, const device_step_result& res) {
   // (a draft model's or layer skip's passes), the actors' round trips and the device step.
   // Device time alone would make drafting look free.
   if (st.verifier) {
-    self->send(st.verifier, report_atom::value, std::move(outcomes), plan.n_tokens(), ms_between(st.kicked, clock_type::now()));
+    self->send(st.verifier, report_atom::value, std::move(outcomes), plan.n_tokens(),
+               ms_between(st.kicked, clock_type::now()));
   }
   st.stats.plan_ms += ms_between(t0, clock_type::now());
 }
@@ -153,7 +153,8 @@ void run_planned(self_ptr self, const reserve_result& granted, std::vector<seq_i
     if (st.planner->n_running() == 0 && !proposed_waiting.empty() && st.planner->contains(proposed_waiting.front())) {
       token_batch b;
       b.error = "the KV cache is too small for this prompt (" +
-                std::to_string(st.planner->tokens(proposed_waiting.front()).size()) + " tokens); start the server "
+                std::to_string(st.planner->tokens(proposed_waiting.front()).size()) +
+                " tokens); start the server "
                 "with a larger --kv-cache-tokens";
       finish(self, proposed_waiting.front(), "error", b);
       return kick(self);
@@ -370,7 +371,8 @@ scheduler_actor::behavior_type scheduler(self_ptr self, planner_config cfg, uint
 scheduler_actor spawn_scheduler(caf::actor_system& sys, const planner_config& cfg, uint32_t block_size,
                                 uint32_t kv_capacity_tokens, cache_manager_actor cache, device_worker_actor device,
                                 speculation_actors spec) {
-  return sys.spawn(scheduler, cfg, block_size, kv_capacity_tokens, std::move(cache), std::move(device), std::move(spec));
+  return sys.spawn(scheduler, cfg, block_size, kv_capacity_tokens, std::move(cache), std::move(device),
+                   std::move(spec));
 }
 
 }  // namespace tandem

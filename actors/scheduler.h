@@ -18,8 +18,8 @@
 #include "actors/cache_manager.h"
 #include "actors/device_worker.h"
 #include "actors/drafter.h"
-#include "actors/verifier.h"
 #include "actors/streamer.h"
+#include "actors/verifier.h"
 #include "engine/schedule/step_planner.h"
 
 namespace tandem {
@@ -31,9 +31,9 @@ struct sequence_request {
   std::vector<int32_t> prompt;
   sampling_options sampling;
   uint32_t max_new_tokens = 256;
-  uint32_t max_total_tokens = 0;          // the context limit: prompt + output
-  std::vector<int32_t> stop_token_ids;    // ending tokens (end-of-generation ids unless ignored)
-  bool speculative = true;                // may draft tokens for it (when the runtime speculates)
+  uint32_t max_total_tokens = 0;        // the context limit: prompt + output
+  std::vector<int32_t> stop_token_ids;  // ending tokens (end-of-generation ids unless ignored)
+  bool speculative = true;              // may draft tokens for it (when the runtime speculates)
   streamer_actor streamer;
 };
 
@@ -41,18 +41,18 @@ struct scheduler_stats {
   uint32_t running = 0;
   uint32_t waiting = 0;
   uint64_t steps = 0;
-  uint64_t prompt_tokens = 0;      // prompt tokens computed (after prefix-cache hits)
+  uint64_t prompt_tokens = 0;  // prompt tokens computed (after prefix-cache hits)
   uint64_t generated_tokens = 0;
   uint64_t preemptions = 0;
   uint64_t aborted = 0;
-  double device_ms = 0;            // time the device spent in steps
-  double plan_ms = 0;              // device idle for bookkeeping: propose, reserve round trip,
-                                   // finalize, and applying each result
+  double device_ms = 0;  // time the device spent in steps
+  double plan_ms = 0;    // device idle for bookkeeping: propose, reserve round trip,
+                         // finalize, and applying each result
 };
 
-using scheduler_actor = caf::typed_actor<caf::reacts_to<enqueue_atom, sequence_request>,
-                                         caf::reacts_to<abort_atom, seq_id>,
-                                         caf::replies_to<stats_atom>::with<scheduler_stats>>;
+using scheduler_actor =
+    caf::typed_actor<caf::reacts_to<enqueue_atom, sequence_request>, caf::reacts_to<abort_atom, seq_id>,
+                     caf::replies_to<stats_atom>::with<scheduler_stats>>;
 
 // The drafter and verifier of speculative decoding; both null = no speculation.
 struct speculation_actors {

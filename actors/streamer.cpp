@@ -11,7 +11,6 @@
 namespace tandem {
 namespace {
 
-
 struct streamer_state {
   request_id id = 0;
   generate_request req;
@@ -19,7 +18,7 @@ struct streamer_state {
   scheduler_actor scheduler;
   admission_actor admission;
   std::optional<incremental_decoder> decoder;
-  std::string held;  // decoded text not sent yet: it may be the start of a stop string
+  std::string held;          // decoded text not sent yet: it may be the start of a stop string
   generation_delta pending;  // ready to send, waiting for the stream interval to fill
   bool sent_first = false;
   uint32_t prompt_tokens = 0;
@@ -94,7 +93,8 @@ void on_tokens(self_ptr self, token_batch& b) {
   std::string text;
   for (int32_t t : b.tokens) text += st.decoder->push(t);
   // A stop token ends the sequence without being shown, but it was generated.
-  const uint32_t produced = static_cast<uint32_t>(b.tokens.size()) + (b.finished && b.finish_reason == "stop" ? 1u : 0u);
+  const uint32_t produced =
+      static_cast<uint32_t>(b.tokens.size()) + (b.finished && b.finish_reason == "stop" ? 1u : 0u);
   if (produced > 0) {
     if (st.completion_tokens == 0) st.first_token = now;
     st.last_token = now;

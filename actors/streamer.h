@@ -26,10 +26,10 @@ struct token_batch {
   std::vector<int32_t> tokens;
   std::vector<output_logprob> logprobs;  // parallel to tokens when requested
   bool finished = false;
-  std::string finish_reason;            // with finished: "stop", "length", "abort", "error"
-  std::string error;                    // with "error": what went wrong
-  uint32_t cached_tokens = 0;           // prompt tokens found in the prefix cache (first batch)
-  double queue_ms = 0;                  // first batch: time waiting before the first step
+  std::string finish_reason;   // with finished: "stop", "length", "abort", "error"
+  std::string error;           // with "error": what went wrong
+  uint32_t cached_tokens = 0;  // prompt tokens found in the prefix cache (first batch)
+  double queue_ms = 0;         // first batch: time waiting before the first step
 };
 
 template <class Inspector>

@@ -29,12 +29,11 @@ typename Inspector::result_type inspect(Inspector& f, draft_offer& x) {
   return f(caf::meta::type_name("draft_offer"), x.seq, x.n, x.evidence);
 }
 
-using verifier_actor =
-    caf::typed_actor<caf::replies_to<plan_k_atom, std::vector<uint64_t>, uint32_t>::with<std::vector<uint32_t>>,
-                     caf::replies_to<trim_drafts_atom, std::vector<draft_offer>, uint32_t, uint32_t>::with<std::vector<uint32_t>>,
-                     caf::reacts_to<report_atom, std::vector<speculation_outcome>, uint32_t, double>,
-                     caf::reacts_to<forget_atom, std::vector<uint64_t>>,
-                     caf::replies_to<stats_atom>::with<speculation_stats>>;
+using verifier_actor = caf::typed_actor<
+    caf::replies_to<plan_k_atom, std::vector<uint64_t>, uint32_t>::with<std::vector<uint32_t>>,
+    caf::replies_to<trim_drafts_atom, std::vector<draft_offer>, uint32_t, uint32_t>::with<std::vector<uint32_t>>,
+    caf::reacts_to<report_atom, std::vector<speculation_outcome>, uint32_t, double>,
+    caf::reacts_to<forget_atom, std::vector<uint64_t>>, caf::replies_to<stats_atom>::with<speculation_stats>>;
 
 verifier_actor spawn_verifier(caf::actor_system& sys, const speculation_config& cfg);
 

@@ -73,11 +73,16 @@ int main(int argc, char** argv) {
       return 2;
     }
     const char* v = argv[++i];
-    if (a == "--model") model_spec = v;
-    else if (a == "--threads") threads = std::atoi(v);
-    else if (a == "--pp") pp = std::atoi(v);
-    else if (a == "--tg") tg = std::atoi(v);
-    else if (a == "--reps") reps = std::atoi(v);
+    if (a == "--model")
+      model_spec = v;
+    else if (a == "--threads")
+      threads = std::atoi(v);
+    else if (a == "--pp")
+      pp = std::atoi(v);
+    else if (a == "--tg")
+      tg = std::atoi(v);
+    else if (a == "--reps")
+      reps = std::atoi(v);
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -130,7 +135,7 @@ int main(int argc, char** argv) {
   std::printf(
       "{\"engine\": \"tandem\", \"kernels\": \"%s\", \"tiled\": %s, \"threads\": %d, \"pp\": %d, \"pp_tok_s\": %.2f, "
       "\"tg\": %d, \"tg_tok_s\": %.2f, \"weight_bytes_per_token\": %zu, \"read_gb_s\": %.2f}\n",
-      std::string(kernels::best_dot_kernels().isa).c_str(), tiled ? "true" : "false", m->pool().size(), pp, best_pp, tg, best_tg,
-      bytes, bw);
+      std::string(kernels::best_dot_kernels().isa).c_str(), tiled ? "true" : "false", m->pool().size(), pp, best_pp, tg,
+      best_tg, bytes, bw);
   return 0;
 }

@@ -202,8 +202,8 @@ std::string throughput(caf::actor_system& sys, const runtime_config& base, uint3
   // Scheduling overhead: time the scheduler spends planning next to the device's step time.
   caf::scoped_actor self{sys};
   scheduler_stats st;
-  self->request(rt->scheduler(), caf::infinite, stats_atom::value).receive([&](const scheduler_stats& x) { st = x; },
-                                                                            [](const caf::error&) {});
+  self->request(rt->scheduler(), caf::infinite, stats_atom::value)
+      .receive([&](const scheduler_stats& x) { st = x; }, [](const caf::error&) {});
   char buf[200];
   std::snprintf(buf, sizeof buf, "],\"steps\":%llu,\"plan_ms\":%.2f,\"device_ms\":%.2f",
                 static_cast<unsigned long long>(st.steps), st.plan_ms, st.device_ms);
@@ -304,8 +304,8 @@ std::string prefix(caf::actor_system& sys, const runtime_config& base) {
                 "\"no_reuse_off_ms\":%.1f,\"no_reuse_overhead_pct\":%.2f,\"no_reuse_prompts\":%zu,"
                 "\"cache_busy_on_ms\":%.3f,\"cache_busy_off_ms\":%.3f,\"no_reuse_total_on_ms\":%.1f,"
                 "\"no_reuse_ci_low_pct\":%.2f,\"no_reuse_ci_high_pct\":%.2f}",
-                percentile(cold, 0.5), percentile(cached, 0.5), percentile(cold, 0.5) / percentile(cached, 0.5), on, off,
-                100.0 * (percentile(ratios, 0.5) - 1.0), on_ms.size(), busy_on, busy_off, total_on,
+                percentile(cold, 0.5), percentile(cached, 0.5), percentile(cold, 0.5) / percentile(cached, 0.5), on,
+                off, 100.0 * (percentile(ratios, 0.5) - 1.0), on_ms.size(), busy_on, busy_off, total_on,
                 100.0 * (ci_low - 1.0), 100.0 * (ci_high - 1.0));
   return buf;
 }
@@ -373,8 +373,8 @@ int main(int argc, char** argv) {
     const std::string px = prefix(sys, base);
     const std::string ch = chunking(sys, base, true);
     const std::string un = chunking(sys, base, false);
-    std::printf("{\"throughput\":%s},\"prefix\":%s,\"chunked\":%s,\"unchunked\":%s}\n", tp.c_str(), px.c_str(), ch.c_str(),
-                un.c_str());
+    std::printf("{\"throughput\":%s},\"prefix\":%s,\"chunked\":%s,\"unchunked\":%s}\n", tp.c_str(), px.c_str(),
+                ch.c_str(), un.c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "runtime_bench: %s\n", e.what());
     return 1;

@@ -74,7 +74,8 @@ std::vector<generate_request> grounded_tasks() {
   std::vector<generate_request> out;
   for (const char* passage : kPassages) {
     generate_request r;
-    r.messages = {{"user", std::string("Correct any mistakes in this passage and write it out again in full:\n\n") + passage}};
+    r.messages = {
+        {"user", std::string("Correct any mistakes in this passage and write it out again in full:\n\n") + passage}};
     r.max_tokens = 128;
     r.sampling.temperature = 0;
     out.push_back(r);
@@ -96,7 +97,7 @@ std::vector<generate_request> chat_tasks() {
 }
 
 struct run_figures {
-  double tok_per_s = 0;    // completion tokens / decode time (after the first token)
+  double tok_per_s = 0;  // completion tokens / decode time (after the first token)
   uint64_t tokens = 0;
   double decode_ms = 0;    // single stream: the tasks' decode time, first token to last
   speculation_stats spec;  // for this run only
@@ -120,7 +121,8 @@ run_figures run(caf::actor_system& sys, runtime& rt, const std::vector<generate_
   const auto t0 = clock_type::now();
   auto submit = [&](generate_request r) {
     r.sink = self->spawn(quiet_sink, caf::actor_cast<caf::actor>(self));
-    self->request(rt.admission(), caf::infinite, submit_atom::value, r).receive([](const submit_reply&) {}, [](const caf::error&) {});
+    self->request(rt.admission(), caf::infinite, submit_atom::value, r)
+        .receive([](const submit_reply&) {}, [](const caf::error&) {});
   };
   if (streams == 1) {
     for (const auto& t : tasks) {
@@ -135,7 +137,8 @@ run_figures run(caf::actor_system& sys, runtime& rt, const std::vector<generate_
     f.tok_per_s = static_cast<double>(f.tokens) / (f.decode_ms / 1000.0);
   } else {
     for (int i = 0; i < streams; ++i) submit(tasks[static_cast<size_t>(i) % tasks.size()]);
-    for (int i = 0; i < streams; ++i) self->receive([&](outcome_atom, const outcome& o) { f.tokens += o.done.completion_tokens; });
+    for (int i = 0; i < streams; ++i)
+      self->receive([&](outcome_atom, const outcome& o) { f.tokens += o.done.completion_tokens; });
     f.tok_per_s = static_cast<double>(f.tokens) / std::chrono::duration<double>(clock_type::now() - t0).count();
   }
   const auto after = verifier_stats(sys, rt);
@@ -160,7 +163,8 @@ std::string figures_json(std::vector<run_figures> runs, const std::vector<double
     all.passes += r.spec.passes;
     all.steps_off += r.spec.steps_off;
   }
-  std::sort(runs.begin(), runs.end(), [](const run_figures& a, const run_figures& b) { return a.tok_per_s < b.tok_per_s; });
+  std::sort(runs.begin(), runs.end(),
+            [](const run_figures& a, const run_figures& b) { return a.tok_per_s < b.tok_per_s; });
   const run_figures& f = runs[runs.size() / 2];
   char buf[400];
   std::snprintf(buf, sizeof buf,
@@ -221,7 +225,7 @@ int main(int argc, char** argv) {
   // every other task), and a rep's speed-up is the sum of none's decode times over the
   // method's, task by task; the figure is the median of the five reps' ratios. The greedy
   // outputs are identical, so the tokens are the same on both sides.
-  std::map<std::pair<size_t, int>, std::vector<run_figures>> single_runs;  // (method, 0 grounded / 1 chat)
+  std::map<std::pair<size_t, int>, std::vector<run_figures>> single_runs;      // (method, 0 grounded / 1 chat)
   std::map<std::tuple<size_t, int, size_t>, std::vector<double>> task_ratios;  // (method, kind, task)
   std::optional<bench::compute_probe> probe;
   if (run_single) probe.emplace(base.threads);
@@ -232,7 +236,8 @@ int main(int argc, char** argv) {
       const auto tasks = kind == 0 ? grounded_tasks() : chat_tasks();
       std::vector<run_figures> rep_runs(methods.size());
       for (size_t t = 0; t < tasks.size(); ++t) {
-        std::fprintf(stderr, "single stream, %s task %zu, run %d...\n", kind == 0 ? "grounded" : "chat", t + 1, rep + 1);
+        std::fprintf(stderr, "single stream, %s task %zu, run %d...\n", kind == 0 ? "grounded" : "chat", t + 1,
+                     rep + 1);
         std::vector<run_figures> task_runs(methods.size());
         for (size_t i = 0; i < methods.size(); ++i) {
           const size_t m = (rep * tasks.size() + t) % 2 == 0 ? i : methods.size() - 1 - i;

@@ -52,9 +52,12 @@ int main(int argc, char** argv) {
   std::string text_file;
   double megabytes = 8;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--model") == 0) model_spec = argv[i + 1];
-    else if (std::strcmp(argv[i], "--text") == 0) text_file = argv[i + 1];
-    else if (std::strcmp(argv[i], "--mb") == 0) megabytes = std::atof(argv[i + 1]);
+    if (std::strcmp(argv[i], "--model") == 0)
+      model_spec = argv[i + 1];
+    else if (std::strcmp(argv[i], "--text") == 0)
+      text_file = argv[i + 1];
+    else if (std::strcmp(argv[i], "--mb") == 0)
+      megabytes = std::atof(argv[i + 1]);
   }
   try {
     const auto tok = tandem::tokenizer::from_gguf(tandem::gguf::file::open(tandem::resolve_model_path(model_spec)));

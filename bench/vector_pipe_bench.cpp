@@ -17,11 +17,11 @@
 #include <random>
 #include <vector>
 
+#include "engine/gguf/quantize.h"
 #include "engine/kernels/activation_format.h"
 #include "engine/kernels/blocks.h"
 #include "engine/kernels/dot_kernels.h"
 #include "engine/kernels/tiled_weights.h"
-#include "engine/gguf/quantize.h"
 
 namespace {
 

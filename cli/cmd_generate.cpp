@@ -9,12 +9,12 @@
 #include "cli/commands.h"
 #include "cli/speculative_options.h"
 #include "engine/chat/chat_template.h"
-#include "engine/model/generator.h"
+#include "engine/chat/prompt_encoder.h"
 #include "engine/gguf/gguf.h"
+#include "engine/model/generator.h"
 #include "engine/model/kv_block_allocator.h"
 #include "engine/model/model.h"
 #include "engine/model/model_path.h"
-#include "engine/chat/prompt_encoder.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "gpu/cli/device_options.h"
 
@@ -95,8 +95,8 @@ void run_generate(const generate_options& o) {
                "prompt tokens: %d (%.1f tok/s), generated tokens: %d (%.1f tok/s), threads: %d, "
                "kernels: %s\n",
                stats.prompt_tokens, rate(stats.prompt_tokens, stats.prompt_seconds), generated,
-               rate(generated > 1 ? generated - 1 : 0, stats.decode_seconds),
-               m.pool().size(), std::string(kernels::best_dot_kernels().isa).c_str());
+               rate(generated > 1 ? generated - 1 : 0, stats.decode_seconds), m.pool().size(),
+               std::string(kernels::best_dot_kernels().isa).c_str());
 }
 
 using printed_atom = caf::atom_constant<caf::atom("printed")>;
@@ -145,8 +145,11 @@ void run_on_runtime(const generate_options& o) {
   caf::scoped_actor self{sys};
   req.sink = self->spawn(printing_sink, caf::actor_cast<caf::actor>(self));
   self->request(rt->admission(), caf::infinite, submit_atom::value, req)
-      .receive([](const submit_reply& r) { if (!r.accepted) throw std::runtime_error(r.error); },
-               [&](const caf::error& e) { throw std::runtime_error(sys.render(e)); });
+      .receive(
+          [](const submit_reply& r) {
+            if (!r.accepted) throw std::runtime_error(r.error);
+          },
+          [&](const caf::error& e) { throw std::runtime_error(sys.render(e)); });
   std::string reason, error;
   uint32_t n_prompt = 0, n_out = 0;
   double ttft_ms = 0, tpot_ms = 0;
@@ -181,23 +184,25 @@ void run_on_runtime(const generate_options& o) {
                "prompt tokens: %u (%.1f tok/s), generated tokens: %u (%.1f tok/s), speculative: %s, drafted: %llu, "
                "accepted: %llu (%.1f%%), mean accepted length: %.2f, passes by K: %s, steps with speculation off: "
                "%llu\n",
-               n_prompt, ttft_ms > 0 ? n_prompt / (ttft_ms / 1000.0) : 0.0, n_out,
-               tpot_ms > 0 ? 1000.0 / tpot_ms : 0.0, rc.speculative.c_str(),
-               static_cast<unsigned long long>(spec.drafted), static_cast<unsigned long long>(spec.accepted),
-               100.0 * spec.acceptance_rate(), spec.mean_accepted(), by_k.empty() ? "none" : by_k.c_str(),
-               static_cast<unsigned long long>(spec.steps_off));
+               n_prompt, ttft_ms > 0 ? n_prompt / (ttft_ms / 1000.0) : 0.0, n_out, tpot_ms > 0 ? 1000.0 / tpot_ms : 0.0,
+               rc.speculative.c_str(), static_cast<unsigned long long>(spec.drafted),
+               static_cast<unsigned long long>(spec.accepted), 100.0 * spec.acceptance_rate(), spec.mean_accepted(),
+               by_k.empty() ? "none" : by_k.c_str(), static_cast<unsigned long long>(spec.steps_off));
 }
 
 }  // namespace
 
 void register_generate(CLI::App& app) {
   auto o = std::make_shared<generate_options>();
-  auto* sub = app.add_subcommand("generate", "Generate a completion (CPU, or a GPU with --device cuda), streamed to stdout");
+  auto* sub =
+      app.add_subcommand("generate", "Generate a completion (CPU, or a GPU with --device cuda), streamed to stdout");
   sub->add_option("--prompt", o->prompt, "Prompt text")->required();
   sub->add_option("--model", o->model, "GGUF file, or 'default'")->default_str("default");
   sub->add_flag("--chat", o->chat, "Apply the model's chat template (the prompt is the user message)");
   sub->add_option("--system", o->system, "System message (with --chat)");
-  sub->add_option("--max-tokens", o->max_tokens, "Most tokens to generate")->default_val(256)->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--max-tokens", o->max_tokens, "Most tokens to generate")
+      ->default_val(256)
+      ->check(CLI::Range(1, 1 << 20));
   sub->add_option("--temperature", o->temperature, "Sampling temperature; 0 = greedy")->default_val(0.8f);
   sub->add_option("--top-p", o->top_p, "Nucleus sampling threshold (1 = off)")->default_val(0.95f);
   sub->add_option("--top-k", o->top_k, "Keep the k most likely tokens (0 = off)")->default_val(40);

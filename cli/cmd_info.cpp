@@ -33,9 +33,12 @@ std::string human_bytes(double b) {
 
 const char* rope_scaling_name(rope_scaling_type t) {
   switch (t) {
-    case rope_scaling_type::none: return "none";
-    case rope_scaling_type::linear: return "linear";
-    case rope_scaling_type::yarn: return "yarn";
+    case rope_scaling_type::none:
+      return "none";
+    case rope_scaling_type::linear:
+      return "linear";
+    case rope_scaling_type::yarn:
+      return "yarn";
   }
   return "?";
 }
@@ -61,8 +64,9 @@ void run_info(const info_options& o) {
   }
 
   std::printf("model          %s\n", path.c_str());
-  std::printf("file           %s, GGUF v%u, %zu tensors, %zu metadata keys\n", human_bytes(static_cast<double>(f.file_size())).c_str(),
-              f.version(), f.tensors().size(), f.metadata().size());
+  std::printf("file           %s, GGUF v%u, %zu tensors, %zu metadata keys\n",
+              human_bytes(static_cast<double>(f.file_size())).c_str(), f.version(), f.tensors().size(),
+              f.metadata().size());
   if (!c.name.empty()) std::printf("name           %s\n", c.name.c_str());
   std::printf("architecture   %s\n", c.architecture.c_str());
   std::printf("parameters     %.1f M\n", static_cast<double>(params) / 1e6);
@@ -79,15 +83,17 @@ void run_info(const info_options& o) {
   }
   std::printf("\n");
   std::printf("context        %u tokens (trained)\n", c.n_ctx_train);
-  std::printf("rope           base %g, %u dims, scaling %s", c.rope_freq_base, c.n_rot, rope_scaling_name(c.rope_scaling));
+  std::printf("rope           base %g, %u dims, scaling %s", c.rope_freq_base, c.n_rot,
+              rope_scaling_name(c.rope_scaling));
   if (c.rope_scaling != rope_scaling_type::none) std::printf(" x%g", c.rope_scaling_factor);
   if (c.has_rope_freqs) std::printf(", per-dimension factors");
   std::printf("\n");
   std::printf("rms epsilon    %g\n", c.rms_eps);
   std::printf("output head    %s\n", c.tied_output ? "tied (token_embd.weight)" : "output.weight");
-  std::printf("kv cache       %zu bytes per token in F16 (2 x %u layers x %u kv dims x 2 bytes); %s for the %u-token context\n",
-              c.kv_bytes_per_token(2), c.n_layer, c.kv_dim(),
-              human_bytes(static_cast<double>(c.kv_bytes_per_token(2)) * c.n_ctx_train).c_str(), c.n_ctx_train);
+  std::printf(
+      "kv cache       %zu bytes per token in F16 (2 x %u layers x %u kv dims x 2 bytes); %s for the %u-token context\n",
+      c.kv_bytes_per_token(2), c.n_layer, c.kv_dim(),
+      human_bytes(static_cast<double>(c.kv_bytes_per_token(2)) * c.n_ctx_train).c_str(), c.n_ctx_train);
   std::printf("\ntensor types\n  %-6s %8s %14s %12s\n", "type", "tensors", "elements", "bytes");
   for (const auto& [name, r] : by_type) {
     std::printf("  %-6s %8d %14lld %12s\n", name.c_str(), r.tensors, static_cast<long long>(r.elements),

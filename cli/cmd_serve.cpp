@@ -2,10 +2,10 @@
 // actor runtime. Option names follow vLLM's where the meaning is the same.
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
 #include <caf/all.hpp>
 #include <cstdio>
 #include <filesystem>
-#include <unistd.h>
 
 #include "actors/tenant_limits.h"
 #include "cli/commands.h"
@@ -46,7 +46,8 @@ bool is_loopback(const std::string& host) {
 // in the source tree this binary was built from.
 std::string find_chat_page(const std::string& given) {
   if (!given.empty()) return given;
-  for (const std::string& p : {std::string("examples/chat/index.html"), std::string(TANDEM_SOURCE_DIR) + "/examples/chat/index.html"}) {
+  for (const std::string& p :
+       {std::string("examples/chat/index.html"), std::string(TANDEM_SOURCE_DIR) + "/examples/chat/index.html"}) {
     if (std::filesystem::exists(p)) return p;
   }
   return {};
@@ -98,11 +99,13 @@ int serve(serve_options o) {
 
   auto rt = runtime::start(sys, o.rt);
   server.attach(*rt);
-  std::printf("tandem: ready: model %s, %s\n", so.served_model_name.c_str(),
-              o.rt.tenants.empty() ? "open mode (no API keys)" : (std::to_string(o.rt.tenants.size()) + " tenant(s)").c_str());
-  std::printf("tandem: try: curl http://%s:%u/v1/chat/completions -H 'Content-Type: application/json'%s -d "
-              "'{\"messages\":[{\"role\":\"user\",\"content\":\"Hello!\"}],\"max_tokens\":64}'\n",
-              o.host.c_str(), server.port(), o.rt.tenants.empty() ? "" : " -H 'Authorization: Bearer KEY'");
+  std::printf(
+      "tandem: ready: model %s, %s\n", so.served_model_name.c_str(),
+      o.rt.tenants.empty() ? "open mode (no API keys)" : (std::to_string(o.rt.tenants.size()) + " tenant(s)").c_str());
+  std::printf(
+      "tandem: try: curl http://%s:%u/v1/chat/completions -H 'Content-Type: application/json'%s -d "
+      "'{\"messages\":[{\"role\":\"user\",\"content\":\"Hello!\"}],\"max_tokens\":64}'\n",
+      o.host.c_str(), server.port(), o.rt.tenants.empty() ? "" : " -H 'Authorization: Bearer KEY'");
   std::fflush(stdout);
   server.wait_for_signal();
   server.stop();
@@ -129,8 +132,9 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--max-num-batched-tokens", o->rt.max_num_batched_tokens, "Tokens per step at most")
       ->capture_default_str();
   cmd->add_option("--max-model-len", o->rt.max_model_len, "Context length (0 = the model's)")->capture_default_str();
-  cmd->add_option("--kv-cache-tokens", o->rt.kv_cache_tokens,
-                  "KV cache size in tokens (0 = automatic: with --device cuda, all that --gpu-memory-utilization leaves)");
+  cmd->add_option(
+      "--kv-cache-tokens", o->rt.kv_cache_tokens,
+      "KV cache size in tokens (0 = automatic: with --device cuda, all that --gpu-memory-utilization leaves)");
   cmd->add_option("--block-size", o->rt.block_size, "Tokens per KV block")->capture_default_str();
   cmd->add_option("--max-in-flight", o->rt.max_in_flight, "Accepted unfinished requests at most (then 503)")
       ->capture_default_str();

@@ -13,7 +13,8 @@ inline void add_speculative_options(CLI::App* cmd, runtime_config& rt) {
       ->check(CLI::IsMember({"none", "ngram", "layer-skip", "draft"}))
       ->capture_default_str();
   cmd->add_option("--draft-model", rt.draft_model, "Draft model GGUF for --speculative draft (same vocabulary)");
-  cmd->add_option("--num-speculative-tokens", rt.num_speculative_tokens, "Draft tokens per step to start with (K); adaptive n-gram starts at --speculative-k-max")
+  cmd->add_option("--num-speculative-tokens", rt.num_speculative_tokens,
+                  "Draft tokens per step to start with (K); adaptive n-gram starts at --speculative-k-max")
       ->capture_default_str();
   cmd->add_option("--speculative-k-min", rt.speculative_k_min, "Lower bound of the adaptive K")->capture_default_str();
   cmd->add_option("--speculative-k-max", rt.speculative_k_max, "Upper bound of the adaptive K")->capture_default_str();

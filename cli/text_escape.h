@@ -23,10 +23,18 @@ inline std::string escape_for_terminal(std::string_view bytes) {
       continue;
     }
     switch (b) {
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\\': out += "\\\\"; break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
       default:
         if (b < 0x20 || b >= 0x7F) {
           char hex[5];

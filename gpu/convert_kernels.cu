@@ -39,8 +39,8 @@ void launch_dequantize_bf16(tensor_type type, const void* w, int32_t rows, int32
                             stream_handle s) {
   const size_t n = static_cast<size_t>(rows) * cols;
   if (n == 0) return;
-  dequantize_bf16_kernel<<<grid_for(n), 256, 0, s>>>(static_cast<uint32_t>(type), static_cast<const uint8_t*>(w),
-                                                     rows, cols, out);
+  dequantize_bf16_kernel<<<grid_for(n), 256, 0, s>>>(static_cast<uint32_t>(type), static_cast<const uint8_t*>(w), rows,
+                                                     cols, out);
   check_launch("dequantize_bf16");
 }
 

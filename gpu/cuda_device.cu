@@ -1,7 +1,7 @@
 #include "gpu/cuda_device.h"
 
-#include <cstdio>
 #include <cuda_runtime.h>
+#include <cstdio>
 
 namespace tandem::gpu {
 

@@ -93,8 +93,7 @@ void launch_embed_rows(tensor_type type, const void* table, const int32_t* token
   check_launch("embed_rows");
 }
 
-void launch_rms_norm(const float* x, const float* w, float* y, int32_t n_rows, int32_t n, float eps,
-                     stream_handle s) {
+void launch_rms_norm(const float* x, const float* w, float* y, int32_t n_rows, int32_t n, float eps, stream_handle s) {
   if (n_rows <= 0) return;
   const launch_dims d = row_launch(static_cast<uint32_t>(n_rows), static_cast<uint32_t>(n));
   rms_norm_kernel<<<d.grid_x, d.block, d.shared_bytes, s>>>(x, w, y, n, eps);
@@ -120,8 +119,7 @@ void launch_add(float* x, const float* y, size_t n, stream_handle s) {
   check_launch("add");
 }
 
-void launch_gather_rows(const float* src, const int32_t* rows, int32_t n, int32_t width, float* dst,
-                        stream_handle s) {
+void launch_gather_rows(const float* src, const int32_t* rows, int32_t n, int32_t width, float* dst, stream_handle s) {
   if (n <= 0) return;
   gather_rows_kernel<<<n, 256, 0, s>>>(src, rows, width, dst);
   check_launch("gather_rows");

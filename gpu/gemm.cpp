@@ -39,8 +39,8 @@ void gemm_engine::bind_stream(stream_handle s) {
   stream_set_ = true;
 }
 
-void gemm_engine::matmul(tensor_type type, const void* w, int32_t rows, int32_t cols, const float* x,
-                         int32_t n_tok, float* y, stream_handle s) {
+void gemm_engine::matmul(tensor_type type, const void* w, int32_t rows, int32_t cols, const float* x, int32_t n_tok,
+                         float* y, stream_handle s) {
   if (rows <= 0 || n_tok <= 0) return;
   bind_stream(s);
   auto* h = static_cast<cublasHandle_t>(handle_);

@@ -28,9 +28,7 @@ class gemm_engine {
   gemm_engine(const gemm_engine&) = delete;
   gemm_engine& operator=(const gemm_engine&) = delete;
 
-  size_t scratch_bytes() const {
-    return weight_scratch_.bytes() + act_scratch_.bytes() + cublas_workspace_.bytes();
-  }
+  size_t scratch_bytes() const { return weight_scratch_.bytes() + act_scratch_.bytes() + cublas_workspace_.bytes(); }
 
   void matmul(tensor_type type, const void* w, int32_t rows, int32_t cols, const float* x, int32_t n_tok, float* y,
               stream_handle s);
@@ -39,7 +37,7 @@ class gemm_engine {
   void bind_stream(stream_handle s);
 
  private:
-  void* handle_ = nullptr;  // cublasHandle_t
+  void* handle_ = nullptr;          // cublasHandle_t
   stream_handle stream_ = nullptr;  // the stream the handle is bound to
   bool stream_set_ = false;
   device_buffer weight_scratch_, act_scratch_, cublas_workspace_;

@@ -107,20 +107,32 @@ __global__ void gemv_kernel(const uint8_t* w, int32_t rows, int32_t cols, const 
 
 }  // namespace
 
-void launch_gemv(tensor_type type, const void* w, int32_t rows, int32_t cols, const float* x, int32_t n_tok,
-                 float* y, stream_handle s) {
+void launch_gemv(tensor_type type, const void* w, int32_t rows, int32_t cols, const float* x, int32_t n_tok, float* y,
+                 stream_handle s) {
   if (rows <= 0 || n_tok <= 0) return;
   if (cols % 32 != 0) throw cuda_error("gemv: columns must be a multiple of 32");
   const launch_dims d = gemv_launch(static_cast<uint32_t>(rows), static_cast<uint32_t>(n_tok));
   const dim3 grid(d.grid_x, d.grid_y);
   const auto* wb = static_cast<const uint8_t*>(w);
   switch (type) {
-    case tensor_type::q4_0: gemv_kernel<2><<<grid, d.block, 0, s>>>(wb, rows, cols, x, n_tok, y); break;
-    case tensor_type::q4_1: gemv_kernel<3><<<grid, d.block, 0, s>>>(wb, rows, cols, x, n_tok, y); break;
-    case tensor_type::q8_0: gemv_kernel<8><<<grid, d.block, 0, s>>>(wb, rows, cols, x, n_tok, y); break;
-    case tensor_type::f32: gemv_kernel<0><<<grid, d.block, 0, s>>>(wb, rows, cols, x, n_tok, y); break;
-    case tensor_type::f16: gemv_kernel<1><<<grid, d.block, 0, s>>>(wb, rows, cols, x, n_tok, y); break;
-    case tensor_type::bf16: gemv_kernel<30><<<grid, d.block, 0, s>>>(wb, rows, cols, x, n_tok, y); break;
+    case tensor_type::q4_0:
+      gemv_kernel<2><<<grid, d.block, 0, s>>>(wb, rows, cols, x, n_tok, y);
+      break;
+    case tensor_type::q4_1:
+      gemv_kernel<3><<<grid, d.block, 0, s>>>(wb, rows, cols, x, n_tok, y);
+      break;
+    case tensor_type::q8_0:
+      gemv_kernel<8><<<grid, d.block, 0, s>>>(wb, rows, cols, x, n_tok, y);
+      break;
+    case tensor_type::f32:
+      gemv_kernel<0><<<grid, d.block, 0, s>>>(wb, rows, cols, x, n_tok, y);
+      break;
+    case tensor_type::f16:
+      gemv_kernel<1><<<grid, d.block, 0, s>>>(wb, rows, cols, x, n_tok, y);
+      break;
+    case tensor_type::bf16:
+      gemv_kernel<30><<<grid, d.block, 0, s>>>(wb, rows, cols, x, n_tok, y);
+      break;
   }
   check_launch("gemv");
 }

@@ -104,9 +104,7 @@ gpu_model::gpu_model(const model_config& config, const synthetic_weights& sw, co
     layers_.push_back(std::move(l));
   }
   up.synchronize();
-  auto quant = [](tensor_type x) {
-    return x != tensor_type::f32 && x != tensor_type::f16 && x != tensor_type::bf16;
-  };
+  auto quant = [](tensor_type x) { return x != tensor_type::f32 && x != tensor_type::f16 && x != tensor_type::bf16; };
   size_t max_w = 0;
   if (quant(t)) max_w = static_cast<size_t>(std::max({Q * E, F * E}));
   if (quant(sw.head_type)) max_w = std::max(max_w, static_cast<size_t>(V * E));
@@ -148,7 +146,8 @@ void gpu_model::finish_setup(size_t max_w) {
     budget.weight_bytes = weight_bytes_;
     budget.workspace_bytes = scratch_bytes;
     const kv_plan kv = plan_kv_pool(geo, budget);
-    if (kv.n_blocks <= 1) throw std::runtime_error("gpu_model: " + (kv.why.empty() ? "no room for a KV block" : kv.why));
+    if (kv.n_blocks <= 1)
+      throw std::runtime_error("gpu_model: " + (kv.why.empty() ? "no room for a KV block" : kv.why));
     n_blocks_ = kv.n_blocks - 1;  // one is the scratch block
   }
   kv_ = device_buffer(geo.block_bytes() * (static_cast<size_t>(n_blocks_) + 1));
@@ -166,7 +165,8 @@ void gpu_model::finish_setup(size_t max_w) {
 }
 
 kv_layer gpu_model::kv_of(uint32_t l) const {
-  const size_t per = (static_cast<size_t>(n_blocks_) + 1) * config_.n_head_kv * options_.block_tokens * config_.head_dim;
+  const size_t per =
+      (static_cast<size_t>(n_blocks_) + 1) * config_.n_head_kv * options_.block_tokens * config_.head_dim;
   auto* base = kv_.as<uint16_t>() + size_t{2} * l * per;
   return {base, base + per, static_cast<int32_t>(config_.n_head_kv), static_cast<int32_t>(config_.head_dim),
           static_cast<int32_t>(options_.block_tokens)};
@@ -182,7 +182,8 @@ void gpu_model::matmul(tensor_type type, const device_buffer& w, int32_t rows, i
 }
 
 void gpu_model::enqueue_copy_block(int32_t src, int32_t dst, stream_handle s) {
-  if (src < 0 || dst < 0 || src >= n_blocks_ || dst >= n_blocks_) throw std::invalid_argument("copy_block: bad block id");
+  if (src < 0 || dst < 0 || src >= n_blocks_ || dst >= n_blocks_)
+    throw std::invalid_argument("copy_block: bad block id");
   // A block is contiguous within each layer's K and V: [n_head_kv][block_tokens][head_dim].
   const size_t block_elems = static_cast<size_t>(config_.n_head_kv) * options_.block_tokens * config_.head_dim;
   for (uint32_t l = 0; l < config_.n_layer; ++l) {
@@ -222,8 +223,9 @@ step_rows gpu_model::enqueue_forward(const step_input& in, stream_handle s, uint
   }
   pinned_buffer& stage = staging_[slot % staging_.size()];
   auto host = [&](size_t offset) { return reinterpret_cast<int32_t*>(stage.as<char>() + (offset - plan_.tokens)); };
-  packed_step ps = pack_step(in, po, {host(plan_.tokens), host(plan_.positions), host(plan_.row_seq), host(plan_.slots),
-                                      host(plan_.out_rows), host(plan_.tables)});
+  packed_step ps = pack_step(in, po,
+                             {host(plan_.tokens), host(plan_.positions), host(plan_.row_seq), host(plan_.slots),
+                              host(plan_.out_rows), host(plan_.tables)});
   switch (d.action) {
     case graph_action::eager:
       enqueue_packed(ps, stage, s);
@@ -261,13 +263,17 @@ void gpu_model::enqueue_packed(const packed_step& ps, const pinned_buffer& stage
 
   const float freq_scale = c.rope_scaling == rope_scaling_type::linear ? 1.0f / c.rope_scaling_factor : 1.0f;
   const auto* factors = rope_freqs_.bytes() ? rope_freqs_.as<float>() : nullptr;
-  const rope_args rq{static_cast<int32_t>(c.n_head), static_cast<int32_t>(c.head_dim), static_cast<int32_t>(c.n_rot),
-                     c.rope_freq_base, freq_scale, factors};
+  const rope_args rq{static_cast<int32_t>(c.n_head),
+                     static_cast<int32_t>(c.head_dim),
+                     static_cast<int32_t>(c.n_rot),
+                     c.rope_freq_base,
+                     freq_scale,
+                     factors};
   rope_args rk = rq;
   rk.n_heads = static_cast<int32_t>(c.n_head_kv);
-  const split_plan sp = plan_attention_splits(static_cast<uint32_t>(T * c.n_head), static_cast<uint32_t>(ps.max_keys),
-                                              options_.block_tokens, static_cast<uint32_t>(sm_count_),
-                                              options_.limits.max_splits);
+  const split_plan sp =
+      plan_attention_splits(static_cast<uint32_t>(T * c.n_head), static_cast<uint32_t>(ps.max_keys),
+                            options_.block_tokens, static_cast<uint32_t>(sm_count_), options_.limits.max_splits);
   const attention_args aa{static_cast<int32_t>(c.n_head), 1.0f / std::sqrt(static_cast<float>(c.head_dim)),
                           static_cast<int32_t>(ps.table_width), static_cast<int32_t>(sp.n_splits),
                           static_cast<int32_t>(sp.keys_per_split)};

@@ -33,10 +33,10 @@ namespace tandem::gpu {
 
 struct gpu_model_options {
   uint32_t block_tokens = 16;
-  int32_t n_blocks = 0;          // KV blocks; 0: as many as gpu_memory_utilization allows
+  int32_t n_blocks = 0;  // KV blocks; 0: as many as gpu_memory_utilization allows
   double gpu_memory_utilization = 0.9;
-  step_limits limits;            // largest step; max_table_width 0: n_ctx_train / block_tokens
-  uint32_t staging_slots = 2;    // pinned input buffers: steps that may be in flight at once
+  step_limits limits;          // largest step; max_table_width 0: n_ctx_train / block_tokens
+  uint32_t staging_slots = 2;  // pinned input buffers: steps that may be in flight at once
   // Matrix products of at least this many tokens go to cuBLAS (tensor cores); fewer, to the
   // dequantizing GEMV, which reads each weight byte once per 8 tokens.
   int32_t gemm_min_tokens = 16;
@@ -51,9 +51,9 @@ struct graph_counts {
 
 // Where a step's outputs are on the device after enqueue_forward (valid until the next one).
 struct step_rows {
-  int32_t n_rows = 0;               // logit rows
-  std::vector<int32_t> first_row;   // per sequence (as step_output)
-  std::vector<int32_t> n_rows_of;   // per sequence
+  int32_t n_rows = 0;              // logit rows
+  std::vector<int32_t> first_row;  // per sequence (as step_output)
+  std::vector<int32_t> n_rows_of;  // per sequence
 };
 
 class gpu_model {
@@ -98,9 +98,7 @@ class gpu_model {
     tensor_type tq{}, tk{}, tv{}, to{}, tg{}, tu{}, td{};
   };
   float* fbuf(size_t offset) const { return reinterpret_cast<float*>(static_cast<char*>(work_.data()) + offset); }
-  int32_t* ibuf(size_t offset) const {
-    return reinterpret_cast<int32_t*>(static_cast<char*>(work_.data()) + offset);
-  }
+  int32_t* ibuf(size_t offset) const { return reinterpret_cast<int32_t*>(static_cast<char*>(work_.data()) + offset); }
   kv_layer kv_of(uint32_t l) const;
   // The copy of the packed inputs and every kernel of a packed step (captured as a graph
   // for decode steps).
@@ -119,8 +117,8 @@ class gpu_model {
   bool tied_ = false;
   size_t weight_bytes_ = 0;
 
-  int32_t n_blocks_ = 0;   // block n_blocks_ is the scratch block of padded graph rows
-  device_buffer kv_;       // [n_layer][K | V][n_blocks + 1][n_head_kv][block_tokens][head_dim] f16
+  int32_t n_blocks_ = 0;  // block n_blocks_ is the scratch block of padded graph rows
+  device_buffer kv_;      // [n_layer][K | V][n_blocks + 1][n_head_kv][block_tokens][head_dim] f16
   workspace_plan plan_;
   device_buffer work_;
   std::vector<pinned_buffer> staging_;  // the integer inputs of a step, [tokens .. sampled)

@@ -17,8 +17,7 @@ void launch_embed_rows(tensor_type type, const void* table, const int32_t* token
                        float* out, stream_handle s);
 
 // y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w, for n_rows rows of n elements.
-void launch_rms_norm(const float* x, const float* w, float* y, int32_t n_rows, int32_t n, float eps,
-                     stream_handle s);
+void launch_rms_norm(const float* x, const float* w, float* y, int32_t n_rows, int32_t n, float eps, stream_handle s);
 
 // Llama's NORM-ordered RoPE (pairs (2i, 2i+1) of each head), in place, as
 // engine/kernels/ops.h: theta_i = pos * base^(-2i/n_rot) by repeated float multiplication,
@@ -37,8 +36,8 @@ void launch_add(float* x, const float* y, size_t n, stream_handle s);
 
 // y[t][r] = sum_c W[r][c] * x[t][c] for n_tok tokens (y is [n_tok][rows]); W in `type`,
 // dequantized on the fly. Decode (n_tok small) reads every weight byte once.
-void launch_gemv(tensor_type type, const void* w, int32_t rows, int32_t cols, const float* x, int32_t n_tok,
-                 float* y, stream_handle s);
+void launch_gemv(tensor_type type, const void* w, int32_t rows, int32_t cols, const float* x, int32_t n_tok, float* y,
+                 stream_handle s);
 
 // The paged KV cache of one layer on the device: keys and values both F16,
 //   [n_blocks][n_head_kv][block_tokens][head_dim]
@@ -75,9 +74,9 @@ struct sample_params {
   float temperature = 1.0f;  // <= 0: greedy (argmax, lowest id on ties)
   float min_p = 0.0f;        // keep tokens with p >= min_p * p_max
   uint64_t seed = 0;
-  uint64_t counter = 0;      // draws made so far with this seed (step number)
-  int32_t top_k = 0;         // <= 0: off; else the k most likely (ties: lower id first)
-  float top_p = 1.0f;        // >= 1: off; else the shortest sorted prefix reaching top_p
+  uint64_t counter = 0;  // draws made so far with this seed (step number)
+  int32_t top_k = 0;     // <= 0: off; else the k most likely (ties: lower id first)
+  float top_p = 1.0f;    // >= 1: off; else the shortest sorted prefix reaching top_p
 };
 void launch_argmax(const float* logits, int32_t n_rows, int32_t n_vocab, int32_t* out, stream_handle s);
 // Exact categorical draws by the Gumbel-max trick (argmax of logit/T + Gumbel noise from a
@@ -101,8 +100,7 @@ void launch_penalties(float* logits, int32_t n_rows, int32_t n_vocab, const int3
 namespace tandem::gpu {
 
 // dst[i] = src[rows[i]] for n rows of `width` floats.
-void launch_gather_rows(const float* src, const int32_t* rows, int32_t n, int32_t width, float* dst,
-                        stream_handle s);
+void launch_gather_rows(const float* src, const int32_t* rows, int32_t n, int32_t width, float* dst, stream_handle s);
 
 }  // namespace tandem::gpu
 

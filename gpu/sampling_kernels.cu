@@ -186,8 +186,9 @@ __global__ void sample_kernel(const float* logits, const sample_params* params, 
   };
   prefix_cut cut;
   if (p.top_k > 0 && p.top_k < n_vocab) {
-    radix_select(n_vocab, usable_key, [](int32_t) { return 1.0; }, static_cast<double>(p.top_k), sel);
-    if (sel.reached) {  // else fewer usable tokens than k: all stay
+    radix_select(
+        n_vocab, usable_key, [](int32_t) { return 1.0; }, static_cast<double>(p.top_k), sel);
+    if (sel.reached) {                                // else fewer usable tokens than k: all stay
       const prefix_cut k_cut{sel.prefix, INT32_MAX};  // decisions: gpu/plan/sampling_cut.h
       const double need = p.top_k - sel.above, ties = sel.at;
       cut = k_cut;

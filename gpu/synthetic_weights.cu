@@ -27,8 +27,12 @@ __global__ void random_weights_kernel(uint32_t type_id, uint8_t* w, int64_t n_un
   for (int64_t u = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; u < n_units;
        u += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     switch (type_id) {
-      case 0: reinterpret_cast<float*>(w)[u] = 0.05f * unit(seed, u); break;
-      case 1: reinterpret_cast<uint16_t*>(w)[u] = __half_as_ushort(__float2half_rn(0.05f * unit(seed, u))); break;
+      case 0:
+        reinterpret_cast<float*>(w)[u] = 0.05f * unit(seed, u);
+        break;
+      case 1:
+        reinterpret_cast<uint16_t*>(w)[u] = __half_as_ushort(__float2half_rn(0.05f * unit(seed, u)));
+        break;
       case 30:
         reinterpret_cast<uint16_t*>(w)[u] = __bfloat16_as_ushort(__float2bfloat16_rn(0.05f * unit(seed, u)));
         break;

@@ -11,16 +11,21 @@
 namespace tandem::gpu {
 
 __device__ __forceinline__ float half_bits_to_float(uint16_t b) { return __half2float(__ushort_as_half(b)); }
-__device__ __forceinline__ float bf16_bits_to_float(uint16_t b) { return __uint_as_float(static_cast<uint32_t>(b) << 16); }
+__device__ __forceinline__ float bf16_bits_to_float(uint16_t b) {
+  return __uint_as_float(static_cast<uint32_t>(b) << 16);
+}
 
 // Element i of a row in type `type_id` (the ggml number).
 __device__ __forceinline__ float load_weight(uint32_t type_id, const uint8_t* row, int64_t i) {
   const int64_t blk = i / 32;
   const int j = static_cast<int>(i % 32);
   switch (type_id) {
-    case 0: return reinterpret_cast<const float*>(row)[i];
-    case 1: return half_bits_to_float(reinterpret_cast<const uint16_t*>(row)[i]);
-    case 30: return bf16_bits_to_float(reinterpret_cast<const uint16_t*>(row)[i]);
+    case 0:
+      return reinterpret_cast<const float*>(row)[i];
+    case 1:
+      return half_bits_to_float(reinterpret_cast<const uint16_t*>(row)[i]);
+    case 30:
+      return bf16_bits_to_float(reinterpret_cast<const uint16_t*>(row)[i]);
     case 2: {  // Q4_0: d | 16 nibble bytes
       const uint8_t* b = row + blk * 18;
       const float d = half_bits_to_float(*reinterpret_cast<const uint16_t*>(b));
@@ -45,12 +50,17 @@ __device__ __forceinline__ float load_weight(uint32_t type_id, const uint8_t* ro
 // Bytes of a row of n elements.
 __host__ __device__ __forceinline__ int64_t weight_row_bytes(uint32_t type_id, int64_t n) {
   switch (type_id) {
-    case 0: return n * 4;
+    case 0:
+      return n * 4;
     case 1:
-    case 30: return n * 2;
-    case 2: return n / 32 * 18;
-    case 3: return n / 32 * 20;
-    default: return n / 32 * 34;
+    case 30:
+      return n * 2;
+    case 2:
+      return n / 32 * 18;
+    case 3:
+      return n / 32 * 20;
+    default:
+      return n / 32 * 34;
   }
 }
 

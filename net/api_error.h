@@ -12,8 +12,8 @@ struct api_error : std::runtime_error {
   api_error(int status_, std::string message, std::string param_ = "", std::string code_ = "")
       : std::runtime_error(std::move(message)), status(status_), param(std::move(param_)), code(std::move(code_)) {}
   int status;
-  std::string param;       // empty = null
-  std::string code;        // empty = null
+  std::string param;  // empty = null
+  std::string code;   // empty = null
   double retry_after_s = 0;
 };
 

@@ -79,9 +79,12 @@ void generation_job::on_event(uint32_t choice, sink_event ev) {
   std::visit(
       [&](auto& e) {
         using T = std::decay_t<decltype(e)>;
-        if constexpr (std::is_same_v<T, submit_reply>) on_reply(choice, e);
-        else if constexpr (std::is_same_v<T, generation_delta>) on_delta(choice, e);
-        else on_done(choice, e);
+        if constexpr (std::is_same_v<T, submit_reply>)
+          on_reply(choice, e);
+        else if constexpr (std::is_same_v<T, generation_delta>)
+          on_delta(choice, e);
+        else
+          on_done(choice, e);
       },
       ev);
 }
@@ -101,7 +104,10 @@ void generation_job::on_reply(uint32_t choice, submit_reply& r) {
   if (r.accepted) return;
   c.ended = true;
   if (ctx_.metrics) ctx_.metrics->count_rejection(rejection_reason(r.status));
-  api_error e(r.status, r.error, "", r.status == 401 ? "invalid_api_key" : r.status == 429 ? "rate_limit_exceeded" : "");
+  api_error e(r.status, r.error, "",
+              r.status == 401   ? "invalid_api_key"
+              : r.status == 429 ? "rate_limit_exceeded"
+                                : "");
   e.retry_after_s = r.retry_after_s;
   fail(std::move(e));
 }
@@ -133,10 +139,13 @@ json::value generation_job::logprobs_json(const std::vector<output_logprob>& lps
         json::array top;
         for (size_t k = 0; k < lp.top_ids.size(); ++k) {
           const std::string tt = ctx_.tok->decode(std::vector<token_id>{lp.top_ids[k]}, false);
-          top.push_back(json::object{{"token", valid_utf8(tt)}, {"logprob", lp.top_logprobs[k]}, {"bytes", byte_list(tt)}});
+          top.push_back(
+              json::object{{"token", valid_utf8(tt)}, {"logprob", lp.top_logprobs[k]}, {"bytes", byte_list(tt)}});
         }
-        content.push_back(json::object{
-            {"token", valid_utf8(t)}, {"logprob", lp.logprob}, {"bytes", byte_list(t)}, {"top_logprobs", std::move(top)}});
+        content.push_back(json::object{{"token", valid_utf8(t)},
+                                       {"logprob", lp.logprob},
+                                       {"bytes", byte_list(t)},
+                                       {"top_logprobs", std::move(top)}});
       }
       logprobs = json::object{{"content", std::move(content)}};
     } else {
@@ -150,7 +159,8 @@ json::value generation_job::logprobs_json(const std::vector<output_logprob>& lps
         }
         top_logprobs.push_back(std::move(top));
       }
-      logprobs = json::object{{"tokens", std::move(tokens)}, {"token_logprobs", std::move(token_logprobs)},
+      logprobs = json::object{{"tokens", std::move(tokens)},
+                              {"token_logprobs", std::move(token_logprobs)},
                               {"top_logprobs", std::move(top_logprobs)}};
     }
   }
@@ -176,7 +186,8 @@ std::string generation_job::stream_chunk(uint32_t choice, const std::string& tex
     out += std::to_string(choice);
     out += chat ? ",\"delta\":{\"content\":" : ",\"text\":";
     out += json::serialize(json::string_view(text));
-    out += chat ? "},\"logprobs\":null,\"finish_reason\":null}]}\n\n" : ",\"logprobs\":null,\"finish_reason\":null}]}\n\n";
+    out +=
+        chat ? "},\"logprobs\":null,\"finish_reason\":null}]}\n\n" : ",\"logprobs\":null,\"finish_reason\":null}]}\n\n";
     return out;
   }
   json::object ch{{"index", choice}};
@@ -300,12 +311,9 @@ std::string generation_job::json_body() const {
     ch["finish_reason"] = reason;
     choices.push_back(std::move(ch));
   }
-  json::object body{{"id", ctx_.response_id},
-                    {"object", chat ? "chat.completion" : "text_completion"},
-                    {"created", ctx_.created},
-                    {"model", ctx_.model_name},
-                    {"choices", std::move(choices)},
-                    {"usage", json::parse(usage_json())}};
+  json::object body{{"id", ctx_.response_id},        {"object", chat ? "chat.completion" : "text_completion"},
+                    {"created", ctx_.created},       {"model", ctx_.model_name},
+                    {"choices", std::move(choices)}, {"usage", json::parse(usage_json())}};
   return json::serialize(body);
 }
 

@@ -32,8 +32,8 @@ struct job_context {
   const tokenizer* tok = nullptr;
   server_metrics* metrics = nullptr;
   std::string model_name;
-  std::string response_id;     // chatcmpl-... / cmpl-...; for websocket the client's id
-  int64_t created = 0;         // unix seconds
+  std::string response_id;  // chatcmpl-... / cmpl-...; for websocket the client's id
+  int64_t created = 0;      // unix seconds
 };
 
 class generation_job {
@@ -46,7 +46,7 @@ class generation_job {
 
   void on_event(uint32_t choice, sink_event ev);
 
-  bool finished() const;                                 // every choice has ended
+  bool finished() const;  // every choice has ended
   const std::optional<api_error>& failure() const { return failure_; }
   bool output_started() const { return output_started_; }
   // Every choice has admission's answer. Deltas come straight from the streamer and the

@@ -13,6 +13,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <sys/socket.h>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -20,12 +21,11 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/websocket/rfc6455.hpp>
 #include <boost/json.hpp>
-#include <sys/socket.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -90,7 +90,8 @@ asio::awaitable<void> refuse_connection(tcp::socket socket) {
       "{\"error\":{\"message\":\"too many open connections\",\"type\":\"service_unavailable\",\"code\":503}}\n";
   static const std::string kBusy =
       "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
-      "Retry-After: 1\r\nContent-Length: " + std::to_string(kBody.size()) + "\r\n\r\n" + kBody;
+      "Retry-After: 1\r\nContent-Length: " +
+      std::to_string(kBody.size()) + "\r\n\r\n" + kBody;
   boost::system::error_code ec;
   co_await asio::async_write(socket, asio::buffer(kBusy), asio::redirect_error(use_awaitable, ec));
   socket.shutdown(tcp::socket::shutdown_both, ec);
@@ -140,7 +141,8 @@ asio::awaitable<void> http_connection::run() {
     boost::system::error_code ec;
     co_await http::async_read(stream_, buffer_, parser, asio::redirect_error(use_awaitable, ec));
     if (ec == http::error::end_of_stream) break;
-    if (ec && ec.category() != http::make_error_code(http::error::bad_target).category()) break;  // socket gone or timed out
+    if (ec && ec.category() != http::make_error_code(http::error::bad_target).category())
+      break;  // socket gone or timed out
     if (ec) {
       // A request we cannot read: say why (when the socket still works) and close.
       http_request dummy;
@@ -318,7 +320,8 @@ asio::awaitable<void> watch_for_disconnect(tcp::socket& socket, std::shared_ptr<
   }
 }
 
-asio::awaitable<void> http_connection::generate(http_request& req, api_kind kind, bool& streamed, string_response& out) {
+asio::awaitable<void> http_connection::generate(http_request& req, api_kind kind, bool& streamed,
+                                                string_response& out) {
   const runtime& rt = *ctx_->rt.load();
   const auto body = parse_json_body(req.body());
   api_request areq = parse_api_request(body, kind, ctx_->limits());
@@ -329,9 +332,11 @@ asio::awaitable<void> http_connection::generate(http_request& req, api_kind kind
   jc.metrics = &ctx_->metrics;
   jc.model_name = areq.model;
   jc.response_id = ctx_->new_id(kind == api_kind::chat ? "chatcmpl" : "cmpl");
-  jc.created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-  const job_format format = kind == api_kind::chat ? (stream ? job_format::chat_sse : job_format::chat_json)
-                                                   : (stream ? job_format::completion_sse : job_format::completion_json);
+  jc.created =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const job_format format = kind == api_kind::chat
+                                ? (stream ? job_format::chat_sse : job_format::chat_json)
+                                : (stream ? job_format::completion_sse : job_format::completion_json);
 
   const auto ex = co_await asio::this_coro::executor;
   strand_signal signal(ex);
@@ -460,7 +465,10 @@ asio::awaitable<void> http_connection::metrics(const http_request& req, string_r
 }
 
 string_response http_connection::models(const http_request& req, const runtime& rt) {
-  json::object m{{"id", ctx_->opts.served_model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "tandem"},
+  json::object m{{"id", ctx_->opts.served_model_name},
+                 {"object", "model"},
+                 {"created", 0},
+                 {"owned_by", "tandem"},
                  {"max_model_len", rt.max_model_len()}};
   json::object body{{"object", "list"}, {"data", json::array{std::move(m)}}};
   return make_response(req, http::status::ok, json::serialize(body));
@@ -510,9 +518,10 @@ string_response http_connection::detokenize(const http_request& req, const runti
   const size_t vocab = rt.tok().vocab_size();
   for (const auto& v : t->value().get_array()) {
     if (!v.is_int64() || v.get_int64() < 0 || static_cast<size_t>(v.get_int64()) >= vocab) {
-      throw api_error(400, "'tokens' must hold token ids from 0 to " + std::to_string(vocab - 1) + " (got " +
-                               json::serialize(v) + ")",
-                      "tokens");
+      throw api_error(
+          400,
+          "'tokens' must hold token ids from 0 to " + std::to_string(vocab - 1) + " (got " + json::serialize(v) + ")",
+          "tokens");
     }
     ids.push_back(static_cast<token_id>(v.get_int64()));
   }
@@ -524,11 +533,13 @@ string_response http_connection::detokenize(const http_request& req, const runti
 asio::awaitable<void> accept_loop(tcp::acceptor& acceptor, asio::io_context& ioc, std::shared_ptr<server_context> ctx) {
   for (;;) {
     boost::system::error_code ec;
-    tcp::socket socket = co_await acceptor.async_accept(asio::make_strand(ioc), asio::redirect_error(use_awaitable, ec));
+    tcp::socket socket =
+        co_await acceptor.async_accept(asio::make_strand(ioc), asio::redirect_error(use_awaitable, ec));
     if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
     if (ec) continue;  // e.g. too many open files: try the next one
     socket.set_option(tcp::no_delay(true), ec);
-    if (ctx->opts.send_buffer_bytes > 0) socket.set_option(asio::socket_base::send_buffer_size(ctx->opts.send_buffer_bytes), ec);
+    if (ctx->opts.send_buffer_bytes > 0)
+      socket.set_option(asio::socket_base::send_buffer_size(ctx->opts.send_buffer_bytes), ec);
     const auto ex = socket.get_executor();
     if (ctx->connections.fetch_add(1) >= ctx->opts.max_connections) {
       ctx->connections.fetch_sub(1);
@@ -554,7 +565,9 @@ std::string read_file(const std::string& path) {
 
 struct http_server::impl {
   impl(caf::actor_system& sys, server_options opts)
-      : ctx(std::make_shared<server_context>(sys, std::move(opts))), ioc(std::max(1, ctx->opts.io_threads)), acceptor(ioc) {}
+      : ctx(std::make_shared<server_context>(sys, std::move(opts))),
+        ioc(std::max(1, ctx->opts.io_threads)),
+        acceptor(ioc) {}
   std::shared_ptr<server_context> ctx;
   asio::io_context ioc;
   tcp::acceptor acceptor;
@@ -563,7 +576,8 @@ struct http_server::impl {
   uint16_t port = 0;
 };
 
-http_server::http_server(caf::actor_system& sys, server_options opts) : impl_(std::make_unique<impl>(sys, std::move(opts))) {}
+http_server::http_server(caf::actor_system& sys, server_options opts)
+    : impl_(std::make_unique<impl>(sys, std::move(opts))) {}
 
 http_server::~http_server() { stop(); }
 
@@ -580,7 +594,9 @@ void http_server::start() {
   s.acceptor.open(ep.protocol());
   s.acceptor.set_option(asio::socket_base::reuse_address(true));
   s.acceptor.bind(ep, ec);
-  if (ec) throw std::runtime_error("cannot listen on " + s.ctx->opts.host + ":" + std::to_string(s.ctx->opts.port) + ": " + ec.message());
+  if (ec)
+    throw std::runtime_error("cannot listen on " + s.ctx->opts.host + ":" + std::to_string(s.ctx->opts.port) + ": " +
+                             ec.message());
   s.acceptor.listen(asio::socket_base::max_listen_connections);
   s.port = s.acceptor.local_endpoint().port();
   s.work.emplace(s.ioc.get_executor());

@@ -16,7 +16,10 @@ std::string label(const std::string& v) {
   std::string out;
   for (char c : v) {
     if (c == '\\' || c == '"') out += '\\';
-    if (c == '\n') { out += "\\n"; continue; }
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
     out += c;
   }
   return out;
@@ -46,10 +49,14 @@ void per_tenant(std::string& out, const std::string& name, const std::string& he
 
 const char* rejection_reason(int status) {
   switch (status) {
-    case 401: return "unauthorized";
-    case 429: return "rate_limited";
-    case 503: return "overloaded";
-    default: return "invalid_request";
+    case 401:
+      return "unauthorized";
+    case 429:
+      return "rate_limited";
+    case 503:
+      return "overloaded";
+    default:
+      return "invalid_request";
   }
 }
 

@@ -22,7 +22,7 @@ struct runtime_figures {
   scheduler_stats sched;
   kv_cache_stats kv;
   admission_stats admission;
-  std::string spec_method;      // "" when the runtime does not speculate
+  std::string spec_method;  // "" when the runtime does not speculate
   speculation_stats spec;
 };
 

@@ -8,14 +8,22 @@ namespace json = boost::json;
 
 const char* error_type_for(int status) {
   switch (status) {
-    case 400: return "invalid_request_error";
-    case 401: return "authentication_error";
-    case 404: return "not_found_error";
-    case 405: return "invalid_request_error";
-    case 413: return "invalid_request_error";
-    case 429: return "rate_limit_error";
-    case 503: return "service_unavailable";
-    default: return status >= 500 ? "server_error" : "invalid_request_error";
+    case 400:
+      return "invalid_request_error";
+    case 401:
+      return "authentication_error";
+    case 404:
+      return "not_found_error";
+    case 405:
+      return "invalid_request_error";
+    case 413:
+      return "invalid_request_error";
+    case 429:
+      return "rate_limit_error";
+    case 503:
+      return "service_unavailable";
+    default:
+      return status >= 500 ? "server_error" : "invalid_request_error";
   }
 }
 
@@ -56,10 +64,14 @@ double number(const json::object& o, std::string_view name, double fallback, dou
   const json::value* v = field(o, name);
   if (!v) return fallback;
   double x;
-  if (v->is_double()) x = v->get_double();
-  else if (v->is_int64()) x = static_cast<double>(v->get_int64());
-  else if (v->is_uint64()) x = static_cast<double>(v->get_uint64());
-  else bad(std::string(name), "must be a number");
+  if (v->is_double())
+    x = v->get_double();
+  else if (v->is_int64())
+    x = static_cast<double>(v->get_int64());
+  else if (v->is_uint64())
+    x = static_cast<double>(v->get_uint64());
+  else
+    bad(std::string(name), "must be a number");
   if (!std::isfinite(x) || x < lo || x > hi) {
     bad(std::string(name), "must be between " + json::serialize(json::value(lo)) + " and " +
                                json::serialize(json::value(hi)) + " (got " + json::serialize(*v) + ")");
@@ -71,14 +83,17 @@ int64_t integer(const json::object& o, std::string_view name, int64_t fallback, 
   const json::value* v = field(o, name);
   if (!v) return fallback;
   int64_t x;
-  if (v->is_int64()) x = v->get_int64();
-  else if (v->is_uint64() && v->get_uint64() <= static_cast<uint64_t>(INT64_MAX)) x = static_cast<int64_t>(v->get_uint64());
+  if (v->is_int64())
+    x = v->get_int64();
+  else if (v->is_uint64() && v->get_uint64() <= static_cast<uint64_t>(INT64_MAX))
+    x = static_cast<int64_t>(v->get_uint64());
   else if (v->is_double() && std::floor(v->get_double()) == v->get_double() && std::fabs(v->get_double()) < 9e15)
     x = static_cast<int64_t>(v->get_double());
-  else bad(std::string(name), "must be an integer");
+  else
+    bad(std::string(name), "must be an integer");
   if (x < lo || x > hi) {
-    bad(std::string(name), "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + " (got " +
-                               std::to_string(x) + ")");
+    bad(std::string(name),
+        "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + " (got " + std::to_string(x) + ")");
   }
   return x;
 }
@@ -215,8 +230,10 @@ api_request parse_api_request(const json::value& body, api_kind kind, const api_
   r.user = string(o, "user");
   reject_unsupported(o);
   auto& gen = r.gen;
-  if (kind == api_kind::chat) parse_messages(o, gen);
-  else parse_prompt(o, gen);
+  if (kind == api_kind::chat)
+    parse_messages(o, gen);
+  else
+    parse_prompt(o, gen);
 
   const int64_t max_len = limits.max_model_len;
   const int64_t fallback = kind == api_kind::chat ? max_len : 16;

@@ -18,16 +18,16 @@ enum class api_kind { chat, completion };
 struct api_limits {
   size_t vocab_size = 0;
   uint32_t max_model_len = 0;
-  uint32_t max_n = 16;           // choices per request at most
+  uint32_t max_n = 16;  // choices per request at most
 };
 
 struct api_request {
   api_kind kind = api_kind::chat;
   std::string model;
-  generate_request gen;          // no sink and no api key yet
+  generate_request gen;  // no sink and no api key yet
   uint32_t n = 1;
   bool stream = false;
-  bool include_usage = false;    // stream_options.include_usage
+  bool include_usage = false;  // stream_options.include_usage
   std::string user;
 };
 

@@ -53,8 +53,10 @@ caf::behavior request_sink(caf::stateful_actor<sink_state>* self, admission_acto
       [self, admission](cancel_atom) {
         auto& st = self->state;
         if (st.done) return;
-        if (st.id != 0) self->send(admission, cancel_atom::value, st.id);
-        else st.cancel_wanted = true;
+        if (st.id != 0)
+          self->send(admission, cancel_atom::value, st.id);
+        else
+          st.cancel_wanted = true;
       },
   };
 }

@@ -27,16 +27,16 @@ struct server_options {
   uint16_t port = 8080;
   int io_threads = 1;
   std::string served_model_name = "default";
-  std::string chat_page_path;                        // examples/chat/index.html; empty = no page at /
-  size_t max_body_bytes = 1 << 20;                   // larger bodies: 413
-  size_t max_header_bytes = 16 << 10;                // larger headers: 431
-  uint32_t max_connections = 1024;                   // more are closed at once
-  std::chrono::seconds request_timeout{30};          // to receive one whole request (idle keep-alive included)
-  std::chrono::seconds write_timeout{30};            // for one write to drain to a slow reader
-  int send_buffer_bytes = 0;                         // SO_SNDBUF per connection; 0 = the kernel's (autotuned)
-  size_t max_pending_output_bytes = 1 << 20;         // per WebSocket: reads pause above this
-  uint32_t max_generations_per_socket = 64;          // concurrent generations on one WebSocket
-  uint32_t stream_interval = 1;                      // tokens per streamed event (generate_request)
+  std::string chat_page_path;                 // examples/chat/index.html; empty = no page at /
+  size_t max_body_bytes = 1 << 20;            // larger bodies: 413
+  size_t max_header_bytes = 16 << 10;         // larger headers: 431
+  uint32_t max_connections = 1024;            // more are closed at once
+  std::chrono::seconds request_timeout{30};   // to receive one whole request (idle keep-alive included)
+  std::chrono::seconds write_timeout{30};     // for one write to drain to a slow reader
+  int send_buffer_bytes = 0;                  // SO_SNDBUF per connection; 0 = the kernel's (autotuned)
+  size_t max_pending_output_bytes = 1 << 20;  // per WebSocket: reads pause above this
+  uint32_t max_generations_per_socket = 64;   // concurrent generations on one WebSocket
+  uint32_t stream_interval = 1;               // tokens per streamed event (generate_request)
 };
 
 struct server_context;
@@ -48,11 +48,11 @@ class http_server {
   http_server(const http_server&) = delete;
   http_server& operator=(const http_server&) = delete;
 
-  void start();                        // throws std::runtime_error when it cannot bind
-  uint16_t port() const;               // the bound port
-  void attach(const runtime& rt);      // from now on requests are served
-  void wait_for_signal();              // blocks until SIGINT or SIGTERM
-  void stop();                         // stops accepting and the io threads
+  void start();                    // throws std::runtime_error when it cannot bind
+  uint16_t port() const;           // the bound port
+  void attach(const runtime& rt);  // from now on requests are served
+  void wait_for_signal();          // blocks until SIGINT or SIGTERM
+  void stop();                     // stops accepting and the io threads
 
  private:
   struct impl;

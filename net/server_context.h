@@ -17,8 +17,8 @@ struct server_context {
   caf::actor_system& sys;
   server_options opts;
   server_metrics metrics;
-  std::atomic<const runtime*> rt{nullptr};   // null while the model loads
-  std::string chat_page;                      // the page served at /
+  std::atomic<const runtime*> rt{nullptr};  // null while the model loads
+  std::string chat_page;                    // the page served at /
   std::atomic<uint32_t> connections{0};
   std::atomic<uint64_t> next_id{1};
 

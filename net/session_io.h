@@ -59,7 +59,8 @@ inline std::string bearer_key(const http_request& req) {
   if (it == req.end()) return {};
   std::string_view v(it->value().data(), it->value().size());
   constexpr std::string_view kBearer = "Bearer ";
-  if (v.size() > kBearer.size() && (v.substr(0, kBearer.size()) == kBearer || v.substr(0, kBearer.size()) == "bearer ")) {
+  if (v.size() > kBearer.size() &&
+      (v.substr(0, kBearer.size()) == kBearer || v.substr(0, kBearer.size()) == "bearer ")) {
     return std::string(v.substr(kBearer.size()));
   }
   return {};

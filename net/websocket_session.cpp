@@ -90,13 +90,18 @@ class websocket_session : public std::enable_shared_from_this<websocket_session>
           throw api_error(400, "'id' must be a non-empty string of at most 256 bytes", "id");
         }
         const std::string_view type = t->value().get_string();
-        if (type == "start") start(id, frame);
-        else if (type == "cancel") cancel(id);
-        else throw api_error(400, "'type' must be 'start' or 'cancel'", "type");
+        if (type == "start")
+          start(id, frame);
+        else if (type == "cancel")
+          cancel(id);
+        else
+          throw api_error(400, "'type' must be 'start' or 'cancel'", "type");
       } catch (const api_error& e) {
         if (e.status == 400) ctx_->metrics.count_rejection("invalid_request");
-        json::object f{{"type", "error"}, {"id", id.empty() ? json::value(nullptr) : json::value(id)},
-                       {"status", e.status}, {"message", e.what()}};
+        json::object f{{"type", "error"},
+                       {"id", id.empty() ? json::value(nullptr) : json::value(id)},
+                       {"status", e.status},
+                       {"message", e.what()}};
         if (!e.param.empty()) f["param"] = e.param;
         if (e.retry_after_s > 0) f["retry_after"] = e.retry_after_s;
         enqueue(json::serialize(f));
@@ -147,7 +152,8 @@ class websocket_session : public std::enable_shared_from_this<websocket_session>
     api_request req = parse_api_request(frame, kind, ctx_->limits());
     if (req.model.empty()) req.model = ctx_->opts.served_model_name;
     std::string key = api_key_;
-    if (const auto k = o.find("api_key"); k != o.end() && k->value().is_string()) key = std::string(k->value().get_string());
+    if (const auto k = o.find("api_key"); k != o.end() && k->value().is_string())
+      key = std::string(k->value().get_string());
 
     job_context jc;
     jc.tok = &rt->tok();

@@ -15,10 +15,8 @@ struct family_info {
 };
 
 constexpr std::array kFamilies = {
-    family_info{chat_template::family::chatml, "chatml"},
-    family_info{chat_template::family::llama3, "llama3"},
-    family_info{chat_template::family::llama2, "llama2"},
-    family_info{chat_template::family::mistral, "mistral"},
+    family_info{chat_template::family::chatml, "chatml"}, family_info{chat_template::family::llama3, "llama3"},
+    family_info{chat_template::family::llama2, "llama2"}, family_info{chat_template::family::mistral, "mistral"},
     family_info{chat_template::family::zephyr, "zephyr"},
 };
 
@@ -37,9 +35,24 @@ bool contains(std::string_view s, std::string_view part) { return s.find(part) !
 // code points plus U+001C..U+001F.
 bool python_isspace(char32_t c) {
   switch (c) {
-    case 0x09: case 0x0A: case 0x0B: case 0x0C: case 0x0D: case 0x1C: case 0x1D: case 0x1E:
-    case 0x1F: case 0x20: case 0x85: case 0xA0: case 0x1680: case 0x2028: case 0x2029:
-    case 0x202F: case 0x205F: case 0x3000:
+    case 0x09:
+    case 0x0A:
+    case 0x0B:
+    case 0x0C:
+    case 0x0D:
+    case 0x1C:
+    case 0x1D:
+    case 0x1E:
+    case 0x1F:
+    case 0x20:
+    case 0x85:
+    case 0xA0:
+    case 0x1680:
+    case 0x2028:
+    case 0x2029:
+    case 0x202F:
+    case 0x205F:
+    case 0x3000:
       return true;
     default:
       return c >= 0x2000 && c <= 0x200A;
@@ -56,10 +69,18 @@ std::string unescape_jinja(std::string_view s) {
     }
     const char c = s[++i];
     switch (c) {
-      case 'n': out.push_back('\n'); break;
-      case 't': out.push_back('\t'); break;
-      case 'r': out.push_back('\r'); break;
-      default: out.push_back(c); break;
+      case 'n':
+        out.push_back('\n');
+        break;
+      case 't':
+        out.push_back('\t');
+        break;
+      case 'r':
+        out.push_back('\r');
+        break;
+      default:
+        out.push_back(c);
+        break;
     }
   }
   return out;
@@ -147,7 +168,8 @@ chat_template chat_template::from_source(std::string_view source, std::string bo
   }
   throw std::runtime_error(
       "unrecognised chat template in tokenizer.chat_template; pass --chat-template NAME to use "
-      "one of: " + known_list());
+      "one of: " +
+      known_list());
 }
 
 chat_template chat_template::from_gguf(const gguf::file& f, std::string_view override_name) {
@@ -166,8 +188,10 @@ chat_template chat_template::from_gguf(const gguf::file& f, std::string_view ove
   if (!override_name.empty()) return by_name(override_name, bos, eos);
   const auto source = f.get_string("tokenizer.chat_template");
   if (!source) {
-    throw std::runtime_error("the model has no chat template (tokenizer.chat_template); pass "
-                             "--chat-template NAME to use one of: " + known_list());
+    throw std::runtime_error(
+        "the model has no chat template (tokenizer.chat_template); pass "
+        "--chat-template NAME to use one of: " +
+        known_list());
   }
   return from_source(*source, bos, eos);
 }
@@ -180,8 +204,7 @@ std::string_view chat_template::name() const {
 }
 
 bool chat_template::renders_bos() const {
-  return (family_ == family::llama3 || family_ == family::llama2 || family_ == family::mistral) &&
-         !bos_.empty();
+  return (family_ == family::llama3 || family_ == family::llama2 || family_ == family::mistral) && !bos_.empty();
 }
 
 std::string chat_template::render(std::span<const chat_message> messages, bool add_generation_prompt) const {

@@ -53,8 +53,7 @@ class chat_template {
   // The same text cut into markup and content segments (adjacent segments of one kind are
   // joined; no segment is empty). The concatenation equals render(). Content is as the
   // template inserts it (Llama 3 and Llama 2 strip surrounding whitespace).
-  std::vector<chat_segment> render_segments(std::span<const chat_message> messages,
-                                            bool add_generation_prompt) const;
+  std::vector<chat_segment> render_segments(std::span<const chat_message> messages, bool add_generation_prompt) const;
 
   family kind() const { return family_; }
   std::string_view name() const;

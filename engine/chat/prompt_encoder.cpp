@@ -2,8 +2,8 @@
 
 namespace tandem {
 
-std::vector<token_id> encode_chat(const tokenizer& tok, const chat_template& tmpl, std::span<const chat_message> messages,
-                                  bool add_generation_prompt) {
+std::vector<token_id> encode_chat(const tokenizer& tok, const chat_template& tmpl,
+                                  std::span<const chat_message> messages, bool add_generation_prompt) {
   std::vector<token_id> out;
   if (tok.add_bos() && !tmpl.renders_bos() && tok.bos() >= 0) out.push_back(tok.bos());
   for (const auto& seg : tmpl.render_segments(messages, add_generation_prompt)) {
@@ -14,6 +14,8 @@ std::vector<token_id> encode_chat(const tokenizer& tok, const chat_template& tmp
   return out;
 }
 
-std::vector<token_id> encode_prompt(const tokenizer& tok, std::string_view text) { return tok.encode(text, true, false); }
+std::vector<token_id> encode_prompt(const tokenizer& tok, std::string_view text) {
+  return tok.encode(text, true, false);
+}
 
 }  // namespace tandem

@@ -27,8 +27,8 @@
 #include <variant>
 #include <vector>
 
-#include "engine/platform/mapped_file.h"
 #include "engine/gguf/tensor_type.h"
+#include "engine/platform/mapped_file.h"
 
 namespace tandem::gguf {
 
@@ -39,8 +39,19 @@ class format_error : public std::runtime_error {
 
 // Metadata value types, numbered as in the file.
 enum class value_type : uint32_t {
-  uint8 = 0, int8 = 1, uint16 = 2, int16 = 3, uint32 = 4, int32 = 5, float32 = 6,
-  boolean = 7, string = 8, array = 9, uint64 = 10, int64 = 11, float64 = 12,
+  uint8 = 0,
+  int8 = 1,
+  uint16 = 2,
+  int16 = 3,
+  uint32 = 4,
+  int32 = 5,
+  float32 = 6,
+  boolean = 7,
+  string = 8,
+  array = 9,
+  uint64 = 10,
+  int64 = 11,
+  float64 = 12,
 };
 std::string_view type_name(value_type t);
 
@@ -52,8 +63,8 @@ struct array_value {
 
 // One metadata value. The variant's index equals the value_type number.
 struct value {
-  std::variant<uint8_t, int8_t, uint16_t, int16_t, uint32_t, int32_t, float, bool, std::string,
-               array_value, uint64_t, int64_t, double>
+  std::variant<uint8_t, int8_t, uint16_t, int16_t, uint32_t, int32_t, float, bool, std::string, array_value, uint64_t,
+               int64_t, double>
       data;
 
   value_type type() const { return static_cast<value_type>(data.index()); }
@@ -75,7 +86,7 @@ struct tensor_info {
   std::array<int64_t, 4> ne{1, 1, 1, 1};  // ne[0] = elements per row (innermost)
   uint64_t offset = 0;                    // from the start of the data section
   size_t nbytes = 0;
-  const std::byte* data = nullptr;        // into the mapping (or the parsed buffer)
+  const std::byte* data = nullptr;  // into the mapping (or the parsed buffer)
 
   int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
   int64_t n_rows() const { return ne[1] * ne[2] * ne[3]; }

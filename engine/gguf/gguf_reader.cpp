@@ -14,7 +14,7 @@ namespace {
 
 constexpr uint32_t kMagic = 0x46554747;  // "GGUF" read as little-endian u32
 constexpr int kMaxDims = 4;
-constexpr int kMaxArrayDepth = 4;          // arrays of arrays of ... (none deeper in practice)
+constexpr int kMaxArrayDepth = 4;  // arrays of arrays of ... (none deeper in practice)
 constexpr uint64_t kMaxStringBytes = 1ull << 30;
 
 static_assert(std::endian::native == std::endian::little, "GGUF reader assumes a little-endian host");
@@ -23,12 +23,25 @@ static_assert(std::endian::native == std::endian::little, "GGUF reader assumes a
 // counts that could not possibly fit in the rest of the file.
 uint64_t min_encoded_size(value_type t) {
   switch (t) {
-    case value_type::uint8: case value_type::int8: case value_type::boolean: return 1;
-    case value_type::uint16: case value_type::int16: return 2;
-    case value_type::uint32: case value_type::int32: case value_type::float32: return 4;
-    case value_type::uint64: case value_type::int64: case value_type::float64: return 8;
-    case value_type::string: return 8;   // length prefix
-    case value_type::array: return 12;   // element type + count
+    case value_type::uint8:
+    case value_type::int8:
+    case value_type::boolean:
+      return 1;
+    case value_type::uint16:
+    case value_type::int16:
+      return 2;
+    case value_type::uint32:
+    case value_type::int32:
+    case value_type::float32:
+      return 4;
+    case value_type::uint64:
+    case value_type::int64:
+    case value_type::float64:
+      return 8;
+    case value_type::string:
+      return 8;  // length prefix
+    case value_type::array:
+      return 12;  // element type + count
   }
   return 1;
 }
@@ -107,24 +120,48 @@ array_value read_array(cursor& c, const std::string& key, int depth) {
 value read_value(cursor& c, value_type t, const std::string& key, int depth) {
   value v;
   switch (t) {
-    case value_type::uint8: v.data = c.read<uint8_t>("u8 value"); break;
-    case value_type::int8: v.data = c.read<int8_t>("i8 value"); break;
-    case value_type::uint16: v.data = c.read<uint16_t>("u16 value"); break;
-    case value_type::int16: v.data = c.read<int16_t>("i16 value"); break;
-    case value_type::uint32: v.data = c.read<uint32_t>("u32 value"); break;
-    case value_type::int32: v.data = c.read<int32_t>("i32 value"); break;
-    case value_type::float32: v.data = c.read<float>("f32 value"); break;
-    case value_type::uint64: v.data = c.read<uint64_t>("u64 value"); break;
-    case value_type::int64: v.data = c.read<int64_t>("i64 value"); break;
-    case value_type::float64: v.data = c.read<double>("f64 value"); break;
+    case value_type::uint8:
+      v.data = c.read<uint8_t>("u8 value");
+      break;
+    case value_type::int8:
+      v.data = c.read<int8_t>("i8 value");
+      break;
+    case value_type::uint16:
+      v.data = c.read<uint16_t>("u16 value");
+      break;
+    case value_type::int16:
+      v.data = c.read<int16_t>("i16 value");
+      break;
+    case value_type::uint32:
+      v.data = c.read<uint32_t>("u32 value");
+      break;
+    case value_type::int32:
+      v.data = c.read<int32_t>("i32 value");
+      break;
+    case value_type::float32:
+      v.data = c.read<float>("f32 value");
+      break;
+    case value_type::uint64:
+      v.data = c.read<uint64_t>("u64 value");
+      break;
+    case value_type::int64:
+      v.data = c.read<int64_t>("i64 value");
+      break;
+    case value_type::float64:
+      v.data = c.read<double>("f64 value");
+      break;
     case value_type::boolean: {
       const auto b = c.read<uint8_t>("bool value");
       if (b > 1) throw format_error("bool value " + std::to_string(b) + " for key '" + key + "'");
       v.data = b != 0;
       break;
     }
-    case value_type::string: v.data = c.read_string("string value"); break;
-    case value_type::array: v.data = read_array(c, key, depth); break;
+    case value_type::string:
+      v.data = c.read_string("string value");
+      break;
+    case value_type::array:
+      v.data = read_array(c, key, depth);
+      break;
   }
   return v;
 }
@@ -135,9 +172,8 @@ bool mul_overflows(int64_t a, int64_t b, int64_t* out) { return __builtin_mul_ov
 }  // namespace
 
 std::string_view type_name(value_type t) {
-  static constexpr std::string_view names[] = {"u8",  "i8",     "u16",   "i16", "u32",
-                                               "i32", "f32",    "bool",  "string", "array",
-                                               "u64", "i64",    "f64"};
+  static constexpr std::string_view names[] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
+                                               "bool", "string", "array", "u64", "i64", "f64"};
   const auto i = static_cast<size_t>(t);
   return i < std::size(names) ? names[i] : "?";
 }
@@ -164,8 +200,10 @@ std::optional<double> value::as_float() const {
   return std::visit(
       [](const auto& x) -> std::optional<double> {
         using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) return static_cast<double>(x);
-        else return std::nullopt;
+        if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>)
+          return static_cast<double>(x);
+        else
+          return std::nullopt;
       },
       data);
 }

@@ -74,8 +74,7 @@ void writer::set_string_array(std::string key, const std::vector<std::string>& i
   set_array(std::move(key), value_type::string, items);
 }
 
-void writer::add_tensor(std::string name, tensor_type type, std::vector<int64_t> shape,
-                        std::vector<std::byte> data) {
+void writer::add_tensor(std::string name, tensor_type type, std::vector<int64_t> shape, std::vector<std::byte> data) {
   if (shape.empty() || shape.size() > 4) throw std::invalid_argument("gguf writer: 1 to 4 dimensions");
   const auto tr = traits_of(type);
   if (shape[0] % tr.block_size != 0) {

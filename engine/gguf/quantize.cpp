@@ -73,7 +73,9 @@ void quantize_q4_1(const float* x, std::byte* out) {
 void quantize_row(tensor_type type, const float* x, int64_t n, std::byte* out) {
   const auto tr = traits_of(type);
   switch (type) {
-    case tensor_type::f32: std::memcpy(out, x, static_cast<size_t>(n) * 4); return;
+    case tensor_type::f32:
+      std::memcpy(out, x, static_cast<size_t>(n) * 4);
+      return;
     case tensor_type::f16:
       for (int64_t i = 0; i < n; ++i) put_f16(out + 2 * i, x[i]);
       return;
@@ -98,7 +100,9 @@ void quantize_row(tensor_type type, const float* x, int64_t n, std::byte* out) {
 void dequantize_row(tensor_type type, const std::byte* in, int64_t n, float* y) {
   const auto tr = traits_of(type);
   switch (type) {
-    case tensor_type::f32: std::memcpy(y, in, static_cast<size_t>(n) * 4); return;
+    case tensor_type::f32:
+      std::memcpy(y, in, static_cast<size_t>(n) * 4);
+      return;
     case tensor_type::f16:
       for (int64_t i = 0; i < n; ++i) y[i] = get_f16(in + 2 * i);
       return;

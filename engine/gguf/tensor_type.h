@@ -29,9 +29,9 @@ enum class tensor_type : uint32_t {
 };
 
 struct tensor_type_traits {
-  std::string_view name;    // as ggml spells it: "Q4_1"
-  int64_t block_size;       // elements per block
-  size_t block_bytes;       // bytes per block
+  std::string_view name;  // as ggml spells it: "Q4_1"
+  int64_t block_size;     // elements per block
+  size_t block_bytes;     // bytes per block
 };
 
 // Traits of a supported type; nullopt for any other GGUF type number.

@@ -30,11 +30,16 @@ float quantize_block(const float* x, f16_bits& d_out, int8_t* qs) {
 activation_format activation_format_for(tensor_type weight_type) {
   switch (weight_type) {
     case tensor_type::q4_0:
-    case tensor_type::q8_0: return activation_format::q8_0;
-    case tensor_type::q4_1: return activation_format::q8_1;
-    case tensor_type::f16: return activation_format::f16;
-    case tensor_type::bf16: return activation_format::bf16;
-    case tensor_type::f32: return activation_format::f32;
+    case tensor_type::q8_0:
+      return activation_format::q8_0;
+    case tensor_type::q4_1:
+      return activation_format::q8_1;
+    case tensor_type::f16:
+      return activation_format::f16;
+    case tensor_type::bf16:
+      return activation_format::bf16;
+    case tensor_type::f32:
+      return activation_format::f32;
   }
   return activation_format::f32;
 }
@@ -42,11 +47,15 @@ activation_format activation_format_for(tensor_type weight_type) {
 size_t activation_row_bytes(activation_format format, int64_t k) {
   const auto n = static_cast<size_t>(k);
   switch (format) {
-    case activation_format::f32: return n * 4;
+    case activation_format::f32:
+      return n * 4;
     case activation_format::f16:
-    case activation_format::bf16: return n * 2;
-    case activation_format::q8_0: return n / kBlock * sizeof(block_q8_0);
-    case activation_format::q8_1: return n / kBlock * sizeof(block_q8_1);
+    case activation_format::bf16:
+      return n * 2;
+    case activation_format::q8_0:
+      return n / kBlock * sizeof(block_q8_0);
+    case activation_format::q8_1:
+      return n / kBlock * sizeof(block_q8_1);
   }
   return 0;
 }

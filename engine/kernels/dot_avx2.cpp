@@ -31,8 +31,7 @@ inline float sum_halves(__m256 lo, __m256 hi) {
   return _mm_cvtss_f32(_mm_add_ss(t2, _mm_movehdup_ps(t2)));
 }
 
-void key_scores(int64_t hd, const f16_bits* q, const f16_bits* keys, int n, bool single_token_order,
-                float* out) {
+void key_scores(int64_t hd, const f16_bits* q, const f16_bits* keys, int n, bool single_token_order, float* out) {
   for (int j = 0; j < n; ++j) {
     const f16_bits* k = keys + j * hd;
     __m256 lo[4], hi[4];
@@ -50,8 +49,8 @@ void key_scores(int64_t hd, const f16_bits* q, const f16_bits* keys, int n, bool
   }
 }
 
-void weighted_values(int64_t hd, const f16_bits* const* v_chunks, size_t v_stride, const float* p,
-                     int n_chunks, bool single_token_order, float* out) {
+void weighted_values(int64_t hd, const f16_bits* const* v_chunks, size_t v_stride, const float* p, int n_chunks,
+                     bool single_token_order, float* out) {
   for (int64_t d = 0; d < hd; ++d) {
     __m256 lo[4], hi[4];
     for (int a = 0; a < 4; ++a) lo[a] = hi[a] = _mm256_setzero_ps();
@@ -82,10 +81,10 @@ inline bool exp8(const float* x, float* y) {
   if (_mm256_movemask_ps(in_range) != 0xff) return false;
   const __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Lo), _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Hi), v));
   const __m256 r2 = _mm256_mul_ps(r, r);
-  const __m256 p = _mm256_fmadd_ps(
-      _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(kExpC4), r, _mm256_set1_ps(kExpC3)), r2,
-                      _mm256_fmadd_ps(_mm256_set1_ps(kExpC2), r, _mm256_set1_ps(kExpC1))),
-      r2, _mm256_fmadd_ps(_mm256_set1_ps(kExpC0), r, _mm256_set1_ps(1.0f)));
+  const __m256 p =
+      _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(kExpC4), r, _mm256_set1_ps(kExpC3)), r2,
+                                      _mm256_fmadd_ps(_mm256_set1_ps(kExpC2), r, _mm256_set1_ps(kExpC1))),
+                      r2, _mm256_fmadd_ps(_mm256_set1_ps(kExpC0), r, _mm256_set1_ps(1.0f)));
   // 2^n as a float (exact for -126 <= n <= 127); one rounding in the product, like scalef.
   const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   _mm256_storeu_ps(y, _mm256_mul_ps(p, _mm256_castsi256_ps(bits)));
@@ -118,23 +117,9 @@ void swiglu(int64_t n, float* gate, const float* up) {
 }  // namespace
 
 const dot_kernels& avx2_dot_kernels() {
-  static const dot_kernels table{"avx2",
-                                 dot_q4_0,
-                                 dot_q4_1,
-                                 dot_q8_0,
-                                 dot_f16,
-                                 dot_bf16,
-                                 dot_f32,
-                                 key_scores,
-                                 weighted_values,
-                                 sum16,
-                                 exp_n,
-                                 swiglu,
-                                 nullptr,
-                                 nullptr,
-                                 nullptr,
-                                 quantize_q8,
-                                 to_f16};
+  static const dot_kernels table{"avx2",  dot_q4_0,   dot_q4_1,        dot_q8_0,    dot_f16, dot_bf16,
+                                 dot_f32, key_scores, weighted_values, sum16,       exp_n,   swiglu,
+                                 nullptr, nullptr,    nullptr,         quantize_q8, to_f16};
   return table;
 }
 

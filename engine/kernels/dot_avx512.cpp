@@ -17,9 +17,7 @@
 namespace tandem::kernels {
 namespace {
 
-inline __m256i dot_u8s8(__m256i u, __m256i s) {
-  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
-}
+inline __m256i dot_u8s8(__m256i u, __m256i s) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s); }
 
 #include "engine/kernels/dot_simd_body.inl"
 
@@ -29,9 +27,7 @@ inline __m256i dot_u8s8(__m256i u, __m256i s) {
 // the same operations in the same order, so results are bit-identical to dot_q*_rows<N>.
 
 inline float hsum_low(__m512 v) { return hsum(_mm512_castps512_ps256(v)); }
-inline float hsum_high(__m512 v) {
-  return hsum(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-}
+inline float hsum_high(__m512 v) { return hsum(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))); }
 
 struct packed_group {
   const int8_t* qs;  // [nb][4][32]
@@ -62,9 +58,7 @@ inline void row_scales(float dw, const float* d4, __m512& s01, __m512& s23) {
   s23 = _mm512_permutexvar_ps(_mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2), sc);
 }
 
-inline __m512i broadcast256(__m256i v) {
-  return _mm512_inserti64x4(_mm512_castsi256_si512(v), v, 1);
-}
+inline __m512i broadcast256(__m256i v) { return _mm512_inserti64x4(_mm512_castsi256_si512(v), v, 1); }
 
 inline __m512i load64(const int8_t* p) { return _mm512_loadu_si512(p); }
 
@@ -122,8 +116,7 @@ void group_q4_1(int64_t k, const void* w_row, const std::byte* packed, float* ou
 // Four Q4_1 rows by four packed tokens: the activations and their scale vectors are loaded
 // once per block for all four rows. Per row the operations are group_q4_1's (the scale
 // dw * d_i is the same product whichever operand is broadcast first).
-void group4_q4_1(int64_t k, const std::byte* w_rows, size_t w_stride, const std::byte* packed,
-                 float* out) {
+void group4_q4_1(int64_t k, const std::byte* w_rows, size_t w_stride, const std::byte* packed, float* out) {
   const int64_t nb = k / kBlock;
   const packed_group g(packed, nb);
   const block_q4_1* w[4];
@@ -178,8 +171,8 @@ void group4x2_q4_1(int64_t k, const std::byte* w_rows, size_t w_stride, const st
     const __m512i yb01 = load64(gb.qs + b * 128), yb23 = load64(gb.qs + b * 128 + 64);
     const auto [da01, da23] = scales_of(ga, b);
     const auto [db01, db23] = scales_of(gb, b);
-    const __m256 s8 = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(ga.s + b * 4)),
-                                           _mm_loadu_ps(gb.s + b * 4), 1);
+    const __m256 s8 =
+        _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(ga.s + b * 4)), _mm_loadu_ps(gb.s + b * 4), 1);
 #pragma GCC unroll 4
     for (int r = 0; r < 4; ++r) {
       const __m512i x = broadcast256(unpack_nibbles(w[r][b].qs));
@@ -325,8 +318,7 @@ inline void sum16_of_16(const __m512* x, float* out) {
   }
 }
 
-void key_scores(int64_t hd, const f16_bits* q, const f16_bits* keys, int n, bool single_token_order,
-                float* out) {
+void key_scores(int64_t hd, const f16_bits* q, const f16_bits* keys, int n, bool single_token_order, float* out) {
   if (n == 16) {
     __m512 acc[16];
     for (int j = 0; j < 16; ++j) acc[j] = key_accumulator(hd, q, keys + j * hd, single_token_order);
@@ -356,8 +348,8 @@ __attribute__((always_inline)) inline void deal_to_four_chains(int n_chunks, F&&
 
 // Values in blocks of 16 dimensions: their accumulators stay in registers across all chunks
 // and are summed together by sum16_of_16.
-void weighted_values(int64_t hd, const f16_bits* const* v_chunks, size_t v_stride, const float* p,
-                     int n_chunks, bool single_token_order, float* out) {
+void weighted_values(int64_t hd, const f16_bits* const* v_chunks, size_t v_stride, const float* p, int n_chunks,
+                     bool single_token_order, float* out) {
   for (int64_t d0 = 0; d0 < hd; d0 += 16) {
     __m512 acc[16];
     if (single_token_order) {
@@ -375,8 +367,8 @@ void weighted_values(int64_t hd, const f16_bits* const* v_chunks, size_t v_strid
         };
         deal_to_four_chains(n_chunks, chunk);
         for (int i = 0; i < 4; ++i) {
-          acc[q + i] = _mm512_add_ps(_mm512_add_ps(chains[i][0], chains[i][2]),
-                                     _mm512_add_ps(chains[i][1], chains[i][3]));
+          acc[q + i] =
+              _mm512_add_ps(_mm512_add_ps(chains[i][0], chains[i][2]), _mm512_add_ps(chains[i][1], chains[i][3]));
         }
       }
     } else {
@@ -457,7 +449,8 @@ void weighted_values_grouped(const f16_bits* const* v_chunks, size_t v_stride, c
         };
         deal_to_four_chains(n_chunks, chunk);
         for (int h = 0; h < G; ++h) {
-          acc[h][i] = _mm512_add_ps(_mm512_add_ps(chains[h][0], chains[h][2]), _mm512_add_ps(chains[h][1], chains[h][3]));
+          acc[h][i] =
+              _mm512_add_ps(_mm512_add_ps(chains[h][0], chains[h][2]), _mm512_add_ps(chains[h][1], chains[h][3]));
         }
       }
     } else {
@@ -486,18 +479,18 @@ void weighted_values_grouped(const f16_bits* const* v_chunks, size_t v_stride, c
 
 bool key_scores_group(int64_t hd, const f16_bits* const* q, int n_q, const f16_bits* keys, int n,
                       bool single_token_order, float* const* out) {
-#define TANDEM_CASE(G, NC)                                                  \
-  if (n_q == G && hd == 16 * NC) {                                          \
-    key_scores_grouped<G, NC>(q, keys, n, single_token_order, out);         \
-    return true;                                                            \
+#define TANDEM_CASE(G, NC)                                          \
+  if (n_q == G && hd == 16 * NC) {                                  \
+    key_scores_grouped<G, NC>(q, keys, n, single_token_order, out); \
+    return true;                                                    \
   }
   TANDEM_GQA_SHAPES(TANDEM_CASE)
 #undef TANDEM_CASE
   return false;
 }
 
-bool weighted_values_group(int64_t hd, const f16_bits* const* v_chunks, size_t v_stride, const float* const* p,
-                           int n_q, int n_chunks, bool single_token_order, float* const* out) {
+bool weighted_values_group(int64_t hd, const f16_bits* const* v_chunks, size_t v_stride, const float* const* p, int n_q,
+                           int n_chunks, bool single_token_order, float* const* out) {
 #define TANDEM_CASE(G, NC)                                                                    \
   if (n_q == G && hd == 16 * NC) {                                                            \
     weighted_values_grouped<G, NC>(v_chunks, v_stride, p, n_chunks, single_token_order, out); \
@@ -513,13 +506,12 @@ bool weighted_values_group(int64_t hd, const f16_bits* const* v_chunks, size_t v
 inline __m512 exp16(__m512 x) {
   const __m512 shift = _mm512_set1_ps(kExpShift);
   const __m512 n = _mm512_sub_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(kInvLn2), shift), shift);
-  const __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Lo),
-                                    _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Hi), x));
+  const __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Lo), _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Hi), x));
   const __m512 r2 = _mm512_mul_ps(r, r);
-  const __m512 p = _mm512_fmadd_ps(
-      _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(kExpC4), r, _mm512_set1_ps(kExpC3)), r2,
-                      _mm512_fmadd_ps(_mm512_set1_ps(kExpC2), r, _mm512_set1_ps(kExpC1))),
-      r2, _mm512_fmadd_ps(_mm512_set1_ps(kExpC0), r, _mm512_set1_ps(1.0f)));
+  const __m512 p =
+      _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(kExpC4), r, _mm512_set1_ps(kExpC3)), r2,
+                                      _mm512_fmadd_ps(_mm512_set1_ps(kExpC2), r, _mm512_set1_ps(kExpC1))),
+                      r2, _mm512_fmadd_ps(_mm512_set1_ps(kExpC0), r, _mm512_set1_ps(1.0f)));
   const __m512 scaled = _mm512_scalef_ps(p, n);
   const __mmask16 out_of_range = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192.0f), _CMP_GT_OQ);
   if (out_of_range == 0) return scaled;
@@ -567,7 +559,6 @@ void swiglu(int64_t n, float* gate, const float* up) {
   for (; i < n; ++i) gate[i] = fast_silu(gate[i]) * up[i];
 }
 
-
 // --- Tiled kernels (layouts in tiled_weights.h): 16 rows per register, one token per FMA. --
 
 inline __m512i broadcast_i32(const int8_t* p) {
@@ -597,7 +588,8 @@ class tile_prefetch {
  public:
   // Asks for the `bytes` from `next` (none if null) in `iterations` equal steps.
   tile_prefetch(const std::byte* next, size_t bytes, int64_t iterations)
-      : at_(next), end_(next == nullptr ? nullptr : next + bytes),
+      : at_(next),
+        end_(next == nullptr ? nullptr : next + bytes),
         lines_per_step_(next == nullptr ? 0 : ((bytes + 63) / 64 + iterations - 1) / iterations) {}
   void step() {
     for (size_t i = 0; i < lines_per_step_ && at_ < end_; ++i, at_ += 64) __builtin_prefetch(at_, 0, 2);
@@ -610,8 +602,8 @@ class tile_prefetch {
 };
 
 struct tiled_acts {
-  const int8_t* qs;   // [nb][32]
-  const float* d;     // [nb]
+  const int8_t* qs;      // [nb][32]
+  const float* d;        // [nb]
   const std::byte* aux;  // [nb] f32 s (Q4_1) or i32 correction (Q8_0)
   tiled_acts() = default;
   tiled_acts(const std::byte* row, int64_t nb)
@@ -668,7 +660,8 @@ void tiled_q4_1_offsets(int64_t nb, const std::byte* tile, const tiled_acts* a, 
   __m512 off[N];
   for (auto& o : off) o = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const __m512 mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + b * kTiledQ4_1RecordBytes + kTiledQ4_1MinsAt)));
+    const __m512 mw = _mm512_cvtph_ps(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + b * kTiledQ4_1RecordBytes + kTiledQ4_1MinsAt)));
 #pragma GCC unroll 8
     for (int t = 0; t < N; ++t) {
       float s;
@@ -720,20 +713,29 @@ void tiled_q8_0_n(int64_t nb, const std::byte* tile, const std::byte* acts, size
   for (int t = 0; t < N; ++t) _mm512_storeu_ps(y + t * y_stride, acc[t]);
 }
 
-#define TANDEM_TILED_DISPATCH(name, kernel)                                                         \
-  void name(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, int n_tok, \
-            float* y, int64_t y_stride, const std::byte* next) {                                    \
-    switch (n_tok) {                                                                                \
-      case 1: return kernel<1>(nb, tile, acts, act_stride, y, y_stride, next);                      \
-      case 2: return kernel<2>(nb, tile, acts, act_stride, y, y_stride, next);                      \
-      case 3: return kernel<3>(nb, tile, acts, act_stride, y, y_stride, next);                      \
-      case 4: return kernel<4>(nb, tile, acts, act_stride, y, y_stride, next);                      \
-      case 5: return kernel<5>(nb, tile, acts, act_stride, y, y_stride, next);                      \
-      case 6: return kernel<6>(nb, tile, acts, act_stride, y, y_stride, next);                      \
-      case 7: return kernel<7>(nb, tile, acts, act_stride, y, y_stride, next);                      \
-      case 8: return kernel<8>(nb, tile, acts, act_stride, y, y_stride, next);                      \
-      default: return;                                                                              \
-    }                                                                                               \
+#define TANDEM_TILED_DISPATCH(name, kernel)                                                                   \
+  void name(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, int n_tok, float* y, \
+            int64_t y_stride, const std::byte* next) {                                                        \
+    switch (n_tok) {                                                                                          \
+      case 1:                                                                                                 \
+        return kernel<1>(nb, tile, acts, act_stride, y, y_stride, next);                                      \
+      case 2:                                                                                                 \
+        return kernel<2>(nb, tile, acts, act_stride, y, y_stride, next);                                      \
+      case 3:                                                                                                 \
+        return kernel<3>(nb, tile, acts, act_stride, y, y_stride, next);                                      \
+      case 4:                                                                                                 \
+        return kernel<4>(nb, tile, acts, act_stride, y, y_stride, next);                                      \
+      case 5:                                                                                                 \
+        return kernel<5>(nb, tile, acts, act_stride, y, y_stride, next);                                      \
+      case 6:                                                                                                 \
+        return kernel<6>(nb, tile, acts, act_stride, y, y_stride, next);                                      \
+      case 7:                                                                                                 \
+        return kernel<7>(nb, tile, acts, act_stride, y, y_stride, next);                                      \
+      case 8:                                                                                                 \
+        return kernel<8>(nb, tile, acts, act_stride, y, y_stride, next);                                      \
+      default:                                                                                                \
+        return;                                                                                               \
+    }                                                                                                         \
   }
 TANDEM_TILED_DISPATCH(tiled_q4_1, tiled_q4_1_n)
 TANDEM_TILED_DISPATCH(tiled_q8_0, tiled_q8_0_n)
@@ -742,10 +744,11 @@ TANDEM_TILED_DISPATCH(tiled_q8_0, tiled_q8_0_n)
 }  // namespace
 
 const dot_kernels& avx512_dot_kernels() {
-  static const dot_kernels table{"avx512", dot_q4_0, dot_q4_1,    dot_q8_0, dot_f16,
-                                 dot_bf16, dot_f32,  key_scores, weighted_values, sum16, exp_n, swiglu, group_q4_0, group_q4_1, group_q8_0,
-                                 quantize_q8, to_f16, group4_q4_1, group4x2_q4_1, group4x2_q8_0,
-                                 tiled_q4_1, tiled_q8_0, softmax_half, key_scores_group, weighted_values_group};
+  static const dot_kernels table{"avx512",    dot_q4_0,   dot_q4_1,     dot_q8_0,         dot_f16,
+                                 dot_bf16,    dot_f32,    key_scores,   weighted_values,  sum16,
+                                 exp_n,       swiglu,     group_q4_0,   group_q4_1,       group_q8_0,
+                                 quantize_q8, to_f16,     group4_q4_1,  group4x2_q4_1,    group4x2_q8_0,
+                                 tiled_q4_1,  tiled_q8_0, softmax_half, key_scores_group, weighted_values_group};
   return table;
 }
 

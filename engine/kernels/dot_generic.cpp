@@ -21,9 +21,7 @@ struct lanes8 {
   void add_block(float scale, const int32_t* lane_sums) {
     for (int l = 0; l < 8; ++l) v[l] = std::fma(scale, static_cast<float>(lane_sums[l]), v[l]);
   }
-  float sum() const {
-    return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
-  }
+  float sum() const { return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7])); }
 };
 
 // Element j of a Q4 block (low nibbles are elements 0..15, high nibbles 16..31).
@@ -75,8 +73,7 @@ void dot_q8_0(int64_t k, const void* w_row, const void* acts, size_t stride, int
 
 // Float rows: element j feeds lane j % 8 by FMA; a tail shorter than 8 is added after.
 template <typename T, typename ToFloat>
-void float_rows(int64_t k, const void* w_row, const void* acts, size_t stride, int n, float* out,
-                ToFloat to_float) {
+void float_rows(int64_t k, const void* w_row, const void* acts, size_t stride, int n, float* out, ToFloat to_float) {
   const auto* w = static_cast<const T*>(w_row);
   for (int i = 0; i < n; ++i) {
     const auto* a = reinterpret_cast<const T*>(act_row(acts, stride, i));
@@ -109,8 +106,7 @@ float sum16(const float* x) {
   return (t4[0] + t4[2]) + (t4[1] + t4[3]);
 }
 
-void key_scores(int64_t hd, const f16_bits* q, const f16_bits* keys, int n, bool single_token_order,
-                float* out) {
+void key_scores(int64_t hd, const f16_bits* q, const f16_bits* keys, int n, bool single_token_order, float* out) {
   for (int j = 0; j < n; ++j) {
     const f16_bits* k = keys + j * hd;
     float acc[4][16] = {};
@@ -129,8 +125,8 @@ void key_scores(int64_t hd, const f16_bits* q, const f16_bits* keys, int n, bool
   }
 }
 
-void weighted_values(int64_t hd, const f16_bits* const* v_chunks, size_t v_stride, const float* p,
-                     int n_chunks, bool single_token_order, float* out) {
+void weighted_values(int64_t hd, const f16_bits* const* v_chunks, size_t v_stride, const float* p, int n_chunks,
+                     bool single_token_order, float* out) {
   for (int64_t d = 0; d < hd; ++d) {
     float acc[4][16] = {};
     for (int c = 0; c < n_chunks; ++c) {
@@ -164,8 +160,9 @@ void to_f16(int64_t n, const float* x, f16_bits* y) {
 }  // namespace
 
 const dot_kernels& generic_dot_kernels() {
-  static const dot_kernels table{"generic", dot_q4_0, dot_q4_1, dot_q8_0, dot_f16,
-                                 dot_bf16,  dot_f32,  key_scores, weighted_values, sum16, exp_n, swiglu, nullptr, nullptr, nullptr, quantize_q8, to_f16};
+  static const dot_kernels table{"generic", dot_q4_0,   dot_q4_1,        dot_q8_0,    dot_f16, dot_bf16,
+                                 dot_f32,   key_scores, weighted_values, sum16,       exp_n,   swiglu,
+                                 nullptr,   nullptr,    nullptr,         quantize_q8, to_f16};
   return table;
 }
 

@@ -7,36 +7,44 @@ namespace tandem::kernels {
 
 row_dot_fn dot_kernels::for_type(tensor_type type) const {
   switch (type) {
-    case tensor_type::q4_0: return q4_0;
-    case tensor_type::q4_1: return q4_1;
-    case tensor_type::q8_0: return q8_0;
-    case tensor_type::f16: return f16;
-    case tensor_type::bf16: return bf16;
-    case tensor_type::f32: return f32;
+    case tensor_type::q4_0:
+      return q4_0;
+    case tensor_type::q4_1:
+      return q4_1;
+    case tensor_type::q8_0:
+      return q8_0;
+    case tensor_type::f16:
+      return f16;
+    case tensor_type::bf16:
+      return bf16;
+    case tensor_type::f32:
+      return f32;
   }
   return nullptr;
 }
 
 group_dot_fn dot_kernels::group_for_type(tensor_type type) const {
   switch (type) {
-    case tensor_type::q4_0: return q4_0_x4;
-    case tensor_type::q4_1: return q4_1_x4;
-    case tensor_type::q8_0: return q8_0_x4;
-    default: return nullptr;
+    case tensor_type::q4_0:
+      return q4_0_x4;
+    case tensor_type::q4_1:
+      return q4_1_x4;
+    case tensor_type::q8_0:
+      return q8_0_x4;
+    default:
+      return nullptr;
   }
 }
 
 bool cpu_has_avx2() {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-         __builtin_cpu_supports("f16c");
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
 }
 
 bool cpu_has_avx512() {
   __builtin_cpu_init();
-  return cpu_has_avx2() && __builtin_cpu_supports("avx512f") &&
-         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-         __builtin_cpu_supports("avx512vnni");
+  return cpu_has_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
 }
 
 const dot_kernels& best_dot_kernels() {

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <string_view>
 
-#include "engine/kernels/half.h"
 #include "engine/gguf/tensor_type.h"
+#include "engine/kernels/half.h"
 
 namespace tandem::kernels {
 
@@ -15,8 +15,7 @@ namespace tandem::kernels {
 // format, see activation_format.h):
 //   out[i] = sum_j w_row[j] * act_i[j],  act_i = acts + i * act_stride bytes,  i < n_acts <= 4.
 // k is the row length in elements (a multiple of 32 for quantized types).
-using row_dot_fn = void (*)(int64_t k, const void* w_row, const void* acts, size_t act_stride,
-                            int n_acts, float* out);
+using row_dot_fn = void (*)(int64_t k, const void* w_row, const void* acts, size_t act_stride, int n_acts, float* out);
 
 inline constexpr int kMaxActsPerDot = 4;
 
@@ -35,21 +34,21 @@ using group_dot_fn = void (*)(int64_t k, const void* w_row, const std::byte* pac
 
 // Four weight rows (w_stride bytes apart) against a packed group of four rows:
 // out[r * 4 + i] = dot(weight row r, packed row i), each bit-identical to group_dot_fn's.
-using group_rows4_fn = void (*)(int64_t k, const std::byte* w_rows, size_t w_stride,
-                                const std::byte* packed, float* out);
+using group_rows4_fn = void (*)(int64_t k, const std::byte* w_rows, size_t w_stride, const std::byte* packed,
+                                float* out);
 
 // Four weight rows against two packed groups (a: tokens 0-3, b: tokens 4-7):
 // out[r * 8 + i] = dot(weight row r, token i), each bit-identical to group_dot_fn's.
-using group_rows4x2_fn = void (*)(int64_t k, const std::byte* w_rows, size_t w_stride,
-                                  const std::byte* packed_a, const std::byte* packed_b, float* out);
+using group_rows4x2_fn = void (*)(int64_t k, const std::byte* w_rows, size_t w_stride, const std::byte* packed_a,
+                                  const std::byte* packed_b, float* out);
 
 // Tiled weights (engine/kernels/tiled_weights.h): one tile of 16 rows by n_tok <= 8 tokens,
 //   y[t * y_stride + i] = dot(row i of the tile, token t),   i < 16, t < n_tok,
 // from the tile's first (tile, block) record and tiled activation rows act_stride apart.
 // Per (row, token) the result does not depend on n_tok. With next_tile non-null the kernel
 // also asks for that tile's records into L2, a few cache lines per block as it goes.
-using tiled_fn = void (*)(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride,
-                          int n_tok, float* y, int64_t y_stride, const std::byte* next_tile);
+using tiled_fn = void (*)(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, int n_tok,
+                          float* y, int64_t y_stride, const std::byte* next_tile);
 inline constexpr int kTiledMaxTokens = 8;
 
 struct dot_kernels {
@@ -70,10 +69,10 @@ struct dot_kernels {
   //     (single_token_order: chunks dealt to four chains in turn, folded 0+2, 1+3, 0+1),
   //     each chain summed like sum16.
   //   sum16: the 16-lane sum in the order of _mm512_reduce_add_ps.
-  void (*key_scores)(int64_t hd, const f16_bits* q, const f16_bits* keys, int n,
-                     bool single_token_order, float* out) = nullptr;
-  void (*weighted_values)(int64_t hd, const f16_bits* const* v_chunks, size_t v_stride, const float* p,
-                          int n_chunks, bool single_token_order, float* out) = nullptr;
+  void (*key_scores)(int64_t hd, const f16_bits* q, const f16_bits* keys, int n, bool single_token_order,
+                     float* out) = nullptr;
+  void (*weighted_values)(int64_t hd, const f16_bits* const* v_chunks, size_t v_stride, const float* p, int n_chunks,
+                          bool single_token_order, float* out) = nullptr;
   float (*sum16)(const float* x) = nullptr;
   // Element-wise: y[i] = fast_exp(x[i]) and gate[i] = fast_silu(gate[i]) * up[i]
   // (engine/kernels/fast_exp.h), bit-identical in every table.

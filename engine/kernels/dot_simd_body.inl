@@ -23,14 +23,10 @@ inline __m256i unpack_nibbles(const uint8_t* qs) {
   return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
 }
 
-inline __m256i load32(const int8_t* p) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-}
+inline __m256i load32(const int8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
 // Signed x signed through the unsigned x signed instruction: |x| * (y with x's sign).
-inline __m256i dot_s8s8(__m256i x, __m256i y) {
-  return dot_u8s8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
-}
+inline __m256i dot_s8s8(__m256i x, __m256i y) { return dot_u8s8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x)); }
 
 template <int N>
 void q4_0_rows(int64_t k, const block_q4_0* w, const std::byte* acts, size_t stride, float* out) {
@@ -98,8 +94,7 @@ inline __m256 load_bf16x8(const bf16_bits* p) {
 
 // Float-type rows: element loaders turn 8 stored values into 8 floats; tails go scalar.
 template <int N, typename T, typename Load, typename Scalar>
-void float_rows(int64_t k, const T* w, const std::byte* acts, size_t stride, float* out, Load load,
-                Scalar scalar) {
+void float_rows(int64_t k, const T* w, const std::byte* acts, size_t stride, float* out, Load load, Scalar scalar) {
   __m256 acc[N];
   for (int i = 0; i < N; ++i) acc[i] = _mm256_setzero_ps();
   int64_t j = 0;
@@ -118,31 +113,38 @@ void float_rows(int64_t k, const T* w, const std::byte* acts, size_t stride, flo
   }
 }
 
-
-#define TANDEM_DISPATCH_ROWS(NAME, BODY)                                                  \
-  void NAME(int64_t k, const void* w_row, const void* acts_v, size_t stride, int n,      \
-            float* out) {                                                                \
-    const auto* acts = static_cast<const std::byte*>(acts_v);                            \
-    switch (n) {                                                                         \
-      case 1: BODY(1); break;                                                            \
-      case 2: BODY(2); break;                                                            \
-      case 3: BODY(3); break;                                                            \
-      default: BODY(4); break;                                                           \
-    }                                                                                    \
+#define TANDEM_DISPATCH_ROWS(NAME, BODY)                                                          \
+  void NAME(int64_t k, const void* w_row, const void* acts_v, size_t stride, int n, float* out) { \
+    const auto* acts = static_cast<const std::byte*>(acts_v);                                     \
+    switch (n) {                                                                                  \
+      case 1:                                                                                     \
+        BODY(1);                                                                                  \
+        break;                                                                                    \
+      case 2:                                                                                     \
+        BODY(2);                                                                                  \
+        break;                                                                                    \
+      case 3:                                                                                     \
+        BODY(3);                                                                                  \
+        break;                                                                                    \
+      default:                                                                                    \
+        BODY(4);                                                                                  \
+        break;                                                                                    \
+    }                                                                                             \
   }
 
 #define TANDEM_Q4_0(N) q4_0_rows<N>(k, static_cast<const block_q4_0*>(w_row), acts, stride, out)
 #define TANDEM_Q4_1(N) q4_1_rows<N>(k, static_cast<const block_q4_1*>(w_row), acts, stride, out)
 #define TANDEM_Q8_0(N) q8_0_rows<N>(k, static_cast<const block_q8_0*>(w_row), acts, stride, out)
-#define TANDEM_F16(N)                                                                     \
-  float_rows<N>(k, static_cast<const f16_bits*>(w_row), acts, stride, out, load_f16x8,    \
+#define TANDEM_F16(N)                                                                  \
+  float_rows<N>(k, static_cast<const f16_bits*>(w_row), acts, stride, out, load_f16x8, \
                 [](f16_bits h) { return f16_to_f32(h); })
-#define TANDEM_BF16(N)                                                                    \
-  float_rows<N>(k, static_cast<const bf16_bits*>(w_row), acts, stride, out, load_bf16x8,  \
+#define TANDEM_BF16(N)                                                                   \
+  float_rows<N>(k, static_cast<const bf16_bits*>(w_row), acts, stride, out, load_bf16x8, \
                 [](bf16_bits h) { return bf16_to_f32(h); })
-#define TANDEM_F32(N)                                                                     \
-  float_rows<N>(k, static_cast<const float*>(w_row), acts, stride, out,                   \
-                [](const float* p) { return _mm256_loadu_ps(p); }, [](float f) { return f; })
+#define TANDEM_F32(N)                                                                                            \
+  float_rows<N>(                                                                                                 \
+      k, static_cast<const float*>(w_row), acts, stride, out, [](const float* p) { return _mm256_loadu_ps(p); }, \
+      [](float f) { return f; })
 
 TANDEM_DISPATCH_ROWS(dot_q4_0, TANDEM_Q4_0)
 TANDEM_DISPATCH_ROWS(dot_q4_1, TANDEM_Q4_1)
@@ -180,15 +182,15 @@ void quantize_q8(const float* x, void* dst, int64_t k, bool with_sum) {
     __m256i ints[4];
     __m256i sum = _mm256_setzero_si256();
     for (int i = 0; i < 4; ++i) {
-      ints[i] = _mm256_cvtps_epi32(
-          _mm256_round_ps(_mm256_mul_ps(q[i], id), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      ints[i] =
+          _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(q[i], id), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
       sum = _mm256_add_epi32(sum, ints[i]);
     }
     // int32 -> int8 in element order (the packs work within 128-bit lanes; fix with a permute)
     const __m256i w01 = _mm256_packs_epi32(ints[0], ints[1]);
     const __m256i w23 = _mm256_packs_epi32(ints[2], ints[3]);
-    const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(w01, w23),
-                                                      _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    const __m256i bytes =
+        _mm256_permutevar8x32_epi32(_mm256_packs_epi16(w01, w23), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     if (with_sum) {
       auto& out = static_cast<block_q8_1*>(dst)[b];
       __m128i s4 = _mm_add_epi32(_mm256_extracti128_si256(sum, 1), _mm256_castsi256_si128(sum));

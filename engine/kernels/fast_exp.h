@@ -29,8 +29,8 @@ inline float fast_exp(float x) {
   if (std::isnan(n)) return n;
   const float r = std::fma(-n, kLn2Lo, std::fma(-n, kLn2Hi, x));
   const float r2 = r * r;
-  const float p = std::fma(std::fma(std::fma(kExpC4, r, kExpC3), r2, std::fma(kExpC2, r, kExpC1)), r2,
-                           std::fma(kExpC0, r, 1.0f));
+  const float p =
+      std::fma(std::fma(std::fma(kExpC4, r, kExpC3), r2, std::fma(kExpC2, r, kExpC1)), r2, std::fma(kExpC0, r, 1.0f));
   return std::ldexp(p, static_cast<int>(n));
 }
 

@@ -49,9 +49,9 @@ f16_bits f32_to_f16(float f) {
   const uint32_t abs = bits & 0x7fffffffu;
   if (abs > 0x7f800000u) return static_cast<f16_bits>(sign | 0x7e00u | ((abs >> 13) & 0x3ffu));
   if (abs >= 0x477ff000u) return static_cast<f16_bits>(sign | 0x7c00u);  // rounds to inf
-  if (abs < 0x38800000u) {  // result is subnormal or zero
-    if (abs < 0x33000000u) return static_cast<f16_bits>(sign);  // below half the smallest
-    const uint32_t shift = 126u - (abs >> 23);                    // 14..24
+  if (abs < 0x38800000u) {                                               // result is subnormal or zero
+    if (abs < 0x33000000u) return static_cast<f16_bits>(sign);           // below half the smallest
+    const uint32_t shift = 126u - (abs >> 23);                           // 14..24
     const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
     uint32_t q = mant >> shift;
     const uint32_t rem = mant & ((1u << shift) - 1u);

@@ -18,8 +18,7 @@ constexpr int64_t kRowTile = 64;
 
 // Four consecutive Q8 rows (row format, act_stride apart) into the packed layout that
 // group kernels read (dot_kernels.h): qs [nb][4][32], d [nb][4], s [nb][4].
-void pack_q8_x4(activation_format format, const std::byte* rows, size_t act_stride, int64_t nb,
-                std::byte* dst) {
+void pack_q8_x4(activation_format format, const std::byte* rows, size_t act_stride, int64_t nb, std::byte* dst) {
   auto* qs = reinterpret_cast<int8_t*>(dst);
   auto* d = reinterpret_cast<float*>(dst + nb * 128);
   auto* s = reinterpret_cast<float*>(dst + nb * 128 + nb * 16);
@@ -147,14 +146,14 @@ void tiled_matmul(std::span<const matmul_output> outputs, tiled_fn kernel, const
 
 }  // namespace
 
-void matmul(const weight_view& w, const float* x, int64_t x_stride, int64_t n_tok, float* y,
-            int64_t y_stride, thread_pool& pool, matmul_scratch& scratch) {
+void matmul(const weight_view& w, const float* x, int64_t x_stride, int64_t n_tok, float* y, int64_t y_stride,
+            thread_pool& pool, matmul_scratch& scratch) {
   const matmul_output out{w, y, y_stride};
   matmul(std::span<const matmul_output>(&out, 1), x, x_stride, n_tok, pool, scratch);
 }
 
-void matmul(std::span<const matmul_output> outputs, const float* x, int64_t x_stride, int64_t n_tok,
-            thread_pool& pool, matmul_scratch& scratch) {
+void matmul(std::span<const matmul_output> outputs, const float* x, int64_t x_stride, int64_t n_tok, thread_pool& pool,
+            matmul_scratch& scratch) {
   if (n_tok <= 0 || outputs.empty()) return;
   const weight_view& w = outputs[0].w;
   for (const auto& o : outputs) {

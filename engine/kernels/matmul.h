@@ -50,13 +50,13 @@ struct matmul_output {
 
 // y[t * y_stride + r] = sum_c w[r][c] * x[t * x_stride + c]   for t < n_tok, r < w.rows.
 //   x: [n_tok, w.cols] floats, row stride x_stride;  y: [n_tok, w.rows], row stride y_stride.
-void matmul(const weight_view& w, const float* x, int64_t x_stride, int64_t n_tok, float* y,
-            int64_t y_stride, thread_pool& pool, matmul_scratch& scratch);
+void matmul(const weight_view& w, const float* x, int64_t x_stride, int64_t n_tok, float* y, int64_t y_stride,
+            thread_pool& pool, matmul_scratch& scratch);
 
 // Several weights applied to the same input (e.g. Q, K and V): the input is converted once
 // and all outputs' rows share one parallel pass. The weights must have one type and width
 // (std::invalid_argument otherwise). Each output gets the bits a single matmul would give.
-void matmul(std::span<const matmul_output> outputs, const float* x, int64_t x_stride, int64_t n_tok,
-            thread_pool& pool, matmul_scratch& scratch);
+void matmul(std::span<const matmul_output> outputs, const float* x, int64_t x_stride, int64_t n_tok, thread_pool& pool,
+            matmul_scratch& scratch);
 
 }  // namespace tandem::kernels

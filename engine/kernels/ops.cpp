@@ -26,8 +26,8 @@ void rope_angles(const rope_params& p, int32_t pos, float* cos_sin) {
 
 // Two builds chosen at load time: with x86-64-v3 std::fma is one instruction instead of a
 // library call (same bits: fma is exactly rounded either way).
-__attribute__((target_clones("arch=x86-64-v3", "default")))
-void rope_apply(float* x, int32_t n_heads, int32_t head_dim, int32_t n_rot, const float* cos_sin) {
+__attribute__((target_clones("arch=x86-64-v3", "default"))) void rope_apply(float* x, int32_t n_heads, int32_t head_dim,
+                                                                            int32_t n_rot, const float* cos_sin) {
   for (int32_t h = 0; h < n_heads; ++h) {
     float* v = x + static_cast<int64_t>(h) * head_dim;
     for (int32_t i = 0; i < n_rot / 2; ++i) {

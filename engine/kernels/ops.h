@@ -14,7 +14,7 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
 struct rope_params {
   int32_t n_rot = 0;
   float freq_base = 10000.0f;
-  float freq_scale = 1.0f;            // 1 / linear scaling factor
+  float freq_scale = 1.0f;              // 1 / linear scaling factor
   std::span<const float> freq_factors;  // [n_rot / 2] or empty
 };
 

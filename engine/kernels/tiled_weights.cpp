@@ -8,8 +8,8 @@
 namespace tandem::kernels {
 
 bool tileable(const weight_view& w) {
-  return (w.type == tensor_type::q4_1 || w.type == tensor_type::q8_0) && w.rows > 0 &&
-         w.rows % kTileRows == 0 && w.cols % kBlock == 0;
+  return (w.type == tensor_type::q4_1 || w.type == tensor_type::q8_0) && w.rows > 0 && w.rows % kTileRows == 0 &&
+         w.cols % kBlock == 0;
 }
 
 size_t tiled_bytes(const weight_view& w) {

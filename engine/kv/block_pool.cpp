@@ -1,9 +1,9 @@
 #include "engine/kv/block_pool.h"
 
+#include <xxhash.h>
 #include <algorithm>
 #include <cassert>
 #include <stdexcept>
-#include <xxhash.h>
 
 namespace tandem {
 

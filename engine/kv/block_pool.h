@@ -25,12 +25,11 @@
 
 namespace tandem {
 
-
 struct block_pool_stats {
   uint32_t total = 0;
-  uint32_t used = 0;        // ref > 0
-  uint32_t cached_free = 0; // ref == 0 but still in the prefix index (evictable)
-  uint32_t free = 0;        // ref == 0, not indexed
+  uint32_t used = 0;         // ref > 0
+  uint32_t cached_free = 0;  // ref == 0 but still in the prefix index (evictable)
+  uint32_t free = 0;         // ref == 0, not indexed
   uint64_t evictions = 0;
 };
 
@@ -72,8 +71,8 @@ class block_pool {
     bool hashed = false;
     uint64_t hash = 0;
     uint64_t parent = 0;
-    std::vector<token_id> tokens;                   // only while hashed
-    std::list<block_id>::iterator lru_pos;          // valid while in evictable_
+    std::vector<token_id> tokens;           // only while hashed
+    std::list<block_id>::iterator lru_pos;  // valid while in evictable_
     bool in_lru = false;
   };
   void unindex(block_id b);

@@ -35,9 +35,9 @@ struct reserve_request {
 
 struct reserve_grant {
   seq_id seq = 0;
-  block_table table;  // covers n_tokens
-  uint32_t n_cached = 0;        // waiting only: tokens adopted from the prefix cache
-  uint32_t n_tokens = 0;        // the sequence may compute up to here in this step
+  block_table table;      // covers n_tokens
+  uint32_t n_cached = 0;  // waiting only: tokens adopted from the prefix cache
+  uint32_t n_tokens = 0;  // the sequence may compute up to here in this step
 };
 
 struct reserve_result {

@@ -24,10 +24,9 @@
 
 namespace tandem {
 
-
 struct prefix_hit {
-  block_table blocks;  // cached full blocks, in order
-  uint32_t n_tokens = 0;         // tokens they hold (blocks.size() * block_size)
+  block_table blocks;     // cached full blocks, in order
+  uint32_t n_tokens = 0;  // tokens they hold (blocks.size() * block_size)
 };
 
 // The device must copy the KV of block src into block dst before the step that writes dst.
@@ -42,8 +41,8 @@ struct kv_cache_stats {
   uint64_t prefix_queries = 0;  // prompt tokens looked up when sequences were admitted
   uint64_t prefix_hits = 0;     // of those, tokens found in the cache
   uint32_t sequences = 0;
-  double busy_ms = 0;           // the cache manager actor's time in its handlers (prefix
-                                // matching, hashing and indexing included); 0 from the engine
+  double busy_ms = 0;  // the cache manager actor's time in its handlers (prefix
+                       // matching, hashing and indexing included); 0 from the engine
 };
 
 class kv_block_manager {
@@ -86,7 +85,7 @@ class kv_block_manager {
  private:
   struct seq_blocks {
     block_table table;
-    uint32_t n_published = 0;   // leading full blocks already offered to the index
+    uint32_t n_published = 0;  // leading full blocks already offered to the index
     uint64_t last_hash = block_pool::kRootHash;
   };
   // Cached blocks of `hit` that adoption takes out of the evictable list.

@@ -35,9 +35,9 @@ void softmax_reference(const kernels::dot_kernels& kernels, float* s, int32_t n_
   }
 }
 
-void attend_heads(const kernels::dot_kernels& kernels, const kv_pool& pool, uint32_t layer,
-                  const block_table& blocks, int32_t n_keys, uint32_t kv_head, const kernels::f16_bits* const* q_f16,
-                  int n_q, float scale, bool single_token, attention_scratch& scratch, float* const* out) {
+void attend_heads(const kernels::dot_kernels& kernels, const kv_pool& pool, uint32_t layer, const block_table& blocks,
+                  int32_t n_keys, uint32_t kv_head, const kernels::f16_bits* const* q_f16, int n_q, float scale,
+                  bool single_token, attention_scratch& scratch, float* const* out) {
   constexpr int kLanes = 16;
   if (n_q < 1 || n_q > kMaxGroupedHeads) {
     throw std::invalid_argument("attend_heads: 1 to " + std::to_string(kMaxGroupedHeads) + " query heads per kv head");
@@ -55,8 +55,7 @@ void attend_heads(const kernels::dot_kernels& kernels, const kv_pool& pool, uint
   for (int32_t c = 0; c < n_chunks; ++c) {
     const int32_t j0 = c * kLanes;
     const int32_t n = std::min(kLanes, n_keys - j0);
-    const kernels::f16_bits* k =
-        pool.k(layer, blocks[static_cast<size_t>(j0 / bt)], kv_head) + (j0 % bt) * hd;
+    const kernels::f16_bits* k = pool.k(layer, blocks[static_cast<size_t>(j0 / bt)], kv_head) + (j0 % bt) * hd;
     float* chunk_out[kMaxGroupedHeads];
     for (int h = 0; h < n_q; ++h) chunk_out[h] = scores[h] + j0;
     if (!kernels.key_scores_group || !kernels.key_scores_group(hd, q_f16, n_q, k, n, single_token, chunk_out)) {
@@ -78,8 +77,7 @@ void attend_heads(const kernels::dot_kernels& kernels, const kv_pool& pool, uint
   scratch.v_chunks.resize(static_cast<size_t>(n_chunks));
   for (int32_t c = 0; c < n_chunks; ++c) {
     const int32_t j0 = c * kLanes;
-    scratch.v_chunks[static_cast<size_t>(c)] =
-        pool.v(layer, blocks[static_cast<size_t>(j0 / bt)], kv_head) + (j0 % bt);
+    scratch.v_chunks[static_cast<size_t>(c)] = pool.v(layer, blocks[static_cast<size_t>(j0 / bt)], kv_head) + (j0 % bt);
   }
   if (!kernels.weighted_values_group ||
       !kernels.weighted_values_group(hd, scratch.v_chunks.data(), static_cast<size_t>(bt), probs, n_q, n_chunks,

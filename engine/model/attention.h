@@ -21,8 +21,8 @@ namespace tandem {
 
 // Scratch for one thread; attend_heads sizes it.
 struct attention_scratch {
-  std::vector<float> scores;  // [heads][n_keys rounded up to 16]: scores, then in place the
-                              // probabilities rounded to half (zero past n_keys)
+  std::vector<float> scores;                       // [heads][n_keys rounded up to 16]: scores, then in place the
+                                                   // probabilities rounded to half (zero past n_keys)
   std::vector<const kernels::f16_bits*> v_chunks;  // [chunks] values of 16 positions each
 };
 
@@ -38,8 +38,8 @@ inline constexpr int kMaxGroupedHeads = 16;
 // that kv head (grouped-query attention): each key and value is read and converted once
 // for all of them where the kernel table has a grouped form; every head's numbers are
 // those it would get alone.
-void attend_heads(const kernels::dot_kernels& kernels, const kv_pool& pool, uint32_t layer,
-                  const block_table& blocks, int32_t n_keys, uint32_t kv_head, const kernels::f16_bits* const* q_f16,
-                  int n_q, float scale, bool single_token, attention_scratch& scratch, float* const* out);
+void attend_heads(const kernels::dot_kernels& kernels, const kv_pool& pool, uint32_t layer, const block_table& blocks,
+                  int32_t n_keys, uint32_t kv_head, const kernels::f16_bits* const* q_f16, int n_q, float scale,
+                  bool single_token, attention_scratch& scratch, float* const* out);
 
 }  // namespace tandem

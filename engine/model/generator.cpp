@@ -14,9 +14,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-generation_stats generate(model& m, kv_pool& cache, kv_block_allocator& allocator,
-                          std::span<const int32_t> prompt, const generation_options& options,
-                          const std::function<bool(int32_t)>& on_token) {
+generation_stats generate(model& m, kv_pool& cache, kv_block_allocator& allocator, std::span<const int32_t> prompt,
+                          const generation_options& options, const std::function<bool(int32_t)>& on_token) {
   if (prompt.empty()) throw std::invalid_argument("generate: empty prompt");
   generation_stats stats;
   stats.prompt_tokens = static_cast<int32_t>(prompt.size());
@@ -27,8 +26,7 @@ generation_stats generate(model& m, kv_pool& cache, kv_block_allocator& allocato
   seq.seq = 1;
   const auto total = static_cast<int64_t>(prompt.size()) + options.max_tokens;
   if (!allocator.reserve(seq.blocks, total, cache.block_tokens())) {
-    throw std::runtime_error("generate: the KV pool is too small for " + std::to_string(total) +
-                             " tokens");
+    throw std::runtime_error("generate: the KV pool is too small for " + std::to_string(total) + " tokens");
   }
 
   std::vector<int32_t> history(prompt.begin(), prompt.end());

@@ -32,8 +32,7 @@ struct generation_stats {
 // calling on_token for each; on_token returning false ends generation. The sequence's
 // blocks are taken from `allocator` and returned at the end. Throws std::runtime_error if
 // the pool has too few free blocks for prompt + max_tokens.
-generation_stats generate(model& m, kv_pool& cache, kv_block_allocator& allocator,
-                          std::span<const int32_t> prompt, const generation_options& options,
-                          const std::function<bool(int32_t)>& on_token);
+generation_stats generate(model& m, kv_pool& cache, kv_block_allocator& allocator, std::span<const int32_t> prompt,
+                          const generation_options& options, const std::function<bool(int32_t)>& on_token);
 
 }  // namespace tandem

@@ -27,15 +27,14 @@ kv_pool::kv_pool(const model_config& config, const kv_pool_options& options)
       n_layer_(config.n_layer),
       n_head_kv_(config.n_head_kv),
       head_dim_(config.head_dim) {
-  const size_t elems = static_cast<size_t>(n_layer_) * n_blocks_ * n_head_kv_ *
-                       static_cast<size_t>(block_tokens_) * head_dim_;
+  const size_t elems =
+      static_cast<size_t>(n_layer_) * n_blocks_ * n_head_kv_ * static_cast<size_t>(block_tokens_) * head_dim_;
   k_ = zeroed_pages(elems * sizeof(kernels::f16_bits));
   v_ = zeroed_pages(elems * sizeof(kernels::f16_bits));
 }
 
 size_t kv_pool::block_bytes() const {
-  return size_t{2} * n_layer_ * n_head_kv_ * static_cast<size_t>(block_tokens_) * head_dim_ *
-         sizeof(kernels::f16_bits);
+  return size_t{2} * n_layer_ * n_head_kv_ * static_cast<size_t>(block_tokens_) * head_dim_ * sizeof(kernels::f16_bits);
 }
 
 }  // namespace tandem

@@ -60,8 +60,8 @@ class kv_pool {
 
  private:
   size_t offset(uint32_t layer, int32_t block, uint32_t head) const {
-    return ((static_cast<size_t>(layer) * n_blocks_ + static_cast<size_t>(block)) * n_head_kv_ +
-            head) * static_cast<size_t>(block_tokens_) * head_dim_;
+    return ((static_cast<size_t>(layer) * n_blocks_ + static_cast<size_t>(block)) * n_head_kv_ + head) *
+           static_cast<size_t>(block_tokens_) * head_dim_;
   }
 
   int block_tokens_;

@@ -5,10 +5,10 @@
 #include <stdexcept>
 #include <string>
 
-#include "engine/model/attention.h"
+#include "engine/gguf/quantize.h"
 #include "engine/kernels/ops.h"
 #include "engine/kernels/tiled_weights.h"
-#include "engine/gguf/quantize.h"
+#include "engine/model/attention.h"
 
 namespace tandem {
 namespace {
@@ -81,8 +81,7 @@ std::unique_ptr<model> model::open(const std::filesystem::path& path, const mode
   return std::make_unique<model>(gguf::file::open(path), options);
 }
 
-void model::matmul(const kernels::weight_view& w, const std::vector<float>& x, int64_t n_tok,
-                   std::vector<float>& y) {
+void model::matmul(const kernels::weight_view& w, const std::vector<float>& x, int64_t n_tok, std::vector<float>& y) {
   kernels::matmul(w, x.data(), w.cols, n_tok, y.data(), w.rows, pool_, buf_.mm);
 }
 
@@ -92,8 +91,8 @@ void model::matmul_shared(const std::vector<float>& x, int64_t n_tok,
   bool same = true;
   for (const auto& o : outputs) same = same && o.w.type == first.w.type && o.w.cols == first.w.cols;
   if (same) {
-    kernels::matmul(std::span<const kernels::matmul_output>(outputs.begin(), outputs.size()), x.data(),
-                    first.w.cols, n_tok, pool_, buf_.mm);
+    kernels::matmul(std::span<const kernels::matmul_output>(outputs.begin(), outputs.size()), x.data(), first.w.cols,
+                    n_tok, pool_, buf_.mm);
   } else {
     for (const auto& o : outputs) {
       kernels::matmul(o.w, x.data(), o.w.cols, n_tok, o.y, o.y_stride, pool_, buf_.mm);
@@ -154,8 +153,7 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
       for (size_t j = 0; j < s.tokens.size(); ++j, ++t) {
         const int32_t tok = s.tokens[j];
         if (tok < 0 || static_cast<uint32_t>(tok) >= c.n_vocab) {
-          throw std::invalid_argument("forward: token id " + std::to_string(tok) +
-                                      " outside the vocabulary");
+          throw std::invalid_argument("forward: token id " + std::to_string(tok) + " outside the vocabulary");
         }
         dequantize_row(weights_.token_embd.type, weights_.token_embd.row(tok), E, &b.x[t * E]);
         b.pos[t] = s.start_pos + static_cast<int32_t>(j);
@@ -173,8 +171,7 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
   };
 
   kernels::rope_params rope{static_cast<int32_t>(c.n_rot), c.rope_freq_base,
-                            c.rope_scaling == rope_scaling_type::linear ? 1.0f / c.rope_scaling_factor
-                                                                        : 1.0f,
+                            c.rope_scaling == rope_scaling_type::linear ? 1.0f / c.rope_scaling_factor : 1.0f,
                             weights_.rope_freqs};
   for_rows(T, [&](int64_t t) { kernels::rope_angles(rope, b.pos[t], &b.rope[t * c.n_rot]); });
 
@@ -184,11 +181,8 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
     const layer_weights& w = weights_.layers[l];
 
     // Attention block: x += Wo · attn(rope(Wq h), rope(Wk h), Wv h), h = norm(x).
-    for_rows(T, [&](int64_t t) {
-      kernels::rms_norm(&b.x[t * E], w.attn_norm.data(), &b.h[t * E], E, c.rms_eps);
-    });
-    matmul_shared(b.h, T,
-                  {{w.wq, b.q.data(), Q}, {w.wk, b.k.data(), KV}, {w.wv, b.v.data(), KV}});
+    for_rows(T, [&](int64_t t) { kernels::rms_norm(&b.x[t * E], w.attn_norm.data(), &b.h[t * E], E, c.rms_eps); });
+    matmul_shared(b.h, T, {{w.wq, b.q.data(), Q}, {w.wk, b.k.data(), KV}, {w.wv, b.v.data(), KV}});
     attention_layer(l, in, cache, T);
     matmul(w.wo, b.attn, T, b.proj);
     for_rows(T, [&](int64_t t) {
@@ -196,9 +190,7 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
     });
 
     // Feed-forward block: x += W_down · (silu(W_gate h) * (W_up h)), h = norm(x).
-    for_rows(T, [&](int64_t t) {
-      kernels::rms_norm(&b.x[t * E], w.ffn_norm.data(), &b.h[t * E], E, c.rms_eps);
-    });
+    for_rows(T, [&](int64_t t) { kernels::rms_norm(&b.x[t * E], w.ffn_norm.data(), &b.h[t * E], E, c.rms_eps); });
     matmul_shared(b.h, T, {{w.w_gate, b.gate.data(), F}, {w.w_up, b.up.data(), F}});
     for_rows(T, [&](int64_t t) { kernels_.swiglu(F, &b.gate[t * F], &b.up[t * F]); });
     matmul(w.w_down, b.gate, T, b.proj);

@@ -7,10 +7,10 @@
 #include <memory>
 #include <vector>
 
-#include "engine/model/attention.h"
 #include "engine/gguf/gguf.h"
 #include "engine/kernels/dot_kernels.h"
 #include "engine/kernels/matmul.h"
+#include "engine/model/attention.h"
 #include "engine/model/kv_pool.h"
 #include "engine/model/model_config.h"
 #include "engine/model/model_weights.h"
@@ -37,8 +37,7 @@ class model {
  public:
   // Keeps `file` (and so its mapping) alive for the model's lifetime.
   model(gguf::file file, const model_options& options = {});
-  static std::unique_ptr<model> open(const std::filesystem::path& path,
-                                     const model_options& options = {});
+  static std::unique_ptr<model> open(const std::filesystem::path& path, const model_options& options = {});
 
   const model_config& config() const { return config_; }
   const gguf::file& file() const { return file_; }
@@ -54,28 +53,26 @@ class model {
  private:
   // Scratch for one step, reused across steps; shapes in the comments, T = new tokens.
   struct buffers {
-    std::vector<float> x;        // [T][n_embd] residual stream
-    std::vector<float> h;        // [T][n_embd] normed input of a sub-layer
-    std::vector<float> q;        // [T][q_dim]
-    std::vector<float> k;        // [T][kv_dim]
-    std::vector<float> v;        // [T][kv_dim]
-    std::vector<float> attn;     // [T][q_dim] attention output, heads side by side
-    std::vector<float> proj;     // [T][n_embd] output of wo / w_down
-    std::vector<float> gate;     // [T][n_ff]
-    std::vector<float> up;       // [T][n_ff]
-    std::vector<float> rope;     // [T][n_rot] cos/sin pairs of each token's position
+    std::vector<float> x;                         // [T][n_embd] residual stream
+    std::vector<float> h;                         // [T][n_embd] normed input of a sub-layer
+    std::vector<float> q;                         // [T][q_dim]
+    std::vector<float> k;                         // [T][kv_dim]
+    std::vector<float> v;                         // [T][kv_dim]
+    std::vector<float> attn;                      // [T][q_dim] attention output, heads side by side
+    std::vector<float> proj;                      // [T][n_embd] output of wo / w_down
+    std::vector<float> gate;                      // [T][n_ff]
+    std::vector<float> up;                        // [T][n_ff]
+    std::vector<float> rope;                      // [T][n_rot] cos/sin pairs of each token's position
     std::vector<attention_scratch> attn_scratch;  // [threads]
-    std::vector<kernels::f16_bits> q16;  // [threads][q_dim]: a kv head's queries in half
-    std::vector<int32_t> pos;    // [T] position of each token
-    std::vector<int32_t> seq;    // [T] index of its sequence in the step
+    std::vector<kernels::f16_bits> q16;           // [threads][q_dim]: a kv head's queries in half
+    std::vector<int32_t> pos;                     // [T] position of each token
+    std::vector<int32_t> seq;                     // [T] index of its sequence in the step
     kernels::matmul_scratch mm;
   };
 
-  void matmul(const kernels::weight_view& w, const std::vector<float>& x, int64_t n_tok,
-              std::vector<float>& y);
+  void matmul(const kernels::weight_view& w, const std::vector<float>& x, int64_t n_tok, std::vector<float>& y);
   // Several weights on one input (Q/K/V, gate/up): one conversion, one parallel pass.
-  void matmul_shared(const std::vector<float>& x, int64_t n_tok,
-                     std::initializer_list<kernels::matmul_output> outputs);
+  void matmul_shared(const std::vector<float>& x, int64_t n_tok, std::initializer_list<kernels::matmul_output> outputs);
   void attention_layer(uint32_t layer, const step_input& in, kv_pool& cache, int64_t n_tok);
 
   gguf::file file_;

@@ -8,7 +8,8 @@ namespace {
 uint32_t require_u32(const gguf::file& f, const std::string& key) {
   const auto v = f.get_int(key);
   if (!v) throw gguf::format_error("missing metadata key '" + key + "'");
-  if (*v <= 0 || *v > 0x7fffffff) throw gguf::format_error("metadata key '" + key + "' is out of range: " + std::to_string(*v));
+  if (*v <= 0 || *v > 0x7fffffff)
+    throw gguf::format_error("metadata key '" + key + "' is out of range: " + std::to_string(*v));
   return static_cast<uint32_t>(*v);
 }
 
@@ -50,16 +51,22 @@ model_config read_model_config(const gguf::file& f) {
     throw gguf::format_error("embedding_length is not a multiple of head_count");
   }
   c.n_rot = f.find(p + "rope.dimension_count") ? require_u32(f, p + "rope.dimension_count") : c.head_dim;
-  if (c.n_rot > c.head_dim || c.n_rot % 2 != 0) throw gguf::format_error("rope.dimension_count must be even and <= head size");
+  if (c.n_rot > c.head_dim || c.n_rot % 2 != 0)
+    throw gguf::format_error("rope.dimension_count must be even and <= head size");
   c.rope_freq_base = static_cast<float>(f.get_float(p + "rope.freq_base").value_or(10000.0));
   c.rms_eps = static_cast<float>(f.get_float(p + "attention.layer_norm_rms_epsilon").value_or(1e-5));
-  if (!(c.rms_eps > 0.0f) || !(c.rope_freq_base > 0.0f)) throw gguf::format_error("rms epsilon and rope base must be positive");
+  if (!(c.rms_eps > 0.0f) || !(c.rope_freq_base > 0.0f))
+    throw gguf::format_error("rms epsilon and rope base must be positive");
 
   if (const auto type = f.get_string(p + "rope.scaling.type")) {
-    if (*type == "none") c.rope_scaling = rope_scaling_type::none;
-    else if (*type == "linear") c.rope_scaling = rope_scaling_type::linear;
-    else if (*type == "yarn") c.rope_scaling = rope_scaling_type::yarn;
-    else throw gguf::format_error("unsupported rope scaling type '" + *type + "'");
+    if (*type == "none")
+      c.rope_scaling = rope_scaling_type::none;
+    else if (*type == "linear")
+      c.rope_scaling = rope_scaling_type::linear;
+    else if (*type == "yarn")
+      c.rope_scaling = rope_scaling_type::yarn;
+    else
+      throw gguf::format_error("unsupported rope scaling type '" + *type + "'");
   }
   c.rope_scaling_factor = static_cast<float>(f.get_float(p + "rope.scaling.factor").value_or(1.0));
   if (c.rope_scaling_factor <= 0.0f) c.rope_scaling_factor = 1.0f;

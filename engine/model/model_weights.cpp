@@ -13,13 +13,12 @@ const gguf::tensor_info& require(const gguf::file& file, const std::string& name
   return *t;
 }
 
-kernels::weight_view matrix(const gguf::file& file, const std::string& name, int64_t cols,
-                            int64_t rows) {
+kernels::weight_view matrix(const gguf::file& file, const std::string& name, int64_t cols, int64_t rows) {
   const auto& t = require(file, name);
   if (t.ne[0] != cols || t.n_rows() != rows) {
     throw gguf::format_error("tensor '" + name + "' has shape [" + std::to_string(t.ne[0]) + ", " +
-                             std::to_string(t.n_rows()) + "], expected [" + std::to_string(cols) +
-                             ", " + std::to_string(rows) + "]");
+                             std::to_string(t.n_rows()) + "], expected [" + std::to_string(cols) + ", " +
+                             std::to_string(rows) + "]");
   }
   return kernels::weight_view{t.type, t.ne[0], t.n_rows(), t.data};
 }

@@ -14,10 +14,10 @@ namespace tandem {
 
 struct seq_step {
   seq_id seq = 0;
-  std::vector<int32_t> tokens;  // new tokens, at positions start_pos, start_pos + 1, ...
-  int32_t start_pos = 0;        // positions [0, start_pos) are already in the KV cache
-  block_table blocks;           // must cover start_pos + tokens.size() positions
-  bool want_all_logits = false; // logits for every new token, else for the last one only
+  std::vector<int32_t> tokens;   // new tokens, at positions start_pos, start_pos + 1, ...
+  int32_t start_pos = 0;         // positions [0, start_pos) are already in the KV cache
+  block_table blocks;            // must cover start_pos + tokens.size() positions
+  bool want_all_logits = false;  // logits for every new token, else for the last one only
   // Compute every new token with exactly the numerics of a one-token decode step (draft
   // verification: greedy speculation must reproduce greedy decoding bit for bit).
   bool decode_numerics = false;
@@ -34,7 +34,7 @@ struct step_input {
 // Logits rows in input order: for sequence i, rows [first_row[i], first_row[i] + n_rows[i]).
 struct step_output {
   int32_t n_vocab = 0;
-  std::vector<float> logits;      // [total rows][n_vocab]
+  std::vector<float> logits;       // [total rows][n_vocab]
   std::vector<int32_t> first_row;  // per sequence
   std::vector<int32_t> n_rows;     // per sequence: 1, or tokens.size() with want_all_logits
 

@@ -70,9 +70,10 @@ void add_generated_vocab(gguf::writer& w, uint32_t n_vocab) {
   w.set_u32("tokenizer.ggml.bos_token_id", 1);
   w.set_u32("tokenizer.ggml.eos_token_id", 2);
   w.set_bool("tokenizer.ggml.add_bos_token", false);
-  w.set_string("tokenizer.chat_template",
-               "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
-               "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}");
+  w.set_string(
+      "tokenizer.chat_template",
+      "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+      "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}");
 }
 
 class weight_maker {
@@ -162,19 +163,26 @@ gguf::writer make_synthetic_model(const synthetic_model_spec& s, const gguf::fil
   for (uint32_t l = 0; l < s.n_layer; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     w.add_tensor(b + "attn_norm.weight", tensor_type::f32, {s.n_embd}, m.norm(s.n_embd));
-    w.add_tensor(b + "attn_q.weight", s.weight_type, {s.n_embd, q_dim}, m.matrix(s.weight_type, s.n_embd, q_dim, in_scale));
-    w.add_tensor(b + "attn_k.weight", s.weight_type, {s.n_embd, kv_dim}, m.matrix(s.weight_type, s.n_embd, kv_dim, in_scale));
-    w.add_tensor(b + "attn_v.weight", s.weight_type, {s.n_embd, kv_dim}, m.matrix(s.weight_type, s.n_embd, kv_dim, in_scale));
+    w.add_tensor(b + "attn_q.weight", s.weight_type, {s.n_embd, q_dim},
+                 m.matrix(s.weight_type, s.n_embd, q_dim, in_scale));
+    w.add_tensor(b + "attn_k.weight", s.weight_type, {s.n_embd, kv_dim},
+                 m.matrix(s.weight_type, s.n_embd, kv_dim, in_scale));
+    w.add_tensor(b + "attn_v.weight", s.weight_type, {s.n_embd, kv_dim},
+                 m.matrix(s.weight_type, s.n_embd, kv_dim, in_scale));
     w.add_tensor(b + "attn_output.weight", s.weight_type, {q_dim, s.n_embd},
                  m.matrix(s.weight_type, q_dim, s.n_embd, 1.0f / std::sqrt(static_cast<float>(q_dim))));
     w.add_tensor(b + "ffn_norm.weight", tensor_type::f32, {s.n_embd}, m.norm(s.n_embd));
-    w.add_tensor(b + "ffn_gate.weight", s.weight_type, {s.n_embd, s.n_ff}, m.matrix(s.weight_type, s.n_embd, s.n_ff, in_scale));
-    w.add_tensor(b + "ffn_up.weight", s.weight_type, {s.n_embd, s.n_ff}, m.matrix(s.weight_type, s.n_embd, s.n_ff, in_scale));
-    w.add_tensor(b + "ffn_down.weight", s.weight_type, {s.n_ff, s.n_embd}, m.matrix(s.weight_type, s.n_ff, s.n_embd, ff_scale));
+    w.add_tensor(b + "ffn_gate.weight", s.weight_type, {s.n_embd, s.n_ff},
+                 m.matrix(s.weight_type, s.n_embd, s.n_ff, in_scale));
+    w.add_tensor(b + "ffn_up.weight", s.weight_type, {s.n_embd, s.n_ff},
+                 m.matrix(s.weight_type, s.n_embd, s.n_ff, in_scale));
+    w.add_tensor(b + "ffn_down.weight", s.weight_type, {s.n_ff, s.n_embd},
+                 m.matrix(s.weight_type, s.n_ff, s.n_embd, ff_scale));
   }
   w.add_tensor("output_norm.weight", tensor_type::f32, {s.n_embd}, m.norm(s.n_embd));
   if (!s.tied_output) {
-    w.add_tensor("output.weight", s.output_type, {s.n_embd, n_vocab}, m.matrix(s.output_type, s.n_embd, n_vocab, in_scale));
+    w.add_tensor("output.weight", s.output_type, {s.n_embd, n_vocab},
+                 m.matrix(s.output_type, s.n_embd, n_vocab, in_scale));
   }
   return w;
 }

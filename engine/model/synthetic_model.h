@@ -19,7 +19,7 @@ struct synthetic_model_spec {
   uint32_t n_head = 4;
   uint32_t n_head_kv = 2;
   uint32_t n_ff = 256;
-  uint32_t n_vocab = 512;        // ignored when a vocabulary is borrowed
+  uint32_t n_vocab = 512;  // ignored when a vocabulary is borrowed
   uint32_t n_ctx = 2048;
   float rope_freq_base = 10000.0f;
   float rms_eps = 1e-5f;

@@ -17,8 +17,7 @@ class owned_memory {
   owned_memory() = default;
   explicit owned_memory(size_t bytes) : ptr_(bytes > 0 ? Policy::allocate(bytes) : nullptr), bytes_(bytes) {}
   ~owned_memory() { reset(); }
-  owned_memory(owned_memory&& o) noexcept
-      : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+  owned_memory(owned_memory&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
   owned_memory& operator=(owned_memory&& o) noexcept {
     if (this != &o) {
       reset();
@@ -32,7 +31,9 @@ class owned_memory {
 
   void* data() const { return ptr_; }
   template <class T>
-  T* as() const { return static_cast<T*>(ptr_); }
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
   size_t bytes() const { return bytes_; }
 
  private:

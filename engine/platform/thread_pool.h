@@ -55,7 +55,7 @@ class thread_pool {
   int n_threads_;
   std::vector<std::thread> workers_;
   const std::function<void(int64_t, int)>* task_ = nullptr;
-  std::vector<task_range> ranges_;  // [n_threads_]
+  std::vector<task_range> ranges_;       // [n_threads_]
   std::atomic<uint64_t> generation_{0};  // bumped to publish a job
   std::atomic<int> busy_workers_{0};     // workers still inside the current job
   std::atomic<int> sleepers_{0};         // workers blocked in generation_.wait

@@ -68,8 +68,8 @@ struct log_softmax {
 }  // namespace
 
 sampler::sampler(sampling_params params) : params_(std::move(params)) {
-  state_ = params_.seed ? *params_.seed : (static_cast<uint64_t>(std::random_device{}()) << 32) ^
-                                              std::random_device{}();
+  state_ =
+      params_.seed ? *params_.seed : (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
 }
 
 double sampler::uniform() {
@@ -81,15 +81,14 @@ double sampler::uniform() {
 }
 
 bool sampler::is_stop(int32_t token) const {
-  return std::find(params_.stop_tokens.begin(), params_.stop_tokens.end(), token) !=
-         params_.stop_tokens.end();
+  return std::find(params_.stop_tokens.begin(), params_.stop_tokens.end(), token) != params_.stop_tokens.end();
 }
 
 const std::vector<token_prob>& sampler::distribution(std::span<const float> logits, std::span<const int32_t> history) {
   const auto n = static_cast<int32_t>(logits.size());
   dist_.clear();
-  const bool penalties = params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f ||
-                         params_.frequency_penalty != 0.0f;
+  const bool penalties =
+      params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f;
 
   if (params_.temperature <= 0.0f && params_.logit_bias.empty() && (!penalties || history.empty())) {
     // Plain greedy reads the logits in place (no working copy to bias or penalize).

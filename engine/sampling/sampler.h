@@ -23,18 +23,18 @@
 namespace tandem {
 
 struct sampling_params {
-  float temperature = 1.0f;             // <= 0: greedy
-  int32_t top_k = 0;                    // <= 0 or >= vocabulary: off
-  float top_p = 1.0f;                   // >= 1: off
-  float min_p = 0.0f;                   // <= 0: off
-  float repetition_penalty = 1.0f;      // 1: off
+  float temperature = 1.0f;         // <= 0: greedy
+  int32_t top_k = 0;                // <= 0 or >= vocabulary: off
+  float top_p = 1.0f;               // >= 1: off
+  float min_p = 0.0f;               // <= 0: off
+  float repetition_penalty = 1.0f;  // 1: off
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
   std::unordered_map<int32_t, float> logit_bias;
-  std::optional<uint64_t> seed;         // none: seeded from std::random_device
-  std::vector<int32_t> stop_tokens;     // e.g. end-of-generation ids
-  bool logprobs = false;                // report the chosen token's logprob (a log-softmax pass)
-  int32_t top_logprobs = 0;             // how many alternatives to report (0: none)
+  std::optional<uint64_t> seed;      // none: seeded from std::random_device
+  std::vector<int32_t> stop_tokens;  // e.g. end-of-generation ids
+  bool logprobs = false;             // report the chosen token's logprob (a log-softmax pass)
+  int32_t top_logprobs = 0;          // how many alternatives to report (0: none)
 };
 
 struct token_logprob {
@@ -53,10 +53,10 @@ struct token_prob {
 int32_t first_max(std::span<const float> x);
 
 struct sample_result {
-  int32_t token = -1;                // -1 when every token was masked out (see sample())
-  float logprob = 0.0f;              // of `token` under the raw logits (with logprobs/top_logprobs)
-  bool is_stop = false;              // token is one of the stop tokens
-  std::vector<token_logprob> top;    // top_logprobs entries, most likely first
+  int32_t token = -1;              // -1 when every token was masked out (see sample())
+  float logprob = 0.0f;            // of `token` under the raw logits (with logprobs/top_logprobs)
+  bool is_stop = false;            // token is one of the stop tokens
+  std::vector<token_logprob> top;  // top_logprobs entries, most likely first
 };
 
 class sampler {
@@ -85,13 +85,12 @@ class sampler {
   double uniform();
 
  private:
-
   sampling_params params_;
-  uint64_t state_;                 // splitmix64 state: tiny, portable, reproducible
-  std::vector<float> work_;        // [n_vocab] processed logits
-  std::vector<int32_t> order_;     // candidate ids
+  uint64_t state_;              // splitmix64 state: tiny, portable, reproducible
+  std::vector<float> work_;     // [n_vocab] processed logits
+  std::vector<int32_t> order_;  // candidate ids
   std::unordered_map<int32_t, int32_t> counts_;
-  std::vector<token_prob> dist_;   // distribution()'s result
+  std::vector<token_prob> dist_;  // distribution()'s result
 };
 
 }  // namespace tandem

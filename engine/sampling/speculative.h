@@ -23,7 +23,7 @@
 namespace tandem {
 
 struct draft_proposal {
-  std::vector<int32_t> tokens;                // x_0 .. x_{K-1}
+  std::vector<int32_t> tokens;  // x_0 .. x_{K-1}
   // q at each draft position (sparse, sums to 1); empty = a point mass on the token.
   std::vector<std::vector<token_prob>> q;
 };

@@ -9,7 +9,7 @@ namespace tandem {
 
 double attention_cost_per_key(const model_config& c) {
   const double per_layer_weights = c.block_matrix_macs();
-  const double per_layer_key = 2.0 * c.q_dim();  // one QK^T dot product and one PV row
+  const double per_layer_key = 2.0 * c.q_dim();                            // one QK^T dot product and one PV row
   return per_layer_weights > 0 ? per_layer_key / per_layer_weights : 0.0;  // both scale with the layers
 }
 

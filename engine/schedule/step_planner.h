@@ -33,9 +33,9 @@
 namespace tandem {
 
 struct planner_config {
-  uint32_t max_num_seqs = 64;             // running sequences at most
-  uint32_t max_num_batched_tokens = 2048; // tokens computed per step at most (the budget)
-  uint32_t prefill_chunk = 512;           // a prompt is computed at most this many tokens a step
+  uint32_t max_num_seqs = 64;              // running sequences at most
+  uint32_t max_num_batched_tokens = 2048;  // tokens computed per step at most (the budget)
+  uint32_t prefill_chunk = 512;            // a prompt is computed at most this many tokens a step
   // Cost of attending to one cached key, relative to one token's pass through the weights
   // (0 = ignore attention). A chunk late in a long prompt attends to everything before it,
   // so equal token counts make late chunks slower (2x at 4,000 tokens for SmolLM2-135M) and
@@ -55,11 +55,11 @@ uint32_t prefill_chunk_tokens(const planner_config& config, uint32_t start);
 
 struct planned_seq {
   seq_id seq = 0;
-  uint32_t start_pos = 0;           // tokens before this one are in the KV cache
-  std::vector<token_id> tokens;     // new tokens at start_pos, start_pos + 1, ...
-  block_table table;      // covers start_pos + tokens.size()
-  bool sample = false;              // the chunk reaches the end: sample the next token
-  uint32_t n_cached = 0;            // prefix-cache hit when admitted in this step
+  uint32_t start_pos = 0;        // tokens before this one are in the KV cache
+  std::vector<token_id> tokens;  // new tokens at start_pos, start_pos + 1, ...
+  block_table table;             // covers start_pos + tokens.size()
+  bool sample = false;           // the chunk reaches the end: sample the next token
+  uint32_t n_cached = 0;         // prefix-cache hit when admitted in this step
   // Draft tokens to verify (speculative decoding): they follow the sequence's last token in
   // `tokens` (tokens = last token, then the drafts); the step needs logits for all of them.
   std::vector<token_id> draft;
@@ -68,9 +68,9 @@ struct planned_seq {
 struct step_plan_core {
   uint64_t step = 0;
   std::vector<planned_seq> seqs;
-  std::vector<block_copy> copies;   // copy-on-write, before the step
+  std::vector<block_copy> copies;  // copy-on-write, before the step
   std::vector<seq_id> preempted;
-  std::vector<seq_id> orphaned;     // granted blocks, but removed meanwhile: free them
+  std::vector<seq_id> orphaned;  // granted blocks, but removed meanwhile: free them
   uint32_t n_tokens() const {
     uint32_t n = 0;
     for (const auto& s : seqs) n += static_cast<uint32_t>(s.tokens.size());
@@ -122,14 +122,14 @@ class step_planner {
     std::string tenant;
     std::vector<token_id> tokens;  // prompt, then generated tokens
     uint32_t n_prompt = 0;
-    uint32_t n_computed = 0;       // tokens whose K/V are in the cache
+    uint32_t n_computed = 0;  // tokens whose K/V are in the cache
     bool running = false;
     uint32_t n_preemptions = 0;
-    std::vector<token_id> draft;   // for the next step only
+    std::vector<token_id> draft;  // for the next step only
   };
   struct tenant_state {
     double weight = 1.0;
-    double service = 0.0;          // tokens computed, divided by weight
+    double service = 0.0;  // tokens computed, divided by weight
     std::deque<seq_id> waiting;
   };
 

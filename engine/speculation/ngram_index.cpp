@@ -24,7 +24,8 @@ void ngram_index::append(std::span<const int32_t> tokens) {
     // The n-grams ending just before t now have a follower: t's position.
     const size_t end = tokens_.size();
     for (int n = min_n_; n <= max_n_; ++n) {
-      if (end >= static_cast<size_t>(n)) follower_[static_cast<size_t>(n - min_n_)][key(end, n)] = static_cast<uint32_t>(end);
+      if (end >= static_cast<size_t>(n))
+        follower_[static_cast<size_t>(n - min_n_)][key(end, n)] = static_cast<uint32_t>(end);
     }
     tokens_.push_back(t);
   }

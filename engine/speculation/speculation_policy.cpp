@@ -98,7 +98,8 @@ std::vector<uint32_t> speculation_policy::trim(std::span<const draft_offer> offe
   }
   // Likeliest first; reach never grows along a draft, and the sort is stable, so the first m
   // candidates are a prefix of every draft.
-  std::stable_sort(cands.begin(), cands.end(), [](const candidate& a, const candidate& b) { return a.reach > b.reach; });
+  std::stable_sort(cands.begin(), cands.end(),
+                   [](const candidate& a, const candidate& b) { return a.reach > b.reach; });
   // The step without drafts costs what such steps measured; each drafted token adds the
   // fitted slope. Not the measured table at T + m: its entries come from different moments
   // of a machine whose speed drifts by up to 30% within seconds, so a larger step measured

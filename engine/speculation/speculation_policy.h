@@ -46,8 +46,8 @@
 namespace tandem {
 
 struct speculation_config {
-  uint32_t k = 4;          // starting K (--num-speculative-tokens); adaptive drafts with
-                           // evidence (n-gram) start at k_max instead
+  uint32_t k = 4;  // starting K (--num-speculative-tokens); adaptive drafts with
+                   // evidence (n-gram) start at k_max instead
   uint32_t k_min = 1;
   uint32_t k_max = 10;
   bool adaptive = true;    // false: always speculate with each sequence's K
@@ -76,8 +76,8 @@ struct draft_offer {
 struct speculation_stats {
   uint64_t drafted = 0;
   uint64_t accepted = 0;
-  uint64_t passes = 0;          // verification passes (sequence-steps with drafts)
-  uint64_t steps_off = 0;       // steps where the cost model switched speculation off
+  uint64_t passes = 0;                // verification passes (sequence-steps with drafts)
+  uint64_t steps_off = 0;             // steps where the cost model switched speculation off
   std::vector<uint32_t> k_histogram;  // [K] = sequences currently at K
   std::vector<uint64_t> passes_by_k;  // [K] = verification passes so far that checked K drafts
   double cost_a_ms = 0, cost_b_ms = 0;

@@ -9,8 +9,7 @@ namespace tandem {
 namespace {
 
 uint64_t pair_key(int32_t left, int32_t right) {
-  return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) |
-         static_cast<uint32_t>(right);
+  return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
 }
 
 uint64_t slot_hash(uint64_t key) {
@@ -46,9 +45,8 @@ struct later_candidate {
 
 }  // namespace
 
-bpe_model::bpe_model(const std::vector<std::string>& texts,
-                     const string_map<token_id>& id_of_text, std::span<const std::string> merges,
-                     bool ignore_merges)
+bpe_model::bpe_model(const std::vector<std::string>& texts, const string_map<token_id>& id_of_text,
+                     std::span<const std::string> merges, bool ignore_merges)
     : n_vocab_(static_cast<int32_t>(texts.size())), ignore_merges_(ignore_merges) {
   for (const auto& [text, id] : id_of_text) {
     if (auto raw = byte_encoding::decode(text)) symbol_of_raw_.insert(*raw, id, /*overwrite=*/false);
@@ -159,8 +157,7 @@ void bpe_model::merge_into(std::string_view word, std::vector<token_id>& out) co
   heap.clear();
   const auto n = static_cast<int32_t>(word.size());
   for (int32_t i = 0; i < n; ++i) {
-    symbols.push_back({byte_symbol_[static_cast<unsigned char>(word[i])], i - 1,
-                       i + 1 < n ? i + 1 : -1});
+    symbols.push_back({byte_symbol_[static_cast<unsigned char>(word[i])], i - 1, i + 1 < n ? i + 1 : -1});
   }
   const later_candidate order;
   const auto consider = [&](int32_t left, int32_t right) {

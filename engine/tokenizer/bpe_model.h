@@ -20,7 +20,6 @@
 
 namespace tandem {
 
-
 class bpe_model {
  public:
   // `texts`: the vocabulary strings; `id_of_text`: string -> id (the last id wins for a
@@ -50,9 +49,9 @@ class bpe_model {
 
   int32_t n_vocab_ = 0;
   bool ignore_merges_ = false;
-  string_index symbol_of_raw_;  // raw bytes -> symbol id
-  std::vector<std::string> extra_raw_;          // raw text of symbol n_vocab_ + i
-  std::array<int32_t, 256> byte_symbol_{};      // symbol of each single byte
+  string_index symbol_of_raw_;              // raw bytes -> symbol id
+  std::vector<std::string> extra_raw_;      // raw text of symbol n_vocab_ + i
+  std::array<int32_t, 256> byte_symbol_{};  // symbol of each single byte
   // Tokens of a symbol that is not a token: llama.cpp looks up each byte of its encoded
   // text as a one-byte token string (rarely any exist).
   std::vector<std::vector<token_id>> extra_fallback_;

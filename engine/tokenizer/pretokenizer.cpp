@@ -52,8 +52,8 @@ constexpr std::array kKnownPretokenizers = {
 // look-aheads of the expressions see the end of a chunk.
 class chunk_scanner {
  public:
-  chunk_scanner(const std::vector<char32_t>& cps, const std::vector<uint16_t>& classes,
-                size_t begin, size_t end, std::vector<uint32_t>& ends)
+  chunk_scanner(const std::vector<char32_t>& cps, const std::vector<uint16_t>& classes, size_t begin, size_t end,
+                std::vector<uint32_t>& ends)
       : cps_(cps), classes_(classes), end_(end), ends_(ends), last_end_(begin) {}
 
   void scan_gpt2() {
@@ -97,8 +97,7 @@ class chunk_scanner {
         continue;
       }
       // `[^\r\n\p{L}\p{N}]?\p{L}+`
-      if (c != '\r' && c != '\n' && !here.is_number() &&
-          (here.is_letter() || at(pos + 1).is_letter())) {
+      if (c != '\r' && c != '\n' && !here.is_number() && (here.is_letter() || at(pos + 1).is_letter())) {
         size_t p = pos + 1;
         while (at(p).is_letter()) ++p;
         pos = emit(p);
@@ -131,9 +130,7 @@ class chunk_scanner {
  private:
   char_class at(size_t i) const { return i < end_ ? char_class{classes_[i]} : char_class{}; }
 
-  static bool is_other(char_class k) {
-    return k.exists() && !k.is_whitespace() && !k.is_letter() && !k.is_number();
-  }
+  static bool is_other(char_class k) { return k.exists() && !k.is_whitespace() && !k.is_letter() && !k.is_number(); }
 
   static char32_t ascii_lower(char32_t c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
 
@@ -251,9 +248,15 @@ void pretokenizer::split(std::string_view text, pretokenized& out) const {
   const auto scan = [&](size_t begin, size_t end) {
     chunk_scanner s(cps, classes, begin, end, cp_ends);
     switch (rule_) {
-      case split_rule::gpt2: s.scan_gpt2(); break;
-      case split_rule::llama3: s.scan_llama3(3); break;
-      case split_rule::qwen2: s.scan_llama3(1); break;
+      case split_rule::gpt2:
+        s.scan_gpt2();
+        break;
+      case split_rule::llama3:
+        s.scan_llama3(3);
+        break;
+      case split_rule::qwen2:
+        s.scan_llama3(1);
+        break;
     }
   };
   if (digits_first_) {

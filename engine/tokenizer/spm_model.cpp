@@ -33,8 +33,7 @@ struct later_candidate {
 
 }  // namespace
 
-spm_model::spm_model(const std::vector<float>& scores, const string_map<token_id>& id_of_text,
-                     token_id unknown)
+spm_model::spm_model(const std::vector<float>& scores, const string_map<token_id>& id_of_text, token_id unknown)
     : scores_(&scores) {
   for (const auto& [text, id] : id_of_text) vocab_.insert(text, id, /*overwrite=*/true);
   for (unsigned b = 0; b < 256; ++b) {
@@ -67,17 +66,14 @@ void spm_model::encode(std::string_view text, std::vector<token_id>& out) const 
   heap.clear();
   // Characters by their lead byte alone (no validation), cut short at the end of the text.
   for (size_t pos = 0; pos < text.size();) {
-    const size_t len = std::min(utf8::length_from_lead(static_cast<unsigned char>(text[pos])),
-                                text.size() - pos);
+    const size_t len = std::min(utf8::length_from_lead(static_cast<unsigned char>(text[pos])), text.size() - pos);
     const auto index = static_cast<int32_t>(symbols.size());
-    symbols.push_back({static_cast<uint32_t>(pos), static_cast<uint32_t>(len), index - 1,
-                       pos + len < text.size() ? index + 1 : -1});
+    symbols.push_back(
+        {static_cast<uint32_t>(pos), static_cast<uint32_t>(len), index - 1, pos + len < text.size() ? index + 1 : -1});
     pos += len;
   }
   // Cut the chain before each ▁ that follows a non-▁ character (see words_are_independent_).
-  const auto is_space_mark = [&](const symbol& sym) {
-    return text.substr(sym.offset, sym.length) == kSpaceMark;
-  };
+  const auto is_space_mark = [&](const symbol& sym) { return text.substr(sym.offset, sym.length) == kSpaceMark; };
   if (words_are_independent_) {
     for (size_t i = 1; i < symbols.size(); ++i) {
       if (is_space_mark(symbols[i]) && !is_space_mark(symbols[i - 1])) {

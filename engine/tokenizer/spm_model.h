@@ -16,13 +16,11 @@
 
 namespace tandem {
 
-
 class spm_model {
  public:
   // `unknown`: the id used for a byte that has no <0xXX> token nor a one-byte token (-1: none,
   // the byte is then dropped).
-  spm_model(const std::vector<float>& scores, const string_map<token_id>& id_of_text,
-            token_id unknown);
+  spm_model(const std::vector<float>& scores, const string_map<token_id>& id_of_text, token_id unknown);
 
   // Appends the tokens of `text` (already ▁-escaped) to `out`.
   void encode(std::string_view text, std::vector<token_id>& out) const;

@@ -1,7 +1,7 @@
 #include "engine/tokenizer/string_index.h"
 
-#include <stdexcept>
 #include <xxhash.h>
+#include <stdexcept>
 
 namespace tandem {
 

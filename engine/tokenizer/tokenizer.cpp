@@ -38,8 +38,7 @@ void partition_specials(const tokenizer_data& d, std::string_view text, bool par
       }
       const std::string_view region = text.substr(f.offset, f.length);
       size_t start = 0;
-      for (size_t hit = region.find(special); hit != std::string_view::npos;
-           hit = region.find(special, start)) {
+      for (size_t hit = region.find(special); hit != std::string_view::npos; hit = region.find(special, start)) {
         found_any = true;
         if (hit > start) next.push_back({kNoToken, f.offset + start, hit - start});
         next.push_back({id, 0, 0});
@@ -53,8 +52,7 @@ void partition_specials(const tokenizer_data& d, std::string_view text, bool par
 
 void require_token(const tokenizer_data& d, token_id id, const char* what) {
   if (!d.has(id)) {
-    throw std::runtime_error(std::string("the model asks for a ") + what +
-                             " token but defines none");
+    throw std::runtime_error(std::string("the model asks for a ") + what + " token but defines none");
   }
 }
 
@@ -65,8 +63,9 @@ tokenizer tokenizer::from_gguf(const gguf::file& f) {
   if (d->model == tokenizer_data::kind::bpe) {
     const gguf::array_value* merges = f.get_array("tokenizer.ggml.merges");
     if (merges == nullptr) {
-      throw std::runtime_error("the byte-level BPE vocabulary has no merges: metadata key "
-                               "tokenizer.ggml.merges is missing");
+      throw std::runtime_error(
+          "the byte-level BPE vocabulary has no merges: metadata key "
+          "tokenizer.ggml.merges is missing");
     }
     if (merges->elem_type != gguf::value_type::string) {
       throw gguf::format_error("tokenizer.ggml.merges must be an array of strings");
@@ -81,8 +80,7 @@ tokenizer tokenizer::from_gguf(const gguf::file& f) {
   return tokenizer(std::move(d));
 }
 
-std::vector<token_id> tokenizer::encode(std::string_view text, bool add_special,
-                                        bool parse_special) const {
+std::vector<token_id> tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
   const tokenizer_data& d = *data_;
   std::vector<token_id> out;
   out.reserve(text.size() / 3 + 2);
@@ -147,8 +145,7 @@ const std::string& tokenizer::piece(token_id id) const {
 
 std::string_view tokenizer::piece(token_id id, bool render_special) const {
   const std::string& p = piece(id);
-  if (!render_special &&
-      (data_->attrs[static_cast<size_t>(id)] & (token_attr::kControl | token_attr::kUnknown))) {
+  if (!render_special && (data_->attrs[static_cast<size_t>(id)] & (token_attr::kControl | token_attr::kUnknown))) {
     return {};
   }
   return p;
@@ -180,9 +177,7 @@ bool tokenizer::is_end_of_generation(token_id id) const {
   return std::binary_search(eog.begin(), eog.end(), id);
 }
 
-const std::vector<token_id>& tokenizer::end_of_generation_ids() const {
-  return data_->end_of_generation;
-}
+const std::vector<token_id>& tokenizer::end_of_generation_ids() const { return data_->end_of_generation; }
 
 const std::string& tokenizer::token_text(token_id id) const {
   if (!data_->has(id)) throw std::out_of_range("token id " + std::to_string(id) + " is out of range");

@@ -23,7 +23,6 @@ namespace gguf {
 class file;
 }
 
-
 // GGUF token types (tokenizer.ggml.token_type), as attribute bits: a token may carry several
 // (llama.cpp marks a control token whose text says "unused" as unused too).
 namespace token_attr {

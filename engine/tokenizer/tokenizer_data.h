@@ -25,9 +25,9 @@ struct tokenizer_data {
   std::string model_name;  // tokenizer.ggml.model
   std::string pre_name;    // tokenizer.ggml.pre
 
-  std::vector<std::string> texts;  // vocabulary strings, by id
-  std::vector<float> scores;       // by id (0 when the file has none)
-  std::vector<uint8_t> attrs;      // token_attr bits, by id
+  std::vector<std::string> texts;   // vocabulary strings, by id
+  std::vector<float> scores;        // by id (0 when the file has none)
+  std::vector<uint8_t> attrs;       // token_attr bits, by id
   string_map<token_id> id_of_text;  // a duplicated string maps to its last id
 
   token_id bos = kNoToken;

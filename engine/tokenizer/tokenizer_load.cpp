@@ -7,8 +7,8 @@
 #include <stdexcept>
 #include <string_view>
 
-#include "engine/tokenizer/byte_encoding.h"
 #include "engine/gguf/gguf.h"
+#include "engine/tokenizer/byte_encoding.h"
 #include "engine/tokenizer/tokenizer_data.h"
 #include "engine/tokenizer/utf8.h"
 
@@ -19,41 +19,52 @@ using namespace std::string_view_literals;
 
 // GGUF token types (tokenizer.ggml.token_type).
 enum gguf_token_type : int64_t {
-  kTypeUndefined = 0, kTypeNormal = 1, kTypeUnknown = 2, kTypeControl = 3,
-  kTypeUserDefined = 4, kTypeUnused = 5, kTypeByte = 6,
+  kTypeUndefined = 0,
+  kTypeNormal = 1,
+  kTypeUnknown = 2,
+  kTypeControl = 3,
+  kTypeUserDefined = 4,
+  kTypeUnused = 5,
+  kTypeByte = 6,
 };
 
 uint8_t attrs_of_type(int64_t type) {
   switch (type) {
-    case kTypeNormal: return token_attr::kNormal;
-    case kTypeUnknown: return token_attr::kUnknown;
-    case kTypeControl: return token_attr::kControl;
-    case kTypeUserDefined: return token_attr::kUserDefined;
-    case kTypeUnused: return token_attr::kUnused;
-    case kTypeByte: return token_attr::kByte;
-    default: return 0;  // undefined: rendered as nothing, never split out as special
+    case kTypeNormal:
+      return token_attr::kNormal;
+    case kTypeUnknown:
+      return token_attr::kUnknown;
+    case kTypeControl:
+      return token_attr::kControl;
+    case kTypeUserDefined:
+      return token_attr::kUserDefined;
+    case kTypeUnused:
+      return token_attr::kUnused;
+    case kTypeByte:
+      return token_attr::kByte;
+    default:
+      return 0;  // undefined: rendered as nothing, never split out as special
   }
 }
 
 // Texts by which llama.cpp recognises special tokens that the metadata does not name, in
 // the order of its lists (when several are present, Tandem takes the first of the list).
 constexpr std::array kEndOfTurnTexts = {
-    "<|eot_id|>"sv, "<|im_end|>"sv, "<|end|>"sv, "<end_of_turn>"sv, "<|endoftext|>"sv,
-    "<|end_of_text|>"sv, "<EOT>"sv, "_<EOT>"sv, "[EOT]"sv, "<｜end▁of▁sentence｜>"sv,
-    "<end_of_utterance>"sv,
+    "<|eot_id|>"sv, "<|im_end|>"sv, "<|end|>"sv, "<end_of_turn>"sv,         "<|endoftext|>"sv,      "<|end_of_text|>"sv,
+    "<EOT>"sv,      "_<EOT>"sv,     "[EOT]"sv,   "<｜end▁of▁sentence｜>"sv, "<end_of_utterance>"sv,
 };
 constexpr std::array kEndOfMessageTexts = {"<|eom_id|>"sv};
 constexpr std::array kFimPrefixTexts = {
-    "<|fim_prefix|>"sv, "<fim-prefix>"sv, "<fim_prefix>"sv, "<｜fim▁begin｜>"sv, "<PRE>"sv,
-    "▁<PRE>"sv, "<|code_prefix|>"sv, "<|prefix|>"sv,
+    "<|fim_prefix|>"sv, "<fim-prefix>"sv, "<fim_prefix>"sv,    "<｜fim▁begin｜>"sv,
+    "<PRE>"sv,          "▁<PRE>"sv,       "<|code_prefix|>"sv, "<|prefix|>"sv,
 };
 constexpr std::array kFimSuffixTexts = {
-    "<|fim_suffix|>"sv, "<fim-suffix>"sv, "<fim_suffix>"sv, "<｜fim▁hole｜>"sv, "<SUF>"sv,
-    "▁<SUF>"sv, "<|code_suffix|>"sv, "<|suffix|>"sv,
+    "<|fim_suffix|>"sv, "<fim-suffix>"sv, "<fim_suffix>"sv,    "<｜fim▁hole｜>"sv,
+    "<SUF>"sv,          "▁<SUF>"sv,       "<|code_suffix|>"sv, "<|suffix|>"sv,
 };
 constexpr std::array kFimMiddleTexts = {
-    "<|fim_middle|>"sv, "<fim-middle>"sv, "<fim_middle>"sv, "<｜fim▁end｜>"sv, "<MID>"sv,
-    "▁<MID>"sv, "<|code_middle|>"sv, "<|middle|>"sv,
+    "<|fim_middle|>"sv, "<fim-middle>"sv, "<fim_middle>"sv,    "<｜fim▁end｜>"sv,
+    "<MID>"sv,          "▁<MID>"sv,       "<|code_middle|>"sv, "<|middle|>"sv,
 };
 constexpr std::array kFimPadTexts = {
     "<|fim_pad|>"sv, "<fim-pad>"sv, "<fim_pad>"sv, "<PAD>"sv, "[PAD]"sv,
@@ -64,29 +75,50 @@ constexpr std::array kFimRepoTexts = {
 constexpr std::array kFimSeparatorTexts = {"<|file_sep|>"sv};
 // Tokens that end generation wherever they are, by text.
 constexpr std::array kEndOfGenerationTexts = {
-    "<|eot_id|>"sv, "<|im_end|>"sv, "<|end|>"sv, "<|return|>"sv, "<|call|>"sv, "<|flush|>"sv,
-    "<|calls|>"sv, "<end_of_turn>"sv, "<|endoftext|>"sv, "</s>"sv, "<|eom_id|>"sv, "<EOT>"sv,
-    "_<EOT>"sv, "[EOT]"sv, "[EOS]"sv, "<|end_of_text|>"sv, "<end_of_utterance>"sv, "<eos>"sv,
-    "<turn|>"sv, "<|tool_response>"sv, "<｜end▁of▁sentence｜>"sv, "[e~["sv,
+    "<|eot_id|>"sv,
+    "<|im_end|>"sv,
+    "<|end|>"sv,
+    "<|return|>"sv,
+    "<|call|>"sv,
+    "<|flush|>"sv,
+    "<|calls|>"sv,
+    "<end_of_turn>"sv,
+    "<|endoftext|>"sv,
+    "</s>"sv,
+    "<|eom_id|>"sv,
+    "<EOT>"sv,
+    "_<EOT>"sv,
+    "[EOT]"sv,
+    "[EOS]"sv,
+    "<|end_of_text|>"sv,
+    "<end_of_utterance>"sv,
+    "<eos>"sv,
+    "<turn|>"sv,
+    "<|tool_response>"sv,
+    "<｜end▁of▁sentence｜>"sv,
+    "[e~["sv,
 };
 // gpt-oss markers that llama.cpp always renders (user-defined, not control).
 constexpr std::array kAlwaysRenderedTexts = {
-    "<|channel|>"sv, "<|message|>"sv, "<|start|>"sv, "<|constrain|>"sv,
+    "<|channel|>"sv,
+    "<|message|>"sv,
+    "<|start|>"sv,
+    "<|constrain|>"sv,
 };
 
 const gguf::array_value& required_array(const gguf::file& f, std::string_view key) {
   const gguf::array_value* a = f.get_array(key);
   if (a == nullptr) {
-    throw std::runtime_error("the model file has no tokenizer vocabulary: metadata key " +
-                             std::string(key) + " is missing");
+    throw std::runtime_error("the model file has no tokenizer vocabulary: metadata key " + std::string(key) +
+                             " is missing");
   }
   return *a;
 }
 
 void check_array_size(const gguf::array_value& a, std::string_view key, size_t n_tokens) {
   if (a.items.size() < n_tokens) {
-    throw gguf::format_error(std::string(key) + " has " + std::to_string(a.items.size()) +
-                             " entries, fewer than the " + std::to_string(n_tokens) + " tokens");
+    throw gguf::format_error(std::string(key) + " has " + std::to_string(a.items.size()) + " entries, fewer than the " +
+                             std::to_string(n_tokens) + " tokens");
   }
 }
 
@@ -159,8 +191,9 @@ std::shared_ptr<tokenizer_data> load_tokenizer_data(const gguf::file& f) {
   auto d = std::make_shared<tokenizer_data>();
   const auto model = f.get_string("tokenizer.ggml.model");
   if (!model) {
-    throw std::runtime_error("the model file has no tokenizer: metadata key tokenizer.ggml.model "
-                             "is missing");
+    throw std::runtime_error(
+        "the model file has no tokenizer: metadata key tokenizer.ggml.model "
+        "is missing");
   }
   d->model_name = *model;
   d->pre_name = f.get_string("tokenizer.ggml.pre").value_or("");
@@ -210,8 +243,7 @@ std::shared_ptr<tokenizer_data> load_tokenizer_data(const gguf::file& f) {
     d->id_of_text[d->texts[i]] = static_cast<token_id>(i);
   }
   if (const auto* scores = f.get_array("tokenizer.ggml.scores")) {
-    if (scores->elem_type != gguf::value_type::float32 &&
-        scores->elem_type != gguf::value_type::int32) {
+    if (scores->elem_type != gguf::value_type::float32 && scores->elem_type != gguf::value_type::int32) {
       throw gguf::format_error("tokenizer.ggml.scores must be an array of float32 or int32");
     }
     check_array_size(*scores, "tokenizer.ggml.scores", n);

@@ -26,8 +26,7 @@ struct class_table {
     const auto* ranges = detail::kCategoryRanges;
     for (size_t i = 0; i < detail::kCategoryRangeCount; ++i) {
       const char32_t first = ranges[i].first;
-      const char32_t end =
-          i + 1 < detail::kCategoryRangeCount ? ranges[i + 1].first : kMaxCodepoint + 1;
+      const char32_t end = i + 1 < detail::kCategoryRangeCount ? ranges[i + 1].first : kMaxCodepoint + 1;
       for (char32_t cp = first; cp < end; ++cp) all[cp] = bit_of(ranges[i].cat);
     }
     for (size_t i = 0; i < detail::kWhiteSpaceCount; ++i) {

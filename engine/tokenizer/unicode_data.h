@@ -11,7 +11,14 @@ namespace tandem::unicode {
 // Major general category. `undefined` is an unassigned code point (Cn); `control` is every
 // other C* category (Cc, Cf, Cs, Co).
 enum class category : uint8_t {
-  undefined, number, letter, separator, mark, punctuation, symbol, control,
+  undefined,
+  number,
+  letter,
+  separator,
+  mark,
+  punctuation,
+  symbol,
+  control,
 };
 
 // Class bits of one code point. The value 0 stands for "no code point" (a position outside

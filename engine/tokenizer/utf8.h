@@ -17,16 +17,13 @@ inline constexpr char32_t kMaxCodepoint = 0x10FFFF;
 size_t append(std::string& out, char32_t cp);
 std::string encode(char32_t cp);
 // Bytes `cp` takes in UTF-8 (1..4).
-inline size_t encoded_length(char32_t cp) {
-  return cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
-}
+inline size_t encoded_length(char32_t cp) { return cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4; }
 
 // Length of the sequence that `lead` starts, judged by its high bits alone: 1 for ASCII and
 // for stray continuation bytes, 2/3/4 for lead bytes (0xF8..0xFF count as 4). The
 // SentencePiece tokenizer splits its input into symbols this way, without validation.
 inline size_t length_from_lead(unsigned char lead) {
-  static constexpr unsigned char kByHighNibble[16] = {1, 1, 1, 1, 1, 1, 1, 1,
-                                                      1, 1, 1, 1, 2, 2, 3, 4};
+  static constexpr unsigned char kByHighNibble[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
   return kByHighNibble[lead >> 4];
 }
 

@@ -27,9 +27,7 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-double seconds_since(clock_type::time_point t) {
-  return std::chrono::duration<double>(clock_type::now() - t).count();
-}
+double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
 
 model_config llama3_8b() {
   model_config c;
@@ -162,8 +160,8 @@ void attention_bandwidth(stream& st, int32_t n_seq, int32_t ctx, int sm_count) {
   t1.record(st.handle());
   t1.synchronize();
   const double s = event::elapsed_ms(t0, t1) / 1e3 / reps;
-  std::printf("| paged attention | %d seqs x %d ctx, 32 q / 8 kv heads, hd 128, %u splits | %.3f ms | %.0f GB/s |\n", n_seq,
-              ctx, sp.n_splits, s * 1e3, 2.0 * elems * 2 / s / 1e9);
+  std::printf("| paged attention | %d seqs x %d ctx, 32 q / 8 kv heads, hd 128, %u splits | %.3f ms | %.0f GB/s |\n",
+              n_seq, ctx, sp.n_splits, s * 1e3, 2.0 * elems * 2 / s / 1e9);
 }
 
 int run(int argc, char** argv) {
@@ -189,18 +187,20 @@ int run(int argc, char** argv) {
   stream st;
   const device_memory_info mem = memory_info();
   const double bw = copy_bandwidth(st);
-  std::printf("## GPU benchmark (gpu_bench)\n\nSMs %d, memory %.1f GiB, measured device copy bandwidth %.0f GB/s "
-              "(read + write)\n\n",
-              mem.sm_count, mem.total_bytes / double(1 << 30), bw / 1e9);
+  std::printf(
+      "## GPU benchmark (gpu_bench)\n\nSMs %d, memory %.1f GiB, measured device copy bandwidth %.0f GB/s "
+      "(read + write)\n\n",
+      mem.sm_count, mem.total_bytes / double(1 << 30), bw / 1e9);
 
   std::printf("| kind | configuration | time | figure |\n|---|---|---|---|\n");
   attention_bandwidth(st, 64, 4096, mem.sm_count);
   attention_bandwidth(st, 1, 32768, mem.sm_count);
 
   const model_config c = llama3_8b();
-  std::printf("\n| weights | batch-1 decode tok/s | roofline tok/s | %% of roofline | TTFT 1000 tok (ms) |"
-              " 128/128 tok/s at batch 1, 8, 32, 64, 128, 256 | 1000/1000 tok/s at batch 1, 8, 32, 64, 128, 256 |\n"
-              "|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "\n| weights | batch-1 decode tok/s | roofline tok/s | %% of roofline | TTFT 1000 tok (ms) |"
+      " 128/128 tok/s at batch 1, 8, 32, 64, 128, 256 | 1000/1000 tok/s at batch 1, 8, 32, 64, 128, 256 |\n"
+      "|---|---|---|---|---|---|---|\n");
   size_t at = 0;
   while (at < types.size()) {
     const size_t comma = std::min(types.find(',', at), types.size());
@@ -244,10 +244,11 @@ int run(int argc, char** argv) {
                 ttft * 1e3, series[0].c_str(), series[1].c_str());
     std::fflush(stdout);
   }
-  std::printf("\nWeights %s; embedding and output head BF16 (BF16 model) or Q8_0; KV cache F16; %s; argmax "
-              "sampling on the device; total %.0f s.\n",
-              types.c_str(), graphs ? "decode steps as CUDA graphs (captures included in the times)" : "eager launches",
-              seconds_since(start));
+  std::printf(
+      "\nWeights %s; embedding and output head BF16 (BF16 model) or Q8_0; KV cache F16; %s; argmax "
+      "sampling on the device; total %.0f s.\n",
+      types.c_str(), graphs ? "decode steps as CUDA graphs (captures included in the times)" : "eager launches",
+      seconds_since(start));
   return 0;
 }
 

@@ -34,7 +34,7 @@ struct gpu_sizing_request {
   step_limits limits;                 // max_table_width must be set
   uint32_t block_tokens = 16;
   double utilization = 0.9;
-  uint64_t kv_tokens_requested = 0;   // --kv-cache-tokens; 0 = all that fits
+  uint64_t kv_tokens_requested = 0;        // --kv-cache-tokens; 0 = all that fits
   size_t total_bytes = 0, free_bytes = 0;  // the device's, at start-up
 };
 
@@ -42,7 +42,7 @@ struct gpu_sizing {
   uint64_t kv_tokens = 0;  // whole blocks for the scheduler; 0 when error is set
   kv_plan kv;              // the pool the budget allows (the scheduler's blocks + 1 scratch block)
   size_t scratch_bytes = 0;
-  std::string error;       // one line, naming the flag to change
+  std::string error;  // one line, naming the flag to change
 };
 
 gpu_sizing size_gpu_runtime(const gpu_sizing_request& r);

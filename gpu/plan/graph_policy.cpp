@@ -16,8 +16,7 @@ std::vector<uint32_t> graph_buckets(uint32_t max_batch) {
   return out;
 }
 
-graph_policy::graph_policy(graph_options options)
-    : options_(options), buckets_(graph_buckets(options.max_batch)) {}
+graph_policy::graph_policy(graph_options options) : options_(options), buckets_(graph_buckets(options.max_batch)) {}
 
 graph_decision graph_policy::decide(uint32_t n_seqs, uint32_t table_width, bool all_decode) const {
   graph_decision d;

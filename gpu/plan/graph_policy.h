@@ -19,10 +19,10 @@
 namespace tandem::gpu {
 
 struct graph_options {
-  uint32_t max_batch = 256;      // no graph above this many sequences
-  uint32_t min_width = 64;       // smallest captured block-table width
+  uint32_t max_batch = 256;  // no graph above this many sequences
+  uint32_t min_width = 64;   // smallest captured block-table width
   bool enabled = true;
-  uint32_t max_width = 0;        // widest block table the workspace holds (0: no limit)
+  uint32_t max_width = 0;  // widest block table the workspace holds (0: no limit)
 };
 
 enum class graph_action {
@@ -33,8 +33,8 @@ enum class graph_action {
 
 struct graph_decision {
   graph_action action = graph_action::eager;
-  uint32_t bucket = 0;      // padded batch size
-  uint32_t width = 0;       // block-table width the graph is (to be) captured for
+  uint32_t bucket = 0;  // padded batch size
+  uint32_t width = 0;   // block-table width the graph is (to be) captured for
 };
 
 // The batch sizes that get graphs, ascending.

@@ -37,7 +37,8 @@ packed_step measure_step(const step_input& in, const pack_options& o) {
   ps.n_real_rows = static_cast<int32_t>(ps.n_rows);
   const size_t n = in.seqs.size();
   if (o.pad_to > 0) {
-    if (o.pad_to < n || !is_decode_step(in)) throw std::invalid_argument("forward: padding needs a decode step that fits");
+    if (o.pad_to < n || !is_decode_step(in))
+      throw std::invalid_argument("forward: padding needs a decode step that fits");
     if (o.scratch_block < 0 && o.pad_to > n) throw std::invalid_argument("forward: padding needs a scratch block");
     ps.n_tokens = ps.n_rows = o.pad_to;
   }

@@ -27,23 +27,23 @@ struct step_arrays {
 
 struct pack_options {
   uint32_t block_tokens = 16;
-  int32_t n_blocks = 0;       // valid block ids of the sequences: [0, n_blocks)
-  uint32_t n_vocab = 0;       // valid token ids: [0, n_vocab)
+  int32_t n_blocks = 0;  // valid block ids of the sequences: [0, n_blocks)
+  uint32_t n_vocab = 0;  // valid token ids: [0, n_vocab)
   step_limits limits;
-  uint32_t pad_to = 0;        // 0: no padding; else decode rows padded to this many
-  uint32_t table_width = 0;   // 0: the widest table in the step; else exactly this
-  int32_t scratch_block = -1; // the padded rows' block (needed when pad_to > n)
+  uint32_t pad_to = 0;         // 0: no padding; else decode rows padded to this many
+  uint32_t table_width = 0;    // 0: the widest table in the step; else exactly this
+  int32_t scratch_block = -1;  // the padded rows' block (needed when pad_to > n)
 };
 
 struct packed_step {
-  int64_t n_tokens = 0;             // tokens computed (padded rows included)
-  int64_t n_rows = 0;               // logit rows computed (padded rows included)
-  int32_t n_real_rows = 0;          // logit rows of the real sequences (rows 0..n_real_rows-1)
+  int64_t n_tokens = 0;     // tokens computed (padded rows included)
+  int64_t n_rows = 0;       // logit rows computed (padded rows included)
+  int32_t n_real_rows = 0;  // logit rows of the real sequences (rows 0..n_real_rows-1)
   uint32_t table_width = 1;
-  int32_t max_keys = 0;             // the longest context of a real sequence
-  uint32_t n_layers = 0;            // step_input::n_layers (0: every layer)
-  std::vector<int32_t> first_row;   // per real sequence
-  std::vector<int32_t> n_rows_of;   // per real sequence
+  int32_t max_keys = 0;            // the longest context of a real sequence
+  uint32_t n_layers = 0;           // step_input::n_layers (0: every layer)
+  std::vector<int32_t> first_row;  // per real sequence
+  std::vector<int32_t> n_rows_of;  // per real sequence
 };
 
 // The step's shape without packing: throws std::invalid_argument as model::forward does

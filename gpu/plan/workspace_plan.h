@@ -19,11 +19,11 @@ struct model_shape {
 };
 
 struct step_limits {
-  uint32_t max_tokens = 2048;     // new tokens per step (the scheduler's token budget)
-  uint32_t max_seqs = 256;        // sequences per step
-  uint32_t max_logit_rows = 2048; // rows of logits (all rows for verification)
-  uint32_t max_table_width = 0;   // block-table entries per sequence (context / block tokens)
-  uint32_t max_splits = 16;       // split-K partitions of decode attention
+  uint32_t max_tokens = 2048;      // new tokens per step (the scheduler's token budget)
+  uint32_t max_seqs = 256;         // sequences per step
+  uint32_t max_logit_rows = 2048;  // rows of logits (all rows for verification)
+  uint32_t max_table_width = 0;    // block-table entries per sequence (context / block tokens)
+  uint32_t max_splits = 16;        // split-K partitions of decode attention
 };
 
 struct workspace_plan {

@@ -21,7 +21,8 @@ bool is_quantized(tensor_type t) { return t != tensor_type::f32 && t != tensor_t
 std::string configure_cuda_runtime(runtime_config& cfg, const cuda_runtime_options& options) {
   std::string why;
   const auto devices = gpu::list_cuda_devices(&why);
-  if (devices.empty()) throw std::runtime_error("--device cuda: no CUDA device found (cudaGetDeviceCount: " + why + ")");
+  if (devices.empty())
+    throw std::runtime_error("--device cuda: no CUDA device found (cudaGetDeviceCount: " + why + ")");
   if (options.device < 0 || options.device >= static_cast<int>(devices.size())) {
     throw std::runtime_error("--device cuda: device " + std::to_string(options.device) + " does not exist (" +
                              std::to_string(devices.size()) + " found)");
@@ -70,8 +71,8 @@ std::string configure_cuda_runtime(runtime_config& cfg, const cuda_runtime_optio
                 "cuda device %d: %s (sm_%d%d, %.1f GiB); KV cache %llu tokens (%.1f GiB) with "
                 "--gpu-memory-utilization %g; decode steps %s",
                 d.index, d.name.c_str(), d.sm_major, d.sm_minor, static_cast<double>(d.total_memory) / (1 << 30),
-                static_cast<unsigned long long>(sized.kv_tokens), kv_gib,
-                options.gpu_memory_utilization, options.enforce_eager ? "eager" : "as CUDA graphs");
+                static_cast<unsigned long long>(sized.kv_tokens), kv_gib, options.gpu_memory_utilization,
+                options.enforce_eager ? "eager" : "as CUDA graphs");
   return line;
 }
 

@@ -86,7 +86,8 @@ void enqueue(gpu_worker_actor::stateful_pointer<gpu_worker_state> self, in_fligh
   const auto h = st.stream->handle();
   const uint32_t slot = static_cast<uint32_t>(f.ticket % 2);
   for (seq_id s : f.step.released) st.seqs.erase(s);
-  for (const auto& c : plan.copies) st.m->enqueue_copy_block(static_cast<int32_t>(c.src), static_cast<int32_t>(c.dst), h);
+  for (const auto& c : plan.copies)
+    st.m->enqueue_copy_block(static_cast<int32_t>(c.src), static_cast<int32_t>(c.dst), h);
 
   step_input in;
   fill_step_input(plan, in);

@@ -34,10 +34,10 @@ class model;
 struct gpu_worker_options {
   int device = 0;
   double gpu_memory_utilization = 0.9;
-  uint32_t n_blocks = 0;     // 0: as many as the memory budget allows
+  uint32_t n_blocks = 0;  // 0: as many as the memory budget allows
   uint32_t block_size = 16;
   gpu::step_limits limits;
-  bool cuda_graphs = true;   // decode steps as CUDA graphs; false: --enforce-eager
+  bool cuda_graphs = true;  // decode steps as CUDA graphs; false: --enforce-eager
 };
 
 // Spawns the worker (detached: its own thread, so host-side sampling never occupies a CAF

@@ -25,7 +25,7 @@ namespace tandem {
 using request_id = uint64_t;
 
 struct chat_turn {
-  std::string role;     // "system", "user" or "assistant"
+  std::string role;  // "system", "user" or "assistant"
   std::string content;
 };
 
@@ -33,15 +33,15 @@ struct chat_turn {
 struct sampling_options {
   float temperature = 1.0f;
   float top_p = 1.0f;
-  int32_t top_k = 0;               // 0 = off
+  int32_t top_k = 0;  // 0 = off
   float min_p = 0.0f;
   float repetition_penalty = 1.0f;
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
-  int64_t seed = -1;               // -1 = random
+  int64_t seed = -1;  // -1 = random
   std::vector<int32_t> logit_bias_ids;
   std::vector<float> logit_bias_values;
-  int32_t top_logprobs = 0;        // alternatives per token when logprobs is on
+  int32_t top_logprobs = 0;  // alternatives per token when logprobs is on
   bool logprobs = false;
 };
 
@@ -50,23 +50,23 @@ struct generation_done;
 using sink_actor = caf::typed_actor<caf::reacts_to<generation_delta>, caf::reacts_to<generation_done>>;
 
 struct generate_request {
-  std::string prompt;                 // raw completion prompt, used when messages is empty
-  std::vector<chat_turn> messages;    // chat: rendered with the model's chat template
+  std::string prompt;               // raw completion prompt, used when messages is empty
+  std::vector<chat_turn> messages;  // chat: rendered with the model's chat template
   bool add_generation_prompt = true;
   uint32_t max_tokens = 256;
-  std::vector<std::string> stop;      // stop strings: cut from the output
+  std::vector<std::string> stop;  // stop strings: cut from the output
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
-  bool speculative = true;            // false: never draft for this request (when the runtime speculates)
+  bool speculative = true;  // false: never draft for this request (when the runtime speculates)
   sampling_options sampling;
-  std::string tenant = "default";     // set by admission from the API key when tenants are configured
-  double weight = 1.0;                // the tenant's scheduling weight (set by admission)
-  std::string api_key;                // the caller's key (Authorization: Bearer); checked by admission
+  std::string tenant = "default";  // set by admission from the API key when tenants are configured
+  double weight = 1.0;             // the tenant's scheduling weight (set by admission)
+  std::string api_key;             // the caller's key (Authorization: Bearer); checked by admission
   // Tokens per delta (vLLM's --stream-interval): the first token goes out at once, then a
   // delta whenever this many have gathered, and the rest at the end. 1 (or 0): each step's
   // tokens as they come. Larger: fewer, larger deltas, less server work per token.
   uint32_t stream_interval = 1;
-  sink_actor sink;                    // receives the deltas and the final event
+  sink_actor sink;  // receives the deltas and the final event
   // Set: the deltas go to this call, in order, and not to the sink (one message and one
   // actor turn fewer per delta). Called on the streamer's thread before it sends
   // generation_done to the sink, so whatever the call posts to an ordered queue (an Asio
@@ -79,10 +79,10 @@ struct generate_request {
 struct submit_reply {
   bool accepted = false;
   request_id id = 0;
-  uint16_t status = 200;      // as HTTP would say it: 400, 401, 429, 503
-  std::string error;          // why it was refused
-  double retry_after_s = 0;   // for 429 and 503
-  std::string tenant;         // the tenant the request was charged to
+  uint16_t status = 200;     // as HTTP would say it: 400, 401, 429, 503
+  std::string error;         // why it was refused
+  double retry_after_s = 0;  // for 429 and 503
+  std::string tenant;        // the tenant the request was charged to
   // The caller's rate-limit figures (x-ratelimit-* headers); -1 = no such limit.
   int64_t limit_requests = -1;
   int64_t remaining_requests = -1;
@@ -93,28 +93,28 @@ struct submit_reply {
 struct output_logprob {
   int32_t token = 0;
   float logprob = 0;
-  std::vector<int32_t> top_ids;       // most likely alternatives, best first
+  std::vector<int32_t> top_ids;  // most likely alternatives, best first
   std::vector<float> top_logprobs;
 };
 
 struct generation_delta {
   request_id id = 0;
-  std::string text;                   // complete UTF-8; may be empty while a stop string is pending
-  std::vector<int32_t> tokens;        // token ids this delta covers
+  std::string text;             // complete UTF-8; may be empty while a stop string is pending
+  std::vector<int32_t> tokens;  // token ids this delta covers
   std::vector<output_logprob> logprobs;
 };
 
 struct generation_done {
   request_id id = 0;
-  std::string finish_reason;          // "stop", "length", "abort" or "error"
-  std::string error;                  // with "error"
-  uint16_t status = 200;              // with "error": 400 for bad input, 500 otherwise
+  std::string finish_reason;  // "stop", "length", "abort" or "error"
+  std::string error;          // with "error"
+  uint16_t status = 200;      // with "error": 400 for bad input, 500 otherwise
   uint32_t prompt_tokens = 0;
   uint32_t completion_tokens = 0;
-  uint32_t cached_tokens = 0;         // prompt tokens served from the prefix cache
-  double queue_ms = 0;                // submit -> first scheduled
-  double ttft_ms = 0;                 // submit -> first token
-  double tpot_ms = 0;                 // mean time per output token after the first
+  uint32_t cached_tokens = 0;  // prompt tokens served from the prefix cache
+  double queue_ms = 0;         // submit -> first scheduled
+  double ttft_ms = 0;          // submit -> first token
+  double tpot_ms = 0;          // mean time per output token after the first
 };
 
 template <class Inspector>
@@ -135,8 +135,8 @@ typename Inspector::result_type inspect(Inspector& f, generate_request& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, submit_reply& x) {
-  return f(caf::meta::type_name("submit_reply"), x.accepted, x.id, x.status, x.error, x.retry_after_s,
-           x.tenant, x.limit_requests, x.remaining_requests, x.limit_tokens, x.remaining_tokens);
+  return f(caf::meta::type_name("submit_reply"), x.accepted, x.id, x.status, x.error, x.retry_after_s, x.tenant,
+           x.limit_requests, x.remaining_requests, x.limit_tokens, x.remaining_tokens);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, output_logprob& x) {

@@ -5,22 +5,22 @@
 
 namespace tandem {
 
-using submit_atom = caf::atom_constant<caf::atom("submit")>;     // host/net -> admission
-using cancel_atom = caf::atom_constant<caf::atom("cancel")>;     // host/net -> admission
-using finished_atom = caf::atom_constant<caf::atom("finished")>; // streamer -> admission
-using enqueue_atom = caf::atom_constant<caf::atom("enqueue")>;   // streamer -> scheduler
-using abort_atom = caf::atom_constant<caf::atom("abort")>;       // -> scheduler
-using reserve_atom = caf::atom_constant<caf::atom("reserve")>;   // scheduler -> cache manager
-using commit_atom = caf::atom_constant<caf::atom("commit")>;     // scheduler -> cache manager
-using release_atom = caf::atom_constant<caf::atom("release")>;   // scheduler -> cache manager
-using run_step_atom = caf::atom_constant<caf::atom("runstep")>;  // scheduler -> device worker
-using tokens_atom = caf::atom_constant<caf::atom("tokens")>;     // scheduler -> streamer
-using stats_atom = caf::atom_constant<caf::atom("stats")>;       // anyone -> any actor
-using trim_atom = caf::atom_constant<caf::atom("trim")>;         // scheduler -> cache manager
-using draft_atom = caf::atom_constant<caf::atom("draft")>;       // scheduler -> drafter
-using forget_atom = caf::atom_constant<caf::atom("forget")>;     // scheduler -> drafter, verifier
-using plan_k_atom = caf::atom_constant<caf::atom("plank")>;      // scheduler -> verifier
+using submit_atom = caf::atom_constant<caf::atom("submit")>;          // host/net -> admission
+using cancel_atom = caf::atom_constant<caf::atom("cancel")>;          // host/net -> admission
+using finished_atom = caf::atom_constant<caf::atom("finished")>;      // streamer -> admission
+using enqueue_atom = caf::atom_constant<caf::atom("enqueue")>;        // streamer -> scheduler
+using abort_atom = caf::atom_constant<caf::atom("abort")>;            // -> scheduler
+using reserve_atom = caf::atom_constant<caf::atom("reserve")>;        // scheduler -> cache manager
+using commit_atom = caf::atom_constant<caf::atom("commit")>;          // scheduler -> cache manager
+using release_atom = caf::atom_constant<caf::atom("release")>;        // scheduler -> cache manager
+using run_step_atom = caf::atom_constant<caf::atom("runstep")>;       // scheduler -> device worker
+using tokens_atom = caf::atom_constant<caf::atom("tokens")>;          // scheduler -> streamer
+using stats_atom = caf::atom_constant<caf::atom("stats")>;            // anyone -> any actor
+using trim_atom = caf::atom_constant<caf::atom("trim")>;              // scheduler -> cache manager
+using draft_atom = caf::atom_constant<caf::atom("draft")>;            // scheduler -> drafter
+using forget_atom = caf::atom_constant<caf::atom("forget")>;          // scheduler -> drafter, verifier
+using plan_k_atom = caf::atom_constant<caf::atom("plank")>;           // scheduler -> verifier
 using trim_drafts_atom = caf::atom_constant<caf::atom("trimdraft")>;  // scheduler -> verifier
-using report_atom = caf::atom_constant<caf::atom("report")>;     // scheduler -> verifier
+using report_atom = caf::atom_constant<caf::atom("report")>;          // scheduler -> verifier
 
 }  // namespace tandem

@@ -27,30 +27,30 @@ class chat_template;
 struct runtime_shared;
 
 struct runtime_config {
-  std::string model = "default";          // GGUF path, or "default"
-  int threads = 0;                        // compute threads; 0 = one per core
-  uint32_t max_num_seqs = 64;             // running sequences at most
-  uint32_t max_num_batched_tokens = 2048; // tokens per step at most
-  uint32_t prefill_chunk = 512;           // prompt tokens per sequence per step at most
-  bool cost_aware_chunks = true;          // later chunks of a long prompt get fewer tokens, so
-                                          // each costs about what the first did (step_planner.h)
-  uint32_t block_size = 16;               // tokens per KV block
-  uint64_t kv_cache_tokens = 0;           // KV pool size; 0 = 16 full contexts, at most 64 Ki tokens
+  std::string model = "default";           // GGUF path, or "default"
+  int threads = 0;                         // compute threads; 0 = one per core
+  uint32_t max_num_seqs = 64;              // running sequences at most
+  uint32_t max_num_batched_tokens = 2048;  // tokens per step at most
+  uint32_t prefill_chunk = 512;            // prompt tokens per sequence per step at most
+  bool cost_aware_chunks = true;           // later chunks of a long prompt get fewer tokens, so
+                                           // each costs about what the first did (step_planner.h)
+  uint32_t block_size = 16;                // tokens per KV block
+  uint64_t kv_cache_tokens = 0;            // KV pool size; 0 = 16 full contexts, at most 64 Ki tokens
   bool enable_prefix_caching = true;
-  uint32_t max_in_flight = 1024;          // accepted, unfinished requests; beyond: 503
-  uint32_t max_model_len = 0;             // 0 = the model's trained context
-  std::string chat_template;              // a family name overriding the model's template
-  std::vector<tenant_config> tenants;     // API keys and limits; empty = open mode (no keys)
+  uint32_t max_in_flight = 1024;       // accepted, unfinished requests; beyond: 503
+  uint32_t max_model_len = 0;          // 0 = the model's trained context
+  std::string chat_template;           // a family name overriding the model's template
+  std::vector<tenant_config> tenants;  // API keys and limits; empty = open mode (no keys)
   // Speculative decoding (--speculative, --num-speculative-tokens): "none", "ngram" (prompt
   // lookup), "layer-skip" (the target's first speculative_layers blocks draft) or "draft"
   // (a separate model, draft_model, sharing the target's vocabulary).
   std::string speculative = "none";
   std::string draft_model;
-  uint32_t speculative_layers = 0;        // layer-skip: 0 = a quarter of the target's blocks
-  uint32_t num_speculative_tokens = 4;    // starting K; adapts within [min, max]
+  uint32_t speculative_layers = 0;      // layer-skip: 0 = a quarter of the target's blocks
+  uint32_t num_speculative_tokens = 4;  // starting K; adapts within [min, max]
   uint32_t speculative_k_min = 1;
   uint32_t speculative_k_max = 10;
-  bool speculative_adaptive = true;       // false: draft at every step regardless of cost
+  bool speculative_adaptive = true;  // false: draft at every step regardless of cost
   // The device worker (--device): empty = the CPU worker. A CUDA build passes
   // gpu_device_worker_factory(...) (gpu/worker/gpu_device_worker.h) for --device cuda, so
   // this library stays free of CUDA. Called with the KV block count and block size.

@@ -6,9 +6,9 @@
 #include <cmath>
 #include <numeric>
 
+#include "engine/gguf/quantize.h"
 #include "engine/kernels/half.h"
 #include "engine/kernels/ops.h"
-#include "engine/gguf/quantize.h"
 #include "engine/sampling/sampler.h"
 #include "gpu/device_sampler.h"
 #include "gpu/gemm.h"
@@ -140,8 +140,10 @@ TEST_F(Kernels, GemvEveryTypeAndTokenCount) {
           for (int32_t r = 0; r < sh.rows; ++r) {
             double acc = 0, m = 0;
             for (int32_t c = 0; c < sh.cols; ++c) {
-              acc += static_cast<double>(w[static_cast<size_t>(r) * sh.cols + c]) * x[static_cast<size_t>(t) * sh.cols + c];
-              m += std::abs(static_cast<double>(w[static_cast<size_t>(r) * sh.cols + c]) * x[static_cast<size_t>(t) * sh.cols + c]);
+              acc += static_cast<double>(w[static_cast<size_t>(r) * sh.cols + c]) *
+                     x[static_cast<size_t>(t) * sh.cols + c];
+              m += std::abs(static_cast<double>(w[static_cast<size_t>(r) * sh.cols + c]) *
+                            x[static_cast<size_t>(t) * sh.cols + c]);
             }
             ref[static_cast<size_t>(t) * sh.rows + r] = acc;
             mag[static_cast<size_t>(t) * sh.rows + r] = m;
@@ -181,7 +183,8 @@ TEST_F(Kernels, GemmEveryType) {
       for (int32_t r = 0; r < rows; ++r) {
         double acc = 0, mag = 0;
         for (int32_t c = 0; c < cols; ++c) {
-          const double p = static_cast<double>(w[static_cast<size_t>(r) * cols + c]) * x[static_cast<size_t>(t) * cols + c];
+          const double p =
+              static_cast<double>(w[static_cast<size_t>(r) * cols + c]) * x[static_cast<size_t>(t) * cols + c];
           acc += p;
           mag += std::abs(p);
         }
@@ -455,9 +458,9 @@ TEST_F(DeviceSampling, TopKTopPMinPMatchCpuDistribution) {
   const int32_t V = 2048;
   const auto row = random_floats(static_cast<size_t>(V), 21, 4.0f);
   const sample_params cases[] = {
-      {0.7f, 0.0f, 1, 0, 20, 1.0f},    {1.0f, 0.0f, 2, 0, 0, 0.9f},     {0.5f, 0.0f, 3, 0, 0, 0.5f},
-      {0.9f, 0.05f, 4, 0, 40, 0.8f},   {1.5f, 0.0f, 5, 0, 300, 0.95f},  {0.8f, 0.1f, 6, 0, 0, 0.99f},
-      {1.0f, 0.0f, 7, 0, 1, 1.0f},     {1.0f, 0.0f, 8, 0, 0, 0.0f},     {2.0f, 0.0f, 9, 0, 5000, 1.0f},
+      {0.7f, 0.0f, 1, 0, 20, 1.0f},  {1.0f, 0.0f, 2, 0, 0, 0.9f},    {0.5f, 0.0f, 3, 0, 0, 0.5f},
+      {0.9f, 0.05f, 4, 0, 40, 0.8f}, {1.5f, 0.0f, 5, 0, 300, 0.95f}, {0.8f, 0.1f, 6, 0, 0, 0.99f},
+      {1.0f, 0.0f, 7, 0, 1, 1.0f},   {1.0f, 0.0f, 8, 0, 0, 0.0f},    {2.0f, 0.0f, 9, 0, 5000, 1.0f},
   };
   for (const auto& p : cases) {
     SCOPED_TRACE(::testing::Message() << "T " << p.temperature << " min_p " << p.min_p << " top_k " << p.top_k

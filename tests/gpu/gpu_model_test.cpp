@@ -166,7 +166,8 @@ TEST_F(GpuGraphs, DecodeGraphsMatchEagerAndCpu) {
 
   // 17 sequences: bucket 24, whose matrix products go through cuBLAS inside the capture.
   in.seqs.clear();
-  for (int32_t i = 0; i < 17; ++i) in.seqs.push_back({100u + i, tokens(5), 0, {static_cast<block_id>(20 + i)}, false, false});
+  for (int32_t i = 0; i < 17; ++i)
+    in.seqs.push_back({100u + i, tokens(5), 0, {static_cast<block_id>(20 + i)}, false, false});
   cpu.forward(in, cache, want);
   eager.forward(in, st, got_eager);
   graphed.forward(in, st, got_graph);
@@ -187,15 +188,14 @@ TEST_F(GpuGraphs, DecodeGraphsMatchEagerAndCpu) {
   EXPECT_EQ(eager.graphs().captures + eager.graphs().replays, 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, GpuForward,
-    ::testing::Values(shape_case{"q4_1_gqa_tied", 128, 4, 2, 256, tensor_type::q4_1, true},
-                      shape_case{"q4_0_mha", 256, 4, 4, 512, tensor_type::q4_0, false},
-                      shape_case{"q8_0_hd64", 256, 4, 1, 384, tensor_type::q8_0, true},
-                      shape_case{"f16", 128, 2, 2, 256, tensor_type::f16, false},
-                      shape_case{"bf16_hd128", 256, 2, 1, 512, tensor_type::bf16, false},
-                      shape_case{"f32", 128, 4, 2, 256, tensor_type::f32, true}),
-    [](const auto& case_info) { return std::string(case_info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Shapes, GpuForward,
+                         ::testing::Values(shape_case{"q4_1_gqa_tied", 128, 4, 2, 256, tensor_type::q4_1, true},
+                                           shape_case{"q4_0_mha", 256, 4, 4, 512, tensor_type::q4_0, false},
+                                           shape_case{"q8_0_hd64", 256, 4, 1, 384, tensor_type::q8_0, true},
+                                           shape_case{"f16", 128, 2, 2, 256, tensor_type::f16, false},
+                                           shape_case{"bf16_hd128", 256, 2, 1, 512, tensor_type::bf16, false},
+                                           shape_case{"f32", 128, 4, 2, 256, tensor_type::f32, true}),
+                         [](const auto& case_info) { return std::string(case_info.param.name); });
 
 }  // namespace
 }  // namespace tandem::gpu

@@ -3,8 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <random>
 #include <memory>
+#include <random>
 #include <stdexcept>
 #include <string>
 
@@ -95,7 +95,7 @@ TEST(GpuSizing, KvPoolGetsWhatWeightsAndScratchLeave) {
   const size_t blocks = (budget - r.weight_bytes - s.scratch_bytes - memory_budget{}.reserve_bytes) / block;
   EXPECT_EQ(s.kv.n_blocks, static_cast<int32_t>(blocks));
   EXPECT_EQ(s.kv_tokens, (blocks - 1) * 16);  // one block is the graphs' scratch block
-  EXPECT_GT(s.kv_tokens, 800000u);  // ~100 GB of KV at 128 KiB per token
+  EXPECT_GT(s.kv_tokens, 800000u);            // ~100 GB of KV at 128 KiB per token
   // A lower utilization gives a smaller pool, never a bigger one.
   gpu_sizing_request half = r;
   half.utilization = 0.5;
@@ -202,8 +202,8 @@ TEST(SamplingCut, KeepsExactlyTheCpuSamplersSupport) {
             for (const auto& d : cpu.distribution(row)) want.push_back(d.token);
             std::sort(want.begin(), want.end());
             const auto got = reference_cut(row, cut_params{T, k, top_p, min_p});
-            ASSERT_EQ(got, want) << "trial " << trial << " T " << T << " top_k " << k << " top_p " << top_p
-                                 << " min_p " << min_p;
+            ASSERT_EQ(got, want) << "trial " << trial << " T " << T << " top_k " << k << " top_p " << top_p << " min_p "
+                                 << min_p;
             ++compared;
           }
         }
@@ -222,8 +222,9 @@ TEST(Workspace, AlignedAndDisjoint) {
   lim.max_logit_rows = 256;
   lim.max_table_width = 512;
   const workspace_plan p = plan_workspace(m, lim);
-  const size_t offs[] = {p.x, p.h, p.q, p.k, p.v, p.attn, p.gate, p.up, p.logits, p.partials,
-                         p.tokens, p.positions, p.row_seq, p.slots, p.out_rows, p.tables, p.sampled};
+  const size_t offs[] = {p.x,       p.h,     p.q,        p.k,        p.v,      p.attn,
+                         p.gate,    p.up,    p.logits,   p.partials, p.tokens, p.positions,
+                         p.row_seq, p.slots, p.out_rows, p.tables,   p.sampled};
   for (size_t i = 0; i < std::size(offs); ++i) {
     EXPECT_EQ(offs[i] % kWorkspaceAlign, 0u) << i;
     if (i > 0) {

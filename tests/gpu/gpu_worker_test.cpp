@@ -75,8 +75,7 @@ TEST_F(GpuWorker, DeviceAndHostSamplingAgreeAndErrorsAreReplies) {
   const std::vector<token_id> prompt = {1, 7, 42, 99, 3, 250, 17, 8, 64, 5, 11, 300, 2, 9, 77, 31, 400};
   device_step step;
   step.plan.step = 1;
-  step.plan.seqs = {seq(1, 0, prompt, {0, 1}, true), seq(2, 0, prompt, {5, 6}, true),
-                    seq(3, 0, {4, 4, 4}, {9}, false)};
+  step.plan.seqs = {seq(1, 0, prompt, {0, 1}, true), seq(2, 0, prompt, {5, 6}, true), seq(3, 0, {4, 4, 4}, {9}, false)};
   step.sampling = {greedy_device, greedy_host, greedy_device};
   step.n_prompt = {17, 17, 3};
   for (int k = 0; k < 4; ++k) {
@@ -99,8 +98,7 @@ TEST_F(GpuWorker, DeviceAndHostSamplingAgreeAndErrorsAreReplies) {
   step.n_prompt = {2};
   EXPECT_FALSE(run(self, w, step).error.empty());
   device_stats stats;
-  self->request(w, caf::infinite, stats_atom::value).receive([&](device_stats s) { stats = s; },
-                                                            [&](caf::error&) {});
+  self->request(w, caf::infinite, stats_atom::value).receive([&](device_stats s) { stats = s; }, [&](caf::error&) {});
   EXPECT_EQ(stats.steps, 4u);
   self->send_exit(w, caf::exit_reason::user_shutdown);
 }

@@ -76,7 +76,8 @@ def main() -> int:
         "const size_t kCategoryRangeCount = sizeof(kCategoryRanges) / sizeof(kCategoryRanges[0]);",
         "",
         "const char32_t kWhiteSpace[] = {",
-        "    " + ", ".join(f"0x{cp:04X}" for cp in WHITE_SPACE) + ",",
+        *("    " + ", ".join(f"0x{cp:04X}" for cp in WHITE_SPACE[i:i + 12]) + ","
+          for i in range(0, len(WHITE_SPACE), 12)),
         "};",
         "const size_t kWhiteSpaceCount = sizeof(kWhiteSpace) / sizeof(kWhiteSpace[0]);",
         "",

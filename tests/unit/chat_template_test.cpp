@@ -94,17 +94,15 @@ class published_templates : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(published_templates, match_jinja) {
   const auto doc = read_json(data_dir() / "chat_template" / (GetParam() + ".json")).as_object();
-  const auto t = chat_template::from_source(std::string(doc.at("source").as_string()),
-                                            std::string(doc.at("bos").as_string()),
-                                            std::string(doc.at("eos").as_string()));
+  const auto t =
+      chat_template::from_source(std::string(doc.at("source").as_string()), std::string(doc.at("bos").as_string()),
+                                 std::string(doc.at("eos").as_string()));
   EXPECT_EQ(t.name(), GetParam());
   const size_t ok = check_cases(t, doc);
-  std::printf("[ vectors  ] %s: %zu/%zu match jinja2\n", GetParam().c_str(), ok,
-              doc.at("cases").as_array().size());
+  std::printf("[ vectors  ] %s: %zu/%zu match jinja2\n", GetParam().c_str(), ok, doc.at("cases").as_array().size());
 }
 
-INSTANTIATE_TEST_SUITE_P(families, published_templates,
-                         ::testing::Values("llama3", "llama2", "mistral", "zephyr"));
+INSTANTIATE_TEST_SUITE_P(families, published_templates, ::testing::Values("llama3", "llama2", "mistral", "zephyr"));
 
 TEST(chat_template, by_name_overrides_and_defaults) {
   const auto llama3 = chat_template::by_name("llama3");

@@ -2,11 +2,11 @@
 // JSON, and errors: a message on stderr and exit status 1).
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
 #include <array>
 #include <cstdio>
 #include <filesystem>
 #include <string>
-#include <sys/wait.h>
 
 #include "engine/model/model_path.h"
 
@@ -57,12 +57,14 @@ TEST(cli_text, tokenize_and_detokenize) {
 
 TEST(cli_text, chat_template) {
   if (!have_default_model()) return;
-  const auto r = run("chat-template --messages '[{\"role\":\"system\",\"content\":\"Be brief.\"},"
-                     "{\"role\":\"user\",\"content\":\"Hi\"}]'");
+  const auto r =
+      run("chat-template --messages '[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+          "{\"role\":\"user\",\"content\":\"Hi\"}]'");
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(r.out, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
-  const auto llama3 = run("chat-template --chat-template llama3 --no-generation-prompt "
-                          "--messages '[{\"role\":\"user\",\"content\":\" Hi \"}]'");
+  const auto llama3 =
+      run("chat-template --chat-template llama3 --no-generation-prompt "
+          "--messages '[{\"role\":\"user\",\"content\":\" Hi \"}]'");
   EXPECT_NE(llama3.out.find("<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"), std::string::npos)
       << llama3.out;
 }

@@ -22,7 +22,7 @@
 namespace tandem {
 namespace {
 
-constexpr double kNearTie = 0.1;   // llama.cpp's top-2 logit gap that excuses a divergence
+constexpr double kNearTie = 0.1;  // llama.cpp's top-2 logit gap that excuses a divergence
 constexpr int kRequiredFullMatches = 18;
 
 std::vector<int32_t> ints(const boost::json::value& v) {
@@ -36,8 +36,8 @@ TEST(Fidelity, GreedyTokensMatchLlamaCpp) {
   if (!std::filesystem::exists(model_path)) {
     GTEST_SKIP() << model_path << " is missing: run `make model`";
   }
-  const auto vectors = std::filesystem::path(TANDEM_SOURCE_DIR) / "tests" / "data" / "fidelity" /
-                       "smollm2_135m_q4_1.json";
+  const auto vectors =
+      std::filesystem::path(TANDEM_SOURCE_DIR) / "tests" / "data" / "fidelity" / "smollm2_135m_q4_1.json";
   std::ifstream in(vectors);
   ASSERT_TRUE(in) << vectors;
   std::stringstream ss;
@@ -79,16 +79,15 @@ TEST(Fidelity, GreedyTokensMatchLlamaCpp) {
     const std::string kind(c.at("kind").as_string());
     if (match == n_gen) {
       ++full;
-      std::printf("[ match ] %-4s %5zu prompt tokens: %2d/%d tokens\n", kind.c_str(), prompt.size(),
-                  match, n_gen);
+      std::printf("[ match ] %-4s %5zu prompt tokens: %2d/%d tokens\n", kind.c_str(), prompt.size(), match, n_gen);
     } else {
       const auto& t = top2.at(match).as_array();
-      const double gap = std::fabs(t.at(0).as_array().at(1).to_number<double>() -
-                                   t.at(1).as_array().at(1).to_number<double>());
+      const double gap =
+          std::fabs(t.at(0).as_array().at(1).to_number<double>() - t.at(1).as_array().at(1).to_number<double>());
       std::printf("[ diverge ] %-4s %5zu prompt tokens: %2d/%d tokens; llama.cpp's top-2 gap there %.4f\n",
                   kind.c_str(), prompt.size(), match, n_gen, gap);
-      EXPECT_LT(gap, kNearTie) << kind << " prompt of " << prompt.size()
-                               << " tokens diverges at " << match << " where llama.cpp is not near a tie";
+      EXPECT_LT(gap, kNearTie) << kind << " prompt of " << prompt.size() << " tokens diverges at " << match
+                               << " where llama.cpp is not near a tie";
     }
   }
   std::printf("[ total ] %d/%d prompts match all tokens\n", full, cases);

@@ -8,9 +8,9 @@
 
 #include "engine/gguf/gguf.h"
 #include "engine/gguf/gguf_writer.h"
+#include "engine/gguf/quantize.h"
 #include "engine/model/model_config.h"
 #include "engine/model/model_path.h"
-#include "engine/gguf/quantize.h"
 #include "engine/model/synthetic_model.h"
 
 using namespace tandem;
@@ -22,7 +22,8 @@ bytes_t tensor_bytes(tensor_type type, int64_t cols, int64_t rows, float seed) {
   std::vector<float> row(static_cast<size_t>(cols));
   bytes_t out(row_bytes(type, cols) * static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t i = 0; i < cols; ++i) row[static_cast<size_t>(i)] = std::sin(seed + 0.37f * static_cast<float>(i + r * cols));
+    for (int64_t i = 0; i < cols; ++i)
+      row[static_cast<size_t>(i)] = std::sin(seed + 0.37f * static_cast<float>(i + r * cols));
     quantize_row(type, row.data(), cols, out.data() + static_cast<size_t>(r) * row_bytes(type, cols));
   }
   return out;
@@ -90,7 +91,8 @@ TEST(GgufWriter, RoundTripsEveryValueType) {
   w.set("f64", gguf::value{2.25});
   w.set_string_array("strs", {"a", "", "ccc"});
   gguf::array_value nested{gguf::value_type::array, {}};
-  nested.items.push_back(gguf::value{gguf::array_value{gguf::value_type::int32, {gguf::value{int32_t{1}}, gguf::value{int32_t{2}}}}});
+  nested.items.push_back(
+      gguf::value{gguf::array_value{gguf::value_type::int32, {gguf::value{int32_t{1}}, gguf::value{int32_t{2}}}}});
   nested.items.push_back(gguf::value{gguf::array_value{gguf::value_type::int32, {}}});
   w.set("nested", gguf::value{nested});
   w.add_tensor("x", tensor_type::q4_1, {64, 2}, tensor_bytes(tensor_type::q4_1, 64, 2, 0.5f));
@@ -443,9 +445,13 @@ TEST(Quantize, RoundTripErrorIsWithinTheTypesStep) {
   std::normal_distribution<float> n(0.0f, 1.0f);
   std::vector<float> x(256);
   for (auto& v : x) v = n(rng);
-  struct bound { tensor_type t; float max_abs; };
-  for (auto [t, max_abs] : {bound{tensor_type::f32, 0.0f}, bound{tensor_type::f16, 2e-3f}, bound{tensor_type::bf16, 2e-2f},
-                            bound{tensor_type::q8_0, 0.02f}, bound{tensor_type::q4_0, 0.35f}, bound{tensor_type::q4_1, 0.25f}}) {
+  struct bound {
+    tensor_type t;
+    float max_abs;
+  };
+  for (auto [t, max_abs] :
+       {bound{tensor_type::f32, 0.0f}, bound{tensor_type::f16, 2e-3f}, bound{tensor_type::bf16, 2e-2f},
+        bound{tensor_type::q8_0, 0.02f}, bound{tensor_type::q4_0, 0.35f}, bound{tensor_type::q4_1, 0.25f}}) {
     bytes_t q(row_bytes(t, 256));
     std::vector<float> y(256);
     quantize_row(t, x.data(), 256, q.data());

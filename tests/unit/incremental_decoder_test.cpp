@@ -92,7 +92,9 @@ TEST(incremental_decoder, releases_bytes_that_can_never_be_valid_at_once) {
   // A lead byte followed by a non-continuation: both go out as soon as that is seen.
   const auto lead = tok->encode("🦙", false, false)[0];  // F0 9F
   EXPECT_EQ(dec.push(lead), "");
-  EXPECT_EQ(dec.push(*tok->find_token("a")), "\xF0\x9F" "a");
+  EXPECT_EQ(dec.push(*tok->find_token("a")),
+            "\xF0\x9F"
+            "a");
   // An unfinished character at the end comes out on flush.
   EXPECT_EQ(dec.push(lead), "");
   EXPECT_EQ(dec.flush(), "\xF0\x9F");

@@ -3,18 +3,18 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
+#include "engine/gguf/quantize.h"
 #include "engine/kernels/activation_format.h"
 #include "engine/kernels/blocks.h"
-#include "engine/model/attention.h"
 #include "engine/kernels/dot_kernels.h"
 #include "engine/kernels/matmul.h"
 #include "engine/kernels/tiled_weights.h"
-#include "engine/gguf/quantize.h"
+#include "engine/model/attention.h"
 #include "engine/platform/thread_pool.h"
 
 namespace tandem::kernels {
@@ -39,10 +39,18 @@ std::vector<double> decode_activation(activation_format format, const std::byte*
   std::vector<double> out(static_cast<size_t>(k));
   std::vector<float> tmp(static_cast<size_t>(k));
   switch (format) {
-    case activation_format::f32: dequantize_row(tensor_type::f32, row, k, tmp.data()); break;
-    case activation_format::f16: dequantize_row(tensor_type::f16, row, k, tmp.data()); break;
-    case activation_format::bf16: dequantize_row(tensor_type::bf16, row, k, tmp.data()); break;
-    case activation_format::q8_0: dequantize_row(tensor_type::q8_0, row, k, tmp.data()); break;
+    case activation_format::f32:
+      dequantize_row(tensor_type::f32, row, k, tmp.data());
+      break;
+    case activation_format::f16:
+      dequantize_row(tensor_type::f16, row, k, tmp.data());
+      break;
+    case activation_format::bf16:
+      dequantize_row(tensor_type::bf16, row, k, tmp.data());
+      break;
+    case activation_format::q8_0:
+      dequantize_row(tensor_type::q8_0, row, k, tmp.data());
+      break;
     case activation_format::q8_1: {
       const auto* b = reinterpret_cast<const block_q8_1*>(row);
       for (int64_t i = 0; i < k; ++i) {
@@ -65,11 +73,11 @@ TEST(Half, RoundTripsEveryFiniteHalf) {
 
 TEST(Half, RoundsToNearestEven) {
   EXPECT_EQ(f32_to_f16(1.0f), 0x3c00);
-  EXPECT_EQ(f32_to_f16(1.0f + 1.0f / 2048.0f), 0x3c00);       // tie -> even
-  EXPECT_EQ(f32_to_f16(1.0f + 3.0f / 2048.0f), 0x3c02);       // tie -> even (up)
-  EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00);                    // overflows to inf
-  EXPECT_EQ(f32_to_f16(5.9604645e-8f), 0x0001);               // smallest subnormal
-  EXPECT_EQ(f32_to_bf16(1.0f + 1.0f / 256.0f), 0x3f80);       // tie -> even
+  EXPECT_EQ(f32_to_f16(1.0f + 1.0f / 2048.0f), 0x3c00);  // tie -> even
+  EXPECT_EQ(f32_to_f16(1.0f + 3.0f / 2048.0f), 0x3c02);  // tie -> even (up)
+  EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00);               // overflows to inf
+  EXPECT_EQ(f32_to_f16(5.9604645e-8f), 0x0001);          // smallest subnormal
+  EXPECT_EQ(f32_to_bf16(1.0f + 1.0f / 256.0f), 0x3f80);  // tie -> even
 }
 
 TEST(ActivationFormat, Q8ScaleAndSumFollowTheBlock) {
@@ -138,8 +146,7 @@ TEST_P(DotKernels, MatchDoubleReferenceOnDecodedValues) {
         }
         for (int i = 0; i < n; ++i) {
           const double tol = 2e-6 * magnitude[i] + 1e-5;
-          EXPECT_NEAR(out[i], expected[i], tol)
-              << table->isa << " k=" << k << " n=" << n << " i=" << i;
+          EXPECT_NEAR(out[i], expected[i], tol) << table->isa << " k=" << k << " n=" << n << " i=" << i;
         }
       }
     }
@@ -147,8 +154,8 @@ TEST_P(DotKernels, MatchDoubleReferenceOnDecodedValues) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, DotKernels,
-                         ::testing::Values(tensor_type::q4_0, tensor_type::q4_1, tensor_type::q8_0,
-                                           tensor_type::f16, tensor_type::bf16, tensor_type::f32),
+                         ::testing::Values(tensor_type::q4_0, tensor_type::q4_1, tensor_type::q8_0, tensor_type::f16,
+                                           tensor_type::bf16, tensor_type::f32),
                          [](const auto& param_info) { return std::string(traits_of(param_info.param).name); });
 
 // The attention and element-wise kernels promise the same bits in every table (they follow
@@ -401,8 +408,8 @@ TEST(Matmul, BatchedEqualsRowByRow) {
   std::mt19937 rng(11);
   thread_pool pool(2);
   matmul_scratch scratch;
-  for (tensor_type type : {tensor_type::q4_0, tensor_type::q4_1, tensor_type::q8_0,
-                           tensor_type::f16, tensor_type::f32}) {
+  for (tensor_type type :
+       {tensor_type::q4_0, tensor_type::q4_1, tensor_type::q8_0, tensor_type::f16, tensor_type::f32}) {
     const int64_t cols = 96, rows = 37;
     const auto wf = random_floats(static_cast<size_t>(cols * rows), rng);
     std::vector<std::byte> wdata(row_bytes(type, cols) * rows);

@@ -55,9 +55,9 @@ TEST(BlockPool, CachedBlocksAreEvictedLeastRecentlyReleasedFirst) {
   EXPECT_EQ(*p.allocate(1), (ids{1}));  // evicts block 1 first
   EXPECT_EQ(p.stats().evictions, 1u);
   EXPECT_FALSE(p.is_cached(1));
-  EXPECT_TRUE(p.match(t1).empty());       // its content is gone from the index
-  EXPECT_EQ(p.match(t2), (ids{2}));       // the others are still found
-  p.retain(2);                            // reviving a cached block removes it from the LRU
+  EXPECT_TRUE(p.match(t1).empty());  // its content is gone from the index
+  EXPECT_EQ(p.match(t2), (ids{2}));  // the others are still found
+  p.retain(2);                       // reviving a cached block removes it from the LRU
   EXPECT_EQ(*p.allocate(1), (ids{0}));
   EXPECT_FALSE(p.allocate(1).has_value());
 }
@@ -120,7 +120,7 @@ TEST(KvBlockManager, FreedPrefixSurvivesUntilEvictedTailFirst) {
   kv_block_manager m(4, 2);
   const auto prompt = iota_tokens(7);  // 4 blocks: 0 1 2 3
   ASSERT_TRUE(m.allocate(1, 7, 0));
-  m.commit(1, prompt, 7);              // blocks 0, 1, 2 full and indexed
+  m.commit(1, prompt, 7);  // blocks 0, 1, 2 full and indexed
   m.free(1);
   EXPECT_EQ(m.stats().pool.cached_free, 3u);
   EXPECT_EQ(m.stats().pool.free, 1u);

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "engine/gguf/gguf.h"
+#include "engine/gguf/quantize.h"
 #include "engine/model/kv_block_allocator.h"
 #include "engine/model/model.h"
-#include "engine/gguf/quantize.h"
 #include "engine/model/synthetic_model.h"
 
 namespace tandem {
@@ -39,10 +39,10 @@ class reference_model {
     std::vector<double> x = row("token_embd.weight", token);  // [E]
     for (uint32_t l = 0; l < c_.n_layer; ++l) {
       const std::string p = "blk." + std::to_string(l) + ".";
-      const std::vector<double> h = rms_norm(x, vec(p + "attn_norm.weight"));   // [E]
-      std::vector<double> q = matvec(p + "attn_q.weight", h);                    // [n_head*hd]
-      std::vector<double> k = matvec(p + "attn_k.weight", h);                    // [n_head_kv*hd]
-      const std::vector<double> v = matvec(p + "attn_v.weight", h);              // [n_head_kv*hd]
+      const std::vector<double> h = rms_norm(x, vec(p + "attn_norm.weight"));  // [E]
+      std::vector<double> q = matvec(p + "attn_q.weight", h);                  // [n_head*hd]
+      std::vector<double> k = matvec(p + "attn_k.weight", h);                  // [n_head_kv*hd]
+      const std::vector<double> v = matvec(p + "attn_v.weight", h);            // [n_head_kv*hd]
       rope(q, c_.n_head, pos);
       rope(k, c_.n_head_kv, pos);
       k_hist_[l].push_back(k);  // k_hist_[l][position] = [n_head_kv*hd]
@@ -109,8 +109,8 @@ class reference_model {
   void rope(std::vector<double>& v, uint32_t n_heads, int64_t pos) const {
     for (uint32_t h = 0; h < n_heads; ++h) {
       for (uint32_t i = 0; i < c_.n_rot / 2; ++i) {
-        const double theta = static_cast<double>(pos) *
-                             std::pow(static_cast<double>(c_.rope_freq_base), -2.0 * i / c_.n_rot);
+        const double theta =
+            static_cast<double>(pos) * std::pow(static_cast<double>(c_.rope_freq_base), -2.0 * i / c_.n_rot);
         double& a = v[h * c_.head_dim + 2 * i];
         double& b = v[h * c_.head_dim + 2 * i + 1];
         const double na = a * std::cos(theta) - b * std::sin(theta);
@@ -139,9 +139,7 @@ struct fixture_model {
   }
 };
 
-kv_pool make_pool(const model& m, int64_t tokens = 1024) {
-  return kv_pool(m.config(), kv_pool_options{16, tokens, 0});
-}
+kv_pool make_pool(const model& m, int64_t tokens = 1024) { return kv_pool(m.config(), kv_pool_options{16, tokens, 0}); }
 
 std::vector<int32_t> some_tokens(size_t n, uint32_t vocab, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -183,8 +181,8 @@ TEST_P(ForwardMatchesReference, PrefillAndDecodeLogits) {
   kv_block_allocator alloc(pool.n_blocks());
 
   const auto prompt = some_tokens(21, fm.fast->config().n_vocab, 5);
-  const bool quantized_acts = sc.weights == tensor_type::q4_0 || sc.weights == tensor_type::q4_1 ||
-                              sc.weights == tensor_type::q8_0;
+  const bool quantized_acts =
+      sc.weights == tensor_type::q4_0 || sc.weights == tensor_type::q4_1 || sc.weights == tensor_type::q8_0;
   const double tol = quantized_acts ? kTolQuantActs : kTolFloatActs;
   double worst = 0;
   auto check = [&](std::span<const float> fast, const std::vector<double>& slow) {
@@ -222,16 +220,15 @@ TEST_P(ForwardMatchesReference, PrefillAndDecodeLogits) {
   std::printf("[ shape ] %-22s worst relative logit error %.5f (tolerance %.2f)\n", sc.name, worst, tol);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, ForwardMatchesReference,
-    ::testing::Values(shape_case{"gqa_q4_1_tied", 128, 4, 2, 256, tensor_type::q4_1, true},
-                      shape_case{"mha_q4_1_untied", 128, 4, 4, 256, tensor_type::q4_1, false},
-                      shape_case{"gqa_q4_0_untied", 96, 3, 1, 192, tensor_type::q4_0, false},
-                      shape_case{"mha_q8_0_tied", 128, 2, 2, 320, tensor_type::q8_0, true},
-                      shape_case{"gqa_f16_untied", 128, 8, 2, 256, tensor_type::f16, false},
-                      shape_case{"mha_bf16_tied", 64, 2, 2, 128, tensor_type::bf16, true},
-                      shape_case{"gqa_f32_untied", 128, 4, 2, 256, tensor_type::f32, false}),
-    [](const auto& param_info) { return std::string(param_info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Shapes, ForwardMatchesReference,
+                         ::testing::Values(shape_case{"gqa_q4_1_tied", 128, 4, 2, 256, tensor_type::q4_1, true},
+                                           shape_case{"mha_q4_1_untied", 128, 4, 4, 256, tensor_type::q4_1, false},
+                                           shape_case{"gqa_q4_0_untied", 96, 3, 1, 192, tensor_type::q4_0, false},
+                                           shape_case{"mha_q8_0_tied", 128, 2, 2, 320, tensor_type::q8_0, true},
+                                           shape_case{"gqa_f16_untied", 128, 8, 2, 256, tensor_type::f16, false},
+                                           shape_case{"mha_bf16_tied", 64, 2, 2, 128, tensor_type::bf16, true},
+                                           shape_case{"gqa_f32_untied", 128, 4, 2, 256, tensor_type::f32, false}),
+                         [](const auto& param_info) { return std::string(param_info.param.name); });
 
 synthetic_model_spec small_spec() {
   synthetic_model_spec spec;
@@ -244,8 +241,7 @@ synthetic_model_spec small_spec() {
   return spec;
 }
 
-std::vector<float> prefill_all(model& m, kv_pool& pool, const std::vector<int32_t>& prompt,
-                               const block_table& blocks) {
+std::vector<float> prefill_all(model& m, kv_pool& pool, const std::vector<int32_t>& prompt, const block_table& blocks) {
   step_input in;
   in.seqs.push_back(seq_step{7, prompt, 0, blocks, true});
   step_output out;

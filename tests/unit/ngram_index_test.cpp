@@ -13,7 +13,7 @@ TEST(NgramIndex, ProposesWhatFollowedTheLatestOccurrenceOfTheLongestSuffix) {
   ix.append(v{7});
   EXPECT_TRUE(ix.propose(3).tokens.empty());  // "7" never occurred before
   ix.append(v{1, 2});
-  EXPECT_EQ(ix.propose(1).tokens, (v{3}));     // the latest "1 2" was followed by 3 ... and "7 1 2" is new
+  EXPECT_EQ(ix.propose(1).tokens, (v{3}));  // the latest "1 2" was followed by 3 ... and "7 1 2" is new
 }
 
 TEST(NgramIndex, FallsBackToShorterNgrams) {

@@ -112,17 +112,17 @@ std::vector<std::string> regex_split(pcre2_code* re, const std::string& text) {
 pcre2_code* compile(const char* pattern) {
   int err = 0;
   PCRE2_SIZE off = 0;
-  pcre2_code* re = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern), PCRE2_ZERO_TERMINATED,
-                                 PCRE2_UTF | PCRE2_UCP, &err, &off, nullptr);
+  pcre2_code* re = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern), PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP,
+                                 &err, &off, nullptr);
   EXPECT_NE(re, nullptr) << "PCRE2 error " << err << " at " << off;
   return re;
 }
 
 std::string random_text(std::mt19937& rng) {
   static const std::vector<std::string> alphabet = {
-      "a", "b", "Z", "s", "t", "l", "L", "e", "r", "v", "d", "m", "é", "中", "ا", "'", "'", " ", " ", " ",
-      "\t", "\n", "\r", "\u00a0", "\u3000", "1", "7", "٣", "½", ".", ",", "!", "$", "€", "🦙", "(", "-",
-      "\u0301", "_",
+      "a",  "b", "Z", "s", "t", "l", "L", "e",  "r",    "v",  "d",      "m",      "é",
+      "中", "ا", "'", "'", " ", " ", " ", "\t", "\n",   "\r", "\u00a0", "\u3000", "1",
+      "7",  "٣", "½", ".", ",", "!", "$", "€",  "🦙", "(",  "-",      "\u0301", "_",
   };
   std::uniform_int_distribution<size_t> len(1, 24), pick(0, alphabet.size() - 1);
   std::string s;

@@ -4,9 +4,9 @@
 
 #include <algorithm>
 
+#include "engine/chat/prompt_encoder.h"
 #include "engine/gguf/gguf.h"
 #include "engine/model/model_path.h"
-#include "engine/chat/prompt_encoder.h"
 
 using namespace tandem;
 

@@ -85,8 +85,12 @@ class RuntimeTest : public ::testing::Test {
     for (auto& r : reqs) {
       r.sink = self->spawn(collecting_sink, caf::actor_cast<caf::actor>(self));
       self->request(rt_->admission(), caf::infinite, submit_atom::value, r)
-          .receive([&](const submit_reply& rep) { EXPECT_TRUE(rep.accepted) << rep.error; accepted.push_back(rep.id); },
-                   [&](const caf::error& e) { ADD_FAILURE() << sys_->render(e); });
+          .receive(
+              [&](const submit_reply& rep) {
+                EXPECT_TRUE(rep.accepted) << rep.error;
+                accepted.push_back(rep.id);
+              },
+              [&](const caf::error& e) { ADD_FAILURE() << sys_->render(e); });
     }
     if (ids) *ids = accepted;
     std::map<request_id, collected> by_id;
@@ -102,15 +106,15 @@ class RuntimeTest : public ::testing::Test {
   static kv_cache_stats kv_stats() {
     caf::scoped_actor self{*sys_};
     kv_cache_stats s;
-    self->request(rt_->cache_manager(), caf::infinite, stats_atom::value).receive([&](const kv_cache_stats& x) { s = x; },
-                                                                                   [](const caf::error&) {});
+    self->request(rt_->cache_manager(), caf::infinite, stats_atom::value)
+        .receive([&](const kv_cache_stats& x) { s = x; }, [](const caf::error&) {});
     return s;
   }
   static scheduler_stats sched_stats() {
     caf::scoped_actor self{*sys_};
     scheduler_stats s;
-    self->request(rt_->scheduler(), caf::infinite, stats_atom::value).receive([&](const scheduler_stats& x) { s = x; },
-                                                                               [](const caf::error&) {});
+    self->request(rt_->scheduler(), caf::infinite, stats_atom::value)
+        .receive([&](const scheduler_stats& x) { s = x; }, [](const caf::error&) {});
     return s;
   }
   // Every block is free or held only by the prefix cache once the scheduler is idle.
@@ -174,7 +178,8 @@ TEST_F(RuntimeTest, EightConcurrentGreedyRequestsMatchTheirSoloRuns) {
 
 TEST_F(RuntimeTest, ASharedThousandTokenPrefixIsComputedOnce) {
   std::string prefix = "You are a careful assistant. Here is the reference document:\n";
-  for (int i = 0; prefix.size() < 6000; ++i) prefix += "Paragraph " + std::to_string(i) + " talks about rivers, mountains and towns. ";
+  for (int i = 0; prefix.size() < 6000; ++i)
+    prefix += "Paragraph " + std::to_string(i) + " talks about rivers, mountains and towns. ";
   const auto prefix_tokens = rt_->tok().encode(prefix, true, false).size();
   ASSERT_GE(prefix_tokens, 1000u);
 
@@ -232,10 +237,12 @@ TEST_F(RuntimeTest, CancelMidPrefillFreesEveryBlock) {
   for (int i = 0; i < 500 && kv_stats().pool.used == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   EXPECT_GT(kv_stats().pool.used, 0u);
   self->send(rt_->admission(), cancel_atom::value, id);
-  self->receive([&](collect_atom, collected& c) {
-    EXPECT_EQ(c.done.finish_reason, "abort");
-    EXPECT_EQ(c.done.completion_tokens, 0u);
-  }, caf::after(std::chrono::seconds(60)) >> [] { ADD_FAILURE() << "no final event after cancel"; });
+  self->receive(
+      [&](collect_atom, collected& c) {
+        EXPECT_EQ(c.done.finish_reason, "abort");
+        EXPECT_EQ(c.done.completion_tokens, 0u);
+      },
+      caf::after(std::chrono::seconds(60)) >> [] { ADD_FAILURE() << "no final event after cancel"; });
   expect_no_blocks_held();
 }
 
@@ -274,8 +281,8 @@ TEST(RuntimeLimits, ATinyKvPoolRefusesWhatCannotFitAndNeverLoops) {
   caf::scoped_actor self{sys};
   auto submit = [&](generate_request r) {
     r.sink = self->spawn(collecting_sink, caf::actor_cast<caf::actor>(self));
-    self->request(rt->admission(), caf::infinite, submit_atom::value, r).receive([](const submit_reply&) {},
-                                                                                  [](const caf::error&) {});
+    self->request(rt->admission(), caf::infinite, submit_atom::value, r)
+        .receive([](const submit_reply&) {}, [](const caf::error&) {});
     collected c;
     self->receive([&](collect_atom, collected& x) { c = std::move(x); },
                   caf::after(std::chrono::seconds(120)) >> [] { ADD_FAILURE() << "no answer: the scheduler looped"; });

@@ -239,7 +239,7 @@ TEST(Sampler, TopLogprobsAreTheRawLogSoftmaxInOrder) {
   const std::vector<double> probs{0.1, 0.6, 0.3};
   sampling_params p;
   p.temperature = 0.0f;
-  p.top_logprobs = 5;  // more than the vocabulary: all three
+  p.top_logprobs = 5;           // more than the vocabulary: all three
   p.logit_bias = {{1, -kInf}};  // bias changes the choice, not the reported distribution
   const auto r = sampler(p).sample(logits_of(probs));
   EXPECT_EQ(r.token, 2);

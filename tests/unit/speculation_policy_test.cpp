@@ -107,8 +107,8 @@ TEST(SpeculationPolicy, LearnsAcceptanceByMatchLength) {
   EXPECT_DOUBLE_EQ(p.match_acceptance(1000), p.match_acceptance(speculation_policy::kMaxEvidence));
   // Drafts after a one-token match are always wrong; after four or more, always right.
   for (int i = 0; i < 100; ++i) {
-    p.report(std::vector<speculation_outcome>{{1, 3, 0, 1}}, 0, 0);    // L = 1: token 0 rejected
-    p.report(std::vector<speculation_outcome>{{2, 4, 4, 4}}, 0, 0);    // L = 4..7 all accepted
+    p.report(std::vector<speculation_outcome>{{1, 3, 0, 1}}, 0, 0);  // L = 1: token 0 rejected
+    p.report(std::vector<speculation_outcome>{{2, 4, 4, 4}}, 0, 0);  // L = 4..7 all accepted
   }
   EXPECT_LT(p.match_acceptance(1), 0.02);
   EXPECT_GT(p.match_acceptance(4), 0.98);

@@ -34,7 +34,9 @@ using result_atom = caf::atom_constant<caf::atom("result")>;
 
 sink_actor::behavior_type sink(sink_actor::stateful_pointer<spec_run> self, caf::actor waiter) {
   return {
-      [self](generation_delta& d) { self->state.tokens.insert(self->state.tokens.end(), d.tokens.begin(), d.tokens.end()); },
+      [self](generation_delta& d) {
+        self->state.tokens.insert(self->state.tokens.end(), d.tokens.begin(), d.tokens.end());
+      },
       [self, waiter](generation_done& d) {
         self->state.id = d.id;
         self->state.done = d;
@@ -129,9 +131,9 @@ class SpeculativeRuntime : public ::testing::Test {
     speculation_stats st;
     self->request(spec->verifier(), caf::infinite, stats_atom::value)
         .receive([&](const speculation_stats& s) { st = s; }, [](const caf::error&) {});
-    std::printf("%s: drafted %llu, accepted %llu (%.1f%%), mean accepted per pass %.2f\n",
-                spec_cfg.speculative.c_str(), static_cast<unsigned long long>(st.drafted),
-                static_cast<unsigned long long>(st.accepted), 100 * st.acceptance_rate(), st.mean_accepted());
+    std::printf("%s: drafted %llu, accepted %llu (%.1f%%), mean accepted per pass %.2f\n", spec_cfg.speculative.c_str(),
+                static_cast<unsigned long long>(st.drafted), static_cast<unsigned long long>(st.accepted),
+                100 * st.acceptance_rate(), st.mean_accepted());
     EXPECT_GE(st.accepted, min_accepted) << "drafts must get through, or the comparison proves nothing";
 
     expect_no_blocks_held(*spec);

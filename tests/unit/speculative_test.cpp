@@ -17,7 +17,7 @@ namespace {
 constexpr int kVocab = 8;
 const std::array<float, kVocab> kTargetLogits = {2.0f, 1.5f, 1.0f, 0.5f, 0.0f, -0.5f, -1.0f, -3.0f};
 // The drafter prefers other tokens: its q is far from p.
-const std::vector<token_prob> kDraftQ = {{0, 0.05f}, {1, 0.05f}, {2, 0.1f}, {3, 0.1f},
+const std::vector<token_prob> kDraftQ = {{0, 0.05f}, {1, 0.05f}, {2, 0.1f},  {3, 0.1f},
                                          {4, 0.3f},  {5, 0.3f},  {6, 0.05f}, {7, 0.05f}};
 
 std::array<double, kVocab> target_p() {
@@ -53,8 +53,8 @@ int draw_q(std::mt19937_64& rng) {
 }
 
 // The seeds' rule: accept the draft if it is in the target's top-p set; else sample p.
-std::vector<int32_t> seeds_rule(sampler& s, std::span<const std::span<const float>> rows, const std::vector<int32_t>& drafts,
-                                float top_p) {
+std::vector<int32_t> seeds_rule(sampler& s, std::span<const std::span<const float>> rows,
+                                const std::vector<int32_t>& drafts, float top_p) {
   std::vector<int32_t> out;
   for (size_t i = 0; i < drafts.size(); ++i) {
     auto p = s.distribution(rows[i]);

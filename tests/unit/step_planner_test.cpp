@@ -17,11 +17,10 @@ namespace {
 // token 1000 + n for a sequence's n-th output (n from 1).
 class harness {
  public:
-  harness(planner_config cfg, uint32_t n_blocks, uint32_t block_size = 16)
-      : planner(cfg), kv(n_blocks, block_size) {}
+  harness(planner_config cfg, uint32_t n_blocks, uint32_t block_size = 16) : planner(cfg), kv(n_blocks, block_size) {}
 
-  void add(seq_id s, uint32_t prompt_len, uint32_t max_out, const std::string& tenant = "default",
-           double weight = 1.0, token_id first = -1) {
+  void add(seq_id s, uint32_t prompt_len, uint32_t max_out, const std::string& tenant = "default", double weight = 1.0,
+           token_id first = -1) {
     if (first < 0) first = static_cast<token_id>(s * 10000);  // distinct prompts: no prefix hits
     std::vector<token_id> p(prompt_len);
     for (uint32_t i = 0; i < prompt_len; ++i) p[i] = first + static_cast<token_id>(i);
@@ -75,7 +74,9 @@ class harness {
 
  private:
   template <class A, class B>
-  static void ASSERT_GE_RET(A a, B b) { ASSERT_GE(a, b); }
+  static void ASSERT_GE_RET(A a, B b) {
+    ASSERT_GE(a, b);
+  }
   std::map<seq_id, uint32_t> max_out_;
 };
 

@@ -75,8 +75,8 @@ TEST_P(reference_vectors, match_llama_cpp) {
       }
     }
   }
-  std::printf("[ vectors  ] %s: encode %zu/%zu, decode %zu/%zu match llama.cpp\n", GetParam().c_str(),
-              encode_ok, total, decode_ok, total);
+  std::printf("[ vectors  ] %s: encode %zu/%zu, decode %zu/%zu match llama.cpp\n", GetParam().c_str(), encode_ok, total,
+              decode_ok, total);
   EXPECT_GT(total, 0u);
   EXPECT_EQ(encode_ok, total);
   EXPECT_EQ(decode_ok, total);
@@ -112,8 +112,7 @@ TEST_P(reference_vectors, special_tokens_and_pieces_match_llama_cpp) {
   EXPECT_EQ(std::string(hex), doc.at("pieces_fnv1a64_plain").as_string()) << "pieces (special hidden)";
 }
 
-INSTANTIATE_TEST_SUITE_P(vocabularies, reference_vectors,
-                         ::testing::Values("default", "llama-bpe", "llama-spm"),
+INSTANTIATE_TEST_SUITE_P(vocabularies, reference_vectors, ::testing::Values("default", "llama-bpe", "llama-spm"),
                          [](const auto& param_info) {
                            std::string name = param_info.param;
                            for (char& c : name) c = c == '-' ? '_' : c;
@@ -177,9 +176,15 @@ TEST(tokenizer, random_text_round_trips) {
       std::string s;
       for (int n = len(rng); n > 0; --n) {
         switch (kind(rng)) {
-          case 0: s.push_back(static_cast<char>(high(rng))); break;  // often invalid UTF-8
-          case 1: s += kPieces[static_cast<size_t>(piece(rng))]; break;
-          default: s.push_back(static_cast<char>(printable(rng))); break;
+          case 0:
+            s.push_back(static_cast<char>(high(rng)));
+            break;  // often invalid UTF-8
+          case 1:
+            s += kPieces[static_cast<size_t>(piece(rng))];
+            break;
+          default:
+            s.push_back(static_cast<char>(printable(rng)));
+            break;
         }
       }
       std::vector<token_id> ids;
