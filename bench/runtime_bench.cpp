@@ -6,7 +6,7 @@
 //               prefilled, chunked (512) vs unchunked
 // Prints one JSON object on stdout; progress on stderr. Run by bench/run_runtime_bench.py.
 // Usage: runtime_bench [MODEL] [TOKENS PER STREAM] [COMPUTE THREADS (0: one per core)]
-//                      [throughput | prefix]   (only that part, for quick checks)
+//                      [throughput | prefix | planning]   (only that part, for quick checks)
 #include <algorithm>
 #include <caf/all.hpp>
 #include <chrono>
@@ -210,6 +210,44 @@ std::string throughput(caf::actor_system& sys, const runtime_config& base, uint3
   return json + buf;
 }
 
+scheduler_stats scheduler_stats_of(caf::actor_system& sys, runtime& rt) {
+  caf::scoped_actor self{sys};
+  scheduler_stats st;
+  self->request(rt.scheduler(), caf::infinite, stats_atom::value)
+      .receive([&](const scheduler_stats& x) { st = x; }, [](const caf::error&) {});
+  return st;
+}
+
+// The scheduler's planning time per step with 64 running sequences: the device's idle time
+// between a result and the next plan (applying the result, proposing, the cache manager's
+// reserve round trip, finalizing), over runs of 64 decoding streams (short prompts, so nearly
+// every step has all 64 running). Median of five runs.
+std::string planning(caf::actor_system& sys, const runtime_config& base, uint32_t n_tokens) {
+  auto rt = start(sys, base);
+  bench_client c(sys, *rt);
+  c.submit(fixed_length("Warm-up.", 8));
+  c.wait(1);
+  constexpr int kStreams = 64;
+  std::vector<double> per_step_ms;
+  for (int run = 0; run < 5; ++run) {
+    std::fprintf(stderr, "planning: run %d, %d streams x %u tokens...\n", run + 1, kStreams, n_tokens);
+    const scheduler_stats before = scheduler_stats_of(sys, *rt);
+    for (int i = 0; i < kStreams; ++i) {
+      c.submit(fixed_length("Plan " + std::to_string(run * 100 + i) + ": the", n_tokens));
+    }
+    c.wait(kStreams);
+    const scheduler_stats after = scheduler_stats_of(sys, *rt);
+    const double steps = static_cast<double>(after.steps - before.steps);
+    per_step_ms.push_back(steps > 0 ? (after.plan_ms - before.plan_ms) / steps : 0.0);
+    std::fprintf(stderr, "  %.1f us per step\n", per_step_ms.back() * 1000);
+  }
+  std::sort(per_step_ms.begin(), per_step_ms.end());
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "{\"streams\":%d,\"tokens\":%u,\"plan_us_per_step\":%.1f,\"min_us\":%.1f}",
+                kStreams, n_tokens, per_step_ms[2] * 1000, per_step_ms[0] * 1000);
+  return buf;
+}
+
 std::string prefix(caf::actor_system& sys, const runtime_config& base) {
   std::vector<double> cold, cached;
   {
@@ -358,9 +396,13 @@ int main(int argc, char** argv) {
   base.max_num_seqs = 64;
   const uint32_t n_tokens = argc > 2 ? static_cast<uint32_t>(std::stoi(argv[2])) : 64;
   base.threads = argc > 3 ? std::stoi(argv[3]) : 0;
-  const std::string part = argc > 4 ? argv[4] : "all";  // all, throughput or prefix
+  const std::string part = argc > 4 ? argv[4] : "all";  // all, throughput, prefix or planning
   const bool throughput_only = part == "throughput";
   try {
+    if (part == "planning") {
+      std::printf("{\"planning\":%s}\n", planning(sys, base, n_tokens).c_str());
+      return 0;
+    }
     if (part == "prefix") {
       std::printf("{\"prefix\":%s}\n", prefix(sys, base).c_str());
       return 0;
