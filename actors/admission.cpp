@@ -1,9 +1,12 @@
 #include "actors/admission.h"
+#include "actors/spawn.h"
 
 #include <cmath>
 #include <unordered_map>
 
 #include "actors/runtime_shared.h"
+#include "actors/scheduler.h"
+#include "engine/tenants/tenant_limits.h"
 
 namespace tandem {
 namespace {

@@ -15,52 +15,9 @@
 //                                           streamer --enqueue--> scheduler
 //   host/net --cancel(id)--> admission --cancel--> streamer
 //   streamer --finished(id)--> admission   (in-flight count down)
+//
+// Its typed interface is part of the embedding API (admission_actor in include/tandem/api.h):
+// hosts talk to it directly. spawn_admission is in actors/spawn.h.
 #pragma once
 
-#include <caf/all.hpp>
-#include <memory>
-
-#include "actors/scheduler.h"
-#include "actors/streamer.h"
-#include "actors/tenant_limits.h"
 #include "tandem/api.h"
-
-namespace tandem {
-
-struct runtime_shared;
-
-struct admission_stats {
-  uint64_t accepted = 0;
-  uint64_t rejected = 0;
-  uint64_t cancelled = 0;
-  uint32_t in_flight = 0;
-  uint64_t unauthorized = 0;  // 401
-  uint64_t rate_limited = 0;  // 429
-  uint64_t overloaded = 0;    // 503
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, admission_stats& x) {
-  return f(caf::meta::type_name("admission_stats"), x.accepted, x.rejected, x.cancelled, x.in_flight, x.unauthorized,
-           x.rate_limited, x.overloaded);
-}
-
-using admission_actor = caf::typed_actor<caf::replies_to<submit_atom, generate_request>::with<submit_reply>,
-                                         caf::reacts_to<cancel_atom, request_id>,
-                                         caf::reacts_to<finished_atom, request_id, uint32_t>,  // id, tokens used
-                                         caf::replies_to<stats_atom>::with<admission_stats>>;
-
-struct admission_config {
-  uint32_t max_in_flight = 1024;       // accepted but unfinished requests; beyond: 503
-  std::vector<tenant_config> tenants;  // empty = open mode
-};
-
-admission_actor spawn_admission(caf::actor_system& sys, const admission_config& cfg,
-                                std::shared_ptr<const runtime_shared> shared, scheduler_actor scheduler);
-
-// A streamer for request `id` (spawned by admission; public for tests).
-streamer_actor spawn_streamer(caf::actor_system& sys, request_id id, generate_request req,
-                              std::shared_ptr<const runtime_shared> shared, scheduler_actor scheduler,
-                              admission_actor admission);
-
-}  // namespace tandem

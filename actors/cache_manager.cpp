@@ -1,4 +1,7 @@
 #include "actors/cache_manager.h"
+#include "actors/spawn.h"
+
+#include "engine/kv/block_reservation.h"
 
 #include <memory>
 
@@ -9,13 +12,15 @@ namespace {
 
 struct cache_manager_state {
   std::unique_ptr<kv_block_manager> kv;
-  double busy_ms = 0;  // kv_cache_stats::busy_ms
+  std::unique_ptr<block_reservations> book;  // over kv: what the scheduler has been told
+  double busy_ms = 0;                        // kv_cache_stats::busy_ms
   static inline const char* name = "tandem.cache_manager";
 };
 
 cache_manager_actor::behavior_type cache_manager(cache_manager_actor::stateful_pointer<cache_manager_state> self,
                                                  cache_manager_config cfg) {
   self->state.kv = std::make_unique<kv_block_manager>(cfg.n_blocks, cfg.block_size, cfg.enable_prefix_caching);
+  self->state.book = std::make_unique<block_reservations>(*self->state.kv);
   // Adds the time `work` takes to busy_ms (what prefix caching costs shows up here).
   auto timed = [self](auto&& work) {
     const auto t0 = clock_type::now();
@@ -25,23 +30,19 @@ cache_manager_actor::behavior_type cache_manager(cache_manager_actor::stateful_p
   return {
       [self, timed](reserve_atom, const reserve_request& req) -> reserve_result {
         reserve_result r;
-        timed([&] { r = reserve_blocks(*self->state.kv, req); });
+        timed([&] { r = self->state.book->reserve(req); });
         return r;
       },
-      [self, timed](commit_atom, seq_id seq, const std::vector<token_id>& tokens, uint32_t n_computed) {
-        timed([&] {
-          if (self->state.kv->has(seq)) self->state.kv->commit(seq, tokens, n_computed);
-        });
+      [self, timed](commit_atom, seq_id seq, const std::vector<token_id>& new_tokens, uint32_t n_computed) {
+        timed([&] { self->state.book->commit(seq, new_tokens, n_computed); });
       },
       [self, timed](release_atom, const std::vector<seq_id>& seqs) {
         timed([&] {
-          for (seq_id s : seqs) self->state.kv->free(s);
+          for (seq_id s : seqs) self->state.book->release(s);
         });
       },
       [self, timed](trim_atom, seq_id seq, uint32_t n_tokens) {
-        timed([&] {
-          if (self->state.kv->has(seq)) self->state.kv->trim(seq, n_tokens);
-        });
+        timed([&] { self->state.book->trim(seq, n_tokens); });
       },
       [self](stats_atom) -> kv_cache_stats {
         auto s = self->state.kv->stats();

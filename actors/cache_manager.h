@@ -3,14 +3,18 @@
 // only decides which block holds what.
 //
 //   scheduler --reserve(request)--> cache_manager --reserve_result--> scheduler   (each step)
-//   scheduler --commit(seq, tokens, n_computed)-->  full computed blocks enter the index
+//   scheduler --commit(seq, new tokens, n_computed)-->  full computed blocks enter the index
+//
+// Each message carries only what changed (engine/kv/block_reservation.h): tokens the cache
+// manager has not seen, and grants as changes to the tables the scheduler holds.
 //   scheduler --release(seqs)-->                    blocks back to the pool (finished/aborted)
 //   scheduler --trim(seq, n_tokens)-->              blocks past n_tokens back (rejected drafts)
 #pragma once
 
 #include <caf/all.hpp>
 
-#include "engine/kv/block_reservation.h"
+#include "engine/kv/kv_cache_stats.h"
+#include "engine/kv/reservation.h"
 #include "tandem/atoms.h"
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::reserve_request)
@@ -24,13 +28,5 @@ using cache_manager_actor =
                      caf::reacts_to<commit_atom, seq_id, std::vector<token_id>, uint32_t>,
                      caf::reacts_to<release_atom, std::vector<seq_id>>, caf::reacts_to<trim_atom, seq_id, uint32_t>,
                      caf::replies_to<stats_atom>::with<kv_cache_stats>>;
-
-struct cache_manager_config {
-  uint32_t n_blocks = 0;
-  uint32_t block_size = 16;
-  bool enable_prefix_caching = true;
-};
-
-cache_manager_actor spawn_cache_manager(caf::actor_system& sys, const cache_manager_config& cfg);
 
 }  // namespace tandem

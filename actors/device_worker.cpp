@@ -1,4 +1,5 @@
 #include "actors/device_worker.h"
+#include "actors/spawn.h"
 
 #include <pthread.h>
 
@@ -6,28 +7,17 @@
 #include <unordered_map>
 
 #include "actors/clock.h"
-#include "actors/sampling_params_from.h"
-#include "actors/step_input_from.h"
+#include "actors/device_sequences.h"
 #include "engine/model/kv_pool.h"
 #include "engine/model/model.h"
-#include "engine/sampling/sampler.h"
-#include "engine/sampling/speculative.h"
 
 namespace tandem {
 namespace {
 
-// Per-sequence state kept where the logits are: the sampler (its random stream) and the
-// tokens seen at each position, for the penalties.
-struct seq_sampling {
-  explicit seq_sampling(const sampling_options& o) : s(sampling_params_from(o)) {}
-  sampler s;
-  std::vector<int32_t> tokens;  // tokens[p] = token at position p
-};
-
 struct device_worker_state {
   std::shared_ptr<model> m;
   std::unique_ptr<kv_pool> kv;
-  std::unordered_map<seq_id, seq_sampling> seqs;
+  std::unique_ptr<device_sequences> seqs;
   step_input input;
   step_output output;
   device_stats stats;
@@ -50,18 +40,14 @@ device_step_result run_step(device_worker_state& st, const device_step& step) {
   thread_local const bool named = pthread_setname_np(pthread_self(), "tandem-device") == 0;
   (void)named;
   device_step_result res;
-  res.step = step.plan.step;
-  const auto& plan = step.plan;
-  res.emitted.assign(plan.seqs.size(), {});
-  res.logprobs.resize(plan.seqs.size());
-  for (seq_id s : step.released) st.seqs.erase(s);
-  for (const auto& c : plan.copies) copy_block(*st.kv, c.src, c.dst);
-
-  auto& in = st.input;
-  fill_step_input(plan, in);
+  res.step = step.step;
+  res.emitted.assign(step.seqs.size(), {});
+  res.logprobs.resize(step.seqs.size());
   const auto t0 = clock_type::now();
   try {
-    st.m->forward(in, *st.kv, st.output);
+    st.seqs->begin(step, st.input);
+    for (const auto& c : step.copies) copy_block(*st.kv, c.src, c.dst);
+    st.m->forward(st.input, *st.kv, st.output);
   } catch (const std::exception& e) {
     res.error = e.what();
     return res;
@@ -69,44 +55,17 @@ device_step_result run_step(device_worker_state& st, const device_step& step) {
   res.forward_ms = ms_since(t0);
 
   const auto t1 = clock_type::now();
-  for (size_t i = 0; i < plan.seqs.size(); ++i) {
-    const auto& p = plan.seqs[i];
-    auto it = st.seqs.find(p.seq);
-    if (it == st.seqs.end()) it = st.seqs.try_emplace(p.seq, step.sampling[i]).first;
-    auto& ss = it->second;
-    // Positions before start_pos are known; anything past them was rolled back or recomputed.
-    ss.tokens.resize(std::min<size_t>(ss.tokens.size(), p.start_pos));
-    ss.tokens.insert(ss.tokens.end(), p.tokens.begin(), p.tokens.end());
+  std::vector<std::span<const float>> rows;
+  for (size_t i = 0; i < step.seqs.size(); ++i) {
+    const auto& p = step.seqs[i];
     if (!p.sample) continue;
-    // Penalties look at the output so far, up to and including the sequence's last token.
-    const size_t last_end = p.start_pos + p.tokens.size() - p.draft.size();
-    const uint32_t n_prompt = std::min<uint32_t>(step.n_prompt[i], static_cast<uint32_t>(last_end));
-    const auto history = std::span<const int32_t>(ss.tokens).subspan(n_prompt, last_end - n_prompt);
-    if (!p.draft.empty()) {
-      std::vector<std::span<const float>> rows;
-      for (int32_t j = 0; j < st.output.n_rows[i]; ++j) rows.push_back(st.output.row(i, j));
-      draft_proposal proposal;
-      proposal.tokens = p.draft;  // n-gram drafts: point masses
-      auto acc = accept_drafts(ss.s, rows, proposal, {history.begin(), history.end()});
-      ss.tokens.resize(last_end + acc.n_accepted);  // rejected positions are not part of the sequence
-      res.emitted[i] = std::move(acc.tokens);
-      continue;
-    }
-    const auto r = ss.s.sample(st.output.last(i), history);
-    if (r.token >= 0) res.emitted[i] = {r.token};
-    if (step.sampling[i].logprobs) {
-      auto& lp = res.logprobs[i];
-      lp.token = r.token;
-      lp.logprob = r.logprob;
-      for (const auto& t : r.top) {
-        lp.top_ids.push_back(t.token);
-        lp.top_logprobs.push_back(t.logprob);
-      }
-    }
+    rows.clear();
+    for (int32_t j = 0; j < st.output.n_rows[i]; ++j) rows.push_back(st.output.row(i, j));
+    res.emitted[i] = st.seqs->sample(p, rows, res.logprobs[i]);
   }
   res.sample_ms = ms_since(t1);
   ++st.stats.steps;
-  st.stats.tokens += plan.n_tokens();
+  st.stats.tokens += step.n_tokens();
   st.stats.busy_ms += res.forward_ms + res.sample_ms;
   return res;
 }
@@ -117,6 +76,7 @@ device_worker_actor::behavior_type cpu_device_worker(device_worker_actor::statef
   opts.block_tokens = static_cast<int>(block_size);
   opts.capacity_tokens = static_cast<int64_t>(n_blocks) * block_size;
   self->state.kv = std::make_unique<kv_pool>(m->config(), opts);
+  self->state.seqs = std::make_unique<device_sequences>();
   self->state.m = std::move(m);
   return {
       [self](run_step_atom, const device_step& step) -> device_step_result { return run_step(self->state, step); },

@@ -10,30 +10,61 @@
 #pragma once
 
 #include <caf/all.hpp>
-#include <memory>
 #include <string>
 #include <vector>
 
-#include "engine/schedule/step_planner.h"
+#include "engine/ids.h"
+#include "engine/kv/block_copy.h"
 #include "tandem/api.h"
 
 namespace tandem {
 
-class model;
-struct kv_pool_options;
+// A sequence the device has not run before: what stays fixed travels once.
+struct device_seq_start {
+  seq_id seq = 0;
+  sampling_options sampling;
+  uint32_t n_prompt = 0;  // the penalties count only the output
+};
 
-// The scheduler's plan plus what the device needs to sample.
+// One sequence in a step, as a change to the device's copy of it (actors/device_sequences.h):
+//
+//   tokens  the device appends new_tokens to the tokens it holds, and later every token it
+//           emits; a token crosses once (the prompt chunk by chunk, as it is computed)
+//   table   it keeps the first table_keep entries of its block table, then new_blocks
+//   step    it computes tokens[start_pos, start_pos + n_new), then the drafts
+struct device_seq {
+  seq_id seq = 0;
+  uint32_t start_pos = 0;
+  uint32_t n_new = 0;
+  std::vector<token_id> draft;
+  bool sample = false;  // the computed tokens reach the end: sample (or verify the drafts)
+  std::vector<token_id> new_tokens;
+  uint32_t table_keep = 0;
+  block_table new_blocks;
+  uint32_t n_fed() const { return n_new + static_cast<uint32_t>(draft.size()); }
+};
+
+// The scheduler's plan as the device sees it (vLLM v1's SchedulerOutput: what changed since
+// the last step, not everything again).
 struct device_step {
-  step_plan_core plan;
-  std::vector<sampling_options> sampling;  // parallel to plan.seqs
-  std::vector<uint32_t> n_prompt;          // parallel: prompt length (penalties count only output)
-  std::vector<seq_id> released;            // finished since the last step: forget their state
+  uint64_t step = 0;
+  std::vector<device_seq_start> started;  // before seqs: sequences new to the device
+  std::vector<device_seq> seqs;
+  std::vector<block_copy> copies;  // copy-on-write, before the step
+  std::vector<seq_id> preempted;   // their blocks are gone; tokens and sampler stay for the resume
+  std::vector<seq_id> released;    // ended since the last step: forget them
+  uint32_t n_tokens() const {
+    uint32_t n = 0;
+    for (const auto& s : seqs) n += s.n_fed();
+    return n;
+  }
 };
 
 struct device_step_result {
   uint64_t step = 0;
-  // parallel to plan.seqs: nothing (a prefill chunk, or everything masked), the sampled
-  // token, or with drafts the accepted drafts followed by one more token.
+  // parallel to seqs: nothing (a prefill chunk, or everything masked), the sampled token,
+  // or with drafts the accepted drafts followed by one more token. The device has appended
+  // them to its copy of the sequence.
   std::vector<std::vector<int32_t>> emitted;
   std::vector<output_logprob> logprobs;  // parallel; filled where logprobs were asked for
   double forward_ms = 0;
@@ -49,10 +80,6 @@ struct device_stats {
 
 using device_worker_actor = caf::typed_actor<caf::replies_to<run_step_atom, device_step>::with<device_step_result>,
                                              caf::replies_to<stats_atom>::with<device_stats>>;
-
-// Spawns a CPU device worker (detached) over `m`, with a KV pool of n_blocks blocks.
-device_worker_actor spawn_cpu_device_worker(caf::actor_system& sys, std::shared_ptr<model> m, uint32_t n_blocks,
-                                            uint32_t block_size);
 
 }  // namespace tandem
 

@@ -11,9 +11,8 @@
 #pragma once
 
 #include <caf/all.hpp>
-#include <memory>
 
-#include "engine/kv/kv_block_manager.h"
+#include "engine/ids.h"
 #include "tandem/atoms.h"
 
 namespace tandem {
@@ -46,17 +45,5 @@ using draft_batch = std::vector<draft>;  // parallel to the queries
 
 using drafter_actor = caf::typed_actor<caf::replies_to<draft_atom, std::vector<draft_query>>::with<draft_batch>,
                                        caf::reacts_to<forget_atom, std::vector<seq_id>>>;
-
-drafter_actor spawn_ngram_drafter(caf::actor_system& sys, int min_n = 1, int max_n = 3);
-
-class model;
-
-// A drafter that runs a model greedily (detached: it computes): a separate draft model that
-// shares the target's vocabulary, or the target itself cut to its first n_layers blocks
-// (self-speculation by layer skipping; n_layers = 0 runs every layer). It keeps its own
-// paged KV cache of kv_tokens tokens for the layers it runs. Greedy drafts are a point-mass
-// q, so acceptance stays lossless for any sampling of the target.
-drafter_actor spawn_model_drafter(caf::actor_system& sys, std::shared_ptr<model> m, uint32_t n_layers,
-                                  uint32_t kv_tokens, uint32_t block_size);
 
 }  // namespace tandem

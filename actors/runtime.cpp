@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "actors/runtime_actors.h"
 #include "actors/runtime_shared.h"
+#include "actors/spawn.h"
 #include "engine/gguf/gguf.h"
 #include "engine/model/model.h"
 #include "engine/model/model_path.h"
@@ -19,8 +21,12 @@ void tune_actor_system(caf::actor_system_config& cfg, size_t scheduler_threads) 
   if (scheduler_threads > 0) cfg.set("scheduler.max-threads", scheduler_threads);
 }
 
-std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_config& cfg) {
+runtime::runtime() : actors_(std::make_unique<runtime_actors>()) {}
+
+std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_config& cfg,
+                                        const device_factory* device) {
   std::unique_ptr<runtime> rt(new runtime());
+  auto& actors = *rt->actors_;
   rt->cfg_ = cfg;
   const auto path = resolve_model_path(cfg.model);
   model_options mo;
@@ -28,7 +34,7 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
   // A custom device worker (CUDA) uploads the weights in their GGUF layout and never runs
   // this model's forward: no tiled copy for it. Drafters below run on the CPU and keep theirs.
   model_options target_mo = mo;
-  target_mo.tiled_weights = !cfg.device_worker;
+  target_mo.tiled_weights = device == nullptr;
   std::shared_ptr<tandem::model> m = tandem::model::open(path, target_mo);
   const auto& mc = m->config();
   rt->model_cfg_ = std::make_shared<model_config>(mc);
@@ -55,9 +61,9 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
     pc.attention_cost_per_key = attention_cost_per_key(mc);
   }
 
-  rt->device_ = cfg.device_worker ? cfg.device_worker(sys, std::move(m), rt->kv_blocks_, cfg.block_size)
-                                  : spawn_cpu_device_worker(sys, std::move(m), rt->kv_blocks_, cfg.block_size);
-  rt->cache_ = spawn_cache_manager(sys, {rt->kv_blocks_, cfg.block_size, cfg.enable_prefix_caching});
+  actors.device_worker = device ? device->spawn(sys, std::move(m), rt->kv_blocks_, cfg.block_size)
+                                : spawn_cpu_device_worker(sys, std::move(m), rt->kv_blocks_, cfg.block_size);
+  actors.cache_manager = spawn_cache_manager(sys, {rt->kv_blocks_, cfg.block_size, cfg.enable_prefix_caching});
   speculation_actors spec;
   if (cfg.speculative != "none" && !cfg.speculative.empty()) {
     speculation_config sc;
@@ -90,26 +96,29 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
                                "' (none, ngram, layer-skip, draft)");
     }
     spec.verifier = spawn_verifier(sys, sc);
-    rt->drafter_ = spec.drafter;
-    rt->verifier_ = spec.verifier;
+    actors.drafter = spec.drafter;
+    actors.verifier = spec.verifier;
   }
-  rt->scheduler_ =
-      spawn_scheduler(sys, pc, cfg.block_size, rt->kv_blocks_ * cfg.block_size, rt->cache_, rt->device_, spec);
+  actors.scheduler = spawn_scheduler(sys, pc, cfg.block_size, rt->kv_blocks_ * cfg.block_size, actors.cache_manager,
+                                     actors.device_worker, spec);
   admission_config ac;
   ac.max_in_flight = cfg.max_in_flight;
   ac.tenants = cfg.tenants;
-  rt->admission_ = spawn_admission(sys, ac, shared, rt->scheduler_);
+  actors.admission = spawn_admission(sys, ac, shared, actors.scheduler);
   return rt;
 }
 
 runtime::~runtime() {
-  for (const caf::actor& a : {caf::actor_cast<caf::actor>(admission_), caf::actor_cast<caf::actor>(scheduler_),
-                              caf::actor_cast<caf::actor>(cache_), caf::actor_cast<caf::actor>(device_),
-                              caf::actor_cast<caf::actor>(drafter_), caf::actor_cast<caf::actor>(verifier_)}) {
+  const auto& x = *actors_;
+  for (const caf::actor& a :
+       {caf::actor_cast<caf::actor>(x.admission), caf::actor_cast<caf::actor>(x.scheduler),
+        caf::actor_cast<caf::actor>(x.cache_manager), caf::actor_cast<caf::actor>(x.device_worker),
+        caf::actor_cast<caf::actor>(x.drafter), caf::actor_cast<caf::actor>(x.verifier)}) {
     if (a) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   }
 }
 
+admission_actor runtime::admission() const { return actors_->admission; }
 const tokenizer& runtime::tok() const { return shared_->tok; }
 const model_config& runtime::model_cfg() const { return *model_cfg_; }
 const chat_template* runtime::chat() const { return shared_->chat ? &*shared_->chat : nullptr; }

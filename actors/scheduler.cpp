@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
-
+#include <optional>
 #include <unordered_map>
+
 #include "actors/clock.h"
+#include "actors/spawn.h"
 
 namespace tandem {
 namespace {
@@ -12,6 +14,8 @@ namespace {
 struct seq_info {
   sequence_request req;
   uint32_t n_generated = 0;
+  bool on_device = false;  // the device holds its copy (device_seq_start was sent)
+  uint32_t n_device = 0;   // tokens the device holds: a token crosses once
   clock_type::time_point enqueued = clock_type::now();
   bool started = false;         // the first batch (with queue time and cache hit) was sent
   uint32_t drafter_known = 0;   // tokens of this sequence the drafter has seen
@@ -30,7 +34,11 @@ struct scheduler_state {
   uint32_t k_max = 0;
   std::unordered_map<seq_id, seq_info> seqs;
   std::vector<seq_id> released;  // ended since the last step: the device drops their state
-  step_plan_core in_flight;      // the plan the device is running
+  // Token batches for the streamers, sent once the next step is on its way to the device:
+  // the streamers' work then overlaps the device's instead of delaying the plan (they share
+  // CAF's threads with the cache manager and this actor). Kept in order per streamer.
+  std::vector<std::pair<streamer_actor, token_batch>> outbox;
+  step_plan_core in_flight;  // the plan the device is running
   bool busy = false;
   clock_type::time_point kicked;  // when planning of the current step began
   uint32_t block_size = 16;
@@ -43,15 +51,24 @@ using self_ptr = scheduler_actor::stateful_pointer<scheduler_state>;
 
 void kick(self_ptr self);
 
+void deliver(self_ptr self, const streamer_actor& to, token_batch batch) {
+  self->state.outbox.emplace_back(to, std::move(batch));
+}
+
+void flush_outbox(self_ptr self) {
+  for (auto& [to, batch] : self->state.outbox) self->send(to, tokens_atom::value, std::move(batch));
+  self->state.outbox.clear();
+}
+
 // Ends a sequence: the streamer gets the final batch, blocks go back to the pool.
-void finish(self_ptr self, seq_id seq, std::string reason, token_batch batch = {}) {
+void finish(self_ptr self, seq_id seq, finish_reason reason, token_batch batch = {}) {
   auto& st = self->state;
   const auto it = st.seqs.find(seq);
   if (it == st.seqs.end()) return;
   batch.seq = seq;
   batch.finished = true;
-  batch.finish_reason = std::move(reason);
-  self->send(it->second.req.streamer, tokens_atom::value, std::move(batch));
+  batch.reason = reason;
+  deliver(self, it->second.req.streamer, std::move(batch));
   st.planner->remove(seq);
   self->send(st.cache, release_atom::value, std::vector<seq_id>{seq});
   st.released.push_back(seq);
@@ -73,12 +90,13 @@ void apply(self_ptr self, const device_step_result& res) {
     if (!res.error.empty()) {
       token_batch b;
       b.error = "the forward pass failed: " + res.error;
-      finish(self, p.seq, "error", b);
+      finish(self, p.seq, finish_reason::error, b);
       continue;
     }
     const auto& emitted = res.emitted[i];
     const uint32_t total_before = static_cast<uint32_t>(st.planner->tokens(p.seq).size());
     st.planner->complete(p, emitted);
+    info.n_device += static_cast<uint32_t>(emitted.size());  // the device appended them too
     const uint32_t computed = st.planner->n_computed(p.seq);
     const uint32_t n_prompt = st.planner->n_prompt(p.seq);
     if (p.start_pos < n_prompt) st.stats.prompt_tokens += std::min(computed, n_prompt) - p.start_pos;
@@ -90,7 +108,8 @@ void apply(self_ptr self, const device_step_result& res) {
     }
     // Full blocks completed in this step enter the prefix index.
     if (computed / st.block_size != p.start_pos / st.block_size) {
-      self->send(st.cache, commit_atom::value, p.seq, st.planner->tokens(p.seq), computed);
+      const auto unsent = st.planner->take_unsent(p.seq);
+      self->send(st.cache, commit_atom::value, p.seq, std::vector<token_id>(unsent.begin(), unsent.end()), computed);
     }
     if (!p.sample) continue;
 
@@ -102,17 +121,17 @@ void apply(self_ptr self, const device_step_result& res) {
       batch.queue_ms = info.queue_ms;
     }
     if (emitted.empty()) {  // every token was masked out: nothing can follow
-      finish(self, p.seq, "stop", std::move(batch));
+      finish(self, p.seq, finish_reason::stop, std::move(batch));
       continue;
     }
-    std::string reason;
-    for (size_t j = 0; j < emitted.size() && reason.empty(); ++j) {
+    std::optional<finish_reason> reason;
+    for (size_t j = 0; j < emitted.size() && !reason; ++j) {
       const int32_t tok = emitted[j];
       ++info.n_generated;
       ++st.stats.generated_tokens;
       const auto& stops = info.req.stop_token_ids;
       if (std::find(stops.begin(), stops.end(), tok) != stops.end()) {
-        reason = "stop";
+        reason = finish_reason::stop;
         break;
       }
       batch.tokens.push_back(tok);
@@ -120,13 +139,13 @@ void apply(self_ptr self, const device_step_result& res) {
       const uint32_t total = total_before + static_cast<uint32_t>(j) + 1;
       if (info.n_generated >= info.req.max_new_tokens ||
           (info.req.max_total_tokens > 0 && total >= info.req.max_total_tokens)) {
-        reason = "length";
+        reason = finish_reason::length;
       }
     }
-    if (!reason.empty()) {
-      finish(self, p.seq, std::move(reason), std::move(batch));
+    if (reason) {
+      finish(self, p.seq, *reason, std::move(batch));
     } else {
-      self->send(info.req.streamer, tokens_atom::value, std::move(batch));
+      deliver(self, info.req.streamer, std::move(batch));
     }
   }
   st.stats.device_ms += res.forward_ms + res.sample_ms;
@@ -140,6 +159,49 @@ void apply(self_ptr self, const device_step_result& res) {
   st.stats.plan_ms += ms_between(t0, clock_type::now());
 }
 
+// The plan as a change to what the device holds: options once, tokens once, tables as the
+// grants changed them.
+device_step device_step_of(scheduler_state& st, step_plan_core& plan) {
+  device_step step;
+  step.step = plan.step;
+  step.copies = plan.copies;
+  step.preempted = plan.preempted;
+  step.released = std::exchange(st.released, {});
+  step.seqs.reserve(plan.seqs.size());
+  for (auto& p : plan.seqs) {
+    auto& info = st.seqs.at(p.seq);
+    if (!info.started && p.start_pos == p.n_cached && p.n_cached > 0) info.cached_tokens = p.n_cached;
+    if (!info.started && info.queue_ms == 0) info.queue_ms = ms_between(info.enqueued, clock_type::now());
+    if (!info.on_device) {
+      step.started.push_back({p.seq, info.req.sampling, st.planner->n_prompt(p.seq)});
+      info.on_device = true;
+    }
+    device_seq d;
+    d.seq = p.seq;
+    d.start_pos = p.start_pos;
+    d.n_new = p.n_new;
+    d.draft = p.draft;
+    d.sample = p.sample;
+    d.table_keep = p.table_keep;
+    d.new_blocks = std::move(p.new_blocks);  // applied to the planner's table already
+    const uint32_t end = p.start_pos + p.n_new;
+    if (end > info.n_device) {
+      const auto& toks = st.planner->tokens(p.seq);
+      d.new_tokens.assign(toks.begin() + info.n_device, toks.begin() + end);
+      info.n_device = end;
+    }
+    step.seqs.push_back(std::move(d));
+  }
+  return step;
+}
+
+// Continues the loop after a result or an arrival; batches waiting in the outbox go out now
+// unless a plan is being made (run_planned sends them right after the step).
+void kick_and_flush(self_ptr self) {
+  kick(self);
+  if (!self->state.busy) flush_outbox(self);
+}
+
 void run_planned(self_ptr self, const reserve_result& granted, std::vector<seq_id> proposed_waiting) {
   auto& st = self->state;
   st.in_flight = st.planner->finalize(granted);
@@ -148,7 +210,7 @@ void run_planned(self_ptr self, const reserve_result& granted, std::vector<seq_i
   st.stats.preemptions += plan.preempted.size();
   if (plan.seqs.empty()) {
     st.busy = false;
-    if (!plan.preempted.empty() || !plan.orphaned.empty()) return kick(self);
+    if (!plan.preempted.empty() || !plan.orphaned.empty()) return kick_and_flush(self);
     // Nothing fits and nothing runs: the head of the queue can never be served by this pool.
     if (st.planner->n_running() == 0 && !proposed_waiting.empty() && st.planner->contains(proposed_waiting.front())) {
       token_batch b;
@@ -156,22 +218,12 @@ void run_planned(self_ptr self, const reserve_result& granted, std::vector<seq_i
                 std::to_string(st.planner->tokens(proposed_waiting.front()).size()) +
                 " tokens); start the server "
                 "with a larger --kv-cache-tokens";
-      finish(self, proposed_waiting.front(), "error", b);
-      return kick(self);
+      finish(self, proposed_waiting.front(), finish_reason::error, b);
+      return kick_and_flush(self);
     }
-    return;
+    return flush_outbox(self);
   }
-  device_step step;
-  step.sampling.reserve(plan.seqs.size());
-  for (const auto& p : plan.seqs) {
-    auto& info = st.seqs.at(p.seq);
-    if (!info.started && p.start_pos == p.n_cached && p.n_cached > 0) info.cached_tokens = p.n_cached;
-    if (!info.started && info.queue_ms == 0) info.queue_ms = ms_between(info.enqueued, clock_type::now());
-    step.sampling.push_back(info.req.sampling);
-    step.n_prompt.push_back(st.planner->n_prompt(p.seq));
-  }
-  step.plan = plan;
-  step.released = std::exchange(st.released, {});
+  device_step step = device_step_of(st, plan);
   ++st.stats.steps;
   // Planning latency: propose, the cache manager's reserve round trip, finalize.
   st.stats.plan_ms += ms_between(st.kicked, clock_type::now());
@@ -180,15 +232,16 @@ void run_planned(self_ptr self, const reserve_result& granted, std::vector<seq_i
           [self](const device_step_result& res) {
             apply(self, res);
             self->state.busy = false;
-            kick(self);
+            kick_and_flush(self);
           },
           [self](const caf::error& err) {
             device_step_result res;
             res.error = self->system().render(err);
             apply(self, res);
             self->state.busy = false;
-            kick(self);
+            kick_and_flush(self);
           });
+  flush_outbox(self);  // the streamers work while the device does
 }
 
 void reserve_and_run(self_ptr self) {
@@ -196,9 +249,21 @@ void reserve_and_run(self_ptr self) {
   auto req = st.planner->propose();
   std::vector<seq_id> proposed_waiting;
   for (const auto& w : req.waiting) proposed_waiting.push_back(w.seq);
+  std::vector<seq_id> proposed = proposed_waiting;
+  for (const auto& r : req.running) proposed.push_back(r.seq);
   self->request(st.cache, caf::infinite, reserve_atom::value, std::move(req))
       .then([self, proposed_waiting](const reserve_result& granted) { run_planned(self, granted, proposed_waiting); },
-            [self](const caf::error&) { self->state.busy = false; });
+            [self, proposed](const caf::error& err) {
+              // Without a reservation the step cannot run: its sequences end with the reason
+              // (the cache manager is gone or failed), so no request waits forever.
+              for (seq_id s : proposed) {
+                token_batch b;
+                b.error = "the KV cache manager failed: " + self->system().render(err);
+                finish(self, s, finish_reason::error, std::move(b));
+              }
+              self->state.busy = false;
+              kick_and_flush(self);
+            });
 }
 
 // The sequences that may draft this step, and the step's tokens without drafts.
@@ -209,11 +274,7 @@ std::vector<uint64_t> draft_candidates(self_ptr self, uint32_t& base_tokens) {
     const auto& req = sched.seqs.at(s).req;
     if (req.speculative && !req.sampling.logprobs) candidates.push_back(s);
   }
-  base_tokens = 0;
-  if (candidates.empty()) return candidates;
-  const auto req = sched.planner->propose();
-  for (const auto& r : req.running) base_tokens += r.n_tokens - r.write_from;
-  for (const auto& w : req.waiting) base_tokens += w.max_compute;
+  base_tokens = candidates.empty() ? 0 : sched.planner->proposed_tokens();
   return candidates;
 }
 
@@ -337,7 +398,7 @@ scheduler_actor::behavior_type scheduler(self_ptr self, planner_config cfg, uint
           token_batch b;
           b.seq = id;
           b.finished = true;
-          b.finish_reason = "error";
+          b.reason = finish_reason::error;
           if (req.prompt.size() >= st.capacity) {
             b.error = "the prompt has " + std::to_string(req.prompt.size()) + " tokens but the KV cache holds " +
                       std::to_string(st.capacity) + "; start the server with a larger --kv-cache-tokens";
@@ -351,11 +412,12 @@ scheduler_actor::behavior_type scheduler(self_ptr self, planner_config cfg, uint
         seq_info info;
         info.req = std::move(req);
         st.seqs.emplace(id, std::move(info));
-        kick(self);
+        kick_and_flush(self);
       },
       [self](abort_atom, seq_id seq) {
         ++self->state.stats.aborted;
-        finish(self, seq, "abort");
+        finish(self, seq, finish_reason::abort);
+        if (!self->state.busy) flush_outbox(self);
       },
       [self](stats_atom) -> scheduler_stats {
         auto s = self->state.stats;

@@ -15,12 +15,9 @@
 
 #include <caf/all.hpp>
 
-#include "actors/cache_manager.h"
-#include "actors/device_worker.h"
-#include "actors/drafter.h"
 #include "actors/streamer.h"
-#include "actors/verifier.h"
-#include "engine/schedule/step_planner.h"
+#include "engine/ids.h"
+#include "tandem/api.h"
 
 namespace tandem {
 
@@ -28,12 +25,12 @@ struct sequence_request {
   seq_id id = 0;
   std::string tenant = "default";
   double weight = 1.0;
-  std::vector<int32_t> prompt;
+  std::vector<token_id> prompt;
   sampling_options sampling;
   uint32_t max_new_tokens = 256;
-  uint32_t max_total_tokens = 0;        // the context limit: prompt + output
-  std::vector<int32_t> stop_token_ids;  // ending tokens (end-of-generation ids unless ignored)
-  bool speculative = true;              // may draft tokens for it (when the runtime speculates)
+  uint32_t max_total_tokens = 0;         // the context limit: prompt + output
+  std::vector<token_id> stop_token_ids;  // ending tokens (end-of-generation ids unless ignored)
+  bool speculative = true;               // may draft tokens for it (when the runtime speculates)
   streamer_actor streamer;
 };
 
@@ -53,22 +50,6 @@ struct scheduler_stats {
 using scheduler_actor =
     caf::typed_actor<caf::reacts_to<enqueue_atom, sequence_request>, caf::reacts_to<abort_atom, seq_id>,
                      caf::replies_to<stats_atom>::with<scheduler_stats>>;
-
-// The drafter and verifier of speculative decoding; both null = no speculation.
-struct speculation_actors {
-  drafter_actor drafter;
-  verifier_actor verifier;
-  // The drafter reports evidence and costs next to nothing (n-gram): ask it first, for up to
-  // k_max tokens, and let the verifier trim. Otherwise the verifier sets K first.
-  bool drafts_first = false;
-  uint32_t k_max = 0;
-};
-
-// kv_capacity_tokens: what the whole KV pool holds. A sequence never grows past it (it would
-// only preempt itself forever); a prompt that cannot fit is refused at once.
-scheduler_actor spawn_scheduler(caf::actor_system& sys, const planner_config& cfg, uint32_t block_size,
-                                uint32_t kv_capacity_tokens, cache_manager_actor cache, device_worker_actor device,
-                                speculation_actors spec = {});
 
 }  // namespace tandem
 

@@ -1,11 +1,14 @@
+#include "actors/streamer.h"
+
 #include <algorithm>
 #include <chrono>
 #include <iterator>
 
-#include "actors/clock.h"
-
 #include "actors/admission.h"
+#include "actors/clock.h"
 #include "actors/runtime_shared.h"
+#include "actors/scheduler.h"
+#include "actors/spawn.h"
 #include "engine/chat/prompt_encoder.h"
 
 namespace tandem {
@@ -61,14 +64,14 @@ void flush(self_ptr self) {
   st.sent_first = true;
 }
 
-void close(self_ptr self, std::string reason, std::string error = "", uint16_t status = 200) {
+void close(self_ptr self, finish_reason reason, std::string error = "", uint16_t status = 200) {
   auto& st = self->state;
   if (st.done) return;
   st.done = true;
   flush(self);  // nothing produced is lost, whatever the interval
   generation_done d;
   d.id = st.id;
-  d.finish_reason = std::move(reason);
+  d.reason = reason;
   d.error = std::move(error);
   d.status = status;
   d.prompt_tokens = st.prompt_tokens;
@@ -94,7 +97,7 @@ void on_tokens(self_ptr self, token_batch& b) {
   for (int32_t t : b.tokens) text += st.decoder->push(t);
   // A stop token ends the sequence without being shown, but it was generated.
   const uint32_t produced =
-      static_cast<uint32_t>(b.tokens.size()) + (b.finished && b.finish_reason == "stop" ? 1u : 0u);
+      static_cast<uint32_t>(b.tokens.size()) + (b.finished && b.reason == finish_reason::stop ? 1u : 0u);
   if (produced > 0) {
     if (st.completion_tokens == 0) st.first_token = now;
     st.last_token = now;
@@ -128,11 +131,11 @@ void on_tokens(self_ptr self, token_batch& b) {
   }
   if (stopped) {
     self->send(st.scheduler, abort_atom::value, static_cast<seq_id>(st.id));
-    return close(self, "stop");
+    return close(self, finish_reason::stop);
   }
   if (b.finished) {
-    const bool failed = b.finish_reason == "error";
-    close(self, b.finish_reason, failed ? (b.error.empty() ? "the sequence failed" : b.error) : "", failed ? 500 : 200);
+    const bool failed = b.reason == finish_reason::error;
+    close(self, b.reason, failed ? (b.error.empty() ? "the sequence failed" : b.error) : "", failed ? 500 : 200);
   }
 }
 
@@ -160,15 +163,15 @@ streamer_actor::behavior_type streamer(self_ptr self, request_id id, generate_re
       prompt = encode_prompt(tok, st.req.prompt);
     }
   } catch (const std::exception& e) {
-    close(self, "error", e.what(), 400);
+    close(self, finish_reason::error, e.what(), 400);
     return {[](tokens_atom, token_batch&) {}, [](cancel_atom) {}};
   }
   st.prompt_tokens = static_cast<uint32_t>(prompt.size());
   const uint32_t limit = st.shared->max_model_len;
   if (prompt.empty()) {
-    close(self, "error", "the prompt is empty", 400);
+    close(self, finish_reason::error, "the prompt is empty", 400);
   } else if (prompt.size() >= limit) {
-    close(self, "error",
+    close(self, finish_reason::error,
           "the prompt has " + std::to_string(prompt.size()) + " tokens; this model's context is " +
               std::to_string(limit) + " tokens (prompt and completion together)",
           400);
@@ -193,7 +196,7 @@ streamer_actor::behavior_type streamer(self_ptr self, request_id id, generate_re
       [self](tokens_atom, token_batch& b) { on_tokens(self, b); },
       [self](cancel_atom) {
         self->send(self->state.scheduler, abort_atom::value, static_cast<seq_id>(self->state.id));
-        close(self, "abort");
+        close(self, finish_reason::abort);
       },
   };
 }

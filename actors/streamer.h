@@ -13,6 +13,7 @@
 #include <caf/all.hpp>
 #include <memory>
 
+#include "engine/ids.h"
 #include "tandem/api.h"
 
 namespace tandem {
@@ -22,19 +23,19 @@ class chat_template;
 
 // One scheduler -> streamer message: the tokens a sequence produced in one step.
 struct token_batch {
-  uint64_t seq = 0;
-  std::vector<int32_t> tokens;
+  seq_id seq = 0;
+  std::vector<token_id> tokens;
   std::vector<output_logprob> logprobs;  // parallel to tokens when requested
   bool finished = false;
-  std::string finish_reason;   // with finished: "stop", "length", "abort", "error"
-  std::string error;           // with "error": what went wrong
-  uint32_t cached_tokens = 0;  // prompt tokens found in the prefix cache (first batch)
-  double queue_ms = 0;         // first batch: time waiting before the first step
+  finish_reason reason = finish_reason::stop;  // with finished
+  std::string error;                           // with finish_reason::error: what went wrong
+  uint32_t cached_tokens = 0;                  // prompt tokens found in the prefix cache (first batch)
+  double queue_ms = 0;                         // first batch: time waiting before the first step
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, token_batch& x) {
-  return f(caf::meta::type_name("token_batch"), x.seq, x.tokens, x.logprobs, x.finished, x.finish_reason, x.error,
+  return f(caf::meta::type_name("token_batch"), x.seq, x.tokens, x.logprobs, x.finished, x.reason, x.error,
            x.cached_tokens, x.queue_ms);
 }
 

@@ -1,4 +1,5 @@
 #include "actors/verifier.h"
+#include "actors/spawn.h"
 
 #include <memory>
 

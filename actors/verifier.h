@@ -35,6 +35,4 @@ using verifier_actor = caf::typed_actor<
     caf::reacts_to<report_atom, std::vector<speculation_outcome>, uint32_t, double>,
     caf::reacts_to<forget_atom, std::vector<uint64_t>>, caf::replies_to<stats_atom>::with<speculation_stats>>;
 
-verifier_actor spawn_verifier(caf::actor_system& sys, const speculation_config& cfg);
-
 }  // namespace tandem

@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "actors/device_worker.h"
+#include "actors/runtime_actors.h"
+#include "actors/spawn.h"
 #include "bench/compute_probe.h"
 #include "engine/model/model.h"
 #include "engine/model/model_path.h"
@@ -121,9 +123,9 @@ std::string system_prompt(int variant, size_t min_chars) {
   return s;
 }
 
-std::unique_ptr<runtime> start(caf::actor_system& sys, runtime_config rc) {
+std::unique_ptr<runtime> start(caf::actor_system& sys, runtime_config rc, const device_factory* device = nullptr) {
   rc.kv_cache_tokens = rc.kv_cache_tokens ? rc.kv_cache_tokens : 65536;
-  return runtime::start(sys, rc);
+  return runtime::start(sys, rc, device);
 }
 
 std::string throughput(caf::actor_system& sys, const runtime_config& base, uint32_t n_tokens) {
@@ -202,7 +204,7 @@ std::string throughput(caf::actor_system& sys, const runtime_config& base, uint3
   // Scheduling overhead: time the scheduler spends planning next to the device's step time.
   caf::scoped_actor self{sys};
   scheduler_stats st;
-  self->request(rt->scheduler(), caf::infinite, stats_atom::value)
+  self->request(rt->actors().scheduler, caf::infinite, stats_atom::value)
       .receive([&](const scheduler_stats& x) { st = x; }, [](const caf::error&) {});
   char buf[200];
   std::snprintf(buf, sizeof buf, "],\"steps\":%llu,\"plan_ms\":%.2f,\"device_ms\":%.2f",
@@ -213,7 +215,7 @@ std::string throughput(caf::actor_system& sys, const runtime_config& base, uint3
 scheduler_stats scheduler_stats_of(caf::actor_system& sys, runtime& rt) {
   caf::scoped_actor self{sys};
   scheduler_stats st;
-  self->request(rt.scheduler(), caf::infinite, stats_atom::value)
+  self->request(rt.actors().scheduler, caf::infinite, stats_atom::value)
       .receive([&](const scheduler_stats& x) { st = x; }, [](const caf::error&) {});
   return st;
 }
@@ -243,8 +245,8 @@ std::string planning(caf::actor_system& sys, const runtime_config& base, uint32_
   }
   std::sort(per_step_ms.begin(), per_step_ms.end());
   char buf[160];
-  std::snprintf(buf, sizeof buf, "{\"streams\":%d,\"tokens\":%u,\"plan_us_per_step\":%.1f,\"min_us\":%.1f}",
-                kStreams, n_tokens, per_step_ms[2] * 1000, per_step_ms[0] * 1000);
+  std::snprintf(buf, sizeof buf, "{\"streams\":%d,\"tokens\":%u,\"plan_us_per_step\":%.1f,\"min_us\":%.1f}", kStreams,
+                n_tokens, per_step_ms[2] * 1000, per_step_ms[0] * 1000);
   return buf;
 }
 
@@ -281,8 +283,8 @@ std::string prefix(caf::actor_system& sys, const runtime_config& base) {
   model_options mo;
   mo.n_threads = base.threads;
   std::shared_ptr<model> one_model = model::open(resolve_model_path(base.model), mo);
-  rc_on.device_worker = rc_off.device_worker = [one_model](caf::actor_system& s, std::shared_ptr<model>,
-                                                           uint32_t n_blocks, uint32_t block_size) {
+  device_factory same_model;
+  same_model.spawn = [one_model](caf::actor_system& s, std::shared_ptr<model>, uint32_t n_blocks, uint32_t block_size) {
     return spawn_cpu_device_worker(s, one_model, n_blocks, block_size);
   };
   auto timed = [](bench_client& cl, const generate_request& r) {
@@ -296,7 +298,7 @@ std::string prefix(caf::actor_system& sys, const runtime_config& base) {
   auto busy_ms = [&](runtime& r) {
     caf::scoped_actor self{sys};
     double b = 0;
-    self->request(r.cache_manager(), caf::infinite, stats_atom::value)
+    self->request(r.actors().cache_manager, caf::infinite, stats_atom::value)
         .receive([&](const kv_cache_stats& s) { b = s.busy_ms; }, [](const caf::error&) {});
     return b;
   };
@@ -307,11 +309,11 @@ std::string prefix(caf::actor_system& sys, const runtime_config& base) {
     const bool on_created_first = i % 2 == 0, on_runs_first = (i / 2) % 2 == 0;
     std::unique_ptr<runtime> rt_on, rt_off;
     if (on_created_first) {
-      rt_on = start(sys, rc_on);
-      rt_off = start(sys, rc_off);
+      rt_on = start(sys, rc_on, &same_model);
+      rt_off = start(sys, rc_off, &same_model);
     } else {
-      rt_off = start(sys, rc_off);
-      rt_on = start(sys, rc_on);
+      rt_off = start(sys, rc_off, &same_model);
+      rt_on = start(sys, rc_on, &same_model);
     }
     bench_client c_on(sys, *rt_on), c_off(sys, *rt_off);
     timed(c_on, fixed_length("Warm-up.", 2));

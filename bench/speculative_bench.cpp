@@ -21,6 +21,7 @@
 #include <tuple>
 #include <vector>
 
+#include "actors/runtime_actors.h"
 #include "bench/compute_probe.h"
 #include "engine/gguf/gguf.h"
 #include "engine/model/model_path.h"
@@ -106,9 +107,9 @@ struct run_figures {
 
 speculation_stats verifier_stats(caf::actor_system& sys, runtime& rt) {
   speculation_stats s;
-  if (!rt.verifier()) return s;
+  if (!rt.actors().verifier) return s;
   caf::scoped_actor self{sys};
-  self->request(rt.verifier(), caf::infinite, stats_atom::value)
+  self->request(rt.actors().verifier, caf::infinite, stats_atom::value)
       .receive([&](const speculation_stats& x) { s = x; }, [](const caf::error&) {});
   return s;
 }

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/runtime_actors.h"
 #include "cli/commands.h"
 #include "cli/speculative_options.h"
 #include "engine/chat/chat_template.h"
@@ -109,8 +110,8 @@ sink_actor::behavior_type printing_sink(sink_actor::pointer self, caf::actor own
         std::fflush(stdout);
       },
       [self, owner](const generation_done& d) {
-        caf::anon_send(owner, printed_atom::value, d.finish_reason, d.error, d.prompt_tokens, d.completion_tokens,
-                       d.ttft_ms, d.tpot_ms);
+        caf::anon_send(owner, printed_atom::value, d.reason, d.error, d.prompt_tokens, d.completion_tokens, d.ttft_ms,
+                       d.tpot_ms);
         self->quit();
       },
   };
@@ -121,11 +122,11 @@ void run_on_runtime(const generate_options& o) {
   rc.model = o.model.empty() ? "default" : o.model;
   rc.threads = o.threads;
   // Before any actor exists: --device cuda without a usable GPU fails here, with one line.
-  apply_device_options(o.device, rc);
+  const auto device = apply_device_options(o.device, rc);
   caf::actor_system_config cfg;
   tandem::tune_actor_system(cfg);
   caf::actor_system sys{cfg};
-  auto rt = runtime::start(sys, rc);
+  auto rt = runtime::start(sys, rc, device ? &*device : nullptr);
 
   generate_request req;
   if (o.chat) {
@@ -150,11 +151,12 @@ void run_on_runtime(const generate_options& o) {
             if (!r.accepted) throw std::runtime_error(r.error);
           },
           [&](const caf::error& e) { throw std::runtime_error(sys.render(e)); });
-  std::string reason, error;
+  finish_reason reason{};
+  std::string error;
   uint32_t n_prompt = 0, n_out = 0;
   double ttft_ms = 0, tpot_ms = 0;
-  self->receive([&](printed_atom, std::string r, std::string e, uint32_t p, uint32_t c, double t, double tp) {
-    reason = std::move(r);
+  self->receive([&](printed_atom, finish_reason r, std::string e, uint32_t p, uint32_t c, double t, double tp) {
+    reason = r;
     error = std::move(e);
     n_prompt = p;
     n_out = c;
@@ -163,16 +165,16 @@ void run_on_runtime(const generate_options& o) {
   });
   std::fputc('\n', stdout);
   std::fflush(stdout);
-  if (reason == "error") throw std::runtime_error(error);
+  if (reason == finish_reason::error) throw std::runtime_error(error);
 
-  if (!rt->verifier()) {
+  if (!rt->actors().verifier) {
     std::fprintf(stderr, "prompt tokens: %u (%.1f tok/s), generated tokens: %u (%.1f tok/s), device: %s\n", n_prompt,
                  ttft_ms > 0 ? n_prompt / (ttft_ms / 1000.0) : 0.0, n_out, tpot_ms > 0 ? 1000.0 / tpot_ms : 0.0,
                  o.device.device.c_str());
     return;
   }
   speculation_stats spec;
-  self->request(rt->verifier(), caf::infinite, stats_atom::value)
+  self->request(rt->actors().verifier, caf::infinite, stats_atom::value)
       .receive([&](const speculation_stats& s) { spec = s; }, [](const caf::error&) {});
   // K's distribution over the run: "K=count" for each number of drafts a pass verified.
   std::string by_k;

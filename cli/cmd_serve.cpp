@@ -7,9 +7,9 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "actors/tenant_limits.h"
 #include "cli/commands.h"
 #include "cli/speculative_options.h"
+#include "engine/tenants/tenant_limits.h"
 #include "gpu/cli/device_options.h"
 #include "net/server.h"
 #include "tandem/runtime.h"
@@ -57,7 +57,7 @@ int serve(serve_options o) {
   spdlog::set_level(spdlog::level::from_str(o.log_level));
   o.rt.model = o.model;
   // Before the listener opens: --device cuda without a usable GPU fails here, with one line.
-  apply_device_options(o.device, o.rt);
+  const auto device = apply_device_options(o.device, o.rt);
   if (!o.config.empty()) o.rt.tenants = load_tenants_yaml(o.config);
   if (!o.api_key.empty()) {
     tenant_config t;
@@ -97,7 +97,7 @@ int serve(serve_options o) {
   std::printf("tandem: listening on http://%s:%u (loading %s)\n", o.host.c_str(), server.port(), o.model.c_str());
   std::fflush(stdout);
 
-  auto rt = runtime::start(sys, o.rt);
+  auto rt = runtime::start(sys, o.rt, device ? &*device : nullptr);
   server.attach(*rt);
   std::printf(
       "tandem: ready: model %s, %s\n", so.served_model_name.c_str(),

@@ -264,17 +264,19 @@ void generation_job::on_done(uint32_t choice, generation_done& d) {
   c.done = d;
   if (ctx_.metrics) ctx_.metrics->observe_generation(tenant_, d);
   if (failure_) return;
-  if (d.finish_reason == "error") {
+  if (d.reason == finish_reason::error) {
     api_error e(d.status >= 400 ? d.status : 500, d.error.empty() ? "the generation failed" : d.error,
                 d.status == 400 ? (req_.kind == api_kind::chat ? "messages" : "prompt") : "");
     return fail(std::move(e));
   }
-  std::string reason = d.finish_reason;
-  if (reason == "abort" && !cancelled_ && format_ != job_format::websocket) reason = "stop";
+  // An abort the client did not ask for (a stop string cut the output) reads as OpenAI's "stop";
+  // a cancel on the WebSocket says "cancelled".
+  const bool aborted = d.reason == finish_reason::abort;
+  std::string reason = aborted && !cancelled_ && format_ != job_format::websocket ? "stop" : to_string(d.reason);
   if (format_ == job_format::websocket) {
     json::object f{{"type", "done"},
                    {"id", ctx_.response_id},
-                   {"finish_reason", reason == "abort" ? "cancelled" : reason},
+                   {"finish_reason", aborted ? "cancelled" : reason},
                    {"usage", json::parse(usage_json())},
                    {"timings", json::object{{"queue_ms", d.queue_ms}, {"ttft_ms", d.ttft_ms}, {"tpot_ms", d.tpot_ms}}}};
     if (choices_.size() > 1) f["index"] = choice;
@@ -299,7 +301,7 @@ std::string generation_job::json_body() const {
   json::array choices;
   for (uint32_t i = 0; i < choices_.size(); ++i) {
     const auto& c = choices_[i];
-    std::string reason = c.done.finish_reason == "abort" ? "stop" : c.done.finish_reason;
+    const std::string reason = c.done.reason == finish_reason::abort ? "stop" : to_string(c.done.reason);
     json::object ch{{"index", i}};
     const json::value logprobs = logprobs_json(c.logprobs, chat);
     if (chat) {

@@ -10,9 +10,9 @@
 #include <mutex>
 #include <string>
 
-#include "actors/admission.h"
-#include "actors/cache_manager.h"
 #include "actors/scheduler.h"
+#include "engine/kv/kv_cache_stats.h"
+#include "engine/speculation/speculation_policy.h"
 #include "tandem/api.h"
 
 namespace tandem::net {

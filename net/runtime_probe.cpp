@@ -2,12 +2,15 @@
 
 #include <chrono>
 
+#include "actors/runtime_actors.h"
+
 namespace tandem::net {
 
 void probe_runtime(caf::actor_system& sys, const runtime& rt, std::function<void(runtime_figures)> done) {
   const auto timeout = std::chrono::seconds(5);
-  sys.spawn([sched = rt.scheduler(), cache = rt.cache_manager(), adm = rt.admission(), verifier = rt.verifier(),
-             method = rt.config().speculative, done, timeout](caf::event_based_actor* self) {
+  sys.spawn([sched = rt.actors().scheduler, cache = rt.actors().cache_manager, adm = rt.admission(),
+             verifier = rt.actors().verifier, method = rt.config().speculative, done,
+             timeout](caf::event_based_actor* self) {
     auto figures = std::make_shared<runtime_figures>();
     figures->ready = true;
     auto fail = [self, done](const caf::error&) {

@@ -22,16 +22,9 @@
 #include <vector>
 
 #include "engine/ids.h"
+#include "engine/kv/kv_cache_stats.h"
 
 namespace tandem {
-
-struct block_pool_stats {
-  uint32_t total = 0;
-  uint32_t used = 0;         // ref > 0
-  uint32_t cached_free = 0;  // ref == 0 but still in the prefix index (evictable)
-  uint32_t free = 0;         // ref == 0, not indexed
-  uint64_t evictions = 0;
-};
 
 class block_pool {
  public:

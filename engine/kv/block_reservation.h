@@ -1,52 +1,47 @@
-// One step's block reservation: the scheduler proposes, in priority order, the sequences it
-// wants to run and how far each must reach; the cache manager grants them against the pool.
-//
-//   running (oldest first) --grant in order--> short of blocks? preempt from the BACK of the
-//                                              running list (newest first), possibly the
-//                                              sequence being granted itself
-//   waiting (fair order)   --only if nobody was preempted: adopt cached prefix, grant in
-//                                              order, stop at the first that does not fit
-//
-// Plain data plus one function, so the policy is tested without actors.
+// The cache manager's side of the reservation protocol (engine/kv/reservation.h) over one
+// kv_block_manager. Plain C++, so the policy is tested without actors.
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <unordered_map>
 #include <vector>
 
+#include "engine/ids.h"
 #include "engine/kv/kv_block_manager.h"
+#include "engine/kv/reservation.h"
 
 namespace tandem {
 
-struct reserve_item {
-  seq_id seq = 0;
-  // running: the sequence must hold n_tokens tokens and writes from write_from on.
-  uint32_t n_tokens = 0;
-  uint32_t write_from = 0;
-  // waiting: all its tokens (prompt, plus output kept across a preemption), and how many
-  // of those beyond its cached prefix it may compute in this step.
-  std::vector<token_id> tokens;
-  uint32_t max_compute = 0;
-};
+// The cache manager's side of the protocol over one kv_block_manager: the tokens it has been
+// sent, and how much of each table the scheduler knows.
+class block_reservations {
+ public:
+  explicit block_reservations(kv_block_manager& kv) : kv_(kv) {}
 
-struct reserve_request {
-  std::vector<reserve_item> running;
-  std::vector<reserve_item> waiting;
-};
+  reserve_result reserve(const reserve_request& req);
+  // Tokens [0, n_computed) are computed and verified: full blocks among them enter the prefix
+  // index. new_tokens extends the sequence's tokens as the cache manager knows them.
+  void commit(seq_id seq, std::span<const token_id> new_tokens, uint32_t n_computed);
+  // Drops the blocks past the first n_tokens tokens (rejected drafts).
+  void trim(seq_id seq, uint32_t n_tokens);
+  // The sequence ended: its blocks go back, its tokens are forgotten.
+  void release(seq_id seq);
 
-struct reserve_grant {
-  seq_id seq = 0;
-  block_table table;      // covers n_tokens
-  uint32_t n_cached = 0;  // waiting only: tokens adopted from the prefix cache
-  uint32_t n_tokens = 0;  // the sequence may compute up to here in this step
-};
+  kv_block_manager& kv() { return kv_; }
+  // The tokens of seq the cache manager holds (empty for one it never heard of).
+  std::span<const token_id> tokens(seq_id seq) const;
 
-struct reserve_result {
-  std::vector<reserve_grant> running;   // in request order, minus the preempted
-  std::vector<seq_id> preempted;        // their blocks are freed already
-  std::vector<reserve_grant> admitted;  // a prefix of the waiting list
-  std::vector<block_copy> copies;       // copy-on-write work for the device, before the step
-};
+ private:
+  struct known {
+    std::vector<token_id> tokens;
+    uint32_t table_reported = 0;  // leading table entries the scheduler has been told and that are unchanged
+  };
+  reserve_grant grant(seq_id seq, uint32_t n_cached, uint32_t n_tokens);
+  void preempt(seq_id seq);
 
-reserve_result reserve_blocks(kv_block_manager& kv, const reserve_request& req);
+  kv_block_manager& kv_;
+  std::unordered_map<seq_id, known> known_;
+};
 
 }  // namespace tandem

@@ -20,29 +20,15 @@
 #include <vector>
 
 #include "engine/ids.h"
+#include "engine/kv/block_copy.h"
 #include "engine/kv/block_pool.h"
+#include "engine/kv/kv_cache_stats.h"
 
 namespace tandem {
 
 struct prefix_hit {
   block_table blocks;     // cached full blocks, in order
   uint32_t n_tokens = 0;  // tokens they hold (blocks.size() * block_size)
-};
-
-// The device must copy the KV of block src into block dst before the step that writes dst.
-struct block_copy {
-  block_id src = 0;
-  block_id dst = 0;
-  bool operator==(const block_copy&) const = default;
-};
-
-struct kv_cache_stats {
-  block_pool_stats pool;
-  uint64_t prefix_queries = 0;  // prompt tokens looked up when sequences were admitted
-  uint64_t prefix_hits = 0;     // of those, tokens found in the cache
-  uint32_t sequences = 0;
-  double busy_ms = 0;  // the cache manager actor's time in its handlers (prefix
-                       // matching, hashing and indexing included); 0 from the engine
 };
 
 class kv_block_manager {

@@ -73,11 +73,6 @@ bool step_planner::is_running(seq_id seq) const {
   return it != seqs_.end() && it->second.running;
 }
 
-double step_planner::service(const std::string& tenant) const {
-  const auto it = tenants_.find(tenant);
-  return it == tenants_.end() ? 0.0 : it->second.service * it->second.weight;
-}
-
 void step_planner::set_draft(seq_id seq, std::vector<token_id> draft) {
   auto& s = seqs_.at(seq);
   if (s.running && s.tokens.size() == s.n_computed + 1) s.draft = std::move(draft);
@@ -92,7 +87,7 @@ std::vector<seq_id> step_planner::decoding() const {
   return out;
 }
 
-reserve_request step_planner::propose() const {
+reserve_request step_planner::request() const {
   reserve_request req;
   uint32_t budget = config_.max_num_batched_tokens;
   for (seq_id id : running_) {
@@ -107,7 +102,7 @@ reserve_request step_planner::propose() const {
     const uint32_t n_new = std::min({pending, std::max(chunk, decode), budget});
     if (n_new == 0) continue;
     budget -= n_new;
-    req.running.push_back({id, s.n_computed + n_new, s.n_computed, {}, 0});
+    req.running.push_back({id, s.n_computed + n_new, s.n_computed, 0, {}});
   }
 
   // Waiting sequences in fair order: repeatedly the head of the tenant with least service,
@@ -129,13 +124,31 @@ reserve_request step_planner::propose() const {
     // sizing as from position 0 at most overshoots the first chunk's cost once.
     const uint32_t max_compute =
         std::min({prefill_chunk_tokens(config_, 0), budget, static_cast<uint32_t>(s.tokens.size())});
-    req.waiting.push_back({id, 0, 0, s.tokens, max_compute});
+    req.waiting.push_back({id, 0, 0, max_compute, {}});
     budget -= max_compute;
     --slots;
     best->second.first += static_cast<double>(max_compute) / t.weight;
     if (++best->second.second == t.waiting.size()) sim.erase(best);
   }
   return req;
+}
+
+reserve_request step_planner::propose() {
+  auto req = request();
+  for (auto& item : req.waiting) {
+    auto& s = seqs_.at(item.seq);
+    item.new_tokens.assign(s.tokens.begin() + s.n_sent, s.tokens.end());
+    s.n_sent = static_cast<uint32_t>(s.tokens.size());
+  }
+  return req;
+}
+
+uint32_t step_planner::proposed_tokens() const {
+  const auto req = request();
+  uint32_t n = 0;
+  for (const auto& r : req.running) n += r.n_tokens - r.write_from;
+  for (const auto& w : req.waiting) n += w.max_compute;
+  return n;
 }
 
 step_plan_core step_planner::finalize(const reserve_result& granted) {
@@ -151,25 +164,26 @@ step_plan_core step_planner::finalize(const reserve_result& granted) {
     s.running = false;
     s.n_computed = 0;  // recomputed from scratch (or from the prefix cache) later
     s.draft.clear();   // its drafts had no blocks; the drafter offers new ones once it runs
-    ++s.n_preemptions;
+    s.table.clear();   // its blocks are freed
     requeue_front(id);
   }
 
   const auto add_planned = [&](const reserve_grant& g, uint32_t n_cached) {
     auto& s = seqs_.at(g.seq);
+    apply_grant(s.table, g.table_keep, g.new_blocks);
     planned_seq p;
     p.seq = g.seq;
     p.start_pos = s.n_computed;
     const uint32_t known = std::min<uint32_t>(g.n_tokens, static_cast<uint32_t>(s.tokens.size()));
-    p.tokens.assign(s.tokens.begin() + s.n_computed, s.tokens.begin() + known);
-    p.table = g.table;
+    p.n_new = known - s.n_computed;
     p.sample = known == s.tokens.size();
     if (p.sample && g.n_tokens > known) {  // the budget may have cut the drafts short
       p.draft.assign(s.draft.begin(), s.draft.begin() + (g.n_tokens - known));
-      p.tokens.insert(p.tokens.end(), p.draft.begin(), p.draft.end());
     }
     s.draft.clear();
     p.n_cached = n_cached;
+    p.table_keep = g.table_keep;
+    p.new_blocks = g.new_blocks;
     plan.seqs.push_back(std::move(p));
   };
   for (const auto& g : granted.running) {
@@ -200,7 +214,7 @@ void step_planner::complete(const planned_seq& planned, std::span<const token_id
   const auto it = seqs_.find(planned.seq);
   if (it == seqs_.end()) return;  // removed while the step ran
   auto& s = it->second;
-  const auto fed = static_cast<uint32_t>(planned.tokens.size());
+  const uint32_t fed = planned.n_fed();
   if (planned.draft.empty()) {
     s.n_computed = planned.start_pos + fed;
   } else {
@@ -210,6 +224,20 @@ void step_planner::complete(const planned_seq& planned, std::span<const token_id
   }
   charge(s.tenant, fed);
   s.tokens.insert(s.tokens.end(), emitted.begin(), emitted.end());
+}
+
+std::vector<token_id> step_planner::fed_tokens(const planned_seq& p) const {
+  const auto& toks = seqs_.at(p.seq).tokens;
+  std::vector<token_id> out(toks.begin() + p.start_pos, toks.begin() + p.start_pos + p.n_new);
+  out.insert(out.end(), p.draft.begin(), p.draft.end());
+  return out;
+}
+
+std::span<const token_id> step_planner::take_unsent(seq_id seq) {
+  auto& s = seqs_.at(seq);
+  const auto out = std::span<const token_id>(s.tokens).subspan(s.n_sent);
+  s.n_sent = static_cast<uint32_t>(s.tokens.size());
+  return out;
 }
 
 void step_planner::charge(const std::string& tenant, uint32_t n_tokens) {

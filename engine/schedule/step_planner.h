@@ -10,7 +10,7 @@
 //
 // One step:  propose()  -> reserve_request   (running first, then waiting in fair order)
 //            [cache manager: reserve_blocks()]
-//            finalize() -> step_plan_core      (what the device computes)
+//            finalize() -> step_plan_core      (what the device computes; tables updated)
 //            [device worker runs the step]
 //            complete() per sequence           (computed count advances, sampled token added)
 //
@@ -27,7 +27,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/kv/block_reservation.h"
+#include "engine/kv/reservation.h"
 #include "engine/model/model_config.h"
 
 namespace tandem {
@@ -53,16 +53,22 @@ double attention_cost_per_key(const model_config& c);
 // The tokens of a prefill chunk starting at position `start` (at least 1, at most prefill_chunk).
 uint32_t prefill_chunk_tokens(const planner_config& config, uint32_t start);
 
+// One sequence in a step. Its tokens and block table stay with the planner (tokens(),
+// table()); the plan says which of them the step computes, and what the grant changed.
 struct planned_seq {
   seq_id seq = 0;
-  uint32_t start_pos = 0;        // tokens before this one are in the KV cache
-  std::vector<token_id> tokens;  // new tokens at start_pos, start_pos + 1, ...
-  block_table table;             // covers start_pos + tokens.size()
-  bool sample = false;           // the chunk reaches the end: sample the next token
-  uint32_t n_cached = 0;         // prefix-cache hit when admitted in this step
-  // Draft tokens to verify (speculative decoding): they follow the sequence's last token in
-  // `tokens` (tokens = last token, then the drafts); the step needs logits for all of them.
+  uint32_t start_pos = 0;  // tokens before this one are in the KV cache
+  uint32_t n_new = 0;      // known tokens computed in this step: tokens[start_pos, start_pos + n_new)
+  // Draft tokens to verify (speculative decoding): they follow the sequence's last token
+  // (n_new = 1); the step needs logits for all of them.
   std::vector<token_id> draft;
+  bool sample = false;    // the chunk reaches the end: sample the next token
+  uint32_t n_cached = 0;  // prefix-cache hit when admitted in this step
+  // The grant's change to the table (reserve_grant): keep table_keep entries, then new_blocks.
+  uint32_t table_keep = 0;
+  block_table new_blocks;
+
+  uint32_t n_fed() const { return n_new + static_cast<uint32_t>(draft.size()); }
 };
 
 struct step_plan_core {
@@ -73,7 +79,7 @@ struct step_plan_core {
   std::vector<seq_id> orphaned;  // granted blocks, but removed meanwhile: free them
   uint32_t n_tokens() const {
     uint32_t n = 0;
-    for (const auto& s : seqs) n += static_cast<uint32_t>(s.tokens.size());
+    for (const auto& s : seqs) n += s.n_fed();
     return n;
   }
 };
@@ -95,7 +101,11 @@ class step_planner {
   // Running sequences whose next step is a single decode token (candidates for drafting).
   std::vector<seq_id> decoding() const;
 
-  reserve_request propose() const;
+  // The next step's request. Waiting sequences carry the tokens the cache manager has not
+  // seen, which then count as sent (propose once per reservation).
+  reserve_request propose();
+  // Tokens the next proposal would compute, drafts excluded (for sizing drafts).
+  uint32_t proposed_tokens() const;
   step_plan_core finalize(const reserve_result& granted);
   // The step computed the planned tokens of seq and emitted `emitted`: nothing (a prefill
   // chunk), the sampled token, or with drafts the accepted drafts plus one more token. Only
@@ -111,11 +121,14 @@ class step_planner {
   bool is_running(seq_id seq) const;
   bool contains(seq_id seq) const { return seqs_.count(seq) != 0; }
   const std::vector<token_id>& tokens(seq_id seq) const { return seqs_.at(seq).tokens; }
+  const block_table& table(seq_id seq) const { return seqs_.at(seq).table; }
   uint32_t n_computed(seq_id seq) const { return seqs_.at(seq).n_computed; }
   uint32_t n_prompt(seq_id seq) const { return seqs_.at(seq).n_prompt; }
-  uint32_t n_preemptions(seq_id seq) const { return seqs_.at(seq).n_preemptions; }
-  // Tokens computed for each tenant so far (its service), for metrics and tests.
-  double service(const std::string& tenant) const;
+  // The tokens a planned step feeds: the known ones it computes, then its drafts.
+  std::vector<token_id> fed_tokens(const planned_seq& p) const;
+  // The tokens of seq the cache manager has not seen; they count as sent from now on (they
+  // ride along in a commit).
+  std::span<const token_id> take_unsent(seq_id seq);
 
  private:
   struct seq_state {
@@ -123,8 +136,9 @@ class step_planner {
     std::vector<token_id> tokens;  // prompt, then generated tokens
     uint32_t n_prompt = 0;
     uint32_t n_computed = 0;  // tokens whose K/V are in the cache
+    uint32_t n_sent = 0;      // tokens the cache manager has been sent
     bool running = false;
-    uint32_t n_preemptions = 0;
+    block_table table;            // as granted: covers what the last step computed
     std::vector<token_id> draft;  // for the next step only
   };
   struct tenant_state {
@@ -133,6 +147,7 @@ class step_planner {
     std::deque<seq_id> waiting;
   };
 
+  reserve_request request() const;  // propose() without the tokens
   void charge(const std::string& tenant, uint32_t n_tokens);
   void requeue_front(seq_id seq);
 

@@ -21,9 +21,9 @@ tandem::sink_actor::behavior_type printing_sink(tandem::sink_actor::pointer self
         (void)label;
       },
       [self, owner, label](const tandem::generation_done& d) {
-        std::cout << "\n[" << label << "] finish_reason=" << d.finish_reason << " prompt_tokens=" << d.prompt_tokens
+        std::cout << "\n[" << label << "] finish_reason=" << to_string(d.reason) << " prompt_tokens=" << d.prompt_tokens
                   << " completion_tokens=" << d.completion_tokens << " ttft_ms=" << d.ttft_ms << std::endl;
-        caf::anon_send(owner, done_atom::value, d.finish_reason);
+        caf::anon_send(owner, done_atom::value, d.reason);
         self->quit();
       },
   };
@@ -57,8 +57,8 @@ int main(int argc, char** argv) {
   self->request(rt->admission(), caf::infinite, tandem::submit_atom::value, chat)
       .receive([](const tandem::submit_reply& r) { std::cout << "[chat] accepted as request " << r.id << std::endl; },
                [&](const caf::error& e) { std::cerr << sys.render(e) << std::endl; });
-  std::string reason;
-  self->receive([&](done_atom, const std::string& r) { reason = r; });
+  tandem::finish_reason reason{};
+  self->receive([&](done_atom, tandem::finish_reason r) { reason = r; });
 
   // 2. A long completion, cancelled after it has started.
   tandem::generate_request story;
@@ -71,9 +71,11 @@ int main(int argc, char** argv) {
       .receive([&](const tandem::submit_reply& r) { story_id = r.id; }, [](const caf::error&) {});
   self->receive(caf::after(std::chrono::milliseconds(300)) >> [] {});
   self->send(rt->admission(), tandem::cancel_atom::value, story_id);
-  std::string story_reason;
-  self->receive([&](done_atom, const std::string& r) { story_reason = r; });
+  tandem::finish_reason story_reason{};
+  self->receive([&](done_atom, tandem::finish_reason r) { story_reason = r; });
 
-  std::cout << "embed_example: chat=" << reason << " story=" << story_reason << std::endl;
-  return (reason == "stop" || reason == "length") && story_reason == "abort" ? 0 : 1;
+  std::cout << "embed_example: chat=" << to_string(reason) << " story=" << to_string(story_reason) << std::endl;
+  using tandem::finish_reason;
+  const bool chat_ended = reason == finish_reason::stop || reason == finish_reason::length;
+  return chat_ended && story_reason == finish_reason::abort ? 0 : 1;
 }

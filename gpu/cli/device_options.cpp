@@ -37,14 +37,16 @@ void add_device_options(CLI::App* cmd, device_options& o) {
                 "With --device cuda: no CUDA graphs (decode steps launch their kernels one by one)");
 }
 
-void apply_device_options(const device_options& o, runtime_config& rt) {
-  if (!o.cuda()) return;
+std::optional<device_factory> apply_device_options(const device_options& o, runtime_config& rt) {
+  if (!o.cuda()) return std::nullopt;
 #if TANDEM_HAVE_CUDA
   cuda_runtime_options c;
   c.gpu_memory_utilization = o.gpu_memory_utilization;
   c.enforce_eager = o.enforce_eager;
-  const std::string summary = configure_cuda_runtime(rt, c);
+  device_factory device;
+  const std::string summary = configure_cuda_runtime(rt, c, device);
   std::fprintf(stderr, "tandem: %s\n", summary.c_str());
+  return device;
 #else
   (void)rt;
   throw std::runtime_error(

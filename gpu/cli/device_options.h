@@ -8,8 +8,10 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <optional>
 #include <string>
 
+#include "actors/runtime_actors.h"
 #include "tandem/runtime.h"
 
 namespace tandem::cli {
@@ -24,9 +26,10 @@ struct device_options {
 
 void add_device_options(CLI::App* cmd, device_options& o);
 
-// --device cuda: checks for a device, then sets rt.device_worker and rt.kv_cache_tokens
-// (gpu/worker/cuda_runtime_config.h). Throws std::runtime_error naming the flag when that
-// cannot be done. --device cpu: nothing to do.
-void apply_device_options(const device_options& o, runtime_config& rt);
+// --device cuda: checks for a device, then sets rt.kv_cache_tokens and returns the device
+// worker's factory for runtime::start (gpu/worker/cuda_runtime_config.h). Throws
+// std::runtime_error naming the flag when that cannot be done. --device cpu: nothing to do,
+// and no factory (the CPU worker).
+std::optional<device_factory> apply_device_options(const device_options& o, runtime_config& rt);
 
 }  // namespace tandem::cli

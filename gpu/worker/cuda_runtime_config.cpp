@@ -18,7 +18,7 @@ bool is_quantized(tensor_type t) { return t != tensor_type::f32 && t != tensor_t
 
 }  // namespace
 
-std::string configure_cuda_runtime(runtime_config& cfg, const cuda_runtime_options& options) {
+std::string configure_cuda_runtime(runtime_config& cfg, const cuda_runtime_options& options, device_factory& device) {
   std::string why;
   const auto devices = gpu::list_cuda_devices(&why);
   if (devices.empty())
@@ -61,7 +61,7 @@ std::string configure_cuda_runtime(runtime_config& cfg, const cuda_runtime_optio
   wo.gpu_memory_utilization = options.gpu_memory_utilization;
   wo.limits = r.limits;
   wo.cuda_graphs = !options.enforce_eager;
-  cfg.device_worker = gpu_device_worker_factory(wo);
+  device.spawn = gpu_device_worker_factory(wo);
 
   const auto& d = devices[static_cast<size_t>(options.device)];
   const double block_bytes = static_cast<double>(sized.kv.pool_bytes) / sized.kv.n_blocks;

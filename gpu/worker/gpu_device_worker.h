@@ -6,17 +6,20 @@
 //
 //   run_step ──▶ enqueue forward + sampling + id/logit copies ──▶ cudaLaunchHostFunc
 //                                                                     │ (CUDA's thread)
-//   reply ◀── finish: host-side sampling where needed ◀── gpu_step_done(ticket) message
+//   reply ◀── finish: host-side sampling where needed ◀── gpu_done(step id) message
+//
+// One step is on the stream at a time: the scheduler plans after each result, and a step's
+// changes to the sequences it holds (actors/device_sequences.h) apply in order.
 //
 // Sampling: rows whose options the device sampler covers (greedy or temperature, top-k,
 // top-p, min-p, repetition/frequency/presence penalties; no logprobs, logit bias or drafts)
 // are sampled on the GPU (gpu/device_sampler.h) and only their ids come back; other rows
-// copy their logits back and use engine/sampling/sampler.h exactly as the CPU worker does
-// (speculative acceptance included).
+// copy their logits back and use the host sampling the CPU worker uses
+// (actors/device_sequences.h, speculative acceptance included).
 //
 // Decode steps (one token per sequence) run as CUDA graphs unless options.cuda_graphs is
 // false (--enforce-eager): gpu_model pads them to a batch bucket and captures or replays
-// the input copy and the forward pass per (ticket slot, bucket, block-table width); prefill
+// the input copy and the forward pass per (bucket, block-table width); prefill
 // and verification run eagerly. Sampling stays outside the graphs (its inputs change size).
 #pragma once
 
@@ -45,8 +48,8 @@ struct gpu_worker_options {
 device_worker_actor spawn_gpu_device_worker(caf::actor_system& sys, std::shared_ptr<model> m,
                                             const gpu_worker_options& options);
 
-// For runtime_config::device_worker (--device cuda): spawns the GPU worker with the
-// runtime's KV block count and size, the rest from `options`.
+// For device_factory (--device cuda): spawns the GPU worker with the runtime's KV block
+// count and size, the rest from `options`.
 std::function<device_worker_actor(caf::actor_system&, std::shared_ptr<model>, uint32_t, uint32_t)>
 gpu_device_worker_factory(gpu_worker_options options);
 

@@ -24,6 +24,25 @@ namespace tandem {
 
 using request_id = uint64_t;
 
+// Why a generation ended. OpenAI's names where it has one ("stop": an end-of-generation
+// token or a stop string, "length": max_tokens or the context), plus "abort" (cancelled or
+// disconnected) and "error" (generation_done::error says what).
+enum class finish_reason : uint8_t { stop, length, abort, error };
+
+constexpr const char* to_string(finish_reason r) {
+  switch (r) {
+    case finish_reason::stop:
+      return "stop";
+    case finish_reason::length:
+      return "length";
+    case finish_reason::abort:
+      return "abort";
+    case finish_reason::error:
+      return "error";
+  }
+  return "error";
+}
+
 struct chat_turn {
   std::string role;  // "system", "user" or "assistant"
   std::string content;
@@ -106,9 +125,9 @@ struct generation_delta {
 
 struct generation_done {
   request_id id = 0;
-  std::string finish_reason;  // "stop", "length", "abort" or "error"
-  std::string error;          // with "error"
-  uint16_t status = 200;      // with "error": 400 for bad input, 500 otherwise
+  finish_reason reason = finish_reason::stop;
+  std::string error;      // with finish_reason::error
+  uint16_t status = 200;  // with finish_reason::error: 400 for bad input, 500 otherwise
   uint32_t prompt_tokens = 0;
   uint32_t completion_tokens = 0;
   uint32_t cached_tokens = 0;  // prompt tokens served from the prefix cache
@@ -117,6 +136,28 @@ struct generation_done {
   double tpot_ms = 0;          // mean time per output token after the first
 };
 
+// What admission counts (its stats reply).
+struct admission_stats {
+  uint64_t accepted = 0;
+  uint64_t rejected = 0;
+  uint64_t cancelled = 0;
+  uint32_t in_flight = 0;
+  uint64_t unauthorized = 0;  // 401
+  uint64_t rate_limited = 0;  // 429
+  uint64_t overloaded = 0;    // 503
+};
+
+// The runtime's front door (actors/admission.h says what it checks and in which order).
+using admission_actor = caf::typed_actor<caf::replies_to<submit_atom, generate_request>::with<submit_reply>,
+                                         caf::reacts_to<cancel_atom, request_id>,
+                                         caf::reacts_to<finished_atom, request_id, uint32_t>,  // id, tokens used
+                                         caf::replies_to<stats_atom>::with<admission_stats>>;
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, admission_stats& x) {
+  return f(caf::meta::type_name("admission_stats"), x.accepted, x.rejected, x.cancelled, x.in_flight, x.unauthorized,
+           x.rate_limited, x.overloaded);
+}
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, chat_turn& x) {
   return f(caf::meta::type_name("chat_turn"), x.role, x.content);
@@ -148,7 +189,7 @@ typename Inspector::result_type inspect(Inspector& f, generation_delta& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generation_done& x) {
-  return f(caf::meta::type_name("generation_done"), x.id, x.finish_reason, x.error, x.status, x.prompt_tokens,
+  return f(caf::meta::type_name("generation_done"), x.id, x.reason, x.error, x.status, x.prompt_tokens,
            x.completion_tokens, x.cached_tokens, x.queue_ms, x.ttft_ms, x.tpot_ms);
 }
 

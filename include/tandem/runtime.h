@@ -9,15 +9,12 @@
 #pragma once
 
 #include <caf/all.hpp>
-#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
-#include "actors/admission.h"
-#include "actors/cache_manager.h"
-#include "actors/device_worker.h"
-#include "actors/scheduler.h"
 #include "tandem/api.h"
+#include "tandem/tenants.h"
 
 namespace tandem {
 
@@ -25,6 +22,8 @@ struct model_config;
 class tokenizer;
 class chat_template;
 struct runtime_shared;
+struct runtime_actors;  // the internal actors' handles (actors/runtime_actors.h)
+struct device_factory;  // a device worker other than the CPU one (actors/runtime_actors.h)
 
 struct runtime_config {
   std::string model = "default";           // GGUF path, or "default"
@@ -51,12 +50,6 @@ struct runtime_config {
   uint32_t speculative_k_min = 1;
   uint32_t speculative_k_max = 10;
   bool speculative_adaptive = true;  // false: draft at every step regardless of cost
-  // The device worker (--device): empty = the CPU worker. A CUDA build passes
-  // gpu_device_worker_factory(...) (gpu/worker/gpu_device_worker.h) for --device cuda, so
-  // this library stays free of CUDA. Called with the KV block count and block size.
-  std::function<device_worker_actor(caf::actor_system&, std::shared_ptr<tandem::model>, uint32_t n_blocks,
-                                    uint32_t block_size)>
-      device_worker;
 };
 
 // Scheduler settings the runtime wants from the host's actor system, set on its config
@@ -71,16 +64,16 @@ void tune_actor_system(caf::actor_system_config& cfg, size_t scheduler_threads =
 class runtime {
  public:
   // Loads the model and spawns the actors. Throws std::runtime_error with a clear message.
-  static std::unique_ptr<runtime> start(caf::actor_system& sys, const runtime_config& cfg);
+  // `device` replaces the CPU device worker (a CUDA build passes one for --device cuda, so
+  // this library stays free of CUDA).
+  static std::unique_ptr<runtime> start(caf::actor_system& sys, const runtime_config& cfg,
+                                        const device_factory* device = nullptr);
   ~runtime();
   runtime(const runtime&) = delete;
   runtime& operator=(const runtime&) = delete;
 
-  admission_actor admission() const { return admission_; }
-  scheduler_actor scheduler() const { return scheduler_; }
-  cache_manager_actor cache_manager() const { return cache_; }
-  device_worker_actor device_worker() const { return device_; }
-  verifier_actor verifier() const { return verifier_; }  // null without speculative decoding
+  // Where requests go (include/tandem/api.h).
+  admission_actor admission() const;
 
   const tokenizer& tok() const;
   // The model's chat template, or nullptr (then chat_error() says why).
@@ -90,19 +83,17 @@ class runtime {
   const model_config& model_cfg() const;
   const runtime_config& config() const { return cfg_; }
   uint32_t kv_blocks() const { return kv_blocks_; }
+  // The scheduler, cache manager, device worker and speculative decoding's actors, for the
+  // server's metrics, tests and benchmarks.
+  const runtime_actors& actors() const { return *actors_; }
 
  private:
-  runtime() = default;
+  runtime();
   runtime_config cfg_;
   std::shared_ptr<const runtime_shared> shared_;
   std::shared_ptr<const model_config> model_cfg_;
   uint32_t kv_blocks_ = 0;
-  admission_actor admission_;
-  scheduler_actor scheduler_;
-  cache_manager_actor cache_;
-  device_worker_actor device_;
-  drafter_actor drafter_;
-  verifier_actor verifier_;
+  std::unique_ptr<runtime_actors> actors_;
 };
 
 }  // namespace tandem

@@ -17,7 +17,6 @@
 #include "gpu/plan/sampling_cut.h"
 #include "gpu/plan/sampling_inputs.h"
 #include "gpu/plan/step_packing.h"
-#include "gpu/plan/step_tickets.h"
 #include "gpu/plan/workspace_plan.h"
 
 namespace tandem::gpu {
@@ -466,23 +465,6 @@ TEST(LaunchConfig, SplitsFillTheDeviceForLongContexts) {
   EXPECT_EQ(p.keys_per_split, 4096u);
   // The cap holds.
   EXPECT_LE(plan_attention_splits(1, 1 << 20, 16, 132, 16).n_splits, 16u);
-}
-
-TEST(StepTickets, InOrderReleaseAndDepth) {
-  step_tickets t(2);
-  const auto a = t.issue(), b = t.issue();
-  ASSERT_TRUE(a && b);
-  EXPECT_FALSE(t.issue());  // depth 2
-  EXPECT_TRUE(t.done(*b));
-  EXPECT_FALSE(t.pop_ready());  // b waits for a
-  EXPECT_FALSE(t.done(*b));     // repeated
-  EXPECT_FALSE(t.done(99));     // unknown
-  EXPECT_TRUE(t.done(*a));
-  EXPECT_EQ(t.pop_ready(), a);
-  EXPECT_EQ(t.pop_ready(), b);
-  EXPECT_FALSE(t.pop_ready());
-  EXPECT_TRUE(t.can_issue());
-  EXPECT_EQ(t.issued(), 2u);
 }
 
 }  // namespace

@@ -25,13 +25,25 @@ struct fixture {
   }
 };
 
-planned_seq seq(seq_id id, uint32_t start, std::vector<token_id> tokens, block_table table, bool sample) {
-  planned_seq p;
+// A sequence's first step: its tokens and its whole table.
+device_seq first(seq_id id, std::vector<token_id> tokens, block_table table, bool sample) {
+  device_seq p;
   p.seq = id;
-  p.start_pos = start;
-  p.tokens = std::move(tokens);
-  p.table = std::move(table);
+  p.n_new = static_cast<uint32_t>(tokens.size());
+  p.new_tokens = std::move(tokens);
+  p.new_blocks = std::move(table);
   p.sample = sample;
+  return p;
+}
+
+// A decode step: the device holds the token it emitted last, and the table is unchanged.
+device_seq next(seq_id id, uint32_t pos, uint32_t table_size) {
+  device_seq p;
+  p.seq = id;
+  p.start_pos = pos;
+  p.n_new = 1;
+  p.table_keep = table_size;
+  p.sample = true;
   return p;
 }
 
@@ -74,10 +86,9 @@ TEST_F(GpuWorker, DeviceAndHostSamplingAgreeAndErrorsAreReplies) {
   // sequence whose chunk does not reach its end (no sample).
   const std::vector<token_id> prompt = {1, 7, 42, 99, 3, 250, 17, 8, 64, 5, 11, 300, 2, 9, 77, 31, 400};
   device_step step;
-  step.plan.step = 1;
-  step.plan.seqs = {seq(1, 0, prompt, {0, 1}, true), seq(2, 0, prompt, {5, 6}, true), seq(3, 0, {4, 4, 4}, {9}, false)};
-  step.sampling = {greedy_device, greedy_host, greedy_device};
-  step.n_prompt = {17, 17, 3};
+  step.step = 1;
+  step.started = {{1, greedy_device, 17}, {2, greedy_host, 17}, {3, greedy_device, 3}};
+  step.seqs = {first(1, prompt, {0, 1}, true), first(2, prompt, {5, 6}, true), first(3, {4, 4, 4}, {9}, false)};
   for (int k = 0; k < 4; ++k) {
     const auto r = run(self, w, step);
     ASSERT_TRUE(r.error.empty()) << r.error;
@@ -87,15 +98,13 @@ TEST_F(GpuWorker, DeviceAndHostSamplingAgreeAndErrorsAreReplies) {
     EXPECT_TRUE(r.emitted[2].empty());
     EXPECT_EQ(r.logprobs[1].token, r.emitted[1][0]);
     // Next: decode the emitted token.
-    const uint32_t pos = static_cast<uint32_t>(step.plan.seqs[0].start_pos + step.plan.seqs[0].tokens.size());
-    step.plan.step++;
-    step.plan.seqs = {seq(1, pos, r.emitted[0], {0, 1}, true), seq(2, pos, r.emitted[1], {5, 6}, true)};
-    step.sampling = {greedy_device, greedy_host};
-    step.n_prompt = {17, 17};
+    const uint32_t pos = step.seqs[0].start_pos + step.seqs[0].n_new;
+    step.step++;
+    step.started.clear();
+    step.seqs = {next(1, pos, 2), next(2, pos, 2)};
   }
-  step.plan.seqs = {seq(4, 0, {1, 2}, {31, 999}, true)};
-  step.sampling = {greedy_device};
-  step.n_prompt = {2};
+  step.started = {{4, greedy_device, 2}};
+  step.seqs = {first(4, {1, 2}, {31, 999}, true)};
   EXPECT_FALSE(run(self, w, step).error.empty());
   device_stats stats;
   self->request(w, caf::infinite, stats_atom::value).receive([&](device_stats s) { stats = s; }, [&](caf::error&) {});
@@ -129,11 +138,9 @@ TEST_F(GpuWorker, DevicePenaltiesAndTopKMatchTheHostSampler) {
   const std::vector<token_id> prompt = {1, 7, 42, 99, 3, 250, 17, 8, 64, 5, 11, 300, 2, 9, 77, 31, 400};
   const std::vector<block_table> tables = {{0, 1}, {5, 6}, {10, 11}};
   device_step step;
-  step.plan.step = 1;
-  step.plan.seqs = {seq(1, 0, prompt, tables[0], true), seq(2, 0, prompt, tables[1], true),
-                    seq(3, 0, prompt, tables[2], true)};
-  step.sampling = {device_greedy, host_greedy, device_top1};
-  step.n_prompt = {17, 17, 17};
+  step.step = 1;
+  step.started = {{1, device_greedy, 17}, {2, host_greedy, 17}, {3, device_top1, 17}};
+  step.seqs = {first(1, prompt, tables[0], true), first(2, prompt, tables[1], true), first(3, prompt, tables[2], true)};
   for (int k = 0; k < 10; ++k) {
     const auto r = run(self, w, step);
     ASSERT_TRUE(r.error.empty()) << r.error;
@@ -141,10 +148,12 @@ TEST_F(GpuWorker, DevicePenaltiesAndTopKMatchTheHostSampler) {
     ASSERT_EQ(r.emitted[1].size(), 1u);
     EXPECT_EQ(r.emitted[0], r.emitted[1]) << "step " << k;
     EXPECT_EQ(r.emitted[2], r.emitted[1]) << "step " << k;
-    const uint32_t pos = static_cast<uint32_t>(step.plan.seqs[0].start_pos + step.plan.seqs[0].tokens.size());
-    step.plan.step++;
-    // Every sequence continues with the host's token, so all three keep the same history.
-    for (size_t i = 0; i < 3; ++i) step.plan.seqs[i] = seq(i + 1, pos, r.emitted[1], tables[i], true);
+    const uint32_t pos = step.seqs[0].start_pos + step.seqs[0].n_new;
+    step.step++;
+    step.started.clear();
+    // Each continues with the token it emitted (the same three, as checked above), so all
+    // three keep the same history.
+    for (size_t i = 0; i < 3; ++i) step.seqs[i] = next(i + 1, pos, 2);
   }
   self->send_exit(w, caf::exit_reason::user_shutdown);
 }

@@ -8,6 +8,7 @@
 #include <caf/all.hpp>
 #include <thread>
 
+#include "actors/runtime_actors.h"
 #include "engine/gguf/gguf.h"
 #include "engine/model/model_path.h"
 #include "engine/model/model_truncation.h"
@@ -123,13 +124,13 @@ class SpeculativeRuntime : public ::testing::Test {
     for (size_t i = 0; i < expected.size(); ++i) {
       EXPECT_EQ(alone[i].tokens, expected[i].tokens) << "prompt " << i;
       EXPECT_EQ(together[i].tokens, expected[i].tokens) << "prompt " << i << " (batched)";
-      EXPECT_EQ(alone[i].done.finish_reason, expected[i].done.finish_reason);
+      EXPECT_EQ(alone[i].done.reason, expected[i].done.reason);
       EXPECT_EQ(alone[i].done.completion_tokens, expected[i].done.completion_tokens);
     }
 
     caf::scoped_actor self{*sys_};
     speculation_stats st;
-    self->request(spec->verifier(), caf::infinite, stats_atom::value)
+    self->request(spec->actors().verifier, caf::infinite, stats_atom::value)
         .receive([&](const speculation_stats& s) { st = s; }, [](const caf::error&) {});
     std::printf("%s: drafted %llu, accepted %llu (%.1f%%), mean accepted per pass %.2f\n", spec_cfg.speculative.c_str(),
                 static_cast<unsigned long long>(st.drafted), static_cast<unsigned long long>(st.accepted),
@@ -144,7 +145,7 @@ class SpeculativeRuntime : public ::testing::Test {
     caf::scoped_actor self{*sys_};
     kv_cache_stats kv;
     for (int i = 0; i < 100; ++i) {
-      self->request(rt.cache_manager(), caf::infinite, stats_atom::value)
+      self->request(rt.actors().cache_manager, caf::infinite, stats_atom::value)
           .receive([&](const kv_cache_stats& s) { kv = s; }, [](const caf::error&) {});
       if (kv.pool.used == 0) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -209,10 +210,10 @@ TEST_F(SpeculativeRuntime, PreemptionAndCancelDuringSpeculationHoldNoBlocks) {
     EXPECT_EQ(together[i].tokens, (*expected_)[i].tokens) << "prompt " << i;
   }
   scheduler_stats sched;
-  self->request(spec->scheduler(), caf::infinite, stats_atom::value)
+  self->request(spec->actors().scheduler, caf::infinite, stats_atom::value)
       .receive([&](const scheduler_stats& s) { sched = s; }, [](const caf::error&) {});
   speculation_stats st;
-  self->request(spec->verifier(), caf::infinite, stats_atom::value)
+  self->request(spec->actors().verifier, caf::infinite, stats_atom::value)
       .receive([&](const speculation_stats& s) { st = s; }, [](const caf::error&) {});
   std::printf("small pool: %llu preemptions, %llu drafts accepted\n",
               static_cast<unsigned long long>(sched.preemptions), static_cast<unsigned long long>(st.accepted));
@@ -230,14 +231,14 @@ TEST_F(SpeculativeRuntime, PreemptionAndCancelDuringSpeculationHoldNoBlocks) {
   }
   for (int i = 0; i < 500 && st.drafted == drafted_before; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    self->request(spec->verifier(), caf::infinite, stats_atom::value)
+    self->request(spec->actors().verifier, caf::infinite, stats_atom::value)
         .receive([&](const speculation_stats& s) { st = s; }, [](const caf::error&) {});
   }
   EXPECT_GT(st.drafted, drafted_before) << "cancelled before any draft was verified";
   for (request_id id : ids) self->send(spec->admission(), cancel_atom::value, id);
   int aborted = 0;
   for (size_t i = 0; i < ids.size(); ++i) {
-    self->receive([&](result_atom, spec_run& r) { aborted += r.done.finish_reason == "abort"; },
+    self->receive([&](result_atom, spec_run& r) { aborted += r.done.reason == finish_reason::abort; },
                   caf::after(std::chrono::seconds(120)) >> [] { ADD_FAILURE() << "no final event after cancel"; });
   }
   EXPECT_GT(aborted, 0);

@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "engine/kv/block_reservation.h"
 #include "engine/schedule/step_planner.h"
 
 using namespace tandem;
@@ -14,10 +15,12 @@ using namespace tandem;
 namespace {
 
 // Runs the policy the way the scheduler actor does, with a fake device that "samples"
-// token 1000 + n for a sequence's n-th output (n from 1).
+// token 1000 + n for a sequence's n-th output (n from 1), and the cache manager's side of
+// the reservation protocol (block_reservations) over a real block manager.
 class harness {
  public:
-  harness(planner_config cfg, uint32_t n_blocks, uint32_t block_size = 16) : planner(cfg), kv(n_blocks, block_size) {}
+  harness(planner_config cfg, uint32_t n_blocks, uint32_t block_size = 16)
+      : planner(cfg), kv(n_blocks, block_size), book(kv) {}
 
   void add(seq_id s, uint32_t prompt_len, uint32_t max_out, const std::string& tenant = "default", double weight = 1.0,
            token_id first = -1) {
@@ -29,27 +32,33 @@ class harness {
   }
 
   void abort(seq_id s) {
-    if (planner.remove(s)) kv.free(s);
+    planner.remove(s);
+    book.release(s);
     max_out_.erase(s);
   }
 
+  reserve_result reserve() { return book.reserve(planner.propose()); }
+  void commit(seq_id s) { book.commit(s, planner.take_unsent(s), planner.n_computed(s)); }
+
   step_plan_core step() {
-    const auto granted = reserve_blocks(kv, planner.propose());
-    auto plan = planner.finalize(granted);
-    for (seq_id s : plan.orphaned) kv.free(s);
+    auto plan = planner.finalize(reserve());
+    for (seq_id s : plan.orphaned) book.release(s);
+    fed.clear();
     for (const auto& p : plan.seqs) {
-      ASSERT_GE_RET(p.table.size() * kv.block_size(), p.start_pos + p.tokens.size());
+      ASSERT_GE_RET(planner.table(p.seq).size() * kv.block_size(), p.start_pos + p.n_fed());
+      EXPECT_EQ(planner.table(p.seq), kv.table(p.seq)) << "the planner's copy of the table follows the grants";
       EXPECT_TRUE(p.draft.empty()) << "this fake device verifies no drafts, and step() sets none";
+      fed[p.seq] = planner.fed_tokens(p);
       std::optional<token_id> tok;
       if (p.sample) tok = 1001 + static_cast<token_id>(planner.tokens(p.seq).size() - planner.n_prompt(p.seq));
       planner.complete(p, tok);
-      kv.commit(p.seq, planner.tokens(p.seq), planner.n_computed(p.seq));
+      commit(p.seq);
       const auto out = planner.tokens(p.seq).size() - planner.n_prompt(p.seq);
       if (out >= max_out_[p.seq]) {
         finished.push_back(p.seq);
         outputs[p.seq] = planner.tokens(p.seq);
         planner.remove(p.seq);
-        kv.free(p.seq);
+        book.release(p.seq);
       }
     }
     return plan;
@@ -69,8 +78,10 @@ class harness {
 
   step_planner planner;
   kv_block_manager kv;
+  block_reservations book;
   std::vector<seq_id> finished;
   std::map<seq_id, std::vector<token_id>> outputs;
+  std::map<seq_id, std::vector<token_id>> fed;  // the last step's tokens per sequence
 
  private:
   template <class A, class B>
@@ -110,17 +121,17 @@ TEST(StepPlanner, ChunksALongPromptAndSamplesOnlyAtItsEnd) {
   auto p1 = h.step();
   ASSERT_EQ(p1.seqs.size(), 1u);
   EXPECT_EQ(p1.seqs[0].start_pos, 0u);
-  EXPECT_EQ(p1.seqs[0].tokens.size(), 512u);
+  EXPECT_EQ(p1.seqs[0].n_fed(), 512u);
   EXPECT_FALSE(p1.seqs[0].sample);
   auto p2 = h.step();
   EXPECT_EQ(p2.seqs[0].start_pos, 512u);
-  EXPECT_EQ(p2.seqs[0].tokens.size(), 512u);
+  EXPECT_EQ(p2.seqs[0].n_fed(), 512u);
   auto p3 = h.step();
-  EXPECT_EQ(p3.seqs[0].tokens.size(), 176u);
+  EXPECT_EQ(p3.seqs[0].n_fed(), 176u);
   EXPECT_TRUE(p3.seqs[0].sample);
   auto p4 = h.step();  // decode: the sampled token
   EXPECT_EQ(p4.seqs[0].start_pos, 1200u);
-  EXPECT_EQ(p4.seqs[0].tokens, (std::vector<token_id>{1001}));
+  EXPECT_EQ(h.fed[1], (std::vector<token_id>{1001}));
   EXPECT_EQ(h.finished, (std::vector<seq_id>{1}));
 }
 
@@ -156,7 +167,7 @@ TEST(StepPlanner, CostAwareChunksShrinkAsTheContextGrows) {
     auto p = h.step();
     ASSERT_EQ(p.seqs.size(), 1u);
     EXPECT_EQ(p.seqs[0].start_pos, done);
-    const auto n = static_cast<uint32_t>(p.seqs[0].tokens.size());
+    const auto n = p.seqs[0].n_fed();
     EXPECT_EQ(n, std::min(4000 - done, prefill_chunk_tokens(cfg, done)));
     EXPECT_LE(n, last);
     last = n;
@@ -176,11 +187,11 @@ TEST(StepPlanner, RunningStreamsKeepDecodingWhileAPromptIsPrefilled) {
     for (seq_id s = 1; s <= 4; ++s) {
       const auto* p = find(plan, s);
       ASSERT_NE(p, nullptr) << "stream " << s << " skipped a step";
-      EXPECT_EQ(p->tokens.size(), 1u);
+      EXPECT_EQ(p->n_fed(), 1u);
     }
     const auto* big = find(plan, 9);
     ASSERT_NE(big, nullptr);
-    EXPECT_EQ(big->tokens.size(), std::min<size_t>(256, 2000 - big->start_pos));
+    EXPECT_EQ(big->n_fed(), std::min<size_t>(256, 2000 - big->start_pos));
     ++prefill_steps;
   }
   EXPECT_EQ(prefill_steps, 8);  // ceil(2000 / 256)
@@ -236,13 +247,13 @@ TEST(StepPlanner, AbortInEveryPhaseFreesEverything) {
 TEST(StepPlanner, AbortBetweenProposalAndPlanReturnsTheGrantedBlocks) {
   harness h({4, 256, 256}, 16, 4);
   h.add(1, 20, 5);
-  const auto granted = reserve_blocks(h.kv, h.planner.propose());
+  const auto granted = h.reserve();
   ASSERT_EQ(granted.admitted.size(), 1u);
   h.planner.remove(1);  // the client went away while the cache manager answered
   const auto plan = h.planner.finalize(granted);
   EXPECT_TRUE(plan.seqs.empty());
   ASSERT_EQ(plan.orphaned, (std::vector<seq_id>{1}));
-  h.kv.free(1);
+  h.book.release(1);
   h.expect_all_blocks_free_or_cached();
 }
 
@@ -254,7 +265,7 @@ TEST(StepPlanner, ASharedPrefixIsComputedOnce) {
   const auto plan = h.step();
   ASSERT_EQ(plan.seqs.size(), 1u);
   EXPECT_EQ(plan.seqs[0].n_cached, 992u);  // 62 full blocks; the last token is always computed
-  EXPECT_EQ(plan.seqs[0].tokens.size(), 8u);
+  EXPECT_EQ(plan.seqs[0].n_fed(), 8u);
 }
 
 TEST(StepPlanner, ANewTenantStartsWithinTheNextRound) {
@@ -298,11 +309,11 @@ TEST(StepPlanner, DraftsAreVerifiedInTheStepAndRejectedOnesRolledBack) {
   h.step();  // prefill 6 tokens, sample one: 7 tokens, 6 computed
   ASSERT_EQ(h.planner.decoding(), (std::vector<seq_id>{1}));
   h.planner.set_draft(1, {5001, 5002, 5003});
-  auto plan = h.planner.finalize(reserve_blocks(h.kv, h.planner.propose()));
+  auto plan = h.planner.finalize(h.reserve());
   ASSERT_EQ(plan.seqs.size(), 1u);
   const auto p = plan.seqs[0];
   EXPECT_EQ(p.start_pos, 6u);
-  EXPECT_EQ(p.tokens, (std::vector<token_id>{1001, 5001, 5002, 5003}));
+  EXPECT_EQ(h.planner.fed_tokens(p), (std::vector<token_id>{1001, 5001, 5002, 5003}));
   EXPECT_EQ(p.draft, (std::vector<token_id>{5001, 5002, 5003}));
   EXPECT_TRUE(p.sample);
   EXPECT_EQ(h.kv.table(1).size(), 5u);  // 10 positions in blocks of 2
@@ -314,19 +325,19 @@ TEST(StepPlanner, DraftsAreVerifiedInTheStepAndRejectedOnesRolledBack) {
   EXPECT_EQ(h.planner.n_computed(1), 7u);  // the last token only
   EXPECT_EQ(h.planner.tokens(1).size(), 8u);
   EXPECT_EQ(h.planner.tokens(1).back(), 7777);
-  h.kv.trim(1, static_cast<uint32_t>(h.planner.tokens(1).size()));
+  h.book.trim(1, static_cast<uint32_t>(h.planner.tokens(1).size()));
   EXPECT_EQ(h.kv.table(1).size(), 4u);  // the block that held only rejected positions is back
   EXPECT_EQ(h.kv.stats().pool.free, free_before + 1);
 
   // Drafts are used once: the next plan is a plain decode step.
-  plan = h.planner.finalize(reserve_blocks(h.kv, h.planner.propose()));
+  plan = h.planner.finalize(h.reserve());
   EXPECT_TRUE(plan.seqs[0].draft.empty());
-  EXPECT_EQ(plan.seqs[0].tokens, (std::vector<token_id>{7777}));
+  EXPECT_EQ(h.planner.fed_tokens(plan.seqs[0]), (std::vector<token_id>{7777}));
 
   // Two of three accepted: 1 + 2 computed, 3 tokens appended.
   h.planner.complete(plan.seqs[0], std::vector<token_id>{8888});
   h.planner.set_draft(1, {1, 2, 3});
-  plan = h.planner.finalize(reserve_blocks(h.kv, h.planner.propose()));
+  plan = h.planner.finalize(h.reserve());
   h.planner.complete(plan.seqs[0], std::vector<token_id>{1, 2, 9});
   EXPECT_EQ(h.planner.n_computed(1), 8u + 1 + 2);
   EXPECT_EQ(h.planner.tokens(1).size(), 9u + 3);
@@ -337,8 +348,8 @@ TEST(StepPlanner, DraftsAreCutToTheTokenBudget) {
   h.add(1, 3, 100);
   h.step();
   h.planner.set_draft(1, {1, 2, 3, 4, 5});
-  const auto plan = h.planner.finalize(reserve_blocks(h.kv, h.planner.propose()));
-  EXPECT_EQ(plan.seqs[0].tokens.size(), 3u);  // the budget: last token + 2 drafts
+  const auto plan = h.planner.finalize(h.reserve());
+  EXPECT_EQ(plan.seqs[0].n_fed(), 3u);  // the budget: last token + 2 drafts
   EXPECT_EQ(plan.seqs[0].draft, (std::vector<token_id>{1, 2}));
 }
 
@@ -354,7 +365,7 @@ TEST(StepPlanner, AbortDuringSpeculationFreesTheDraftBlocks) {
     h.step();  // prefill 6, sample one: 7 tokens, 6 computed, 3 blocks
     ASSERT_EQ(h.kv.stats().pool.used, 3u);
     h.planner.set_draft(1, {5001, 5002, 5003, 5004, 5005});
-    const auto plan = h.planner.finalize(reserve_blocks(h.kv, h.planner.propose()));
+    const auto plan = h.planner.finalize(h.reserve());
     ASSERT_EQ(plan.seqs.size(), 1u);
     ASSERT_EQ(plan.seqs[0].draft.size(), 5u);
     EXPECT_EQ(h.kv.stats().pool.used, 6u);  // positions 0..11: the last token and five drafts
@@ -363,7 +374,7 @@ TEST(StepPlanner, AbortDuringSpeculationFreesTheDraftBlocks) {
       EXPECT_EQ(h.planner.n_computed(1), 9u);  // 6 + the last token + two accepted
     }
     h.abort(1);
-    if (h.kv.has(1)) h.kv.trim(1, 10);  // the scheduler's trim, arriving after the abort
+    h.book.trim(1, 10);  // the scheduler's trim, arriving after the abort
     EXPECT_FALSE(h.planner.contains(1));
     h.expect_all_blocks_free_or_cached();
     EXPECT_EQ(h.kv.stats().pool.free + h.kv.stats().pool.cached_free, 16u);
@@ -387,7 +398,7 @@ TEST(StepPlanner, PreemptionDuringSpeculationKeepsExactBlockAccounts) {
   // a pool of 8. Sequence 1 gets its 5; sequence 2, the newest, is preempted.
   h.planner.set_draft(1, {11, 12, 13, 14, 15});
   h.planner.set_draft(2, {21, 22, 23, 24, 25});
-  const auto plan = h.planner.finalize(reserve_blocks(h.kv, h.planner.propose()));
+  const auto plan = h.planner.finalize(h.reserve());
   EXPECT_EQ(plan.preempted, (std::vector<seq_id>{2}));
   ASSERT_EQ(plan.seqs.size(), 1u);
   const planned_seq p = plan.seqs[0];
@@ -402,10 +413,10 @@ TEST(StepPlanner, PreemptionDuringSpeculationKeepsExactBlockAccounts) {
   // Two drafts accepted, then the target's own token: 5 + 3 = 8 tokens, 7 computed.
   h.planner.complete(p, std::vector<token_id>{11, 12, 99});
   EXPECT_EQ(h.planner.n_computed(1), 7u);
-  h.kv.trim(1, static_cast<uint32_t>(h.planner.tokens(1).size()));
+  h.book.trim(1, static_cast<uint32_t>(h.planner.tokens(1).size()));
   EXPECT_EQ(h.kv.table(1).size(), 4u);  // 8 positions in blocks of 2; the fifth held only rejects
   EXPECT_EQ(h.kv.stats().pool.used, 4u);
-  h.kv.commit(1, h.planner.tokens(1), h.planner.n_computed(1));
+  h.commit(1);
 
   // No more drafts: both run to their 8 outputs, sequence 2 recomputed from its kept tokens.
   h.run_to_end();

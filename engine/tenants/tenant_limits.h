@@ -8,16 +8,9 @@
 #include <string_view>
 #include <vector>
 
-namespace tandem {
+#include "tandem/tenants.h"
 
-struct tenant_config {
-  std::string name;
-  std::vector<std::string> api_keys;
-  double requests_per_minute = 0;  // 0 = no limit
-  double tokens_per_minute = 0;    // prompt + completion tokens; 0 = no limit
-  uint32_t max_concurrent = 0;     // requests in flight at once; 0 = no limit
-  double weight = 1.0;             // share of the engine when tenants compete
-};
+namespace tandem {
 
 // Reads a tenants file:
 //   tenants:

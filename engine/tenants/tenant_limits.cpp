@@ -1,4 +1,4 @@
-#include "actors/tenant_limits.h"
+#include "engine/tenants/tenant_limits.h"
 
 #include <yaml-cpp/yaml.h>
 

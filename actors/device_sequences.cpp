@@ -1,0 +1,93 @@
+#include "actors/device_sequences.h"
+
+#include <random>
+#include <stdexcept>
+#include <string>
+
+#include "actors/sampling_params_from.h"
+#include "engine/kv/reservation.h"
+#include "engine/sampling/speculative.h"
+
+namespace tandem {
+
+device_sequences::sequence::sequence(const device_seq_start& start)
+    : s(sampling_params_from(start.sampling)),
+      options(start.sampling),
+      n_prompt(start.n_prompt),
+      seed(start.sampling.seed >= 0 ? static_cast<uint64_t>(start.sampling.seed) : std::random_device{}()) {}
+
+void device_sequences::begin(const device_step& step, step_input& in) {
+  for (seq_id s : step.released) seqs_.erase(s);
+  for (seq_id s : step.preempted) {
+    if (auto it = seqs_.find(s); it != seqs_.end()) it->second.table.clear();
+  }
+  for (const auto& start : step.started) seqs_.try_emplace(start.seq, start);
+
+  in.seqs.resize(step.seqs.size());
+  for (size_t i = 0; i < step.seqs.size(); ++i) {
+    const auto& p = step.seqs[i];
+    const auto it = seqs_.find(p.seq);
+    if (it == seqs_.end()) {
+      throw std::invalid_argument("step for sequence " + std::to_string(p.seq) + ", which the device does not hold");
+    }
+    auto& sq = it->second;
+    sq.tokens.insert(sq.tokens.end(), p.new_tokens.begin(), p.new_tokens.end());
+    apply_grant(sq.table, p.table_keep, p.new_blocks);
+    const size_t end = static_cast<size_t>(p.start_pos) + p.n_new;
+    if (sq.tokens.size() < end) {
+      throw std::invalid_argument("step for sequence " + std::to_string(p.seq) + " computes up to position " +
+                                  std::to_string(end) + " but the device holds " + std::to_string(sq.tokens.size()) +
+                                  " of its tokens");
+    }
+    auto& s = in.seqs[i];
+    s.seq = p.seq;
+    s.tokens.assign(sq.tokens.begin() + p.start_pos, sq.tokens.begin() + static_cast<std::ptrdiff_t>(end));
+    s.tokens.insert(s.tokens.end(), p.draft.begin(), p.draft.end());
+    s.start_pos = static_cast<int32_t>(p.start_pos);
+    s.blocks = sq.table;
+    // Drafted sequences need logits for every position, computed with decode numerics so
+    // that verification equals decoding bit for bit.
+    s.want_all_logits = !p.draft.empty();
+    s.decode_numerics = !p.draft.empty();
+  }
+}
+
+std::span<const token_id> device_sequences::history(const device_seq& p) const {
+  const auto& sq = seqs_.at(p.seq);
+  const size_t last_end = static_cast<size_t>(p.start_pos) + p.n_new;
+  const size_t n_prompt = std::min<size_t>(sq.n_prompt, last_end);
+  return std::span<const token_id>(sq.tokens).subspan(n_prompt, last_end - n_prompt);
+}
+
+void device_sequences::record(const device_seq& p, std::span<const token_id> emitted) {
+  auto& sq = seqs_.at(p.seq);
+  sq.tokens.insert(sq.tokens.end(), emitted.begin(), emitted.end());
+}
+
+std::vector<token_id> device_sequences::sample(const device_seq& p, std::span<const std::span<const float>> rows,
+                                               output_logprob& lp) {
+  auto& sq = seqs_.at(p.seq);
+  const auto hist = history(p);
+  std::vector<token_id> emitted;
+  if (!p.draft.empty()) {
+    draft_proposal proposal;
+    proposal.tokens = p.draft;  // n-gram and model drafts alike travel as point masses
+    auto acc = accept_drafts(sq.s, rows, proposal, {hist.begin(), hist.end()});
+    emitted = std::move(acc.tokens);
+  } else {
+    const auto r = sq.s.sample(rows.back(), hist);
+    if (r.token >= 0) emitted = {r.token};
+    if (sq.options.logprobs) {
+      lp.token = r.token;
+      lp.logprob = r.logprob;
+      for (const auto& t : r.top) {
+        lp.top_ids.push_back(t.token);
+        lp.top_logprobs.push_back(t.logprob);
+      }
+    }
+  }
+  record(p, emitted);
+  return emitted;
+}
+
+}  // namespace tandem

@@ -1,0 +1,64 @@
+// The device's copy of each sequence it runs, kept between steps so that a step carries only
+// what changed (device_step), and the host-side sampling both device workers share: the CPU
+// worker samples every row here; the CUDA worker those its device sampler does not cover
+// (log-probabilities, logit bias, draft verification).
+//
+//   per sequence:  sampler (its random stream), options, prompt length,
+//                  tokens[p] = token at position p (every token known to the device),
+//                  block table
+//
+//   begin():  released -> forgotten; preempted -> table cleared; started -> created;
+//             each planned sequence: tokens += new_tokens, table = table[:keep] + new_blocks;
+//             the model's step input is filled from these copies
+//   sample(): the emitted tokens are appended to the sequence's tokens
+//
+// Invariant after begin(): a planned sequence holds at least start_pos + n_new tokens,
+// otherwise begin() throws (and the model's forward pass checks that its table covers the
+// positions it writes).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "actors/device_worker.h"
+#include "engine/model/step.h"
+#include "engine/sampling/sampler.h"
+
+namespace tandem {
+
+class device_sequences {
+ public:
+  struct sequence {
+    explicit sequence(const device_seq_start& start);
+    sampler s;
+    sampling_options options;
+    uint32_t n_prompt = 0;
+    std::vector<token_id> tokens;
+    block_table table;
+    uint64_t seed = 0;   // options.seed, or a random one: for a device sampler's random stream
+    uint64_t draws = 0;  // numbers that stream has given
+  };
+
+  // Applies the step's changes to the copies and fills `in` with the model's input. Throws
+  // std::invalid_argument when a change does not fit the copy (the step then fails whole).
+  void begin(const device_step& step, step_input& in);
+
+  sequence& at(seq_id seq) { return seqs_.at(seq); }
+  // The tokens the penalties count for the row after p's known tokens: its output so far,
+  // up to and including its last token (drafts excluded).
+  std::span<const token_id> history(const device_seq& p) const;
+
+  // Host sampling for planned sequence p from its logits rows (one row, or one per fed token
+  // with drafts). Returns the emitted tokens (appended to the sequence) and fills `lp` when
+  // log-probabilities were asked for.
+  std::vector<token_id> sample(const device_seq& p, std::span<const std::span<const float>> rows, output_logprob& lp);
+  // Tokens a device sampler emitted for p: appended as sample() would.
+  void record(const device_seq& p, std::span<const token_id> emitted);
+
+ private:
+  std::unordered_map<seq_id, sequence> seqs_;
+};
+
+}  // namespace tandem

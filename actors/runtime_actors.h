@@ -1,0 +1,37 @@
+// The runtime's actors, for the parts of Tandem that talk to more than admission (the
+// server's metrics, tests, benchmarks) and for device workers other than the CPU one.
+// Internal: hosts use include/tandem/runtime.h.
+#pragma once
+
+#include <caf/all.hpp>
+#include <functional>
+#include <memory>
+
+#include "actors/cache_manager.h"
+#include "actors/device_worker.h"
+#include "actors/drafter.h"
+#include "actors/scheduler.h"
+#include "actors/verifier.h"
+#include "tandem/runtime.h"
+
+namespace tandem {
+
+class model;
+
+struct runtime_actors {
+  admission_actor admission;
+  scheduler_actor scheduler;
+  cache_manager_actor cache_manager;
+  device_worker_actor device_worker;
+  drafter_actor drafter;    // null without speculative decoding
+  verifier_actor verifier;  // null without speculative decoding
+};
+
+// Spawns a device worker over the model with a KV pool of n_blocks blocks of block_size
+// tokens (gpu/worker/gpu_device_worker.h makes one for CUDA).
+struct device_factory {
+  std::function<device_worker_actor(caf::actor_system&, std::shared_ptr<model>, uint32_t n_blocks, uint32_t block_size)>
+      spawn;
+};
+
+}  // namespace tandem

@@ -1,0 +1,95 @@
+// Spawning the runtime's actors: their start-up settings and the spawn functions, in one
+// place (the protocol headers hold only the typed interfaces and their messages). The
+// runtime (actors/runtime.cpp) wires them together; tests and benchmarks may spawn one alone.
+//
+//   admission --spawns--> streamer (one per request) --enqueue--> scheduler
+//   scheduler --> cache manager, device worker, [drafter, verifier]
+#pragma once
+
+#include <caf/all.hpp>
+#include <memory>
+#include <vector>
+
+#include "actors/cache_manager.h"
+#include "actors/device_worker.h"
+#include "actors/drafter.h"
+#include "actors/scheduler.h"
+#include "actors/streamer.h"
+#include "actors/verifier.h"
+#include "engine/schedule/step_planner.h"
+#include "engine/speculation/speculation_policy.h"
+#include "tandem/api.h"
+#include "tandem/tenants.h"
+
+namespace tandem {
+
+class model;
+struct runtime_shared;
+
+// --- admission and streamers ---------------------------------------------------------------
+
+struct admission_config {
+  uint32_t max_in_flight = 1024;       // accepted but unfinished requests; beyond: 503
+  std::vector<tenant_config> tenants;  // empty = open mode
+};
+
+admission_actor spawn_admission(caf::actor_system& sys, const admission_config& cfg,
+                                std::shared_ptr<const runtime_shared> shared, scheduler_actor scheduler);
+
+// A streamer for request `id` (spawned by admission; public for tests).
+streamer_actor spawn_streamer(caf::actor_system& sys, request_id id, generate_request req,
+                              std::shared_ptr<const runtime_shared> shared, scheduler_actor scheduler,
+                              admission_actor admission);
+
+// --- scheduler ---------------------------------------------------------------------------
+
+// The drafter and verifier of speculative decoding; both null = no speculation.
+struct speculation_actors {
+  drafter_actor drafter;
+  verifier_actor verifier;
+  // The drafter reports evidence and costs next to nothing (n-gram): ask it first, for up to
+  // k_max tokens, and let the verifier trim. Otherwise the verifier sets K first.
+  bool drafts_first = false;
+  uint32_t k_max = 0;
+};
+
+// kv_capacity_tokens: what the whole KV pool holds. A sequence never grows past it (it would
+// only preempt itself forever); a prompt that cannot fit is refused at once.
+scheduler_actor spawn_scheduler(caf::actor_system& sys, const planner_config& cfg, uint32_t block_size,
+                                uint32_t kv_capacity_tokens, cache_manager_actor cache, device_worker_actor device,
+                                speculation_actors spec = {});
+
+// --- cache manager -----------------------------------------------------------------------
+
+struct cache_manager_config {
+  uint32_t n_blocks = 0;
+  uint32_t block_size = 16;
+  bool enable_prefix_caching = true;
+};
+
+cache_manager_actor spawn_cache_manager(caf::actor_system& sys, const cache_manager_config& cfg);
+
+// --- device workers ----------------------------------------------------------------------
+
+// A CPU device worker (detached) over `m`, with a KV pool of n_blocks blocks. The CUDA
+// worker's spawn function is gpu/worker/gpu_device_worker.h's.
+device_worker_actor spawn_cpu_device_worker(caf::actor_system& sys, std::shared_ptr<model> m, uint32_t n_blocks,
+                                            uint32_t block_size);
+
+// --- speculative decoding ----------------------------------------------------------------
+
+// Prompt lookup: drafts what followed the last earlier occurrence of the sequence's last
+// min_n..max_n tokens.
+drafter_actor spawn_ngram_drafter(caf::actor_system& sys, int min_n = 1, int max_n = 3);
+
+// A drafter that runs a model greedily (detached: it computes): a separate draft model that
+// shares the target's vocabulary, or the target itself cut to its first n_layers blocks
+// (self-speculation by layer skipping; n_layers = 0 runs every layer). It keeps its own
+// paged KV cache of kv_tokens tokens for the layers it runs. Greedy drafts are a point-mass
+// q, so acceptance stays lossless for any sampling of the target.
+drafter_actor spawn_model_drafter(caf::actor_system& sys, std::shared_ptr<model> m, uint32_t n_layers,
+                                  uint32_t kv_tokens, uint32_t block_size);
+
+verifier_actor spawn_verifier(caf::actor_system& sys, const speculation_config& cfg);
+
+}  // namespace tandem

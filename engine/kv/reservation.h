@@ -1,0 +1,69 @@
+// One step's block reservation: the scheduler proposes, in priority order, the sequences it
+// wants to run and how far each must reach; the cache manager grants them against the pool.
+//
+//   running (oldest first) --grant in order--> short of blocks? preempt from the BACK of the
+//                                              running list (newest first), possibly the
+//                                              sequence being granted itself
+//   waiting (fair order)   --only if nobody was preempted: adopt cached prefix, grant in
+//                                              order, stop at the first that does not fit
+//
+// Both sides keep copies, so the messages carry only what changed:
+//   tokens  a sequence's tokens cross to the cache manager once: each request or commit
+//           carries those the cache manager has not seen (new_tokens)
+//   tables  a grant says how many entries of the table the scheduler last heard of stay
+//           (table_keep) and which blocks follow (new_blocks); a decoding sequence's grant
+//           is usually "keep all, nothing new"
+//
+// The messages are plain data; engine/kv/block_reservation.h answers them.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "engine/ids.h"
+#include "engine/kv/block_copy.h"
+
+namespace tandem {
+
+struct reserve_item {
+  seq_id seq = 0;
+  // running: the sequence must hold n_tokens tokens and writes from write_from on.
+  uint32_t n_tokens = 0;
+  uint32_t write_from = 0;
+  // waiting: how many of its tokens beyond its cached prefix it may compute in this step.
+  uint32_t max_compute = 0;
+  // The sequence's tokens the cache manager has not seen yet (a waiting sequence's first
+  // proposal carries its prompt; a preempted one's carries the output since its last commit).
+  std::vector<token_id> new_tokens;
+};
+
+struct reserve_request {
+  std::vector<reserve_item> running;
+  std::vector<reserve_item> waiting;
+};
+
+// A sequence's table after the grant: the first table_keep entries of the table the
+// scheduler last heard of, then new_blocks.
+struct reserve_grant {
+  seq_id seq = 0;
+  uint32_t table_keep = 0;
+  block_table new_blocks;
+  uint32_t n_cached = 0;  // waiting only: tokens adopted from the prefix cache
+  uint32_t n_tokens = 0;  // the sequence may compute up to here in this step
+};
+
+struct reserve_result {
+  std::vector<reserve_grant> running;   // in request order, minus the preempted
+  std::vector<seq_id> preempted;        // their blocks are freed already
+  std::vector<reserve_grant> admitted;  // a prefix of the waiting list
+  std::vector<block_copy> copies;       // copy-on-write work for the device, before the step
+};
+
+// Applies a grant to the scheduler's (or the device's) copy of a table.
+inline void apply_grant(block_table& table, uint32_t table_keep, const block_table& new_blocks) {
+  table.resize(std::min<size_t>(table.size(), table_keep));
+  table.insert(table.end(), new_blocks.begin(), new_blocks.end());
+}
+
+}  // namespace tandem

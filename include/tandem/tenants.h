@@ -1,0 +1,20 @@
+// A tenant of the server: its API keys, rate limits and share of the engine (the runtime's
+// configuration; loaded from YAML by `tandem serve --config`).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tandem {
+
+struct tenant_config {
+  std::string name;
+  std::vector<std::string> api_keys;
+  double requests_per_minute = 0;  // 0 = no limit
+  double tokens_per_minute = 0;    // prompt + completion tokens; 0 = no limit
+  uint32_t max_concurrent = 0;     // requests in flight at once; 0 = no limit
+  double weight = 1.0;             // share of the engine when tenants compete
+};
+
+}  // namespace tandem
