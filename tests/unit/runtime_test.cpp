@@ -8,6 +8,7 @@
 #include <mutex>
 #include <thread>
 
+#include "actors/runtime_actors.h"
 #include "actors/runtime_shared.h"
 #include "engine/model/model_config.h"
 #include "tandem/runtime.h"
@@ -106,14 +107,14 @@ class RuntimeTest : public ::testing::Test {
   static kv_cache_stats kv_stats() {
     caf::scoped_actor self{*sys_};
     kv_cache_stats s;
-    self->request(rt_->cache_manager(), caf::infinite, stats_atom::value)
+    self->request(rt_->actors().cache_manager, caf::infinite, stats_atom::value)
         .receive([&](const kv_cache_stats& x) { s = x; }, [](const caf::error&) {});
     return s;
   }
   static scheduler_stats sched_stats() {
     caf::scoped_actor self{*sys_};
     scheduler_stats s;
-    self->request(rt_->scheduler(), caf::infinite, stats_atom::value)
+    self->request(rt_->actors().scheduler, caf::infinite, stats_atom::value)
         .receive([&](const scheduler_stats& x) { s = x; }, [](const caf::error&) {});
     return s;
   }
@@ -149,7 +150,7 @@ const std::vector<std::string> kPrompts = {
 TEST_F(RuntimeTest, GreedyCompletionRunsToLength) {
   const auto out = run({greedy("The capital of France is", 16)});
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].done.finish_reason, "length");
+  EXPECT_EQ(out[0].done.reason, finish_reason::length);
   EXPECT_EQ(out[0].done.completion_tokens, 16u);
   EXPECT_EQ(out[0].tokens.size(), 16u);
   EXPECT_EQ(out[0].done.prompt_tokens, rt_->tok().encode("The capital of France is", true, false).size());
@@ -169,7 +170,7 @@ TEST_F(RuntimeTest, EightConcurrentGreedyRequestsMatchTheirSoloRuns) {
   for (size_t i = 0; i < kPrompts.size(); ++i) {
     EXPECT_EQ(together[i].text, alone[i].text) << "prompt " << i << ": " << kPrompts[i];
     EXPECT_EQ(together[i].tokens, alone[i].tokens);
-    EXPECT_EQ(together[i].done.finish_reason, alone[i].done.finish_reason);
+    EXPECT_EQ(together[i].done.reason, alone[i].done.reason);
     EXPECT_EQ(together[i].done.completion_tokens, alone[i].done.completion_tokens);
     EXPECT_GT(together[i].done.completion_tokens, 0u);
   }
@@ -218,7 +219,7 @@ TEST_F(RuntimeTest, StopStringsAreCutFromTheOutput) {
   auto req = greedy("The three primary colors are", 24);
   req.stop = {stop};
   const auto out = run({req})[0];
-  EXPECT_EQ(out.done.finish_reason, "stop");
+  EXPECT_EQ(out.done.reason, finish_reason::stop);
   EXPECT_EQ(out.text, plain.substr(0, plain.find(stop)));
   expect_no_blocks_held();
 }
@@ -239,7 +240,7 @@ TEST_F(RuntimeTest, CancelMidPrefillFreesEveryBlock) {
   self->send(rt_->admission(), cancel_atom::value, id);
   self->receive(
       [&](collect_atom, collected& c) {
-        EXPECT_EQ(c.done.finish_reason, "abort");
+        EXPECT_EQ(c.done.reason, finish_reason::abort);
         EXPECT_EQ(c.done.completion_tokens, 0u);
       },
       caf::after(std::chrono::seconds(60)) >> [] { ADD_FAILURE() << "no final event after cancel"; });
@@ -250,7 +251,7 @@ TEST_F(RuntimeTest, APromptLongerThanTheContextIsRefusedWithTheNumbers) {
   std::string huge;
   for (int i = 0; i < 3000; ++i) huge += "word" + std::to_string(i) + " ";
   const auto out = run({greedy(huge, 4)})[0];
-  EXPECT_EQ(out.done.finish_reason, "error");
+  EXPECT_EQ(out.done.reason, finish_reason::error);
   EXPECT_EQ(out.done.status, 400);
   EXPECT_NE(out.done.error.find("8192"), std::string::npos) << out.done.error;
 }
@@ -262,7 +263,7 @@ TEST_F(RuntimeTest, ChatPromptsUseTheTemplateAndEndAtEndOfTurn) {
   r.max_tokens = 64;
   r.sampling.temperature = 0;
   const auto out = run({r})[0];
-  EXPECT_EQ(out.done.finish_reason, "stop") << "the answer ends with the end-of-turn token";
+  EXPECT_EQ(out.done.reason, finish_reason::stop) << "the answer ends with the end-of-turn token";
   EXPECT_EQ(out.text, "The capital of Germany is Berlin.");
   EXPECT_EQ(out.done.completion_tokens, 8u) << "7 tokens of text and the end-of-turn token";
   EXPECT_EQ(out.text.find("<|im_end|>"), std::string::npos);
@@ -294,7 +295,7 @@ TEST(RuntimeLimits, ATinyKvPoolRefusesWhatCannotFitAndNeverLoops) {
   big.prompt = long_prompt;
   big.max_tokens = 4;
   const auto refused = submit(big);
-  EXPECT_EQ(refused.done.finish_reason, "error");
+  EXPECT_EQ(refused.done.reason, finish_reason::error);
   EXPECT_NE(refused.done.error.find("--kv-cache-tokens"), std::string::npos) << refused.done.error;
 
   generate_request runaway;
@@ -303,7 +304,7 @@ TEST(RuntimeLimits, ATinyKvPoolRefusesWhatCannotFitAndNeverLoops) {
   runaway.ignore_eos = true;
   runaway.sampling.temperature = 0;
   const auto capped = submit(runaway);
-  EXPECT_EQ(capped.done.finish_reason, "length");
+  EXPECT_EQ(capped.done.reason, finish_reason::length);
   EXPECT_EQ(capped.done.prompt_tokens + capped.done.completion_tokens, 128u);
 }
 
@@ -327,11 +328,61 @@ TEST_F(RuntimeTest, DeltasGoToOnDeltaWhenSetAndTheSinkGetsOnlyTheEnd) {
   };
   const auto through_call = run({req})[0];
   EXPECT_EQ(through_call.deltas, 0) << "a delta reached the sink although on_delta was set";
-  EXPECT_EQ(through_call.done.finish_reason, "length");
+  EXPECT_EQ(through_call.done.reason, finish_reason::length);
   EXPECT_EQ(through_call.done.completion_tokens, 12u);
   std::lock_guard lock(seen->m);
   EXPECT_EQ(seen->n, 12);
   EXPECT_EQ(seen->tokens, through_sink.tokens);
   EXPECT_EQ(seen->text, through_sink.text);
   expect_no_blocks_held();
+}
+
+// The cache manager fails (killed here) while a request decodes: the scheduler's next
+// reservation gets an error instead of blocks, and the running request ends with an error
+// that says so, as does one submitted afterwards; none waits forever.
+TEST(RuntimeFaults, AFailedReservationEndsTheRequestsWithAnError) {
+  caf::actor_system_config cfg;
+  tune_actor_system(cfg);
+  caf::actor_system sys{cfg};
+  runtime_config rc;
+  rc.threads = 2;
+  rc.kv_cache_tokens = 4096;
+  auto rt = runtime::start(sys, rc);
+  caf::scoped_actor self{sys};
+  auto submit = [&](uint32_t max_tokens) {
+    generate_request r;
+    r.prompt = "Count upwards: 1, 2, 3,";
+    r.max_tokens = max_tokens;
+    r.ignore_eos = true;
+    r.sampling.temperature = 0;
+    r.sink = self->spawn(collecting_sink, caf::actor_cast<caf::actor>(self));
+    self->request(rt->admission(), caf::infinite, submit_atom::value, r)
+        .receive([](const submit_reply& rep) { EXPECT_TRUE(rep.accepted) << rep.error; },
+                 [&](const caf::error& e) { ADD_FAILURE() << sys.render(e); });
+  };
+  auto wait_done = [&] {
+    collected c;
+    self->receive([&](collect_atom, collected& x) { c = std::move(x); },
+                  caf::after(std::chrono::seconds(60)) >> [&] { ADD_FAILURE() << "the request never ended"; });
+    return c;
+  };
+  submit(2000);
+  // Let it decode for a while, then kill the cache manager under it.
+  for (int i = 0; i < 200; ++i) {
+    scheduler_stats st;
+    self->request(rt->actors().scheduler, caf::infinite, stats_atom::value)
+        .receive([&](const scheduler_stats& x) { st = x; }, [](const caf::error&) {});
+    if (st.generated_tokens >= 8) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  self->send_exit(rt->actors().cache_manager, caf::exit_reason::kill);
+  const auto running = wait_done();
+  EXPECT_EQ(running.done.reason, finish_reason::error);
+  EXPECT_NE(running.done.error.find("KV cache manager"), std::string::npos) << running.done.error;
+  EXPECT_LT(running.done.completion_tokens, 2000u);
+
+  submit(16);
+  const auto later = wait_done();
+  EXPECT_EQ(later.done.reason, finish_reason::error);
+  EXPECT_NE(later.done.error.find("KV cache manager"), std::string::npos) << later.done.error;
 }
