@@ -1,5 +1,5 @@
-// Beast/Asio pieces the two session translation units share (include only from those two:
-// every file that includes Beast costs about a minute to compile).
+// Beast/Asio pieces the session translation units share (include only from net/'s session
+// files: every file that includes Beast costs about a minute to compile).
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
@@ -13,6 +13,7 @@
 #include <boost/beast/http.hpp>
 #include <memory>
 
+#include "net/routes.h"
 #include "net/server_context.h"
 
 namespace tandem::net {
@@ -23,6 +24,25 @@ namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
 using http_request = http::request<http::string_body>;
+using string_response = http::response<http::string_body>;
+
+// A route's reply (net/routes.h) as the response to `req`.
+inline string_response to_response(const http_request& req, http_reply reply) {
+  string_response res{static_cast<http::status>(reply.status), req.version()};
+  res.set(http::field::server, "tandem");
+  res.set(http::field::content_type, reply.content_type);
+  for (auto& [name, value] : reply.headers) res.set(name, value);
+  res.keep_alive(req.keep_alive());
+  res.body() = std::move(reply.body);
+  res.prepare_payload();
+  return res;
+}
+
+// Logs why a session coroutine ended with an exception (co_spawn's completion handler).
+void log_session_exception(std::exception_ptr e);
+
+// The HTTP session of one accepted connection, on the socket's strand (http_session.cpp).
+void start_http_session(tcp::socket socket, std::shared_ptr<server_context> ctx);
 
 // The WebSocket session on an upgraded HTTP connection (websocket_session.cpp); it takes
 // the stream and the request over (moves from them). References, not values: GCC 12 may

@@ -1,0 +1,17 @@
+// The listener: accepts connections and starts one HTTP session per connection, each on its
+// own strand. Past --max-connections a connection gets a short 503 and is closed.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <memory>
+
+#include "net/server_context.h"
+
+namespace tandem::net {
+
+boost::asio::awaitable<void> accept_loop(boost::asio::ip::tcp::acceptor& acceptor, boost::asio::io_context& ioc,
+                                         std::shared_ptr<server_context> ctx);
+
+}  // namespace tandem::net

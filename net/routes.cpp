@@ -1,0 +1,132 @@
+#include "net/routes.h"
+
+#include <boost/json.hpp>
+#include <cmath>
+
+#include "engine/chat/chat_template.h"
+#include "engine/chat/prompt_encoder.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "tandem/runtime.h"
+
+namespace tandem::net {
+namespace json = boost::json;
+
+namespace {
+
+constexpr route kRoutes[] = {
+    {"/health", false, route_kind::health, false},
+    {"/", false, route_kind::chat_page, false},
+    {"/index.html", false, route_kind::chat_page, false},
+    {"/metrics", false, route_kind::metrics, false},
+    {"/v1/models", false, route_kind::models, true},
+    {"/tokenize", true, route_kind::tokenize, true},
+    {"/detokenize", true, route_kind::detokenize, true},
+    {"/v1/chat/completions", true, route_kind::chat_completions, true},
+    {"/v1/completions", true, route_kind::completions, true},
+};
+
+http_reply json_reply(const json::value& v) {
+  http_reply r;
+  r.body = json::serialize(v);
+  return r;
+}
+
+}  // namespace
+
+const route* find_route(std::string_view path) {
+  for (const auto& r : kRoutes) {
+    if (r.path == path) return &r;
+  }
+  return nullptr;
+}
+
+http_reply error_reply(const api_error& e) {
+  http_reply r;
+  r.status = e.status;
+  r.body = error_body(e);
+  if (e.retry_after_s > 0) {
+    r.headers.emplace_back("Retry-After", std::to_string(static_cast<int64_t>(std::ceil(e.retry_after_s))));
+  }
+  return r;
+}
+
+void add_rate_limit_headers(std::vector<std::pair<std::string, std::string>>& headers, const submit_reply& r) {
+  if (r.limit_requests >= 0) {
+    headers.emplace_back("x-ratelimit-limit-requests", std::to_string(r.limit_requests));
+    headers.emplace_back("x-ratelimit-remaining-requests", std::to_string(r.remaining_requests));
+  }
+  if (r.limit_tokens >= 0) {
+    headers.emplace_back("x-ratelimit-limit-tokens", std::to_string(r.limit_tokens));
+    headers.emplace_back("x-ratelimit-remaining-tokens", std::to_string(r.remaining_tokens));
+  }
+}
+
+http_reply health_reply(const runtime* rt) {
+  http_reply r;
+  r.status = rt ? 200 : 503;
+  r.body = rt ? "{\"status\":\"ok\"}" : "{\"status\":\"loading\"}";
+  return r;
+}
+
+http_reply models_reply(const runtime& rt, const std::string& served_model_name) {
+  json::object m{{"id", served_model_name},
+                 {"object", "model"},
+                 {"created", 0},
+                 {"owned_by", "tandem"},
+                 {"max_model_len", rt.max_model_len()}};
+  return json_reply(json::object{{"object", "list"}, {"data", json::array{std::move(m)}}});
+}
+
+http_reply tokenize_reply(std::string_view body_text, const runtime& rt, const api_limits& limits) {
+  const auto body = parse_json_body(body_text);
+  const auto& o = body.get_object();
+  std::vector<token_id> ids;
+  if (o.contains("messages")) {
+    const api_request chat = parse_api_request(body, api_kind::chat, limits);
+    if (!rt.chat()) throw api_error(400, "this model has no usable chat template: " + rt.chat_error(), "messages");
+    std::vector<chat_message> msgs;
+    for (const auto& m : chat.gen.messages) msgs.push_back({m.role, m.content});
+    const auto agp = o.find("add_generation_prompt");
+    const bool add_generation_prompt = agp == o.end() || !agp->value().is_bool() || agp->value().get_bool();
+    try {
+      ids = encode_chat(rt.tok(), *rt.chat(), msgs, add_generation_prompt);
+    } catch (const std::exception& e) {
+      throw api_error(400, e.what(), "messages");
+    }
+  } else {
+    const auto p = o.find("prompt");
+    if (p == o.end() || !p->value().is_string()) throw api_error(400, "'prompt' must be a string", "prompt");
+    const auto ast = o.find("add_special_tokens");
+    if (ast != o.end() && !ast->value().is_bool()) {
+      throw api_error(400, "'add_special_tokens' must be true or false", "add_special_tokens");
+    }
+    const bool add_special = ast == o.end() || ast->value().get_bool();
+    const std::string_view text(p->value().get_string());
+    ids = add_special ? encode_prompt(rt.tok(), text) : rt.tok().encode(text, false, false);
+  }
+  json::array tokens;
+  for (token_id t : ids) tokens.push_back(t);
+  return json_reply(
+      json::object{{"count", ids.size()}, {"max_model_len", rt.max_model_len()}, {"tokens", std::move(tokens)}});
+}
+
+http_reply detokenize_reply(std::string_view body_text, const runtime& rt) {
+  const auto body = parse_json_body(body_text);
+  const auto& o = body.get_object();
+  const auto t = o.find("tokens");
+  if (t == o.end() || !t->value().is_array()) throw api_error(400, "'tokens' must be a list of token ids", "tokens");
+  std::vector<token_id> ids;
+  const size_t vocab = rt.tok().vocab_size();
+  for (const auto& v : t->value().get_array()) {
+    if (!v.is_int64() || v.get_int64() < 0 || static_cast<size_t>(v.get_int64()) >= vocab) {
+      throw api_error(
+          400,
+          "'tokens' must hold token ids from 0 to " + std::to_string(vocab - 1) + " (got " + json::serialize(v) + ")",
+          "tokens");
+    }
+    ids.push_back(static_cast<token_id>(v.get_int64()));
+  }
+  return json_reply(json::object{{"prompt", rt.tok().decode(ids, true)}});
+}
+
+}  // namespace tandem::net
