@@ -1,5 +1,7 @@
 #include "net/openai_request.h"
 
+#include <charconv>
+
 #include <boost/json.hpp>
 #include <cmath>
 
@@ -60,6 +62,17 @@ const json::value* field(const json::object& o, std::string_view name) {
   return &it->value();
 }
 
+}  // namespace
+
+std::string format_number(double x) {
+  if (x == 0) return "0";  // also -0
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, x);  // shortest text that reads back as x
+  return std::string(buf, r.ptr);
+}
+
+namespace {
+
 double number(const json::object& o, std::string_view name, double fallback, double lo, double hi) {
   const json::value* v = field(o, name);
   if (!v) return fallback;
@@ -73,8 +86,8 @@ double number(const json::object& o, std::string_view name, double fallback, dou
   else
     bad(std::string(name), "must be a number");
   if (!std::isfinite(x) || x < lo || x > hi) {
-    bad(std::string(name), "must be between " + json::serialize(json::value(lo)) + " and " +
-                               json::serialize(json::value(hi)) + " (got " + json::serialize(*v) + ")");
+    bad(std::string(name), "must be between " + format_number(lo) + " and " + format_number(hi) + " (got " +
+                               (v->is_double() ? format_number(x) : json::serialize(*v)) + ")");
   }
   return x;
 }

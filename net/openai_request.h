@@ -31,6 +31,9 @@ struct api_request {
   std::string user;
 };
 
+// A number as a person writes it in an error message: "2", "0.95", "1e+30" (not "0E0").
+std::string format_number(double x);
+
 // Parses the body text; throws api_error.
 boost::json::value parse_json_body(std::string_view body);
 

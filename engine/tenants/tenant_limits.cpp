@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <stdexcept>
 
@@ -22,22 +23,41 @@ std::vector<tenant_config> load_tenants_yaml(const std::string& path) {
   std::set<std::string> names, keys;
   for (const auto& n : list) {
     tenant_config t;
+    // A field that is there must be what it says: yaml-cpp's as<T>(fallback) would turn
+    // "weight: heavy" into the fallback without a word.
+    const auto number = [&](const char* field, double fallback) {
+      const YAML::Node v = n[field];
+      if (!v) return fallback;
+      double x = 0;
+      try {
+        x = v.as<double>();
+      } catch (const YAML::Exception&) {
+        fail("tenant '" + t.name + "': '" + field + "' must be a number (got '" + v.as<std::string>("?") + "')");
+      }
+      if (!std::isfinite(x)) fail("tenant '" + t.name + "': '" + field + "' must be a finite number");
+      return x;
+    };
     try {
       t.name = n["name"].as<std::string>("");
       if (t.name.empty()) fail("every tenant needs a name");
       if (const auto k = n["api_keys"]) {
         for (const auto& key : k) t.api_keys.push_back(key.as<std::string>());
       }
-      t.requests_per_minute = n["requests_per_minute"].as<double>(0);
-      t.tokens_per_minute = n["tokens_per_minute"].as<double>(0);
-      t.max_concurrent = n["max_concurrent_requests"].as<uint32_t>(0);
-      t.weight = n["weight"].as<double>(1.0);
     } catch (const YAML::Exception& e) {
       fail("tenant '" + t.name + "': " + e.what());
     }
+    t.requests_per_minute = number("requests_per_minute", 0);
+    t.tokens_per_minute = number("tokens_per_minute", 0);
+    const double concurrent = number("max_concurrent_requests", 0);
+    if (concurrent < 0 || concurrent != std::floor(concurrent) || concurrent > 1e9) {
+      fail("tenant '" + t.name + "': 'max_concurrent_requests' must be a whole number >= 0");
+    }
+    t.max_concurrent = static_cast<uint32_t>(concurrent);
+    t.weight = number("weight", 1.0);
     if (t.api_keys.empty()) fail("tenant '" + t.name + "' has no api_keys");
-    if (!(t.weight > 0)) fail("tenant '" + t.name + "': weight must be > 0");
-    if (t.requests_per_minute < 0 || t.tokens_per_minute < 0) fail("tenant '" + t.name + "': limits must be >= 0");
+    if (!(t.weight > 0)) fail("tenant '" + t.name + "': 'weight' must be > 0");
+    if (t.requests_per_minute < 0) fail("tenant '" + t.name + "': 'requests_per_minute' must be >= 0");
+    if (t.tokens_per_minute < 0) fail("tenant '" + t.name + "': 'tokens_per_minute' must be >= 0");
     if (!names.insert(t.name).second) fail("tenant '" + t.name + "' appears twice");
     for (const auto& k : t.api_keys) {
       if (k.empty()) fail("tenant '" + t.name + "' has an empty API key");
@@ -60,7 +80,8 @@ bool constant_time_equal(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
-token_bucket::token_bucket(double per_minute) : capacity_(per_minute), level_(per_minute), last_(clock::now()) {}
+token_bucket::token_bucket(double per_minute, clock::time_point now)
+    : capacity_(per_minute), level_(per_minute), last_(now) {}
 
 void token_bucket::refill(clock::time_point now) {
   if (now <= last_) return;

@@ -32,7 +32,8 @@ class token_bucket {
  public:
   using clock = std::chrono::steady_clock;
   token_bucket() = default;
-  explicit token_bucket(double per_minute);
+  // Full at `now`.
+  explicit token_bucket(double per_minute, clock::time_point now = clock::now());
 
   bool limited() const { return capacity_ > 0; }
   double capacity() const { return capacity_; }
