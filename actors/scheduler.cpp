@@ -14,14 +14,28 @@ namespace {
 struct seq_info {
   sequence_request req;
   uint32_t n_generated = 0;
-  bool on_device = false;  // the device holds its copy (device_seq_start was sent)
-  uint32_t n_device = 0;   // tokens the device holds: a token crosses once
+  bool on_device = false;        // the device holds its copy (device_seq_start was sent)
+  bool on_device_table = false;  // and its block table (the first table goes whole)
+  uint32_t n_device = 0;         // tokens the device holds: a token crosses once
   clock_type::time_point enqueued = clock_type::now();
   bool started = false;         // the first batch (with queue time and cache hit) was sent
   uint32_t drafter_known = 0;   // tokens of this sequence the drafter has seen
   uint32_t draft_evidence = 0;  // of the draft in flight (speculation_outcome::evidence)
   double queue_ms = 0;
   uint32_t cached_tokens = 0;
+  bool parked = false;  // waits for its prompt group's leader to compute the shared prompt
+};
+
+// The choices of one request (generate_request::prompt_group): the first to arrive leads
+// and computes the prompt; the others wait parked, and once the leader's prompt is computed
+// they fork its blocks and compute only the prompt's last token each.
+//
+//   enqueue(leader) -> planner      enqueue(other, leader still prefilling) -> parked
+//   leader's prompt computed: parked -> fork(leader, other) -> running
+//   leader gone first: parked -> planner (the prefix cache holds what it committed)
+struct prompt_group {
+  seq_id leader = 0;
+  std::vector<seq_id> parked;
 };
 
 struct scheduler_state {
@@ -33,6 +47,7 @@ struct scheduler_state {
   bool drafts_first = false;  // see speculation_actors
   uint32_t k_max = 0;
   std::unordered_map<seq_id, seq_info> seqs;
+  std::unordered_map<uint64_t, prompt_group> groups;
   std::vector<seq_id> released;  // ended since the last step: the device drops their state
   // Token batches for the streamers, sent once the next step is on its way to the device:
   // the streamers' work then overlaps the device's instead of delaying the plan (they share
@@ -60,6 +75,47 @@ void flush_outbox(self_ptr self) {
   self->state.outbox.clear();
 }
 
+void add_to_planner(scheduler_state& st, seq_id id) {
+  const auto& r = st.seqs.at(id).req;
+  st.planner->add(id, r.tenant, r.weight, r.prompt);
+}
+
+// A sequence of a prompt group ends: a parked one leaves the queue; a leader that goes
+// first lets its parked choices run on their own.
+void leave_group(scheduler_state& st, seq_id seq, const seq_info& info) {
+  const auto g = st.groups.find(info.req.prompt_group);
+  if (g == st.groups.end()) return;
+  auto& parked = g->second.parked;
+  if (info.parked) {
+    parked.erase(std::remove(parked.begin(), parked.end(), seq), parked.end());
+    return;
+  }
+  if (g->second.leader != seq) return;
+  for (seq_id c : parked) {
+    st.seqs.at(c).parked = false;
+    add_to_planner(st, c);
+  }
+  st.groups.erase(g);
+}
+
+// The leader's prompt is computed: its parked choices fork its blocks (while running slots
+// last; the rest queue, and the prefix cache serves them what the leader committed).
+void fork_parked(self_ptr self, seq_id leader, uint64_t group) {
+  auto& st = self->state;
+  const auto g = st.groups.find(group);
+  if (g == st.groups.end() || g->second.leader != leader || g->second.parked.empty()) return;
+  if (st.planner->n_computed(leader) < st.planner->n_prompt(leader)) return;
+  for (seq_id c : std::exchange(g->second.parked, {})) {
+    st.seqs.at(c).parked = false;
+    if (st.planner->n_running() < st.planner->config().max_num_seqs) {
+      self->send(st.cache, fork_atom::value, leader, c, st.planner->n_prompt(leader));
+      st.planner->add_forked(c, leader);
+    } else {
+      add_to_planner(st, c);
+    }
+  }
+}
+
 // Ends a sequence: the streamer gets the final batch, blocks go back to the pool.
 void finish(self_ptr self, seq_id seq, finish_reason reason, token_batch batch = {}) {
   auto& st = self->state;
@@ -70,6 +126,7 @@ void finish(self_ptr self, seq_id seq, finish_reason reason, token_batch batch =
   batch.reason = reason;
   deliver(self, it->second.req.streamer, std::move(batch));
   st.planner->remove(seq);
+  if (it->second.req.prompt_group != 0) leave_group(st, seq, it->second);
   self->send(st.cache, release_atom::value, std::vector<seq_id>{seq});
   st.released.push_back(seq);
   if (st.drafter) self->send(st.drafter, forget_atom::value, std::vector<seq_id>{seq});
@@ -97,6 +154,7 @@ void apply(self_ptr self, const device_step_result& res) {
     const uint32_t total_before = static_cast<uint32_t>(st.planner->tokens(p.seq).size());
     st.planner->complete(p, emitted);
     info.n_device += static_cast<uint32_t>(emitted.size());  // the device appended them too
+    if (info.req.prompt_group != 0) fork_parked(self, p.seq, info.req.prompt_group);
     const uint32_t computed = st.planner->n_computed(p.seq);
     const uint32_t n_prompt = st.planner->n_prompt(p.seq);
     if (p.start_pos < n_prompt) st.stats.prompt_tokens += std::min(computed, n_prompt) - p.start_pos;
@@ -182,8 +240,13 @@ device_step device_step_of(scheduler_state& st, step_plan_core& plan) {
     d.n_new = p.n_new;
     d.draft = p.draft;
     d.sample = p.sample;
-    d.table_keep = p.table_keep;
-    d.new_blocks = std::move(p.new_blocks);  // applied to the planner's table already
+    if (info.on_device_table) {
+      d.table_keep = p.table_keep;
+      d.new_blocks = std::move(p.new_blocks);  // applied to the planner's table already
+    } else {
+      d.new_blocks = st.planner->table(p.seq);  // a forked sequence's table began as its parent's
+      info.on_device_table = true;
+    }
     const uint32_t end = p.start_pos + p.n_new;
     if (end > info.n_device) {
       const auto& toks = st.planner->tokens(p.seq);
@@ -408,10 +471,22 @@ scheduler_actor::behavior_type scheduler(self_ptr self, planner_config cfg, uint
         }
         // A sequence alone may fill the pool, but not overflow it.
         if (req.max_total_tokens == 0 || req.max_total_tokens > st.capacity) req.max_total_tokens = st.capacity;
-        st.planner->add(id, req.tenant, req.weight, req.prompt);
         seq_info info;
+        if (req.prompt_group != 0) {
+          auto [g, fresh] = st.groups.try_emplace(req.prompt_group);
+          const seq_id leader = g->second.leader;
+          if (fresh) {
+            g->second.leader = id;
+          } else if (st.planner->contains(leader) && st.planner->n_computed(leader) < st.planner->n_prompt(leader) &&
+                     st.seqs.at(leader).req.prompt == req.prompt) {
+            info.parked = true;
+            g->second.parked.push_back(id);
+          }
+        }
         info.req = std::move(req);
+        const bool parked = info.parked;
         st.seqs.emplace(id, std::move(info));
+        if (!parked) add_to_planner(st, id);
         kick_and_flush(self);
       },
       [self](abort_atom, seq_id seq) {

@@ -31,6 +31,7 @@ struct sequence_request {
   uint32_t max_total_tokens = 0;         // the context limit: prompt + output
   std::vector<token_id> stop_token_ids;  // ending tokens (end-of-generation ids unless ignored)
   bool speculative = true;               // may draft tokens for it (when the runtime speculates)
+  uint64_t prompt_group = 0;             // generate_request::prompt_group
   streamer_actor streamer;
 };
 

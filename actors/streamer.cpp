@@ -186,6 +186,7 @@ streamer_actor::behavior_type streamer(self_ptr self, request_id id, generate_re
     sr.max_total_tokens = limit;
     sr.stop_token_ids = st.req.stop_token_ids;
     sr.speculative = st.req.speculative;
+    sr.prompt_group = st.req.prompt_group;
     if (!st.req.ignore_eos) {
       for (token_id t : tok.end_of_generation_ids()) sr.stop_token_ids.push_back(t);
     }

@@ -1,6 +1,7 @@
 #include "net/generation_job.h"
 
 #include <boost/json.hpp>
+#include <random>
 
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/tokenizer/utf8.h"
@@ -39,8 +40,12 @@ generation_job::generation_job(api_request req, job_format format, job_context c
 
 std::vector<generate_request> generation_job::requests() const {
   std::vector<generate_request> out;
+  // The choices share their prompt's computation (generate_request::prompt_group).
+  thread_local std::mt19937_64 groups{std::random_device{}()};
+  const uint64_t group = choices_.size() > 1 ? (groups() | 1) : 0;
   for (uint32_t i = 0; i < choices_.size(); ++i) {
     generate_request g = req_.gen;
+    g.prompt_group = group;
     if (g.sampling.seed >= 0) g.sampling.seed += i;
     out.push_back(std::move(g));
   }

@@ -94,6 +94,15 @@ void block_reservations::release(seq_id seq) {
   known_.erase(seq);
 }
 
+void block_reservations::fork(seq_id parent, seq_id child, uint32_t n_tokens) {
+  if (!kv_.has(parent) || kv_.has(child)) return;
+  kv_.fork(parent, child);
+  const auto& p = known_[parent];
+  auto& c = known_[child];
+  c.tokens.assign(p.tokens.begin(), p.tokens.begin() + std::min<size_t>(n_tokens, p.tokens.size()));
+  c.table_reported = p.table_reported;
+}
+
 std::span<const token_id> block_reservations::tokens(seq_id seq) const {
   const auto it = known_.find(seq);
   return it == known_.end() ? std::span<const token_id>() : std::span<const token_id>(it->second.tokens);

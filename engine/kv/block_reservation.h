@@ -27,6 +27,9 @@ class block_reservations {
   void trim(seq_id seq, uint32_t n_tokens);
   // The sequence ended: its blocks go back, its tokens are forgotten.
   void release(seq_id seq);
+  // child starts with parent's blocks and first n_tokens tokens (the scheduler's copy of its
+  // table is parent's, as last granted). Nothing happens if parent holds no blocks.
+  void fork(seq_id parent, seq_id child, uint32_t n_tokens);
 
   kv_block_manager& kv() { return kv_; }
   // The tokens of seq the cache manager holds (empty for one it never heard of).

@@ -53,6 +53,24 @@ void step_planner::add(seq_id seq, const std::string& tenant, double weight, std
   ++n_waiting_;
 }
 
+void step_planner::add_forked(seq_id child, seq_id parent) {
+  if (seqs_.count(child)) throw std::invalid_argument("sequence id in use");
+  const auto& p = seqs_.at(parent);
+  if (!p.running || p.n_computed < p.n_prompt) {
+    throw std::invalid_argument("fork: the parent sequence is not running with its prompt computed");
+  }
+  seq_state s;
+  s.tenant = p.tenant;
+  s.n_prompt = p.n_prompt;
+  s.tokens.assign(p.tokens.begin(), p.tokens.begin() + p.n_prompt);
+  s.n_computed = p.n_prompt - 1;
+  s.n_sent = p.n_prompt;
+  s.running = true;
+  s.table = p.table;
+  seqs_.emplace(child, std::move(s));
+  running_.push_back(child);
+}
+
 bool step_planner::remove(seq_id seq) {
   const auto it = seqs_.find(seq);
   if (it == seqs_.end()) return false;

@@ -92,6 +92,13 @@ class step_planner {
 
   // A new sequence joins the waiting queue of its tenant.
   void add(seq_id seq, const std::string& tenant, double weight, std::vector<token_id> prompt);
+  // A sequence that shares parent's prompt (a choice of the same request, n > 1): it starts
+  // running with parent's block table and computes only the prompt's last token itself, for
+  // its own logits (the write copies the shared block). Call it in the step where parent's
+  // prompt is computed, before the next proposal; the cache manager forks the table alike
+  // (block_reservations::fork). Throws std::invalid_argument if parent is not running with
+  // its prompt computed.
+  void add_forked(seq_id child, seq_id parent);
   // Removes the sequence wherever it is. Returns true if it was running (holding blocks).
   bool remove(seq_id seq);
 

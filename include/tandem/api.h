@@ -77,6 +77,9 @@ struct generate_request {
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
   bool speculative = true;  // false: never draft for this request (when the runtime speculates)
+  // Nonzero: the choices of one request (n > 1) carry the same value and the same prompt,
+  // which is then computed once and its KV blocks shared (copy-on-write) by every choice.
+  uint64_t prompt_group = 0;
   sampling_options sampling;
   std::string tenant = "default";  // set by admission from the API key when tenants are configured
   double weight = 1.0;             // the tenant's scheduling weight (set by admission)
@@ -171,8 +174,8 @@ typename Inspector::result_type inspect(Inspector& f, sampling_options& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generate_request& x) {
   return f(caf::meta::type_name("generate_request"), x.prompt, x.messages, x.add_generation_prompt, x.max_tokens,
-           x.stop, x.stop_token_ids, x.ignore_eos, x.speculative, x.sampling, x.tenant, x.weight, x.api_key,
-           x.stream_interval, x.sink);
+           x.stop, x.stop_token_ids, x.ignore_eos, x.speculative, x.prompt_group, x.sampling, x.tenant, x.weight,
+           x.api_key, x.stream_interval, x.sink);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, submit_reply& x) {

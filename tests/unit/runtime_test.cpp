@@ -198,6 +198,28 @@ TEST_F(RuntimeTest, ASharedThousandTokenPrefixIsComputedOnce) {
   expect_no_blocks_held();
 }
 
+// The choices of one request (n > 1, one prompt_group): the prompt is computed once, each
+// other choice forks its blocks and computes only the prompt's last token (copying the shared
+// block it writes into). Greedy, every choice equals a solo run; every block comes back.
+TEST_F(RuntimeTest, ThePromptOfSeveralChoicesIsComputedOnce) {
+  std::string prompt = "A long shared prompt about the sea, told three times. ";
+  for (int i = 0; prompt.size() < 2500; ++i) prompt += "Wave " + std::to_string(i) + " rolls in and out. ";
+  std::vector<generate_request> choices(3, greedy(prompt, 12));
+  for (auto& c : choices) c.prompt_group = 0x5eed;
+  const auto before = sched_stats().prompt_tokens;
+  const auto out = run(choices);
+  const auto computed = sched_stats().prompt_tokens - before;
+  const uint32_t n_prompt = out[0].done.prompt_tokens;
+  ASSERT_GT(n_prompt, 500u);
+  EXPECT_EQ(computed, n_prompt + 2) << "the prompt once, then one token per other choice";
+  const auto solo = run({greedy(prompt, 12)})[0];
+  for (const auto& c : out) {
+    EXPECT_EQ(c.done.completion_tokens, 12u);
+    EXPECT_EQ(c.tokens, solo.tokens) << "a forked choice decodes as a solo run does";
+  }
+  expect_no_blocks_held();
+}
+
 TEST_F(RuntimeTest, AStreamIntervalGathersTokensAndLosesNone) {
   const auto every = run({greedy("Once upon a time, in a small village,", 18)})[0];
   auto req = greedy("Once upon a time, in a small village,", 18);

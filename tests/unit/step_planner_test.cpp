@@ -426,3 +426,45 @@ TEST(StepPlanner, PreemptionDuringSpeculationKeepsExactBlockAccounts) {
   for (int i = 0; i < 8; ++i) EXPECT_EQ(out2[4 + static_cast<size_t>(i)], 1001 + i) << "output " << i;
   h.expect_all_blocks_free_or_cached();
 }
+
+// A forked sequence (a second choice of one request) starts with its parent's blocks and
+// computes only the prompt's last token; that write lands in a shared block, which is copied
+// first. Both then decode on their own tables, and every block comes back at the end.
+TEST(StepPlanner, AForkSharesThePromptAndCopiesTheBlockItWrites) {
+  harness h({4, 256, 256}, 32, 4);
+  h.add(1, 10, 3);
+  const auto first = h.step();  // the whole prompt in one step: 3 blocks, the last one partial
+  ASSERT_EQ(first.seqs.size(), 1u);
+  ASSERT_EQ(h.planner.n_computed(1), 10u);
+  const auto used_before = h.kv.stats().pool.used;
+  h.book.fork(1, 2, h.planner.n_prompt(1));
+  h.planner.add_forked(2, 1);
+  EXPECT_EQ(h.planner.table(2), h.planner.table(1));
+  EXPECT_EQ(h.kv.stats().pool.used, used_before) << "a fork takes no new blocks";
+
+  const auto second = h.reserve();
+  auto plan = h.planner.finalize(second);
+  const planned_seq* child = find(plan, 2);
+  ASSERT_NE(child, nullptr);
+  EXPECT_EQ(child->start_pos, 9u);
+  EXPECT_EQ(child->n_fed(), 1u) << "only the prompt's last token";
+  EXPECT_TRUE(child->sample);
+  // The parent, first in line, writes position 10 into the shared third block and gets the
+  // copy; the child then holds that block alone and writes position 9 into it.
+  const block_id shared = h.planner.table(2)[2];
+  ASSERT_EQ(plan.copies.size(), 1u) << "one shared block is written";
+  EXPECT_EQ(plan.copies[0].src, shared);
+  EXPECT_EQ(plan.copies[0].dst, h.planner.table(1)[2]);
+  EXPECT_NE(h.planner.table(1)[2], h.planner.table(2)[2]);
+  EXPECT_EQ(h.planner.table(2)[0], h.planner.table(1)[0]) << "full blocks stay shared";
+  EXPECT_EQ(h.planner.table(1), h.kv.table(1));
+  EXPECT_EQ(h.planner.table(2), h.kv.table(2));
+  for (const auto& p : plan.seqs) {
+    h.planner.complete(p, std::optional<token_id>(1001));
+    h.commit(p.seq);
+  }
+  h.run_to_end();
+  EXPECT_EQ(h.finished.size(), 2u);
+  h.expect_all_blocks_free_or_cached();
+  EXPECT_THROW(h.planner.add_forked(3, 1), std::out_of_range) << "the parent is gone";
+}
