@@ -124,7 +124,17 @@ std::vector<value> iterate(const value& v) {
   }
 }
 
-evaluator::evaluator(const program& p, std::optional<std::time_t> now) : prog_(p), now_(now) {}
+evaluator::evaluator(const program& p, std::optional<std::time_t> now) : prog_(p), now_(now) {
+  for (size_t s = 0; s < p.names.size(); ++s) {
+    const std::string& n = p.names[s];
+    int* slot = n == "loop"      ? &loop_slot_
+                : n == "varargs" ? &varargs_slot_
+                : n == "kwargs"  ? &kwargs_slot_
+                : n == "caller"  ? &caller_slot_
+                                 : nullptr;
+    if (slot != nullptr) *slot = static_cast<int>(s);
+  }
+}
 
 std::time_t evaluator::now() const { return now_ ? *now_ : std::time(nullptr); }
 
@@ -241,8 +251,7 @@ void evaluator::exec_for(const stmt& s, frame& f, string_builder& out) {
     exec_body(s.else_body, f, out);
     return;
   }
-  const auto it = std::find(prog_.names.begin(), prog_.names.end(), "loop");
-  const int loop_slot = it == prog_.names.end() ? -1 : static_cast<int>(it - prog_.names.begin());
+  const int loop_slot = loop_slot_;
   auto state = std::make_shared<loop_data>();
   state->length = items.size();
   state->items = &items;
@@ -453,14 +462,11 @@ value evaluator::call_macro(const stmt& m, arguments& args, const value* caller)
     for (const auto& p : m.params) is_param |= p.name == k;
     if (!is_param) kwargs.emplace_back(value(k), v);
   }
-  for (size_t s = 0; s < prog_.names.size(); ++s) {
-    const std::string& n = prog_.names[s];
-    if (n == "varargs") mf.set(static_cast<int>(s), value::array(varargs, true));
-    if (n == "kwargs") mf.set(static_cast<int>(s), value::object(kwargs));
-    if (n == "caller") {
-      const value* c = caller != nullptr ? caller : args.get(SIZE_MAX, "caller");
-      if (c != nullptr) mf.set(static_cast<int>(s), *c);
-    }
+  if (varargs_slot_ >= 0) mf.set(varargs_slot_, value::array(std::move(varargs), true));
+  if (kwargs_slot_ >= 0) mf.set(kwargs_slot_, value::object(std::move(kwargs)));
+  if (caller_slot_ >= 0) {
+    const value* c = caller != nullptr ? caller : args.get(SIZE_MAX, "caller");
+    if (c != nullptr) mf.set(caller_slot_, *c);
   }
   string_builder out;
   exec_body(m.inner, mf, out);

@@ -90,8 +90,9 @@ class evaluator {
   const program& prog_;
   std::optional<std::time_t> now_;
   frame root_;
-  int depth_ = 0;     // macro call depth (bounded)
-  size_t steps_ = 0;  // statements executed (bounded)
+  int depth_ = 0;                                                                 // macro call depth (bounded)
+  int loop_slot_ = -1, varargs_slot_ = -1, kwargs_slot_ = -1, caller_slot_ = -1;  // -1: unused names
+  size_t steps_ = 0;                                                              // statements executed (bounded)
 };
 
 // Iteration as Python's iter(): items of a list, keys of a dict, characters of a string,
