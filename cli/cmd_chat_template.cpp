@@ -16,6 +16,7 @@
 
 #include "cli/commands.h"
 #include "engine/chat/chat_template.h"
+#include "engine/chat/output_parser.h"
 #include "engine/gguf/gguf.h"
 #include "engine/model/model_path.h"
 
@@ -36,6 +37,8 @@ struct chat_template_options {
   long long now = -1;
   bool no_generation_prompt = false;
   bool segments = false;
+  std::string parse_output;  // a reply to parse (text, or @FILE)
+  std::string tool_parser;
   bool batch = false;
 };
 
@@ -186,6 +189,26 @@ void run_batch(const chat_template& t, const chat_template_options& o) {
   }
 }
 
+// --parse-output: the reply split as the server would: reasoning, content, tool calls.
+void run_parse_output(const chat_template& t, const chat_template_options& o, const std::string& prompt) {
+  chat_output_options po;
+  po.parse_tool_calls = !o.tools.empty();
+  if (!o.tool_parser.empty()) po.tool_syntax = tool_call_parser::syntax_named(o.tool_parser);
+  chat_output_parser p(t, prompt, po);
+  (void)p.feed(read_arg_text(o.parse_output));
+  (void)p.finish();
+  json::array calls;
+  for (const auto& c : p.tool_calls()) {
+    calls.push_back(json::object{
+        {"id", c.id}, {"type", "function"}, {"function", json::object{{"name", c.name}, {"arguments", c.arguments}}}});
+  }
+  json::object msg{{"role", "assistant"}};
+  msg["content"] = p.content().empty() && !calls.empty() ? json::value(nullptr) : json::value(p.content());
+  if (!p.reasoning_content().empty()) msg["reasoning_content"] = p.reasoning_content();
+  if (!calls.empty()) msg["tool_calls"] = std::move(calls);
+  std::cout << json::serialize(msg) << "\n";
+}
+
 void run_chat_template(const chat_template_options& o) {
   const chat_template t = load_template(o);
   if (o.batch) {
@@ -203,6 +226,10 @@ void run_chat_template(const chat_template_options& o) {
     opts.template_kwargs_json = json::serialize(parse_json(read_arg_text(o.template_kwargs), "--template-kwargs"));
   }
   const std::string prompt = render_one(t, messages, opts, o.segments);
+  if (!o.parse_output.empty()) {
+    run_parse_output(t, o, t.render(messages, opts));
+    return;
+  }
   std::fwrite(prompt.data(), 1, prompt.size(), stdout);
 }
 
@@ -230,6 +257,11 @@ void register_chat_template(CLI::App& app) {
   sub->add_option("--eos", opts->eos, "eos_token for --template-file");
   sub->add_option("--now", opts->now, "strftime_now's clock, seconds since the epoch (UTC)");
   sub->add_flag("--segments", opts->segments, "Print the markup/content segments as JSON");
+  sub->add_option("--parse-output", opts->parse_output,
+                  "Parse this model reply (text or @FILE) after the prompt of --messages: prints the assistant "
+                  "message (content, reasoning_content, tool_calls when --tools is given) as JSON");
+  sub->add_option("--tool-parser", opts->tool_parser,
+                  "Tool-call syntax for --parse-output: hermes, llama3, mistral, generic (default: the template's)");
   sub->add_flag("--batch", opts->batch,
                 "Render each stdin line {\"messages\", \"tools\", \"add_generation_prompt\"} to a JSON line");
   sub->callback([opts, sub] {

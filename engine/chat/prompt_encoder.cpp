@@ -29,4 +29,12 @@ std::vector<token_id> encode_prompt(const tokenizer& tok, std::string_view text)
   return tok.encode(text, true, false);
 }
 
+std::vector<token_id> encode_prompt(const tokenizer& tok, std::string_view text, bool parse_special) {
+  if (!parse_special) return encode_prompt(tok, text);
+  std::vector<token_id> ids = tok.encode(text, /*add_special=*/true, /*parse_special=*/true);
+  // A prompt that writes BOS itself gets no second one.
+  if (ids.size() >= 2 && tok.add_bos() && ids[0] == tok.bos() && ids[1] == tok.bos()) ids.erase(ids.begin());
+  return ids;
+}
+
 }  // namespace tandem
