@@ -19,7 +19,22 @@ struct spec {
   int width = -1;
   int precision = -1;
   char type = '\0';
+  char grouping = '\0';  // ',' or '_' between thousands (str.format)
 };
+
+// "1234567.5" -> "1,234,567.5": `sep` between groups of three integer digits.
+std::string group_thousands(const std::string& body, char sep) {
+  size_t start = body.find_first_of("0123456789");
+  if (start == std::string::npos) return body;
+  size_t end = start;
+  while (end < body.size() && body[end] >= '0' && body[end] <= '9') ++end;
+  std::string digits = body.substr(start, end - start), grouped;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) grouped.push_back(sep);
+    grouped.push_back(digits[i]);
+  }
+  return body.substr(0, start) + grouped + body.substr(end);
+}
 
 std::string pad(std::string body, const spec& s, bool numeric) {
   const auto len = static_cast<int>(py::length(body));
@@ -245,6 +260,7 @@ value brace_format(const value& fmt, const arguments& args) {
     for (; p < spec_text.size() && spec_text[p] >= '0' && spec_text[p] <= '9'; ++p) {
       s.width = std::max(s.width, 0) * 10 + (spec_text[p] - '0');
     }
+    if (p < spec_text.size() && (spec_text[p] == ',' || spec_text[p] == '_')) s.grouping = spec_text[p++];
     if (p < spec_text.size() && spec_text[p] == '.') {
       s.precision = 0;
       for (++p; p < spec_text.size() && spec_text[p] >= '0' && spec_text[p] <= '9'; ++p) {
@@ -255,7 +271,9 @@ value brace_format(const value& fmt, const arguments& args) {
     if (spec_text.empty()) {
       out.append(text.is_string() ? text : value(text.str()));
     } else if (text.is_number() && s.type != 's') {
-      out.append_text(pad(format_number(text, s), s, true));
+      std::string number = format_number(text, s);
+      if (s.grouping != '\0') number = group_thousands(number, s.grouping);
+      out.append_text(pad(number, s, true));
     } else {
       value str = text.is_string() ? text : value(text.str());
       if (s.precision >= 0) str = py::slice(str, std::nullopt, s.precision, std::nullopt);

@@ -171,7 +171,7 @@ CASES = [
     ("str_find_count", "{{ 'hello'.find('l') }} {{ 'hello'.rfind('l') }} {{ 'hello'.find('z') }} {{ 'héllo'.find('l') }} {{ 'hello'.count('l') }} {{ 'hello'.index('e') }}", {}),
     ("str_index_missing_fails", "{{ 'hello'.index('z') }}", {}),
     ("str_replace_upper", "{{ 'a-b'.replace('-', '+') }} {{ 'ab'.upper() }} {{ 'AB'.lower() }} {{ 'ab cd'.title() }} {{ 'ab'.capitalize() }}", {}),
-    ("str_join_format", "{{ ', '.join(['a', 'b']) }} {{ '{} and {}'.format(1, 'x') }} {{ '{0}{0}'.format('z') }} {{ '{name}!'.format(name='n') }} {{ '{:>5}|{:<4}|{:^5}|{:05d}|{:.2f}'.format('a', 'b', 'c', 42, 3.14159) }} {{ '{{x}}'.format() }}", {}),
+    ("str_join_format", "{{ ', '.join(['a', 'b']) }} {{ '{} and {}'.format(1, 'x') }} {{ '{0}{0}'.format('z') }} {{ '{name}!'.format(name='n') }} {{ '{:>5}|{:<4}|{:^5}|{:05d}|{:.2f}'.format('a', 'b', 'c', 42, 3.14159) }} {{ '{{x}}'.format() }} {{ '{:,}|{:_}|{:,.2f}'.format(1234567, 1000, 9876.5) }}", {}),
     ("str_predicates", "{{ '123'.isdigit() }} {{ 'abc'.isalpha() }} {{ 'a1'.isalnum() }} {{ '  '.isspace() }} {{ 'ab'.islower() }} {{ 'AB'.isupper() }} {{ ''.isdigit() }}", {}),
     ("str_misc", "{{ '7'.zfill(3) }} {{ 'a'.ljust(3) }}| {{ 'a'.rjust(3) }} {{ 'abc'.removeprefix('a') }} {{ 'abc'.removesuffix('c') }} {{ 'a=b'.partition('=') }} {{ 'a\nb\r\nc'.splitlines() }}", {}),
     ("list_methods", "{{ [1, 2, 1].count(1) }} {{ [1, 2].index(2) }}", {}),
