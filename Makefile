@@ -37,9 +37,11 @@ build: deps $(BUILD_DIR)/CMakeCache.txt
 model:
 	@scripts/fetch-model.sh
 
-# Data the tests need besides the default model: vocabularies of other tokenizer families.
+# Data the tests need besides the default model: vocabularies of other tokenizer families,
+# and llama.cpp's corpus of chat templates.
 test-data: model
 	@scripts/fetch-test-vocab.sh
+	@scripts/fetch-chat-templates.sh
 	@scripts/install-deps.sh --python
 
 test: build test-data

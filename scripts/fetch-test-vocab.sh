@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fetches the vocabulary-only GGUF files of Llama 3 (byte-level BPE, llama-bpe) and
 # Llama 2 (SentencePiece, llama-spm) that llama.cpp publishes inside the llama-cpp-python
-# source distribution on PyPI. Only those two data files are kept, in
+# source distribution on PyPI (downloaded once by fetch-sdist.sh). Only those two data files are kept, in
 # $TANDEM_HOME/test-vocab; the tokenizer tests use them when present.
 set -euo pipefail
 
@@ -15,13 +15,10 @@ for f in "${FILES[@]}"; do [[ -s "$dir/$f" ]] || have=0; done
 if ((have)); then echo "test-vocab: $dir (present)"; exit 0; fi
 
 mkdir -p "$dir"
+sdist="$("$(dirname "$0")/fetch-sdist.sh")"
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
-echo "test-vocab: downloading the llama-cpp-python $VERSION sdist from PyPI (about 77 MB)"
-python3 -m pip download --disable-pip-version-check --no-deps --no-binary :all: \
-  -d "$tmp" "llama-cpp-python==$VERSION"
-sdist=("$tmp"/llama_cpp_python-*.tar.gz)
 for f in "${FILES[@]}"; do
-  tar -xzf "${sdist[0]}" -C "$tmp" "llama_cpp_python-$VERSION/vendor/llama.cpp/models/$f"
+  tar -xzf "$sdist" -C "$tmp" "llama_cpp_python-$VERSION/vendor/llama.cpp/models/$f"
   mv "$tmp/llama_cpp_python-$VERSION/vendor/llama.cpp/models/$f" "$dir/$f"
 done
 echo "test-vocab: $dir"

@@ -1,13 +1,19 @@
 #include "engine/chat/chat_template.h"
 
+#include <algorithm>
 #include <array>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 #include "engine/gguf/gguf.h"
-#include "engine/tokenizer/utf8.h"
+#include "engine/jinja/template.h"
 
 namespace tandem {
 namespace {
+
+constexpr size_t kMaxTemplateBytes = 1 << 20;  // a chat template file (the largest known: ~17 KB)
 
 struct family_info {
   chat_template::family kind;
@@ -31,34 +37,6 @@ std::string known_list() {
 
 bool contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
 
-// Python's str.isspace(), which Jinja's trim filter and str.strip() use: the White_Space
-// code points plus U+001C..U+001F.
-bool python_isspace(char32_t c) {
-  switch (c) {
-    case 0x09:
-    case 0x0A:
-    case 0x0B:
-    case 0x0C:
-    case 0x0D:
-    case 0x1C:
-    case 0x1D:
-    case 0x1E:
-    case 0x1F:
-    case 0x20:
-    case 0x85:
-    case 0xA0:
-    case 0x1680:
-    case 0x2028:
-    case 0x2029:
-    case 0x202F:
-    case 0x205F:
-    case 0x3000:
-      return true;
-    default:
-      return c >= 0x2000 && c <= 0x200A;
-  }
-}
-
 // The body of a Jinja string literal: \n, \t, \\, \' and \" escapes resolved.
 std::string unescape_jinja(std::string_view s) {
   std::string out;
@@ -68,20 +46,7 @@ std::string unescape_jinja(std::string_view s) {
       continue;
     }
     const char c = s[++i];
-    switch (c) {
-      case 'n':
-        out.push_back('\n');
-        break;
-      case 't':
-        out.push_back('\t');
-        break;
-      case 'r':
-        out.push_back('\r');
-        break;
-      default:
-        out.push_back(c);
-        break;
-    }
+    out.push_back(c == 'n' ? '\n' : c == 't' ? '\t' : c == 'r' ? '\r' : c);
   }
   return out;
 }
@@ -109,7 +74,105 @@ std::string chatml_default_system(std::string_view source) {
   return unescape_jinja(source.substr(p, end - p));
 }
 
-[[noreturn]] void reject(const std::string& why) { throw std::invalid_argument(why); }
+// The marker family of Jinja source, judged by the markers it writes.
+chat_template::family detect_family(std::string_view source) {
+  using F = chat_template::family;
+  if (contains(source, "<|im_start|>")) return F::chatml;
+  if (contains(source, "<|start_header_id|>") && contains(source, "<|end_header_id|>")) return F::llama3;
+  if (contains(source, "<|user|>") && contains(source, "<|assistant|>")) return F::zephyr;
+  if (contains(source, "[INST]")) return contains(source, "<<SYS>>") ? F::llama2 : F::mistral;
+  return F::other;
+}
+
+std::shared_ptr<const jinja::compiled_template> compile(std::string_view source, std::string_view what) {
+  try {
+    return std::make_shared<const jinja::compiled_template>(jinja::compiled_template::compile(source));
+  } catch (const jinja::syntax_error& e) {
+    throw std::runtime_error("the chat template (" + std::string(what) + ") does not parse: " + e.what() +
+                             "; pass --chat-template FILE|NAME to use another (built-in: " + known_list() + ")");
+  }
+}
+
+// The texts of the model's BOS/EOS tokens, for the templates that emit them.
+std::pair<std::string, std::string> special_texts(const gguf::file& f) {
+  std::string bos, eos;
+  if (const gguf::array_value* tokens = f.get_array("tokenizer.ggml.tokens")) {
+    const auto text_of = [&](std::string_view key) -> std::string {
+      const auto id = f.get_int(key);
+      if (!id || *id < 0 || static_cast<uint64_t>(*id) >= tokens->items.size()) return {};
+      const std::string* s = tokens->items[static_cast<size_t>(*id)].as_string();
+      return s != nullptr ? *s : std::string();
+    };
+    bos = text_of("tokenizer.ggml.bos_token_id");
+    eos = text_of("tokenizer.ggml.eos_token_id");
+  }
+  return {bos, eos};
+}
+
+constexpr std::string_view kVariantPrefix = "tokenizer.chat_template.";
+
+// ---- messages -> template values ----
+//
+// Every string from the caller is content (value::content) except the role, which the
+// caller validates and which templates compare and write as markup.
+
+jinja::value text(const std::string& s) { return jinja::value::content(s); }
+
+jinja::value tool_call_value(const chat_tool_call& c) {
+  jinja::value arguments;
+  try {
+    arguments = jinja::from_json(c.arguments, /*as_content=*/true);
+    if (!arguments.is_object()) arguments = text(c.arguments);
+  } catch (const std::invalid_argument&) {
+    arguments = text(c.arguments);  // not JSON: the template gets the text as it came
+  }
+  std::vector<std::pair<jinja::value, jinja::value>> fn = {{jinja::value("name"), text(c.name)},
+                                                           {jinja::value("arguments"), arguments}};
+  std::vector<std::pair<jinja::value, jinja::value>> call;
+  if (!c.id.empty()) call.emplace_back(jinja::value("id"), text(c.id));
+  call.emplace_back(jinja::value("type"), jinja::value("function"));
+  call.emplace_back(jinja::value("function"), jinja::value::object(std::move(fn)));
+  return jinja::value::object(std::move(call));
+}
+
+jinja::value message_value(const chat_message& m) {
+  std::vector<std::pair<jinja::value, jinja::value>> e;
+  e.emplace_back(jinja::value("role"), jinja::value(m.role));
+  e.emplace_back(jinja::value("content"), m.content_is_null ? jinja::value::none() : text(m.content));
+  if (!m.reasoning_content.empty()) e.emplace_back(jinja::value("reasoning_content"), text(m.reasoning_content));
+  if (!m.tool_calls.empty()) {
+    std::vector<jinja::value> calls;
+    for (const auto& c : m.tool_calls) calls.push_back(tool_call_value(c));
+    e.emplace_back(jinja::value("tool_calls"), jinja::value::array(std::move(calls)));
+  }
+  if (!m.tool_call_id.empty()) e.emplace_back(jinja::value("tool_call_id"), text(m.tool_call_id));
+  if (!m.name.empty()) e.emplace_back(jinja::value("name"), text(m.name));
+  return jinja::value::object(std::move(e));
+}
+
+jinja::value parse_caller_json(const std::string& json, const char* what) {
+  try {
+    return jinja::from_json(json, /*as_content=*/true);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string(what) + " is not valid JSON: " + e.what());
+  }
+}
+
+// Rendered text with content spans -> segments (no empty ones; kinds alternate).
+std::vector<chat_segment> segments_of(const jinja::string_data& d) {
+  std::vector<chat_segment> out;
+  const auto add = [&](size_t b, size_t e, bool content) {
+    if (b < e) out.push_back({d.text.substr(b, e - b), content});
+  };
+  size_t pos = 0;
+  for (const auto& span : d.content) {
+    add(pos, span.begin, false);
+    add(span.begin, span.end, true);
+    pos = span.end;
+  }
+  add(pos, d.text.size(), false);
+  return out;
+}
 
 }  // namespace
 
@@ -133,8 +196,11 @@ chat_template::chat_template(family f, std::string bos, std::string eos)
       if (eos_.empty()) eos_ = "</s>";
       end_of_turn_ = eos_;
       break;
+    case family::other:
+      end_of_turn_ = eos_;
+      break;
   }
-  stop_strings_ = {end_of_turn_};
+  if (!end_of_turn_.empty()) stop_strings_ = {end_of_turn_};
 }
 
 std::vector<std::string_view> chat_template::known_names() {
@@ -150,219 +216,159 @@ chat_template chat_template::by_name(std::string_view name, std::string bos_text
   throw std::runtime_error("unknown chat template '" + std::string(name) + "'; known: " + known_list());
 }
 
+chat_template chat_template::from_jinja(std::string source, std::string_view label, std::string bos_text,
+                                        std::string eos_text) {
+  chat_template t(detect_family(source), std::move(bos_text), std::move(eos_text));
+  t.compiled_ = compile(source, label);
+  if (t.family_ == family::chatml) t.default_system_ = chatml_default_system(source);
+  t.source_ = std::move(source);
+  return t;
+}
+
 chat_template chat_template::from_source(std::string_view source, std::string bos_text, std::string eos_text) {
-  if (contains(source, "<|im_start|>")) {
-    chat_template t(family::chatml, std::move(bos_text), std::move(eos_text));
-    t.default_system_ = chatml_default_system(source);
-    return t;
-  }
-  if (contains(source, "<|start_header_id|>") && contains(source, "<|end_header_id|>")) {
-    return chat_template(family::llama3, std::move(bos_text), std::move(eos_text));
-  }
-  if (contains(source, "<|user|>") && contains(source, "<|assistant|>")) {
-    return chat_template(family::zephyr, std::move(bos_text), std::move(eos_text));
-  }
-  if (contains(source, "[INST]")) {
-    const family f = contains(source, "<<SYS>>") ? family::llama2 : family::mistral;
-    return chat_template(f, std::move(bos_text), std::move(eos_text));
-  }
-  throw std::runtime_error(
-      "unrecognised chat template in tokenizer.chat_template; pass --chat-template NAME to use "
-      "one of: " +
-      known_list());
+  return from_jinja(std::string(source), "tokenizer.chat_template", std::move(bos_text), std::move(eos_text));
+}
+
+chat_template chat_template::from_file(const std::string& path, std::string bos_text, std::string eos_text) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec) throw std::runtime_error("cannot read chat template file " + path + ": " + ec.message());
+  if (size > kMaxTemplateBytes) throw std::runtime_error("chat template file " + path + " is larger than 1 MiB");
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (!in) throw std::runtime_error("cannot read chat template file " + path);
+  return from_jinja(ss.str(), path, std::move(bos_text), std::move(eos_text));
 }
 
 chat_template chat_template::from_gguf(const gguf::file& f, std::string_view override_name) {
-  // BOS/EOS texts from the vocabulary, for the templates that emit them.
-  std::string bos, eos;
-  if (const gguf::array_value* tokens = f.get_array("tokenizer.ggml.tokens")) {
-    const auto text_of = [&](std::string_view key) -> std::string {
-      const auto id = f.get_int(key);
-      if (!id || *id < 0 || static_cast<uint64_t>(*id) >= tokens->items.size()) return {};
-      const std::string* s = tokens->items[static_cast<size_t>(*id)].as_string();
-      return s != nullptr ? *s : std::string();
-    };
-    bos = text_of("tokenizer.ggml.bos_token_id");
-    eos = text_of("tokenizer.ggml.eos_token_id");
+  auto [bos, eos] = special_texts(f);
+  std::vector<std::string> variants;
+  for (const auto& [key, v] : f.metadata()) {
+    if (key.size() > kVariantPrefix.size() && key.compare(0, kVariantPrefix.size(), kVariantPrefix) == 0) {
+      variants.push_back(key.substr(kVariantPrefix.size()));
+    }
   }
-  if (!override_name.empty()) return by_name(override_name, bos, eos);
-  const auto source = f.get_string("tokenizer.chat_template");
-  if (!source) {
-    throw std::runtime_error(
-        "the model has no chat template (tokenizer.chat_template); pass "
-        "--chat-template NAME to use one of: " +
-        known_list());
+  std::optional<chat_template> t;
+  if (!override_name.empty()) {
+    const std::string key = std::string(kVariantPrefix) + std::string(override_name);
+    const auto builtin = known_names();
+    if (const auto variant = f.get_string(key)) {
+      t = from_jinja(*variant, key, bos, eos);
+    } else if (std::find(builtin.begin(), builtin.end(), override_name) != builtin.end()) {
+      return by_name(override_name, bos, eos);
+    } else if (std::filesystem::is_regular_file(std::string(override_name))) {
+      t = from_file(std::string(override_name), bos, eos);
+    } else {
+      std::string names = known_list();
+      for (const auto& v : variants) names += ", " + v;
+      throw std::runtime_error("--chat-template '" + std::string(override_name) +
+                               "' is neither a file nor a template name; names: " + names);
+    }
+  } else {
+    const auto source = f.get_string("tokenizer.chat_template");
+    if (!source) {
+      throw std::runtime_error(
+          "the model has no chat template (tokenizer.chat_template); pass "
+          "--chat-template FILE|NAME to use a Jinja file or one of: " +
+          known_list());
+    }
+    t = from_source(*source, bos, eos);
+    // transformers renders the tool_use variant when the request has tools.
+    if (const auto tool_use = f.get_string(std::string(kVariantPrefix) + "tool_use")) {
+      t->tool_use_ = compile(*tool_use, std::string(kVariantPrefix) + "tool_use");
+    }
   }
-  return from_source(*source, bos, eos);
+  t->variant_names_ = std::move(variants);
+  return std::move(*t);
 }
 
 std::string_view chat_template::name() const {
   for (const auto& f : kFamilies) {
     if (f.kind == family_) return f.name;
   }
-  return "?";
+  return "jinja";
 }
 
 bool chat_template::renders_bos() const {
+  if (compiled_) return !bos_.empty() && compiled_->mentions("bos_token");
   return (family_ == family::llama3 || family_ == family::llama2 || family_ == family::mistral) && !bos_.empty();
 }
 
+bool chat_template::supports_tools() const {
+  return (compiled_ && compiled_->mentions("tools")) || (tool_use_ && tool_use_->mentions("tools"));
+}
+
 std::string chat_template::render(std::span<const chat_message> messages, bool add_generation_prompt) const {
+  chat_render_options o;
+  o.add_generation_prompt = add_generation_prompt;
+  return render(messages, o);
+}
+
+std::string chat_template::render(std::span<const chat_message> messages, const chat_render_options& opts) const {
   std::string out;
-  for (const auto& seg : render_segments(messages, add_generation_prompt)) out += seg.text;
+  for (const auto& seg : render_segments(messages, opts)) out += seg.text;
   return out;
 }
 
-namespace {
-
-// Builds rendered text as markup/content segments.
-class segment_builder {
- public:
-  void markup(std::string_view s) { segments_.push_back({std::string(s), false}); }
-  void content(std::string_view s) { segments_.push_back({std::string(s), true}); }
-  size_t mark() const { return segments_.size(); }
-
-  // Python's str.strip() applied to the text appended since `mark`, across segments.
-  void strip_since(size_t mark) {
-    for (size_t i = mark; i < segments_.size(); ++i) {
-      std::string& t = segments_[i].text;
-      size_t b = 0;
-      while (b < t.size()) {
-        const auto d = utf8::decode_lenient(t, b);
-        if (!python_isspace(d.cp)) break;
-        b += d.length;
-      }
-      t.erase(0, b);
-      if (!t.empty()) break;
-    }
-    for (size_t i = segments_.size(); i > mark; --i) {
-      std::string& t = segments_[i - 1].text;
-      size_t end = 0;  // end of the last non-space code point
-      for (size_t pos = 0; pos < t.size();) {
-        const auto d = utf8::decode_lenient(t, pos);
-        pos += d.length;
-        if (!python_isspace(d.cp)) end = pos;
-      }
-      t.erase(end);
-      if (!t.empty()) break;
-    }
-  }
-
-  std::vector<chat_segment> take() {
-    std::vector<chat_segment> out;
-    for (auto& seg : segments_) {
-      if (seg.text.empty()) continue;
-      if (!out.empty() && out.back().is_content == seg.is_content) {
-        out.back().text += seg.text;
-      } else {
-        out.push_back(std::move(seg));
-      }
-    }
-    segments_.clear();
-    return out;
-  }
-
- private:
-  std::vector<chat_segment> segments_;
-};
-
-}  // namespace
-
 std::vector<chat_segment> chat_template::render_segments(std::span<const chat_message> messages,
                                                          bool add_generation_prompt) const {
-  segment_builder out;
-  switch (family_) {
-    case family::chatml:
-      for (size_t i = 0; i < messages.size(); ++i) {
-        if (i == 0 && !default_system_.empty() && messages[0].role != "system") {
-          out.markup("<|im_start|>system\n" + default_system_ + "<|im_end|>\n");
-        }
-        out.markup("<|im_start|>" + messages[i].role + "\n");
-        out.content(messages[i].content);
-        out.markup("<|im_end|>\n");
-      }
-      if (add_generation_prompt) out.markup("<|im_start|>assistant\n");
-      break;
+  chat_render_options o;
+  o.add_generation_prompt = add_generation_prompt;
+  return render_segments(messages, o);
+}
 
-    case family::llama3:
-      for (size_t i = 0; i < messages.size(); ++i) {
-        if (i == 0) out.markup(bos_);
-        out.markup("<|start_header_id|>" + messages[i].role + "<|end_header_id|>\n\n");
-        const size_t m = out.mark();
-        out.content(messages[i].content);  // `| trim`
-        out.strip_since(m);
-        out.markup("<|eot_id|>");
-      }
-      if (add_generation_prompt) out.markup("<|start_header_id|>assistant<|end_header_id|>\n\n");
-      break;
-
-    case family::llama2: {
-      // A leading system message goes inside the first user turn; the rest must alternate
-      // user/assistant. The template has no generation prompt: a prompt ends with [/INST].
-      // (The template reads messages[0]: an empty conversation is an error there.)
-      if (messages.empty()) reject("Llama 2 template: the conversation has no messages");
-      std::span<const chat_message> turns = messages;
-      const chat_message* system = nullptr;
-      if (messages[0].role == "system") {
-        system = &messages[0];
-        turns = messages.subspan(1);
-      }
-      for (size_t i = 0; i < turns.size(); ++i) {
-        const chat_message& msg = turns[i];
-        if ((msg.role == "user") != (i % 2 == 0)) {
-          reject("Conversation roles must alternate user/assistant/user/assistant/...");
-        }
-        if (msg.role != "user" && msg.role != "assistant") continue;  // the template skips it
-        if (msg.role == "user") out.markup(bos_ + "[INST] ");
-        if (msg.role == "assistant") out.markup(" ");
-        // content.strip(), where the first turn's content carries the system block.
-        const size_t m = out.mark();
-        if (i == 0 && system != nullptr) {
-          out.markup("<<SYS>>\n");
-          out.content(system->content);
-          out.markup("\n<</SYS>>\n\n");
-        }
-        out.content(msg.content);
-        out.strip_since(m);
-        out.markup(msg.role == "user" ? " [/INST]" : " " + eos_);
-      }
-      break;
+std::vector<chat_segment> chat_template::render_segments(std::span<const chat_message> messages,
+                                                         const chat_render_options& opts) const {
+  if (!compiled_) {
+    if (!opts.tools_json.empty()) {
+      throw std::invalid_argument("the built-in '" + std::string(name()) + "' template does not render tools");
     }
-
-    case family::mistral:
-      out.markup(bos_);
-      for (size_t i = 0; i < messages.size(); ++i) {
-        const chat_message& msg = messages[i];
-        if ((msg.role == "user") != (i % 2 == 0)) {
-          reject("Conversation roles must alternate user/assistant/user/assistant/...");
-        }
-        if (msg.role == "user") {
-          out.markup("[INST] ");
-          out.content(msg.content);
-          out.markup(" [/INST]");
-        } else if (msg.role == "assistant") {
-          out.content(msg.content);
-          out.markup(eos_);
-        } else {
-          reject("Only user and assistant roles are supported!");
-        }
-      }
-      break;
-
-    case family::zephyr:
-      for (size_t i = 0; i < messages.size(); ++i) {
-        const chat_message& msg = messages[i];
-        if (msg.role == "user" || msg.role == "system" || msg.role == "assistant") {
-          out.markup("<|" + msg.role + "|>\n");
-          out.content(msg.content);
-          out.markup(eos_ + "\n");
-        }
-        // The template emits the generation prompt inside its loop, after the last message.
-        if (i + 1 == messages.size() && add_generation_prompt) out.markup("<|assistant|>\n");
-      }
-      break;
+    return render_family(messages, opts.add_generation_prompt);
   }
-  return out.take();
+  return render_jinja(messages, opts);
+}
+
+std::vector<chat_segment> chat_template::render_jinja(std::span<const chat_message> messages,
+                                                      const chat_render_options& opts) const {
+  std::vector<jinja::value> msgs;
+  msgs.reserve(messages.size());
+  for (const auto& m : messages) msgs.push_back(message_value(m));
+  std::vector<std::pair<std::string, jinja::value>> vars = {
+      {"messages", jinja::value::array(std::move(msgs))},
+      {"add_generation_prompt", jinja::value(opts.add_generation_prompt)},
+      {"bos_token", jinja::value(bos_)},
+      {"eos_token", jinja::value(eos_)},
+      {"tools", jinja::value::none()},
+      {"documents", jinja::value::none()},
+  };
+  const bool has_tools = !opts.tools_json.empty();
+  if (has_tools) {
+    jinja::value tools = parse_caller_json(opts.tools_json, "tools");
+    if (!tools.is_array()) throw std::invalid_argument("tools must be a JSON array");
+    vars[4].second = std::move(tools);
+  }
+  if (!opts.template_kwargs_json.empty()) {
+    const jinja::value kw = parse_caller_json(opts.template_kwargs_json, "chat_template_kwargs");
+    if (!kw.is_object()) throw std::invalid_argument("chat_template_kwargs must be a JSON object");
+    for (const auto& [k, v] : kw.obj().entries) {
+      if (k.text() == "messages" || k.text() == "tools" || k.text() == "documents") continue;  // the request's own
+      auto it = std::find_if(vars.begin(), vars.end(), [&](const auto& p) { return p.first == k.text(); });
+      if (it != vars.end()) {
+        it->second = v;
+      } else {
+        vars.emplace_back(k.text(), v);
+      }
+    }
+  }
+  const jinja::compiled_template& t = has_tools && tool_use_ ? *tool_use_ : *compiled_;
+  jinja::render_options ro;
+  ro.now = opts.now;
+  try {
+    return segments_of(t.render(vars, ro));
+  } catch (const jinja::render_error& e) {
+    throw std::invalid_argument(e.what());
+  }
 }
 
 }  // namespace tandem

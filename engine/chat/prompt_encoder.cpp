@@ -3,19 +3,38 @@
 namespace tandem {
 
 std::vector<token_id> encode_chat(const tokenizer& tok, const chat_template& tmpl,
-                                  std::span<const chat_message> messages, bool add_generation_prompt) {
+                                  std::span<const chat_message> messages, const chat_render_options& opts) {
+  const auto segments = tmpl.render_segments(messages, opts);
+  // BOS as the model says, unless the template wrote it already.
+  const bool starts_with_bos = !segments.empty() && !segments[0].is_content && !tmpl.bos_text().empty() &&
+                               segments[0].text.starts_with(tmpl.bos_text());
   std::vector<token_id> out;
-  if (tok.add_bos() && !tmpl.renders_bos() && tok.bos() >= 0) out.push_back(tok.bos());
-  for (const auto& seg : tmpl.render_segments(messages, add_generation_prompt)) {
-    // Template markup: its control-token text becomes control tokens. Message content: never.
+  if (tok.add_bos() && !starts_with_bos && tok.bos() >= 0) out.push_back(tok.bos());
+  for (const auto& seg : segments) {
+    // Template markup: its control-token text becomes control tokens. Caller data: never.
     const auto ids = tok.encode(seg.text, /*add_special=*/false, /*parse_special=*/!seg.is_content);
     out.insert(out.end(), ids.begin(), ids.end());
   }
   return out;
 }
 
+std::vector<token_id> encode_chat(const tokenizer& tok, const chat_template& tmpl,
+                                  std::span<const chat_message> messages, bool add_generation_prompt) {
+  chat_render_options opts;
+  opts.add_generation_prompt = add_generation_prompt;
+  return encode_chat(tok, tmpl, messages, opts);
+}
+
 std::vector<token_id> encode_prompt(const tokenizer& tok, std::string_view text) {
   return tok.encode(text, true, false);
+}
+
+std::vector<token_id> encode_prompt(const tokenizer& tok, std::string_view text, bool parse_special) {
+  if (!parse_special) return encode_prompt(tok, text);
+  std::vector<token_id> ids = tok.encode(text, /*add_special=*/true, /*parse_special=*/true);
+  // A prompt that writes BOS itself gets no second one.
+  if (ids.size() >= 2 && tok.add_bos() && ids[0] == tok.bos() && ids[1] == tok.bos()) ids.erase(ids.begin());
+  return ids;
 }
 
 }  // namespace tandem

@@ -16,11 +16,17 @@
 
 namespace tandem {
 
-// Throws std::invalid_argument when the template rejects the message list.
+// Throws std::invalid_argument when the template rejects the message list (or the tools).
 std::vector<token_id> encode_chat(const tokenizer& tok, const chat_template& tmpl,
                                   std::span<const chat_message> messages, bool add_generation_prompt);
+std::vector<token_id> encode_chat(const tokenizer& tok, const chat_template& tmpl,
+                                  std::span<const chat_message> messages, const chat_render_options& opts);
 
 // A raw completion prompt: BOS as the model says, and no control tokens from the text.
 std::vector<token_id> encode_prompt(const tokenizer& tok, std::string_view text);
+// The same with `parse_special`: control-token text in the prompt becomes control tokens, as
+// vLLM and llama-server read raw prompts (the client wrote the whole model input). BOS is not
+// added twice when the prompt starts with the BOS token's text.
+std::vector<token_id> encode_prompt(const tokenizer& tok, std::string_view text, bool parse_special);
 
 }  // namespace tandem

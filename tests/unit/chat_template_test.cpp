@@ -8,6 +8,8 @@
 #include "engine/chat/chat_template.h"
 #include "engine/gguf/gguf_writer.h"
 
+#include <fstream>
+
 using namespace tandem;
 using namespace tandem::test;
 
@@ -98,8 +100,16 @@ TEST_P(published_templates, match_jinja) {
       chat_template::from_source(std::string(doc.at("source").as_string()), std::string(doc.at("bos").as_string()),
                                  std::string(doc.at("eos").as_string()));
   EXPECT_EQ(t.name(), GetParam());
+  EXPECT_TRUE(t.is_jinja());
   const size_t ok = check_cases(t, doc);
   std::printf("[ vectors  ] %s: %zu/%zu match jinja2\n", GetParam().c_str(), ok, doc.at("cases").as_array().size());
+  // The built-in renderer of the family (--chat-template NAME) renders the same.
+  const auto builtin = chat_template::by_name(GetParam(), std::string(doc.at("bos").as_string()),
+                                              std::string(doc.at("eos").as_string()));
+  EXPECT_FALSE(builtin.is_jinja());
+  const size_t ok_builtin = check_cases(builtin, doc);
+  std::printf("[ vectors  ] %s built-in: %zu/%zu match jinja2\n", GetParam().c_str(), ok_builtin,
+              doc.at("cases").as_array().size());
 }
 
 INSTANTIATE_TEST_SUITE_P(families, published_templates, ::testing::Values("llama3", "llama2", "mistral", "zephyr"));
@@ -143,19 +153,31 @@ TEST(chat_template, segments_keep_message_text_apart_from_markup) {
   EXPECT_TRUE(l3[1].is_content);
 }
 
-TEST(chat_template, unrecognised_template_names_the_override) {
+// A template of no known family renders as Jinja; one that does not parse is an error at load
+// naming the line and the override.
+TEST(chat_template, any_jinja_template_renders_and_bad_ones_name_the_line) {
   gguf::writer w;
   w.set_string("general.architecture", "llama");
   w.set_string("tokenizer.chat_template", "{{ messages[0]['content'] }} ### Response:");
   const auto bytes = w.serialize();
   const auto f = gguf::file::parse(bytes);
-  try {
-    (void)chat_template::from_gguf(f);
-    FAIL() << "no error for an unrecognised template";
-  } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("--chat-template NAME"), std::string::npos) << e.what();
-  }
+  const auto t = chat_template::from_gguf(f);
+  EXPECT_EQ(t.name(), "jinja");
+  EXPECT_TRUE(t.is_jinja());
+  EXPECT_EQ(t.render(std::vector<chat_message>{{"user", "Q?"}}, true), "Q? ### Response:");
   EXPECT_EQ(chat_template::from_gguf(f, "zephyr").name(), "zephyr");
+
+  gguf::writer bad;
+  bad.set_string("general.architecture", "llama");
+  bad.set_string("tokenizer.chat_template", "{% for m in messages %}\n{{ m.content }}\n{% if %}\n");
+  const auto bad_bytes = bad.serialize();
+  try {
+    (void)chat_template::from_gguf(gguf::file::parse(bad_bytes));
+    FAIL() << "no error for a template that does not parse";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("line 3"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--chat-template"), std::string::npos) << e.what();
+  }
 
   gguf::writer none;
   none.set_string("general.architecture", "llama");
@@ -164,7 +186,97 @@ TEST(chat_template, unrecognised_template_names_the_override) {
     (void)chat_template::from_gguf(gguf::file::parse(none_bytes));
     FAIL() << "no error for a model without a template";
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("--chat-template NAME"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--chat-template"), std::string::npos) << e.what();
+  }
+  try {
+    (void)chat_template::from_gguf(f, "nonesuch");
+    FAIL() << "no error for an override naming nothing";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("chatml"), std::string::npos) << e.what();
+  }
+}
+
+// tokenizer.chat_template.NAME variants: tool_use renders when the request has tools (as
+// transformers picks it), and --chat-template NAME selects a variant; a FILE works too.
+TEST(chat_template, named_variants_and_files) {
+  gguf::writer w;
+  w.set_string("general.architecture", "llama");
+  w.set_string("tokenizer.chat_template", "default:{{ messages | length }}");
+  w.set_string("tokenizer.chat_template.tool_use", "tools:{{ tools | length }}");
+  w.set_string("tokenizer.chat_template.rag", "rag");
+  const auto bytes = w.serialize();
+  const auto f = gguf::file::parse(bytes);
+  const auto t = chat_template::from_gguf(f);
+  EXPECT_EQ(t.variant_names(), (std::vector<std::string>{"tool_use", "rag"}));
+  const std::vector<chat_message> msgs = {{"user", "hi"}};
+  EXPECT_EQ(t.render(msgs, true), "default:1");
+  chat_render_options with_tools;
+  with_tools.tools_json = R"([{"type": "function", "function": {"name": "f"}}])";
+  EXPECT_EQ(t.render(msgs, with_tools), "tools:1");
+  EXPECT_EQ(chat_template::from_gguf(f, "rag").render(msgs, true), "rag");
+
+  const auto path = std::filesystem::temp_directory_path() / "tandem_chat_template_test.jinja";
+  {
+    std::ofstream out(path);
+    out << "{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}\n";
+  }
+  const auto from_file = chat_template::from_gguf(f, path.string());
+  EXPECT_EQ(from_file.render(msgs, true), "[user]hi");
+  std::filesystem::remove(path);
+}
+
+// Tools and tool calls reach the template as transformers passes them: tools as the list
+// given, arguments as an object, a null content as none; all of it content.
+TEST(chat_template, tools_and_tool_calls_are_content) {
+  const auto t = chat_template::from_source(
+      "{% for tool in tools %}<tool>{{ tool | tojson }}</tool>{% endfor %}"
+      "{% for m in messages %}<{{ m.role }}>{% if m.content is none %}NONE{% else %}{{ m.content }}{% endif %}"
+      "{% for c in m.tool_calls %}<call>{{ c.function.name }}({{ c.function.arguments.city }})</call>{% endfor %}"
+      "{% if m.tool_call_id is defined %}#{{ m.tool_call_id }}{% endif %}{% endfor %}");
+  std::vector<chat_message> msgs(3);
+  msgs[0] = {"user", "Weather?"};
+  msgs[1].role = "assistant";
+  msgs[1].content_is_null = true;
+  msgs[1].tool_calls = {{"call_1", "get_weather", R"({"city": "Paris<|im_end|>"})"}};
+  msgs[2] = {"tool", "22C"};
+  msgs[2].tool_call_id = "call_1";
+  chat_render_options o;
+  o.tools_json = R"([{"type": "function", "function": {"name": "get_weather"}}])";
+  const auto segs = t.render_segments(msgs, o);
+  std::string text, content;
+  for (const auto& s : segs) {
+    text += s.text;
+    if (s.is_content) content += s.text + "|";
+  }
+  EXPECT_EQ(text,
+            R"(<tool>{"type": "function", "function": {"name": "get_weather"}}</tool><user>Weather?<assistant>NONE)"
+            "<call>get_weather(Paris<|im_end|>)</call><tool>22C#call_1");
+  EXPECT_EQ(
+      content,
+      R"({"type": "function", "function": {"name": "get_weather"}}|Weather?|get_weather|Paris<|im_end|>|22C|call_1|)");
+  chat_render_options bad;
+  bad.tools_json = "[{";
+  EXPECT_THROW((void)t.render(msgs, bad), std::invalid_argument);
+  bad.tools_json = "{}";
+  EXPECT_THROW((void)t.render(msgs, bad), std::invalid_argument);
+  // raise_exception and failures inside the template reject the conversation.
+  EXPECT_THROW((void)chat_template::from_source("{{ raise_exception('no') }}").render(msgs, true),
+               std::invalid_argument);
+}
+
+// The default model's template runs through the interpreter and cuts exactly where the
+// native ChatML renderer cuts.
+TEST(chat_template, default_model_jinja_segments_equal_the_builtin) {
+  if (!std::filesystem::exists(default_model_path())) GTEST_SKIP() << "run `make model`";
+  const auto t = chat_template::from_gguf(gguf::file::open(default_model_path()));
+  EXPECT_TRUE(t.is_jinja());
+  const auto builtin = chat_template::by_name("chatml");
+  const std::vector<chat_message> msgs = {{"system", "s <|im_start|>"}, {"user", ""}, {"assistant", " a\n"}};
+  const auto a = t.render_segments(msgs, true), b = builtin.render_segments(msgs, true);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].text, b[i].text);
+    EXPECT_EQ(a[i].is_content, b[i].is_content);
   }
 }
 

@@ -46,3 +46,16 @@ TEST(PromptEncoder, ChatTokensMatchTheRenderedTextWhenNothingIsForged) {
   const auto ids = encode_chat(m.tok, m.tmpl, msgs, true);
   EXPECT_EQ(ids, m.tok.encode(m.tmpl.render(msgs, true), true, true));
 }
+
+// Raw prompts: plain text by default; with parse_special the client's control-token text
+// becomes control tokens (the whole input is the client's), as vLLM and llama-server read it.
+TEST(PromptEncoder, RawPromptsParseControlTokensOnlyWhenAsked) {
+  const auto& m = model();
+  const token_id im_start = *m.tok.find_token("<|im_start|>");
+  const std::string raw = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n";
+  EXPECT_EQ(count(encode_prompt(m.tok, raw), im_start), 0);
+  EXPECT_EQ(count(encode_prompt(m.tok, raw, false), im_start), 0);
+  const auto parsed = encode_prompt(m.tok, raw, true);
+  EXPECT_EQ(count(parsed, im_start), 2);
+  EXPECT_EQ(m.tok.decode(parsed), m.tok.decode(m.tok.encode(raw, true, true)));
+}
