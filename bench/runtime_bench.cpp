@@ -1,4 +1,4 @@
-// Runtime benchmarks (issue 4), on the default model through the public actor API:
+// Runtime benchmarks on the default model through the public actor API:
 //   throughput  aggregate decode tok/s with 1, 4, 16 and 64 concurrent streams (decode only)
 //   prefix      TTFT with a ~2,000-token shared system prompt, cold vs cached; and the cost
 //               of prefix caching when nothing is reused (caching on vs off)

@@ -1,4 +1,4 @@
-// Speculative decoding benchmarks (issue 6) on the default model, greedy:
+// Speculative decoding benchmarks on the default model, greedy:
 //   single stream, each method (none, ngram, layer-skip, draft) on (a) input-grounded tasks
 //   (correct a given passage) and (b) open chat: decode tok/s, speed-up over none,
 //   acceptance rate and mean accepted length per verification pass;

@@ -1,4 +1,4 @@
-// gpu_bench: the H200 benchmark table of issue 7 on synthetic models with Llama-3-8B shapes.
+// gpu_bench: the H200 benchmark table on synthetic models with Llama-3-8B shapes.
 //
 //   copy bandwidth (device-to-device, read + write) -> the roofline
 //   batch-1 decode tok/s per weight type vs roofline = bandwidth / bytes read per step
