@@ -24,6 +24,7 @@ struct flight {
   streamer_actor streamer;
   int tenant = -1;      // index into tenants; -1 in open mode
   double reserved = 0;  // tokens charged at submit
+  bool cancelled = false;
 };
 
 struct admission_state {
@@ -159,7 +160,8 @@ admission_actor::behavior_type admission(self_ptr self, admission_config cfg,
       },
       [self](cancel_atom, request_id id) {
         auto& st = self->state;
-        if (const auto it = st.in_flight.find(id); it != st.in_flight.end()) {
+        if (const auto it = st.in_flight.find(id); it != st.in_flight.end() && !it->second.cancelled) {
+          it->second.cancelled = true;  // counted once, however often the client's side asks
           ++st.stats.cancelled;
           self->send(it->second.streamer, cancel_atom::value);
         }

@@ -39,7 +39,7 @@ struct connection_slot {
 class http_session {
  public:
   http_session(tcp::socket socket, std::shared_ptr<server_context> ctx)
-      : stream_(std::move(socket)), ctx_(std::move(ctx)) {}
+      : stream_(std::move(socket)), buffer_(read_buffer_limit(ctx->opts)), ctx_(std::move(ctx)) {}
 
   asio::awaitable<void> run();
 
@@ -70,7 +70,8 @@ asio::awaitable<void> http_session::run() {
     boost::system::error_code ec;
     co_await http::async_read(stream_, buffer_, parser, asio::redirect_error(asio::use_awaitable, ec));
     if (ec == http::error::end_of_stream) break;
-    if (ec && ec.category() != http::make_error_code(http::error::bad_target).category())
+    if (ec && ec != http::error::buffer_overflow &&
+        ec.category() != http::make_error_code(http::error::bad_target).category())
       break;  // socket gone or timed out
     if (ec) {
       // A request we cannot read: say why (when the socket still works) and close.
@@ -85,6 +86,12 @@ asio::awaitable<void> http_session::run() {
       } else if (ec == http::error::header_limit) {
         status = 431;
         why = "the request header is larger than " + std::to_string(ctx_->opts.max_header_bytes) + " bytes";
+      } else if (ec == http::error::buffer_overflow) {
+        // A line the parser needs whole (a chunk header with its extensions, a trailer
+        // field) that never ends: the read buffer's limit bounds what a client can make us hold.
+        status = 431;
+        why = "a request line, chunk header or trailer is longer than " +
+              std::to_string(read_buffer_limit(ctx_->opts)) + " bytes";
       }
       ctx_->metrics.count_rejection("invalid_request");
       boost::system::error_code wec;
@@ -154,7 +161,7 @@ asio::awaitable<bool> http_session::handle(http_request& req) {
       co_await metrics(res, req);
     } else if (r->kind == route_kind::chat_completions || r->kind == route_kind::completions) {
       const api_kind kind = r->kind == route_kind::chat_completions ? api_kind::chat : api_kind::completion;
-      co_await serve_generation(stream_, req, kind, ctx_, streamed, res);
+      co_await serve_generation(stream_, buffer_, req, kind, ctx_, streamed, res);
     } else {
       res = to_response(req, answer(req, *r, rt));
     }

@@ -38,6 +38,10 @@ inline string_response to_response(const http_request& req, http_reply reply) {
   return res;
 }
 
+// The most a connection's read buffer holds: the header limit and room for the line being
+// parsed (a chunk header, a trailer). Body bytes pass through it into the body.
+inline size_t read_buffer_limit(const server_options& o) { return o.max_header_bytes + (16 << 10); }
+
 // Logs why a session coroutine ended with an exception (co_spawn's completion handler).
 void log_session_exception(std::exception_ptr e);
 
