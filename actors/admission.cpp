@@ -34,6 +34,18 @@ struct admission_state {
   request_id next_id = 1;
   std::vector<tenant_runtime> tenants;
   std::unordered_map<request_id, flight> in_flight;
+  // The choices of one request are judged once, by the first to arrive (check_tenant for all
+  // of them); the verdict waits here for the others.
+  struct group_verdict {
+    submit_reply reply;
+    int tenant = -1;
+    double reserved_each = 0;
+    uint32_t left = 0;  // choices still to come
+    clock_type::time_point at;
+  };
+  std::unordered_map<uint64_t, group_verdict> groups;
+  // Slots held for accepted choices still to come (counted in their tenant's in_flight too).
+  uint32_t reserved_slots = 0;
   admission_stats stats;
   static inline const char* name = "tandem.admission";
 };
@@ -70,8 +82,9 @@ void fill_limits(submit_reply& r, tenant_runtime& t, clock_type::time_point now)
   }
 }
 
-// Refuses (status + error) or reserves the tenant's share for the request.
-submit_reply check_tenant(admission_state& st, generate_request& req, int& tenant, double& reserved) {
+// What a request of n choices would take from its tenant, or why the tenant refuses it
+// (401, 429, or 400 when no retry could ever pass). Nothing is taken yet.
+submit_reply check_tenant(admission_state& st, const generate_request& req, uint32_t n, int& tenant, double& cost) {
   submit_reply r;
   const auto now = clock_type::now();
   tenant = find_tenant(st.tenants, req.api_key);
@@ -83,8 +96,13 @@ submit_reply check_tenant(admission_state& st, generate_request& req, int& tenan
   }
   auto& t = st.tenants[tenant];
   fill_limits(r, t, now);
-  const double cost = std::min(estimated_tokens(req), t.tokens.limited() ? t.tokens.capacity() : 1e300);
-  if (t.cfg.max_concurrent > 0 && t.in_flight >= t.cfg.max_concurrent) {
+  // A request larger than the whole bucket waits for a full one: it would never fit otherwise.
+  cost = std::min(estimated_tokens(req) * n, t.tokens.limited() ? t.tokens.capacity() : 1e300);
+  if (t.cfg.max_concurrent > 0 && n > t.cfg.max_concurrent) {
+    r.status = 400;
+    r.error = "this request has " + std::to_string(n) + " choices, more than tenant '" + t.cfg.name +
+              "' may run at once (max_concurrent_requests: " + std::to_string(t.cfg.max_concurrent) + ")";
+  } else if (t.cfg.max_concurrent > 0 && t.in_flight + n > t.cfg.max_concurrent) {
     r.status = 429;
     r.error = "tenant '" + t.cfg.name + "' has " + std::to_string(t.in_flight) +
               " requests in flight, its limit; retry when one finishes";
@@ -100,17 +118,19 @@ submit_reply check_tenant(admission_state& st, generate_request& req, int& tenan
               " tokens per minute (this request may use " + std::to_string(static_cast<int64_t>(cost)) + ")";
     r.retry_after_s = t.tokens.seconds_until(cost, now);
   }
-  if (r.status == 429) {
-    ++st.stats.rate_limited;
-    return r;
-  }
+  if (r.status == 429) ++st.stats.rate_limited;
+  return r;
+}
+
+// Takes what check_tenant said the request costs: one request, its tokens.
+void charge_tenant(admission_state& st, generate_request& req, int tenant, double cost, submit_reply& r) {
+  const auto now = clock_type::now();
+  auto& t = st.tenants[tenant];
   t.requests.try_take(1, now);
   t.tokens.try_take(cost, now);
-  reserved = cost;
   req.tenant = t.cfg.name;
   req.weight = t.cfg.weight;
   fill_limits(r, t, now);
-  return r;
 }
 
 admission_actor::behavior_type admission(self_ptr self, admission_config cfg,
@@ -128,25 +148,75 @@ admission_actor::behavior_type admission(self_ptr self, admission_config cfg,
         submit_reply r;
         int tenant = -1;
         double reserved = 0;
-        if (!req.sink) {
-          r.status = 400;
-          r.error = "the request has no sink to deliver tokens to";
-        } else if (st.in_flight.size() >= st.cfg.max_in_flight) {
-          r.status = 503;
-          r.error =
-              "the server is at capacity (" + std::to_string(st.in_flight.size()) + " requests in flight); retry later";
-          r.retry_after_s = 1;
-          ++st.stats.overloaded;
-        } else if (!st.tenants.empty()) {
-          r = check_tenant(st, req, tenant, reserved);
-        } else {
-          if (req.tenant.empty()) req.tenant = "default";
-          req.weight = 1.0;
-          r.tenant = req.tenant;
+        const bool grouped = req.prompt_group != 0 && req.choices > 1;
+        const uint32_t n = grouped ? req.choices : 1;
+        const auto now = clock_type::now();
+        for (auto it = st.groups.begin(); it != st.groups.end();) {  // choices that never came
+          if (now - it->second.at <= std::chrono::minutes(1)) {
+            ++it;
+            continue;
+          }
+          if (it->second.reply.accepted) {
+            st.reserved_slots -= it->second.left;
+            if (it->second.tenant >= 0) st.tenants[it->second.tenant].in_flight -= it->second.left;
+          }
+          it = st.groups.erase(it);
         }
-        if (!r.error.empty()) {
-          ++st.stats.rejected;
-          return r;
+        if (const auto g = grouped ? st.groups.find(req.prompt_group) : st.groups.end(); g != st.groups.end()) {
+          // A later choice of a request already judged: the verdict holds, nothing is charged.
+          r = g->second.reply;
+          tenant = g->second.tenant;
+          reserved = g->second.reserved_each;
+          if (tenant >= 0) {
+            req.tenant = st.tenants[tenant].cfg.name;
+            req.weight = st.tenants[tenant].cfg.weight;
+          }
+          if (--g->second.left == 0) st.groups.erase(g);
+          if (!r.accepted) {
+            ++st.stats.rejected;
+            return r;
+          }
+          --st.reserved_slots;  // the slot held for this choice is taken below
+          if (tenant >= 0) --st.tenants[tenant].in_flight;
+        } else {
+          // The tenant's limits first (a tenant at its limit is told so, whatever the server's
+          // load), then the server's; a request is charged only once it is accepted.
+          double cost = 0;
+          if (!req.sink) {
+            r.status = 400;
+            r.error = "the request has no sink to deliver tokens to";
+          } else if (!st.tenants.empty()) {
+            r = check_tenant(st, req, n, tenant, cost);
+          } else {
+            if (req.tenant.empty()) req.tenant = "default";
+            req.weight = 1.0;
+            r.tenant = req.tenant;
+          }
+          if (r.error.empty() && n > st.cfg.max_in_flight) {
+            r.status = 400;
+            r.error = "this request has " + std::to_string(n) + " choices, more than the server runs at once (" +
+                      std::to_string(st.cfg.max_in_flight) + ")";
+          } else if (r.error.empty() && st.in_flight.size() + st.reserved_slots + n > st.cfg.max_in_flight) {
+            r.status = 503;
+            r.error = "the server is at capacity (" + std::to_string(st.in_flight.size()) +
+                      " requests in flight); retry later";
+            r.retry_after_s = 1;
+            ++st.stats.overloaded;
+          }
+          if (r.error.empty() && tenant >= 0) charge_tenant(st, req, tenant, cost, r);
+          reserved = cost / n;
+          r.accepted = r.error.empty();
+          if (grouped) {
+            st.groups[req.prompt_group] = {r, tenant, reserved, n - 1, now};
+            if (r.accepted) {  // hold the other choices' slots
+              st.reserved_slots += n - 1;
+              if (tenant >= 0) st.tenants[tenant].in_flight += n - 1;
+            }
+          }
+          if (!r.accepted) {
+            ++st.stats.rejected;
+            return r;
+          }
         }
         const request_id id = st.next_id++;
         req.api_key.clear();  // no further actor needs the secret

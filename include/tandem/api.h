@@ -80,6 +80,7 @@ struct generate_request {
   // Nonzero: the choices of one request (n > 1) carry the same value and the same prompt,
   // which is then computed once and its KV blocks shared (copy-on-write) by every choice.
   uint64_t prompt_group = 0;
+  uint32_t choices = 1;  // with prompt_group: how many choices the request has (admitted together)
   sampling_options sampling;
   std::string tenant = "default";  // set by admission from the API key when tenants are configured
   double weight = 1.0;             // the tenant's scheduling weight (set by admission)
@@ -174,7 +175,7 @@ typename Inspector::result_type inspect(Inspector& f, sampling_options& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generate_request& x) {
   return f(caf::meta::type_name("generate_request"), x.prompt, x.messages, x.add_generation_prompt, x.max_tokens,
-           x.stop, x.stop_token_ids, x.ignore_eos, x.speculative, x.prompt_group, x.sampling, x.tenant, x.weight,
+           x.stop, x.stop_token_ids, x.ignore_eos, x.speculative, x.prompt_group, x.choices, x.sampling, x.tenant, x.weight,
            x.api_key, x.stream_interval, x.sink);
 }
 template <class Inspector>
