@@ -228,6 +228,25 @@ admission_actor::behavior_type admission(self_ptr self, admission_config cfg,
         r.id = id;
         return r;
       },
+      [self](auth_atom, const std::string& key) -> submit_reply {
+        auto& st = self->state;
+        submit_reply r;
+        if (st.tenants.empty()) {
+          r.accepted = true;
+          r.tenant = "default";
+          return r;
+        }
+        const int t = find_tenant(st.tenants, key);
+        if (t < 0) {
+          r.status = 401;
+          r.error = key.empty() ? "no API key given (send Authorization: Bearer KEY)" : "the API key is not valid";
+          ++st.stats.unauthorized;
+          return r;
+        }
+        r.accepted = true;
+        r.tenant = st.tenants[t].cfg.name;
+        return r;
+      },
       [self](cancel_atom, request_id id) {
         auto& st = self->state;
         if (const auto it = st.in_flight.find(id); it != st.in_flight.end() && !it->second.cancelled) {

@@ -77,6 +77,7 @@ void http_server::start() {
                              ec.message());
   s.acceptor.listen(asio::socket_base::max_listen_connections);
   s.port = s.acceptor.local_endpoint().port();
+  s.ctx->port = s.port;
   s.work.emplace(s.ioc.get_executor());
   asio::co_spawn(s.ioc, accept_loop(s.acceptor, s.ioc, s.ctx), log_exception);
   for (int i = 0; i < std::max(1, s.ctx->opts.io_threads); ++i) {
@@ -105,6 +106,7 @@ void http_server::stop() {
     boost::system::error_code ec;
     s.acceptor.close(ec);
   });
+  s.ctx->work.join();  // its answers go to the network threads: they finish first
   s.work.reset();
   s.ioc.stop();
   for (auto& t : s.threads) t.join();

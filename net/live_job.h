@@ -30,6 +30,7 @@ struct live_job {
   generation_job job;
   std::vector<caf::actor> sinks;
   std::function<void()> notify;  // runs on the session's strand after each event
+  bool overflowed = false;       // cancelled for a full output queue (WebSocket)
 };
 
 // Submits every choice of `lj` to admission; events come back on `ex`.

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace tandem {
 class runtime;
@@ -35,8 +36,16 @@ struct server_options {
   std::chrono::seconds write_timeout{30};     // for one write to drain to a slow reader
   int send_buffer_bytes = 0;                  // SO_SNDBUF per connection; 0 = the kernel's (autotuned)
   size_t max_pending_output_bytes = 1 << 20;  // per WebSocket: reads pause above this
-  uint32_t max_generations_per_socket = 64;   // concurrent generations on one WebSocket
-  uint32_t stream_interval = 1;               // tokens per streamed event (generate_request)
+  uint32_t max_generations_per_socket = 64;   // concurrent choices of generations on one WebSocket
+  uint32_t max_connections_per_address = 0;   // 0 = min(max_connections, max(8, max_connections / 4))
+  std::chrono::seconds ws_idle_timeout{60};   // a WebSocket with nothing running closes after this
+  std::chrono::seconds ws_auth_timeout{5};    // with tenants: the first frame must authenticate by then
+  // Web origins allowed to use the server from a browser (WebSocket upgrades with an Origin
+  // header, and in open mode the Host header): "*" = any. Same-origin and clients that send
+  // no Origin always pass.
+  std::vector<std::string> allowed_origins;
+  std::string metrics_api_key;   // set: GET /metrics needs "Authorization: Bearer KEY"
+  uint32_t stream_interval = 1;  // tokens per streamed event (generate_request)
 };
 
 struct server_context;

@@ -7,6 +7,7 @@ namespace tandem {
 
 using submit_atom = caf::atom_constant<caf::atom("submit")>;          // host/net -> admission
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;          // host/net -> admission
+using auth_atom = caf::atom_constant<caf::atom("auth")>;              // net -> admission
 using finished_atom = caf::atom_constant<caf::atom("finished")>;      // streamer -> admission
 using enqueue_atom = caf::atom_constant<caf::atom("enqueue")>;        // streamer -> scheduler
 using abort_atom = caf::atom_constant<caf::atom("abort")>;            // -> scheduler
