@@ -130,6 +130,7 @@ void charge_tenant(admission_state& st, generate_request& req, int tenant, doubl
   t.tokens.try_take(cost, now);
   req.tenant = t.cfg.name;
   req.weight = t.cfg.weight;
+  req.cache_group = t.cfg.prefix_cache_group.empty() ? t.cfg.name : t.cfg.prefix_cache_group;
   fill_limits(r, t, now);
 }
 
@@ -170,6 +171,8 @@ admission_actor::behavior_type admission(self_ptr self, admission_config cfg,
           if (tenant >= 0) {
             req.tenant = st.tenants[tenant].cfg.name;
             req.weight = st.tenants[tenant].cfg.weight;
+            const auto& c = st.tenants[tenant].cfg;
+            req.cache_group = c.prefix_cache_group.empty() ? c.name : c.prefix_cache_group;
           }
           if (--g->second.left == 0) st.groups.erase(g);
           if (!r.accepted) {
@@ -190,6 +193,7 @@ admission_actor::behavior_type admission(self_ptr self, admission_config cfg,
           } else {
             if (req.tenant.empty()) req.tenant = "default";
             req.weight = 1.0;
+            if (req.cache_group.empty()) req.cache_group = req.tenant;
             r.tenant = req.tenant;
           }
           if (r.error.empty() && n > st.cfg.max_in_flight) {

@@ -8,6 +8,7 @@
 #include "engine/gguf/gguf.h"
 #include "engine/model/model.h"
 #include "engine/model/model_path.h"
+#include "engine/tenants/tenant_limits.h"
 
 namespace tandem {
 
@@ -25,6 +26,7 @@ runtime::runtime() : actors_(std::make_unique<runtime_actors>()) {}
 
 std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_config& cfg,
                                         const device_factory* device) {
+  check_unique(cfg.tenants);
   std::unique_ptr<runtime> rt(new runtime());
   auto& actors = *rt->actors_;
   rt->cfg_ = cfg;

@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <random>
 #include <unordered_map>
 
 #include "actors/clock.h"
 #include "actors/spawn.h"
+
+#include <xxhash.h>
 
 namespace tandem {
 namespace {
@@ -48,6 +51,7 @@ struct scheduler_state {
   uint32_t k_max = 0;
   std::unordered_map<seq_id, seq_info> seqs;
   std::unordered_map<uint64_t, prompt_group> groups;
+  uint64_t salt_key = std::random_device{}() * 0x9e3779b97f4a7c15ull ^ std::random_device{}();
   std::vector<seq_id> released;  // ended since the last step: the device drops their state
   // Token batches for the streamers, sent once the next step is on its way to the device:
   // the streamers' work then overlaps the device's instead of delaying the plan (they share
@@ -75,9 +79,15 @@ void flush_outbox(self_ptr self) {
   self->state.outbox.clear();
 }
 
+// A group's salt: a keyed hash, with a key chosen at random when the scheduler starts, so no
+// client can compute another group's block hashes (vLLM's client-set cache_salt can be).
+uint64_t cache_salt(const scheduler_state& st, const std::string& group) {
+  return group.empty() ? 0 : XXH64(group.data(), group.size(), st.salt_key) | 1;
+}
+
 void add_to_planner(scheduler_state& st, seq_id id) {
   const auto& r = st.seqs.at(id).req;
-  st.planner->add(id, r.tenant, r.weight, r.prompt);
+  st.planner->add(id, r.tenant, r.weight, r.prompt, cache_salt(st, r.cache_group));
 }
 
 // A sequence of a prompt group ends: a parked one leaves the queue; a leader that goes

@@ -25,6 +25,7 @@ struct sequence_request {
   seq_id id = 0;
   std::string tenant = "default";
   double weight = 1.0;
+  std::string cache_group;  // prefix-cache isolation: blocks are found only within the group
   std::vector<token_id> prompt;
   sampling_options sampling;
   uint32_t max_new_tokens = 256;

@@ -95,6 +95,7 @@ int serve(serve_options o) {
     t.name = "default";
     t.api_keys.push_back(o.api_key);
     o.rt.tenants.push_back(std::move(t));
+    check_unique(o.rt.tenants);  // --api-key's tenant beside the config's
   }
   if (o.rt.tenants.empty() && !is_loopback(o.host) && !o.allow_open_non_loopback) {
     std::fprintf(stderr,

@@ -61,9 +61,14 @@ uint64_t block_pool::hash_block(uint64_t parent, std::span<const token_id> token
   return XXH64(tokens.data(), tokens.size_bytes(), parent);
 }
 
-block_table block_pool::match(std::span<const token_id> tokens) const {
+uint64_t block_pool::root_for(uint64_t salt) {
+  if (salt == 0) return kRootHash;
+  return XXH64(&salt, sizeof salt, kRootHash);
+}
+
+block_table block_pool::match(std::span<const token_id> tokens, uint64_t root) const {
   block_table out;
-  uint64_t parent = kRootHash;
+  uint64_t parent = root;
   for (size_t start = 0; start + block_size_ <= tokens.size(); start += block_size_) {
     const auto chunk = tokens.subspan(start, block_size_);
     const uint64_t h = hash_block(parent, chunk);

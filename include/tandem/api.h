@@ -84,6 +84,7 @@ struct generate_request {
   sampling_options sampling;
   std::string tenant = "default";  // set by admission from the API key when tenants are configured
   double weight = 1.0;             // the tenant's scheduling weight (set by admission)
+  std::string cache_group;         // the tenant's prefix-cache group (set by admission)
   std::string api_key;             // the caller's key (Authorization: Bearer); checked by admission
   // Tokens per delta (vLLM's --stream-interval): the first token goes out at once, then a
   // delta whenever this many have gathered, and the rest at the end. 1 (or 0): each step's
@@ -179,8 +180,8 @@ typename Inspector::result_type inspect(Inspector& f, sampling_options& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generate_request& x) {
   return f(caf::meta::type_name("generate_request"), x.prompt, x.messages, x.add_generation_prompt, x.max_tokens,
-           x.stop, x.stop_token_ids, x.ignore_eos, x.speculative, x.prompt_group, x.choices, x.sampling, x.tenant, x.weight,
-           x.api_key, x.stream_interval, x.sink);
+           x.stop, x.stop_token_ids, x.ignore_eos, x.speculative, x.prompt_group, x.choices, x.sampling, x.tenant,
+           x.weight, x.cache_group, x.api_key, x.stream_interval, x.sink);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, submit_reply& x) {
