@@ -22,6 +22,7 @@ struct tenant_runtime {
 
 struct flight {
   streamer_actor streamer;
+  sink_actor sink;      // told of the end if the streamer dies first
   int tenant = -1;      // index into tenants; -1 in open mode
   double reserved = 0;  // tokens charged at submit
   bool cancelled = false;
@@ -134,6 +135,18 @@ void charge_tenant(admission_state& st, generate_request& req, int tenant, doubl
   fill_limits(r, t, now);
 }
 
+// The request ended: its tenant's slot comes back and its token charge is settled.
+void settle(admission_state& st, request_id id, uint32_t used_tokens) {
+  const auto it = st.in_flight.find(id);
+  if (it == st.in_flight.end()) return;
+  if (it->second.tenant >= 0) {
+    auto& t = st.tenants[it->second.tenant];
+    --t.in_flight;
+    t.tokens.adjust(static_cast<double>(used_tokens) - it->second.reserved, clock_type::now());
+  }
+  st.in_flight.erase(it);
+}
+
 admission_actor::behavior_type admission(self_ptr self, admission_config cfg,
                                          std::shared_ptr<const runtime_shared> shared, scheduler_actor scheduler) {
   auto& init = self->state;
@@ -143,6 +156,24 @@ admission_actor::behavior_type admission(self_ptr self, admission_config cfg,
   for (const auto& t : init.cfg.tenants) {
     init.tenants.push_back({t, token_bucket(t.requests_per_minute), token_bucket(t.tokens_per_minute), 0});
   }
+  // A streamer that ends without its finished message (it failed): its request ends here,
+  // with an error for the sink, its sequence aborted, its slots given back.
+  self->set_down_handler([self](const caf::down_msg& dm) {
+    auto& st = self->state;
+    for (auto& [id, f] : st.in_flight) {
+      if (f.streamer.address() != dm.source) continue;
+      const request_id rid = id;
+      self->send(st.scheduler, abort_atom::value, static_cast<seq_id>(rid));
+      generation_done done;
+      done.id = rid;
+      done.reason = finish_reason::error;
+      done.status = 500;
+      done.error = "the request's streamer failed: " + self->system().render(dm.reason);
+      if (f.sink) self->send(f.sink, std::move(done));
+      settle(st, rid, static_cast<uint32_t>(f.reserved));
+      return;
+    }
+  });
   return {
       [self](submit_atom, generate_request& req) -> submit_reply {
         auto& st = self->state;
@@ -224,8 +255,10 @@ admission_actor::behavior_type admission(self_ptr self, admission_config cfg,
         }
         const request_id id = st.next_id++;
         req.api_key.clear();  // no further actor needs the secret
+        sink_actor sink = req.sink;
         auto streamer = spawn_streamer(self->system(), id, std::move(req), st.shared, st.scheduler, self);
-        st.in_flight.emplace(id, flight{std::move(streamer), tenant, reserved});
+        self->monitor(streamer);  // a streamer that dies unfinished must not keep its slots
+        st.in_flight.emplace(id, flight{std::move(streamer), std::move(sink), tenant, reserved});
         if (tenant >= 0) ++st.tenants[tenant].in_flight;
         ++st.stats.accepted;
         r.accepted = true;
@@ -259,17 +292,7 @@ admission_actor::behavior_type admission(self_ptr self, admission_config cfg,
           self->send(it->second.streamer, cancel_atom::value);
         }
       },
-      [self](finished_atom, request_id id, uint32_t used_tokens) {
-        auto& st = self->state;
-        const auto it = st.in_flight.find(id);
-        if (it == st.in_flight.end()) return;
-        if (it->second.tenant >= 0) {
-          auto& t = st.tenants[it->second.tenant];
-          --t.in_flight;
-          t.tokens.adjust(static_cast<double>(used_tokens) - it->second.reserved, clock_type::now());
-        }
-        st.in_flight.erase(it);
-      },
+      [self](finished_atom, request_id id, uint32_t used_tokens) { settle(self->state, id, used_tokens); },
       [self](stats_atom) -> admission_stats {
         auto s = self->state.stats;
         s.in_flight = static_cast<uint32_t>(self->state.in_flight.size());

@@ -63,8 +63,15 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
     pc.attention_cost_per_key = attention_cost_per_key(mc);
   }
 
-  actors.device_worker = device ? device->spawn(sys, std::move(m), rt->kv_blocks_, cfg.block_size)
-                                : spawn_cpu_device_worker(sys, std::move(m), rt->kv_blocks_, cfg.block_size);
+  // The scheduler supervises the device worker with this (a new one, over the same weights,
+  // with a new KV pool); runtime_actors::device_worker names the first.
+  std::function<device_worker_actor()> spawn_device =
+      [sys = &sys, m, n_blocks = rt->kv_blocks_, block_size = cfg.block_size,
+       factory = device ? std::optional<device_factory>(*device) : std::nullopt]() {
+        return factory ? factory->spawn(*sys, m, n_blocks, block_size)
+                       : spawn_cpu_device_worker(*sys, m, n_blocks, block_size);
+      };
+  actors.device_worker = spawn_device();
   actors.cache_manager = spawn_cache_manager(sys, {rt->kv_blocks_, cfg.block_size, cfg.enable_prefix_caching});
   speculation_actors spec;
   if (cfg.speculative != "none" && !cfg.speculative.empty()) {
@@ -102,7 +109,7 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
     actors.verifier = spec.verifier;
   }
   actors.scheduler = spawn_scheduler(sys, pc, cfg.block_size, rt->kv_blocks_ * cfg.block_size, actors.cache_manager,
-                                     actors.device_worker, spec);
+                                     actors.device_worker, spec, spawn_device);
   admission_config ac;
   ac.max_in_flight = cfg.max_in_flight;
   ac.tenants = cfg.tenants;

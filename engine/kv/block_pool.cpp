@@ -57,6 +57,16 @@ void block_pool::release(block_id b) {
   }
 }
 
+void block_pool::drop_index() {
+  for (block_id b : evictable_) {
+    blocks_[b].in_lru = false;
+    unindex(b);
+    free_.push_back(b);
+  }
+  evictable_.clear();
+  for (block_id b = 0; b < blocks_.size(); ++b) unindex(b);
+}
+
 uint64_t block_pool::hash_block(uint64_t parent, std::span<const token_id> tokens) const {
   return XXH64(tokens.data(), tokens.size_bytes(), parent);
 }

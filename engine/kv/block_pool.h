@@ -51,6 +51,9 @@ class block_pool {
   uint64_t hash_block(uint64_t parent, std::span<const token_id> tokens) const;
   // Longest run of indexed full blocks that spells a prefix of `tokens` (no refs taken).
   block_table match(std::span<const token_id> tokens, uint64_t root = kRootHash) const;
+  // Forgets every indexed block (their KV data is gone: the device worker was restarted);
+  // cached free blocks become plain free ones.
+  void drop_index();
   // Enters full block b (holding `tokens`, behind `parent`) into the index. If an equal
   // block is already indexed, nothing changes and that block's id is returned.
   block_id publish(block_id b, uint64_t parent, std::span<const token_id> tokens);

@@ -125,6 +125,14 @@ void kv_block_manager::free(seq_id seq) {
   seqs_.erase(it);
 }
 
+void kv_block_manager::drop_cache() {
+  pool_.drop_index();
+  for (auto& [seq, s] : seqs_) {
+    s.n_published = 0;
+    s.last_hash = s.root;
+  }
+}
+
 const block_table& kv_block_manager::table(seq_id seq) const { return seqs_.at(seq).table; }
 
 kv_cache_stats kv_block_manager::stats() const {

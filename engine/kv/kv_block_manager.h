@@ -65,6 +65,9 @@ class kv_block_manager {
   void fork(seq_id parent, seq_id child);
   // Releases seq's blocks, the last first, so the tail of a cached prefix is evicted first.
   void free(seq_id seq);
+  // The KV data of every block is gone (the device worker was restarted): the prefix index
+  // forgets everything, and what sequences still hold is published afresh as they compute.
+  void drop_cache();
 
   bool has(seq_id seq) const { return seqs_.count(seq) != 0; }
   const block_table& table(seq_id seq) const;

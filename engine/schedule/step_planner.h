@@ -123,6 +123,8 @@ class step_planner {
     complete(planned, sampled ? std::span<const token_id>(&*sampled, 1) : std::span<const token_id>());
   }
 
+  // Running sequences, oldest first.
+  const std::vector<seq_id>& running() const { return running_; }
   bool has_work() const { return !running_.empty() || n_waiting_ > 0; }
   size_t n_running() const { return running_.size(); }
   size_t n_waiting() const { return n_waiting_; }

@@ -19,6 +19,7 @@ using tokens_atom = caf::atom_constant<caf::atom("tokens")>;          // schedul
 using stats_atom = caf::atom_constant<caf::atom("stats")>;            // anyone -> any actor
 using trim_atom = caf::atom_constant<caf::atom("trim")>;              // scheduler -> cache manager
 using fork_atom = caf::atom_constant<caf::atom("fork")>;              // scheduler -> cache manager
+using reset_atom = caf::atom_constant<caf::atom("reset")>;            // scheduler -> cache manager
 using draft_atom = caf::atom_constant<caf::atom("draft")>;            // scheduler -> drafter
 using forget_atom = caf::atom_constant<caf::atom("forget")>;          // scheduler -> drafter, verifier
 using plan_k_atom = caf::atom_constant<caf::atom("plank")>;           // scheduler -> verifier
