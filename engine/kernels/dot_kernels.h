@@ -111,11 +111,27 @@ struct dot_kernels {
                            bool single_token_order, float* const* out) = nullptr;
   bool (*weighted_values_group)(int64_t hd, const f16_bits* const* v_chunks, size_t v_stride, const float* const* p,
                                 int n_q, int n_chunks, bool single_token_order, float* const* out) = nullptr;
+  // Row kernels of the later types (dot_generic_quants.h); a table leaves null the ones it
+  // has no kernel of its own for, and for_type then gives the generic one.
+  row_dot_fn q5_0 = nullptr;
+  row_dot_fn q5_1 = nullptr;
+  row_dot_fn iq4_nl = nullptr;
+  row_dot_fn q2_k = nullptr;
+  row_dot_fn q3_k = nullptr;
+  row_dot_fn q4_k = nullptr;
+  row_dot_fn q5_k = nullptr;
+  row_dot_fn q6_k = nullptr;
+  row_dot_fn iq4_xs = nullptr;
+
   tiled_fn tiled_for_type(tensor_type type) const {
     return type == tensor_type::q4_1 ? q4_1_tiled : type == tensor_type::q8_0 ? q8_0_tiled : nullptr;
   }
 
+  // The row kernel for a weight type: this table's, else the generic table's; null only for
+  // a type no table covers (Q8_K, which is never a weight).
   row_dot_fn for_type(tensor_type type) const;
+  // This table's own row kernel for the type, without the generic fallback.
+  row_dot_fn own_for_type(tensor_type type) const;
   group_dot_fn group_for_type(tensor_type type) const;
 };
 

@@ -58,6 +58,11 @@ std::vector<double> decode_activation(activation_format format, const std::byte*
       }
       break;
     }
+    case activation_format::q8_k: {
+      const auto* b = reinterpret_cast<const block_q8_k*>(row);
+      for (int64_t i = 0; i < k; ++i) out[i] = static_cast<double>(b[i / 256].d) * b[i / 256].qs[i % 256];
+      return out;
+    }
   }
   for (int64_t i = 0; i < k; ++i) out[i] = tmp[i];
   return out;
@@ -104,7 +109,8 @@ class DotKernels : public ::testing::TestWithParam<tensor_type> {};
 TEST_P(DotKernels, MatchDoubleReferenceOnDecodedValues) {
   const tensor_type type = GetParam();
   std::mt19937 rng(7);
-  for (int64_t k : {32, 64, 576, 1536}) {
+  for (int64_t k : {32, 64, 576, 1536, 256, 2048}) {
+    if (k % traits_of(type).block_size != 0) continue;
     const auto w_f = random_floats(static_cast<size_t>(k), rng);
     std::vector<std::byte> w(row_bytes(type, k));
     quantize_row(type, w_f.data(), k, reinterpret_cast<std::byte*>(w.data()));
@@ -123,15 +129,17 @@ TEST_P(DotKernels, MatchDoubleReferenceOnDecodedValues) {
         expected[i] += static_cast<double>(w_dec[j]) * a[j];
         magnitude[i] += std::fabs(static_cast<double>(w_dec[j]) * a[j]);
       }
-      if (type == tensor_type::q4_1) {
+      if (type == tensor_type::q4_1 || type == tensor_type::q5_1) {
         // The offset term m * sum(a) is computed from s = d * sum(q) rounded to half:
         // replace the exact term by that one, which is what the format defines.
-        const auto* wb = reinterpret_cast<const block_q4_1*>(w.data());
+        const size_t block_bytes = traits_of(type).block_bytes;
         const auto* ab = reinterpret_cast<const block_q8_1*>(acts.data() + i * stride);
         for (int64_t b = 0; b < k / 32; ++b) {
+          f16_bits m_bits;  // m follows d in both blocks
+          std::memcpy(&m_bits, reinterpret_cast<const std::byte*>(w.data()) + b * block_bytes + 2, 2);
           double exact = 0;
           for (int j = 0; j < 32; ++j) exact += a[b * 32 + j];
-          expected[i] += f16_to_f32(wb[b].m) * (f16_to_f32(ab[b].s) - exact);
+          expected[i] += f16_to_f32(m_bits) * (f16_to_f32(ab[b].s) - exact);
         }
       }
     }
@@ -153,9 +161,7 @@ TEST_P(DotKernels, MatchDoubleReferenceOnDecodedValues) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTypes, DotKernels,
-                         ::testing::Values(tensor_type::q4_0, tensor_type::q4_1, tensor_type::q8_0, tensor_type::f16,
-                                           tensor_type::bf16, tensor_type::f32),
+INSTANTIATE_TEST_SUITE_P(AllTypes, DotKernels, ::testing::ValuesIn(kWeightTypes),
                          [](const auto& param_info) { return std::string(traits_of(param_info.param).name); });
 
 // The attention and element-wise kernels promise the same bits in every table (they follow
