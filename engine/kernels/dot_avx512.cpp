@@ -7,6 +7,8 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
+#include <cstring>
+
 #include <cmath>
 
 #include "engine/kernels/blocks.h"
@@ -20,6 +22,7 @@ namespace {
 inline __m256i dot_u8s8(__m256i u, __m256i s) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s); }
 
 #include "engine/kernels/dot_simd_body.inl"
+#include "engine/kernels/dot_simd_quants.inl"
 
 // --- Matrix-matrix kernels: one weight row against a packed group of four rows. ---------
 // Two rows' blocks fill a 512-bit register; the weight block is broadcast to both halves.
@@ -744,11 +747,12 @@ TANDEM_TILED_DISPATCH(tiled_q8_0, tiled_q8_0_n)
 }  // namespace
 
 const dot_kernels& avx512_dot_kernels() {
-  static const dot_kernels table{"avx512",    dot_q4_0,   dot_q4_1,     dot_q8_0,         dot_f16,
-                                 dot_bf16,    dot_f32,    key_scores,   weighted_values,  sum16,
-                                 exp_n,       swiglu,     group_q4_0,   group_q4_1,       group_q8_0,
-                                 quantize_q8, to_f16,     group4_q4_1,  group4x2_q4_1,    group4x2_q8_0,
-                                 tiled_q4_1,  tiled_q8_0, softmax_half, key_scores_group, weighted_values_group};
+  static const dot_kernels table =
+      with_quant_kernels(dot_kernels{"avx512",    dot_q4_0,   dot_q4_1,     dot_q8_0,         dot_f16,
+                                     dot_bf16,    dot_f32,    key_scores,   weighted_values,  sum16,
+                                     exp_n,       swiglu,     group_q4_0,   group_q4_1,       group_q8_0,
+                                     quantize_q8, to_f16,     group4_q4_1,  group4x2_q4_1,    group4x2_q8_0,
+                                     tiled_q4_1,  tiled_q8_0, softmax_half, key_scores_group, weighted_values_group});
   return table;
 }
 

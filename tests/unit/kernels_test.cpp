@@ -146,6 +146,8 @@ TEST_P(DotKernels, MatchDoubleReferenceOnDecodedValues) {
     float generic_out[kMaxActsPerDot] = {};
     generic_dot_kernels().for_type(type)(k, w.data(), acts.data(), stride, kMaxActsPerDot, generic_out);
     for (const dot_kernels* table : supported_tables()) {
+      // Every table has its own kernel for every type (no silent generic fallback).
+      ASSERT_NE(table->own_for_type(type), nullptr) << table->isa;
       for (int n = 1; n <= kMaxActsPerDot; ++n) {
         float out[kMaxActsPerDot] = {};
         table->for_type(type)(k, w.data(), acts.data(), stride, n, out);
