@@ -689,15 +689,22 @@ void tiled_q4_1_n(int64_t nb, const std::byte* tile, const std::byte* acts, size
   tiled_q4_1_offsets<N>(nb, tile, a, y, y_stride);
 }
 
-template <int N>
-void tiled_q8_0_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
-                  int64_t y_stride, const std::byte* next_tile) {
-  tile_prefetch prefetch(next_tile, static_cast<size_t>(nb) * kTiledQ8_0RecordBytes, nb);
-  tiled_acts a[N];
-  __m512 acc[N];
-  for (int t = 0; t < N; ++t) {
-    a[t] = tiled_acts(acts + t * act_stride, nb);
-    acc[t] = _mm512_setzero_ps();
+// Q8_0 in the row kernels' order (q8_0_rows), as Q4_0: each lane's sum of (q + 128) * y started
+// at -128 * (its four quants' sum), so the biased weights give the signed products.
+template <int G>
+void tiled_q8_0_tokens(int64_t nb, const std::byte* tile, const std::byte* const* a, float* y, int64_t y_stride,
+                       tile_prefetch& prefetch) {
+  __m512 acc[G][8];
+  for (auto& token : acc) {
+    for (auto& lane : token) lane = _mm512_setzero_ps();
+  }
+  const int8_t* qs[G];
+  const float* d[G];
+  const int32_t* sums[G];
+  for (int t = 0; t < G; ++t) {
+    qs[t] = reinterpret_cast<const int8_t*>(a[t]);
+    d[t] = reinterpret_cast<const float*>(a[t] + nb * 32);
+    sums[t] = reinterpret_cast<const int32_t*>(a[t] + nb * 36);
   }
   for (int64_t b = 0; b < nb; ++b) {
     prefetch.step();
@@ -705,15 +712,200 @@ void tiled_q8_0_n(int64_t nb, const std::byte* tile, const std::byte* acts, size
     __m512i w[8];
     for (int j = 0; j < 8; ++j) w[j] = _mm512_loadu_si512(rec + 64 * j);
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + kTiledQ8_0ScalesAt)));
+    for (int t = 0; t < G; ++t) {
+      const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(d[t][b]));
+      const int8_t* q = qs[t] + b * 32;
 #pragma GCC unroll 8
-    for (int t = 0; t < N; ++t) {
-      int32_t corr;
-      __builtin_memcpy(&corr, a[t].aux + b * 4, 4);
-      const __m512i isum = tile_block_isum(w, a[t].qs + b * 32, _mm512_set1_epi32(corr));
-      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(a[t].d[b])), _mm512_cvtepi32_ps(isum), acc[t]);
+      for (int l = 0; l < 8; ++l) {
+        const __m512i p =
+            _mm512_dpbusd_epi32(_mm512_set1_epi32(-128 * sums[t][b * 8 + l]), w[l], broadcast_i32(q + 4 * l));
+        acc[t][l] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(p), acc[t][l]);
+      }
     }
   }
-  for (int t = 0; t < N; ++t) _mm512_storeu_ps(y + t * y_stride, acc[t]);
+  for (int t = 0; t < G; ++t) {
+    const __m512* v = acc[t];
+    const __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(v[0], v[4]), _mm512_add_ps(v[2], v[6])),
+                                     _mm512_add_ps(_mm512_add_ps(v[1], v[5]), _mm512_add_ps(v[3], v[7])));
+    _mm512_storeu_ps(y + t * y_stride, sum);
+  }
+}
+
+template <int N>
+void tiled_q8_0_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
+                  int64_t y_stride, const std::byte* next_tile) {
+  const std::byte* a[N];
+  for (int t = 0; t < N; ++t) a[t] = acts + t * act_stride;
+  tile_prefetch prefetch(next_tile, static_cast<size_t>(nb) * kTiledQ8_0RecordBytes, nb * ((N + 1) / 2));
+  int t = 0;
+  for (; t + 2 <= N; t += 2) tiled_q8_0_tokens<2>(nb, tile, a + t, y + t * y_stride, y_stride, prefetch);
+  if (t < N) tiled_q8_0_tokens<1>(nb, tile, a + t, y + t * y_stride, y_stride, prefetch);
+}
+
+// Q4_0 in the row kernels' order (q4_0_rows): as Q4_1 without offsets, each lane's sum of
+// (q - 8) * y started at -8 * (its four quants' sum, from the activation row).
+template <int G>
+void tiled_q4_0_tokens(int64_t nb, const std::byte* tile, const std::byte* const* a, float* y, int64_t y_stride,
+                       tile_prefetch& prefetch) {
+  __m512 acc[G][8];
+  for (auto& token : acc) {
+    for (auto& lane : token) lane = _mm512_setzero_ps();
+  }
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  const int8_t* qs[G];
+  const float* d[G];
+  const int32_t* corr[G];
+  for (int t = 0; t < G; ++t) {
+    qs[t] = reinterpret_cast<const int8_t*>(a[t]);
+    d[t] = reinterpret_cast<const float*>(a[t] + nb * 32);
+    corr[t] = reinterpret_cast<const int32_t*>(a[t] + nb * 36);
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    prefetch.step();
+    const std::byte* rec = tile + b * kTiledQ4_0RecordBytes;
+    __m512i w[8];
+    for (int c = 0; c < 4; ++c) {
+      const __m512i packed = _mm512_loadu_si512(rec + 64 * c);
+      w[c] = _mm512_and_si512(packed, low);
+      w[c + 4] = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low);
+    }
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + kTiledQ4_0ScalesAt)));
+    for (int t = 0; t < G; ++t) {
+      const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(d[t][b]));
+      const int8_t* q = qs[t] + b * 32;
+#pragma GCC unroll 8
+      for (int l = 0; l < 8; ++l) {
+        const __m512i p =
+            _mm512_dpbusd_epi32(_mm512_set1_epi32(-8 * corr[t][b * 8 + l]), w[l], broadcast_i32(q + 4 * l));
+        acc[t][l] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(p), acc[t][l]);
+      }
+    }
+  }
+  for (int t = 0; t < G; ++t) {
+    const __m512* v = acc[t];
+    const __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(v[0], v[4]), _mm512_add_ps(v[2], v[6])),
+                                     _mm512_add_ps(_mm512_add_ps(v[1], v[5]), _mm512_add_ps(v[3], v[7])));
+    _mm512_storeu_ps(y + t * y_stride, sum);
+  }
+}
+
+template <int N>
+void tiled_q4_0_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
+                  int64_t y_stride, const std::byte* next_tile) {
+  const std::byte* a[N];
+  for (int t = 0; t < N; ++t) a[t] = acts + t * act_stride;
+  tile_prefetch prefetch(next_tile, static_cast<size_t>(nb) * kTiledQ4_0RecordBytes, nb * ((N + 1) / 2));
+  int t = 0;
+  for (; t + 2 <= N; t += 2) tiled_q4_0_tokens<2>(nb, tile, a + t, y + t * y_stride, y_stride, prefetch);
+  if (t < N) tiled_q4_0_tokens<1>(nb, tile, a + t, y + t * y_stride, y_stride, prefetch);
+}
+
+// Q4_K in the row kernels' order (q4_k_rows, dot_simd_quants.inl): per (row, token) the
+// super-block's exact integer total of sc * (four-product sums), built in eight int32 lanes
+// by vpdpbusd and vpdpwssd (which multiplies the 16-bit sums by the 16-bit scales), then one
+// FMA with d * dy; the mins' exact total likewise with dmin * dy; the result is the difference.
+void tiled_q4_k_token(int64_t nb, const std::byte* tile, const block_q8_k* a, float* y, tile_prefetch& prefetch) {
+  __m512 acc = _mm512_setzero_ps(), acc_min = _mm512_setzero_ps();
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  for (int64_t b = 0; b < nb; ++b) {
+    prefetch.step();
+    const std::byte* rec = tile + b * kTiledQ4_KRecordBytes;
+    const int8_t* q = a[b].qs;
+    __m512i isum[4];
+    for (auto& v : isum) v = _mm512_setzero_si512();
+    for (int p = 0; p < 4; ++p) {
+      const __m512i sc_lo =
+          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + kTiledQ4_KScalesAt + 32 * p)));
+      const __m512i sc_hi = _mm512_cvtepu8_epi32(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + kTiledQ4_KScalesAt + 32 * p + 16)));
+#pragma GCC unroll 8
+      for (int l = 0; l < 8; ++l) {
+        const __m512i packed = _mm512_loadu_si512(rec + (p * 8 + l) * 64);
+        const __m512i lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(packed, low),
+                                               broadcast_i32(q + 64 * p + 4 * l));
+        const __m512i hi =
+            _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(_mm512_srli_epi16(packed, 4), low),
+                                broadcast_i32(q + 64 * p + 32 + 4 * l));
+        isum[l % 4] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(isum[l % 4], lo, sc_lo), hi, sc_hi);
+      }
+    }
+    const __m512i total = _mm512_add_epi32(_mm512_add_epi32(isum[0], isum[1]), _mm512_add_epi32(isum[2], isum[3]));
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + kTiledQ4_KDAt)));
+    const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + kTiledQ4_KDminAt)));
+    const __m512 dy = _mm512_set1_ps(a[b].d);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(dw, dy), acc);
+    const int16_t* bs = a[b].bsums;
+    __m512i mins = _mm512_setzero_si512();
+    for (int s = 0; s < 8; ++s) {
+      const __m512i mn =
+          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + kTiledQ4_KMinsAt + 16 * s)));
+      mins = _mm512_add_epi32(mins, _mm512_mullo_epi32(mn, _mm512_set1_epi32(bs[2 * s] + bs[2 * s + 1])));
+    }
+    acc_min = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(dmin, dy), acc_min);
+  }
+  _mm512_storeu_ps(y, _mm512_sub_ps(acc, acc_min));
+}
+
+// Large steps (dot_kernels.h): q4_k_rows<N, true>'s order, the two FMA chains taking each 64
+// elements' (sub-blocks 2p, 2p + 1) exact totals.
+void tiled_q4_k_token_large(int64_t nb, const std::byte* tile, const block_q8_k* a, float* y, tile_prefetch& prefetch) {
+  __m512 acc = _mm512_setzero_ps(), acc_min = _mm512_setzero_ps();
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  for (int64_t b = 0; b < nb; ++b) {
+    prefetch.step();
+    const std::byte* rec = tile + b * kTiledQ4_KRecordBytes;
+    const int8_t* q = a[b].qs;
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + kTiledQ4_KDAt)));
+    const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + kTiledQ4_KDminAt)));
+    const __m512 dy = _mm512_set1_ps(a[b].d);
+    const __m512 scale = _mm512_mul_ps(dw, dy), mscale = _mm512_mul_ps(dmin, dy);
+    const int16_t* bs = a[b].bsums;
+    for (int p = 0; p < 4; ++p) {
+      const __m512i sc_lo =
+          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + kTiledQ4_KScalesAt + 32 * p)));
+      const __m512i sc_hi = _mm512_cvtepu8_epi32(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + kTiledQ4_KScalesAt + 32 * p + 16)));
+      __m512i isum[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+#pragma GCC unroll 8
+      for (int l = 0; l < 8; ++l) {
+        const __m512i packed = _mm512_loadu_si512(rec + (p * 8 + l) * 64);
+        const __m512i lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(packed, low),
+                                               broadcast_i32(q + 64 * p + 4 * l));
+        const __m512i hi =
+            _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(_mm512_srli_epi16(packed, 4), low),
+                                broadcast_i32(q + 64 * p + 32 + 4 * l));
+        isum[l % 2] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(isum[l % 2], lo, sc_lo), hi, sc_hi);
+      }
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(isum[0], isum[1])), scale, acc);
+      const __m512i mn0 =
+          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + kTiledQ4_KMinsAt + 32 * p)));
+      const __m512i mn1 =
+          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + kTiledQ4_KMinsAt + 32 * p + 16)));
+      const __m512i mins = _mm512_add_epi32(_mm512_mullo_epi32(mn0, _mm512_set1_epi32(bs[4 * p] + bs[4 * p + 1])),
+                                            _mm512_mullo_epi32(mn1, _mm512_set1_epi32(bs[4 * p + 2] + bs[4 * p + 3])));
+      acc_min = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mins), mscale, acc_min);
+    }
+  }
+  _mm512_storeu_ps(y, _mm512_sub_ps(acc, acc_min));
+}
+
+template <int N>
+void tiled_q4_k_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
+                  int64_t y_stride, const std::byte* next_tile) {
+  tile_prefetch prefetch(next_tile, static_cast<size_t>(nb) * kTiledQ4_KRecordBytes, nb * N);
+  for (int t = 0; t < N; ++t) {
+    tiled_q4_k_token(nb, tile, reinterpret_cast<const block_q8_k*>(acts + t * act_stride), y + t * y_stride, prefetch);
+  }
+}
+
+template <int N>
+void tiled_q4_k_large_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
+                        int64_t y_stride, const std::byte* next_tile) {
+  tile_prefetch prefetch(next_tile, static_cast<size_t>(nb) * kTiledQ4_KRecordBytes, nb * N);
+  for (int t = 0; t < N; ++t) {
+    tiled_q4_k_token_large(nb, tile, reinterpret_cast<const block_q8_k*>(acts + t * act_stride), y + t * y_stride,
+                           prefetch);
+  }
 }
 
 #define TANDEM_TILED_DISPATCH(name, kernel)                                                                   \
@@ -742,17 +934,27 @@ void tiled_q8_0_n(int64_t nb, const std::byte* tile, const std::byte* acts, size
   }
 TANDEM_TILED_DISPATCH(tiled_q4_1, tiled_q4_1_n)
 TANDEM_TILED_DISPATCH(tiled_q8_0, tiled_q8_0_n)
+TANDEM_TILED_DISPATCH(tiled_q4_0, tiled_q4_0_n)
+TANDEM_TILED_DISPATCH(tiled_q4_k, tiled_q4_k_n)
+TANDEM_TILED_DISPATCH(tiled_q4_k_large, tiled_q4_k_large_n)
 #undef TANDEM_TILED_DISPATCH
+
+dot_kernels with_tiled(dot_kernels t) {
+  t.q4_0_tiled = tiled_q4_0;
+  t.q4_k_tiled = tiled_q4_k;
+  t.q4_k_tiled_large = tiled_q4_k_large;
+  return t;
+}
 
 }  // namespace
 
 const dot_kernels& avx512_dot_kernels() {
-  static const dot_kernels table =
+  static const dot_kernels table = with_tiled(
       with_quant_kernels(dot_kernels{"avx512",    dot_q4_0,   dot_q4_1,     dot_q8_0,         dot_f16,
                                      dot_bf16,    dot_f32,    key_scores,   weighted_values,  sum16,
                                      exp_n,       swiglu,     group_q4_0,   group_q4_1,       group_q8_0,
                                      quantize_q8, to_f16,     group4_q4_1,  group4x2_q4_1,    group4x2_q8_0,
-                                     tiled_q4_1,  tiled_q8_0, softmax_half, key_scores_group, weighted_values_group});
+                                     tiled_q4_1,  tiled_q8_0, softmax_half, key_scores_group, weighted_values_group}));
   return table;
 }
 

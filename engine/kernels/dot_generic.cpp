@@ -173,6 +173,12 @@ const dot_kernels& generic_dot_kernels() {
     t.q5_k = generic_quants::dot_q5_k;
     t.q6_k = generic_quants::dot_q6_k;
     t.iq4_xs = generic_quants::dot_iq4_xs;
+    t.q2_k_large = generic_quants::dot_q2_k_large;
+    t.q3_k_large = generic_quants::dot_q3_k_large;
+    t.q4_k_large = generic_quants::dot_q4_k_large;
+    t.q5_k_large = generic_quants::dot_q5_k_large;
+    t.q6_k_large = generic_quants::dot_q6_k_large;
+    t.iq4_xs_large = generic_quants::dot_iq4_xs_large;
     return t;
   }();
   return table;

@@ -19,6 +19,15 @@ TANDEM_ROW_DOT(dot_q4_k);
 TANDEM_ROW_DOT(dot_q5_k);
 TANDEM_ROW_DOT(dot_q6_k);
 TANDEM_ROW_DOT(dot_iq4_xs);
+
+// The same products in the order llama.cpp uses for steps of kLargeStepTokens tokens or more
+// (dot_kernels.h): Q4_K as its repacked gemm, the others as its tiled K-quant matmul.
+TANDEM_ROW_DOT(dot_q2_k_large);
+TANDEM_ROW_DOT(dot_q3_k_large);
+TANDEM_ROW_DOT(dot_q4_k_large);
+TANDEM_ROW_DOT(dot_q5_k_large);
+TANDEM_ROW_DOT(dot_q6_k_large);
+TANDEM_ROW_DOT(dot_iq4_xs_large);
 #undef TANDEM_ROW_DOT
 
 }  // namespace tandem::kernels::generic_quants

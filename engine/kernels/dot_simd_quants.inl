@@ -20,6 +20,21 @@ inline uint32_t load_u32(const uint8_t* p) {
   return v;
 }
 
+inline int32_t hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// Large steps (dot_kernels.h): out = fma(float(S1) * d - dmin * float(S2), dy, out) per
+// super-block, S1 and S2 its exact integer totals, the difference fused too.
+inline float add_super_block(float acc, int32_t s1, int32_t s2, float d, float dmin, bool has_min, float dy) {
+  float r = static_cast<float>(s1) * d;
+  if (has_min) r = std::fma(-dmin, static_cast<float>(s2), r);
+  return std::fma(r, dy, acc);
+}
+
 // Scales of two 16-element sub-blocks over the lanes of one 32-element chunk.
 inline __m256i scales_2x4(int s0, int s1) { return _mm256_setr_epi32(s0, s0, s0, s0, s1, s1, s1, s1); }
 
@@ -66,7 +81,8 @@ void q5_1_rows(int64_t k, const block_q5_1* w, const std::byte* acts, size_t str
 inline __m256i iq4_values(const uint8_t* qs) {
   const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Values));
   const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m128i lo = _mm_and_si128(raw, _mm_set1_epi8(15)), hi = _mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(15));
+  const __m128i lo = _mm_and_si128(raw, _mm_set1_epi8(15)),
+                hi = _mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(15));
   return _mm256_set_m128i(_mm_shuffle_epi8(table, hi), _mm_shuffle_epi8(table, lo));
 }
 
@@ -81,10 +97,10 @@ void iq4_nl_rows(int64_t k, const block_iq4_nl* w, const std::byte* acts, size_t
     const float d0 = h2f(w[b].d), d1 = h2f(w[b + 1].d);
     for (int i = 0; i < N; ++i) {
       const auto* a = reinterpret_cast<const block_q8_0*>(acts + i * stride) + b;
-      even[i] = _mm256_fmadd_ps(_mm256_set1_ps(h2f(a[0].d) * d0), _mm256_cvtepi32_ps(dot_s8s8(x0, load32(a[0].qs))),
-                                even[i]);
-      odd[i] = _mm256_fmadd_ps(_mm256_set1_ps(h2f(a[1].d) * d1), _mm256_cvtepi32_ps(dot_s8s8(x1, load32(a[1].qs))),
-                               odd[i]);
+      even[i] =
+          _mm256_fmadd_ps(_mm256_set1_ps(h2f(a[0].d) * d0), _mm256_cvtepi32_ps(dot_s8s8(x0, load32(a[0].qs))), even[i]);
+      odd[i] =
+          _mm256_fmadd_ps(_mm256_set1_ps(h2f(a[1].d) * d1), _mm256_cvtepi32_ps(dot_s8s8(x1, load32(a[1].qs))), odd[i]);
     }
   }
   for (int i = 0; i < N; ++i) {
@@ -106,9 +122,10 @@ inline const block_q8_k* q8k_at(const std::byte* acts, size_t stride, int i, int
 }
 inline __m256i load_y(const block_q8_k* a, int at) { return load32(a->qs + at); }
 
-template <int N>
+template <int N, bool kLarge>
 void q2_k_rows(int64_t k, const block_q2_k* w, const std::byte* acts, size_t stride, float* out) {
   __m256 acc[N];
+  float large[N] = {};
   for (int i = 0; i < N; ++i) acc[i] = _mm256_setzero_ps();
   for (int64_t b = 0; b < k / kSuperBlock; ++b) {
     __m256i q[8], sc[8];
@@ -127,17 +144,23 @@ void q2_k_rows(int64_t k, const block_q2_k* w, const std::byte* acts, size_t str
       const block_q8_k* a = q8k_at(acts, stride, i, b);
       const __m256i m = _mm256_madd_epi16(mins, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a->bsums)));
       __m256i sum = _mm256_setzero_si256();
-      for (int c = 0; c < 8; ++c) sum = _mm256_add_epi32(sum, _mm256_mullo_epi32(dot_u8s8(q[c], load_y(a, 32 * c)), sc[c]));
-      acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(-a->d * dmin), _mm256_cvtepi32_ps(m), acc[i]);
-      acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(a->d * d), _mm256_cvtepi32_ps(sum), acc[i]);
+      for (int c = 0; c < 8; ++c)
+        sum = _mm256_add_epi32(sum, _mm256_mullo_epi32(dot_u8s8(q[c], load_y(a, 32 * c)), sc[c]));
+      if constexpr (kLarge) {
+        large[i] = add_super_block(large[i], hsum_i32(sum), hsum_i32(m), d, dmin, true, a->d);
+      } else {
+        acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(-a->d * dmin), _mm256_cvtepi32_ps(m), acc[i]);
+        acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(a->d * d), _mm256_cvtepi32_ps(sum), acc[i]);
+      }
     }
   }
-  for (int i = 0; i < N; ++i) out[i] = hsum(acc[i]);
+  for (int i = 0; i < N; ++i) out[i] = kLarge ? large[i] : hsum(acc[i]);
 }
 
-template <int N>
+template <int N, bool kLarge>
 void q3_k_rows(int64_t k, const block_q3_k* w, const std::byte* acts, size_t stride, float* out) {
   __m256 acc[N];
+  float large[N] = {};
   for (int i = 0; i < N; ++i) acc[i] = _mm256_setzero_ps();
   for (int64_t b = 0; b < k / kSuperBlock; ++b) {
     __m256i q[8], sc[8];
@@ -156,11 +179,16 @@ void q3_k_rows(int64_t k, const block_q3_k* w, const std::byte* acts, size_t str
     for (int i = 0; i < N; ++i) {
       const block_q8_k* a = q8k_at(acts, stride, i, b);
       __m256i sum = _mm256_setzero_si256();
-      for (int c = 0; c < 8; ++c) sum = _mm256_add_epi32(sum, _mm256_mullo_epi32(dot_s8s8(q[c], load_y(a, 32 * c)), sc[c]));
-      acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(a->d * d), _mm256_cvtepi32_ps(sum), acc[i]);
+      for (int c = 0; c < 8; ++c)
+        sum = _mm256_add_epi32(sum, _mm256_mullo_epi32(dot_s8s8(q[c], load_y(a, 32 * c)), sc[c]));
+      if constexpr (kLarge) {
+        large[i] = add_super_block(large[i], hsum_i32(sum), 0, d, 0.0f, false, a->d);
+      } else {
+        acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(a->d * d), _mm256_cvtepi32_ps(sum), acc[i]);
+      }
     }
   }
-  for (int i = 0; i < N; ++i) out[i] = hsum(acc[i]);
+  for (int i = 0; i < N; ++i) out[i] = kLarge ? large[i] : hsum(acc[i]);
 }
 
 // Q4_K / Q5_K quants of chunk c (elements 32c..32c+31) and the 8 scales and mins.
@@ -187,11 +215,50 @@ inline void min_pairs4(const int* mins, const int16_t* bsums, int32_t* pair) {
   }
 }
 
-template <int N, bool kFifthBit, class Block>
+// Q4_K in the order of dot_generic_quants.cpp's dot_q4_k (llama.cpp's repacked kernels): one
+// float accumulator per token for the scaled sums and one for the mins, each taking the
+// super-block's exact integer total.
+// kLarge: llama.cpp's repacked gemm instead, the same two chains per 64 elements (sub-blocks
+// 2p and 2p + 1) rather than per super-block.
+template <int N, bool kLarge>
+void q4_k_rows(int64_t k, const block_q4_k* w, const std::byte* acts, size_t stride, float* out) {
+  float acc[N] = {}, acc_min[N] = {};
+  for (int64_t b = 0; b < k / kSuperBlock; ++b) {
+    __m256i q[8];
+    int sc[8], mins[8];
+    unpack_k4<false>(w[b].scales, w[b].qs, nullptr, q, sc, mins);
+    const float d = h2f(w[b].d), dmin = h2f(w[b].dmin);
+    for (int i = 0; i < N; ++i) {
+      const block_q8_k* a = q8k_at(acts, stride, i, b);
+      int32_t pairs[4];
+      min_pairs4(mins, a->bsums, pairs);
+      if constexpr (kLarge) {
+        for (int p = 0; p < 4; ++p) {
+          const __m256i sum = _mm256_add_epi32(
+              _mm256_mullo_epi32(dot_u8s8(q[2 * p], load_y(a, 64 * p)), _mm256_set1_epi32(sc[2 * p])),
+              _mm256_mullo_epi32(dot_u8s8(q[2 * p + 1], load_y(a, 64 * p + 32)), _mm256_set1_epi32(sc[2 * p + 1])));
+          acc[i] = std::fma(static_cast<float>(hsum_i32(sum)), d * a->d, acc[i]);
+          acc_min[i] = std::fma(static_cast<float>(pairs[p]), dmin * a->d, acc_min[i]);
+        }
+        continue;
+      }
+      __m256i sum = _mm256_setzero_si256();
+      for (int s = 0; s < 8; ++s) {
+        sum = _mm256_add_epi32(sum, _mm256_mullo_epi32(dot_u8s8(q[s], load_y(a, 32 * s)), _mm256_set1_epi32(sc[s])));
+      }
+      acc[i] = std::fma(static_cast<float>(hsum_i32(sum)), d * a->d, acc[i]);
+      acc_min[i] = std::fma(static_cast<float>(pairs[0] + pairs[1] + pairs[2] + pairs[3]), dmin * a->d, acc_min[i]);
+    }
+  }
+  for (int i = 0; i < N; ++i) out[i] = acc[i] - acc_min[i];
+}
+
+template <int N, bool kFifthBit, class Block, bool kLarge = false>
 void k4_rows(int64_t k, const Block* w, const std::byte* acts, size_t stride, float* out) {
   __m256 acc[N];
   float acc_m[N][4] = {};
   float mins_sum[N] = {};
+  float large[N] = {};
   for (int i = 0; i < N; ++i) acc[i] = _mm256_setzero_ps();
   for (int64_t b = 0; b < k / kSuperBlock; ++b) {
     __m256i q[8];
@@ -205,8 +272,17 @@ void k4_rows(int64_t k, const Block* w, const std::byte* acts, size_t stride, fl
       int32_t pairs[4];
       min_pairs4(mins, a->bsums, pairs);
       const float dmin = -a->d * dmin_w;
+      if constexpr (kLarge) {
+        __m256i sum = _mm256_setzero_si256();
+        for (int s = 0; s < 8; ++s) {
+          sum = _mm256_add_epi32(sum, _mm256_mullo_epi32(dot_u8s8(q[s], load_y(a, 32 * s)), _mm256_set1_epi32(sc[s])));
+        }
+        large[i] =
+            add_super_block(large[i], hsum_i32(sum), pairs[0] + pairs[1] + pairs[2] + pairs[3], d, dmin_w, true, a->d);
+        continue;
+      }
       if constexpr (kFifthBit) {
-        mins_sum[i] += dmin * static_cast<float>(pairs[0] + pairs[1] + pairs[2] + pairs[3]);
+        mins_sum[i] = std::fma(dmin, static_cast<float>(pairs[0] + pairs[1] + pairs[2] + pairs[3]), mins_sum[i]);
       } else {
         for (int p = 0; p < 4; ++p) acc_m[i][p] = std::fma(dmin, static_cast<float>(pairs[p]), acc_m[i][p]);
       }
@@ -218,14 +294,16 @@ void k4_rows(int64_t k, const Block* w, const std::byte* acts, size_t stride, fl
     }
   }
   for (int i = 0; i < N; ++i) {
-    out[i] = kFifthBit ? hsum(acc[i]) + mins_sum[i]
-                       : hsum(acc[i]) + ((acc_m[i][0] + acc_m[i][2]) + (acc_m[i][1] + acc_m[i][3]));
+    out[i] = kLarge      ? large[i]
+             : kFifthBit ? hsum(acc[i]) + mins_sum[i]
+                         : hsum(acc[i]) + ((acc_m[i][0] + acc_m[i][2]) + (acc_m[i][1] + acc_m[i][3]));
   }
 }
 
-template <int N>
+template <int N, bool kLarge>
 void q6_k_rows(int64_t k, const block_q6_k* w, const std::byte* acts, size_t stride, float* out) {
   __m256 acc[N];
+  float large[N] = {};
   for (int i = 0; i < N; ++i) acc[i] = _mm256_setzero_ps();
   for (int64_t b = 0; b < k / kSuperBlock; ++b) {
     __m256i q[8], sc[8];
@@ -245,18 +323,24 @@ void q6_k_rows(int64_t k, const block_q6_k* w, const std::byte* acts, size_t str
     for (int i = 0; i < N; ++i) {
       const block_q8_k* a = q8k_at(acts, stride, i, b);
       __m256i sum = _mm256_setzero_si256();
-      for (int c = 0; c < 8; ++c) sum = _mm256_add_epi32(sum, _mm256_mullo_epi32(dot_u8s8(q[c], load_y(a, 32 * c)), sc[c]));
-      const __m256i bias = _mm256_slli_epi32(
-          _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a->bsums)), sc16), 5);
-      acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(a->d * d), _mm256_cvtepi32_ps(_mm256_sub_epi32(sum, bias)), acc[i]);
+      for (int c = 0; c < 8; ++c)
+        sum = _mm256_add_epi32(sum, _mm256_mullo_epi32(dot_u8s8(q[c], load_y(a, 32 * c)), sc[c]));
+      const __m256i bias =
+          _mm256_slli_epi32(_mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a->bsums)), sc16), 5);
+      if constexpr (kLarge) {
+        large[i] = add_super_block(large[i], hsum_i32(_mm256_sub_epi32(sum, bias)), 0, d, 0.0f, false, a->d);
+      } else {
+        acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(a->d * d), _mm256_cvtepi32_ps(_mm256_sub_epi32(sum, bias)), acc[i]);
+      }
     }
   }
-  for (int i = 0; i < N; ++i) out[i] = hsum(acc[i]);
+  for (int i = 0; i < N; ++i) out[i] = kLarge ? large[i] : hsum(acc[i]);
 }
 
-template <int N>
+template <int N, bool kLarge>
 void iq4_xs_rows(int64_t k, const block_iq4_xs* w, const std::byte* acts, size_t stride, float* out) {
   __m256 acc[N];
+  float large[N] = {};
   for (int i = 0; i < N; ++i) acc[i] = _mm256_setzero_ps();
   for (int64_t b = 0; b < k / kSuperBlock; ++b) {
     __m256i q[8], sc[8];
@@ -269,11 +353,16 @@ void iq4_xs_rows(int64_t k, const block_iq4_xs* w, const std::byte* acts, size_t
     for (int i = 0; i < N; ++i) {
       const block_q8_k* a = q8k_at(acts, stride, i, b);
       __m256i sum = _mm256_setzero_si256();
-      for (int s = 0; s < 8; ++s) sum = _mm256_add_epi32(sum, _mm256_mullo_epi32(dot_s8s8(q[s], load_y(a, 32 * s)), sc[s]));
-      acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(d * a->d), _mm256_cvtepi32_ps(sum), acc[i]);
+      for (int s = 0; s < 8; ++s)
+        sum = _mm256_add_epi32(sum, _mm256_mullo_epi32(dot_s8s8(q[s], load_y(a, 32 * s)), sc[s]));
+      if constexpr (kLarge) {
+        large[i] = add_super_block(large[i], hsum_i32(sum), 0, d, 0.0f, false, a->d);
+      } else {
+        acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(d * a->d), _mm256_cvtepi32_ps(sum), acc[i]);
+      }
     }
   }
-  for (int i = 0; i < N; ++i) out[i] = hsum(acc[i]);
+  for (int i = 0; i < N; ++i) out[i] = kLarge ? large[i] : hsum(acc[i]);
 }
 
 #define TANDEM_QUANT_DISPATCH(NAME, CALL)                                                         \
@@ -297,12 +386,18 @@ void iq4_xs_rows(int64_t k, const block_iq4_xs* w, const std::byte* acts, size_t
 #define TANDEM_Q5_0(N) q5_0_rows<N>(k, static_cast<const block_q5_0*>(w_row), acts, stride, out)
 #define TANDEM_Q5_1(N) q5_1_rows<N>(k, static_cast<const block_q5_1*>(w_row), acts, stride, out)
 #define TANDEM_IQ4_NL(N) iq4_nl_rows<N>(k, static_cast<const block_iq4_nl*>(w_row), acts, stride, out)
-#define TANDEM_Q2_K(N) q2_k_rows<N>(k, static_cast<const block_q2_k*>(w_row), acts, stride, out)
-#define TANDEM_Q3_K(N) q3_k_rows<N>(k, static_cast<const block_q3_k*>(w_row), acts, stride, out)
-#define TANDEM_Q4_K(N) k4_rows<N, false>(k, static_cast<const block_q4_k*>(w_row), acts, stride, out)
+#define TANDEM_Q2_K(N) q2_k_rows<N, false>(k, static_cast<const block_q2_k*>(w_row), acts, stride, out)
+#define TANDEM_Q3_K(N) q3_k_rows<N, false>(k, static_cast<const block_q3_k*>(w_row), acts, stride, out)
+#define TANDEM_Q4_K(N) q4_k_rows<N, false>(k, static_cast<const block_q4_k*>(w_row), acts, stride, out)
 #define TANDEM_Q5_K(N) k4_rows<N, true>(k, static_cast<const block_q5_k*>(w_row), acts, stride, out)
-#define TANDEM_Q6_K(N) q6_k_rows<N>(k, static_cast<const block_q6_k*>(w_row), acts, stride, out)
-#define TANDEM_IQ4_XS(N) iq4_xs_rows<N>(k, static_cast<const block_iq4_xs*>(w_row), acts, stride, out)
+#define TANDEM_Q6_K(N) q6_k_rows<N, false>(k, static_cast<const block_q6_k*>(w_row), acts, stride, out)
+#define TANDEM_IQ4_XS(N) iq4_xs_rows<N, false>(k, static_cast<const block_iq4_xs*>(w_row), acts, stride, out)
+#define TANDEM_Q2_K_L(N) q2_k_rows<N, true>(k, static_cast<const block_q2_k*>(w_row), acts, stride, out)
+#define TANDEM_Q3_K_L(N) q3_k_rows<N, true>(k, static_cast<const block_q3_k*>(w_row), acts, stride, out)
+#define TANDEM_Q4_K_L(N) q4_k_rows<N, true>(k, static_cast<const block_q4_k*>(w_row), acts, stride, out)
+#define TANDEM_Q5_K_L(N) k4_rows<N, true, block_q5_k, true>(k, static_cast<const block_q5_k*>(w_row), acts, stride, out)
+#define TANDEM_Q6_K_L(N) q6_k_rows<N, true>(k, static_cast<const block_q6_k*>(w_row), acts, stride, out)
+#define TANDEM_IQ4_XS_L(N) iq4_xs_rows<N, true>(k, static_cast<const block_iq4_xs*>(w_row), acts, stride, out)
 TANDEM_QUANT_DISPATCH(dot_q5_0, TANDEM_Q5_0)
 TANDEM_QUANT_DISPATCH(dot_q5_1, TANDEM_Q5_1)
 TANDEM_QUANT_DISPATCH(dot_iq4_nl, TANDEM_IQ4_NL)
@@ -312,6 +407,12 @@ TANDEM_QUANT_DISPATCH(dot_q4_k, TANDEM_Q4_K)
 TANDEM_QUANT_DISPATCH(dot_q5_k, TANDEM_Q5_K)
 TANDEM_QUANT_DISPATCH(dot_q6_k, TANDEM_Q6_K)
 TANDEM_QUANT_DISPATCH(dot_iq4_xs, TANDEM_IQ4_XS)
+TANDEM_QUANT_DISPATCH(dot_q2_k_large, TANDEM_Q2_K_L)
+TANDEM_QUANT_DISPATCH(dot_q3_k_large, TANDEM_Q3_K_L)
+TANDEM_QUANT_DISPATCH(dot_q4_k_large, TANDEM_Q4_K_L)
+TANDEM_QUANT_DISPATCH(dot_q5_k_large, TANDEM_Q5_K_L)
+TANDEM_QUANT_DISPATCH(dot_q6_k_large, TANDEM_Q6_K_L)
+TANDEM_QUANT_DISPATCH(dot_iq4_xs_large, TANDEM_IQ4_XS_L)
 #undef TANDEM_Q5_0
 #undef TANDEM_Q5_1
 #undef TANDEM_IQ4_NL
@@ -321,6 +422,12 @@ TANDEM_QUANT_DISPATCH(dot_iq4_xs, TANDEM_IQ4_XS)
 #undef TANDEM_Q5_K
 #undef TANDEM_Q6_K
 #undef TANDEM_IQ4_XS
+#undef TANDEM_Q2_K_L
+#undef TANDEM_Q3_K_L
+#undef TANDEM_Q4_K_L
+#undef TANDEM_Q5_K_L
+#undef TANDEM_Q6_K_L
+#undef TANDEM_IQ4_XS_L
 #undef TANDEM_QUANT_DISPATCH
 
 // Puts this file's kernels into a table.
@@ -334,5 +441,11 @@ dot_kernels with_quant_kernels(dot_kernels t) {
   t.q5_k = dot_q5_k;
   t.q6_k = dot_q6_k;
   t.iq4_xs = dot_iq4_xs;
+  t.q2_k_large = dot_q2_k_large;
+  t.q3_k_large = dot_q3_k_large;
+  t.q4_k_large = dot_q4_k_large;
+  t.q5_k_large = dot_q5_k_large;
+  t.q6_k_large = dot_q6_k_large;
+  t.iq4_xs_large = dot_iq4_xs_large;
   return t;
 }

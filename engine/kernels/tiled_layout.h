@@ -15,6 +15,18 @@ inline constexpr size_t kTiledQ4_1ScalesAt = 256;
 inline constexpr size_t kTiledQ4_1MinsAt = 288;
 inline constexpr size_t kTiledQ4_1RecordBytes = 320;
 
+// Q4_0: qs [4][16][4] nibble pairs (as Q4_1), then d [16] f16.
+inline constexpr size_t kTiledQ4_0ScalesAt = 256;
+inline constexpr size_t kTiledQ4_0RecordBytes = 288;
+
+// Q4_K (one record per 256-element super-block): qs [4][8][16][4] nibble pairs, then the
+// 6-bit scales sc [8][16] u8, the 6-bit mins mn [8][16] u8, d [16] f16, dmin [16] f16.
+inline constexpr size_t kTiledQ4_KScalesAt = 2048;
+inline constexpr size_t kTiledQ4_KMinsAt = 2176;
+inline constexpr size_t kTiledQ4_KDAt = 2304;
+inline constexpr size_t kTiledQ4_KDminAt = 2336;
+inline constexpr size_t kTiledQ4_KRecordBytes = 2368;
+
 // Q8_0: qs [8][16][4] biased bytes, then d [16] f16.
 inline constexpr size_t kTiledQ8_0ScalesAt = 512;
 inline constexpr size_t kTiledQ8_0RecordBytes = 544;
