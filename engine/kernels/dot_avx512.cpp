@@ -800,6 +800,161 @@ void tiled_q4_0_n(int64_t nb, const std::byte* tile, const std::byte* acts, size
   if (t < N) tiled_q4_0_tokens<1>(nb, tile, a + t, y + t * y_stride, y_stride, prefetch);
 }
 
+// Q5_0 in the row kernels' order (q5_0_rows): as Q4_0, each lane's sum of (q - 16) * y started
+// at -16 * (its four quants' sum); q = nibble | fifth bit << 4, the fifth bits of lane l's four
+// elements picked from the rows' qh words (byte l / 2, nibble l % 2) with a byte test.
+template <int G>
+void tiled_q5_0_tokens(int64_t nb, const std::byte* tile, const std::byte* const* a, float* y, int64_t y_stride,
+                       tile_prefetch& prefetch) {
+  __m512 acc[G][8];
+  for (auto& token : acc) {
+    for (auto& lane : token) lane = _mm512_setzero_ps();
+  }
+  const __m512i low = _mm512_set1_epi8(0x0F), sixteen = _mm512_set1_epi8(16);
+  const int8_t* qs[G];
+  const float* d[G];
+  const int32_t* sums[G];
+  for (int t = 0; t < G; ++t) {
+    qs[t] = reinterpret_cast<const int8_t*>(a[t]);
+    d[t] = reinterpret_cast<const float*>(a[t] + nb * 32);
+    sums[t] = reinterpret_cast<const int32_t*>(a[t] + nb * 36);
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    prefetch.step();
+    const std::byte* rec = tile + b * kTiledQ5_0RecordBytes;
+    const __m512i qh = _mm512_loadu_si512(rec + kTiledQ5_0HighAt);
+    __m512i w[8];
+    for (int c = 0; c < 4; ++c) {
+      const __m512i packed = _mm512_loadu_si512(rec + 64 * c);
+      w[c] = _mm512_and_si512(packed, low);
+      w[c + 4] = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low);
+    }
+#pragma GCC unroll 8
+    for (int l = 0; l < 8; ++l) {
+      const int byte = l / 2, shift = 4 * (l % 2);
+      const __m512i spread =
+          _mm512_shuffle_epi8(qh, _mm512_set4_epi32(0x0c0c0c0c + 0x01010101 * byte, 0x08080808 + 0x01010101 * byte,
+                                                    0x04040404 + 0x01010101 * byte, 0x00000000 + 0x01010101 * byte));
+      const __mmask64 set = _mm512_test_epi8_mask(spread, _mm512_set1_epi32(0x08040201 << shift));
+      w[l] = _mm512_mask_or_epi32(w[l], 0xffff, w[l], _mm512_maskz_mov_epi8(set, sixteen));
+    }
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + kTiledQ5_0ScalesAt)));
+    for (int t = 0; t < G; ++t) {
+      const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(d[t][b]));
+      const int8_t* q = qs[t] + b * 32;
+#pragma GCC unroll 8
+      for (int l = 0; l < 8; ++l) {
+        const __m512i p =
+            _mm512_dpbusd_epi32(_mm512_set1_epi32(-16 * sums[t][b * 8 + l]), w[l], broadcast_i32(q + 4 * l));
+        acc[t][l] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(p), acc[t][l]);
+      }
+    }
+  }
+  for (int t = 0; t < G; ++t) {
+    const __m512* v = acc[t];
+    const __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(v[0], v[4]), _mm512_add_ps(v[2], v[6])),
+                                     _mm512_add_ps(_mm512_add_ps(v[1], v[5]), _mm512_add_ps(v[3], v[7])));
+    _mm512_storeu_ps(y + t * y_stride, sum);
+  }
+}
+
+template <int N>
+void tiled_q5_0_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
+                  int64_t y_stride, const std::byte* next_tile) {
+  const std::byte* a[N];
+  for (int t = 0; t < N; ++t) a[t] = acts + t * act_stride;
+  tile_prefetch prefetch(next_tile, static_cast<size_t>(nb) * kTiledQ5_0RecordBytes, nb * ((N + 1) / 2));
+  int t = 0;
+  for (; t + 2 <= N; t += 2) tiled_q5_0_tokens<2>(nb, tile, a + t, y + t * y_stride, y_stride, prefetch);
+  if (t < N) tiled_q5_0_tokens<1>(nb, tile, a + t, y + t * y_stride, y_stride, prefetch);
+}
+
+// Q6_K in the row kernels' orders (q6_k_rows, dot_simd_quants.inl): eight int32 lanes per (row,
+// token), lane l summing sc[2c + l / 4] * (its four products of chunk c) over the eight chunks
+// (vpdpbusd, then vpdpwssd by the 16-bit scales) less 32 * (sc[2l] bsum[2l] + sc[2l+1]
+// bsum[2l+1]); then one FMA per lane with d * dy and the hsum fold, or (kLarge) the lanes'
+// exact total: fma(float(S) * d, dy, acc).
+template <bool kLarge>
+void tiled_q6_k_token(int64_t nb, const std::byte* tile, const block_q8_k* a, float* y, tile_prefetch& prefetch) {
+  __m512 acc[8];
+  for (auto& v : acc) v = _mm512_setzero_ps();
+  const __m512i low = _mm512_set1_epi8(0x0F), two = _mm512_set1_epi8(3);
+  for (int64_t b = 0; b < nb; ++b) {
+    prefetch.step();
+    const std::byte* rec = tile + b * kTiledQ6_KRecordBytes;
+    const int8_t* q = a[b].qs;
+    // The signed scales as 16-bit values in the low half of each 32-bit lane (high half zero,
+    // so vpdpwssd multiplies only the low halves).
+    __m512i sc[16];
+    for (int s = 0; s < 16; ++s) {
+      sc[s] = _mm512_and_si512(
+          _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + kTiledQ6_KScalesAt + 16 * s))),
+          _mm512_set1_epi32(0xffff));
+    }
+    __m512i isum[8];
+    for (int l = 0; l < 8; ++l) {
+      // Lane l's bias: 32 * (sc[2l] * bsum[2l] + sc[2l + 1] * bsum[2l + 1]), taken off first.
+      const __m512i bias = _mm512_dpwssd_epi32(
+          _mm512_dpwssd_epi32(_mm512_setzero_si512(), sc[2 * l], _mm512_set1_epi32(a[b].bsums[2 * l])), sc[2 * l + 1],
+          _mm512_set1_epi32(a[b].bsums[2 * l + 1]));
+      isum[l] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(bias, 5));
+    }
+    for (int g = 0; g < 2; ++g) {
+#pragma GCC unroll 8
+      for (int l = 0; l < 8; ++l) {
+        const __m512i hi = _mm512_loadu_si512(rec + kTiledQ6_KHighAt + (g * 8 + l) * 64);
+        for (int j = 0; j < 4; ++j) {
+          const int c = 4 * g + j, p = c / 2;
+          const __m512i nib = _mm512_loadu_si512(rec + (p * 8 + l) * 64);
+          const __m512i lo4 =
+              c % 2 == 0 ? _mm512_and_si512(nib, low) : _mm512_and_si512(_mm512_srli_epi16(nib, 4), low);
+          const __m512i hi2 = _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hi, 2 * j), two), 4);
+          const __m512i dp =
+              _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_or_si512(lo4, hi2), broadcast_i32(q + 32 * c + 4 * l));
+          isum[l] = _mm512_dpwssd_epi32(isum[l], dp, sc[2 * c + l / 4]);
+        }
+      }
+    }
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + kTiledQ6_KDAt)));
+    if constexpr (kLarge) {
+      const __m512i total =
+          _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(isum[0], isum[1]), _mm512_add_epi32(isum[2], isum[3])),
+                           _mm512_add_epi32(_mm512_add_epi32(isum[4], isum[5]), _mm512_add_epi32(isum[6], isum[7])));
+      acc[0] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(total), dw), _mm512_set1_ps(a[b].d), acc[0]);
+    } else {
+      const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(a[b].d), dw);
+#pragma GCC unroll 8
+      for (int l = 0; l < 8; ++l) acc[l] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(isum[l]), acc[l]);
+    }
+  }
+  if constexpr (kLarge) {
+    _mm512_storeu_ps(y, acc[0]);
+  } else {
+    _mm512_storeu_ps(y, _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[4]), _mm512_add_ps(acc[2], acc[6])),
+                                      _mm512_add_ps(_mm512_add_ps(acc[1], acc[5]), _mm512_add_ps(acc[3], acc[7]))));
+  }
+}
+
+template <int N, bool kLarge>
+void tiled_q6_k_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
+                  int64_t y_stride, const std::byte* next_tile) {
+  tile_prefetch prefetch(next_tile, static_cast<size_t>(nb) * kTiledQ6_KRecordBytes, nb * N);
+  for (int t = 0; t < N; ++t) {
+    tiled_q6_k_token<kLarge>(nb, tile, reinterpret_cast<const block_q8_k*>(acts + t * act_stride), y + t * y_stride,
+                             prefetch);
+  }
+}
+template <int N>
+void tiled_q6_k_small_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
+                        int64_t y_stride, const std::byte* next_tile) {
+  tiled_q6_k_n<N, false>(nb, tile, acts, act_stride, y, y_stride, next_tile);
+}
+template <int N>
+void tiled_q6_k_large_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
+                        int64_t y_stride, const std::byte* next_tile) {
+  tiled_q6_k_n<N, true>(nb, tile, acts, act_stride, y, y_stride, next_tile);
+}
+
 // Q4_K in the row kernels' order (q4_k_rows, dot_simd_quants.inl): per (row, token) the
 // super-block's exact integer total of sc * (four-product sums), built in eight int32 lanes
 // by vpdpbusd and vpdpwssd (which multiplies the 16-bit sums by the 16-bit scales), then one
@@ -937,12 +1092,18 @@ TANDEM_TILED_DISPATCH(tiled_q8_0, tiled_q8_0_n)
 TANDEM_TILED_DISPATCH(tiled_q4_0, tiled_q4_0_n)
 TANDEM_TILED_DISPATCH(tiled_q4_k, tiled_q4_k_n)
 TANDEM_TILED_DISPATCH(tiled_q4_k_large, tiled_q4_k_large_n)
+TANDEM_TILED_DISPATCH(tiled_q5_0, tiled_q5_0_n)
+TANDEM_TILED_DISPATCH(tiled_q6_k, tiled_q6_k_small_n)
+TANDEM_TILED_DISPATCH(tiled_q6_k_large, tiled_q6_k_large_n)
 #undef TANDEM_TILED_DISPATCH
 
 dot_kernels with_tiled(dot_kernels t) {
   t.q4_0_tiled = tiled_q4_0;
   t.q4_k_tiled = tiled_q4_k;
   t.q4_k_tiled_large = tiled_q4_k_large;
+  t.q5_0_tiled = tiled_q5_0;
+  t.q6_k_tiled = tiled_q6_k;
+  t.q6_k_tiled_large = tiled_q6_k_large;
   return t;
 }
 

@@ -127,9 +127,11 @@ struct dot_kernels {
   row_dot_fn q6_k = nullptr;
   row_dot_fn iq4_xs = nullptr;
 
-  // Tiled Q4_0 and Q4_K weights (tiled_weights.h); null if absent.
+  // Tiled Q4_0, Q5_0, Q4_K and Q6_K weights (tiled_weights.h); null if absent.
   tiled_fn q4_0_tiled = nullptr;
+  tiled_fn q5_0_tiled = nullptr;
   tiled_fn q4_k_tiled = nullptr;
+  tiled_fn q6_k_tiled = nullptr;
 
   // Large steps. llama.cpp sums the 256-element types in another order in larger matmuls (its
   // tiled K-quant kernels from kLargeStepTokens tokens; for Q4_K its repacked gemm, which takes
@@ -144,6 +146,7 @@ struct dot_kernels {
   row_dot_fn q6_k_large = nullptr;
   row_dot_fn iq4_xs_large = nullptr;
   tiled_fn q4_k_tiled_large = nullptr;
+  tiled_fn q6_k_tiled_large = nullptr;
 
   // How many leading tokens of a step of step_tokens tokens take the large-step order
   // (0 for types without one): Q4_K step_tokens - step_tokens % 4 from 4 tokens, the other
@@ -156,7 +159,8 @@ struct dot_kernels {
   row_dot_fn own_large_for_type(tensor_type type) const;
 
   tiled_fn tiled_for_order(tensor_type type, bool large) const {
-    if (large) return type == tensor_type::q4_k ? q4_k_tiled_large : nullptr;
+    if (large)
+      return type == tensor_type::q4_k ? q4_k_tiled_large : type == tensor_type::q6_k ? q6_k_tiled_large : nullptr;
     return tiled_for_type(type);
   }
 
@@ -170,6 +174,10 @@ struct dot_kernels {
         return q8_0_tiled;
       case tensor_type::q4_k:
         return q4_k_tiled;
+      case tensor_type::q5_0:
+        return q5_0_tiled;
+      case tensor_type::q6_k:
+        return q6_k_tiled;
       default:
         return nullptr;
     }

@@ -19,6 +19,18 @@ inline constexpr size_t kTiledQ4_1RecordBytes = 320;
 inline constexpr size_t kTiledQ4_0ScalesAt = 256;
 inline constexpr size_t kTiledQ4_0RecordBytes = 288;
 
+// Q5_0: qs as Q4_0, then qh [16] u32 (the rows' fifth bits), then d [16] f16.
+inline constexpr size_t kTiledQ5_0HighAt = 256;
+inline constexpr size_t kTiledQ5_0ScalesAt = 320;
+inline constexpr size_t kTiledQ5_0RecordBytes = 352;
+
+// Q6_K (one record per super-block): low nibbles [4][8][16][4] (as Q4_K's qs), high pairs
+// [2][8][16][4], int8 scales [16][16], d [16] f16.
+inline constexpr size_t kTiledQ6_KHighAt = 2048;
+inline constexpr size_t kTiledQ6_KScalesAt = 3072;
+inline constexpr size_t kTiledQ6_KDAt = 3328;
+inline constexpr size_t kTiledQ6_KRecordBytes = 3360;
+
 // Q4_K (one record per 256-element super-block): qs [4][8][16][4] nibble pairs, then the
 // 6-bit scales sc [8][16] u8, the 6-bit mins mn [8][16] u8, d [16] f16, dmin [16] f16.
 inline constexpr size_t kTiledQ4_KScalesAt = 2048;

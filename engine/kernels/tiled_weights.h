@@ -14,6 +14,15 @@
 //
 //   Q4_0 (288 bytes): qs as Q4_1, then d [16] f16          (value = d * (q - 8))
 //
+//   Q5_0 (352 bytes): qs as Q4_1, qh [16] u32 (bit e: element e's fifth bit), d [16] f16
+//                                                          (value = d * (q - 16))
+//
+//   Q6_K (3360 bytes, one record per super-block), chunk c = elements 32c..32c+31:
+//     lo [4][8][16][4] u8  pair p, lane l, row r, byte i: low nibble = low4(q[64p + 4l + i]),
+//                                                          high nibble = low4(q[64p + 32 + 4l + i])
+//     hi [2][8][16][4] u8  quad g, lane l, row r, byte i: bits 2j..2j+1 = high2(q[32(4g + j) + 4l + i])
+//     sc [16][16] i8, d [16] f16       (value = d * sc * (q - 32), q in 0..63)
+//
 //   Q4_K (2368 bytes, one record per 256-element super-block), s = sub-block (0..7):
 //     qs [4][8][16][4] u8  pair p, lane l, row r, byte i: low nibble  = q[e = 64p + 4l + i],
 //                                                          high nibble = q[e = 64p + 32 + 4l + i]
@@ -26,10 +35,10 @@
 //     d  [16] f16
 //
 // Activations meet them as tiled rows (tiled_act_*): per token, qs [nb][32] s8, then
-// d [nb] f32, then aux: for Q4_1 [nb] s = d * sum(qs) as f32 (the Q8_1 sum); for Q4_0 and
-// Q8_0 [nb][8] i32, the sum of lane l's four quants (times -8 or -128 it removes the weights'
-// bias lane by lane). Q4_K meets the Q8_K row itself. All come from the row formats of activation_format.h, so the
-// quants are the ones the row kernels see.
+// d [nb] f32, then aux: for Q4_1 [nb] s = d * sum(qs) as f32 (the Q8_1 sum); for Q4_0, Q5_0
+// and Q8_0 [nb][8] i32, the sum of lane l's four quants (times -8, -16 or -128 it removes the
+// weights' bias lane by lane). Q4_K and Q6_K meet the Q8_K row itself. All come from the row formats of
+// activation_format.h, so the quants are the ones the row kernels see.
 //
 // Per (row, token) the sums are:
 //   Q4_1: the row kernels' order (dot_simd_body.inl, llama.cpp's): eight lane accumulators,
@@ -37,7 +46,7 @@
 //         plus the offsets m * s added block by block. Tiled and untiled give the same bits,
 //         which greedy fidelity to llama.cpp needs (SmolLM2's outsized activations make one
 //         8-bit rounding flip in a later layer's input move logits by tenths).
-//   Q4_0, Q4_K, Q8_0: the row kernels' order too (dot_simd_body.inl, dot_simd_quants.inl):
+//   Q4_0, Q5_0, Q8_0, Q4_K, Q6_K: the row kernels' order too (dot_simd_body.inl, dot_simd_quants.inl):
 //         the same bits tiled or not (llama.cpp's vec_dot and tinyBLAS order for Q8_0, which
 //         matters where a Q8_0 matrix feeds a re-quantized activation).
 // Both are the same for any number of tokens in the step: a token's logits never depend on
@@ -53,11 +62,15 @@
 
 namespace tandem::kernels {
 
-// Bytes of one (tile, block) record of a tileable type (Q4_0, Q4_1, Q4_K or Q8_0).
+// Bytes of one (tile, block) record of a tileable type (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K).
 inline size_t tiled_record_bytes(tensor_type type) {
   switch (type) {
     case tensor_type::q4_0:
       return kTiledQ4_0RecordBytes;
+    case tensor_type::q5_0:
+      return kTiledQ5_0RecordBytes;
+    case tensor_type::q6_k:
+      return kTiledQ6_KRecordBytes;
     case tensor_type::q4_1:
       return kTiledQ4_1RecordBytes;
     case tensor_type::q4_k:
@@ -66,8 +79,10 @@ inline size_t tiled_record_bytes(tensor_type type) {
       return kTiledQ8_0RecordBytes;
   }
 }
-// Elements of one record's block: 256 for Q4_K, 32 for the others.
-inline int64_t tiled_record_elements(tensor_type type) { return type == tensor_type::q4_k ? 256 : 32; }
+// Elements of one record's block: 256 for Q4_K and Q6_K, 32 for the others.
+inline int64_t tiled_record_elements(tensor_type type) {
+  return type == tensor_type::q4_k || type == tensor_type::q6_k ? 256 : 32;
+}
 
 // Whether `w` can be tiled: a tileable type with rows a multiple of 16 and cols of its block.
 bool tileable(const weight_view& w);

@@ -489,7 +489,7 @@ TEST(Matmul, BatchedEqualsRowByRow) {
   }
 }
 
-// Tiled weights (the AVX-512 path for Q4_0, Q4_1, Q4_K and Q8_0): every token's outputs have the
+// Tiled weights (the AVX-512 path for Q4_0, Q4_1, Q5_0, Q8_0, Q4_K and Q6_K): every token's outputs have the
 // same bits whatever the step's token count (1 to 17: partial and full groups of eight), and
 // match a double-precision reference on the decoded weights and activations, and give exactly
 // the untiled kernels' bits (llama.cpp's order, which greedy fidelity needs). Several outputs
@@ -499,9 +499,10 @@ TEST(Matmul, TiledWeightsAreBatchInvariantAndAccurate) {
   std::mt19937 rng(23);
   thread_pool pool(2);
   matmul_scratch scratch;
-  for (tensor_type type : {tensor_type::q4_1, tensor_type::q8_0, tensor_type::q4_0, tensor_type::q4_k}) {
+  for (tensor_type type : {tensor_type::q4_1, tensor_type::q8_0, tensor_type::q4_0, tensor_type::q5_0,
+                           tensor_type::q4_k, tensor_type::q6_k}) {
     if (best_dot_kernels().tiled_for_type(type) == nullptr) continue;
-    const int64_t cols = type == tensor_type::q4_k ? 768 : 576, rows = 80;  // five tiles: a block of four and one more
+    const int64_t cols = traits_of(type).block_size == 256 ? 768 : 576, rows = 80;  // five tiles: four and one more
     const auto wf = random_floats(static_cast<size_t>(cols * rows), rng);
     std::vector<std::byte> wdata(row_bytes(type, cols) * rows);
     for (int64_t r = 0; r < rows; ++r) {
@@ -530,7 +531,7 @@ TEST(Matmul, TiledWeightsAreBatchInvariantAndAccurate) {
         untiled.tiled = nullptr;
         std::vector<float> expected(batched.size());
         matmul(untiled, x.data(), cols, n_tok, expected.data(), rows, pool, scratch);
-        ASSERT_EQ(batched, expected) << "tokens " << n_tok;
+        ASSERT_EQ(batched, expected) << traits_of(type).name << " tokens " << n_tok;
       }
       std::vector<std::byte> act(activation_row_bytes(format, cols));
       // Large steps of the 256-element types take llama.cpp's other order: compared with the
