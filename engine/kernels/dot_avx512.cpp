@@ -615,12 +615,39 @@ struct tiled_acts {
         aux(row + nb * 32 + nb * 4) {}
 };
 
-// Q4_1 in the row kernels' order (q4_1_rows), so tiled and untiled weights give the same
+// w[l] |= 16 where the row's fifth bit of element 4l + i is set (byte i of each 32-bit lane):
+// lane l's four bits are in byte l / 2, nibble l % 2, of the rows' qh words (a byte test).
+inline void or_fifth_bits(__m512i* w, __m512i qh) {
+  const __m512i sixteen = _mm512_set1_epi8(16);
+#pragma GCC unroll 8
+  for (int l = 0; l < 8; ++l) {
+    const int byte = l / 2, shift = 4 * (l % 2);
+    const __m512i spread =
+        _mm512_shuffle_epi8(qh, _mm512_set4_epi32(0x0c0c0c0c + 0x01010101 * byte, 0x08080808 + 0x01010101 * byte,
+                                                  0x04040404 + 0x01010101 * byte, 0x00000000 + 0x01010101 * byte));
+    const __mmask64 set = _mm512_test_epi8_mask(spread, _mm512_set1_epi32(0x08040201 << shift));
+    w[l] = _mm512_or_si512(w[l], _mm512_maskz_mov_epi8(set, sixteen));
+  }
+}
+
+// Record layouts of the types with offsets (tiled_layout.h): Q4_1, and Q5_1 with its fifth bits.
+struct q4_1_records {
+  static constexpr size_t kBytes = kTiledQ4_1RecordBytes, kScalesAt = kTiledQ4_1ScalesAt, kMinsAt = kTiledQ4_1MinsAt;
+  static constexpr bool kFifthBits = false;
+  static constexpr size_t kHighAt = 0;
+};
+struct q5_1_records {
+  static constexpr size_t kBytes = kTiledQ5_1RecordBytes, kScalesAt = kTiledQ5_1ScalesAt, kMinsAt = kTiledQ5_1MinsAt;
+  static constexpr bool kFifthBits = true;
+  static constexpr size_t kHighAt = kTiledQ5_1HighAt;
+};
+
+// Q4_1 (and Q5_1) in the row kernels' order (q4_1_rows), so tiled and untiled weights give the same
 // bits: per (row, token) eight lane accumulators, lane l taking the exact integer sum over
 // elements 4l..4l+3 of each block (register w[l]) times dw * da, folded as hsum folds
 // (0+4, 2+6, 1+5, 3+7, then pairs); the offsets m * s are added one block after another.
 // G tokens share each unpacked block (G = 2 keeps the 16 accumulators in registers).
-template <int G>
+template <int G, class R>
 void tiled_q4_1_tokens(int64_t nb, const std::byte* tile, const tiled_acts* a, float* y, int64_t y_stride,
                        tile_prefetch& prefetch) {
   __m512 acc[G][8];
@@ -630,14 +657,15 @@ void tiled_q4_1_tokens(int64_t nb, const std::byte* tile, const tiled_acts* a, f
   const __m512i low = _mm512_set1_epi8(0x0F);
   for (int64_t b = 0; b < nb; ++b) {
     prefetch.step();
-    const std::byte* rec = tile + b * kTiledQ4_1RecordBytes;
+    const std::byte* rec = tile + b * R::kBytes;
     __m512i w[8];
     for (int c = 0; c < 4; ++c) {
       const __m512i packed = _mm512_loadu_si512(rec + 64 * c);
       w[c] = _mm512_and_si512(packed, low);
       w[c + 4] = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low);
     }
-    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + kTiledQ4_1ScalesAt)));
+    if constexpr (R::kFifthBits) or_fifth_bits(w, _mm512_loadu_si512(rec + R::kHighAt));
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + R::kScalesAt)));
     for (int t = 0; t < G; ++t) {
       const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(a[t].d[b]));
       const int8_t* q = a[t].qs + b * 32;
@@ -658,13 +686,13 @@ void tiled_q4_1_tokens(int64_t nb, const std::byte* tile, const tiled_acts* a, f
 
 // y[t] += the offsets' sum, sum over blocks of m * s, for all N tokens at once (N
 // independent add chains; one token's chain alone would wait on each add's latency).
-template <int N>
+template <int N, class R>
 void tiled_q4_1_offsets(int64_t nb, const std::byte* tile, const tiled_acts* a, float* y, int64_t y_stride) {
   __m512 off[N];
   for (auto& o : off) o = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const __m512 mw = _mm512_cvtph_ps(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + b * kTiledQ4_1RecordBytes + kTiledQ4_1MinsAt)));
+    const __m512 mw =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + b * R::kBytes + R::kMinsAt)));
 #pragma GCC unroll 8
     for (int t = 0; t < N; ++t) {
       float s;
@@ -677,16 +705,26 @@ void tiled_q4_1_offsets(int64_t nb, const std::byte* tile, const tiled_acts* a, 
   }
 }
 
+template <int N, class R>
+void tiled_offsets_type_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
+                          int64_t y_stride, const std::byte* next_tile) {
+  tiled_acts a[N];
+  for (int t = 0; t < N; ++t) a[t] = tiled_acts(acts + t * act_stride, nb);
+  tile_prefetch prefetch(next_tile, static_cast<size_t>(nb) * R::kBytes, nb * ((N + 1) / 2));
+  int t = 0;
+  for (; t + 2 <= N; t += 2) tiled_q4_1_tokens<2, R>(nb, tile, a + t, y + t * y_stride, y_stride, prefetch);
+  if (t < N) tiled_q4_1_tokens<1, R>(nb, tile, a + t, y + t * y_stride, y_stride, prefetch);
+  tiled_q4_1_offsets<N, R>(nb, tile, a, y, y_stride);
+}
 template <int N>
 void tiled_q4_1_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
                   int64_t y_stride, const std::byte* next_tile) {
-  tiled_acts a[N];
-  for (int t = 0; t < N; ++t) a[t] = tiled_acts(acts + t * act_stride, nb);
-  tile_prefetch prefetch(next_tile, static_cast<size_t>(nb) * kTiledQ4_1RecordBytes, nb * ((N + 1) / 2));
-  int t = 0;
-  for (; t + 2 <= N; t += 2) tiled_q4_1_tokens<2>(nb, tile, a + t, y + t * y_stride, y_stride, prefetch);
-  if (t < N) tiled_q4_1_tokens<1>(nb, tile, a + t, y + t * y_stride, y_stride, prefetch);
-  tiled_q4_1_offsets<N>(nb, tile, a, y, y_stride);
+  tiled_offsets_type_n<N, q4_1_records>(nb, tile, acts, act_stride, y, y_stride, next_tile);
+}
+template <int N>
+void tiled_q5_1_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
+                  int64_t y_stride, const std::byte* next_tile) {
+  tiled_offsets_type_n<N, q5_1_records>(nb, tile, acts, act_stride, y, y_stride, next_tile);
 }
 
 // Q8_0 in the row kernels' order (q8_0_rows), as Q4_0: each lane's sum of (q + 128) * y started
@@ -801,8 +839,7 @@ void tiled_q4_0_n(int64_t nb, const std::byte* tile, const std::byte* acts, size
 }
 
 // Q5_0 in the row kernels' order (q5_0_rows): as Q4_0, each lane's sum of (q - 16) * y started
-// at -16 * (its four quants' sum); q = nibble | fifth bit << 4, the fifth bits of lane l's four
-// elements picked from the rows' qh words (byte l / 2, nibble l % 2) with a byte test.
+// at -16 * (its four quants' sum); q = nibble | fifth bit << 4 (or_fifth_bits).
 template <int G>
 void tiled_q5_0_tokens(int64_t nb, const std::byte* tile, const std::byte* const* a, float* y, int64_t y_stride,
                        tile_prefetch& prefetch) {
@@ -810,7 +847,7 @@ void tiled_q5_0_tokens(int64_t nb, const std::byte* tile, const std::byte* const
   for (auto& token : acc) {
     for (auto& lane : token) lane = _mm512_setzero_ps();
   }
-  const __m512i low = _mm512_set1_epi8(0x0F), sixteen = _mm512_set1_epi8(16);
+  const __m512i low = _mm512_set1_epi8(0x0F);
   const int8_t* qs[G];
   const float* d[G];
   const int32_t* sums[G];
@@ -822,22 +859,13 @@ void tiled_q5_0_tokens(int64_t nb, const std::byte* tile, const std::byte* const
   for (int64_t b = 0; b < nb; ++b) {
     prefetch.step();
     const std::byte* rec = tile + b * kTiledQ5_0RecordBytes;
-    const __m512i qh = _mm512_loadu_si512(rec + kTiledQ5_0HighAt);
     __m512i w[8];
     for (int c = 0; c < 4; ++c) {
       const __m512i packed = _mm512_loadu_si512(rec + 64 * c);
       w[c] = _mm512_and_si512(packed, low);
       w[c + 4] = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low);
     }
-#pragma GCC unroll 8
-    for (int l = 0; l < 8; ++l) {
-      const int byte = l / 2, shift = 4 * (l % 2);
-      const __m512i spread =
-          _mm512_shuffle_epi8(qh, _mm512_set4_epi32(0x0c0c0c0c + 0x01010101 * byte, 0x08080808 + 0x01010101 * byte,
-                                                    0x04040404 + 0x01010101 * byte, 0x00000000 + 0x01010101 * byte));
-      const __mmask64 set = _mm512_test_epi8_mask(spread, _mm512_set1_epi32(0x08040201 << shift));
-      w[l] = _mm512_mask_or_epi32(w[l], 0xffff, w[l], _mm512_maskz_mov_epi8(set, sixteen));
-    }
+    or_fifth_bits(w, _mm512_loadu_si512(rec + kTiledQ5_0HighAt));
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + kTiledQ5_0ScalesAt)));
     for (int t = 0; t < G; ++t) {
       const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(d[t][b]));
@@ -1093,6 +1121,7 @@ TANDEM_TILED_DISPATCH(tiled_q4_0, tiled_q4_0_n)
 TANDEM_TILED_DISPATCH(tiled_q4_k, tiled_q4_k_n)
 TANDEM_TILED_DISPATCH(tiled_q4_k_large, tiled_q4_k_large_n)
 TANDEM_TILED_DISPATCH(tiled_q5_0, tiled_q5_0_n)
+TANDEM_TILED_DISPATCH(tiled_q5_1, tiled_q5_1_n)
 TANDEM_TILED_DISPATCH(tiled_q6_k, tiled_q6_k_small_n)
 TANDEM_TILED_DISPATCH(tiled_q6_k_large, tiled_q6_k_large_n)
 #undef TANDEM_TILED_DISPATCH
@@ -1102,6 +1131,7 @@ dot_kernels with_tiled(dot_kernels t) {
   t.q4_k_tiled = tiled_q4_k;
   t.q4_k_tiled_large = tiled_q4_k_large;
   t.q5_0_tiled = tiled_q5_0;
+  t.q5_1_tiled = tiled_q5_1;
   t.q6_k_tiled = tiled_q6_k;
   t.q6_k_tiled_large = tiled_q6_k_large;
   return t;

@@ -127,9 +127,10 @@ struct dot_kernels {
   row_dot_fn q6_k = nullptr;
   row_dot_fn iq4_xs = nullptr;
 
-  // Tiled Q4_0, Q5_0, Q4_K and Q6_K weights (tiled_weights.h); null if absent.
+  // Tiled Q4_0, Q5_0, Q5_1, Q4_K and Q6_K weights (tiled_weights.h); null if absent.
   tiled_fn q4_0_tiled = nullptr;
   tiled_fn q5_0_tiled = nullptr;
+  tiled_fn q5_1_tiled = nullptr;
   tiled_fn q4_k_tiled = nullptr;
   tiled_fn q6_k_tiled = nullptr;
 
@@ -176,6 +177,8 @@ struct dot_kernels {
         return q4_k_tiled;
       case tensor_type::q5_0:
         return q5_0_tiled;
+      case tensor_type::q5_1:
+        return q5_1_tiled;
       case tensor_type::q6_k:
         return q6_k_tiled;
       default:

@@ -24,6 +24,12 @@ inline constexpr size_t kTiledQ5_0HighAt = 256;
 inline constexpr size_t kTiledQ5_0ScalesAt = 320;
 inline constexpr size_t kTiledQ5_0RecordBytes = 352;
 
+// Q5_1: qs as Q4_1, qh [16] u32, d [16] f16, m [16] f16.
+inline constexpr size_t kTiledQ5_1HighAt = 256;
+inline constexpr size_t kTiledQ5_1ScalesAt = 320;
+inline constexpr size_t kTiledQ5_1MinsAt = 352;
+inline constexpr size_t kTiledQ5_1RecordBytes = 384;
+
 // Q6_K (one record per super-block): low nibbles [4][8][16][4] (as Q4_K's qs), high pairs
 // [2][8][16][4], int8 scales [16][16], d [16] f16.
 inline constexpr size_t kTiledQ6_KHighAt = 2048;

@@ -9,7 +9,8 @@ namespace tandem::kernels {
 
 bool tileable(const weight_view& w) {
   const bool type_ok = w.type == tensor_type::q4_0 || w.type == tensor_type::q4_1 || w.type == tensor_type::q8_0 ||
-                       w.type == tensor_type::q5_0 || w.type == tensor_type::q4_k || w.type == tensor_type::q6_k;
+                       w.type == tensor_type::q5_0 || w.type == tensor_type::q5_1 || w.type == tensor_type::q4_k ||
+                       w.type == tensor_type::q6_k;
   return type_ok && w.rows > 0 && w.rows % kTileRows == 0 && w.cols % tiled_record_elements(w.type) == 0;
 }
 
@@ -102,6 +103,12 @@ void tile_weight(const weight_view& w, std::byte* dst, int64_t tile_begin, int64
           for (int c = 0; c < 4; ++c) std::memcpy(rec + (c * 16 + r) * 4, blk.qs + 4 * c, 4);
           std::memcpy(rec + kTiledQ5_0HighAt + r * 4, blk.qh, 4);
           std::memcpy(rec + kTiledQ5_0ScalesAt + r * 2, &blk.d, 2);
+        } else if (w.type == tensor_type::q5_1) {
+          const auto& blk = reinterpret_cast<const block_q5_1*>(row)[b];
+          for (int c = 0; c < 4; ++c) std::memcpy(rec + (c * 16 + r) * 4, blk.qs + 4 * c, 4);
+          std::memcpy(rec + kTiledQ5_1HighAt + r * 4, blk.qh, 4);
+          std::memcpy(rec + kTiledQ5_1ScalesAt + r * 2, &blk.d, 2);
+          std::memcpy(rec + kTiledQ5_1MinsAt + r * 2, &blk.m, 2);
         } else if (w.type == tensor_type::q4_0) {
           const auto& blk = reinterpret_cast<const block_q4_0*>(row)[b];
           for (int c = 0; c < 4; ++c) std::memcpy(rec + (c * 16 + r) * 4, blk.qs + 4 * c, 4);
@@ -153,7 +160,7 @@ size_t tiled_act_row_bytes(tensor_type type, int64_t k) {
     case tensor_type::q6_k:
       return activation_row_bytes(activation_format::q8_k, k);
     default:
-      return tiled_act_row_bytes(k);  // Q4_1
+      return tiled_act_row_bytes(k);  // Q4_1, Q5_1
   }
 }
 

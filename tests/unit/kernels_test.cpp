@@ -489,7 +489,7 @@ TEST(Matmul, BatchedEqualsRowByRow) {
   }
 }
 
-// Tiled weights (the AVX-512 path for Q4_0, Q4_1, Q5_0, Q8_0, Q4_K and Q6_K): every token's outputs have the
+// Tiled weights (the AVX-512 path for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K and Q6_K): every token's outputs have the
 // same bits whatever the step's token count (1 to 17: partial and full groups of eight), and
 // match a double-precision reference on the decoded weights and activations, and give exactly
 // the untiled kernels' bits (llama.cpp's order, which greedy fidelity needs). Several outputs
@@ -548,13 +548,15 @@ TEST(Matmul, TiledWeightsAreBatchInvariantAndAccurate) {
             ref += wd[r * cols + c] * xd[c];
             mag += std::abs(wd[r * cols + c] * xd[c]);
           }
-          if (type == tensor_type::q4_1) {  // the offset term uses s rounded to half, as the format defines
-            const auto* wb = reinterpret_cast<const block_q4_1*>(w.row(r));
+          if (type == tensor_type::q4_1 || type == tensor_type::q5_1) {
+            // the offset term uses s rounded to half, as the format defines (m follows d in both)
             const auto* ab = reinterpret_cast<const block_q8_1*>(act.data());
             for (int64_t b = 0; b < cols / 32; ++b) {
               double exact = 0;
               for (int j = 0; j < 32; ++j) exact += xd[b * 32 + j];
-              ref += f16_to_f32(wb[b].m) * (f16_to_f32(ab[b].s) - exact);
+              f16_bits m_bits;
+              std::memcpy(&m_bits, w.row(r) + b * traits_of(type).block_bytes + 2, 2);
+              ref += f16_to_f32(m_bits) * (f16_to_f32(ab[b].s) - exact);
             }
           }
           ASSERT_NEAR(single[r], ref, 2e-6 * mag + 1e-5) << traits_of(type).name << " row " << r;
