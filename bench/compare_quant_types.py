@@ -139,7 +139,7 @@ def main():
         "mixture's types, so a Q6_K tied head; Q4_0 and Q8_0: those matrices and a Q8_0 tied head). "
         "Limit = measured streaming read bandwidth / weight bytes per decoded token (above 100% where "
         "part of the weights stays in the last-level cache); load = Tandem's model open (mmap, plus "
-        "the tiling of Q4_0/Q4_1/Q5_0/Q8_0/Q4_K/Q6_K matrices). On a loaded machine llama.cpp's "
+        "the tiling of Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K/Q6_K matrices). On a loaded machine llama.cpp's "
         "decode suffers most (its threads spin at a barrier after every graph node, and one "
         "descheduled thread stalls them all); the 1-thread rows are free of that.", "",
         f"| file | threads | MiB | llama.cpp pp{a.pp} | Tandem pp{a.pp} | ratio | llama.cpp tg{a.tg} | "
