@@ -112,8 +112,8 @@ INSTANTIATE_TEST_SUITE_P(DefaultModel, Fidelity,
                                            fidelity_case{"smollm2_135m_q5_k_m.json", "Q5_K_M", 19},
                                            fidelity_case{"smollm2_135m_q6_k.json", "Q6_K", 19},
                                            fidelity_case{"smollm2_135m_q8_0.json", "Q8_0", 19}),
-                         [](const auto& info) {
-                           return std::string(*info.param.file_type != '\0' ? info.param.file_type : "Q4_1");
+                         [](const auto& param_info) {
+                           return std::string(*param_info.param.file_type != '\0' ? param_info.param.file_type : "Q4_1");
                          });
 
 }  // namespace
