@@ -76,6 +76,12 @@ void step_planner::add_forked(seq_id child, seq_id parent) {
   running_.push_back(child);
 }
 
+void step_planner::append_tokens(seq_id seq, std::span<const token_id> tokens) {
+  auto& s = seqs_.at(seq);
+  s.tokens.insert(s.tokens.end(), tokens.begin(), tokens.end());
+  s.draft.clear();
+}
+
 bool step_planner::remove(seq_id seq) {
   const auto it = seqs_.find(seq);
   if (it == seqs_.end()) return false;

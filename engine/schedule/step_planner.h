@@ -102,6 +102,10 @@ class step_planner {
   // (block_reservations::fork). Throws std::invalid_argument if parent is not running with
   // its prompt computed.
   void add_forked(seq_id child, seq_id parent);
+  // Appends tokens to a running sequence as if it had emitted them after its last one (the
+  // end tag of a spent thinking budget): its next step computes them with the last token and
+  // samples after them. Call between a step's complete() and the next proposal.
+  void append_tokens(seq_id seq, std::span<const token_id> tokens);
   // Removes the sequence wherever it is. Returns true if it was running (holding blocks).
   bool remove(seq_id seq);
 
