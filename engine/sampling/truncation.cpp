@@ -9,9 +9,10 @@
 namespace tandem::sampling {
 namespace {
 
-constexpr size_t kBuckets = 256;  // top-p's buckets by logit
-constexpr size_t kSortAll = 64;   // up to this many candidates are simply sorted
-constexpr double kSlack = 0.999;  // bounds lowered a little: rounding may only add candidates
+constexpr size_t kBuckets = 256;       // top-p's buckets by logit
+constexpr size_t kSortAll = 64;        // up to this many candidates are simply sorted
+constexpr double kSlack = 0.999;       // bounds lowered a little: rounding may only add candidates
+constexpr double kSumsLow = 1 - 1e-5;  // block sums against the exact weights: at most this much high
 
 // Order-preserving map of a float onto uint32 (a > b <=> key(a) > key(b), non-NaN).
 uint32_t order_key(float x) {
@@ -55,27 +56,54 @@ void select_top_k(std::span<const float> row, std::span<const float> bmax, size_
   for (size_t i = 0; i < keep; ++i) out.push_back(rank_key_id(s.keys[i]));
 }
 
-void nucleus(std::span<const float> row, std::span<const float> bmax, float max, float inv_t, double mass,
-             int64_t usable, float top_p, const row_kernels& rk, truncation_scratch& s, std::vector<int32_t>& ids,
-             std::vector<float>& weights) {
+void nucleus(std::span<const float> row, std::span<const float> bmax, std::span<const float> block_sums, float max,
+             float inv_t, double mass, int64_t usable, float top_p, const row_kernels& rk, truncation_scratch& s,
+             std::vector<int32_t>& ids, std::vector<float>& weights) {
   const size_t n = row.size();
   const double target = static_cast<double>(top_p) * mass;
   const double tail = (1.0 - static_cast<double>(top_p)) * mass;  // what may be left out, at most
-  const auto bound = static_cast<float>(tail / static_cast<double>(usable) * kSlack);
-  // weight >= bound needs z = (x - max) / T >= log(bound), less the exp's error: collect by
-  // logit with a margin, then test the weights.
-  const double z_min = std::log(static_cast<double>(bound)) * (1.0 + 1e-4) - 1e-4;
-  const auto x_min = std::max(-FLT_MAX, static_cast<float>(static_cast<double>(max) + z_min / inv_t));
-  ids.clear();
+  // weight >= bound needs z = (x - max) / T >= log(bound), less the exp's error: a logit
+  // threshold with a margin; the weights are tested exactly once collected.
+  auto logit_at = [&](double bound) {
+    const double z = std::log(bound) * (1.0 + 1e-4) - 1e-4;
+    return std::max(-FLT_MAX, static_cast<float>(static_cast<double>(max) + z / inv_t));
+  };
+  // Block level first: a block whose maximum is below the bound is left out whole, with the
+  // mass of its block sum (taken as slightly less, so rounding cannot raise the next bound),
+  // and the bound is recomputed for the tokens left (at most 64 per block).
+  s.live.clear();
   for (size_t b = 0; b < bmax.size(); ++b) {
-    if (bmax[b] >= x_min) rk.collect_at_least(row.data(), b * kBlock, std::min(n, (b + 1) * kBlock), x_min, ids);
+    if (bmax[b] > -FLT_MAX) s.live.push_back(static_cast<uint32_t>(b));
   }
+  double left_out = 0.0, tokens_left = static_cast<double>(usable), bound = 0.0;
+  float x_min = -FLT_MAX;
+  for (int round = 0; round < 8; ++round) {
+    const double budget = tail - left_out;
+    if (!(budget > 0.0)) break;
+    bound = budget / tokens_left * kSlack;
+    x_min = logit_at(bound);
+    double dropped = 0.0;
+    size_t m = 0;
+    for (uint32_t b : s.live) {
+      if (bmax[b] >= x_min) {
+        s.live[m++] = b;
+      } else {
+        dropped += block_sums[b];
+      }
+    }
+    if (m == s.live.size()) break;
+    s.live.resize(m);
+    left_out += dropped * kSumsLow;
+    tokens_left = std::min(tokens_left, static_cast<double>(kBlock * m));
+  }
+  ids.clear();
+  for (uint32_t b : s.live) rk.collect_at_least(row.data(), b * kBlock, std::min(n, (b + 1) * kBlock), x_min, ids);
   weights.resize(ids.size());
   rk.weights_at(row.data(), ids.data(), ids.size(), max, inv_t, weights.data());
   double kept_mass = 0.0;
   size_t m = 0;
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (weights[i] >= bound) {
+    if (weights[i] >= static_cast<float>(bound)) {
       ids[m] = ids[i];
       weights[m++] = weights[i];
       kept_mass += weights[i];
@@ -85,7 +113,7 @@ void nucleus(std::span<const float> row, std::span<const float> bmax, float max,
   weights.resize(m);
   // The same bound among the candidates, with the mass already left out taken off the tail.
   for (int round = 0; round < 4 && ids.size() > kBuckets; ++round) {
-    const double budget = tail - (mass - kept_mass);
+    const double budget = tail - (mass - kept_mass) * kSumsLow;
     if (!(budget > 0.0)) break;
     const auto b2 = static_cast<float>(budget / static_cast<double>(ids.size()) * kSlack);
     const size_t before = ids.size();

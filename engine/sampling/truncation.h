@@ -7,9 +7,11 @@
 //   top-p   every token whose weight is below (1 - p) * W / n_usable is outside the nucleus:
 //           if one were inside, it and every token after it would weigh less, and the
 //           nucleus' last token plus all after it, together more than (1 - p) * W, would
-//           weigh less than n_usable times that. The tokens at or above it are collected
-//           (from the blocks whose maximum reaches it, by logit with a margin, then by
-//           weight), the same bound is applied again among them with the mass left over,
+//           weigh less than n_usable times that. Whole blocks whose maximum is below it are
+//           left out first, and the bound recomputed with their mass (block sums) and the
+//           tokens left, until no block drops; the tokens at or above it are collected from
+//           the blocks left (by logit with a margin, then by weight), the same bound is
+//           applied again among them with the mass left over,
 //           then they are bucketed by logit (256 buckets, which keeps their order), and only
 //           the bucket where the running weight reaches p * W is sorted.
 #pragma once
@@ -30,6 +32,7 @@ struct truncation_scratch {
   std::vector<float> maxima;
   std::vector<uint64_t> keys;
   std::vector<uint8_t> bucket;
+  std::vector<uint32_t> live;  // blocks
 };
 
 // The k best usable tokens of `row` (0 < k < usable), best first; bmax = its block maxima.
@@ -37,10 +40,10 @@ void select_top_k(std::span<const float> row, std::span<const float> bmax, size_
                   truncation_scratch& s, std::vector<int32_t>& out);
 
 // The nucleus of top_p < 1 of `row` at 1 / T = inv_t (largest logit `max`, block maxima
-// bmax, total weight `mass`, `usable` usable tokens): its ids in increasing order, with
-// their weights.
-void nucleus(std::span<const float> row, std::span<const float> bmax, float max, float inv_t, double mass,
-             int64_t usable, float top_p, const row_kernels& rk, truncation_scratch& s, std::vector<int32_t>& ids,
-             std::vector<float>& weights);
+// bmax and block sums rescaled to `max`, total weight `mass`, `usable` usable tokens): its
+// ids in increasing order, with their weights.
+void nucleus(std::span<const float> row, std::span<const float> bmax, std::span<const float> block_sums, float max,
+             float inv_t, double mass, int64_t usable, float top_p, const row_kernels& rk, truncation_scratch& s,
+             std::vector<int32_t>& ids, std::vector<float>& weights);
 
 }  // namespace tandem::sampling
