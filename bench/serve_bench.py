@@ -38,7 +38,7 @@ Writes docs/benchmarks.md (between the serve-bench markers), docs/bench/serve.js
 docs/bench/serve.png.
 
 Usage: bench/serve_bench.py [--clients 1,8,64,256] [--seconds 15] [--max-tokens 64]
-                            [--mix-seconds 30] [--mix-rounds 3] [--rates 0.5,1,2] [--drain-seconds 60]
+                            [--mix-seconds 30] [--mix-rounds 3] [--rates 0.25,0.5,1] [--drain-seconds 400]
                             [--threads N] [--llama-server PATH] [--only tandem|llama-server]
                             [--skip-greedy] [--skip-mix]
 Progress goes to stderr-like lines on stdout as each level ends.
@@ -266,7 +266,7 @@ def mix_request(k):
 
 
 async def run_mix(port, first, seconds, n_clients=None, rate=None, sampling=SAMPLED, model_name="default",
-                  drain_s=60):
+                  drain_s=400):
     """Closed loop (n_clients) or Poisson arrivals (rate per second) for `seconds`, then at most
     drain_s for the requests in flight; those still running are cancelled and count as
     unfinished (their tokens so far count; a TTFT they never reached counts as the time
@@ -570,7 +570,7 @@ def process_cpu_s(pid):
     return sum(u + sy for _, u, sy in thread_times(pid).values())
 
 
-def wait_idle(proc, max_s=180):
+def wait_idle(proc, max_s=300):
     """Until the server has used under 5% of a core for a second (a server that keeps working
     on requests whose clients left would otherwise slow the next level, the other server's
     too), or max_s."""
@@ -662,7 +662,7 @@ def mix_markdown(res, cmd):
              "per level and server, the order reversed each round; each figure is the median over the rounds "
              "(the machine is shared with other work, so single runs scatter). Poisson levels are open loop: "
              f"requests arrive at that rate whatever is in flight. Each level lasts {m['seconds']:.0f} s, then waits "
-             f"at most {m.get('drain_s', 60):.0f} s for the requests in flight and cancels the rest (their tokens so "
+             f"at most {m.get('drain_s', 400):.0f} s for the requests in flight and cancels the rest (their tokens so "
              "far count; a first token never reached counts as the time waited, a lower bound on TTFT; \"cut\" "
              "below). Goodput: requests per second with TTFT <= 1 s "
              "and a mean inter-token time (TPOT) <= 100 ms. CPU: user + system time of all the server's threads "
@@ -790,9 +790,9 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--kv-tokens", type=int, default=65536)
     ap.add_argument("--mix-clients", default="64", help="closed-loop client counts of the realistic mix")
-    ap.add_argument("--rates", default="0.5,1,2", help="Poisson arrival rates of the realistic mix, requests/s")
+    ap.add_argument("--rates", default="0.25,0.5,1", help="Poisson arrival rates of the realistic mix, requests/s")
     ap.add_argument("--mix-seconds", type=float, default=30)
-    ap.add_argument("--drain-seconds", type=float, default=60,
+    ap.add_argument("--drain-seconds", type=float, default=400,
                     help="how long a mix level waits for the requests in flight after its last arrival")
     ap.add_argument("--mix-rounds", type=int, default=3)
     ap.add_argument("--mix-kv-tokens", type=int, default=131072)
