@@ -5,6 +5,7 @@
 #   make build   build/bin/tandem (Release)
 #   make model   fetch the default model (SmolLM2-135M-Instruct Q4_1) once
 #   make bench   benchmarks (slow; not part of `make test`)
+#   make test-slow  the slow checks (`tandem quantize` against llama-quantize for every file type)
 #   make fuzz    build the libFuzzer targets and fuzz the GGUF reader (FUZZ_SECONDS)
 #   make format  clang-format every C++ file in place (.clang-format; the generated table excepted)
 
@@ -21,7 +22,7 @@ export TANDEM_HOME
 
 TANDEM := $(BUILD_DIR)/bin/tandem
 
-.PHONY: all deps build model test-data test run bench fuzz format clean
+.PHONY: all deps build model test-data test test-slow run bench fuzz format clean
 
 all: build
 
@@ -46,6 +47,9 @@ test-data: model
 
 test: build test-data
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+test-slow: build test-data
+	cd $(BUILD_DIR) && TANDEM_SLOW_TESTS=1 ctest --output-on-failure -R 'QuantizeFile\.' -j 1
 
 run: build model
 	@echo

@@ -22,8 +22,10 @@ struct tenant_runtime {
 
 struct flight {
   streamer_actor streamer;
+  sink_actor sink;      // told of the end if the streamer dies first
   int tenant = -1;      // index into tenants; -1 in open mode
   double reserved = 0;  // tokens charged at submit
+  bool cancelled = false;
 };
 
 struct admission_state {
@@ -33,7 +35,20 @@ struct admission_state {
   request_id next_id = 1;
   std::vector<tenant_runtime> tenants;
   std::unordered_map<request_id, flight> in_flight;
+  // The choices of one request are judged once, by the first to arrive (check_tenant for all
+  // of them); the verdict waits here for the others.
+  struct group_verdict {
+    submit_reply reply;
+    int tenant = -1;
+    double reserved_each = 0;
+    uint32_t left = 0;  // choices still to come
+    clock_type::time_point at;
+  };
+  std::unordered_map<uint64_t, group_verdict> groups;
+  // Slots held for accepted choices still to come (counted in their tenant's in_flight too).
+  uint32_t reserved_slots = 0;
   admission_stats stats;
+  bool draining = false;  // shutting down: no new work
   static inline const char* name = "tandem.admission";
 };
 
@@ -69,8 +84,9 @@ void fill_limits(submit_reply& r, tenant_runtime& t, clock_type::time_point now)
   }
 }
 
-// Refuses (status + error) or reserves the tenant's share for the request.
-submit_reply check_tenant(admission_state& st, generate_request& req, int& tenant, double& reserved) {
+// What a request of n choices would take from its tenant, or why the tenant refuses it
+// (401, 429, or 400 when no retry could ever pass). Nothing is taken yet.
+submit_reply check_tenant(admission_state& st, const generate_request& req, uint32_t n, int& tenant, double& cost) {
   submit_reply r;
   const auto now = clock_type::now();
   tenant = find_tenant(st.tenants, req.api_key);
@@ -82,8 +98,13 @@ submit_reply check_tenant(admission_state& st, generate_request& req, int& tenan
   }
   auto& t = st.tenants[tenant];
   fill_limits(r, t, now);
-  const double cost = std::min(estimated_tokens(req), t.tokens.limited() ? t.tokens.capacity() : 1e300);
-  if (t.cfg.max_concurrent > 0 && t.in_flight >= t.cfg.max_concurrent) {
+  // A request larger than the whole bucket waits for a full one: it would never fit otherwise.
+  cost = std::min(estimated_tokens(req) * n, t.tokens.limited() ? t.tokens.capacity() : 1e300);
+  if (t.cfg.max_concurrent > 0 && n > t.cfg.max_concurrent) {
+    r.status = 400;
+    r.error = "this request has " + std::to_string(n) + " choices, more than tenant '" + t.cfg.name +
+              "' may run at once (max_concurrent_requests: " + std::to_string(t.cfg.max_concurrent) + ")";
+  } else if (t.cfg.max_concurrent > 0 && t.in_flight + n > t.cfg.max_concurrent) {
     r.status = 429;
     r.error = "tenant '" + t.cfg.name + "' has " + std::to_string(t.in_flight) +
               " requests in flight, its limit; retry when one finishes";
@@ -99,17 +120,32 @@ submit_reply check_tenant(admission_state& st, generate_request& req, int& tenan
               " tokens per minute (this request may use " + std::to_string(static_cast<int64_t>(cost)) + ")";
     r.retry_after_s = t.tokens.seconds_until(cost, now);
   }
-  if (r.status == 429) {
-    ++st.stats.rate_limited;
-    return r;
-  }
+  if (r.status == 429) ++st.stats.rate_limited;
+  return r;
+}
+
+// Takes what check_tenant said the request costs: one request, its tokens.
+void charge_tenant(admission_state& st, generate_request& req, int tenant, double cost, submit_reply& r) {
+  const auto now = clock_type::now();
+  auto& t = st.tenants[tenant];
   t.requests.try_take(1, now);
   t.tokens.try_take(cost, now);
-  reserved = cost;
   req.tenant = t.cfg.name;
   req.weight = t.cfg.weight;
+  req.cache_group = t.cfg.prefix_cache_group.empty() ? t.cfg.name : t.cfg.prefix_cache_group;
   fill_limits(r, t, now);
-  return r;
+}
+
+// The request ended: its tenant's slot comes back and its token charge is settled.
+void settle(admission_state& st, request_id id, uint32_t used_tokens) {
+  const auto it = st.in_flight.find(id);
+  if (it == st.in_flight.end()) return;
+  if (it->second.tenant >= 0) {
+    auto& t = st.tenants[it->second.tenant];
+    --t.in_flight;
+    t.tokens.adjust(static_cast<double>(used_tokens) - it->second.reserved, clock_type::now());
+  }
+  st.in_flight.erase(it);
 }
 
 admission_actor::behavior_type admission(self_ptr self, admission_config cfg,
@@ -121,60 +157,157 @@ admission_actor::behavior_type admission(self_ptr self, admission_config cfg,
   for (const auto& t : init.cfg.tenants) {
     init.tenants.push_back({t, token_bucket(t.requests_per_minute), token_bucket(t.tokens_per_minute), 0});
   }
+  // A streamer that ends without its finished message (it failed): its request ends here,
+  // with an error for the sink, its sequence aborted, its slots given back.
+  self->set_down_handler([self](const caf::down_msg& dm) {
+    auto& st = self->state;
+    for (auto& [id, f] : st.in_flight) {
+      if (f.streamer.address() != dm.source) continue;
+      const request_id rid = id;
+      self->send(st.scheduler, abort_atom::value, static_cast<seq_id>(rid));
+      generation_done done;
+      done.id = rid;
+      done.reason = finish_reason::error;
+      done.status = 500;
+      done.error = "the request's streamer failed: " + self->system().render(dm.reason);
+      if (f.sink) self->send(f.sink, std::move(done));
+      settle(st, rid, static_cast<uint32_t>(f.reserved));
+      return;
+    }
+  });
   return {
       [self](submit_atom, generate_request& req) -> submit_reply {
         auto& st = self->state;
         submit_reply r;
         int tenant = -1;
         double reserved = 0;
-        if (!req.sink) {
-          r.status = 400;
-          r.error = "the request has no sink to deliver tokens to";
-        } else if (st.in_flight.size() >= st.cfg.max_in_flight) {
-          r.status = 503;
-          r.error =
-              "the server is at capacity (" + std::to_string(st.in_flight.size()) + " requests in flight); retry later";
-          r.retry_after_s = 1;
-          ++st.stats.overloaded;
-        } else if (!st.tenants.empty()) {
-          r = check_tenant(st, req, tenant, reserved);
-        } else {
-          if (req.tenant.empty()) req.tenant = "default";
-          req.weight = 1.0;
-          r.tenant = req.tenant;
+        const bool grouped = req.prompt_group != 0 && req.choices > 1;
+        const uint32_t n = grouped ? req.choices : 1;
+        const auto now = clock_type::now();
+        for (auto it = st.groups.begin(); it != st.groups.end();) {  // choices that never came
+          if (now - it->second.at <= std::chrono::minutes(1)) {
+            ++it;
+            continue;
+          }
+          if (it->second.reply.accepted) {
+            st.reserved_slots -= it->second.left;
+            if (it->second.tenant >= 0) st.tenants[it->second.tenant].in_flight -= it->second.left;
+          }
+          it = st.groups.erase(it);
         }
-        if (!r.error.empty()) {
-          ++st.stats.rejected;
-          return r;
+        if (const auto g = grouped ? st.groups.find(req.prompt_group) : st.groups.end(); g != st.groups.end()) {
+          // A later choice of a request already judged: the verdict holds, nothing is charged.
+          r = g->second.reply;
+          tenant = g->second.tenant;
+          reserved = g->second.reserved_each;
+          if (tenant >= 0) {
+            req.tenant = st.tenants[tenant].cfg.name;
+            req.weight = st.tenants[tenant].cfg.weight;
+            const auto& c = st.tenants[tenant].cfg;
+            req.cache_group = c.prefix_cache_group.empty() ? c.name : c.prefix_cache_group;
+          }
+          if (--g->second.left == 0) st.groups.erase(g);
+          if (!r.accepted) {
+            ++st.stats.rejected;
+            return r;
+          }
+          --st.reserved_slots;  // the slot held for this choice is taken below
+          if (tenant >= 0) --st.tenants[tenant].in_flight;
+        } else {
+          // The tenant's limits first (a tenant at its limit is told so, whatever the server's
+          // load), then the server's; a request is charged only once it is accepted.
+          double cost = 0;
+          if (!req.sink) {
+            r.status = 400;
+            r.error = "the request has no sink to deliver tokens to";
+          } else if (st.draining) {
+            r.status = 503;
+            r.error = "the server is shutting down";
+            ++st.stats.overloaded;
+          } else if (!st.tenants.empty()) {
+            r = check_tenant(st, req, n, tenant, cost);
+          } else {
+            if (req.tenant.empty()) req.tenant = "default";
+            req.weight = 1.0;
+            if (req.cache_group.empty()) req.cache_group = req.tenant;
+            r.tenant = req.tenant;
+          }
+          if (r.error.empty() && n > st.cfg.max_in_flight) {
+            r.status = 400;
+            r.error = "this request has " + std::to_string(n) + " choices, more than the server runs at once (" +
+                      std::to_string(st.cfg.max_in_flight) + ")";
+          } else if (r.error.empty() && st.in_flight.size() + st.reserved_slots + n > st.cfg.max_in_flight) {
+            r.status = 503;
+            r.error = "the server is at capacity (" + std::to_string(st.in_flight.size()) +
+                      " requests in flight); retry later";
+            r.retry_after_s = 1;
+            ++st.stats.overloaded;
+          }
+          if (r.error.empty() && tenant >= 0) charge_tenant(st, req, tenant, cost, r);
+          reserved = cost / n;
+          r.accepted = r.error.empty();
+          if (grouped) {
+            st.groups[req.prompt_group] = {r, tenant, reserved, n - 1, now};
+            if (r.accepted) {  // hold the other choices' slots
+              st.reserved_slots += n - 1;
+              if (tenant >= 0) st.tenants[tenant].in_flight += n - 1;
+            }
+          }
+          if (!r.accepted) {
+            ++st.stats.rejected;
+            return r;
+          }
         }
         const request_id id = st.next_id++;
         req.api_key.clear();  // no further actor needs the secret
+        sink_actor sink = req.sink;
         auto streamer = spawn_streamer(self->system(), id, std::move(req), st.shared, st.scheduler, self);
-        st.in_flight.emplace(id, flight{std::move(streamer), tenant, reserved});
+        self->monitor(streamer);  // a streamer that dies unfinished must not keep its slots
+        st.in_flight.emplace(id, flight{std::move(streamer), std::move(sink), tenant, reserved});
         if (tenant >= 0) ++st.tenants[tenant].in_flight;
         ++st.stats.accepted;
         r.accepted = true;
         r.id = id;
         return r;
       },
+      [self](auth_atom, const std::string& key) -> submit_reply {
+        auto& st = self->state;
+        submit_reply r;
+        if (st.tenants.empty()) {
+          r.accepted = true;
+          r.tenant = "default";
+          return r;
+        }
+        const int t = find_tenant(st.tenants, key);
+        if (t < 0) {
+          r.status = 401;
+          r.error = key.empty() ? "no API key given (send Authorization: Bearer KEY)" : "the API key is not valid";
+          ++st.stats.unauthorized;
+          return r;
+        }
+        r.accepted = true;
+        r.tenant = st.tenants[t].cfg.name;
+        return r;
+      },
+      [self](drain_atom) { self->state.draining = true; },
+      [self](cancel_all_atom) {
+        auto& st = self->state;
+        for (auto& [id, f] : st.in_flight) {
+          if (f.cancelled) continue;
+          f.cancelled = true;
+          ++st.stats.cancelled;
+          self->send(f.streamer, cancel_atom::value);
+        }
+      },
       [self](cancel_atom, request_id id) {
         auto& st = self->state;
-        if (const auto it = st.in_flight.find(id); it != st.in_flight.end()) {
+        if (const auto it = st.in_flight.find(id); it != st.in_flight.end() && !it->second.cancelled) {
+          it->second.cancelled = true;  // counted once, however often the client's side asks
           ++st.stats.cancelled;
           self->send(it->second.streamer, cancel_atom::value);
         }
       },
-      [self](finished_atom, request_id id, uint32_t used_tokens) {
-        auto& st = self->state;
-        const auto it = st.in_flight.find(id);
-        if (it == st.in_flight.end()) return;
-        if (it->second.tenant >= 0) {
-          auto& t = st.tenants[it->second.tenant];
-          --t.in_flight;
-          t.tokens.adjust(static_cast<double>(used_tokens) - it->second.reserved, clock_type::now());
-        }
-        st.in_flight.erase(it);
-      },
+      [self](finished_atom, request_id id, uint32_t used_tokens) { settle(self->state, id, used_tokens); },
       [self](stats_atom) -> admission_stats {
         auto s = self->state.stats;
         s.in_flight = static_cast<uint32_t>(self->state.in_flight.size());

@@ -4,7 +4,10 @@
 //
 // Tenants: the request's api_key picks the tenant (compared in constant time against every
 // key); no match -> 401. Then the tenant's concurrency cap, request bucket and token bucket
-// -> 429 with the seconds until a retry can pass; then the global in-flight cap -> 503.
+// -> 429 with the seconds until a retry can pass (400 when none could: more choices than the
+// tenant may run at once); then the server's in-flight cap -> 503. The choices of one
+// request (prompt_group, n > 1) are judged together by the first to arrive: n slots, one
+// request, n times the tokens; the others follow its verdict without being charged again.
 // The token bucket is charged an estimate (prompt bytes / 4 + max_tokens) at submit, and
 // settled with the real prompt + completion count when the streamer reports the end.
 // Open mode (no tenants): every request passes as tenant "default" with weight 1.

@@ -47,6 +47,7 @@ cache_manager_actor::behavior_type cache_manager(cache_manager_actor::stateful_p
       [self, timed](fork_atom, seq_id parent, seq_id child, uint32_t n_tokens) {
         timed([&] { self->state.book->fork(parent, child, n_tokens); });
       },
+      [self, timed](reset_atom) { timed([&] { self->state.kv->drop_cache(); }); },
       [self](stats_atom) -> kv_cache_stats {
         auto s = self->state.kv->stats();
         s.busy_ms = self->state.busy_ms;

@@ -10,6 +10,7 @@
 //   scheduler --release(seqs)-->                    blocks back to the pool (finished/aborted)
 //   scheduler --trim(seq, n_tokens)-->              blocks past n_tokens back (rejected drafts)
 //   scheduler --fork(parent, child, n_tokens)-->    child shares parent's blocks (n > 1 choices)
+//   scheduler --reset-->                            the device was restarted: the prefix index forgets all
 #pragma once
 
 #include <caf/all.hpp>
@@ -28,7 +29,7 @@ using cache_manager_actor =
     caf::typed_actor<caf::replies_to<reserve_atom, reserve_request>::with<reserve_result>,
                      caf::reacts_to<commit_atom, seq_id, std::vector<token_id>, uint32_t>,
                      caf::reacts_to<release_atom, std::vector<seq_id>>, caf::reacts_to<trim_atom, seq_id, uint32_t>,
-                     caf::reacts_to<fork_atom, seq_id, seq_id, uint32_t>,
+                     caf::reacts_to<fork_atom, seq_id, seq_id, uint32_t>, caf::reacts_to<reset_atom>,
                      caf::replies_to<stats_atom>::with<kv_cache_stats>>;
 
 }  // namespace tandem

@@ -12,6 +12,7 @@
 #include "actors/device_sequences.h"
 #include "engine/model/kv_pool.h"
 #include "engine/model/model.h"
+#include "engine/platform/fault_injection.h"
 
 namespace tandem {
 namespace {
@@ -49,6 +50,7 @@ device_step_result run_step(device_worker_state& st, const device_step& step) {
   try {
     st.seqs->begin(step, st.input);
     for (const auto& c : step.copies) copy_block(*st.kv, c.src, c.dst);
+    if (fault_point("device.forward")) throw std::runtime_error("an injected fault in the forward pass");
     st.m->forward(st.input, *st.kv, st.output);
   } catch (const std::exception& e) {
     res.error = e.what();
@@ -102,7 +104,11 @@ device_worker_actor::behavior_type cpu_device_worker(device_worker_actor::statef
   self->state.seqs = std::make_unique<device_sequences>();
   self->state.m = std::move(m);
   return {
-      [self](run_step_atom, const device_step& step) -> device_step_result { return run_step(self->state, step); },
+      [self](run_step_atom, const device_step& step) -> device_step_result {
+        // Outside run_step's guard: the worker dies of it, as of a bug (its supervisor restarts it).
+        if (fault_point("device.die")) throw std::runtime_error("an injected fault that ends the device worker");
+        return run_step(self->state, step);
+      },
       [self](stats_atom) -> device_stats { return self->state.stats; },
   };
 }

@@ -8,6 +8,7 @@
 #include "engine/gguf/gguf.h"
 #include "engine/model/model.h"
 #include "engine/model/model_path.h"
+#include "engine/tenants/tenant_limits.h"
 
 namespace tandem {
 
@@ -25,6 +26,7 @@ runtime::runtime() : actors_(std::make_unique<runtime_actors>()) {}
 
 std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_config& cfg,
                                         const device_factory* device) {
+  check_unique(cfg.tenants);
   std::unique_ptr<runtime> rt(new runtime());
   auto& actors = *rt->actors_;
   rt->cfg_ = cfg;
@@ -61,8 +63,15 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
     pc.attention_cost_per_key = attention_cost_per_key(mc);
   }
 
-  actors.device_worker = device ? device->spawn(sys, std::move(m), rt->kv_blocks_, cfg.block_size)
-                                : spawn_cpu_device_worker(sys, std::move(m), rt->kv_blocks_, cfg.block_size);
+  // The scheduler supervises the device worker with this (a new one, over the same weights,
+  // with a new KV pool); runtime_actors::device_worker names the first.
+  std::function<device_worker_actor()> spawn_device =
+      [sys = &sys, m, n_blocks = rt->kv_blocks_, block_size = cfg.block_size,
+       factory = device ? std::optional<device_factory>(*device) : std::nullopt]() {
+        return factory ? factory->spawn(*sys, m, n_blocks, block_size)
+                       : spawn_cpu_device_worker(*sys, m, n_blocks, block_size);
+      };
+  actors.device_worker = spawn_device();
   actors.cache_manager = spawn_cache_manager(sys, {rt->kv_blocks_, cfg.block_size, cfg.enable_prefix_caching});
   speculation_actors spec;
   if (cfg.speculative != "none" && !cfg.speculative.empty()) {
@@ -100,7 +109,7 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
     actors.verifier = spec.verifier;
   }
   actors.scheduler = spawn_scheduler(sys, pc, cfg.block_size, rt->kv_blocks_ * cfg.block_size, actors.cache_manager,
-                                     actors.device_worker, spec);
+                                     actors.device_worker, spec, spawn_device);
   admission_config ac;
   ac.max_in_flight = cfg.max_in_flight;
   ac.tenants = cfg.tenants;
@@ -119,6 +128,25 @@ runtime::~runtime() {
 }
 
 admission_actor runtime::admission() const { return actors_->admission; }
+
+void runtime::stop(std::chrono::milliseconds grace) {
+  caf::scoped_actor self{actors_->admission->home_system()};
+  self->send(actors_->admission, drain_atom::value);
+  const auto in_flight = [&] {
+    uint32_t n = 0;
+    self->request(actors_->admission, std::chrono::seconds(5), stats_atom::value)
+        .receive([&](const admission_stats& s) { n = s.in_flight; }, [](const caf::error&) {});
+    return n;
+  };
+  const auto wait_until = [&](std::chrono::steady_clock::time_point deadline) {
+    while (in_flight() > 0 && std::chrono::steady_clock::now() < deadline) {
+      self->receive(caf::after(std::chrono::milliseconds(20)) >> [] {});
+    }
+  };
+  wait_until(std::chrono::steady_clock::now() + grace);
+  self->send(actors_->admission, cancel_all_atom::value);
+  wait_until(std::chrono::steady_clock::now() + std::chrono::seconds(5));
+}
 const tokenizer& runtime::tok() const { return shared_->tok; }
 const model_config& runtime::model_cfg() const { return *model_cfg_; }
 const chat_template* runtime::chat() const { return shared_->chat ? &*shared_->chat : nullptr; }

@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <random>
 #include <unordered_map>
 
 #include "actors/clock.h"
 #include "actors/spawn.h"
+
+#include <xxhash.h>
 
 namespace tandem {
 namespace {
@@ -48,6 +51,9 @@ struct scheduler_state {
   uint32_t k_max = 0;
   std::unordered_map<seq_id, seq_info> seqs;
   std::unordered_map<uint64_t, prompt_group> groups;
+  uint64_t salt_key = std::random_device{}() * 0x9e3779b97f4a7c15ull ^ std::random_device{}();
+  std::function<device_worker_actor()> respawn_device;  // empty: the device is not supervised
+  uint64_t device_restarts = 0;
   std::vector<seq_id> released;  // ended since the last step: the device drops their state
   // Token batches for the streamers, sent once the next step is on its way to the device:
   // the streamers' work then overlaps the device's instead of delaying the plan (they share
@@ -75,9 +81,15 @@ void flush_outbox(self_ptr self) {
   self->state.outbox.clear();
 }
 
+// A group's salt: a keyed hash, with a key chosen at random when the scheduler starts, so no
+// client can compute another group's block hashes (vLLM's client-set cache_salt can be).
+uint64_t cache_salt(const scheduler_state& st, const std::string& group) {
+  return group.empty() ? 0 : XXH64(group.data(), group.size(), st.salt_key) | 1;
+}
+
 void add_to_planner(scheduler_state& st, seq_id id) {
   const auto& r = st.seqs.at(id).req;
-  st.planner->add(id, r.tenant, r.weight, r.prompt);
+  st.planner->add(id, r.tenant, r.weight, r.prompt, cache_salt(st, r.cache_group));
 }
 
 // A sequence of a prompt group ends: a parked one leaves the queue; a leader that goes
@@ -134,7 +146,9 @@ void finish(self_ptr self, seq_id seq, finish_reason reason, token_batch batch =
   st.seqs.erase(it);
 }
 
-void apply(self_ptr self, const device_step_result& res) {
+// worker_failed: the step never came back (the device worker died); otherwise res.error is
+// the worker's own report of a failed step.
+void apply(self_ptr self, const device_step_result& res, bool worker_failed = false) {
   auto& st = self->state;
   const auto t0 = clock_type::now();
   const auto& plan = st.in_flight;
@@ -146,7 +160,8 @@ void apply(self_ptr self, const device_step_result& res) {
     auto& info = it->second;
     if (!res.error.empty()) {
       token_batch b;
-      b.error = "the forward pass failed: " + res.error;
+      b.error = worker_failed ? "the device worker failed (" + res.error + ") and was restarted"
+                              : "the forward pass failed: " + res.error;
       finish(self, p.seq, finish_reason::error, b);
       continue;
     }
@@ -300,7 +315,7 @@ void run_planned(self_ptr self, const reserve_result& granted, std::vector<seq_i
           [self](const caf::error& err) {
             device_step_result res;
             res.error = self->system().render(err);
-            apply(self, res);
+            apply(self, res, /*worker_failed=*/true);
             self->state.busy = false;
             kick_and_flush(self);
           });
@@ -431,6 +446,32 @@ void draft_then_trim(self_ptr self) {
           [self](const caf::error&) { reserve_and_run(self); });
 }
 
+// The device worker died: the KV of every running sequence died with it, so they end with an
+// error (the server keeps serving), the prefix index forgets what it held, and a new worker
+// takes over the waiting sequences, which it has never seen.
+void on_device_down(self_ptr self, const caf::down_msg& dm) {
+  auto& st = self->state;
+  if (dm.source != st.device.address() || !st.respawn_device) return;
+  const std::string why = self->system().render(dm.reason);
+  const auto running = st.planner->running();  // a copy: finish() changes it
+  for (seq_id s : running) {
+    token_batch b;
+    b.error = "the device worker failed (" + why + ") and was restarted; this request's state was lost with it";
+    finish(self, s, finish_reason::error, std::move(b));
+  }
+  self->send(st.cache, reset_atom::value);
+  st.device = st.respawn_device();
+  self->monitor(st.device);
+  ++st.device_restarts;
+  st.released.clear();  // the new worker holds nothing
+  for (auto& [id, info] : st.seqs) {
+    info.on_device = info.on_device_table = false;
+    info.n_device = 0;
+  }
+  if (!st.busy) kick(self);
+  flush_outbox(self);
+}
+
 void kick(self_ptr self) {
   auto& st = self->state;
   if (st.busy || !st.planner->has_work()) return;
@@ -442,7 +483,8 @@ void kick(self_ptr self) {
 
 scheduler_actor::behavior_type scheduler(self_ptr self, planner_config cfg, uint32_t block_size,
                                          uint32_t kv_capacity_tokens, cache_manager_actor cache,
-                                         device_worker_actor device, speculation_actors spec) {
+                                         device_worker_actor device, speculation_actors spec,
+                                         std::function<device_worker_actor()> respawn_device) {
   auto& init = self->state;
   init.block_size = block_size;
   init.capacity = kv_capacity_tokens;
@@ -453,6 +495,9 @@ scheduler_actor::behavior_type scheduler(self_ptr self, planner_config cfg, uint
   init.planner = std::make_unique<step_planner>(cfg);
   init.cache = std::move(cache);
   init.device = std::move(device);
+  init.respawn_device = std::move(respawn_device);
+  if (init.respawn_device) self->monitor(init.device);
+  self->set_down_handler([self](const caf::down_msg& dm) { on_device_down(self, dm); });
   return {
       [self](enqueue_atom, sequence_request& req) {
         auto& st = self->state;
@@ -496,6 +541,7 @@ scheduler_actor::behavior_type scheduler(self_ptr self, planner_config cfg, uint
       },
       [self](stats_atom) -> scheduler_stats {
         auto s = self->state.stats;
+        s.device_restarts = self->state.device_restarts;
         s.running = static_cast<uint32_t>(self->state.planner->n_running());
         s.waiting = static_cast<uint32_t>(self->state.planner->n_waiting());
         return s;
@@ -507,9 +553,9 @@ scheduler_actor::behavior_type scheduler(self_ptr self, planner_config cfg, uint
 
 scheduler_actor spawn_scheduler(caf::actor_system& sys, const planner_config& cfg, uint32_t block_size,
                                 uint32_t kv_capacity_tokens, cache_manager_actor cache, device_worker_actor device,
-                                speculation_actors spec) {
-  return sys.spawn(scheduler, cfg, block_size, kv_capacity_tokens, std::move(cache), std::move(device),
-                   std::move(spec));
+                                speculation_actors spec, std::function<device_worker_actor()> respawn_device) {
+  return sys.spawn(scheduler, cfg, block_size, kv_capacity_tokens, std::move(cache), std::move(device), std::move(spec),
+                   std::move(respawn_device));
 }
 
 }  // namespace tandem

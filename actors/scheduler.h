@@ -25,6 +25,7 @@ struct sequence_request {
   seq_id id = 0;
   std::string tenant = "default";
   double weight = 1.0;
+  std::string cache_group;  // prefix-cache isolation: blocks are found only within the group
   std::vector<token_id> prompt;
   sampling_options sampling;
   uint32_t max_new_tokens = 256;
@@ -43,9 +44,10 @@ struct scheduler_stats {
   uint64_t generated_tokens = 0;
   uint64_t preemptions = 0;
   uint64_t aborted = 0;
-  double device_ms = 0;  // time the device spent in steps
-  double plan_ms = 0;    // device idle for bookkeeping: propose, reserve round trip,
-                         // finalize, and applying each result
+  uint64_t device_restarts = 0;  // the device worker died and was replaced
+  double device_ms = 0;          // time the device spent in steps
+  double plan_ms = 0;            // device idle for bookkeeping: propose, reserve round trip,
+                                 // finalize, and applying each result
 };
 
 using scheduler_actor =

@@ -55,9 +55,12 @@ struct speculation_actors {
 
 // kv_capacity_tokens: what the whole KV pool holds. A sequence never grows past it (it would
 // only preempt itself forever); a prompt that cannot fit is refused at once.
+// respawn_device: the scheduler supervises the device worker: when it dies, the running
+// sequences end with an error (their KV died with it), the cache manager forgets its prefix
+// index, and this makes a new worker for the waiting ones. Empty: no restart.
 scheduler_actor spawn_scheduler(caf::actor_system& sys, const planner_config& cfg, uint32_t block_size,
                                 uint32_t kv_capacity_tokens, cache_manager_actor cache, device_worker_actor device,
-                                speculation_actors spec = {});
+                                speculation_actors spec = {}, std::function<device_worker_actor()> respawn_device = {});
 
 // --- cache manager -----------------------------------------------------------------------
 

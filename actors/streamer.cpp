@@ -10,6 +10,7 @@
 #include "actors/scheduler.h"
 #include "actors/spawn.h"
 #include "engine/chat/prompt_encoder.h"
+#include "engine/platform/fault_injection.h"
 
 namespace tandem {
 namespace {
@@ -180,6 +181,7 @@ streamer_actor::behavior_type streamer(self_ptr self, request_id id, generate_re
     sr.id = id;
     sr.tenant = st.req.tenant;
     sr.weight = st.req.weight;
+    sr.cache_group = st.req.cache_group;
     sr.prompt = std::move(prompt);
     sr.sampling = st.req.sampling;
     sr.max_new_tokens = st.req.max_tokens;
@@ -194,7 +196,10 @@ streamer_actor::behavior_type streamer(self_ptr self, request_id id, generate_re
     self->send(st.scheduler, enqueue_atom::value, std::move(sr));
   }
   return {
-      [self](tokens_atom, token_batch& b) { on_tokens(self, b); },
+      [self](tokens_atom, token_batch& b) {
+        if (fault_point("streamer.tokens")) throw std::runtime_error("an injected fault that ends the streamer");
+        on_tokens(self, b);
+      },
       [self](cancel_atom) {
         self->send(self->state.scheduler, abort_atom::value, static_cast<seq_id>(self->state.id));
         close(self, finish_reason::abort);

@@ -92,7 +92,9 @@ int main(int argc, char** argv) {
   model_options options;
   options.n_threads = threads;
   options.tiled_weights = tiled;
+  const auto load_t0 = clock_type::now();
   auto m = model::open(resolve_model_path(model_spec), options);
+  const double load_s = seconds_since(load_t0);
   const auto& c = m->config();
   kv_pool cache(c, kv_pool_options{16, pp + tg + 32, 0});
   kv_block_allocator allocator(cache.n_blocks());
@@ -134,8 +136,8 @@ int main(int argc, char** argv) {
   const double bw = read_bandwidth_gbs(m->pool().size());
   std::printf(
       "{\"engine\": \"tandem\", \"kernels\": \"%s\", \"tiled\": %s, \"threads\": %d, \"pp\": %d, \"pp_tok_s\": %.2f, "
-      "\"tg\": %d, \"tg_tok_s\": %.2f, \"weight_bytes_per_token\": %zu, \"read_gb_s\": %.2f}\n",
+      "\"tg\": %d, \"tg_tok_s\": %.2f, \"weight_bytes_per_token\": %zu, \"read_gb_s\": %.2f, \"load_s\": %.3f}\n",
       std::string(kernels::best_dot_kernels().isa).c_str(), tiled ? "true" : "false", m->pool().size(), pp, best_pp, tg,
-      best_tg, bytes, bw);
+      best_tg, bytes, bw, load_s);
   return 0;
 }

@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "engine/gguf/gguf.h"
+#include "engine/gguf/quant_mixture.h"
 #include "engine/model/model_path.h"
 #include "engine/model/synthetic_model.h"
 
@@ -24,12 +25,20 @@ struct gen_options {
 
 tensor_type parse_type_option(const std::string& text, const char* option) {
   if (auto t = parse_tensor_type(text)) return *t;
-  throw std::runtime_error(std::string(option) + ": unknown tensor type '" + text +
-                           "' (one of f32, f16, bf16, q8_0, q4_0, q4_1)");
+  throw std::runtime_error(std::string(option) + ": unknown tensor type '" + text + "' (one of " + weight_type_list() +
+                           ")");
 }
 
 void run_gen_model(gen_options& o) {
-  o.spec.weight_type = parse_type_option(o.weight_type, "--type");
+  // --type is a tensor type for the matrices, or a file type whose mixture picks every type.
+  if (parse_tensor_type(o.weight_type)) {
+    o.spec.weight_type = *parse_tensor_type(o.weight_type);
+  } else if (auto ft = gguf::parse_file_type(o.weight_type)) {
+    o.spec.file_type = ft;
+    o.spec.weight_type = ft->default_type;
+  } else {
+    parse_type_option(o.weight_type, "--type");  // throws with the list
+  }
   o.spec.embd_type = parse_type_option(o.embd_type, "--embd-type");
   o.spec.output_type = o.output_type.empty() ? o.spec.embd_type : parse_type_option(o.output_type, "--output-type");
   o.spec.tied_output = !o.untied;
@@ -62,7 +71,10 @@ void register_gen_model(CLI::App& app) {
                   "Borrow the tokenizer of this GGUF file ('default' = the default model)");
   sub->add_option("--ctx", o->spec.n_ctx, "Context length")->capture_default_str();
   sub->add_option("--rope-base", o->spec.rope_freq_base, "RoPE frequency base")->capture_default_str();
-  sub->add_option("--type", o->weight_type, "Type of the attention and FFN matrices")->capture_default_str();
+  sub->add_option("--type", o->weight_type,
+                  "Type of the attention and FFN matrices (" + weight_type_list() +
+                      "), or a file type whose mixture types every matrix (q4_k_m, q5_k_s, q3_k_l, ...)")
+      ->capture_default_str();
   sub->add_option("--embd-type", o->embd_type, "Type of the token embedding")->capture_default_str();
   sub->add_option("--output-type", o->output_type, "Type of output.weight (with --untied; default: --embd-type)");
   sub->add_flag("--untied", o->untied, "Write a separate output.weight instead of tying it to the embedding");

@@ -68,6 +68,11 @@ void run_info(const info_options& o) {
               human_bytes(static_cast<double>(f.file_size())).c_str(), f.version(), f.tensors().size(),
               f.metadata().size());
   if (!c.name.empty()) std::printf("name           %s\n", c.name.c_str());
+  if (const auto ft = f.get_int("general.file_type")) {
+    const std::string name = file_type_name(*ft);
+    std::printf("file type      %s (general.file_type %lld)\n", name.empty() ? "unknown" : name.c_str(),
+                static_cast<long long>(*ft));
+  }
   std::printf("architecture   %s\n", c.architecture.c_str());
   std::printf("parameters     %.1f M\n", static_cast<double>(params) / 1e6);
   std::printf("layers         %u\n", c.n_layer);
@@ -94,10 +99,11 @@ void run_info(const info_options& o) {
       "kv cache       %zu bytes per token in F16 (2 x %u layers x %u kv dims x 2 bytes); %s for the %u-token context\n",
       c.kv_bytes_per_token(2), c.n_layer, c.kv_dim(),
       human_bytes(static_cast<double>(c.kv_bytes_per_token(2)) * c.n_ctx_train).c_str(), c.n_ctx_train);
-  std::printf("\ntensor types\n  %-6s %8s %14s %12s\n", "type", "tensors", "elements", "bytes");
+  std::printf("\ntensor types\n  %-6s %8s %14s %12s %8s\n", "type", "tensors", "elements", "bytes", "bits/w");
   for (const auto& [name, r] : by_type) {
-    std::printf("  %-6s %8d %14lld %12s\n", name.c_str(), r.tensors, static_cast<long long>(r.elements),
-                human_bytes(static_cast<double>(r.bytes)).c_str());
+    std::printf("  %-6s %8d %14lld %12s %8.2f\n", name.c_str(), r.tensors, static_cast<long long>(r.elements),
+                human_bytes(static_cast<double>(r.bytes)).c_str(),
+                8.0 * static_cast<double>(r.bytes) / static_cast<double>(r.elements));
   }
 #ifdef TANDEM_HAVE_CUDA
   std::printf("\ncuda           %s\n", gpu::describe_cuda_devices().c_str());

@@ -2,6 +2,7 @@
 // actor runtime. Option names follow vLLM's where the meaning is the same.
 #include <spdlog/spdlog.h>
 
+#include <sys/resource.h>
 #include <unistd.h>
 #include <caf/all.hpp>
 #include <cstdio>
@@ -35,8 +36,39 @@ struct serve_options {
   size_t max_pending_output_bytes = 1 << 20;
   size_t max_body_bytes = 1 << 20;
   int send_buffer_bytes = 0;
+  uint32_t max_connections_per_address = 0;
+  uint32_t ws_idle_timeout_s = 60;
+  uint32_t ws_auth_timeout_s = 5;
+  uint32_t shutdown_timeout_s = 30;
+  std::vector<std::string> allowed_origins;
+  std::string metrics_api_key;
   std::string log_level = "info";
 };
+
+// Raises the open-files limit to its hard limit where allowed, and keeps --max-connections
+// below what is left of it (model files, the listener and the like need a few): at the
+// limit, accept() fails with EMFILE. Prints what it did.
+void fit_connections_to_file_limit(uint32_t& max_connections) {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
+  const rlim_t before = lim.rlim_cur;
+  if (lim.rlim_cur < lim.rlim_max) {
+    rlimit raised = lim;
+    raised.rlim_cur = lim.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) lim = raised;
+  }
+  if (lim.rlim_cur != before) {
+    std::printf("tandem: open files limit raised from %llu to %llu\n", static_cast<unsigned long long>(before),
+                static_cast<unsigned long long>(lim.rlim_cur));
+  }
+  constexpr rlim_t kReserved = 64;
+  const rlim_t room = lim.rlim_cur > 2 * kReserved ? lim.rlim_cur - kReserved : lim.rlim_cur / 2;
+  if (lim.rlim_cur != RLIM_INFINITY && max_connections > room) {
+    std::printf("tandem: --max-connections lowered from %u to %llu: the open files limit is %llu\n", max_connections,
+                static_cast<unsigned long long>(room), static_cast<unsigned long long>(lim.rlim_cur));
+    max_connections = static_cast<uint32_t>(room);
+  }
+}
 
 bool is_loopback(const std::string& host) {
   return host == "127.0.0.1" || host == "::1" || host == "localhost" || host.rfind("127.", 0) == 0;
@@ -64,6 +96,7 @@ int serve(serve_options o) {
     t.name = "default";
     t.api_keys.push_back(o.api_key);
     o.rt.tenants.push_back(std::move(t));
+    check_unique(o.rt.tenants);  // --api-key's tenant beside the config's
   }
   if (o.rt.tenants.empty() && !is_loopback(o.host) && !o.allow_open_non_loopback) {
     std::fprintf(stderr,
@@ -72,6 +105,7 @@ int serve(serve_options o) {
     return kExitFailure;
   }
   if (o.host == "localhost") o.host = "127.0.0.1";
+  fit_connections_to_file_limit(o.max_connections);
 
   caf::actor_system_config cfg;
   tandem::tune_actor_system(cfg);
@@ -87,6 +121,11 @@ int serve(serve_options o) {
   so.max_pending_output_bytes = o.max_pending_output_bytes;
   so.max_body_bytes = o.max_body_bytes;
   so.send_buffer_bytes = o.send_buffer_bytes;
+  so.max_connections_per_address = o.max_connections_per_address;
+  so.ws_idle_timeout = std::chrono::seconds(o.ws_idle_timeout_s);
+  so.ws_auth_timeout = std::chrono::seconds(o.ws_auth_timeout_s);
+  so.allowed_origins = o.allowed_origins;
+  so.metrics_api_key = o.metrics_api_key;
   so.chat_page_path = find_chat_page(o.chat_page);
   so.served_model_name = o.served_model_name.empty()
                              ? (o.model == "default" ? std::string("SmolLM2-135M-Instruct")
@@ -108,6 +147,13 @@ int serve(serve_options o) {
       o.host.c_str(), server.port(), o.rt.tenants.empty() ? "" : " -H 'Authorization: Bearer KEY'");
   std::fflush(stdout);
   server.wait_for_signal();
+  // A graceful end: no new connections or requests; those running may finish within
+  // --shutdown-timeout, then are cancelled; their clients get the final events.
+  std::printf("tandem: shutting down (up to %u s for running requests)\n", o.shutdown_timeout_s);
+  std::fflush(stdout);
+  server.stop_accepting();
+  rt->stop(std::chrono::seconds(o.shutdown_timeout_s));
+  server.wait_for_answers(std::chrono::seconds(5));
   server.stop();
   std::fflush(stdout);
   // Sink actors of cancelled requests may still post to the stopped io context: leave at
@@ -163,6 +209,27 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--send-buffer-bytes", o->send_buffer_bytes,
                   "Socket send buffer per connection (0 = the kernel's, autotuned)")
       ->capture_default_str();
+  cmd->add_option("--max-connections-per-address", o->max_connections_per_address,
+                  "Open connections from one client address at most (0 = a quarter of --max-connections, at least 8)")
+      ->capture_default_str();
+  cmd->add_option("--ws-idle-timeout", o->ws_idle_timeout_s,
+                  "Seconds a WebSocket with no generation running and no frame stays open")
+      ->check(CLI::Range(1u, 86400u))
+      ->capture_default_str();
+  cmd->add_option("--ws-auth-timeout", o->ws_auth_timeout_s,
+                  "With tenants: seconds a WebSocket opened without a key has to send its auth frame")
+      ->check(CLI::Range(1u, 3600u))
+      ->capture_default_str();
+  cmd->add_option("--shutdown-timeout", o->shutdown_timeout_s,
+                  "Seconds running requests may take to finish after SIGTERM/SIGINT; then they are cancelled")
+      ->check(CLI::Range(0u, 86400u))
+      ->capture_default_str();
+  cmd->add_option("--allowed-origins", o->allowed_origins,
+                  "Web origins that may use the server from a browser (e.g. https://chat.example.com; '*' = any); "
+                  "same-origin pages and non-browser clients always may")
+      ->delimiter(',');
+  cmd->add_option("--metrics-api-key", o->metrics_api_key,
+                  "A key GET /metrics requires (it shows tenant names and usage); unset: /metrics is open");
   cmd->add_option("--chat-page", o->chat_page, "HTML page served at / (default: examples/chat/index.html)");
   cmd->add_option("--log-level", o->log_level, "trace, debug, info, warn, error")->capture_default_str();
   cmd->callback([o] {

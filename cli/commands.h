@@ -14,6 +14,7 @@ void register_gen_model(CLI::App& app);
 void register_serve(CLI::App& app);
 void register_generate(CLI::App& app);
 void register_truncate_model(CLI::App& app);
+void register_quantize(CLI::App& app);
 
 // Exit codes: 0 ok, 1 runtime failure (bad file, missing model), 2 usage error (CLI11's own).
 inline constexpr int kExitFailure = 1;

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   tandem::cli::register_serve(app);
   tandem::cli::register_generate(app);
   tandem::cli::register_truncate_model(app);
+  tandem::cli::register_quantize(app);
 
   try {
     app.parse(argc, argv);

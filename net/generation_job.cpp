@@ -46,6 +46,7 @@ std::vector<generate_request> generation_job::requests() const {
   for (uint32_t i = 0; i < choices_.size(); ++i) {
     generate_request g = req_.gen;
     g.prompt_group = group;
+    g.choices = static_cast<uint32_t>(choices_.size());
     if (g.sampling.seed >= 0) g.sampling.seed += i;
     out.push_back(std::move(g));
   }

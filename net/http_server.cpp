@@ -77,6 +77,7 @@ void http_server::start() {
                              ec.message());
   s.acceptor.listen(asio::socket_base::max_listen_connections);
   s.port = s.acceptor.local_endpoint().port();
+  s.ctx->port = s.port;
   s.work.emplace(s.ioc.get_executor());
   asio::co_spawn(s.ioc, accept_loop(s.acceptor, s.ioc, s.ctx), log_exception);
   for (int i = 0; i < std::max(1, s.ctx->opts.io_threads); ++i) {
@@ -98,6 +99,21 @@ void http_server::wait_for_signal() {
   sig_ctx.run();
 }
 
+void http_server::stop_accepting() {
+  auto& s = *impl_;
+  asio::post(s.acceptor.get_executor(), [&s] {
+    boost::system::error_code ec;
+    s.acceptor.close(ec);
+  });
+}
+
+void http_server::wait_for_answers(std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (impl_->ctx->answering.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
 void http_server::stop() {
   auto& s = *impl_;
   if (s.threads.empty()) return;
@@ -105,6 +121,7 @@ void http_server::stop() {
     boost::system::error_code ec;
     s.acceptor.close(ec);
   });
+  s.ctx->work.join();  // its answers go to the network threads: they finish first
   s.work.reset();
   s.ioc.stop();
   for (auto& t : s.threads) t.join();

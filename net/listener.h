@@ -11,6 +11,11 @@
 
 namespace tandem::net {
 
+// Shuts the sending side, reads (and drops) what the peer still sends, up to 64 KiB or a
+// second, then closes: a close with unread bytes would reset the connection, and the peer
+// could lose the answer just written.
+boost::asio::awaitable<void> drain_and_close(boost::asio::ip::tcp::socket& socket);
+
 boost::asio::awaitable<void> accept_loop(boost::asio::ip::tcp::acceptor& acceptor, boost::asio::io_context& ioc,
                                          std::shared_ptr<server_context> ctx);
 

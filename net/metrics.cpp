@@ -120,6 +120,8 @@ std::string server_metrics::render(const runtime_figures& f) const {
   counter(out, "tandem:scheduler_steps_total", "Steps run by the device", static_cast<double>(f.sched.steps));
   counter(out, "tandem:preemptions_total", "Sequences preempted for lack of KV blocks",
           static_cast<double>(f.sched.preemptions));
+  counter(out, "tandem:device_restarts_total", "Device workers that died and were replaced",
+          static_cast<double>(f.sched.device_restarts));
   counter(out, "tandem:requests_cancelled_total", "Requests cancelled (client gone or cancel frame)",
           static_cast<double>(f.admission.cancelled));
 

@@ -63,6 +63,21 @@ caf::behavior request_sink(caf::stateful_actor<sink_state>* self, admission_acto
 
 }  // namespace
 
+void authenticate(caf::actor_system& sys, admission_actor admission, std::string key,
+                  std::function<void(submit_reply)> done) {
+  sys.spawn([admission, key = std::move(key), done = std::move(done)](caf::event_based_actor* self) {
+    self->request(admission, std::chrono::seconds(10), auth_atom::value, key)
+        .then([done](submit_reply& r) { done(std::move(r)); },
+              [self, done](caf::error& e) {
+                submit_reply r;
+                r.status = 503;
+                r.error = "the runtime did not answer: " + self->system().render(e);
+                r.retry_after_s = 1;
+                done(std::move(r));
+              });
+  });
+}
+
 caf::actor spawn_request_sink(caf::actor_system& sys, admission_actor admission, generate_request req,
                               sink_callback callback) {
   return sys.spawn(request_sink, std::move(admission), std::move(req), std::move(callback));

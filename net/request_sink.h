@@ -24,4 +24,9 @@ using sink_callback = std::function<void(sink_event)>;
 caf::actor spawn_request_sink(caf::actor_system& sys, admission_actor admission, generate_request req,
                               sink_callback callback);
 
+// Asks admission whether `key` may use the runtime; `done` gets the answer (accepted with
+// the tenant, or 401), on an actor's thread: it must post it on.
+void authenticate(caf::actor_system& sys, admission_actor admission, std::string key,
+                  std::function<void(submit_reply)> done);
+
 }  // namespace tandem::net

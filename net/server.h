@@ -7,6 +7,7 @@
 //   srv.start();                 // binds (port 0 = a free port), starts the io threads
 //   srv.attach(*rt);             // the model is ready
 //   srv.wait_for_signal();       // SIGINT / SIGTERM
+//   srv.stop_accepting(); rt->stop(grace); srv.wait_for_answers(limit);  // a graceful end
 //   srv.stop();
 #pragma once
 
@@ -15,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace tandem {
 class runtime;
@@ -35,8 +37,16 @@ struct server_options {
   std::chrono::seconds write_timeout{30};     // for one write to drain to a slow reader
   int send_buffer_bytes = 0;                  // SO_SNDBUF per connection; 0 = the kernel's (autotuned)
   size_t max_pending_output_bytes = 1 << 20;  // per WebSocket: reads pause above this
-  uint32_t max_generations_per_socket = 64;   // concurrent generations on one WebSocket
-  uint32_t stream_interval = 1;               // tokens per streamed event (generate_request)
+  uint32_t max_generations_per_socket = 64;   // concurrent choices of generations on one WebSocket
+  uint32_t max_connections_per_address = 0;   // 0 = min(max_connections, max(8, max_connections / 4))
+  std::chrono::seconds ws_idle_timeout{60};   // a WebSocket with nothing running closes after this
+  std::chrono::seconds ws_auth_timeout{5};    // with tenants: the first frame must authenticate by then
+  // Web origins allowed to use the server from a browser (WebSocket upgrades with an Origin
+  // header, and in open mode the Host header): "*" = any. Same-origin and clients that send
+  // no Origin always pass.
+  std::vector<std::string> allowed_origins;
+  std::string metrics_api_key;   // set: GET /metrics needs "Authorization: Bearer KEY"
+  uint32_t stream_interval = 1;  // tokens per streamed event (generate_request)
 };
 
 struct server_context;
@@ -52,7 +62,10 @@ class http_server {
   uint16_t port() const;           // the bound port
   void attach(const runtime& rt);  // from now on requests are served
   void wait_for_signal();          // blocks until SIGINT or SIGTERM
-  void stop();                     // stops accepting and the io threads
+  void stop_accepting();           // closes the listener; sessions go on
+  // Waits until no generation is being answered (the last events written), at most `limit`.
+  void wait_for_answers(std::chrono::milliseconds limit);
+  void stop();  // stops accepting and the io threads
 
  private:
   struct impl;

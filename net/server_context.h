@@ -3,8 +3,13 @@
 #pragma once
 
 #include <atomic>
+#include <boost/asio/thread_pool.hpp>
 #include <caf/all.hpp>
+#include <functional>
+#include <map>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "net/metrics.h"
 #include "net/openai_request.h"
@@ -20,10 +25,33 @@ struct server_context {
   std::atomic<const runtime*> rt{nullptr};  // null while the model loads
   std::string chat_page;                    // the page served at /
   std::atomic<uint32_t> connections{0};
-  std::atomic<uint64_t> next_id{1};
+  std::atomic<int> answering{0};  // generations whose answer is not written yet (graceful stop)
+  std::atomic<uint16_t> port{0};  // the bound port
+  // Work too large for the network threads (tokenizing a megabyte): done here, the answer
+  // posted back to the session's strand. Joined before the network threads stop.
+  boost::asio::thread_pool work{1};
+
+  // Connections per remote address (the listener counts them; one client cannot take
+  // every slot). Touched by the network threads only, under its lock.
+  bool take_address_slot(const std::string& address);
+  void give_address_slot(const std::string& address);
+  uint32_t address_cap() const;
+
+  // Connections waiting for a request (idle keep-alive, or nothing sent yet), oldest first:
+  // when the process runs out of file descriptors, the listener sheds the oldest.
+  uint64_t add_idle(std::function<void()> close);
+  void remove_idle(uint64_t ticket);
+  bool shed_oldest_idle();  // false: none is idle
 
   api_limits limits() const;
   std::string new_id(const char* prefix);
+
+ private:
+  std::mutex addresses_mutex_;
+  std::unordered_map<std::string, uint32_t> per_address_;
+  std::mutex idle_mutex_;
+  uint64_t next_idle_ = 0;
+  std::map<uint64_t, std::function<void()>> idle_;
 };
 
 }  // namespace tandem::net

@@ -38,11 +38,16 @@ inline string_response to_response(const http_request& req, http_reply reply) {
   return res;
 }
 
+// The most a connection's read buffer holds: the header limit and room for the line being
+// parsed (a chunk header, a trailer). Body bytes pass through it into the body.
+inline size_t read_buffer_limit(const server_options& o) { return o.max_header_bytes + (16 << 10); }
+
 // Logs why a session coroutine ended with an exception (co_spawn's completion handler).
 void log_session_exception(std::exception_ptr e);
 
 // The HTTP session of one accepted connection, on the socket's strand (http_session.cpp).
-void start_http_session(tcp::socket socket, std::shared_ptr<server_context> ctx);
+// `address` is the peer's, counted in ctx's per-address slots until the session ends.
+void start_http_session(tcp::socket socket, std::shared_ptr<server_context> ctx, std::string address);
 
 // The WebSocket session on an upgraded HTTP connection (websocket_session.cpp); it takes
 // the stream and the request over (moves from them). References, not values: GCC 12 may
@@ -72,6 +77,11 @@ class strand_signal {
   asio::steady_timer timer_;
   bool pending_ = false;
 };
+
+// Asks admission whether `key` may use the runtime (accepted, or 401), waiting on the
+// caller's strand.
+asio::awaitable<void> check_key(const std::shared_ptr<server_context>& ctx, const runtime& rt, const std::string& key,
+                                submit_reply& out);
 
 // The API key of a request: "Authorization: Bearer KEY".
 inline std::string bearer_key(const http_request& req) {

@@ -57,19 +57,28 @@ struct sse_writer {
   }
 };
 
-// Waits until the peer closes its side of the connection; data (a pipelined request) ends
-// the watch without a verdict. Readiness can be reported spuriously (edge-triggered epoll),
-// so the verdict comes from a non-blocking peek: 0 bytes = end of stream.
-asio::awaitable<void> watch_for_disconnect(tcp::socket& socket, std::shared_ptr<bool> gone,
-                                           std::weak_ptr<live_job> weak) {
+// Reads what the client sends while its request runs, into the session's buffer (a
+// pipelined request is kept for later):
+//   bytes       -> kept; watching goes on (until the buffer is full: then it stops)
+//   end (0)     -> a half-close: the client still gets its answer; watching stops
+//   read error  -> the client is gone (reset): the generation is cancelled
+// Readiness can be reported spuriously (edge-triggered epoll): EAGAIN waits again.
+asio::awaitable<void> watch_for_disconnect(tcp::socket& socket, beast::flat_buffer& pipelined,
+                                           std::shared_ptr<bool> gone, std::weak_ptr<live_job> weak) {
   while (!weak.expired()) {
     boost::system::error_code ec;
     co_await socket.async_wait(tcp::socket::wait_read, asio::redirect_error(asio::use_awaitable, ec));
     if (ec) co_return;  // cancelled: the request ended normally
-    char byte;
-    const ssize_t n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n > 0) co_return;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;  // spurious
+    const size_t room = pipelined.max_size() - pipelined.size();
+    if (room == 0) co_return;  // a client this far ahead is not reading answers anyway
+    auto space = pipelined.prepare(std::min<size_t>(room, 4096));
+    const ssize_t n = ::recv(socket.native_handle(), space.data(), space.size(), MSG_DONTWAIT);
+    if (n > 0) {
+      pipelined.commit(static_cast<size_t>(n));
+      continue;
+    }
+    if (n == 0) co_return;                                                    // half-closed
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) continue;  // spurious
     *gone = true;
     if (auto lj = weak.lock()) {
       lj->cancel();
@@ -81,9 +90,9 @@ asio::awaitable<void> watch_for_disconnect(tcp::socket& socket, std::shared_ptr<
 
 }  // namespace
 
-asio::awaitable<void> serve_generation(beast::tcp_stream& socket_stream, http_request& req, api_kind kind,
-                                       const std::shared_ptr<server_context>& ctx, bool& streamed,
-                                       string_response& out) {
+asio::awaitable<void> serve_generation(beast::tcp_stream& socket_stream, beast::flat_buffer& pipelined,
+                                       http_request& req, api_kind kind, const std::shared_ptr<server_context>& ctx,
+                                       bool& streamed, string_response& out) {
   const runtime& rt = *ctx->rt.load();
   const auto body = parse_json_body(req.body());
   api_request areq = parse_api_request(body, kind, ctx->limits());
@@ -113,7 +122,7 @@ asio::awaitable<void> serve_generation(beast::tcp_stream& socket_stream, http_re
   };
   start_live_job(lj, ex, *ctx, rt, bearer_key(req));
   std::weak_ptr<live_job> weak_job = lj;
-  asio::co_spawn(ex, watch_for_disconnect(socket_stream.socket(), gone, weak_job), asio::detached);
+  asio::co_spawn(ex, watch_for_disconnect(socket_stream.socket(), pipelined, gone, weak_job), asio::detached);
   struct stop_watch {
     tcp::socket& s;
     ~stop_watch() {

@@ -3,8 +3,10 @@
 // are framed as HTTP chunks right there when the socket takes them; what it cannot take
 // waits for the session's coroutine, which owns every asynchronous write (each with its own
 // timeout, so a reader that stops reading is dropped instead of growing memory). While it
-// runs, a watcher waits for the socket to turn readable: end of stream means the client is
-// gone, and the generation is cancelled at once (its KV blocks freed).
+// runs, a watcher reads what the client sends: a read error means the client is gone, and the
+// generation is cancelled at once (its KV blocks freed); end of stream is a half-close,
+// which is legal: the answer is still written (a client that closed altogether is found by
+// the failed writes of a stream).
 #pragma once
 
 #include <memory>
@@ -17,8 +19,10 @@ namespace tandem::net {
 // Fills `out` with the response still to write (with streamed set, the stream has been
 // written already and `out` only says whether to keep the connection). References, not
 // values: GCC 12 can destroy by-value coroutine arguments built in a co_await twice.
-asio::awaitable<void> serve_generation(beast::tcp_stream& stream, http_request& req, api_kind kind,
-                                       const std::shared_ptr<server_context>& ctx, bool& streamed,
+// `pipelined` is the session's read buffer: bytes that arrive while the generation runs (the
+// next request of a pipelining client) are kept there, up to its limit.
+asio::awaitable<void> serve_generation(beast::tcp_stream& stream, beast::flat_buffer& pipelined, http_request& req,
+                                       api_kind kind, const std::shared_ptr<server_context>& ctx, bool& streamed,
                                        string_response& out);
 
 }  // namespace tandem::net

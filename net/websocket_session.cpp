@@ -42,12 +42,17 @@ std::string query_key(std::string_view target) {
 
 class websocket_session : public std::enable_shared_from_this<websocket_session> {
  public:
-  websocket_session(beast::tcp_stream stream, std::shared_ptr<server_context> ctx, std::string api_key)
+  // authenticated: open mode, or the upgrade's key was accepted; otherwise the first frame
+  // must be {"type": "auth", "api_key": KEY} within --ws-auth-timeout.
+  websocket_session(beast::tcp_stream stream, std::shared_ptr<server_context> ctx, std::string api_key,
+                    bool authenticated)
       : ws_(std::move(stream)),
         ctx_(std::move(ctx)),
         api_key_(std::move(api_key)),
+        authenticated_(authenticated),
         write_signal_(ws_.get_executor()),
-        drain_signal_(ws_.get_executor()) {}
+        drain_signal_(ws_.get_executor()),
+        watchdog_(ws_.get_executor()) {}
 
   asio::awaitable<void> run(http_request& upgrade) {
     ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
@@ -59,6 +64,9 @@ class websocket_session : public std::enable_shared_from_this<websocket_session>
     asio::co_spawn(
         ws_.get_executor(), [self]() -> asio::awaitable<void> { co_await self->write_loop(); },
         [](std::exception_ptr) {});
+    last_activity_ = std::chrono::steady_clock::now();
+    asio::co_spawn(
+        ws_.get_executor(), [self]() -> asio::awaitable<void> { co_await self->watch(); }, [](std::exception_ptr) {});
     try {
       co_await read_loop();
     } catch (const std::exception& e) {
@@ -67,9 +75,55 @@ class websocket_session : public std::enable_shared_from_this<websocket_session>
     closing_ = true;
     jobs_.clear();  // cancels every generation still running
     write_signal_.notify();
+    watchdog_.cancel();
   }
 
  private:
+  // Closes a socket that holds a slot for nothing: no generation running and no frame for
+  // --ws-idle-timeout (the server's own pings would otherwise keep a silent client forever),
+  // or not authenticated within --ws-auth-timeout.
+  asio::awaitable<void> watch() {
+    const auto opened = std::chrono::steady_clock::now();
+    while (!closing_) {
+      watchdog_.expires_after(std::chrono::milliseconds(250));
+      boost::system::error_code ec;
+      co_await watchdog_.async_wait(asio::redirect_error(use_awaitable, ec));
+      if (closing_) co_return;
+      const auto now = std::chrono::steady_clock::now();
+      const char* why = nullptr;
+      if (!authenticated_ && now - opened > ctx_->opts.ws_auth_timeout) {
+        why = "no auth frame in time";
+      } else if (jobs_.empty() && now - last_activity_ > ctx_->opts.ws_idle_timeout) {
+        why = "idle";
+      }
+      if (!why) continue;
+      ctx_->metrics.count_rejection(authenticated_ ? "idle" : "unauthorized");
+      closing_ = true;
+      jobs_.clear();
+      write_signal_.notify();
+      drain_signal_.notify();
+      co_await ws_.async_close(
+          websocket::close_reason(
+              authenticated_ ? websocket::close_code::going_away : websocket::close_code::policy_error, why),
+          asio::redirect_error(use_awaitable, ec));
+      co_return;
+    }
+  }
+
+  // {"type": "auth", "api_key": KEY}: the frame that authenticates a socket opened without
+  // a key (browsers cannot set headers, and a key in the URL ends up in logs).
+  asio::awaitable<void> authenticate(const json::object& o) {
+    const runtime* rt = ctx_->rt.load();
+    const auto k = o.find("api_key");
+    const std::string key = k != o.end() && k->value().is_string() ? std::string(k->value().get_string()) : "";
+    submit_reply verdict;
+    if (rt) co_await check_key(ctx_, *rt, key, verdict);
+    if (!verdict.accepted) throw api_error(401, verdict.error.empty() ? "the API key is not valid" : verdict.error);
+    authenticated_ = true;
+    api_key_ = key;
+    enqueue(json::serialize(json::object{{"type", "authenticated"}, {"tenant", verdict.tenant}}));
+  }
+
   asio::awaitable<void> read_loop() {
     beast::flat_buffer buffer;
     for (;;) {
@@ -77,8 +131,10 @@ class websocket_session : public std::enable_shared_from_this<websocket_session>
       if (closing_) co_return;
       buffer.clear();
       co_await ws_.async_read(buffer, use_awaitable);
+      last_activity_ = std::chrono::steady_clock::now();
       const std::string text = beast::buffers_to_string(buffer.data());
       std::string id;
+      bool unauthorized = false;
       try {
         const json::value frame = parse_json_body(text);
         const auto& o = frame.as_object();
@@ -86,10 +142,16 @@ class websocket_session : public std::enable_shared_from_this<websocket_session>
         const auto i = o.find("id");
         if (i != o.end() && i->value().is_string()) id = std::string(i->value().get_string());
         if (t == o.end() || !t->value().is_string()) throw api_error(400, "'type' must be 'start' or 'cancel'", "type");
-        if (i == o.end() || !i->value().is_string() || id.empty() || id.size() > 256) {
+        const bool auth_frame = t->value().get_string() == "auth";
+        if (!auth_frame && (i == o.end() || !i->value().is_string() || id.empty() || id.size() > 256)) {
           throw api_error(400, "'id' must be a non-empty string of at most 256 bytes", "id");
         }
         const std::string_view type = t->value().get_string();
+        if (!authenticated_) {
+          if (type != "auth") throw api_error(401, "authenticate first: {\"type\": \"auth\", \"api_key\": KEY}");
+          co_await authenticate(o);
+          continue;
+        }
         if (type == "start")
           start(id, frame);
         else if (type == "cancel")
@@ -105,6 +167,14 @@ class websocket_session : public std::enable_shared_from_this<websocket_session>
         if (!e.param.empty()) f["param"] = e.param;
         if (e.retry_after_s > 0) f["retry_after"] = e.retry_after_s;
         enqueue(json::serialize(f));
+        unauthorized = e.status == 401 && !authenticated_;
+      }
+      if (unauthorized) {  // the socket is for tenants only: the error frame goes out, then the close
+        ctx_->metrics.count_rejection("unauthorized");
+        while (pending_bytes_ > 0 && !closing_) co_await drain_signal_.wait();
+        co_await ws_.async_close(websocket::close_reason(websocket::close_code::policy_error, "unauthorized"),
+                                 asio::redirect_error(use_awaitable, close_ec_));
+        co_return;
       }
     }
   }
@@ -143,13 +213,17 @@ class websocket_session : public std::enable_shared_from_this<websocket_session>
       throw e;
     }
     if (jobs_.count(id)) throw api_error(400, "a generation with id '" + id + "' is still running", "id");
-    if (jobs_.size() >= ctx_->opts.max_generations_per_socket) {
-      throw api_error(429, "at most " + std::to_string(ctx_->opts.max_generations_per_socket) +
-                               " generations may run at once on one socket");
-    }
     const auto& o = frame.as_object();
     const api_kind kind = o.contains("messages") || !o.contains("prompt") ? api_kind::chat : api_kind::completion;
     api_request req = parse_api_request(frame, kind, ctx_->limits());
+    // The cap counts choices: 64 starts of 16 choices each would otherwise hold 1,024 slots.
+    uint32_t running = 0;
+    for (const auto& [jid, job] : jobs_) running += static_cast<uint32_t>(job->job.live_choices().size());
+    if (running + req.n > ctx_->opts.max_generations_per_socket) {
+      throw api_error(429, "at most " + std::to_string(ctx_->opts.max_generations_per_socket) +
+                               " choices of generations may run at once on one socket (" + std::to_string(running) +
+                               " run now)");
+    }
     if (req.model.empty()) req.model = ctx_->opts.served_model_name;
     std::string key = api_key_;
     if (const auto k = o.find("api_key"); k != o.end() && k->value().is_string())
@@ -166,6 +240,8 @@ class websocket_session : public std::enable_shared_from_this<websocket_session>
       if (auto s = weak.lock()) s->collect(id);
     };
     jobs_.emplace(id, lj);
+    ++ctx_->answering;
+    lj->answering = &ctx_->answering;
     start_live_job(lj, ws_.get_executor(), *ctx_, *rt, key);
   }
 
@@ -185,17 +261,37 @@ class websocket_session : public std::enable_shared_from_this<websocket_session>
     if (job.finished()) {
       ctx_->metrics.count_request(job.tenant(), job.final_status());
       jobs_.erase(it);
+      last_activity_ = std::chrono::steady_clock::now();
+      return;
+    }
+    // Reads are paused above the limit; generations that go on producing are cancelled at
+    // twice it, so what a client that does not read makes us hold stays bounded.
+    if (pending_bytes_ > 2 * ctx_->opts.max_pending_output_bytes && !it->second->overflowed) {
+      it->second->overflowed = true;
+      job.mark_cancelled();
+      it->second->cancel();
+      ctx_->metrics.count_rejection("slow_reader");
+      enqueue(json::serialize(json::object{
+          {"type", "error"},
+          {"id", id},
+          {"status", 503},
+          {"message",
+           "cancelled: this socket's output is read slower than it is produced (--max-pending-output-bytes)"}}));
     }
   }
 
   websocket::stream<beast::tcp_stream> ws_;
   std::shared_ptr<server_context> ctx_;
   std::string api_key_;
+  bool authenticated_ = true;
   strand_signal write_signal_;
   strand_signal drain_signal_;
   std::deque<std::string> queue_;
   size_t pending_bytes_ = 0;
   bool closing_ = false;
+  asio::steady_timer watchdog_;
+  std::chrono::steady_clock::time_point last_activity_;
+  boost::system::error_code close_ec_;
   std::map<std::string, std::shared_ptr<live_job>> jobs_;
 };
 
@@ -205,7 +301,23 @@ asio::awaitable<void> run_websocket_session(beast::tcp_stream& stream, http_requ
                                             const std::shared_ptr<server_context>& ctx) {
   std::string key = bearer_key(upgrade);
   if (key.empty()) key = query_key(std::string_view(upgrade.target().data(), upgrade.target().size()));
-  auto session = std::make_shared<websocket_session>(std::move(stream), ctx, std::move(key));
+  // With tenants, the socket itself needs a key: given on the upgrade (header or ?api_key=),
+  // it is checked before the upgrade is accepted; otherwise the first frame must carry it.
+  const runtime* rt = ctx->rt.load();
+  bool authenticated = !rt || rt->config().tenants.empty();
+  if (!authenticated && !key.empty()) {
+    submit_reply verdict;
+    co_await check_key(ctx, *rt, key, verdict);
+    if (!verdict.accepted) {
+      ctx->metrics.count_rejection("unauthorized");
+      auto res = to_response(upgrade, error_reply(api_error(verdict.status, verdict.error, "", "invalid_api_key")));
+      res.keep_alive(false);
+      co_await http::async_write(stream, res, use_awaitable);
+      co_return;
+    }
+    authenticated = true;
+  }
+  auto session = std::make_shared<websocket_session>(std::move(stream), ctx, std::move(key), authenticated);
   co_await session->run(upgrade);
 }
 

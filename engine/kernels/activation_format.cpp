@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/gguf/quantize_blocks.h"
 #include "engine/kernels/blocks.h"
 
 namespace tandem::kernels {
@@ -30,10 +31,21 @@ float quantize_block(const float* x, f16_bits& d_out, int8_t* qs) {
 activation_format activation_format_for(tensor_type weight_type) {
   switch (weight_type) {
     case tensor_type::q4_0:
+    case tensor_type::q5_0:
     case tensor_type::q8_0:
+    case tensor_type::iq4_nl:
       return activation_format::q8_0;
     case tensor_type::q4_1:
+    case tensor_type::q5_1:
       return activation_format::q8_1;
+    case tensor_type::q2_k:
+    case tensor_type::q3_k:
+    case tensor_type::q4_k:
+    case tensor_type::q5_k:
+    case tensor_type::q6_k:
+    case tensor_type::iq4_xs:
+    case tensor_type::q8_k:
+      return activation_format::q8_k;
     case tensor_type::f16:
       return activation_format::f16;
     case tensor_type::bf16:
@@ -56,6 +68,8 @@ size_t activation_row_bytes(activation_format format, int64_t k) {
       return n / kBlock * sizeof(block_q8_0);
     case activation_format::q8_1:
       return n / kBlock * sizeof(block_q8_1);
+    case activation_format::q8_k:
+      return n / kSuperBlock * sizeof(block_q8_k);
   }
   return 0;
 }
@@ -91,6 +105,9 @@ void convert_activation_row(activation_format format, const float* x, void* dst,
       }
       return;
     }
+    case activation_format::q8_k:
+      quant::quantize_q8_k(x, k, dst);
+      return;
   }
 }
 

@@ -2,6 +2,8 @@
 // engine/CMakeLists.txt). Reached only through best_dot_kernels() after a cpuid check.
 #include <immintrin.h>
 
+#include <cstring>
+
 #include "engine/kernels/blocks.h"
 #include "engine/kernels/dot_kernels.h"
 #include "engine/kernels/fast_exp.h"
@@ -15,6 +17,7 @@ inline __m256i dot_u8s8(__m256i u, __m256i s) {
 }
 
 #include "engine/kernels/dot_simd_body.inl"
+#include "engine/kernels/dot_simd_quants.inl"
 
 // --- Attention and element-wise kernels: the AVX-512 table's operations on two 8-lane
 // halves (lanes 0-7 and 8-15), so the bits are the same (dot_kernels.h). -------------------
@@ -117,9 +120,9 @@ void swiglu(int64_t n, float* gate, const float* up) {
 }  // namespace
 
 const dot_kernels& avx2_dot_kernels() {
-  static const dot_kernels table{"avx2",  dot_q4_0,   dot_q4_1,        dot_q8_0,    dot_f16, dot_bf16,
-                                 dot_f32, key_scores, weighted_values, sum16,       exp_n,   swiglu,
-                                 nullptr, nullptr,    nullptr,         quantize_q8, to_f16};
+  static const dot_kernels table = with_quant_kernels(
+      dot_kernels{"avx2", dot_q4_0, dot_q4_1, dot_q8_0, dot_f16, dot_bf16, dot_f32, key_scores, weighted_values, sum16,
+                  exp_n, swiglu, nullptr, nullptr, nullptr, quantize_q8, to_f16});
   return table;
 }
 

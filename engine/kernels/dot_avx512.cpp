@@ -7,6 +7,8 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
+#include <cstring>
+
 #include <cmath>
 
 #include "engine/kernels/blocks.h"
@@ -20,6 +22,7 @@ namespace {
 inline __m256i dot_u8s8(__m256i u, __m256i s) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s); }
 
 #include "engine/kernels/dot_simd_body.inl"
+#include "engine/kernels/dot_simd_quants.inl"
 
 // --- Matrix-matrix kernels: one weight row against a packed group of four rows. ---------
 // Two rows' blocks fill a 512-bit register; the weight block is broadcast to both halves.
@@ -612,12 +615,39 @@ struct tiled_acts {
         aux(row + nb * 32 + nb * 4) {}
 };
 
-// Q4_1 in the row kernels' order (q4_1_rows), so tiled and untiled weights give the same
+// w[l] |= 16 where the row's fifth bit of element 4l + i is set (byte i of each 32-bit lane):
+// lane l's four bits are in byte l / 2, nibble l % 2, of the rows' qh words (a byte test).
+inline void or_fifth_bits(__m512i* w, __m512i qh) {
+  const __m512i sixteen = _mm512_set1_epi8(16);
+#pragma GCC unroll 8
+  for (int l = 0; l < 8; ++l) {
+    const int byte = l / 2, shift = 4 * (l % 2);
+    const __m512i spread =
+        _mm512_shuffle_epi8(qh, _mm512_set4_epi32(0x0c0c0c0c + 0x01010101 * byte, 0x08080808 + 0x01010101 * byte,
+                                                  0x04040404 + 0x01010101 * byte, 0x00000000 + 0x01010101 * byte));
+    const __mmask64 set = _mm512_test_epi8_mask(spread, _mm512_set1_epi32(0x08040201 << shift));
+    w[l] = _mm512_or_si512(w[l], _mm512_maskz_mov_epi8(set, sixteen));
+  }
+}
+
+// Record layouts of the types with offsets (tiled_layout.h): Q4_1, and Q5_1 with its fifth bits.
+struct q4_1_records {
+  static constexpr size_t kBytes = kTiledQ4_1RecordBytes, kScalesAt = kTiledQ4_1ScalesAt, kMinsAt = kTiledQ4_1MinsAt;
+  static constexpr bool kFifthBits = false;
+  static constexpr size_t kHighAt = 0;
+};
+struct q5_1_records {
+  static constexpr size_t kBytes = kTiledQ5_1RecordBytes, kScalesAt = kTiledQ5_1ScalesAt, kMinsAt = kTiledQ5_1MinsAt;
+  static constexpr bool kFifthBits = true;
+  static constexpr size_t kHighAt = kTiledQ5_1HighAt;
+};
+
+// Q4_1 (and Q5_1) in the row kernels' order (q4_1_rows), so tiled and untiled weights give the same
 // bits: per (row, token) eight lane accumulators, lane l taking the exact integer sum over
 // elements 4l..4l+3 of each block (register w[l]) times dw * da, folded as hsum folds
 // (0+4, 2+6, 1+5, 3+7, then pairs); the offsets m * s are added one block after another.
 // G tokens share each unpacked block (G = 2 keeps the 16 accumulators in registers).
-template <int G>
+template <int G, class R>
 void tiled_q4_1_tokens(int64_t nb, const std::byte* tile, const tiled_acts* a, float* y, int64_t y_stride,
                        tile_prefetch& prefetch) {
   __m512 acc[G][8];
@@ -627,14 +657,15 @@ void tiled_q4_1_tokens(int64_t nb, const std::byte* tile, const tiled_acts* a, f
   const __m512i low = _mm512_set1_epi8(0x0F);
   for (int64_t b = 0; b < nb; ++b) {
     prefetch.step();
-    const std::byte* rec = tile + b * kTiledQ4_1RecordBytes;
+    const std::byte* rec = tile + b * R::kBytes;
     __m512i w[8];
     for (int c = 0; c < 4; ++c) {
       const __m512i packed = _mm512_loadu_si512(rec + 64 * c);
       w[c] = _mm512_and_si512(packed, low);
       w[c + 4] = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low);
     }
-    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + kTiledQ4_1ScalesAt)));
+    if constexpr (R::kFifthBits) or_fifth_bits(w, _mm512_loadu_si512(rec + R::kHighAt));
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + R::kScalesAt)));
     for (int t = 0; t < G; ++t) {
       const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(a[t].d[b]));
       const int8_t* q = a[t].qs + b * 32;
@@ -655,13 +686,13 @@ void tiled_q4_1_tokens(int64_t nb, const std::byte* tile, const tiled_acts* a, f
 
 // y[t] += the offsets' sum, sum over blocks of m * s, for all N tokens at once (N
 // independent add chains; one token's chain alone would wait on each add's latency).
-template <int N>
+template <int N, class R>
 void tiled_q4_1_offsets(int64_t nb, const std::byte* tile, const tiled_acts* a, float* y, int64_t y_stride) {
   __m512 off[N];
   for (auto& o : off) o = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const __m512 mw = _mm512_cvtph_ps(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + b * kTiledQ4_1RecordBytes + kTiledQ4_1MinsAt)));
+    const __m512 mw =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + b * R::kBytes + R::kMinsAt)));
 #pragma GCC unroll 8
     for (int t = 0; t < N; ++t) {
       float s;
@@ -674,27 +705,44 @@ void tiled_q4_1_offsets(int64_t nb, const std::byte* tile, const tiled_acts* a, 
   }
 }
 
+template <int N, class R>
+void tiled_offsets_type_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
+                          int64_t y_stride, const std::byte* next_tile) {
+  tiled_acts a[N];
+  for (int t = 0; t < N; ++t) a[t] = tiled_acts(acts + t * act_stride, nb);
+  tile_prefetch prefetch(next_tile, static_cast<size_t>(nb) * R::kBytes, nb * ((N + 1) / 2));
+  int t = 0;
+  for (; t + 2 <= N; t += 2) tiled_q4_1_tokens<2, R>(nb, tile, a + t, y + t * y_stride, y_stride, prefetch);
+  if (t < N) tiled_q4_1_tokens<1, R>(nb, tile, a + t, y + t * y_stride, y_stride, prefetch);
+  tiled_q4_1_offsets<N, R>(nb, tile, a, y, y_stride);
+}
 template <int N>
 void tiled_q4_1_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
                   int64_t y_stride, const std::byte* next_tile) {
-  tiled_acts a[N];
-  for (int t = 0; t < N; ++t) a[t] = tiled_acts(acts + t * act_stride, nb);
-  tile_prefetch prefetch(next_tile, static_cast<size_t>(nb) * kTiledQ4_1RecordBytes, nb * ((N + 1) / 2));
-  int t = 0;
-  for (; t + 2 <= N; t += 2) tiled_q4_1_tokens<2>(nb, tile, a + t, y + t * y_stride, y_stride, prefetch);
-  if (t < N) tiled_q4_1_tokens<1>(nb, tile, a + t, y + t * y_stride, y_stride, prefetch);
-  tiled_q4_1_offsets<N>(nb, tile, a, y, y_stride);
+  tiled_offsets_type_n<N, q4_1_records>(nb, tile, acts, act_stride, y, y_stride, next_tile);
+}
+template <int N>
+void tiled_q5_1_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
+                  int64_t y_stride, const std::byte* next_tile) {
+  tiled_offsets_type_n<N, q5_1_records>(nb, tile, acts, act_stride, y, y_stride, next_tile);
 }
 
-template <int N>
-void tiled_q8_0_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
-                  int64_t y_stride, const std::byte* next_tile) {
-  tile_prefetch prefetch(next_tile, static_cast<size_t>(nb) * kTiledQ8_0RecordBytes, nb);
-  tiled_acts a[N];
-  __m512 acc[N];
-  for (int t = 0; t < N; ++t) {
-    a[t] = tiled_acts(acts + t * act_stride, nb);
-    acc[t] = _mm512_setzero_ps();
+// Q8_0 in the row kernels' order (q8_0_rows), as Q4_0: each lane's sum of (q + 128) * y started
+// at -128 * (its four quants' sum), so the biased weights give the signed products.
+template <int G>
+void tiled_q8_0_tokens(int64_t nb, const std::byte* tile, const std::byte* const* a, float* y, int64_t y_stride,
+                       tile_prefetch& prefetch) {
+  __m512 acc[G][8];
+  for (auto& token : acc) {
+    for (auto& lane : token) lane = _mm512_setzero_ps();
+  }
+  const int8_t* qs[G];
+  const float* d[G];
+  const int32_t* sums[G];
+  for (int t = 0; t < G; ++t) {
+    qs[t] = reinterpret_cast<const int8_t*>(a[t]);
+    d[t] = reinterpret_cast<const float*>(a[t] + nb * 32);
+    sums[t] = reinterpret_cast<const int32_t*>(a[t] + nb * 36);
   }
   for (int64_t b = 0; b < nb; ++b) {
     prefetch.step();
@@ -702,15 +750,345 @@ void tiled_q8_0_n(int64_t nb, const std::byte* tile, const std::byte* acts, size
     __m512i w[8];
     for (int j = 0; j < 8; ++j) w[j] = _mm512_loadu_si512(rec + 64 * j);
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + kTiledQ8_0ScalesAt)));
+    for (int t = 0; t < G; ++t) {
+      const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(d[t][b]));
+      const int8_t* q = qs[t] + b * 32;
 #pragma GCC unroll 8
-    for (int t = 0; t < N; ++t) {
-      int32_t corr;
-      __builtin_memcpy(&corr, a[t].aux + b * 4, 4);
-      const __m512i isum = tile_block_isum(w, a[t].qs + b * 32, _mm512_set1_epi32(corr));
-      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(a[t].d[b])), _mm512_cvtepi32_ps(isum), acc[t]);
+      for (int l = 0; l < 8; ++l) {
+        const __m512i p =
+            _mm512_dpbusd_epi32(_mm512_set1_epi32(-128 * sums[t][b * 8 + l]), w[l], broadcast_i32(q + 4 * l));
+        acc[t][l] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(p), acc[t][l]);
+      }
     }
   }
-  for (int t = 0; t < N; ++t) _mm512_storeu_ps(y + t * y_stride, acc[t]);
+  for (int t = 0; t < G; ++t) {
+    const __m512* v = acc[t];
+    const __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(v[0], v[4]), _mm512_add_ps(v[2], v[6])),
+                                     _mm512_add_ps(_mm512_add_ps(v[1], v[5]), _mm512_add_ps(v[3], v[7])));
+    _mm512_storeu_ps(y + t * y_stride, sum);
+  }
+}
+
+template <int N>
+void tiled_q8_0_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
+                  int64_t y_stride, const std::byte* next_tile) {
+  const std::byte* a[N];
+  for (int t = 0; t < N; ++t) a[t] = acts + t * act_stride;
+  tile_prefetch prefetch(next_tile, static_cast<size_t>(nb) * kTiledQ8_0RecordBytes, nb * ((N + 1) / 2));
+  int t = 0;
+  for (; t + 2 <= N; t += 2) tiled_q8_0_tokens<2>(nb, tile, a + t, y + t * y_stride, y_stride, prefetch);
+  if (t < N) tiled_q8_0_tokens<1>(nb, tile, a + t, y + t * y_stride, y_stride, prefetch);
+}
+
+// Q4_0 in the row kernels' order (q4_0_rows): as Q4_1 without offsets, each lane's sum of
+// (q - 8) * y started at -8 * (its four quants' sum, from the activation row).
+template <int G>
+void tiled_q4_0_tokens(int64_t nb, const std::byte* tile, const std::byte* const* a, float* y, int64_t y_stride,
+                       tile_prefetch& prefetch) {
+  __m512 acc[G][8];
+  for (auto& token : acc) {
+    for (auto& lane : token) lane = _mm512_setzero_ps();
+  }
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  const int8_t* qs[G];
+  const float* d[G];
+  const int32_t* corr[G];
+  for (int t = 0; t < G; ++t) {
+    qs[t] = reinterpret_cast<const int8_t*>(a[t]);
+    d[t] = reinterpret_cast<const float*>(a[t] + nb * 32);
+    corr[t] = reinterpret_cast<const int32_t*>(a[t] + nb * 36);
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    prefetch.step();
+    const std::byte* rec = tile + b * kTiledQ4_0RecordBytes;
+    __m512i w[8];
+    for (int c = 0; c < 4; ++c) {
+      const __m512i packed = _mm512_loadu_si512(rec + 64 * c);
+      w[c] = _mm512_and_si512(packed, low);
+      w[c + 4] = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low);
+    }
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + kTiledQ4_0ScalesAt)));
+    for (int t = 0; t < G; ++t) {
+      const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(d[t][b]));
+      const int8_t* q = qs[t] + b * 32;
+#pragma GCC unroll 8
+      for (int l = 0; l < 8; ++l) {
+        const __m512i p =
+            _mm512_dpbusd_epi32(_mm512_set1_epi32(-8 * corr[t][b * 8 + l]), w[l], broadcast_i32(q + 4 * l));
+        acc[t][l] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(p), acc[t][l]);
+      }
+    }
+  }
+  for (int t = 0; t < G; ++t) {
+    const __m512* v = acc[t];
+    const __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(v[0], v[4]), _mm512_add_ps(v[2], v[6])),
+                                     _mm512_add_ps(_mm512_add_ps(v[1], v[5]), _mm512_add_ps(v[3], v[7])));
+    _mm512_storeu_ps(y + t * y_stride, sum);
+  }
+}
+
+template <int N>
+void tiled_q4_0_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
+                  int64_t y_stride, const std::byte* next_tile) {
+  const std::byte* a[N];
+  for (int t = 0; t < N; ++t) a[t] = acts + t * act_stride;
+  tile_prefetch prefetch(next_tile, static_cast<size_t>(nb) * kTiledQ4_0RecordBytes, nb * ((N + 1) / 2));
+  int t = 0;
+  for (; t + 2 <= N; t += 2) tiled_q4_0_tokens<2>(nb, tile, a + t, y + t * y_stride, y_stride, prefetch);
+  if (t < N) tiled_q4_0_tokens<1>(nb, tile, a + t, y + t * y_stride, y_stride, prefetch);
+}
+
+// Q5_0 in the row kernels' order (q5_0_rows): as Q4_0, each lane's sum of (q - 16) * y started
+// at -16 * (its four quants' sum); q = nibble | fifth bit << 4 (or_fifth_bits).
+template <int G>
+void tiled_q5_0_tokens(int64_t nb, const std::byte* tile, const std::byte* const* a, float* y, int64_t y_stride,
+                       tile_prefetch& prefetch) {
+  __m512 acc[G][8];
+  for (auto& token : acc) {
+    for (auto& lane : token) lane = _mm512_setzero_ps();
+  }
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  const int8_t* qs[G];
+  const float* d[G];
+  const int32_t* sums[G];
+  for (int t = 0; t < G; ++t) {
+    qs[t] = reinterpret_cast<const int8_t*>(a[t]);
+    d[t] = reinterpret_cast<const float*>(a[t] + nb * 32);
+    sums[t] = reinterpret_cast<const int32_t*>(a[t] + nb * 36);
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    prefetch.step();
+    const std::byte* rec = tile + b * kTiledQ5_0RecordBytes;
+    __m512i w[8];
+    for (int c = 0; c < 4; ++c) {
+      const __m512i packed = _mm512_loadu_si512(rec + 64 * c);
+      w[c] = _mm512_and_si512(packed, low);
+      w[c + 4] = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low);
+    }
+    or_fifth_bits(w, _mm512_loadu_si512(rec + kTiledQ5_0HighAt));
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + kTiledQ5_0ScalesAt)));
+    for (int t = 0; t < G; ++t) {
+      const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(d[t][b]));
+      const int8_t* q = qs[t] + b * 32;
+#pragma GCC unroll 8
+      for (int l = 0; l < 8; ++l) {
+        const __m512i p =
+            _mm512_dpbusd_epi32(_mm512_set1_epi32(-16 * sums[t][b * 8 + l]), w[l], broadcast_i32(q + 4 * l));
+        acc[t][l] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(p), acc[t][l]);
+      }
+    }
+  }
+  for (int t = 0; t < G; ++t) {
+    const __m512* v = acc[t];
+    const __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(v[0], v[4]), _mm512_add_ps(v[2], v[6])),
+                                     _mm512_add_ps(_mm512_add_ps(v[1], v[5]), _mm512_add_ps(v[3], v[7])));
+    _mm512_storeu_ps(y + t * y_stride, sum);
+  }
+}
+
+template <int N>
+void tiled_q5_0_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
+                  int64_t y_stride, const std::byte* next_tile) {
+  const std::byte* a[N];
+  for (int t = 0; t < N; ++t) a[t] = acts + t * act_stride;
+  tile_prefetch prefetch(next_tile, static_cast<size_t>(nb) * kTiledQ5_0RecordBytes, nb * ((N + 1) / 2));
+  int t = 0;
+  for (; t + 2 <= N; t += 2) tiled_q5_0_tokens<2>(nb, tile, a + t, y + t * y_stride, y_stride, prefetch);
+  if (t < N) tiled_q5_0_tokens<1>(nb, tile, a + t, y + t * y_stride, y_stride, prefetch);
+}
+
+// Q6_K in the row kernels' orders (q6_k_rows, dot_simd_quants.inl): eight int32 lanes per (row,
+// token), lane l summing sc[2c + l / 4] * (its four products of chunk c) over the eight chunks
+// (vpdpbusd, then vpdpwssd by the 16-bit scales) less 32 * (sc[2l] bsum[2l] + sc[2l+1]
+// bsum[2l+1]); then one FMA per lane with d * dy and the hsum fold, or (kLarge) the lanes'
+// exact total: fma(float(S) * d, dy, acc).
+template <bool kLarge>
+void tiled_q6_k_token(int64_t nb, const std::byte* tile, const block_q8_k* a, float* y, tile_prefetch& prefetch) {
+  __m512 acc[8];
+  for (auto& v : acc) v = _mm512_setzero_ps();
+  const __m512i low = _mm512_set1_epi8(0x0F), two = _mm512_set1_epi8(3);
+  for (int64_t b = 0; b < nb; ++b) {
+    prefetch.step();
+    const std::byte* rec = tile + b * kTiledQ6_KRecordBytes;
+    const int8_t* q = a[b].qs;
+    // The signed scales as 16-bit values in the low half of each 32-bit lane (high half zero,
+    // so vpdpwssd multiplies only the low halves).
+    __m512i sc[16];
+    for (int s = 0; s < 16; ++s) {
+      sc[s] = _mm512_and_si512(
+          _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + kTiledQ6_KScalesAt + 16 * s))),
+          _mm512_set1_epi32(0xffff));
+    }
+    __m512i isum[8];
+    for (int l = 0; l < 8; ++l) {
+      // Lane l's bias: 32 * (sc[2l] * bsum[2l] + sc[2l + 1] * bsum[2l + 1]), taken off first.
+      const __m512i bias = _mm512_dpwssd_epi32(
+          _mm512_dpwssd_epi32(_mm512_setzero_si512(), sc[2 * l], _mm512_set1_epi32(a[b].bsums[2 * l])), sc[2 * l + 1],
+          _mm512_set1_epi32(a[b].bsums[2 * l + 1]));
+      isum[l] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(bias, 5));
+    }
+    for (int g = 0; g < 2; ++g) {
+#pragma GCC unroll 8
+      for (int l = 0; l < 8; ++l) {
+        const __m512i hi = _mm512_loadu_si512(rec + kTiledQ6_KHighAt + (g * 8 + l) * 64);
+        for (int j = 0; j < 4; ++j) {
+          const int c = 4 * g + j, p = c / 2;
+          const __m512i nib = _mm512_loadu_si512(rec + (p * 8 + l) * 64);
+          const __m512i lo4 =
+              c % 2 == 0 ? _mm512_and_si512(nib, low) : _mm512_and_si512(_mm512_srli_epi16(nib, 4), low);
+          const __m512i hi2 = _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hi, 2 * j), two), 4);
+          const __m512i dp =
+              _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_or_si512(lo4, hi2), broadcast_i32(q + 32 * c + 4 * l));
+          isum[l] = _mm512_dpwssd_epi32(isum[l], dp, sc[2 * c + l / 4]);
+        }
+      }
+    }
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + kTiledQ6_KDAt)));
+    if constexpr (kLarge) {
+      const __m512i total =
+          _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(isum[0], isum[1]), _mm512_add_epi32(isum[2], isum[3])),
+                           _mm512_add_epi32(_mm512_add_epi32(isum[4], isum[5]), _mm512_add_epi32(isum[6], isum[7])));
+      acc[0] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(total), dw), _mm512_set1_ps(a[b].d), acc[0]);
+    } else {
+      const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(a[b].d), dw);
+#pragma GCC unroll 8
+      for (int l = 0; l < 8; ++l) acc[l] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(isum[l]), acc[l]);
+    }
+  }
+  if constexpr (kLarge) {
+    _mm512_storeu_ps(y, acc[0]);
+  } else {
+    _mm512_storeu_ps(y, _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[4]), _mm512_add_ps(acc[2], acc[6])),
+                                      _mm512_add_ps(_mm512_add_ps(acc[1], acc[5]), _mm512_add_ps(acc[3], acc[7]))));
+  }
+}
+
+template <int N, bool kLarge>
+void tiled_q6_k_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
+                  int64_t y_stride, const std::byte* next_tile) {
+  tile_prefetch prefetch(next_tile, static_cast<size_t>(nb) * kTiledQ6_KRecordBytes, nb * N);
+  for (int t = 0; t < N; ++t) {
+    tiled_q6_k_token<kLarge>(nb, tile, reinterpret_cast<const block_q8_k*>(acts + t * act_stride), y + t * y_stride,
+                             prefetch);
+  }
+}
+template <int N>
+void tiled_q6_k_small_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
+                        int64_t y_stride, const std::byte* next_tile) {
+  tiled_q6_k_n<N, false>(nb, tile, acts, act_stride, y, y_stride, next_tile);
+}
+template <int N>
+void tiled_q6_k_large_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
+                        int64_t y_stride, const std::byte* next_tile) {
+  tiled_q6_k_n<N, true>(nb, tile, acts, act_stride, y, y_stride, next_tile);
+}
+
+// Q4_K in the row kernels' order (q4_k_rows, dot_simd_quants.inl): per (row, token) the
+// super-block's exact integer total of sc * (four-product sums), built in eight int32 lanes
+// by vpdpbusd and vpdpwssd (which multiplies the 16-bit sums by the 16-bit scales), then one
+// FMA with d * dy; the mins' exact total likewise with dmin * dy; the result is the difference.
+void tiled_q4_k_token(int64_t nb, const std::byte* tile, const block_q8_k* a, float* y, tile_prefetch& prefetch) {
+  __m512 acc = _mm512_setzero_ps(), acc_min = _mm512_setzero_ps();
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  for (int64_t b = 0; b < nb; ++b) {
+    prefetch.step();
+    const std::byte* rec = tile + b * kTiledQ4_KRecordBytes;
+    const int8_t* q = a[b].qs;
+    __m512i isum[4];
+    for (auto& v : isum) v = _mm512_setzero_si512();
+    for (int p = 0; p < 4; ++p) {
+      const __m512i sc_lo =
+          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + kTiledQ4_KScalesAt + 32 * p)));
+      const __m512i sc_hi = _mm512_cvtepu8_epi32(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + kTiledQ4_KScalesAt + 32 * p + 16)));
+#pragma GCC unroll 8
+      for (int l = 0; l < 8; ++l) {
+        const __m512i packed = _mm512_loadu_si512(rec + (p * 8 + l) * 64);
+        const __m512i lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(packed, low),
+                                               broadcast_i32(q + 64 * p + 4 * l));
+        const __m512i hi =
+            _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(_mm512_srli_epi16(packed, 4), low),
+                                broadcast_i32(q + 64 * p + 32 + 4 * l));
+        isum[l % 4] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(isum[l % 4], lo, sc_lo), hi, sc_hi);
+      }
+    }
+    const __m512i total = _mm512_add_epi32(_mm512_add_epi32(isum[0], isum[1]), _mm512_add_epi32(isum[2], isum[3]));
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + kTiledQ4_KDAt)));
+    const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + kTiledQ4_KDminAt)));
+    const __m512 dy = _mm512_set1_ps(a[b].d);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(dw, dy), acc);
+    const int16_t* bs = a[b].bsums;
+    __m512i mins = _mm512_setzero_si512();
+    for (int s = 0; s < 8; ++s) {
+      const __m512i mn =
+          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + kTiledQ4_KMinsAt + 16 * s)));
+      mins = _mm512_add_epi32(mins, _mm512_mullo_epi32(mn, _mm512_set1_epi32(bs[2 * s] + bs[2 * s + 1])));
+    }
+    acc_min = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(dmin, dy), acc_min);
+  }
+  _mm512_storeu_ps(y, _mm512_sub_ps(acc, acc_min));
+}
+
+// Large steps (dot_kernels.h): q4_k_rows<N, true>'s order, the two FMA chains taking each 64
+// elements' (sub-blocks 2p, 2p + 1) exact totals.
+void tiled_q4_k_token_large(int64_t nb, const std::byte* tile, const block_q8_k* a, float* y, tile_prefetch& prefetch) {
+  __m512 acc = _mm512_setzero_ps(), acc_min = _mm512_setzero_ps();
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  for (int64_t b = 0; b < nb; ++b) {
+    prefetch.step();
+    const std::byte* rec = tile + b * kTiledQ4_KRecordBytes;
+    const int8_t* q = a[b].qs;
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + kTiledQ4_KDAt)));
+    const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + kTiledQ4_KDminAt)));
+    const __m512 dy = _mm512_set1_ps(a[b].d);
+    const __m512 scale = _mm512_mul_ps(dw, dy), mscale = _mm512_mul_ps(dmin, dy);
+    const int16_t* bs = a[b].bsums;
+    for (int p = 0; p < 4; ++p) {
+      const __m512i sc_lo =
+          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + kTiledQ4_KScalesAt + 32 * p)));
+      const __m512i sc_hi = _mm512_cvtepu8_epi32(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + kTiledQ4_KScalesAt + 32 * p + 16)));
+      __m512i isum[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+#pragma GCC unroll 8
+      for (int l = 0; l < 8; ++l) {
+        const __m512i packed = _mm512_loadu_si512(rec + (p * 8 + l) * 64);
+        const __m512i lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(packed, low),
+                                               broadcast_i32(q + 64 * p + 4 * l));
+        const __m512i hi =
+            _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(_mm512_srli_epi16(packed, 4), low),
+                                broadcast_i32(q + 64 * p + 32 + 4 * l));
+        isum[l % 2] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(isum[l % 2], lo, sc_lo), hi, sc_hi);
+      }
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(isum[0], isum[1])), scale, acc);
+      const __m512i mn0 =
+          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + kTiledQ4_KMinsAt + 32 * p)));
+      const __m512i mn1 =
+          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + kTiledQ4_KMinsAt + 32 * p + 16)));
+      const __m512i mins = _mm512_add_epi32(_mm512_mullo_epi32(mn0, _mm512_set1_epi32(bs[4 * p] + bs[4 * p + 1])),
+                                            _mm512_mullo_epi32(mn1, _mm512_set1_epi32(bs[4 * p + 2] + bs[4 * p + 3])));
+      acc_min = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mins), mscale, acc_min);
+    }
+  }
+  _mm512_storeu_ps(y, _mm512_sub_ps(acc, acc_min));
+}
+
+template <int N>
+void tiled_q4_k_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
+                  int64_t y_stride, const std::byte* next_tile) {
+  tile_prefetch prefetch(next_tile, static_cast<size_t>(nb) * kTiledQ4_KRecordBytes, nb * N);
+  for (int t = 0; t < N; ++t) {
+    tiled_q4_k_token(nb, tile, reinterpret_cast<const block_q8_k*>(acts + t * act_stride), y + t * y_stride, prefetch);
+  }
+}
+
+template <int N>
+void tiled_q4_k_large_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
+                        int64_t y_stride, const std::byte* next_tile) {
+  tile_prefetch prefetch(next_tile, static_cast<size_t>(nb) * kTiledQ4_KRecordBytes, nb * N);
+  for (int t = 0; t < N; ++t) {
+    tiled_q4_k_token_large(nb, tile, reinterpret_cast<const block_q8_k*>(acts + t * act_stride), y + t * y_stride,
+                           prefetch);
+  }
 }
 
 #define TANDEM_TILED_DISPATCH(name, kernel)                                                                   \
@@ -739,16 +1117,35 @@ void tiled_q8_0_n(int64_t nb, const std::byte* tile, const std::byte* acts, size
   }
 TANDEM_TILED_DISPATCH(tiled_q4_1, tiled_q4_1_n)
 TANDEM_TILED_DISPATCH(tiled_q8_0, tiled_q8_0_n)
+TANDEM_TILED_DISPATCH(tiled_q4_0, tiled_q4_0_n)
+TANDEM_TILED_DISPATCH(tiled_q4_k, tiled_q4_k_n)
+TANDEM_TILED_DISPATCH(tiled_q4_k_large, tiled_q4_k_large_n)
+TANDEM_TILED_DISPATCH(tiled_q5_0, tiled_q5_0_n)
+TANDEM_TILED_DISPATCH(tiled_q5_1, tiled_q5_1_n)
+TANDEM_TILED_DISPATCH(tiled_q6_k, tiled_q6_k_small_n)
+TANDEM_TILED_DISPATCH(tiled_q6_k_large, tiled_q6_k_large_n)
 #undef TANDEM_TILED_DISPATCH
+
+dot_kernels with_tiled(dot_kernels t) {
+  t.q4_0_tiled = tiled_q4_0;
+  t.q4_k_tiled = tiled_q4_k;
+  t.q4_k_tiled_large = tiled_q4_k_large;
+  t.q5_0_tiled = tiled_q5_0;
+  t.q5_1_tiled = tiled_q5_1;
+  t.q6_k_tiled = tiled_q6_k;
+  t.q6_k_tiled_large = tiled_q6_k_large;
+  return t;
+}
 
 }  // namespace
 
 const dot_kernels& avx512_dot_kernels() {
-  static const dot_kernels table{"avx512",    dot_q4_0,   dot_q4_1,     dot_q8_0,         dot_f16,
-                                 dot_bf16,    dot_f32,    key_scores,   weighted_values,  sum16,
-                                 exp_n,       swiglu,     group_q4_0,   group_q4_1,       group_q8_0,
-                                 quantize_q8, to_f16,     group4_q4_1,  group4x2_q4_1,    group4x2_q8_0,
-                                 tiled_q4_1,  tiled_q8_0, softmax_half, key_scores_group, weighted_values_group};
+  static const dot_kernels table = with_tiled(
+      with_quant_kernels(dot_kernels{"avx512",    dot_q4_0,   dot_q4_1,     dot_q8_0,         dot_f16,
+                                     dot_bf16,    dot_f32,    key_scores,   weighted_values,  sum16,
+                                     exp_n,       swiglu,     group_q4_0,   group_q4_1,       group_q8_0,
+                                     quantize_q8, to_f16,     group4_q4_1,  group4x2_q4_1,    group4x2_q8_0,
+                                     tiled_q4_1,  tiled_q8_0, softmax_half, key_scores_group, weighted_values_group}));
   return table;
 }
 

@@ -3,6 +3,7 @@
 
 #include "engine/kernels/activation_format.h"
 #include "engine/kernels/blocks.h"
+#include "engine/kernels/dot_generic_quants.h"
 #include "engine/kernels/dot_kernels.h"
 #include "engine/kernels/fast_exp.h"
 
@@ -160,9 +161,26 @@ void to_f16(int64_t n, const float* x, f16_bits* y) {
 }  // namespace
 
 const dot_kernels& generic_dot_kernels() {
-  static const dot_kernels table{"generic", dot_q4_0,   dot_q4_1,        dot_q8_0,    dot_f16, dot_bf16,
-                                 dot_f32,   key_scores, weighted_values, sum16,       exp_n,   swiglu,
-                                 nullptr,   nullptr,    nullptr,         quantize_q8, to_f16};
+  static const dot_kernels table = [] {
+    dot_kernels t{"generic", dot_q4_0, dot_q4_1, dot_q8_0, dot_f16, dot_bf16, dot_f32,     key_scores, weighted_values,
+                  sum16,     exp_n,    swiglu,   nullptr,  nullptr, nullptr,  quantize_q8, to_f16};
+    t.q5_0 = generic_quants::dot_q5_0;
+    t.q5_1 = generic_quants::dot_q5_1;
+    t.iq4_nl = generic_quants::dot_iq4_nl;
+    t.q2_k = generic_quants::dot_q2_k;
+    t.q3_k = generic_quants::dot_q3_k;
+    t.q4_k = generic_quants::dot_q4_k;
+    t.q5_k = generic_quants::dot_q5_k;
+    t.q6_k = generic_quants::dot_q6_k;
+    t.iq4_xs = generic_quants::dot_iq4_xs;
+    t.q2_k_large = generic_quants::dot_q2_k_large;
+    t.q3_k_large = generic_quants::dot_q3_k_large;
+    t.q4_k_large = generic_quants::dot_q4_k_large;
+    t.q5_k_large = generic_quants::dot_q5_k_large;
+    t.q6_k_large = generic_quants::dot_q6_k_large;
+    t.iq4_xs_large = generic_quants::dot_iq4_xs_large;
+    return t;
+  }();
   return table;
 }
 

@@ -6,6 +6,11 @@
 namespace tandem::kernels {
 
 row_dot_fn dot_kernels::for_type(tensor_type type) const {
+  if (const row_dot_fn own = own_for_type(type)) return own;
+  return this == &generic_dot_kernels() ? nullptr : generic_dot_kernels().own_for_type(type);
+}
+
+row_dot_fn dot_kernels::own_for_type(tensor_type type) const {
   switch (type) {
     case tensor_type::q4_0:
       return q4_0;
@@ -19,8 +24,67 @@ row_dot_fn dot_kernels::for_type(tensor_type type) const {
       return bf16;
     case tensor_type::f32:
       return f32;
+    case tensor_type::q5_0:
+      return q5_0;
+    case tensor_type::q5_1:
+      return q5_1;
+    case tensor_type::iq4_nl:
+      return iq4_nl;
+    case tensor_type::q2_k:
+      return q2_k;
+    case tensor_type::q3_k:
+      return q3_k;
+    case tensor_type::q4_k:
+      return q4_k;
+    case tensor_type::q5_k:
+      return q5_k;
+    case tensor_type::q6_k:
+      return q6_k;
+    case tensor_type::iq4_xs:
+      return iq4_xs;
+    case tensor_type::q8_k:
+      return nullptr;
   }
   return nullptr;
+}
+
+int64_t dot_kernels::large_order_tokens(tensor_type type, int64_t step_tokens) {
+  switch (type) {
+    case tensor_type::q4_k:
+      return step_tokens >= 4 ? step_tokens - step_tokens % 4 : 0;
+    case tensor_type::q2_k:
+    case tensor_type::q3_k:
+    case tensor_type::q5_k:
+    case tensor_type::q6_k:
+    case tensor_type::iq4_xs:
+      return step_tokens >= kLargeStepTokens ? step_tokens : 0;
+    default:
+      return 0;
+  }
+}
+
+row_dot_fn dot_kernels::own_large_for_type(tensor_type type) const {
+  switch (type) {
+    case tensor_type::q2_k:
+      return q2_k_large;
+    case tensor_type::q3_k:
+      return q3_k_large;
+    case tensor_type::q4_k:
+      return q4_k_large;
+    case tensor_type::q5_k:
+      return q5_k_large;
+    case tensor_type::q6_k:
+      return q6_k_large;
+    case tensor_type::iq4_xs:
+      return iq4_xs_large;
+    default:
+      return nullptr;
+  }
+}
+
+row_dot_fn dot_kernels::large_for_type(tensor_type type) const {
+  if (const row_dot_fn own = own_large_for_type(type)) return own;
+  return generic_dot_kernels().own_large_for_type(type);
 }
 
 group_dot_fn dot_kernels::group_for_type(tensor_type type) const {

@@ -51,6 +51,10 @@ using tiled_fn = void (*)(int64_t nb, const std::byte* tile, const std::byte* ac
                           float* y, int64_t y_stride, const std::byte* next_tile);
 inline constexpr int kTiledMaxTokens = 8;
 
+// From this many tokens in one matmul, llama.cpp switches the 256-element types to its tiled
+// (or, for Q4_K, repacked gemm) summation order (see dot_kernels::for_step).
+inline constexpr int64_t kLargeStepTokens = 8;
+
 struct dot_kernels {
   std::string_view isa;  // "generic", "avx2", "avx512"
   row_dot_fn q4_0 = nullptr;
@@ -111,11 +115,82 @@ struct dot_kernels {
                            bool single_token_order, float* const* out) = nullptr;
   bool (*weighted_values_group)(int64_t hd, const f16_bits* const* v_chunks, size_t v_stride, const float* const* p,
                                 int n_q, int n_chunks, bool single_token_order, float* const* out) = nullptr;
-  tiled_fn tiled_for_type(tensor_type type) const {
-    return type == tensor_type::q4_1 ? q4_1_tiled : type == tensor_type::q8_0 ? q8_0_tiled : nullptr;
+  // Row kernels of the later types (dot_generic_quants.h); a table leaves null the ones it
+  // has no kernel of its own for, and for_type then gives the generic one.
+  row_dot_fn q5_0 = nullptr;
+  row_dot_fn q5_1 = nullptr;
+  row_dot_fn iq4_nl = nullptr;
+  row_dot_fn q2_k = nullptr;
+  row_dot_fn q3_k = nullptr;
+  row_dot_fn q4_k = nullptr;
+  row_dot_fn q5_k = nullptr;
+  row_dot_fn q6_k = nullptr;
+  row_dot_fn iq4_xs = nullptr;
+
+  // Tiled Q4_0, Q5_0, Q5_1, Q4_K and Q6_K weights (tiled_weights.h); null if absent.
+  tiled_fn q4_0_tiled = nullptr;
+  tiled_fn q5_0_tiled = nullptr;
+  tiled_fn q5_1_tiled = nullptr;
+  tiled_fn q4_k_tiled = nullptr;
+  tiled_fn q6_k_tiled = nullptr;
+
+  // Large steps. llama.cpp sums the 256-element types in another order in larger matmuls (its
+  // tiled K-quant kernels from kLargeStepTokens tokens; for Q4_K its repacked gemm, which takes
+  // the tokens in fours and leaves the last n % 4 to its gemv), and greedy fidelity to it needs
+  // the same: these kernels give that order, and matmul uses them (row or tiled) for the
+  // tokens large_order_tokens names. A token's logits then depend on its step's size, as in
+  // llama.cpp; for every other type (and step size) they do not.
+  row_dot_fn q2_k_large = nullptr;
+  row_dot_fn q3_k_large = nullptr;
+  row_dot_fn q4_k_large = nullptr;
+  row_dot_fn q5_k_large = nullptr;
+  row_dot_fn q6_k_large = nullptr;
+  row_dot_fn iq4_xs_large = nullptr;
+  tiled_fn q4_k_tiled_large = nullptr;
+  tiled_fn q6_k_tiled_large = nullptr;
+
+  // How many leading tokens of a step of step_tokens tokens take the large-step order
+  // (0 for types without one): Q4_K step_tokens - step_tokens % 4 from 4 tokens, the other
+  // 256-element types all of them from kLargeStepTokens.
+  static int64_t large_order_tokens(tensor_type type, int64_t step_tokens);
+  // The large-step row kernel of a type (this table's, else the generic table's); null for a
+  // type without that order.
+  row_dot_fn large_for_type(tensor_type type) const;
+  // This table's own large-step kernel of the type, or null.
+  row_dot_fn own_large_for_type(tensor_type type) const;
+
+  tiled_fn tiled_for_order(tensor_type type, bool large) const {
+    if (large)
+      return type == tensor_type::q4_k ? q4_k_tiled_large : type == tensor_type::q6_k ? q6_k_tiled_large : nullptr;
+    return tiled_for_type(type);
   }
 
+  tiled_fn tiled_for_type(tensor_type type) const {
+    switch (type) {
+      case tensor_type::q4_0:
+        return q4_0_tiled;
+      case tensor_type::q4_1:
+        return q4_1_tiled;
+      case tensor_type::q8_0:
+        return q8_0_tiled;
+      case tensor_type::q4_k:
+        return q4_k_tiled;
+      case tensor_type::q5_0:
+        return q5_0_tiled;
+      case tensor_type::q5_1:
+        return q5_1_tiled;
+      case tensor_type::q6_k:
+        return q6_k_tiled;
+      default:
+        return nullptr;
+    }
+  }
+
+  // The row kernel for a weight type: this table's, else the generic table's; null only for
+  // a type no table covers (Q8_K, which is never a weight).
   row_dot_fn for_type(tensor_type type) const;
+  // This table's own row kernel for the type, without the generic fallback.
+  row_dot_fn own_for_type(tensor_type type) const;
   group_dot_fn group_for_type(tensor_type type) const;
 };
 

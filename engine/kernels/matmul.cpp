@@ -109,16 +109,20 @@ void tiled_matmul(std::span<const matmul_output> outputs, tiled_fn kernel, const
   const weight_view& w = outputs[0].w;
   const activation_format format = activation_format_for(w.type);
   const size_t row_stride = activation_row_bytes(format, w.cols);
-  const size_t act_stride = tiled_act_row_bytes(w.cols);
+  const size_t act_stride = tiled_act_row_bytes(w.type, w.cols);
   scratch.acts.resize(row_stride * static_cast<size_t>(n_tok));
   scratch.packed.resize(act_stride * static_cast<size_t>(n_tok));
   for_each_token(pool, n_tok, [&](int64_t t, int) {
     std::byte* row = scratch.acts.data() + static_cast<size_t>(t) * row_stride;
-    kernels.quantize_q8(x + t * x_stride, row, w.cols, format == activation_format::q8_1);
-    tile_activation_row(format, row, w.cols, scratch.packed.data() + static_cast<size_t>(t) * act_stride);
+    if (format == activation_format::q8_k) {
+      convert_activation_row(format, x + t * x_stride, row, w.cols);
+    } else {
+      kernels.quantize_q8(x + t * x_stride, row, w.cols, format == activation_format::q8_1);
+    }
+    tile_activation_row(w.type, row, w.cols, scratch.packed.data() + static_cast<size_t>(t) * act_stride);
   });
   const std::byte* acts = scratch.packed.data();
-  const int64_t nb = w.cols / kBlock;
+  const int64_t nb = w.cols / tiled_record_elements(w.type);
   const size_t tile_bytes = static_cast<size_t>(nb) * tiled_record_bytes(w.type);
 
   const bool prefetch = n_tok >= kPrefetchMinTokens;
@@ -152,22 +156,19 @@ void matmul(const weight_view& w, const float* x, int64_t x_stride, int64_t n_to
   matmul(std::span<const matmul_output>(&out, 1), x, x_stride, n_tok, pool, scratch);
 }
 
-void matmul(std::span<const matmul_output> outputs, const float* x, int64_t x_stride, int64_t n_tok, thread_pool& pool,
-            matmul_scratch& scratch) {
-  if (n_tok <= 0 || outputs.empty()) return;
+namespace {
+
+// One summation order for all n_tok tokens (large: the large-step kernels, dot_kernels.h).
+void matmul_in_order(std::span<const matmul_output> outputs, const float* x, int64_t x_stride, int64_t n_tok,
+                     bool large, thread_pool& pool, matmul_scratch& scratch) {
   const weight_view& w = outputs[0].w;
-  for (const auto& o : outputs) {
-    if (o.w.type != w.type || o.w.cols != w.cols) {
-      throw std::invalid_argument("matmul: outputs sharing an input need one weight type and width");
-    }
-  }
   const dot_kernels& kernels = best_dot_kernels();
-  if (const tiled_fn kernel = kernels.tiled_for_type(w.type); kernel != nullptr) {
+  if (const tiled_fn kernel = kernels.tiled_for_order(w.type, large); kernel != nullptr) {
     bool all_tiled = true;
     for (const auto& o : outputs) all_tiled = all_tiled && o.w.tiled != nullptr;
     if (all_tiled) return tiled_matmul(outputs, kernel, x, x_stride, n_tok, pool, scratch);
   }
-  const row_dot_fn dot = kernels.for_type(w.type);
+  const row_dot_fn dot = large ? kernels.large_for_type(w.type) : kernels.for_type(w.type);
   if (dot == nullptr) throw std::runtime_error("matmul: unsupported weight type");
 
   // 1. Activations into the weight's partner format: acts[t] = convert(x[t]).
@@ -266,6 +267,26 @@ void matmul(std::span<const matmul_output> outputs, const float* x, int64_t x_st
       }
     }
   });
+}
+
+}  // namespace
+
+void matmul(std::span<const matmul_output> outputs, const float* x, int64_t x_stride, int64_t n_tok, thread_pool& pool,
+            matmul_scratch& scratch) {
+  if (n_tok <= 0 || outputs.empty()) return;
+  const weight_view& w = outputs[0].w;
+  for (const auto& o : outputs) {
+    if (o.w.type != w.type || o.w.cols != w.cols) {
+      throw std::invalid_argument("matmul: outputs sharing an input need one weight type and width");
+    }
+  }
+  // The step's leading tokens in llama.cpp's large-step order, the rest in the ordinary one.
+  const int64_t n_large = dot_kernels::large_order_tokens(w.type, n_tok);
+  if (n_large > 0) matmul_in_order(outputs, x, x_stride, n_large, true, pool, scratch);
+  if (n_large == n_tok) return;
+  std::vector<matmul_output> rest(outputs.begin(), outputs.end());
+  for (auto& o : rest) o.y += n_large * o.y_stride;
+  matmul_in_order(rest, x + n_large * x_stride, x_stride, n_tok - n_large, false, pool, scratch);
 }
 
 }  // namespace tandem::kernels

@@ -12,14 +12,34 @@
 //     d  [16] f16        the rows' scales        (value = d * q + m)
 //     m  [16] f16        the rows' minimums
 //
+//   Q4_0 (288 bytes): qs as Q4_1, then d [16] f16          (value = d * (q - 8))
+//
+//   Q5_0 (352 bytes): qs as Q4_1, qh [16] u32 (bit e: element e's fifth bit), d [16] f16
+//                                                          (value = d * (q - 16))
+//
+//   Q5_1 (384 bytes): qs as Q4_1, qh [16] u32, d [16] f16, m [16] f16  (value = d * q + m)
+//
+//   Q6_K (3360 bytes, one record per super-block), chunk c = elements 32c..32c+31:
+//     lo [4][8][16][4] u8  pair p, lane l, row r, byte i: low nibble = low4(q[64p + 4l + i]),
+//                                                          high nibble = low4(q[64p + 32 + 4l + i])
+//     hi [2][8][16][4] u8  quad g, lane l, row r, byte i: bits 2j..2j+1 = high2(q[32(4g + j) + 4l + i])
+//     sc [16][16] i8, d [16] f16       (value = d * sc * (q - 32), q in 0..63)
+//
+//   Q4_K (2368 bytes, one record per 256-element super-block), s = sub-block (0..7):
+//     qs [4][8][16][4] u8  pair p, lane l, row r, byte i: low nibble  = q[e = 64p + 4l + i],
+//                                                          high nibble = q[e = 64p + 32 + 4l + i]
+//     sc [8][16] u8, mn [8][16] u8   sub-block s's 6-bit scale and min of each row
+//     d [16] f16, dmin [16] f16      (value = d * sc * q - dmin * mn)
+//
 //   Q8_0 (544 bytes)
 //     qs [8][16][4] u8   group j, row r, byte i: q[e = 4j + i] + 128 (biased, so the
 //                        weights are vpdpbusd's unsigned operand)
 //     d  [16] f16
 //
 // Activations meet them as tiled rows (tiled_act_*): per token, qs [nb][32] s8, then
-// d [nb] f32, then aux [nb]: for Q4_1 s = d * sum(qs) as f32 (the Q8_1 sum), for Q8_0
-// -128 * sum(qs) as i32 (removes the weights' bias). Both come from the row formats of
+// d [nb] f32, then aux: for Q4_1 and Q5_1 [nb] s = d * sum(qs) as f32 (the Q8_1 sum); for Q4_0, Q5_0
+// and Q8_0 [nb][8] i32, the sum of lane l's four quants (times -8, -16 or -128 it removes the
+// weights' bias lane by lane). Q4_K and Q6_K meet the Q8_K row itself. All come from the row formats of
 // activation_format.h, so the quants are the ones the row kernels see.
 //
 // Per (row, token) the sums are:
@@ -28,9 +48,9 @@
 //         plus the offsets m * s added block by block. Tiled and untiled give the same bits,
 //         which greedy fidelity to llama.cpp needs (SmolLM2's outsized activations make one
 //         8-bit rounding flip in a later layer's input move logits by tenths).
-//   Q8_0: one accumulator, acc = fma(dw * da, float(exact block sum), acc) block by block.
-//         Used for the output head, where nothing downstream is re-quantized: logits differ
-//         from the row kernels' by ~1e-6 relative.
+//   Q4_0, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K: the row kernels' order too (dot_simd_body.inl, dot_simd_quants.inl):
+//         the same bits tiled or not (llama.cpp's vec_dot and tinyBLAS order for Q8_0, which
+//         matters where a Q8_0 matrix feeds a re-quantized activation).
 // Both are the same for any number of tokens in the step: a token's logits never depend on
 // how the step batched it.
 #pragma once
@@ -44,12 +64,31 @@
 
 namespace tandem::kernels {
 
-// Bytes of one (tile, block) record of a tileable type (Q4_1 or Q8_0).
+// Bytes of one (tile, block) record of a tileable type (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K).
 inline size_t tiled_record_bytes(tensor_type type) {
-  return type == tensor_type::q4_1 ? kTiledQ4_1RecordBytes : kTiledQ8_0RecordBytes;
+  switch (type) {
+    case tensor_type::q4_0:
+      return kTiledQ4_0RecordBytes;
+    case tensor_type::q5_0:
+      return kTiledQ5_0RecordBytes;
+    case tensor_type::q5_1:
+      return kTiledQ5_1RecordBytes;
+    case tensor_type::q6_k:
+      return kTiledQ6_KRecordBytes;
+    case tensor_type::q4_1:
+      return kTiledQ4_1RecordBytes;
+    case tensor_type::q4_k:
+      return kTiledQ4_KRecordBytes;
+    default:
+      return kTiledQ8_0RecordBytes;
+  }
+}
+// Elements of one record's block: 256 for Q4_K and Q6_K, 32 for the others.
+inline int64_t tiled_record_elements(tensor_type type) {
+  return type == tensor_type::q4_k || type == tensor_type::q6_k ? 256 : 32;
 }
 
-// Whether `w` can be tiled: Q4_1 or Q8_0 with rows a multiple of 16 and cols of 32.
+// Whether `w` can be tiled: a tileable type with rows a multiple of 16 and cols of its block.
 bool tileable(const weight_view& w);
 
 // Bytes of w's tiled copy (tileable(w) must hold).
@@ -59,11 +98,14 @@ size_t tiled_bytes(const weight_view& w);
 // only, so a large matrix can be tiled in parallel.
 void tile_weight(const weight_view& w, std::byte* dst, int64_t tile_begin, int64_t tile_end);
 
-// Bytes of one token's tiled activation row for k elements.
+// Bytes of one token's tiled activation row for k elements (Q4_1 and Q5_1 weights).
 inline size_t tiled_act_row_bytes(int64_t k) { return static_cast<size_t>(k / 32) * 40; }
+// The same for weights of `type`.
+size_t tiled_act_row_bytes(tensor_type type, int64_t k);
 
-// One activation row in its row format (Q8_1 for Q4_1 weights, Q8_0 for Q8_0) into the tiled
-// activation row described above.
+// One Q8_1 activation row (for Q4_1 and Q5_1 weights) into the tiled activation row above.
 void tile_activation_row(activation_format format, const std::byte* row, int64_t k, std::byte* dst);
+// The same for weights of `type` (row in activation_format_for(type)).
+void tile_activation_row(tensor_type type, const std::byte* row, int64_t k, std::byte* dst);
 
 }  // namespace tandem::kernels

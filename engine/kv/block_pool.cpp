@@ -57,13 +57,28 @@ void block_pool::release(block_id b) {
   }
 }
 
+void block_pool::drop_index() {
+  for (block_id b : evictable_) {
+    blocks_[b].in_lru = false;
+    unindex(b);
+    free_.push_back(b);
+  }
+  evictable_.clear();
+  for (block_id b = 0; b < blocks_.size(); ++b) unindex(b);
+}
+
 uint64_t block_pool::hash_block(uint64_t parent, std::span<const token_id> tokens) const {
   return XXH64(tokens.data(), tokens.size_bytes(), parent);
 }
 
-block_table block_pool::match(std::span<const token_id> tokens) const {
+uint64_t block_pool::root_for(uint64_t salt) {
+  if (salt == 0) return kRootHash;
+  return XXH64(&salt, sizeof salt, kRootHash);
+}
+
+block_table block_pool::match(std::span<const token_id> tokens, uint64_t root) const {
   block_table out;
-  uint64_t parent = kRootHash;
+  uint64_t parent = root;
   for (size_t start = 0; start + block_size_ <= tokens.size(); start += block_size_) {
     const auto chunk = tokens.subspan(start, block_size_);
     const uint64_t h = hash_block(parent, chunk);

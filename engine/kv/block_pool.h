@@ -44,10 +44,16 @@ class block_pool {
   void release(block_id b);  // ref - 1; at 0 it becomes free or evictable
   uint32_t ref_count(block_id b) const { return blocks_[b].ref; }
 
-  // Hash of a full block's tokens behind `parent` (kRootHash for the first block).
+  // The seed of a chain's first block for a cache salt (0 = kRootHash): sequences with
+  // different salts never share blocks, even with equal tokens (per-tenant isolation).
+  static uint64_t root_for(uint64_t salt);
+  // Hash of a full block's tokens behind `parent` (root_for(salt) for the first block).
   uint64_t hash_block(uint64_t parent, std::span<const token_id> tokens) const;
   // Longest run of indexed full blocks that spells a prefix of `tokens` (no refs taken).
-  block_table match(std::span<const token_id> tokens) const;
+  block_table match(std::span<const token_id> tokens, uint64_t root = kRootHash) const;
+  // Forgets every indexed block (their KV data is gone: the device worker was restarted);
+  // cached free blocks become plain free ones.
+  void drop_index();
   // Enters full block b (holding `tokens`, behind `parent`) into the index. If an equal
   // block is already indexed, nothing changes and that block's id is returned.
   block_id publish(block_id b, uint64_t parent, std::span<const token_id> tokens);

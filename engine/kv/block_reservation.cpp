@@ -56,17 +56,18 @@ reserve_result block_reservations::reserve(const reserve_request& req) {
   }
   // Waiting sequences' tokens are recorded even when none is admitted: they were sent once.
   for (const auto& item : req.waiting) {
-    auto& toks = known_[item.seq].tokens;
-    toks.insert(toks.end(), item.new_tokens.begin(), item.new_tokens.end());
+    auto& k = known_[item.seq];
+    k.tokens.insert(k.tokens.end(), item.new_tokens.begin(), item.new_tokens.end());
+    k.salt = item.cache_salt;
   }
   if (!out.preempted.empty()) return out;
 
   for (const auto& item : req.waiting) {
-    const auto& toks = known_[item.seq].tokens;
-    const prefix_hit hit = kv_.match_prefix(toks);
-    const uint32_t total = static_cast<uint32_t>(toks.size());
+    const auto& k = known_[item.seq];
+    const prefix_hit hit = kv_.match_prefix(k.tokens, k.salt);
+    const uint32_t total = static_cast<uint32_t>(k.tokens.size());
     const uint32_t n_tokens = hit.n_tokens + std::min(total - hit.n_tokens, item.max_compute);
-    const auto copies = kv_.allocate(item.seq, n_tokens, hit.n_tokens, &hit);
+    const auto copies = kv_.allocate(item.seq, n_tokens, hit.n_tokens, &hit, k.salt);
     if (!copies) break;
     out.copies.insert(out.copies.end(), copies->begin(), copies->end());
     out.admitted.push_back(grant(item.seq, hit.n_tokens, n_tokens));
@@ -101,6 +102,7 @@ void block_reservations::fork(seq_id parent, seq_id child, uint32_t n_tokens) {
   auto& c = known_[child];
   c.tokens.assign(p.tokens.begin(), p.tokens.begin() + std::min<size_t>(n_tokens, p.tokens.size()));
   c.table_reported = p.table_reported;
+  c.salt = p.salt;
 }
 
 std::span<const token_id> block_reservations::tokens(seq_id seq) const {

@@ -39,6 +39,7 @@ class block_reservations {
   struct known {
     std::vector<token_id> tokens;
     uint32_t table_reported = 0;  // leading table entries the scheduler has been told and that are unchanged
+    uint64_t salt = 0;
   };
   reserve_grant grant(seq_id seq, uint32_t n_cached, uint32_t n_tokens);
   void preempt(seq_id seq);

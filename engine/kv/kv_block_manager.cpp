@@ -7,10 +7,10 @@ namespace tandem {
 kv_block_manager::kv_block_manager(uint32_t n_blocks, uint32_t block_size, bool enable_prefix_caching)
     : pool_(n_blocks, block_size), prefix_caching_(enable_prefix_caching) {}
 
-prefix_hit kv_block_manager::match_prefix(std::span<const token_id> tokens) const {
+prefix_hit kv_block_manager::match_prefix(std::span<const token_id> tokens, uint64_t salt) const {
   prefix_hit hit;
   if (!prefix_caching_ || tokens.size() < 2) return hit;
-  hit.blocks = pool_.match(tokens.first(tokens.size() - 1));
+  hit.blocks = pool_.match(tokens.first(tokens.size() - 1), block_pool::root_for(salt));
   hit.n_tokens = static_cast<uint32_t>(hit.blocks.size()) * block_size();
   return hit;
 }
@@ -34,12 +34,13 @@ uint32_t kv_block_manager::blocks_needed(seq_id seq, uint32_t n_tokens, uint32_t
 }
 
 std::optional<std::vector<block_copy>> kv_block_manager::allocate(seq_id seq, uint32_t n_tokens, uint32_t write_from,
-                                                                  const prefix_hit* hit) {
+                                                                  const prefix_hit* hit, uint64_t salt) {
   const uint32_t need = blocks_needed(seq, n_tokens, write_from, hit);
   if (need + revived(seq, hit) > pool_.available()) return std::nullopt;
 
   auto [it, is_new] = seqs_.try_emplace(seq);
   auto& s = it->second;
+  if (is_new) s.root = s.last_hash = block_pool::root_for(salt);
   if (is_new && hit != nullptr && !hit->blocks.empty()) {
     // Revive the cached blocks before allocating, so allocation cannot evict them.
     for (block_id b : hit->blocks) pool_.retain(b);
@@ -79,7 +80,7 @@ void kv_block_manager::commit(seq_id seq, std::span<const token_id> tokens, uint
   if (!prefix_caching_) return;
   auto& s = seqs_.at(seq);
   const uint32_t full = std::min<uint32_t>(n_computed / block_size(), static_cast<uint32_t>(s.table.size()));
-  if (s.n_published == 0) s.last_hash = block_pool::kRootHash;
+  if (s.n_published == 0) s.last_hash = s.root;
   // Recompute the chain from the last published block (its hash is the parent of the next).
   if (s.n_published > 0) {
     if (auto h = pool_.hash_of(s.table[s.n_published - 1])) {
@@ -87,7 +88,7 @@ void kv_block_manager::commit(seq_id seq, std::span<const token_id> tokens, uint
     } else {
       // The chain was broken by a copy-on-write: rehash from the start.
       s.n_published = 0;
-      s.last_hash = block_pool::kRootHash;
+      s.last_hash = s.root;
     }
   }
   for (uint32_t i = s.n_published; i < full; ++i) {
@@ -122,6 +123,14 @@ void kv_block_manager::free(seq_id seq) {
   auto& table = it->second.table;
   for (auto b = table.rbegin(); b != table.rend(); ++b) pool_.release(*b);
   seqs_.erase(it);
+}
+
+void kv_block_manager::drop_cache() {
+  pool_.drop_index();
+  for (auto& [seq, s] : seqs_) {
+    s.n_published = 0;
+    s.last_hash = s.root;
+  }
 }
 
 const block_table& kv_block_manager::table(seq_id seq) const { return seqs_.at(seq).table; }

@@ -40,7 +40,9 @@ class kv_block_manager {
 
   // The cached prefix a new sequence with `tokens` can adopt. Never covers the last token,
   // which must be computed for its logits.
-  prefix_hit match_prefix(std::span<const token_id> tokens) const;
+  // salt: the sequence's cache salt (its tenant's group; 0 = none): only blocks published
+  // under the same salt are found.
+  prefix_hit match_prefix(std::span<const token_id> tokens, uint64_t salt = 0) const;
 
   // New blocks seq needs to hold n_tokens tokens and write from position write_from on
   // (copies of shared blocks in that range included). For a new sequence, `hit` is adopted.
@@ -50,8 +52,9 @@ class kv_block_manager {
   }
   // Grows seq's table to hold n_tokens and makes blocks from write_from on private. Returns
   // the copies the device must make, or nullopt (and changes nothing) if the pool is short.
+  // A new sequence takes `salt` (what it publishes is found under it only).
   std::optional<std::vector<block_copy>> allocate(seq_id seq, uint32_t n_tokens, uint32_t write_from,
-                                                  const prefix_hit* hit = nullptr);
+                                                  const prefix_hit* hit = nullptr, uint64_t salt = 0);
 
   // Tokens [0, n_computed) of seq are computed and verified: its full blocks among them
   // enter the prefix index. `tokens` holds at least n_computed tokens.
@@ -62,6 +65,9 @@ class kv_block_manager {
   void fork(seq_id parent, seq_id child);
   // Releases seq's blocks, the last first, so the tail of a cached prefix is evicted first.
   void free(seq_id seq);
+  // The KV data of every block is gone (the device worker was restarted): the prefix index
+  // forgets everything, and what sequences still hold is published afresh as they compute.
+  void drop_cache();
 
   bool has(seq_id seq) const { return seqs_.count(seq) != 0; }
   const block_table& table(seq_id seq) const;
@@ -71,7 +77,8 @@ class kv_block_manager {
  private:
   struct seq_blocks {
     block_table table;
-    uint32_t n_published = 0;  // leading full blocks already offered to the index
+    uint32_t n_published = 0;               // leading full blocks already offered to the index
+    uint64_t root = block_pool::kRootHash;  // the chain's seed: block_pool::root_for(salt)
     uint64_t last_hash = block_pool::kRootHash;
   };
   // Cached blocks of `hit` that adoption takes out of the evictable list.

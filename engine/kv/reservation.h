@@ -36,6 +36,7 @@ struct reserve_item {
   // The sequence's tokens the cache manager has not seen yet (a waiting sequence's first
   // proposal carries its prompt; a preempted one's carries the output since its last commit).
   std::vector<token_id> new_tokens;
+  uint64_t cache_salt = 0;  // waiting: its prefix-cache salt (block_pool::root_for)
 };
 
 struct reserve_request {

@@ -1,6 +1,8 @@
 #include "engine/model/synthetic_model.h"
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <random>
 #include <stdexcept>
 #include <vector>
@@ -113,6 +115,31 @@ void check_row(tensor_type type, int64_t cols, const char* what) {
   }
 }
 
+// Every matrix's type by name: the spec's three types, or its file type's mixture rule.
+std::map<std::string, tensor_type> tensor_types(const synthetic_model_spec& s, int64_t q_dim) {
+  std::vector<gguf::tensor_desc> descs;
+  auto add = [&](std::string name, int64_t cols, tensor_type t) { descs.push_back({std::move(name), 2, cols, t}); };
+  add("token_embd.weight", s.n_embd, s.embd_type);
+  for (uint32_t l = 0; l < s.n_layer; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    for (const char* n : {"attn_q", "attn_k", "attn_v", "ffn_gate", "ffn_up"})
+      add(b + n + ".weight", s.n_embd, s.weight_type);
+    add(b + "attn_output.weight", q_dim, s.weight_type);
+    add(b + "ffn_down.weight", s.n_ff, s.weight_type);
+  }
+  if (!s.tied_output) add("output.weight", s.n_embd, s.output_type);
+  std::map<std::string, tensor_type> out;
+  if (!s.file_type) {
+    for (const auto& d : descs) out[d.name] = d.type;
+    return out;
+  }
+  std::sort(descs.begin(), descs.end(),
+            [](const auto& a, const auto& b) { return gguf::llama_tensor_order(a.name, b.name); });
+  const auto types = gguf::plan_tensor_types(*s.file_type, descs, {s.n_layer, s.n_head, s.n_head_kv});
+  for (size_t i = 0; i < descs.size(); ++i) out[descs[i].name] = types[i];
+  return out;
+}
+
 }  // namespace
 
 gguf::writer make_synthetic_model(const synthetic_model_spec& s, const gguf::file* vocab_from) {
@@ -123,10 +150,13 @@ gguf::writer make_synthetic_model(const synthetic_model_spec& s, const gguf::fil
   if (s.n_head % s.n_head_kv != 0) throw std::invalid_argument("n_head must be a multiple of n_head_kv");
   const uint32_t head_dim = s.n_embd / s.n_head;
   if (head_dim % 2 != 0) throw std::invalid_argument("head size must be even (RoPE rotates pairs)");
-  check_row(s.weight_type, s.n_embd, "embedding");
-  check_row(s.weight_type, s.n_ff, "FFN");
-  check_row(s.embd_type, s.n_embd, "embedding");
-  check_row(s.output_type, s.n_embd, "embedding");
+  const int64_t q_dim = static_cast<int64_t>(s.n_head) * head_dim;
+  const int64_t kv_dim = static_cast<int64_t>(s.n_head_kv) * head_dim;
+  const auto type_of = tensor_types(s, q_dim);
+  for (const auto& [name, type] : type_of) {
+    const bool down = name.find("ffn_down") != std::string::npos, out = name.find("attn_output") != std::string::npos;
+    check_row(type, down ? s.n_ff : out ? q_dim : s.n_embd, down ? "FFN" : "embedding");
+  }
 
   gguf::writer w;
   w.set_string("general.architecture", "llama");
@@ -154,35 +184,37 @@ gguf::writer make_synthetic_model(const synthetic_model_spec& s, const gguf::fil
   }
   w.set_u32("llama.vocab_size", n_vocab);
 
+  const std::optional<gguf::file_type> ft = s.file_type ? s.file_type : [&]() -> std::optional<gguf::file_type> {
+    for (const auto& f : gguf::file_types()) {
+      if (f.default_type == s.weight_type && f.name == traits_of(s.weight_type).name) return f;
+    }
+    return std::nullopt;
+  }();
+  if (ft) w.set_u32("general.file_type", static_cast<uint32_t>(ft->id));
+
   weight_maker m(s.seed);
-  const int64_t q_dim = static_cast<int64_t>(s.n_head) * head_dim;
-  const int64_t kv_dim = static_cast<int64_t>(s.n_head_kv) * head_dim;
   const float in_scale = 1.0f / std::sqrt(static_cast<float>(s.n_embd));
   const float ff_scale = 1.0f / std::sqrt(static_cast<float>(s.n_ff));
-  w.add_tensor("token_embd.weight", s.embd_type, {s.n_embd, n_vocab}, m.matrix(s.embd_type, s.n_embd, n_vocab, 1.0f));
+  auto add_matrix = [&](const std::string& name, int64_t cols, int64_t rows, float scale) {
+    const tensor_type t = type_of.at(name);
+    w.add_tensor(name, t, {cols, rows}, m.matrix(t, cols, rows, scale));
+  };
+  add_matrix("token_embd.weight", s.n_embd, n_vocab, 1.0f);
   for (uint32_t l = 0; l < s.n_layer; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     w.add_tensor(b + "attn_norm.weight", tensor_type::f32, {s.n_embd}, m.norm(s.n_embd));
-    w.add_tensor(b + "attn_q.weight", s.weight_type, {s.n_embd, q_dim},
-                 m.matrix(s.weight_type, s.n_embd, q_dim, in_scale));
-    w.add_tensor(b + "attn_k.weight", s.weight_type, {s.n_embd, kv_dim},
-                 m.matrix(s.weight_type, s.n_embd, kv_dim, in_scale));
-    w.add_tensor(b + "attn_v.weight", s.weight_type, {s.n_embd, kv_dim},
-                 m.matrix(s.weight_type, s.n_embd, kv_dim, in_scale));
-    w.add_tensor(b + "attn_output.weight", s.weight_type, {q_dim, s.n_embd},
-                 m.matrix(s.weight_type, q_dim, s.n_embd, 1.0f / std::sqrt(static_cast<float>(q_dim))));
+    add_matrix(b + "attn_q.weight", s.n_embd, q_dim, in_scale);
+    add_matrix(b + "attn_k.weight", s.n_embd, kv_dim, in_scale);
+    add_matrix(b + "attn_v.weight", s.n_embd, kv_dim, in_scale);
+    add_matrix(b + "attn_output.weight", q_dim, s.n_embd, 1.0f / std::sqrt(static_cast<float>(q_dim)));
     w.add_tensor(b + "ffn_norm.weight", tensor_type::f32, {s.n_embd}, m.norm(s.n_embd));
-    w.add_tensor(b + "ffn_gate.weight", s.weight_type, {s.n_embd, s.n_ff},
-                 m.matrix(s.weight_type, s.n_embd, s.n_ff, in_scale));
-    w.add_tensor(b + "ffn_up.weight", s.weight_type, {s.n_embd, s.n_ff},
-                 m.matrix(s.weight_type, s.n_embd, s.n_ff, in_scale));
-    w.add_tensor(b + "ffn_down.weight", s.weight_type, {s.n_ff, s.n_embd},
-                 m.matrix(s.weight_type, s.n_ff, s.n_embd, ff_scale));
+    add_matrix(b + "ffn_gate.weight", s.n_embd, s.n_ff, in_scale);
+    add_matrix(b + "ffn_up.weight", s.n_embd, s.n_ff, in_scale);
+    add_matrix(b + "ffn_down.weight", s.n_ff, s.n_embd, ff_scale);
   }
   w.add_tensor("output_norm.weight", tensor_type::f32, {s.n_embd}, m.norm(s.n_embd));
   if (!s.tied_output) {
-    w.add_tensor("output.weight", s.output_type, {s.n_embd, n_vocab},
-                 m.matrix(s.output_type, s.n_embd, n_vocab, in_scale));
+    add_matrix("output.weight", s.n_embd, n_vocab, in_scale);
   }
   return w;
 }

@@ -9,6 +9,7 @@
 
 #include "engine/gguf/gguf.h"
 #include "engine/gguf/gguf_writer.h"
+#include "engine/gguf/quant_mixture.h"
 
 namespace tandem {
 
@@ -28,6 +29,9 @@ struct synthetic_model_spec {
   tensor_type output_type = tensor_type::q8_0;  // output.weight when untied
   bool tied_output = true;
   uint64_t seed = 1;
+  // A file type (Q4_K_M, ...): every matrix gets the type its mixture rule picks
+  // (quant_mixture.h), and the types above are ignored.
+  std::optional<gguf::file_type> file_type;
 };
 
 // Builds the model in a writer (call write() or serialize() on it). Throws

@@ -30,7 +30,8 @@ step_planner::step_planner(planner_config config) : config_(config) {
   }
 }
 
-void step_planner::add(seq_id seq, const std::string& tenant, double weight, std::vector<token_id> prompt) {
+void step_planner::add(seq_id seq, const std::string& tenant, double weight, std::vector<token_id> prompt,
+                       uint64_t cache_salt) {
   if (prompt.empty()) throw std::invalid_argument("a sequence needs at least one token");
   if (seqs_.count(seq)) throw std::invalid_argument("sequence id in use");
   auto& t = tenants_[tenant];
@@ -48,6 +49,7 @@ void step_planner::add(seq_id seq, const std::string& tenant, double weight, std
   s.tenant = tenant;
   s.n_prompt = static_cast<uint32_t>(prompt.size());
   s.tokens = std::move(prompt);
+  s.cache_salt = cache_salt;
   seqs_.emplace(seq, std::move(s));
   t.waiting.push_back(seq);
   ++n_waiting_;
@@ -61,6 +63,7 @@ void step_planner::add_forked(seq_id child, seq_id parent) {
   }
   seq_state s;
   s.tenant = p.tenant;
+  s.cache_salt = p.cache_salt;
   s.n_prompt = p.n_prompt;
   s.tokens.assign(p.tokens.begin(), p.tokens.begin() + p.n_prompt);
   s.n_computed = p.n_prompt - 1;
@@ -156,6 +159,7 @@ reserve_request step_planner::propose() {
   for (auto& item : req.waiting) {
     auto& s = seqs_.at(item.seq);
     item.new_tokens.assign(s.tokens.begin() + s.n_sent, s.tokens.end());
+    item.cache_salt = s.cache_salt;
     s.n_sent = static_cast<uint32_t>(s.tokens.size());
   }
   return req;

@@ -91,7 +91,8 @@ class step_planner {
   const planner_config& config() const { return config_; }
 
   // A new sequence joins the waiting queue of its tenant.
-  void add(seq_id seq, const std::string& tenant, double weight, std::vector<token_id> prompt);
+  // cache_salt: the prefix-cache salt its blocks are published and found under.
+  void add(seq_id seq, const std::string& tenant, double weight, std::vector<token_id> prompt, uint64_t cache_salt = 0);
   // A sequence that shares parent's prompt (a choice of the same request, n > 1): it starts
   // running with parent's block table and computes only the prompt's last token itself, for
   // its own logits (the write copies the shared block). Call it in the step where parent's
@@ -122,6 +123,8 @@ class step_planner {
     complete(planned, sampled ? std::span<const token_id>(&*sampled, 1) : std::span<const token_id>());
   }
 
+  // Running sequences, oldest first.
+  const std::vector<seq_id>& running() const { return running_; }
   bool has_work() const { return !running_.empty() || n_waiting_ > 0; }
   size_t n_running() const { return running_.size(); }
   size_t n_waiting() const { return n_waiting_; }
@@ -144,6 +147,7 @@ class step_planner {
     uint32_t n_prompt = 0;
     uint32_t n_computed = 0;  // tokens whose K/V are in the cache
     uint32_t n_sent = 0;      // tokens the cache manager has been sent
+    uint64_t cache_salt = 0;
     bool running = false;
     block_table table;            // as granted: covers what the last step computed
     std::vector<token_id> draft;  // for the next step only

@@ -20,7 +20,6 @@ std::vector<tenant_config> load_tenants_yaml(const std::string& path) {
   const YAML::Node list = root["tenants"];
   if (!list || !list.IsSequence()) fail("expected a top-level 'tenants' list");
   std::vector<tenant_config> out;
-  std::set<std::string> names, keys;
   for (const auto& n : list) {
     tenant_config t;
     // A field that is there must be what it says: yaml-cpp's as<T>(fallback) would turn
@@ -40,6 +39,7 @@ std::vector<tenant_config> load_tenants_yaml(const std::string& path) {
     try {
       t.name = n["name"].as<std::string>("");
       if (t.name.empty()) fail("every tenant needs a name");
+      t.prefix_cache_group = n["prefix_cache_group"].as<std::string>("");
       if (const auto k = n["api_keys"]) {
         for (const auto& key : k) t.api_keys.push_back(key.as<std::string>());
       }
@@ -58,14 +58,27 @@ std::vector<tenant_config> load_tenants_yaml(const std::string& path) {
     if (!(t.weight > 0)) fail("tenant '" + t.name + "': 'weight' must be > 0");
     if (t.requests_per_minute < 0) fail("tenant '" + t.name + "': 'requests_per_minute' must be >= 0");
     if (t.tokens_per_minute < 0) fail("tenant '" + t.name + "': 'tokens_per_minute' must be >= 0");
-    if (!names.insert(t.name).second) fail("tenant '" + t.name + "' appears twice");
     for (const auto& k : t.api_keys) {
       if (k.empty()) fail("tenant '" + t.name + "' has an empty API key");
-      if (!keys.insert(k).second) fail("an API key of tenant '" + t.name + "' is used twice");
     }
     out.push_back(std::move(t));
   }
+  try {
+    check_unique(out);
+  } catch (const std::runtime_error& e) {
+    fail(e.what());
+  }
   return out;
+}
+
+void check_unique(const std::vector<tenant_config>& tenants) {
+  std::set<std::string> names, keys;
+  for (const auto& t : tenants) {
+    if (!names.insert(t.name).second) throw std::runtime_error("tenant '" + t.name + "' appears twice");
+    for (const auto& k : t.api_keys) {
+      if (!keys.insert(k).second) throw std::runtime_error("an API key of tenant '" + t.name + "' is used twice");
+    }
+  }
 }
 
 bool constant_time_equal(std::string_view a, std::string_view b) {

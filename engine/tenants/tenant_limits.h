@@ -23,6 +23,10 @@ namespace tandem {
 // Throws std::runtime_error naming the file and the problem.
 std::vector<tenant_config> load_tenants_yaml(const std::string& path);
 
+// Names and keys are unique across `tenants` (a key picks exactly one tenant); throws
+// std::runtime_error naming the tenant (never the key).
+void check_unique(const std::vector<tenant_config>& tenants);
+
 // Compares without an early exit, so the time taken does not say how much of a key matched.
 bool constant_time_equal(std::string_view a, std::string_view b);
 

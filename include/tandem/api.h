@@ -80,9 +80,11 @@ struct generate_request {
   // Nonzero: the choices of one request (n > 1) carry the same value and the same prompt,
   // which is then computed once and its KV blocks shared (copy-on-write) by every choice.
   uint64_t prompt_group = 0;
+  uint32_t choices = 1;  // with prompt_group: how many choices the request has (admitted together)
   sampling_options sampling;
   std::string tenant = "default";  // set by admission from the API key when tenants are configured
   double weight = 1.0;             // the tenant's scheduling weight (set by admission)
+  std::string cache_group;         // the tenant's prefix-cache group (set by admission)
   std::string api_key;             // the caller's key (Authorization: Bearer); checked by admission
   // Tokens per delta (vLLM's --stream-interval): the first token goes out at once, then a
   // delta whenever this many have gathered, and the rest at the end. 1 (or 0): each step's
@@ -151,8 +153,15 @@ struct admission_stats {
 };
 
 // The runtime's front door (actors/admission.h says what it checks and in which order).
+// drain: from now on every submit is refused (503, shutting down); cancel_all: every request
+// in flight is cancelled (its sink gets its final event). runtime::stop uses both.
+// auth(key): whether the key may use the runtime (accepted, with its tenant) or 401; open
+// mode accepts every key. For endpoints that need a key before any work (the WebSocket
+// upgrade, /tokenize).
 using admission_actor = caf::typed_actor<caf::replies_to<submit_atom, generate_request>::with<submit_reply>,
-                                         caf::reacts_to<cancel_atom, request_id>,
+                                         caf::replies_to<auth_atom, std::string>::with<submit_reply>,
+                                         caf::reacts_to<cancel_atom, request_id>, caf::reacts_to<drain_atom>,
+                                         caf::reacts_to<cancel_all_atom>,
                                          caf::reacts_to<finished_atom, request_id, uint32_t>,  // id, tokens used
                                          caf::replies_to<stats_atom>::with<admission_stats>>;
 
@@ -174,8 +183,8 @@ typename Inspector::result_type inspect(Inspector& f, sampling_options& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generate_request& x) {
   return f(caf::meta::type_name("generate_request"), x.prompt, x.messages, x.add_generation_prompt, x.max_tokens,
-           x.stop, x.stop_token_ids, x.ignore_eos, x.speculative, x.prompt_group, x.sampling, x.tenant, x.weight,
-           x.api_key, x.stream_interval, x.sink);
+           x.stop, x.stop_token_ids, x.ignore_eos, x.speculative, x.prompt_group, x.choices, x.sampling, x.tenant,
+           x.weight, x.cache_group, x.api_key, x.stream_interval, x.sink);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, submit_reply& x) {

@@ -7,6 +7,9 @@ namespace tandem {
 
 using submit_atom = caf::atom_constant<caf::atom("submit")>;          // host/net -> admission
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;          // host/net -> admission
+using auth_atom = caf::atom_constant<caf::atom("auth")>;              // net -> admission
+using drain_atom = caf::atom_constant<caf::atom("drain")>;            // host/net -> admission: refuse new work
+using cancel_all_atom = caf::atom_constant<caf::atom("cancelall")>;   // host/net -> admission
 using finished_atom = caf::atom_constant<caf::atom("finished")>;      // streamer -> admission
 using enqueue_atom = caf::atom_constant<caf::atom("enqueue")>;        // streamer -> scheduler
 using abort_atom = caf::atom_constant<caf::atom("abort")>;            // -> scheduler
@@ -18,6 +21,7 @@ using tokens_atom = caf::atom_constant<caf::atom("tokens")>;          // schedul
 using stats_atom = caf::atom_constant<caf::atom("stats")>;            // anyone -> any actor
 using trim_atom = caf::atom_constant<caf::atom("trim")>;              // scheduler -> cache manager
 using fork_atom = caf::atom_constant<caf::atom("fork")>;              // scheduler -> cache manager
+using reset_atom = caf::atom_constant<caf::atom("reset")>;            // scheduler -> cache manager
 using draft_atom = caf::atom_constant<caf::atom("draft")>;            // scheduler -> drafter
 using forget_atom = caf::atom_constant<caf::atom("forget")>;          // scheduler -> drafter, verifier
 using plan_k_atom = caf::atom_constant<caf::atom("plank")>;           // scheduler -> verifier

@@ -15,6 +15,9 @@ struct tenant_config {
   double tokens_per_minute = 0;    // prompt + completion tokens; 0 = no limit
   uint32_t max_concurrent = 0;     // requests in flight at once; 0 = no limit
   double weight = 1.0;             // share of the engine when tenants compete
+  // Tenants with the same group share prefix-cache entries (a common system prompt); by
+  // default each tenant is its own group, so none can time another's prompts through the cache.
+  std::string prefix_cache_group;
 };
 
 }  // namespace tandem

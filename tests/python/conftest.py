@@ -28,10 +28,11 @@ def tandem_binary():
 
 
 class Server:
-    def __init__(self, *args):
+    def __init__(self, *args, env=None):
         self.proc = subprocess.Popen(
             [tandem_binary(), "serve", "--port", "0", "--threads", "2", *args],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env={**os.environ, **(env or {})})
         self.log = []
         self.port = None
         ready = threading.Event()

@@ -46,7 +46,7 @@ def test_connections_past_the_limit_get_503_and_idle_ones_time_out(small_server)
     before = rejections(small_server)
     idle = [connect(small_server) for _ in range(2)]
     stalled = connect(small_server)
-    stalled.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")  # never finishes its headers
+    stalled.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # never finishes its headers
     time.sleep(0.3)  # the server has accepted all three
 
     extra = connect(small_server)

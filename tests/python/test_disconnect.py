@@ -56,7 +56,7 @@ def read_slowly(u, pause_s):
     s.connect((u.hostname, u.port))
     body = json.dumps({"prompt": "Count: 1, 2, 3,", "max_tokens": 300, "ignore_eos": True, "stream": True,
                        "logprobs": 5, "stream_options": {"include_usage": True}}).encode()
-    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
               b"Connection: close\r\n" + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
     time.sleep(pause_s)
     raw = b""

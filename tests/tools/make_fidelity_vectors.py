@@ -9,11 +9,17 @@ largest logits (ids and values), so the test can tell a real divergence from a n
 
 Usage: python3 tests/tools/make_fidelity_vectors.py [--model PATH] [--out FILE] [--threads N]
 Writes tests/data/fidelity/smollm2_135m_q4_1.json by default.
+
+With --quantize TYPE (Q4_K_M, Q6_K, ...) it first makes the file the test runs on, the default
+model requantized by `tandem quantize --allow-requantize` (--tandem BINARY), and writes
+tests/data/fidelity/smollm2_135m_<type>.json from llama.cpp's continuations on that file.
 """
 import argparse
 import json
 import os
+import subprocess
 import sys
+import tempfile
 
 import jinja2
 import llama_cpp
@@ -84,7 +90,16 @@ def main():
         "~/.cache/tandem/models/SmolLM2-135M-Instruct.Q4_1.gguf"))
     ap.add_argument("--out", default=os.path.join(here, "..", "data", "fidelity", "smollm2_135m_q4_1.json"))
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--quantize", help="file type to requantize the model to with tandem first")
+    ap.add_argument("--tandem", default=os.path.join(here, "..", "..", "build", "bin", "tandem"))
     a = ap.parse_args()
+    if a.quantize:
+        tmp = tempfile.mkdtemp()
+        quantized = os.path.join(tmp, f"smollm2-135m-{a.quantize}.gguf")
+        subprocess.run([a.tandem, "quantize", "--allow-requantize", "-q", a.model, quantized, a.quantize], check=True)
+        if a.out.endswith("smollm2_135m_q4_1.json"):
+            a.out = os.path.join(here, "..", "data", "fidelity", f"smollm2_135m_{a.quantize.lower()}.json")
+        a.model = quantized
 
     llm = llama_cpp.Llama(model_path=a.model, n_ctx=4096, n_batch=512, n_threads=a.threads,
                           n_threads_batch=a.threads, verbose=False)

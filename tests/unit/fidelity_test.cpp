@@ -1,6 +1,9 @@
 // Greedy decoding of the default model against llama.cpp's (tests/data/fidelity/, made by
 // tests/tools/make_fidelity_vectors.py): at least 18 of the 20 prompts must reproduce all 64
 // tokens, and every divergence must fall where llama.cpp's two best logits are within 0.1.
+// The same for the default model requantized by `tandem quantize --allow-requantize` to
+// Q4_K_M, Q5_K_M, Q6_K and Q8_0 (tests/unit/quantized_models.h), against llama.cpp on those
+// very files, with at least 19 of 20 full matches.
 //
 // Generation runs as `tandem generate` runs it (engine/model/generator.h): the prompt in chunks of
 // 512 tokens (llama.cpp's batch size in the generator script), then one token per step, so
@@ -18,12 +21,18 @@
 #include "engine/model/kv_block_allocator.h"
 #include "engine/model/model.h"
 #include "engine/model/model_path.h"
+#include "tests/unit/quantized_models.h"
 
 namespace tandem {
 namespace {
 
 constexpr double kNearTie = 0.1;  // llama.cpp's top-2 logit gap that excuses a divergence
-constexpr int kRequiredFullMatches = 18;
+
+struct fidelity_case {
+  const char* vectors;    // in tests/data/fidelity/
+  const char* file_type;  // "" for the default model itself, else what it is requantized to
+  int required_full_matches;
+};
 
 std::vector<int32_t> ints(const boost::json::value& v) {
   std::vector<int32_t> out;
@@ -31,13 +40,15 @@ std::vector<int32_t> ints(const boost::json::value& v) {
   return out;
 }
 
-TEST(Fidelity, GreedyTokensMatchLlamaCpp) {
-  const auto model_path = default_model_path();
-  if (!std::filesystem::exists(model_path)) {
-    GTEST_SKIP() << model_path << " is missing: run `make model`";
+class Fidelity : public ::testing::TestWithParam<fidelity_case> {};
+
+TEST_P(Fidelity, GreedyTokensMatchLlamaCpp) {
+  const fidelity_case fc = GetParam();
+  if (!std::filesystem::exists(default_model_path())) {
+    GTEST_SKIP() << default_model_path() << " is missing: run `make model`";
   }
-  const auto vectors =
-      std::filesystem::path(TANDEM_SOURCE_DIR) / "tests" / "data" / "fidelity" / "smollm2_135m_q4_1.json";
+  const auto model_path = *fc.file_type != '\0' ? testing::quantized_default_model(fc.file_type) : default_model_path();
+  const auto vectors = std::filesystem::path(TANDEM_SOURCE_DIR) / "tests" / "data" / "fidelity" / fc.vectors;
   std::ifstream in(vectors);
   ASSERT_TRUE(in) << vectors;
   std::stringstream ss;
@@ -92,8 +103,18 @@ TEST(Fidelity, GreedyTokensMatchLlamaCpp) {
   }
   std::printf("[ total ] %d/%d prompts match all tokens\n", full, cases);
   EXPECT_EQ(cases, 20);
-  EXPECT_GE(full, kRequiredFullMatches);
+  EXPECT_GE(full, fc.required_full_matches);
 }
+
+INSTANTIATE_TEST_SUITE_P(DefaultModel, Fidelity,
+                         ::testing::Values(fidelity_case{"smollm2_135m_q4_1.json", "", 18},
+                                           fidelity_case{"smollm2_135m_q4_k_m.json", "Q4_K_M", 19},
+                                           fidelity_case{"smollm2_135m_q5_k_m.json", "Q5_K_M", 19},
+                                           fidelity_case{"smollm2_135m_q6_k.json", "Q6_K", 19},
+                                           fidelity_case{"smollm2_135m_q8_0.json", "Q8_0", 19}),
+                         [](const auto& param_info) {
+                           return std::string(*param_info.param.file_type != '\0' ? param_info.param.file_type : "Q4_1");
+                         });
 
 }  // namespace
 }  // namespace tandem

@@ -337,8 +337,10 @@ TEST(GgufHostile, BadTensorShapes) {
 TEST(GgufHostile, UnsupportedTensorTypeIsNamed) {
   auto b = small_writer().serialize();
   const size_t type_at = after_string(b, "t.Q8_0") + 4 + 2 * 8;
-  poke<uint32_t>(b, type_at, 13);  // Q5_K
-  expect_error(b, "unsupported tensor type Q5_K in tensor t.Q8_0");
+  poke<uint32_t>(b, type_at, 16);  // IQ2_XXS
+  expect_error(b, "unsupported tensor type IQ2_XXS in tensor t.Q8_0");
+  poke<uint32_t>(b, type_at, 15);  // Q8_K: a ggml type, but activations only
+  expect_error(b, "unsupported tensor type Q8_K in tensor t.Q8_0");
   poke<uint32_t>(b, type_at, 999);
   expect_error(b, "unsupported tensor type type 999 in tensor t.Q8_0");
 }

@@ -58,6 +58,11 @@ std::vector<double> decode_activation(activation_format format, const std::byte*
       }
       break;
     }
+    case activation_format::q8_k: {
+      const auto* b = reinterpret_cast<const block_q8_k*>(row);
+      for (int64_t i = 0; i < k; ++i) out[i] = static_cast<double>(b[i / 256].d) * b[i / 256].qs[i % 256];
+      return out;
+    }
   }
   for (int64_t i = 0; i < k; ++i) out[i] = tmp[i];
   return out;
@@ -104,7 +109,8 @@ class DotKernels : public ::testing::TestWithParam<tensor_type> {};
 TEST_P(DotKernels, MatchDoubleReferenceOnDecodedValues) {
   const tensor_type type = GetParam();
   std::mt19937 rng(7);
-  for (int64_t k : {32, 64, 576, 1536}) {
+  for (int64_t k : {32, 64, 576, 1536, 256, 2048}) {
+    if (k % traits_of(type).block_size != 0) continue;
     const auto w_f = random_floats(static_cast<size_t>(k), rng);
     std::vector<std::byte> w(row_bytes(type, k));
     quantize_row(type, w_f.data(), k, reinterpret_cast<std::byte*>(w.data()));
@@ -123,21 +129,25 @@ TEST_P(DotKernels, MatchDoubleReferenceOnDecodedValues) {
         expected[i] += static_cast<double>(w_dec[j]) * a[j];
         magnitude[i] += std::fabs(static_cast<double>(w_dec[j]) * a[j]);
       }
-      if (type == tensor_type::q4_1) {
+      if (type == tensor_type::q4_1 || type == tensor_type::q5_1) {
         // The offset term m * sum(a) is computed from s = d * sum(q) rounded to half:
         // replace the exact term by that one, which is what the format defines.
-        const auto* wb = reinterpret_cast<const block_q4_1*>(w.data());
+        const size_t block_bytes = traits_of(type).block_bytes;
         const auto* ab = reinterpret_cast<const block_q8_1*>(acts.data() + i * stride);
         for (int64_t b = 0; b < k / 32; ++b) {
+          f16_bits m_bits;  // m follows d in both blocks
+          std::memcpy(&m_bits, reinterpret_cast<const std::byte*>(w.data()) + b * block_bytes + 2, 2);
           double exact = 0;
           for (int j = 0; j < 32; ++j) exact += a[b * 32 + j];
-          expected[i] += f16_to_f32(wb[b].m) * (f16_to_f32(ab[b].s) - exact);
+          expected[i] += f16_to_f32(m_bits) * (f16_to_f32(ab[b].s) - exact);
         }
       }
     }
     float generic_out[kMaxActsPerDot] = {};
     generic_dot_kernels().for_type(type)(k, w.data(), acts.data(), stride, kMaxActsPerDot, generic_out);
     for (const dot_kernels* table : supported_tables()) {
+      // Every table has its own kernel for every type (no silent generic fallback).
+      ASSERT_NE(table->own_for_type(type), nullptr) << table->isa;
       for (int n = 1; n <= kMaxActsPerDot; ++n) {
         float out[kMaxActsPerDot] = {};
         table->for_type(type)(k, w.data(), acts.data(), stride, n, out);
@@ -153,9 +163,56 @@ TEST_P(DotKernels, MatchDoubleReferenceOnDecodedValues) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTypes, DotKernels,
-                         ::testing::Values(tensor_type::q4_0, tensor_type::q4_1, tensor_type::q8_0, tensor_type::f16,
-                                           tensor_type::bf16, tensor_type::f32),
+// The large-step kernels (llama.cpp's order for steps of 8 tokens or more) of the 256-element
+// types: every table gives the generic one's bits, within rounding of the exact value.
+TEST_P(DotKernels, LargeStepKernelsMatchGenericAndReference) {
+  const tensor_type type = GetParam();
+  if (generic_dot_kernels().large_for_type(type) == nullptr) GTEST_SKIP() << "no large-step order for this type";
+  // Which tokens of a step take that order (llama.cpp's rule, dot_kernels.h).
+  if (type == tensor_type::q4_k) {
+    EXPECT_EQ(dot_kernels::large_order_tokens(type, 3), 0);
+    EXPECT_EQ(dot_kernels::large_order_tokens(type, 4), 4);
+    EXPECT_EQ(dot_kernels::large_order_tokens(type, 11), 8);
+  } else {
+    EXPECT_EQ(dot_kernels::large_order_tokens(type, kLargeStepTokens - 1), 0);
+    EXPECT_EQ(dot_kernels::large_order_tokens(type, 11), 11);
+  }
+  std::mt19937 rng(9);
+  for (int64_t k : {256, 2048}) {
+    const auto w_f = random_floats(static_cast<size_t>(k), rng);
+    std::vector<std::byte> w(row_bytes(type, k));
+    quantize_row(type, w_f.data(), k, w.data());
+    std::vector<float> w_dec(static_cast<size_t>(k));
+    dequantize_row(type, w.data(), k, w_dec.data());
+    const size_t stride = activation_row_bytes(activation_format::q8_k, k);
+    std::vector<std::byte> acts(stride * kMaxActsPerDot);
+    std::vector<double> expected(kMaxActsPerDot), magnitude(kMaxActsPerDot);
+    for (int i = 0; i < kMaxActsPerDot; ++i) {
+      const auto x = random_floats(static_cast<size_t>(k), rng, 2.0f);
+      convert_activation_row(activation_format::q8_k, x.data(), acts.data() + i * stride, k);
+      const auto a = decode_activation(activation_format::q8_k, acts.data() + i * stride, k);
+      for (int64_t j = 0; j < k; ++j) {
+        expected[i] += static_cast<double>(w_dec[j]) * a[j];
+        magnitude[i] += std::fabs(static_cast<double>(w_dec[j]) * a[j]);
+      }
+    }
+    float generic_out[kMaxActsPerDot] = {};
+    generic_dot_kernels().large_for_type(type)(k, w.data(), acts.data(), stride, kMaxActsPerDot, generic_out);
+    for (const dot_kernels* table : supported_tables()) {
+      ASSERT_NE(table->own_large_for_type(type), nullptr) << table->isa;
+      for (int n = 1; n <= kMaxActsPerDot; ++n) {
+        float out[kMaxActsPerDot] = {};
+        table->large_for_type(type)(k, w.data(), acts.data(), stride, n, out);
+        for (int i = 0; i < n; ++i) {
+          ASSERT_EQ(out[i], generic_out[i]) << table->isa << " k=" << k;
+          EXPECT_NEAR(out[i], expected[i], 2e-6 * magnitude[i] + 1e-5) << table->isa << " k=" << k;
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, DotKernels, ::testing::ValuesIn(kWeightTypes),
                          [](const auto& param_info) { return std::string(traits_of(param_info.param).name); });
 
 // The attention and element-wise kernels promise the same bits in every table (they follow
@@ -432,18 +489,20 @@ TEST(Matmul, BatchedEqualsRowByRow) {
   }
 }
 
-// Tiled weights (the AVX-512 path for Q4_1 and Q8_0): every token's outputs have the same bits
-// whatever the step's token count (1 to 17: partial and full groups of eight), and match a
-// double-precision reference on the decoded weights and activations. Q4_1 gives exactly the
-// untiled kernels' bits (llama.cpp's order, which greedy fidelity needs). Several outputs
+// Tiled weights (the AVX-512 path for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K and Q6_K): every token's outputs have the
+// same bits whatever the step's token count (1 to 17: partial and full groups of eight), and
+// match a double-precision reference on the decoded weights and activations, and give exactly
+// the untiled kernels' bits (llama.cpp's order, which greedy fidelity needs). Several outputs
 // sharing one input (Q, K, V) give what each gives alone.
 TEST(Matmul, TiledWeightsAreBatchInvariantAndAccurate) {
   if (best_dot_kernels().q4_1_tiled == nullptr) GTEST_SKIP() << "no tiled kernels on this CPU";
   std::mt19937 rng(23);
   thread_pool pool(2);
   matmul_scratch scratch;
-  for (tensor_type type : {tensor_type::q4_1, tensor_type::q8_0}) {
-    const int64_t cols = 576, rows = 80;  // five tiles: a block of four and one more
+  for (tensor_type type : {tensor_type::q4_1, tensor_type::q8_0, tensor_type::q4_0, tensor_type::q5_0,
+                           tensor_type::q4_k, tensor_type::q6_k}) {
+    if (best_dot_kernels().tiled_for_type(type) == nullptr) continue;
+    const int64_t cols = traits_of(type).block_size == 256 ? 768 : 576, rows = 80;  // five tiles: four and one more
     const auto wf = random_floats(static_cast<size_t>(cols * rows), rng);
     std::vector<std::byte> wdata(row_bytes(type, cols) * rows);
     for (int64_t r = 0; r < rows; ++r) {
@@ -467,15 +526,18 @@ TEST(Matmul, TiledWeightsAreBatchInvariantAndAccurate) {
       const auto x = random_floats(static_cast<size_t>(cols * n_tok), rng);
       std::vector<float> batched(static_cast<size_t>(rows * n_tok)), single(static_cast<size_t>(rows));
       matmul(w, x.data(), cols, n_tok, batched.data(), rows, pool, scratch);
-      if (type == tensor_type::q4_1) {
+      {  // the row kernels' order: the same bits tiled or not
         weight_view untiled = w;
         untiled.tiled = nullptr;
         std::vector<float> expected(batched.size());
         matmul(untiled, x.data(), cols, n_tok, expected.data(), rows, pool, scratch);
-        ASSERT_EQ(batched, expected) << "tokens " << n_tok;
+        ASSERT_EQ(batched, expected) << traits_of(type).name << " tokens " << n_tok;
       }
       std::vector<std::byte> act(activation_row_bytes(format, cols));
-      for (int64_t t = 0; t < n_tok; ++t) {
+      // Large steps of the 256-element types take llama.cpp's other order: compared with the
+      // untiled kernels above, not with one token alone.
+      const bool large = dot_kernels::large_order_tokens(type, n_tok) > 0;
+      for (int64_t t = 0; t < n_tok && !large; ++t) {
         matmul(w, x.data() + t * cols, cols, 1, single.data(), rows, pool, scratch);
         convert_activation_row(format, x.data() + t * cols, act.data(), cols);
         const auto xd = decode_activation(format, act.data(), cols);
@@ -486,13 +548,15 @@ TEST(Matmul, TiledWeightsAreBatchInvariantAndAccurate) {
             ref += wd[r * cols + c] * xd[c];
             mag += std::abs(wd[r * cols + c] * xd[c]);
           }
-          if (type == tensor_type::q4_1) {  // the offset term uses s rounded to half, as the format defines
-            const auto* wb = reinterpret_cast<const block_q4_1*>(w.row(r));
+          if (type == tensor_type::q4_1 || type == tensor_type::q5_1) {
+            // the offset term uses s rounded to half, as the format defines (m follows d in both)
             const auto* ab = reinterpret_cast<const block_q8_1*>(act.data());
             for (int64_t b = 0; b < cols / 32; ++b) {
               double exact = 0;
               for (int j = 0; j < 32; ++j) exact += xd[b * 32 + j];
-              ref += f16_to_f32(wb[b].m) * (f16_to_f32(ab[b].s) - exact);
+              f16_bits m_bits;
+              std::memcpy(&m_bits, w.row(r) + b * traits_of(type).block_bytes + 2, 2);
+              ref += f16_to_f32(m_bits) * (f16_to_f32(ab[b].s) - exact);
             }
           }
           ASSERT_NEAR(single[r], ref, 2e-6 * mag + 1e-5) << traits_of(type).name << " row " << r;

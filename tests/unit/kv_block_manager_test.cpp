@@ -197,3 +197,20 @@ TEST(KvBlockManager, EveryBlockReturnsAfterAnyMixOfSequences) {
   EXPECT_EQ(st.sequences, 0u);
   EXPECT_GT(st.prefix_hits, 0u);
 }
+
+// Blocks published under one cache salt (a tenant's group) are found under that salt only,
+// though the tokens are the same: the chain's seed differs, and so does every hash.
+TEST(KvBlockManager, ASaltedPrefixIsFoundUnderItsSaltOnly) {
+  kv_block_manager m(16, 4);
+  const auto prompt = iota_tokens(10);
+  ASSERT_TRUE(m.allocate(1, 10, 0, nullptr, /*salt=*/0xa11ce));
+  m.commit(1, prompt, 10);
+  EXPECT_EQ(m.match_prefix(prompt, 0xa11ce).blocks, (ids{0, 1}));
+  EXPECT_TRUE(m.match_prefix(prompt, 0xb0b).blocks.empty()) << "another tenant's salt";
+  EXPECT_TRUE(m.match_prefix(prompt).blocks.empty()) << "no salt";
+  // The other salt publishes its own blocks for the same tokens; both stay findable.
+  ASSERT_TRUE(m.allocate(2, 10, 0, nullptr, 0xb0b));
+  m.commit(2, prompt, 10);
+  EXPECT_EQ(m.match_prefix(prompt, 0xb0b).blocks, (ids{3, 4}));
+  EXPECT_EQ(m.match_prefix(prompt, 0xa11ce).blocks, (ids{0, 1}));
+}

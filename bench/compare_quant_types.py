@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Tandem's CPU engine against llama-bench on the quantized files people use: the default model
+requantized to Q4_K_M, Q6_K, Q8_0 and Q4_0 (by `tandem quantize`), and synthetic models of
+real shapes with random weights (`tandem gen-model`): Llama-3.2-1B (16 layers, 2048 wide, 32/8
+heads, FFN 8192, tied head) and, with --with-8b, Llama-3-8B (32 layers, 4096, 32/8, FFN 14336,
+untied), both with the default model's 49152-token vocabulary (llama.cpp refuses gen-model's own
+generated vocabulary's pre-tokenizer name). For each file: pp512 and tg128 of both engines (same file, same
+threads, runs alternating, medians), the ratio, and Tandem's decode against the memory-bandwidth
+limit (weight bytes per token / measured streaming read bandwidth). Writes its section of
+docs/benchmarks.md and a plot (docs/bench/quant_types.png).
+
+llama-bench is built from the llama-cpp-python 0.3.36 sdist (vendor/llama.cpp), for example:
+  cmake -S vendor/llama.cpp -B /tmp/llama/build -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF
+  cmake --build /tmp/llama/build -j1 --target llama-bench
+
+Usage: python3 bench/compare_quant_types.py --llama-bench PATH [--build build] [--threads 2]
+           [--reps 3] [--pp 512] [--tg 128] [--with-8b] [--only NAME,...] [--models-dir DIR]
+"""
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from bench_docs import ROOT, cpu_name, write_section  # noqa: E402
+
+BEGIN, END = "<!-- quant-bench:begin -->", "<!-- quant-bench:end -->"
+
+SHAPES = {
+    "1b": ["--layers", "16", "--embd", "2048", "--heads", "32", "--kv-heads", "8", "--ff", "8192",
+           "--vocab-from", "default", "--ctx", "8192", "--rope-base", "500000"],
+    "8b": ["--layers", "32", "--embd", "4096", "--heads", "32", "--kv-heads", "8", "--ff", "14336",
+           "--vocab-from", "default", "--ctx", "8192", "--rope-base", "500000", "--untied"],
+}
+
+
+def files(models_dir, tandem, with_8b):
+    """(label, path, how to make it) for every benchmarked file."""
+    out = []
+    for ft in ("Q4_K_M", "Q6_K", "Q8_0", "Q4_0"):
+        out.append((f"SmolLM2-135M {ft}", os.path.join(models_dir, f"smollm2-135m-{ft}.gguf"),
+                    [tandem, "quantize", "--allow-requantize", "-q", "default", None, ft]))
+    for shape in ("1b", "8b") if with_8b else ("1b",):
+        for ft in ("Q4_K_M", "Q4_0", "Q8_0"):
+            name = "Llama-3.2-1B shape" if shape == "1b" else "Llama-3-8B shape"
+            out.append((f"{name} {ft}", os.path.join(models_dir, f"synthetic-{shape}-{ft}.gguf"),
+                        [tandem, "gen-model", "-o", None, "--type", ft.lower(),
+                         "--embd-type", "q8_0"] + SHAPES[shape]))
+    return out
+
+
+def make(path, cmd):
+    if os.path.exists(path):
+        return
+    tmp = path + ".partial"
+    subprocess.run([tmp if c is None else c for c in cmd], check=True)
+    os.replace(tmp, path)
+
+
+def run_json(cmd):
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return out
+
+
+def llama_bench(binary, model, threads, pp, tg):
+    out = run_json([binary, "-m", model, "-t", str(threads), "-p", str(pp), "-n", str(tg), "-r", "1", "-o", "json"])
+    res = {}
+    for r in json.loads(out):
+        if r.get("n_prompt", 0) > 0 and r.get("n_gen", 0) == 0:
+            res["pp_tok_s"] = r["avg_ts"]
+        elif r.get("n_gen", 0) > 0 and r.get("n_prompt", 0) == 0:
+            res["tg_tok_s"] = r["avg_ts"]
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--llama-bench", required=True)
+    ap.add_argument("--models-dir", default=os.path.join(ROOT, "build", "bench-models"))
+    ap.add_argument("--threads", default=str(os.cpu_count()),
+                    help="thread count, or a comma-separated list (one row per file and count)")
+    ap.add_argument("--pp", type=int, default=512)
+    ap.add_argument("--tg", type=int, default=128)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--with-8b", action="store_true")
+    ap.add_argument("--only", default="", help="comma-separated substrings of the file labels to run")
+    ap.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks.md"))
+    ap.add_argument("--plot", default=os.path.join(ROOT, "docs", "bench", "quant_types.png"))
+    a = ap.parse_args()
+
+    tandem = os.path.join(a.build, "bin", "tandem")
+    engine = os.path.join(a.build, "bin", "engine_bench")
+    os.makedirs(a.models_dir, exist_ok=True)
+    load_before = os.getloadavg()[0]
+    results = []
+    thread_counts = [int(t) for t in a.threads.split(",")]
+    for (label, path, cmd), threads in [(f, t) for f in files(a.models_dir, tandem, a.with_8b) for t in thread_counts]:
+        if a.only and not any(s in label for s in a.only.split(",")):
+            continue
+        make(path, [path + ".partial" if c is None else c for c in cmd])
+        runs_t, runs_l = [], []
+        for _ in range(a.reps):  # alternating, one run each per round
+            t = json.loads(run_json([engine, "--model", path, "--threads", str(threads), "--pp", str(a.pp),
+                                     "--tg", str(a.tg), "--reps", "1"]).strip().splitlines()[-1])
+            runs_t.append(t)
+            runs_l.append(llama_bench(a.llama_bench, path, threads, a.pp, a.tg))
+        med = lambda runs, k: statistics.median(r[k] for r in runs)  # noqa: E731
+        row = {"label": label, "threads": threads, "file": os.path.basename(path), "mib": os.path.getsize(path) / 2**20,
+               "t_pp": med(runs_t, "pp_tok_s"), "t_tg": med(runs_t, "tg_tok_s"),
+               "l_pp": med(runs_l, "pp_tok_s"), "l_tg": med(runs_l, "tg_tok_s"),
+               "bytes": runs_t[0]["weight_bytes_per_token"], "gbs": med(runs_t, "read_gb_s"),
+               "load_s": med(runs_t, "load_s"), "kernels": runs_t[0]["kernels"]}
+        row["limit"] = row["gbs"] * 1e9 / row["bytes"]
+        results.append(row)
+        print(json.dumps(row), flush=True)
+    load_after = os.getloadavg()[0]
+
+    rows = [f"| {r['label']} | {r['threads']} | {r['mib']:.0f} | {r['l_pp']:.1f} | {r['t_pp']:.1f} | {r['t_pp'] / r['l_pp']:.2f}x | "
+            f"{r['l_tg']:.1f} | {r['t_tg']:.1f} | {r['t_tg'] / r['l_tg']:.2f}x | {r['limit']:.1f} | "
+            f"{100 * r['t_tg'] / r['limit']:.0f}% | {r['load_s']:.2f} |" for r in results]
+    cmd = (f"python3 bench/compare_quant_types.py --llama-bench PATH --threads {a.threads} --reps {a.reps}"
+           + (" --with-8b" if a.with_8b else ""))
+    text = "\n".join([
+        BEGIN, "",
+        "## Quantized files vs llama-bench (issue 19)", "",
+        f"{cpu_name()} ({os.cpu_count()} CPUs), {datetime.date.today().isoformat()}; "
+        f"median of {a.reps} alternating runs per engine (Tandem `engine_bench`, then `llama-bench -r 1`), "
+        f"pp{a.pp} = one {a.pp}-token prompt step, tg{a.tg} = {a.tg} decode steps from an empty context. "
+        f"Tandem kernels: {results[0]['kernels'] if results else '?'}. llama-bench: built from the "
+        "llama-cpp-python 0.3.36 sdist (AVX-512 VNNI and BF16; its AMX path is off, as it crashes on this "
+        "machine), flash attention off. The SmolLM2 files are the default model requantized by "
+        "`tandem quantize --allow-requantize` (the same bytes as llama-quantize's); the shapes are "
+        "`tandem gen-model` models with random weights and the default model's vocabulary (Q4_K_M: the "
+        "mixture's types, so a Q6_K tied head; Q4_0 and Q8_0: those matrices and a Q8_0 tied head). "
+        "Limit = measured streaming read bandwidth / weight bytes per decoded token (above 100% where "
+        "part of the weights stays in the last-level cache); load = Tandem's model open (mmap, plus "
+        "the tiling of Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K/Q6_K matrices). On a loaded machine llama.cpp's "
+        "decode suffers most (its threads spin at a barrier after every graph node, and one "
+        "descheduled thread stalls them all); the 1-thread rows are free of that.", "",
+        f"| file | threads | MiB | llama.cpp pp{a.pp} | Tandem pp{a.pp} | ratio | llama.cpp tg{a.tg} | "
+        f"Tandem tg{a.tg} | ratio | limit tok/s | decode / limit | load s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ] + rows + [
+        "", "![Tandem / llama.cpp per file](bench/quant_types.png)", "",
+        f"Machine load (1-minute average) before / after: {load_before:.1f} / {load_after:.1f}.", "",
+        "Reproduce:", "", "```", cmd, "```", "", END])
+    print(text)
+    if a.out and results:
+        write_section(text, BEGIN, END, a.out)
+    if a.plot and results:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots(figsize=(9, 4.5))
+        xs = range(len(results))
+        ax.bar([x - 0.2 for x in xs], [r["t_pp"] / r["l_pp"] for r in results], 0.4, label=f"pp{a.pp}")
+        ax.bar([x + 0.2 for x in xs], [r["t_tg"] / r["l_tg"] for r in results], 0.4, label=f"tg{a.tg}")
+        ax.axhline(1.0, color="gray", lw=0.8)
+        ax.axhline(1.2, color="green", lw=0.8, ls="--", label="target 1.2x")
+        ax.set_xticks(list(xs))
+        ax.set_xticklabels([r["label"].replace(" shape", "\nshape") + f"\n{r['threads']}t" for r in results], fontsize=7,
+                           rotation=20)
+        ax.set_ylabel("Tandem / llama.cpp (tok/s)")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        os.makedirs(os.path.dirname(a.plot), exist_ok=True)
+        fig.savefig(a.plot, dpi=110)
+
+
+if __name__ == "__main__":
+    main()
