@@ -59,8 +59,16 @@ struct block512 {
   __mmask16 ok[4];
 };
 
+// Rows come from memory (a step's logits far exceed the caches), and the hardware prefetcher
+// stops at each 4 KiB page: the loads ask for the row a page ahead themselves.
+constexpr size_t kPrefetchAhead = 4096 / sizeof(float);
+
 TANDEM_AVX512 inline void load512(const float* x, size_t b, size_t n, block512& k) {
   const __m512 neg_inf = _mm512_set1_ps(kNegInf);
+  if ((b + 1) * kBlock + kPrefetchAhead <= n) {
+    for (int r = 0; r < 4; ++r)
+      _mm_prefetch(reinterpret_cast<const char*>(x + b * kBlock + kPrefetchAhead + 16 * r), _MM_HINT_T0);
+  }
   if ((b + 1) * kBlock <= n) {
     for (int r = 0; r < 4; ++r) k.v[r] = _mm512_loadu_ps(x + b * kBlock + 16 * r);
   } else {
@@ -128,6 +136,7 @@ TANDEM_AVX512 row_argmax argmax512(const float* x, size_t n) {
   int64_t usable = 0;
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
+    if (i + kPrefetchAhead < n) _mm_prefetch(reinterpret_cast<const char*>(x + i + kPrefetchAhead), _MM_HINT_T0);
     const __m512 v = _mm512_loadu_ps(x + i);
     const __mmask16 gt = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ);
     best = _mm512_mask_mov_ps(best, gt, v);
@@ -194,6 +203,10 @@ struct block256 {
 
 TANDEM_AVX2 inline void load256(const float* x, size_t b, size_t n, block256& k) {
   const __m256 neg_inf = _mm256_set1_ps(kNegInf);
+  if ((b + 1) * kBlock + kPrefetchAhead <= n) {
+    for (int r = 0; r < 4; ++r)
+      _mm_prefetch(reinterpret_cast<const char*>(x + b * kBlock + kPrefetchAhead + 16 * r), _MM_HINT_T0);
+  }
   if ((b + 1) * kBlock <= n) {
     for (int r = 0; r < 8; ++r) k.v[r] = _mm256_loadu_ps(x + b * kBlock + 8 * r);
   } else {
@@ -267,6 +280,9 @@ TANDEM_AVX2 row_argmax argmax256(const float* x, size_t n) {
   int64_t usable = 0;
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
+    if (i % 16 == 0 && i + kPrefetchAhead < n) {
+      _mm_prefetch(reinterpret_cast<const char*>(x + i + kPrefetchAhead), _MM_HINT_T0);
+    }
     const __m256 v = _mm256_loadu_ps(x + i);
     const __m256 gt = _mm256_cmp_ps(v, best, _CMP_GT_OQ);
     best = _mm256_blendv_ps(best, v, gt);

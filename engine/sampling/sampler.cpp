@@ -200,8 +200,7 @@ const kept_tokens& sampler::prepare(std::span<const float> logits, std::span<con
     }
   } else {
     if (top_p) {
-      sampling::nucleus(row, ws.bmax, ws.block_sums, max, inv_t, mass, top.usable, params_.top_p, rk, ws.trunc, ws.ids,
-                        ws.kept_w);
+      sampling::nucleus(row, ws.bmax, ws.block_sums, max, inv_t, mass, params_.top_p, rk, ws.trunc, ws.ids, ws.kept_w);
     } else {
       // min-p alone: w >= min_p <=> z >= log(min_p); candidates by logit with a margin for
       // the exp's rounding, then the exact test below.

@@ -57,7 +57,7 @@ void select_top_k(std::span<const float> row, std::span<const float> bmax, size_
 }
 
 void nucleus(std::span<const float> row, std::span<const float> bmax, std::span<const float> block_sums, float max,
-             float inv_t, double mass, int64_t usable, float top_p, const row_kernels& rk, truncation_scratch& s,
+             float inv_t, double mass, float top_p, const row_kernels& rk, truncation_scratch& s,
              std::vector<int32_t>& ids, std::vector<float>& weights) {
   const size_t n = row.size();
   const double target = static_cast<double>(top_p) * mass;
@@ -68,33 +68,30 @@ void nucleus(std::span<const float> row, std::span<const float> bmax, std::span<
     const double z = std::log(bound) * (1.0 + 1e-4) - 1e-4;
     return std::max(-FLT_MAX, static_cast<float>(static_cast<double>(max) + z / inv_t));
   };
-  // Block level first: a block whose maximum is below the bound is left out whole, with the
-  // mass of its block sum (taken as slightly less, so rounding cannot raise the next bound),
-  // and the bound is recomputed for the tokens left (at most 64 per block).
+  // Block level first: g(B) = sum over blocks of min(block sum, 64 B) bounds the mass of the
+  // tokens lighter than B (a block holds at most 64 of them, none heavier than B, and no
+  // more than its sum); for the largest B = 2^-k (weights are relative to the top token's,
+  // which weighs 1) with g(B) within the tail, the nucleus is among the tokens >= B. One
+  // pass over the block sums evaluates every k at once.
+  constexpr int kCandidates = 48;
+  float g[kCandidates] = {};
+  float cap[kCandidates];
+  for (int k = 0; k < kCandidates; ++k) cap[k] = std::ldexp(static_cast<float>(kBlock), -k);
+  for (float sum : block_sums) {
+    for (int k = 0; k < kCandidates; ++k) g[k] += std::min(sum, cap[k]);
+  }
+  double bound = 0.0;
+  for (int k = 0; k < kCandidates; ++k) {
+    // Float sums of block sums: taken 1e-4 high, and the tail a little low.
+    if (static_cast<double>(g[k]) * (1 + 1e-4) <= tail * kSlack) {
+      bound = std::ldexp(1.0, -k);
+      break;
+    }
+  }
+  const float x_min = bound > 0.0 ? logit_at(bound) : -FLT_MAX;
   s.live.clear();
   for (size_t b = 0; b < bmax.size(); ++b) {
-    if (bmax[b] > -FLT_MAX) s.live.push_back(static_cast<uint32_t>(b));
-  }
-  double left_out = 0.0, tokens_left = static_cast<double>(usable), bound = 0.0;
-  float x_min = -FLT_MAX;
-  for (int round = 0; round < 8; ++round) {
-    const double budget = tail - left_out;
-    if (!(budget > 0.0)) break;
-    bound = budget / tokens_left * kSlack;
-    x_min = logit_at(bound);
-    double dropped = 0.0;
-    size_t m = 0;
-    for (uint32_t b : s.live) {
-      if (bmax[b] >= x_min) {
-        s.live[m++] = b;
-      } else {
-        dropped += block_sums[b];
-      }
-    }
-    if (m == s.live.size()) break;
-    s.live.resize(m);
-    left_out += dropped * kSumsLow;
-    tokens_left = std::min(tokens_left, static_cast<double>(kBlock * m));
+    if (bmax[b] > -FLT_MAX && bmax[b] >= x_min) s.live.push_back(static_cast<uint32_t>(b));
   }
   ids.clear();
   for (uint32_t b : s.live) rk.collect_at_least(row.data(), b * kBlock, std::min(n, (b + 1) * kBlock), x_min, ids);

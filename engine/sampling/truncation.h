@@ -4,16 +4,15 @@
 //   top-k   the k-th largest block maximum t (engine/sampling/row_kernels.h) has at least k
 //           tokens at or above it, one per block; the tokens >= t are collected from the
 //           blocks whose maximum reaches t, then selected (nth_element) among those few.
-//   top-p   every token whose weight is below (1 - p) * W / n_usable is outside the nucleus:
-//           if one were inside, it and every token after it would weigh less, and the
-//           nucleus' last token plus all after it, together more than (1 - p) * W, would
-//           weigh less than n_usable times that. Whole blocks whose maximum is below it are
-//           left out first, and the bound recomputed with their mass (block sums) and the
-//           tokens left, until no block drops; the tokens at or above it are collected from
-//           the blocks left (by logit with a margin, then by weight), the same bound is
-//           applied again among them with the mass left over,
-//           then they are bucketed by logit (256 buckets, which keeps their order), and only
-//           the bucket where the running weight reaches p * W is sorted.
+//   top-p   g(B) = sum over blocks of min(block sum, 64 B) is at least the mass of the tokens
+//           lighter than B; where g(B) <= (1 - p) * W, the tokens at or above B hold more
+//           than p * W, so the nucleus is among them. One pass over the block sums finds the
+//           largest B = 2^-k (of the top token's weight) that passes; the tokens at or above
+//           it are collected from the blocks whose maximum reaches it (by logit with a
+//           margin, then by weight), a bound of the same kind is applied again among them
+//           with the mass left over (every token lighter than (tail left) / (candidates) is
+//           outside), then they are bucketed by logit (256 buckets, which keeps their
+//           order), and only the bucket where the running weight reaches p * W is sorted.
 #pragma once
 
 #include <cstdint>
@@ -40,10 +39,10 @@ void select_top_k(std::span<const float> row, std::span<const float> bmax, size_
                   truncation_scratch& s, std::vector<int32_t>& out);
 
 // The nucleus of top_p < 1 of `row` at 1 / T = inv_t (largest logit `max`, block maxima
-// bmax and block sums rescaled to `max`, total weight `mass`, `usable` usable tokens): its
-// ids in increasing order, with their weights.
+// bmax and block sums rescaled to `max`, total weight `mass`): its ids in increasing order,
+// with their weights.
 void nucleus(std::span<const float> row, std::span<const float> bmax, std::span<const float> block_sums, float max,
-             float inv_t, double mass, int64_t usable, float top_p, const row_kernels& rk, truncation_scratch& s,
+             float inv_t, double mass, float top_p, const row_kernels& rk, truncation_scratch& s,
              std::vector<int32_t>& ids, std::vector<float>& weights);
 
 }  // namespace tandem::sampling
