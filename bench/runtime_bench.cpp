@@ -6,9 +6,11 @@
 //               prefilled, chunked (512) vs unchunked
 //   sampling    64 streams greedy against sampled (what sampling costs), and a realistic
 //               chat mix (sampled, varied prompts, outputs ending at EOS)
+//   kv-dtype    64 streams with an f16 and with a q8_0 KV cache, short and ~400-token prompts
+//               (only on request: docs/benchmarks.md's KV cache section)
 // Prints one JSON object on stdout; progress on stderr. Run by bench/run_runtime_bench.py.
 // Usage: runtime_bench [MODEL] [TOKENS PER STREAM] [COMPUTE THREADS (0: one per core)]
-//                      [throughput | prefix | planning | sampling]   (only that part, for quick checks)
+//                      [throughput | prefix | planning | sampling | kv-dtype]   (only that part)
 #include <algorithm>
 #include <caf/all.hpp>
 #include <chrono>
@@ -529,6 +531,84 @@ std::string chunking(caf::actor_system& sys, runtime_config base, bool chunked) 
 
 }  // namespace
 
+// The KV cache's element type (--kv-cache-dtype): 64 streams decoding N tokens each with an
+// f16 cache and with a q8_0 one, after short prompts and after unique ~400-token ones (more
+// keys per step, so the attention's share grows), three rounds with the types taking turns;
+// decode tok/s in the all-decoding window as in throughput(), median of the rounds. With
+// the pool's bytes per token of each type (the capacity a memory budget buys).
+std::string kv_dtypes(caf::actor_system& sys, const runtime_config& base, uint32_t n_tokens) {
+  model_options mo;
+  mo.n_threads = base.threads;
+  std::shared_ptr<model> one_model = model::open(resolve_model_path(base.model), mo);
+  device_factory same_model;  // both runtimes compute with one model object (the same tiled weights)
+  std::map<std::string, kv_cache_dtype> types{{"f16", kv_cache_dtype::f16}, {"q8_0", kv_cache_dtype::q8_0}};
+  std::map<std::string, std::unique_ptr<runtime>> rts;
+  for (const auto& [name, dtype] : types) {
+    same_model.spawn = [one_model, dtype](caf::actor_system& s, std::shared_ptr<model>, uint32_t n_blocks,
+                                          uint32_t block_size) {
+      return spawn_cpu_device_worker(s, one_model, n_blocks, block_size, dtype);
+    };
+    runtime_config rc = base;
+    rc.kv_cache_tokens = 65536;
+    rc.enable_prefix_caching = false;
+    rts[name] = start(sys, rc, &same_model);
+  }
+  std::string long_text;
+  for (int i = 0; long_text.size() < 1800; ++i) {
+    long_text += " The river " + std::to_string(i) + " runs past the mill, the church and the old bridge.";
+  }
+  constexpr int kRounds = 3, kStreams = 64;
+  std::map<std::string, std::vector<double>> tps;  // "<type> <prompt>" -> tok/s per round
+  for (int round = 0; round < kRounds; ++round) {
+    for (const char* prompt : {"short", "long"}) {
+      for (int k = 0; k < 2; ++k) {
+        const std::string name = (round + k) % 2 == 0 ? "f16" : "q8_0";
+        bench_client c(sys, *rts[name]);
+        std::fprintf(stderr, "kv dtype: round %d, %s, %s prompts, %d streams x %u tokens...\n", round + 1, name.c_str(),
+                     prompt, kStreams, n_tokens);
+        for (int i = 0; i < kStreams; ++i) {
+          const std::string head = "Story " + std::to_string(round * 1000 + i) + ":";
+          c.submit(fixed_length(
+              std::string(prompt) == "long" ? head + long_text + " Once upon a time" : head + " once upon a time",
+              n_tokens));
+        }
+        const auto traces = c.wait(kStreams);
+        auto from = clock_type::time_point::min(), to = clock_type::time_point::max();
+        for (const auto& [id, t] : traces) {
+          from = std::max(from, t.token_times.front());
+          to = std::min(to, t.token_times.back());
+        }
+        uint64_t tokens = 0;
+        for (const auto& [id, t] : traces) {
+          for (const auto& tt : t.token_times) tokens += tt > from && tt <= to;
+        }
+        const double window = to > from ? ms(to - from) / 1000.0 : 0.0;
+        const double tok_s = window > 0 ? static_cast<double>(tokens) / window : 0.0;
+        std::fprintf(stderr, "  %.1f tok/s\n", tok_s);
+        tps[name + " " + prompt].push_back(tok_s);
+      }
+    }
+  }
+  const auto& c = one_model->config();
+  std::string json = "{\"streams\":64,\"tokens\":" + std::to_string(n_tokens) + ",\"runs\":[";
+  bool first = true;
+  for (auto& [key, v] : tps) {
+    std::sort(v.begin(), v.end());
+    const std::string name = key.substr(0, key.find(' ')), prompt = key.substr(key.find(' ') + 1);
+    const double bytes_per_token =
+        2.0 * c.n_layer * c.n_head_kv * static_cast<double>(kv_pool::row_bytes_for(c, types[name]));
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "%s{\"dtype\":\"%s\",\"prompt\":\"%s\",\"tok_per_s\":%.2f,\"bytes_per_token\":%.0f,"
+                  "\"tokens_per_gib\":%.0f}",
+                  first ? "" : ",", name.c_str(), prompt.c_str(), v[v.size() / 2], bytes_per_token,
+                  1073741824.0 / bytes_per_token);
+    json += buf;
+    first = false;
+  }
+  return json + "]}";
+}
+
 int main(int argc, char** argv) {
   caf::actor_system_config cfg;
   tandem::tune_actor_system(cfg);
@@ -538,7 +618,7 @@ int main(int argc, char** argv) {
   base.max_num_seqs = 64;
   const uint32_t n_tokens = argc > 2 ? static_cast<uint32_t>(std::stoi(argv[2])) : 64;
   base.threads = argc > 3 ? std::stoi(argv[3]) : 0;
-  const std::string part = argc > 4 ? argv[4] : "all";  // all, throughput, prefix, planning or sampling
+  const std::string part = argc > 4 ? argv[4] : "all";  // all, throughput, prefix, planning, sampling or kv-dtype
   const bool throughput_only = part == "throughput";
   try {
     if (part == "planning") {
@@ -547,6 +627,10 @@ int main(int argc, char** argv) {
     }
     if (part == "prefix") {
       std::printf("{\"prefix\":%s}\n", prefix(sys, base).c_str());
+      return 0;
+    }
+    if (part == "kv-dtype") {
+      std::printf("{\"kv_dtype\":%s}\n", kv_dtypes(sys, base, n_tokens).c_str());
       return 0;
     }
     if (part == "sampling") {
