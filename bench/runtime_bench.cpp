@@ -6,7 +6,7 @@
 //               prefilled, chunked (512) vs unchunked
 //   sampling    64 streams greedy against sampled (what sampling costs), and a realistic
 //               chat mix (sampled, varied prompts, outputs ending at EOS)
-//   kv-dtype    64 streams with an f16 and with a q8_0 KV cache, short and ~400-token prompts
+//   kv-dtype    64 streams with an f16 and with a q8_0 KV cache, short and ~250-token prompts
 //               (only on request: docs/benchmarks.md's KV cache section)
 // Prints one JSON object on stdout; progress on stderr. Run by bench/run_runtime_bench.py.
 // Usage: runtime_bench [MODEL] [TOKENS PER STREAM] [COMPUTE THREADS (0: one per core)]
@@ -532,7 +532,7 @@ std::string chunking(caf::actor_system& sys, runtime_config base, bool chunked) 
 }  // namespace
 
 // The KV cache's element type (--kv-cache-dtype): 64 streams decoding N tokens each with an
-// f16 cache and with a q8_0 one, after short prompts and after unique ~400-token ones (more
+// f16 cache and with a q8_0 one, after short prompts and after unique ~250-token ones (more
 // keys per step, so the attention's share grows), three rounds with the types taking turns;
 // decode tok/s in the all-decoding window as in throughput(), median of the rounds. With
 // the pool's bytes per token of each type (the capacity a memory budget buys).
@@ -554,7 +554,7 @@ std::string kv_dtypes(caf::actor_system& sys, const runtime_config& base, uint32
     rts[name] = start(sys, rc, &same_model);
   }
   std::string long_text;
-  for (int i = 0; long_text.size() < 1800; ++i) {
+  for (int i = 0; long_text.size() < 1100; ++i) {
     long_text += " The river " + std::to_string(i) + " runs past the mill, the church and the old bridge.";
   }
   constexpr int kRounds = 3, kStreams = 64;

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "engine/kernels/kv_q8_scores.h"
 #include "engine/kernels/kv_q8_values.h"
 #include "engine/model/attention.h"
 
@@ -27,17 +28,24 @@ void attend_heads_q8(const kernels::dot_kernels& kernels, const kv_pool& pool, u
   float* scores[kMaxGroupedHeads];
   for (int h = 0; h < n_q; ++h) scores[h] = scratch.scores.data() + padded * static_cast<size_t>(h);
 
-  // Scores: each key against up to four queries per call of the table's Q8_0 dot product.
-  const kernels::row_dot_fn dot = kernels.for_type(tensor_type::q8_0);
-  const auto* q = static_cast<const std::byte*>(q_q8);
+  // Scores: every key against every query head, by the table's Q8_0 dot product.
+  scratch.k_rows.resize(static_cast<size_t>(n_keys));
   for (int32_t j = 0; j < n_keys; ++j) {
-    const kernels::block_q8_0* key =
+    scratch.k_rows[static_cast<size_t>(j)] =
         pool.k_q8(layer, blocks[static_cast<size_t>(j / bt)], kv_head) + (j % bt) * row_blocks;
-    for (int h0 = 0; h0 < n_q; h0 += kernels::kMaxActsPerDot) {
-      const int n = std::min(kernels::kMaxActsPerDot, n_q - h0);
-      float s[kernels::kMaxActsPerDot];
-      dot(hd, key, q + static_cast<size_t>(h0) * rb, rb, n, s);
-      for (int g = 0; g < n; ++g) scores[h0 + g][j] = s[g];
+  }
+  if (const auto all_keys = kernels::q8_0_scores_for(kernels.isa)) {
+    all_keys(hd, scratch.k_rows.data(), n_keys, q_q8, rb, n_q, scores);
+  } else {  // the table's row kernel, four heads per call
+    const kernels::row_dot_fn dot = kernels.for_type(tensor_type::q8_0);
+    const auto* q = static_cast<const std::byte*>(q_q8);
+    for (int32_t j = 0; j < n_keys; ++j) {
+      for (int h0 = 0; h0 < n_q; h0 += kernels::kMaxActsPerDot) {
+        const int n = std::min(kernels::kMaxActsPerDot, n_q - h0);
+        float s[kernels::kMaxActsPerDot];
+        dot(hd, scratch.k_rows[static_cast<size_t>(j)], q + static_cast<size_t>(h0) * rb, rb, n, s);
+        for (int g = 0; g < n; ++g) scores[h0 + g][j] = s[g];
+      }
     }
   }
   for (int h = 0; h < n_q; ++h) std::fill(scores[h] + n_keys, scores[h] + padded, -INFINITY);

@@ -1,5 +1,5 @@
-// The Q8_0 KV cache (--kv-cache-dtype q8_0): the value kernels of every instruction set give
-// the scalar reference's bits; attention over the quantized cache is float attention over
+// The Q8_0 KV cache (--kv-cache-dtype q8_0): the key and value kernels of every instruction
+// set give the scalar reference's bits; attention over the quantized cache is float attention over
 // the dequantised keys and values (through a scattered block table); the pool holds 64/34
 // the tokens per byte; and on the default model the next-token distributions stay close to
 // the f16 cache's (mean KL divergence over a fixed text, bounded).
@@ -14,6 +14,7 @@
 
 #include "engine/kernels/blocks.h"
 #include "engine/kernels/dot_kernels.h"
+#include "engine/kernels/kv_q8_scores.h"
 #include "engine/kernels/kv_q8_values.h"
 #include "engine/model/attention.h"
 #include "engine/model/kv_block_allocator.h"
@@ -81,6 +82,39 @@ TEST(KvQ8Values, EveryInstructionSetGivesTheReferenceBits) {
                 << "hd " << hd << " heads " << n_q << " head " << h << " element " << i;
           }
         }
+      }
+    }
+  }
+}
+
+TEST(KvQ8Scores, TheAllKeysFormGivesTheRowKernelsBits) {
+  std::mt19937 rng(5);
+  for (const int64_t hd : {32, 64, 128}) {
+    for (const int n_q : {1, 3, 4, 7}) {
+      const int n_keys = 29;
+      const size_t nb = static_cast<size_t>(hd / kBlock);
+      std::vector<block_q8_0> keys(static_cast<size_t>(n_keys) * nb), q(static_cast<size_t>(n_q) * nb);
+      for (size_t j = 0; j < static_cast<size_t>(n_keys); ++j) {
+        const auto x = random_floats(static_cast<size_t>(hd), rng);
+        kernels::generic_dot_kernels().quantize_q8(x.data(), &keys[j * nb], hd, false);
+      }
+      for (size_t h = 0; h < static_cast<size_t>(n_q); ++h) {
+        const auto x = random_floats(static_cast<size_t>(hd), rng);
+        kernels::generic_dot_kernels().quantize_q8(x.data(), &q[h * nb], hd, false);
+      }
+      std::vector<const void*> key_ptrs;
+      for (int j = 0; j < n_keys; ++j) key_ptrs.push_back(&keys[static_cast<size_t>(j) * nb]);
+      auto run = [&](kernels::q8_0_scores_fn f) {
+        std::vector<std::vector<float>> s(static_cast<size_t>(n_q), std::vector<float>(n_keys));
+        std::vector<float*> sp;
+        for (auto& v : s) sp.push_back(v.data());
+        f(hd, key_ptrs.data(), n_keys, q.data(), nb * sizeof(block_q8_0), n_q, sp.data());
+        return s;
+      };
+      const auto want = run(kernels::q8_0_scores_reference);
+      EXPECT_NE(want[0][0], 0.0f);
+      if (const auto f = kernels::q8_0_scores_avx512()) {
+        EXPECT_EQ(run(f), want) << "hd " << hd << " heads " << n_q;
       }
     }
   }
