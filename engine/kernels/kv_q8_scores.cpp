@@ -77,12 +77,15 @@ TANDEM_VNNI void scores_vnni(int64_t hd, const void* const* keys, int n_keys, co
 }  // namespace
 
 q8_0_scores_fn q8_0_scores_avx512() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                 __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
-                 __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
-             ? scores_vnni
-             : nullptr;
+  static const q8_0_scores_fn f = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                   __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
+                   __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
+               ? scores_vnni
+               : nullptr;
+  }();
+  return f;
 }
 #else
 q8_0_scores_fn q8_0_scores_avx512() { return nullptr; }

@@ -129,14 +129,19 @@ __attribute__((target("avx512f,avx512bw,avx2,fma"))) void values_avx512(int64_t 
 }  // namespace
 
 q8_0_values_fn q8_0_values_avx2() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? values_avx2 : nullptr;
+  static const q8_0_values_fn f = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? values_avx2 : nullptr;
+  }();
+  return f;
 }
 
 q8_0_values_fn q8_0_values_avx512() {
-  __builtin_cpu_init();
-  return q8_0_values_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") ? values_avx512
-                                                                                                       : nullptr;
+  static const q8_0_values_fn f = [] {
+    return q8_0_values_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") ? values_avx512
+                                                                                                         : nullptr;
+  }();
+  return f;
 }
 #else
 q8_0_values_fn q8_0_values_avx2() { return nullptr; }
