@@ -64,11 +64,15 @@ run: build model
 	@echo
 	$(TANDEM) serve --host $(HOST) --port $(PORT) $(SERVE_FLAGS)
 
-# Every benchmark, each writing its section of docs/benchmarks.md (and a plot where it helps).
+# Every benchmark, each writing its section of docs/benchmarks.md (and a plot where it helps);
+# kv_attention_bench and runtime_bench's kv-dtype part print the figures its KV cache section quotes.
 bench: build model
 	@scripts/install-deps.sh --bench
 	$(BUILD_DIR)/bin/tokenizer_bench
 	$(BUILD_DIR)/bin/vector_pipe_bench
+	python3 bench/run_sampler_bench.py --build $(BUILD_DIR)
+	$(BUILD_DIR)/bin/kv_attention_bench
+	$(BUILD_DIR)/bin/runtime_bench default 64 0 kv-dtype
 	python3 bench/compare_llama_cpp.py --build $(BUILD_DIR)
 	python3 bench/run_runtime_bench.py
 	python3 bench/run_speculative_bench.py

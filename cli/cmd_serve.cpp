@@ -188,6 +188,10 @@ void register_serve(CLI::App& app) {
       "--kv-cache-tokens", o->rt.kv_cache_tokens,
       "KV cache size in tokens (0 = automatic: with --device cuda, all that --gpu-memory-utilization leaves)");
   cmd->add_option("--block-size", o->rt.block_size, "Tokens per KV block")->capture_default_str();
+  cmd->add_option("--kv-cache-dtype", o->rt.kv_cache_dtype,
+                  "KV cache element type: auto (= f16), f16, or q8_0 (1.88x the tokens per byte; CPU only)")
+      ->check(CLI::IsMember({"auto", "f16", "q8_0"}))
+      ->capture_default_str();
   cmd->add_option("--max-in-flight", o->rt.max_in_flight, "Accepted unfinished requests at most (then 503)")
       ->capture_default_str();
   cmd->add_flag("!--no-enable-prefix-caching", o->rt.enable_prefix_caching, "Turn the prefix cache off");
