@@ -1,0 +1,85 @@
+#include "engine/grammar/compiled_grammar.h"
+
+namespace tandem::grammar {
+
+compiled_grammar::compiled_grammar(grammar g, std::shared_ptr<const vocabulary> vocab)
+    : g_(std::move(g)), vocab_(std::move(vocab)), locals_(new std::atomic<const local_mask*>[g_.state_count()]) {
+  for (size_t i = 0; i < g_.state_count(); ++i) locals_[i].store(nullptr, std::memory_order_relaxed);
+  std::vector<int32_t> st{g_.start_state()};
+  expand(g_, st, initial_, false);
+}
+
+template <typename OnToken, typename OnContinuation>
+void compiled_grammar::walk(uint32_t node, size_t depth, bool base_unknown, mask_workspace& ws, OnToken&& on_token,
+                            OnContinuation&& on_continuation) const {
+  const vocabulary::node& n = vocab_->at(node);
+  for (uint32_t c = n.child_begin; c < n.child_end; ++c) {
+    const vocabulary::node& child = vocab_->at(c);
+    stack_set& next = ws.levels[depth + 1];
+    advance(g_, ws.levels[depth], child.byte, next, ws.scratch, base_unknown);
+    if (!next.live()) continue;
+    for (int32_t t : vocab_->tokens(child)) on_token(t);
+    if (child.child_begin == child.child_end) continue;
+    if (next.popped) on_continuation(c);
+    if (!next.empty()) walk(c, depth + 1, base_unknown, ws, on_token, on_continuation);
+  }
+}
+
+std::unique_ptr<local_mask> compiled_grammar::compute_local(int32_t top) const {
+  auto out = std::make_unique<local_mask>();
+  mask_workspace ws;
+  ws.levels.resize(vocab_->max_token_bytes() + 2);
+  ws.levels[0].clear();
+  ws.levels[0].add(std::span<const int32_t>(&top, 1));
+  std::vector<int32_t> tokens;
+  walk(
+      0, 0, true, ws, [&](int32_t t) { tokens.push_back(t); },
+      [&](uint32_t node) { out->continuations.push_back(node); });
+  if (tokens.size() * 32 > vocab_->size()) {
+    out->bits.assign(vocab_->mask_words(), 0);
+    for (int32_t t : tokens) out->bits[t >> 6] |= uint64_t{1} << (t & 63);
+  } else {
+    out->tokens = std::move(tokens);
+  }
+  return out;
+}
+
+const local_mask& compiled_grammar::local(int32_t top) const {
+  const local_mask* m = locals_[top].load(std::memory_order_acquire);
+  if (m) return *m;
+  std::unique_ptr<local_mask> fresh = compute_local(top);  // outside the lock: may race, same result
+  std::lock_guard<std::mutex> lock(locals_mutex_);
+  m = locals_[top].load(std::memory_order_acquire);
+  if (m) return *m;
+  m = fresh.get();
+  owned_.push_back(std::move(fresh));
+  locals_[top].store(m, std::memory_order_release);
+  n_locals_.fetch_add(1, std::memory_order_relaxed);
+  return *m;
+}
+
+void compiled_grammar::add_mask(const stack_set& state, std::span<uint64_t> mask, mask_workspace& ws) const {
+  auto set_bit = [&](int32_t t) { mask[t >> 6] |= uint64_t{1} << (t & 63); };
+  state.for_each([&](std::span<const int32_t> st) {
+    const local_mask& l = local(st.back());
+    if (!l.bits.empty()) {
+      for (size_t w = 0; w < l.bits.size(); ++w) mask[w] |= l.bits[w];
+    } else {
+      for (int32_t t : l.tokens) set_bit(t);
+    }
+    if (l.continuations.empty() || st.size() < 2) return;
+    // The rule of the top ended inside these tokens: read their rest against the stack below.
+    if (ws.levels.size() < vocab_->max_token_bytes() + 2) ws.levels.resize(vocab_->max_token_bytes() + 2);
+    ws.scratch.assign(st.begin(), st.end() - 1);
+    stack_set& below = ws.levels[0];
+    below.clear();
+    expand(g_, ws.scratch, below, false);
+    if (below.empty()) return;
+    for (uint32_t node : l.continuations) walk(node, 0, false, ws, set_bit, [](uint32_t) {});
+  });
+  if (state.accepting) {
+    for (int32_t id : vocab_->end_ids()) set_bit(id);
+  }
+}
+
+}  // namespace tandem::grammar
