@@ -21,7 +21,46 @@ void compiled_grammar::walk(uint32_t node, size_t depth, bool base_unknown, mask
     for (int32_t t : vocab_->tokens(child)) on_token(t);
     if (child.child_begin == child.child_end) continue;
     if (next.popped) on_continuation(c);
-    if (!next.empty()) walk(c, depth + 1, base_unknown, ws, on_token, on_continuation);
+    if (next.count == 1) {
+      // levels[depth + 1] stays untouched below this point: deeper calls write deeper levels.
+      std::span<const int32_t> st(next.data.data() + 1, next.data.size() - 1);
+      walk_single(c, depth + 1, st.back(), st.first(st.size() - 1), base_unknown, ws, on_token, on_continuation);
+    } else if (!next.empty()) {
+      walk(c, depth + 1, base_unknown, ws, on_token, on_continuation);
+    }
+  }
+}
+
+template <typename OnToken, typename OnContinuation>
+void compiled_grammar::walk_single(uint32_t node, size_t depth, int32_t top, std::span<const int32_t> below,
+                                   bool base_unknown, mask_workspace& ws, OnToken&& on_token,
+                                   OnContinuation&& on_continuation) const {
+  const vocabulary::node& n = vocab_->at(node);
+  for (uint32_t c = n.child_begin; c < n.child_end; ++c) {
+    const vocabulary::node& child = vocab_->at(c);
+    const int32_t t = g_.next(top, child.byte);
+    if (t < 0) continue;
+    const bool leaf = child.child_begin == child.child_end;
+    if (g_.is_simple(t)) {
+      for (int32_t id : vocab_->tokens(child)) on_token(id);
+      if (!leaf) walk_single(c, depth + 1, t, below, base_unknown, ws, on_token, on_continuation);
+      continue;
+    }
+    stack_set& next = ws.levels[depth + 1];
+    next.clear();
+    ws.scratch.assign(below.begin(), below.end());
+    ws.scratch.push_back(t);
+    expand(g_, ws.scratch, next, base_unknown);
+    if (!next.live()) continue;
+    for (int32_t id : vocab_->tokens(child)) on_token(id);
+    if (leaf) continue;
+    if (next.popped) on_continuation(c);
+    if (next.count == 1) {
+      std::span<const int32_t> st(next.data.data() + 1, next.data.size() - 1);
+      walk_single(c, depth + 1, st.back(), st.first(st.size() - 1), base_unknown, ws, on_token, on_continuation);
+    } else if (!next.empty()) {
+      walk(c, depth + 1, base_unknown, ws, on_token, on_continuation);
+    }
   }
 }
 
@@ -29,11 +68,9 @@ std::unique_ptr<local_mask> compiled_grammar::compute_local(int32_t top) const {
   auto out = std::make_unique<local_mask>();
   mask_workspace ws;
   ws.levels.resize(vocab_->max_token_bytes() + 2);
-  ws.levels[0].clear();
-  ws.levels[0].add(std::span<const int32_t>(&top, 1));
   std::vector<int32_t> tokens;
-  walk(
-      0, 0, true, ws, [&](int32_t t) { tokens.push_back(t); },
+  walk_single(
+      0, 0, top, {}, true, ws, [&](int32_t t) { tokens.push_back(t); },
       [&](uint32_t node) { out->continuations.push_back(node); });
   if (tokens.size() * 32 > vocab_->size()) {
     out->bits.assign(vocab_->mask_words(), 0);
@@ -75,7 +112,14 @@ void compiled_grammar::add_mask(const stack_set& state, std::span<uint64_t> mask
     below.clear();
     expand(g_, ws.scratch, below, false);
     if (below.empty()) return;
-    for (uint32_t node : l.continuations) walk(node, 0, false, ws, set_bit, [](uint32_t) {});
+    for (uint32_t node : l.continuations) {
+      if (below.count == 1) {
+        std::span<const int32_t> one(below.data.data() + 1, below.data.size() - 1);
+        walk_single(node, 0, one.back(), one.first(one.size() - 1), false, ws, set_bit, [](uint32_t) {});
+      } else {
+        walk(node, 0, false, ws, set_bit, [](uint32_t) {});
+      }
+    }
   });
   if (state.accepting) {
     for (int32_t id : vocab_->end_ids()) set_bit(id);

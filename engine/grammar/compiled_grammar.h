@@ -68,6 +68,11 @@ class compiled_grammar {
   template <typename OnToken, typename OnContinuation>
   void walk(uint32_t node, size_t depth, bool base_unknown, mask_workspace& ws, OnToken&& on_token,
             OnContinuation&& on_continuation) const;
+  // The same for one stack, `below` + [top], while each byte leads to a simple state (the
+  // common case: inside a string or a literal), without copying the stack.
+  template <typename OnToken, typename OnContinuation>
+  void walk_single(uint32_t node, size_t depth, int32_t top, std::span<const int32_t> below, bool base_unknown,
+                   mask_workspace& ws, OnToken&& on_token, OnContinuation&& on_continuation) const;
   std::unique_ptr<local_mask> compute_local(int32_t top) const;
 
   grammar g_;

@@ -76,6 +76,8 @@ class grammar {
   bool has_bytes(int32_t s) const { return flags_[s] & kHasBytes; }
   // The rule may end in state s (its caller then continues).
   bool accepting(int32_t s) const { return accepting_[s]; }
+  // Reads bytes and nothing else: a walk may replace the top of a stack by it in place.
+  bool is_simple(int32_t s) const { return flags_[s] == kHasBytes && !accepting_[s]; }
   // A continuation that can only return: pushing it would change nothing.
   bool is_return_only(int32_t s) const { return accepting_[s] && !(flags_[s] & (kHasBytes | kHasCalls)); }
   struct call {

@@ -25,8 +25,8 @@ namespace json = boost::json;
 constexpr int kMaxSchemaDepth = 64;
 
 const char* const kWs = R"(( " " | "\n" [ \t]{0,16} )?)";
-const char* const kChar =
-    R"(( [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" ( [0-9a-cA-CefEF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2} ) ) ))";
+const char* const kChar = R"(( [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" ( [0-9a-cA-CefEF] [0-9a-fA-F]{3})"
+                          R"( | [dD] [0-7] [0-9a-fA-F]{2} ) ) ))";
 const char* const kPlainKeyChar = R"([^"\\\x00-\x1F])";
 
 // A GBNF literal for `bytes`.
@@ -441,8 +441,8 @@ class converter {
     const std::string day28 = R"(( "0" [1-9] | "1" [0-9] | "2" [0-8] ))";
     const std::string date = "[0-9]{4} \"-\" ( ( \"0\" [13578] | \"1\" [02] ) \"-\" " + day31 +
                              " | ( \"0\" [469] | \"11\" ) \"-\" " + day30 + " | \"02-\" " + day28 + " )";
-    const std::string time =
-        R"(( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] ":" [0-5] [0-9] ( "." [0-9]{1,6} )? ( "Z" | [+-] ( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] ))";
+    const std::string time = R"(( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] ":" [0-5] [0-9] ( "." [0-9]{1,6} )?)"
+                             R"( ( "Z" | [+-] ( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] ))";
     if (f == "date") return shared("date", q + " " + date + " " + q);
     if (f == "time") return shared("time", q + " " + time + " " + q);
     if (f == "date-time") return shared("date-time", q + " " + date + " \"T\" " + time + " " + q);

@@ -10,6 +10,8 @@
 #include "engine/grammar/grammar.h"
 #include "engine/grammar/matcher.h"
 #include "engine/model/model_path.h"
+#include "engine/sampling/sampler.h"
+#include "engine/sampling/token_mask.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace tandem::grammar {
@@ -168,6 +170,53 @@ TEST(GrammarMatcher, RollbackRestoresStates) {
   EXPECT_FALSE(m.allowed(mask, 3));
   m.rollback(2);
   EXPECT_THROW(m.rollback(1), std::out_of_range);  // kept 4 steps, all undone
+}
+
+// The default model's vocabulary: a JSON-schema mask applied to logits makes the sampler
+// (greedy and random) emit only tokens the matcher accepts, ending with an end token.
+TEST(GrammarMask, AppliedToLogitsOnTheDefaultVocabulary) {
+  auto path = default_model_path();
+  if (!std::filesystem::exists(path)) GTEST_FAIL() << path << " is missing: run `make model` first";
+  tokenizer tok = tokenizer::from_gguf(gguf::file::open(path));
+  auto vocab = vocabulary::from_tokenizer(tok);
+  ASSERT_EQ(vocab->size(), 49152u);
+  auto g = std::make_shared<const compiled_grammar>(
+      grammar::from_gbnf(R"(root ::= "{\"ok\": " ( "true" | "false" ) "}")"), vocab);
+  for (float temperature : {0.0f, 1.0f}) {
+    sampling_params p;
+    p.temperature = temperature;
+    p.seed = 3;
+    sampler s(p);
+    matcher m(g);
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> noise(-5.0f, 5.0f);
+    std::string out;
+    for (int step = 0; step < 64 && !m.is_terminated(); ++step) {
+      std::vector<float> logits(vocab->size());
+      for (float& x : logits) x = noise(rng);
+      token_bitset mask = m.mask();
+      size_t kept = apply_token_mask(logits, mask);
+      ASSERT_GT(kept, 0u);
+      int32_t t = s.sample(logits).token;
+      ASSERT_TRUE(m.allowed(mask, t));
+      ASSERT_TRUE(m.accept_token(t));
+      if (!vocab->is_end(t)) out += vocab->bytes(t);
+    }
+    EXPECT_TRUE(m.is_terminated());
+    EXPECT_TRUE(out == "{\"ok\": true}" || out == "{\"ok\": false}") << out;
+  }
+}
+
+TEST(GrammarMask, ApplyTokenMaskBansClearBits) {
+  std::vector<float> logits(130, 1.0f);
+  std::vector<uint64_t> mask(3, 0);
+  mask[0] = 1u << 5;
+  mask[2] = 1u << 1;  // id 129
+  EXPECT_EQ(apply_token_mask(logits, mask), 2u);
+  for (size_t i = 0; i < logits.size(); ++i) EXPECT_EQ(logits[i] == 1.0f, i == 5 || i == 129) << i;
+  std::vector<float> all(64, 0.5f);
+  std::vector<uint64_t> full(1, ~uint64_t{0});
+  EXPECT_EQ(apply_token_mask(all, full), 64u);
 }
 
 }  // namespace
