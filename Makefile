@@ -69,6 +69,7 @@ bench: build model
 	@scripts/install-deps.sh --bench
 	$(BUILD_DIR)/bin/tokenizer_bench
 	$(BUILD_DIR)/bin/vector_pipe_bench
+	python3 bench/run_grammar_bench.py --build $(BUILD_DIR)
 	python3 bench/compare_llama_cpp.py --build $(BUILD_DIR)
 	python3 bench/run_runtime_bench.py
 	python3 bench/run_speculative_bench.py

@@ -84,7 +84,18 @@ std::unique_ptr<local_mask> compiled_grammar::compute_local(int32_t top) const {
 const local_mask& compiled_grammar::local(int32_t top) const {
   const local_mask* m = locals_[top].load(std::memory_order_acquire);
   if (m) return *m;
-  std::unique_ptr<local_mask> fresh = compute_local(top);  // outside the lock: may race, same result
+  const int32_t rule = g_.rule_of(top);
+  const std::string& rule_key = g_.shareable_key(rule);
+  std::string key;
+  std::shared_ptr<const local_mask> fresh;
+  if (!rule_key.empty()) {
+    key = rule_key + "#" + std::to_string(top - g_.rule_start(rule));
+    fresh = vocab_->shared_local(key);
+  }
+  if (!fresh) {
+    fresh = compute_local(top);  // outside any lock: may race, same result
+    if (!key.empty()) fresh = vocab_->share_local(key, fresh);
+  }
   std::lock_guard<std::mutex> lock(locals_mutex_);
   m = locals_[top].load(std::memory_order_acquire);
   if (m) return *m;

@@ -15,6 +15,9 @@
 //   mask(state) = OR over stacks [.., c, top]:  local(top).allowed
 //                 | walk(continuation nodes, expand([.., c]))      (usually a few tokens)
 //                 | end-of-generation ids if the state accepts
+//
+// local(top) is filled once per state; for a rule that calls no other (strings, numbers,
+// formats) it is shared through the vocabulary with every grammar holding the same rule.
 #pragma once
 
 #include <atomic>
@@ -31,12 +34,6 @@ namespace tandem::grammar {
 
 // A mask over the vocabulary: bit id % 64 of word id / 64 set = the token is allowed.
 using token_bitset = std::vector<uint64_t>;
-
-struct local_mask {
-  std::vector<uint64_t> bits;           // dense form (many tokens), or empty
-  std::vector<int32_t> tokens;          // sparse form (few tokens)
-  std::vector<uint32_t> continuations;  // trie nodes where the top's rule ended, bytes left
-};
 
 // Scratch space of one mask computation (one per matcher; not shared between threads).
 struct mask_workspace {
@@ -80,7 +77,7 @@ class compiled_grammar {
   stack_set initial_;
   std::unique_ptr<std::atomic<const local_mask*>[]> locals_;
   mutable std::mutex locals_mutex_;
-  mutable std::vector<std::unique_ptr<local_mask>> owned_;
+  mutable std::vector<std::shared_ptr<const local_mask>> owned_;
   mutable std::atomic<size_t> n_locals_{0};
 };
 

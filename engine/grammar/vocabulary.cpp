@@ -52,6 +52,21 @@ vocabulary::vocabulary(std::vector<std::string> bytes, std::vector<int32_t> end_
   }
 }
 
+std::shared_ptr<const local_mask> vocabulary::shared_local(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(shared_mutex_);
+  auto it = shared_.find(key);
+  return it == shared_.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<const local_mask> vocabulary::share_local(const std::string& key,
+                                                          std::shared_ptr<const local_mask> m) const {
+  std::lock_guard<std::mutex> lock(shared_mutex_);
+  auto it = shared_.find(key);
+  if (it != shared_.end()) return it->second;
+  if (shared_.size() < kMaxSharedLocals) shared_.emplace(key, m);
+  return m;
+}
+
 std::shared_ptr<const vocabulary> vocabulary::from_tokenizer(const tokenizer& tok) {
   std::vector<std::string> bytes(tok.vocab_size());
   for (size_t i = 0; i < bytes.size(); ++i) {

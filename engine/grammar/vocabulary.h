@@ -9,7 +9,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -19,6 +21,13 @@ class tokenizer;
 }
 
 namespace tandem::grammar {
+
+// The tokens one automaton state allows as far as its rule goes (compiled_grammar.h).
+struct local_mask {
+  std::vector<uint64_t> bits;           // dense form (many tokens), or empty
+  std::vector<int32_t> tokens;          // sparse form (few tokens)
+  std::vector<uint32_t> continuations;  // trie nodes where the top's rule ended, bytes left
+};
 
 class vocabulary {
  public:
@@ -45,6 +54,13 @@ class vocabulary {
   size_t node_count() const { return nodes_.size(); }
   size_t max_token_bytes() const { return max_bytes_; }
 
+  // Masks of states of rules that call no other rule, shared by every grammar on this
+  // vocabulary (the string, number and format rules of JSON schemas recur in all of them).
+  // Keyed by the rule's canonical body and the state's offset in it; bounded.
+  std::shared_ptr<const local_mask> shared_local(const std::string& key) const;
+  std::shared_ptr<const local_mask> share_local(const std::string& key, std::shared_ptr<const local_mask> m) const;
+  static constexpr size_t kMaxSharedLocals = 4096;
+
  private:
   std::vector<std::string> bytes_;
   std::vector<int32_t> end_ids_;
@@ -52,6 +68,8 @@ class vocabulary {
   std::vector<node> nodes_;  // nodes_[0] is the root
   std::vector<int32_t> token_ids_;
   size_t max_bytes_ = 0;
+  mutable std::mutex shared_mutex_;
+  mutable std::map<std::string, std::shared_ptr<const local_mask>> shared_;
 };
 
 }  // namespace tandem::grammar
