@@ -73,6 +73,7 @@ bench: build model
 	python3 bench/run_sampler_bench.py --build $(BUILD_DIR)
 	$(BUILD_DIR)/bin/kv_attention_bench
 	$(BUILD_DIR)/bin/runtime_bench default 64 0 kv-dtype
+	python3 bench/run_grammar_bench.py --build $(BUILD_DIR)
 	python3 bench/compare_llama_cpp.py --build $(BUILD_DIR)
 	python3 bench/run_runtime_bench.py
 	python3 bench/run_speculative_bench.py
