@@ -7,6 +7,7 @@
 #include "actors/sampling_params_from.h"
 #include "engine/kv/reservation.h"
 #include "engine/sampling/speculative.h"
+#include "engine/sampling/token_mask.h"
 
 namespace tandem {
 
@@ -14,7 +15,39 @@ device_sequences::sequence::sequence(const device_seq_start& start)
     : s(sampling_params_from(start.sampling)),
       options(start.sampling),
       n_prompt(start.n_prompt),
-      seed(start.sampling.seed >= 0 ? static_cast<uint64_t>(start.sampling.seed) : std::random_device{}()) {}
+      seed(start.sampling.seed >= 0 ? static_cast<uint64_t>(start.sampling.seed) : std::random_device{}()) {
+  if (start.grammar) grammar.emplace(start.grammar);
+}
+
+namespace {
+
+// The rows of a constrained sequence, masked: row i with the state after drafts [0, i).
+// Returns how many drafts the grammar accepted (the matcher advanced by them); rows past the
+// first refused draft stay unmasked, since that draft's rejection ends the verification.
+size_t mask_rows(grammar::matcher& m, std::span<const std::span<const float>> rows, std::span<const token_id> draft,
+                 std::vector<std::vector<float>>& masked, std::vector<std::span<const float>>& out) {
+  thread_local grammar::token_bitset mask;
+  masked.resize(rows.size());
+  out.clear();
+  size_t accepted = 0;
+  bool open = true;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    masked[i].assign(rows[i].begin(), rows[i].end());
+    if (open) {
+      mask.assign(m.grammar_ref().vocab().mask_words(), 0);
+      m.fill_mask(mask);
+      apply_token_mask(masked[i], mask);
+      if (i < draft.size()) {
+        open = m.allowed(mask, draft[i]) && m.accept_token(draft[i]);
+        accepted += open ? 1 : 0;
+      }
+    }
+    out.emplace_back(masked[i]);
+  }
+  return accepted;
+}
+
+}  // namespace
 
 void device_sequences::begin(const device_step& step, step_input& in) {
   for (seq_id s : step.released) seqs_.erase(s);
@@ -69,6 +102,13 @@ std::vector<token_id> device_sequences::sample(const device_seq& p, std::span<co
   auto& sq = seqs_.at(p.seq);
   const auto hist = history(p);
   std::vector<token_id> emitted;
+  size_t grammar_drafts = 0;  // drafts the matcher advanced by while masking
+  if (sq.grammar) {
+    thread_local std::vector<std::vector<float>> masked;
+    thread_local std::vector<std::span<const float>> masked_rows;
+    grammar_drafts = mask_rows(*sq.grammar, rows, p.draft, masked, masked_rows);
+    rows = masked_rows;
+  }
   if (!p.draft.empty()) {
     draft_proposal proposal;
     proposal.tokens = p.draft;  // n-gram and model drafts alike travel as point masses
@@ -85,6 +125,13 @@ std::vector<token_id> device_sequences::sample(const device_seq& p, std::span<co
         lp.top_logprobs.push_back(t.logprob);
       }
     }
+  }
+  if (sq.grammar) {
+    // The matcher stands after the drafts it accepted; it keeps those the target accepted
+    // (all emitted tokens but the last), then takes the last.
+    const size_t kept = emitted.empty() ? 0 : std::min(grammar_drafts, emitted.size() - 1);
+    sq.grammar->rollback(grammar_drafts - kept);
+    if (!emitted.empty()) sq.grammar->accept_token(emitted.back());
   }
   record(p, emitted);
   return emitted;

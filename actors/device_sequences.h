@@ -10,7 +10,9 @@
 //   begin():  released -> forgotten; preempted -> table cleared; started -> created;
 //             each planned sequence: tokens += new_tokens, table = table[:keep] + new_blocks;
 //             the model's step input is filled from these copies
-//   sample(): the emitted tokens are appended to the sequence's tokens
+//   sample(): the emitted tokens are appended to the sequence's tokens; with a grammar the
+//             rows are masked first (the row after each draft with the state that draft
+//             leads to) and the matcher advances by what was emitted
 //
 // Invariant after begin(): a planned sequence holds at least start_pos + n_new tokens,
 // otherwise begin() throws (and the model's forward pass checks that its table covers the
@@ -22,7 +24,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include <optional>
+
 #include "actors/device_worker.h"
+#include "engine/grammar/matcher.h"
 #include "engine/model/step.h"
 #include "engine/sampling/sampler.h"
 
@@ -39,6 +44,9 @@ class device_sequences {
     block_table table;
     uint64_t seed = 0;   // options.seed, or a random one: for a device sampler's random stream
     uint64_t draws = 0;  // numbers that stream has given
+    // Constrained decoding: where the output is in its grammar. Its logits are masked before
+    // every draw (the CUDA worker samples such sequences on the host).
+    std::optional<grammar::matcher> grammar;
   };
 
   // Applies the step's changes to the copies and fills `in` with the model's input. Throws

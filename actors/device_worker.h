@@ -10,6 +10,7 @@
 #pragma once
 
 #include <caf/all.hpp>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,11 +20,18 @@
 
 namespace tandem {
 
+namespace grammar {
+class compiled_grammar;
+}
+
 // A sequence the device has not run before: what stays fixed travels once.
 struct device_seq_start {
   seq_id seq = 0;
   sampling_options sampling;
   uint32_t n_prompt = 0;  // the penalties count only the output
+  // Constrained decoding: the device keeps a matcher over it and masks the logits before
+  // sampling (null: none). Immutable and shared.
+  std::shared_ptr<const grammar::compiled_grammar> grammar;
 };
 
 // One sequence in a step, as a change to the device's copy of it (actors/device_sequences.h):

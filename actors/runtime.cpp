@@ -47,7 +47,7 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
   rt->model_cfg_ = std::make_shared<model_config>(mc);
   (void)kv_pool::row_bytes_for(mc, kv_dtype);  // q8_0 on a head size it cannot split: a clear error now
 
-  auto shared = std::make_shared<runtime_shared>(runtime_shared{tokenizer::from_gguf(m->file()), std::nullopt, "", 0});
+  auto shared = std::make_shared<runtime_shared>(runtime_shared{tokenizer::from_gguf(m->file()), std::nullopt, "", 0, {}});
   try {
     shared->chat = chat_template::from_gguf(m->file(), cfg.chat_template);
   } catch (const std::exception& e) {
@@ -55,6 +55,7 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
     shared->chat_error = e.what();
   }
   shared->max_model_len = cfg.max_model_len > 0 ? std::min(cfg.max_model_len, mc.n_ctx_train) : mc.n_ctx_train;
+  shared->grammar_compiler = spawn_grammar_compiler(sys, shared->tok);
   rt->shared_ = shared;
 
   const uint64_t default_tokens = std::min<uint64_t>(uint64_t{16} * shared->max_model_len, 65536);
@@ -128,7 +129,8 @@ runtime::~runtime() {
   for (const caf::actor& a :
        {caf::actor_cast<caf::actor>(x.admission), caf::actor_cast<caf::actor>(x.scheduler),
         caf::actor_cast<caf::actor>(x.cache_manager), caf::actor_cast<caf::actor>(x.device_worker),
-        caf::actor_cast<caf::actor>(x.drafter), caf::actor_cast<caf::actor>(x.verifier)}) {
+        caf::actor_cast<caf::actor>(x.drafter), caf::actor_cast<caf::actor>(x.verifier),
+        caf::actor_cast<caf::actor>(shared_->grammar_compiler)}) {
     if (a) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   }
 }

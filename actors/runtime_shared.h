@@ -1,10 +1,11 @@
 // What every streamer reads and nobody writes after start-up: the tokenizer, the chat
-// template and the context limit. Immutable, so sharing it breaks no ownership rule.
+// template, the context limit and where grammars are compiled. Immutable, so sharing it breaks no ownership rule.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 
+#include "actors/grammar_compiler.h"
 #include "engine/chat/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -12,9 +13,10 @@ namespace tandem {
 
 struct runtime_shared {
   tokenizer tok;
-  std::optional<chat_template> chat;  // absent when the model has no usable template
-  std::string chat_error;             // why it is absent
-  uint32_t max_model_len = 0;         // prompt + output tokens at most
+  std::optional<chat_template> chat;        // absent when the model has no usable template
+  std::string chat_error;                   // why it is absent
+  uint32_t max_model_len = 0;               // prompt + output tokens at most
+  grammar_compiler_actor grammar_compiler;  // for constrained requests (an actor handle: a value)
 };
 
 }  // namespace tandem

@@ -264,7 +264,7 @@ device_step device_step_of(scheduler_state& st, step_plan_core& plan) {
     if (!info.started && p.start_pos == p.n_cached && p.n_cached > 0) info.cached_tokens = p.n_cached;
     if (!info.started && info.queue_ms == 0) info.queue_ms = ms_between(info.enqueued, clock_type::now());
     if (!info.on_device) {
-      step.started.push_back({p.seq, info.req.sampling, st.planner->n_prompt(p.seq)});
+      step.started.push_back({p.seq, info.req.sampling, st.planner->n_prompt(p.seq), info.req.grammar});
       info.on_device = true;
     }
     device_seq d;

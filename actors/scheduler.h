@@ -14,12 +14,17 @@
 #pragma once
 
 #include <caf/all.hpp>
+#include <memory>
 
 #include "actors/streamer.h"
 #include "engine/ids.h"
 #include "tandem/api.h"
 
 namespace tandem {
+
+namespace grammar {
+class compiled_grammar;
+}
 
 struct sequence_request {
   seq_id id = 0;
@@ -30,10 +35,11 @@ struct sequence_request {
   std::vector<token_id> prompt;
   sampling_options sampling;
   uint32_t max_new_tokens = 256;
-  uint32_t max_total_tokens = 0;         // the context limit: prompt + output
-  std::vector<token_id> stop_token_ids;  // ending tokens (end-of-generation ids unless ignored)
-  bool speculative = true;               // may draft tokens for it (when the runtime speculates)
-  uint64_t prompt_group = 0;             // generate_request::prompt_group
+  uint32_t max_total_tokens = 0;                             // the context limit: prompt + output
+  std::vector<token_id> stop_token_ids;                      // ending tokens (end-of-generation ids unless ignored)
+  bool speculative = true;                                   // may draft tokens for it (when the runtime speculates)
+  uint64_t prompt_group = 0;                                 // generate_request::prompt_group
+  std::shared_ptr<const grammar::compiled_grammar> grammar;  // constrained decoding (null: none)
   streamer_actor streamer;
 };
 

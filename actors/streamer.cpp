@@ -6,11 +6,13 @@
 
 #include "actors/admission.h"
 #include "actors/clock.h"
+#include "actors/grammar_compiler.h"
 #include "actors/runtime_shared.h"
 #include "actors/scheduler.h"
 #include "actors/spawn.h"
 #include "engine/chat/output_parser.h"
 #include "engine/chat/prompt_encoder.h"
+#include "engine/chat/tool_call_grammar.h"
 #include "engine/platform/fault_injection.h"
 
 namespace tandem {
@@ -115,7 +117,7 @@ void flush(self_ptr self) {
   st.sent_first = true;
 }
 
-void close(self_ptr self, finish_reason reason, std::string error = "", uint16_t status = 200) {
+void close(self_ptr self, finish_reason reason, std::string error = "", uint16_t status = 200, std::string param = "") {
   auto& st = self->state;
   if (st.done) return;
   st.done = true;
@@ -125,6 +127,7 @@ void close(self_ptr self, finish_reason reason, std::string error = "", uint16_t
   d.id = st.id;
   d.reason = reason == finish_reason::stop && st.called_tools ? finish_reason::tool_calls : reason;
   d.error = std::move(error);
+  d.error_param = std::move(param);
   d.status = status;
   d.prompt_tokens = st.prompt_tokens;
   d.completion_tokens = st.completion_tokens;
@@ -201,6 +204,54 @@ void on_tokens(self_ptr self, token_batch& b) {
   }
 }
 
+// A constrained request: its grammar is compiled first (by the grammar compiler, on its own
+// thread), then the sequence is enqueued with it. A bad grammar ends the request with a 400
+// naming the field it came from.
+void compile_then_enqueue(self_ptr self, sequence_request sr) {
+  auto& st = self->state;
+  const auto& g = st.req.grammar;
+  grammar::grammar_kind kind = grammar::grammar_kind::gbnf;
+  std::string text = g.text;
+  std::string param = "response_format";
+  try {
+    switch (g.type) {
+      case output_grammar::kind::json_object:
+        kind = grammar::grammar_kind::json_object;
+        break;
+      case output_grammar::kind::json_schema:
+        kind = grammar::grammar_kind::json_schema;
+        break;
+      case output_grammar::kind::gbnf:
+        param = "grammar";
+        break;
+      case output_grammar::kind::tool_call: {
+        param = "tool_choice";
+        const auto syntax = !st.req.tool_call_parser.empty() ? tool_call_parser::syntax_named(st.req.tool_call_parser)
+                            : st.shared->chat                ? tool_call_parser::syntax_for(*st.shared->chat)
+                                                             : tool_call_parser::syntax::generic;
+        text = tool_call_grammar(st.req.tools_json, syntax, g.text);
+        break;
+      }
+      case output_grammar::kind::none:
+        break;
+    }
+  } catch (const std::exception& e) {
+    return close(self, finish_reason::error, e.what(), 400, param);
+  }
+  auto pending = std::make_shared<sequence_request>(std::move(sr));
+  self->request(st.shared->grammar_compiler, caf::infinite, compile_atom::value, kind, std::move(text))
+      .then(
+          [self, pending, param](grammar_reply& r) {
+            if (self->state.done) return;  // cancelled meanwhile
+            if (!r.grammar) return close(self, finish_reason::error, r.error, 400, param);
+            pending->grammar = std::move(r.grammar);
+            self->send(self->state.scheduler, enqueue_atom::value, std::move(*pending));
+          },
+          [self](caf::error& err) {
+            close(self, finish_reason::error, "the grammar compiler failed: " + self->system().render(err), 500);
+          });
+}
+
 streamer_actor::behavior_type streamer(self_ptr self, request_id id, generate_request req,
                                        std::shared_ptr<const runtime_shared> shared, scheduler_actor scheduler,
                                        admission_actor admission) {
@@ -269,7 +320,11 @@ streamer_actor::behavior_type streamer(self_ptr self, request_id id, generate_re
       for (token_id t : tok.end_of_generation_ids()) sr.stop_token_ids.push_back(t);
     }
     sr.streamer = self;
-    self->send(st.scheduler, enqueue_atom::value, std::move(sr));
+    if (st.req.grammar.type == output_grammar::kind::none) {
+      self->send(st.scheduler, enqueue_atom::value, std::move(sr));
+    } else {
+      compile_then_enqueue(self, std::move(sr));
+    }
   }
   return {
       [self](tokens_atom, token_batch& b) {

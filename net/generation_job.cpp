@@ -259,7 +259,7 @@ void generation_job::on_delta(uint32_t choice, generation_delta& d) {
   d.text = valid_utf8(d.text);
   d.reasoning_content = valid_utf8(d.reasoning_content);
   if (!req_.parallel_tool_calls) {  // only the first call is the reply's
-    std::erase_if(d.tool_calls, [](const tool_call_chunk& c) { return c.index > 0; });
+    std::erase_if(d.tool_calls, [](const tool_call_chunk& t) { return t.index > 0; });
   }
   const bool parsed = !d.reasoning_content.empty() || !d.tool_calls.empty();
   switch (format_) {
@@ -314,8 +314,10 @@ void generation_job::on_done(uint32_t choice, generation_done& d) {
   if (ctx_.metrics) ctx_.metrics->observe_generation(tenant_, d);
   if (failure_) return;
   if (d.reason == finish_reason::error) {
-    api_error e(d.status >= 400 ? d.status : 500, d.error.empty() ? "the generation failed" : d.error,
-                d.status == 400 ? (req_.kind == api_kind::chat ? "messages" : "prompt") : "");
+    const std::string param = !d.error_param.empty() ? d.error_param
+                              : d.status == 400      ? (req_.kind == api_kind::chat ? "messages" : "prompt")
+                                                     : "";
+    api_error e(d.status >= 400 ? d.status : 500, d.error.empty() ? "the generation failed" : d.error, param);
     return fail(std::move(e));
   }
   // An abort the client did not ask for (a stop string cut the output) reads as OpenAI's "stop";

@@ -334,10 +334,34 @@ void reject_unsupported(const json::object& o) {
   }
   if (boolean(o, "echo", false)) bad("echo", "is not supported by this server");
   if (integer(o, "best_of", 1, 1, 1) != 1) bad("best_of", "is not supported");
+}
+
+// response_format {"type": "text" | "json_object" | "json_schema", "json_schema": {"name",
+// "schema", "strict"}} and Tandem's (llama-server's) "grammar": a GBNF grammar. The grammar
+// is compiled when the request starts (off the network thread); a bad one is a 400 then.
+void parse_output_grammar(const json::object& o, generate_request& gen) {
   if (const json::value* rf = field(o, "response_format")) {
-    if (!rf->is_object() || string(rf->get_object(), "type") != "text") {
-      bad("response_format", "supports only {\"type\": \"text\"}");
+    if (!rf->is_object()) bad("response_format", "must be an object");
+    const auto& ro = rf->get_object();
+    const std::string type = string(ro, "type");
+    if (type == "json_object") {
+      gen.grammar.type = output_grammar::kind::json_object;
+    } else if (type == "json_schema") {
+      const json::value* js = field(ro, "json_schema");
+      if (!js || !js->is_object()) bad("response_format.json_schema", "must be an object with the schema");
+      const json::value* schema = field(js->get_object(), "schema");
+      if (!schema || !(schema->is_object() || schema->is_bool())) {
+        bad("response_format.json_schema.schema", "must be a JSON Schema object");
+      }
+      gen.grammar = {output_grammar::kind::json_schema, json::serialize(*schema)};
+    } else if (type != "text") {
+      bad("response_format.type", "must be 'text', 'json_object' or 'json_schema' (got '" + type + "')");
     }
+  }
+  if (const json::value* g = field(o, "grammar")) {
+    if (!g->is_string() || g->get_string().empty()) bad("grammar", "must be a GBNF grammar (a non-empty string)");
+    if (gen.grammar.type != output_grammar::kind::none) bad("grammar", "cannot be given with a JSON response_format");
+    gen.grammar = {output_grammar::kind::gbnf, std::string(g->get_string())};
   }
 }
 
@@ -355,10 +379,13 @@ api_request parse_api_request(const json::value& body, api_kind kind, const api_
   if (kind == api_kind::chat) {
     parse_messages(o, gen);
     parse_tools(o, r);
+    parse_output_grammar(o, gen);
     if (r.tool_choice == tool_choice_mode::required || r.tool_choice == tool_choice_mode::named) {
-      bad("tool_choice",
-          "'required' and a named function need constrained decoding, which this server does not have yet; "
-          "use 'auto'");
+      // The reply is forced to be one call (of the named function), in the template's syntax.
+      if (gen.grammar.type != output_grammar::kind::none) {
+        bad("tool_choice", "'required' or a named function cannot be combined with response_format or grammar");
+      }
+      gen.grammar = {output_grammar::kind::tool_call, r.tool_choice_name};
     }
     if (const json::value* kw = field(o, "chat_template_kwargs")) {
       if (!kw->is_object()) bad("chat_template_kwargs", "must be an object");
@@ -372,6 +399,7 @@ api_request parse_api_request(const json::value& body, api_kind kind, const api_
     if (field(o, "tools") || field(o, "tool_choice"))
       bad(field(o, "tools") ? "tools" : "tool_choice", "is for chat completions");
     parse_prompt(o, gen);
+    parse_output_grammar(o, gen);
     gen.prompt_special_tokens = limits.prompt_special_tokens;
   }
 

@@ -18,7 +18,8 @@ namespace {
 using gpu_done_atom = caf::atom_constant<caf::atom("gpudone")>;
 using gpu_worker_actor = device_worker_actor::extend<caf::reacts_to<gpu_done_atom, uint64_t>>;
 // What the device sampler covers (gpu/device_sampler.h): temperature, top-k, top-p, min-p
-// and penalties. Log-probabilities, logit bias and draft verification stay on the host.
+// and penalties. Log-probabilities, logit bias, grammar masks and draft verification stay on
+// the host.
 bool device_samples(const sampling_options& o, const device_seq& p) {
   return p.draft.empty() && !o.logprobs && o.logit_bias_ids.empty();
 }
@@ -84,7 +85,7 @@ void enqueue(gpu_worker_state& st, in_flight& f) {
     if (!p.sample || f.rows.n_rows_of[i] == 0) continue;
     auto& sq = st.seqs.at(p.seq);
     const auto& o = sq.options;
-    if (device_samples(o, p)) {
+    if (device_samples(o, p) && !sq.grammar) {
       f.on_device[i] = 1;
       const int32_t row = f.rows.first_row[i] + f.rows.n_rows_of[i] - 1;
       st.sampler.set_row(row, gpu::sample_params{o.temperature, o.min_p, sq.seed, sq.draws++, o.top_k, o.top_p});

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tandem/atoms.h"
@@ -62,7 +63,25 @@ struct tool_call_chunk {
   std::string arguments;
 };
 
+// Structured output: the reply must match a grammar (response_format, a "grammar" field, a
+// forced tool call). Checked when the request starts: a bad one ends it with a 400.
+struct output_grammar {
+  enum class kind : uint8_t {
+    none,
+    json_object,  // any JSON object
+    json_schema,  // text: a JSON Schema
+    gbnf,         // text: a GBNF grammar (llama.cpp's form)
+    tool_call,    // one call of the request's tools in the template's syntax; text: the
+                  // function it must call ("" = any of them)
+  };
+  kind type = kind::none;
+  std::string text;
+};
+
 struct chat_turn {
+  chat_turn() = default;
+  chat_turn(std::string r, std::string c) : role(std::move(r)), content(std::move(c)) {}
+
   std::string role;  // "system", "user", "assistant" or "tool"
   std::string content;
   bool content_is_null = false;       // "content": null (an assistant turn that only calls tools)
@@ -110,6 +129,7 @@ struct generate_request {
   // Chat: at most this many tokens inside a thinking section, then the section is closed
   // (its end tag is appended to the sequence); 0 = no cap. vLLM's thinking_token_budget.
   uint32_t thinking_token_budget = 0;
+  output_grammar grammar;  // constrained decoding; none by default
   // Raw prompt: control-token text in it ("<|im_start|>") becomes control tokens, since the
   // client wrote the whole model input (vLLM, llama-server); false keeps it plain text.
   bool prompt_special_tokens = false;
@@ -178,8 +198,9 @@ struct generation_delta {
 struct generation_done {
   request_id id = 0;
   finish_reason reason = finish_reason::stop;
-  std::string error;      // with finish_reason::error
-  uint16_t status = 200;  // with finish_reason::error: 400 for bad input, 500 otherwise
+  std::string error;        // with finish_reason::error
+  std::string error_param;  // with a 400: the request field at fault, when known
+  uint16_t status = 200;    // with finish_reason::error: 400 for bad input, 500 otherwise
   uint32_t prompt_tokens = 0;
   uint32_t completion_tokens = 0;
   uint32_t cached_tokens = 0;  // prompt tokens served from the prefix cache
@@ -223,6 +244,10 @@ typename Inspector::result_type inspect(Inspector& f, chat_turn& x) {
            x.name, x.reasoning_content);
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, output_grammar& x) {
+  return f(caf::meta::type_name("output_grammar"), x.type, x.text);
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, tool_call& x) {
   return f(caf::meta::type_name("tool_call"), x.id, x.name, x.arguments);
 }
@@ -240,9 +265,9 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generate_request& x) {
   return f(caf::meta::type_name("generate_request"), x.prompt, x.messages, x.add_generation_prompt, x.tools_json,
            x.chat_template_kwargs_json, x.parse_tool_calls, x.tool_call_parser, x.parse_reasoning,
-           x.thinking_token_budget, x.prompt_special_tokens, x.max_tokens, x.stop, x.stop_token_ids, x.ignore_eos,
-           x.speculative, x.prompt_group, x.choices, x.sampling, x.tenant, x.weight, x.cache_group, x.kv_cache_share,
-           x.api_key, x.stream_interval, x.sink);
+           x.thinking_token_budget, x.grammar, x.prompt_special_tokens, x.max_tokens, x.stop, x.stop_token_ids,
+           x.ignore_eos, x.speculative, x.prompt_group, x.choices, x.sampling, x.tenant, x.weight, x.cache_group,
+           x.kv_cache_share, x.api_key, x.stream_interval, x.sink);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, submit_reply& x) {
@@ -260,7 +285,7 @@ typename Inspector::result_type inspect(Inspector& f, generation_delta& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generation_done& x) {
-  return f(caf::meta::type_name("generation_done"), x.id, x.reason, x.error, x.status, x.prompt_tokens,
+  return f(caf::meta::type_name("generation_done"), x.id, x.reason, x.error, x.error_param, x.status, x.prompt_tokens,
            x.completion_tokens, x.cached_tokens, x.queue_ms, x.ttft_ms, x.tpot_ms);
 }
 

@@ -14,6 +14,7 @@ using finished_atom = caf::atom_constant<caf::atom("finished")>;      // streame
 using enqueue_atom = caf::atom_constant<caf::atom("enqueue")>;        // streamer -> scheduler
 using abort_atom = caf::atom_constant<caf::atom("abort")>;            // -> scheduler
 using force_atom = caf::atom_constant<caf::atom("force")>;            // streamer -> scheduler
+using compile_atom = caf::atom_constant<caf::atom("compile")>;        // streamer -> grammar compiler
 using reserve_atom = caf::atom_constant<caf::atom("reserve")>;        // scheduler -> cache manager
 using commit_atom = caf::atom_constant<caf::atom("commit")>;          // scheduler -> cache manager
 using release_atom = caf::atom_constant<caf::atom("release")>;        // scheduler -> cache manager

@@ -87,7 +87,7 @@ TEST_F(GpuWorker, DeviceAndHostSamplingAgreeAndErrorsAreReplies) {
   const std::vector<token_id> prompt = {1, 7, 42, 99, 3, 250, 17, 8, 64, 5, 11, 300, 2, 9, 77, 31, 400};
   device_step step;
   step.step = 1;
-  step.started = {{1, greedy_device, 17}, {2, greedy_host, 17}, {3, greedy_device, 3}};
+  step.started = {{1, greedy_device, 17, nullptr}, {2, greedy_host, 17, nullptr}, {3, greedy_device, 3, nullptr}};
   step.seqs = {first(1, prompt, {0, 1}, true), first(2, prompt, {5, 6}, true), first(3, {4, 4, 4}, {9}, false)};
   for (int k = 0; k < 4; ++k) {
     const auto r = run(self, w, step);
@@ -103,7 +103,7 @@ TEST_F(GpuWorker, DeviceAndHostSamplingAgreeAndErrorsAreReplies) {
     step.started.clear();
     step.seqs = {next(1, pos, 2), next(2, pos, 2)};
   }
-  step.started = {{4, greedy_device, 2}};
+  step.started = {{4, greedy_device, 2, nullptr}};
   step.seqs = {first(4, {1, 2}, {31, 999}, true)};
   EXPECT_FALSE(run(self, w, step).error.empty());
   device_stats stats;
@@ -139,7 +139,7 @@ TEST_F(GpuWorker, DevicePenaltiesAndTopKMatchTheHostSampler) {
   const std::vector<block_table> tables = {{0, 1}, {5, 6}, {10, 11}};
   device_step step;
   step.step = 1;
-  step.started = {{1, device_greedy, 17}, {2, host_greedy, 17}, {3, device_top1, 17}};
+  step.started = {{1, device_greedy, 17, nullptr}, {2, host_greedy, 17, nullptr}, {3, device_top1, 17, nullptr}};
   step.seqs = {first(1, prompt, tables[0], true), first(2, prompt, tables[1], true), first(3, prompt, tables[2], true)};
   for (int k = 0; k < 10; ++k) {
     const auto r = run(self, w, step);

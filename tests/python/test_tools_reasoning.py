@@ -161,6 +161,30 @@ def test_reasoning_content_and_the_thinking_budget(tool_server):
     assert "r" not in kinds[kinds.index("c"):], "no reasoning after the content began"
 
 
+TIME = {"type": "function", "function": {
+    "name": "get_time", "description": "The time in a time zone",
+    "parameters": {"type": "object", "properties": {"zone": {"type": "string", "enum": ["UTC", "CET"]}},
+                   "required": ["zone"]}}}
+
+
+@pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "get_time"}}])
+def test_forced_tool_choice_is_a_valid_call(tool_server, choice):
+    """tool_choice required or named: the reply is constrained to one call, sampled, with no history to copy."""
+    c = client(tool_server)
+    for seed in range(3):
+        r = c.chat.completions.create(model="default", messages=[{"role": "user", "content": "Hello there!"}],
+                                      tools=[WEATHER, TIME], tool_choice=choice, temperature=0.8, seed=seed,
+                                      max_tokens=60)
+        ch = r.choices[0]
+        assert ch.finish_reason == "tool_calls", ch
+        call = ch.message.tool_calls[0]
+        args = json.loads(call.function.arguments)
+        if isinstance(choice, dict) or call.function.name == "get_time":
+            assert call.function.name == "get_time" and args["zone"] in ("UTC", "CET"), call
+        else:
+            assert call.function.name == "get_weather" and isinstance(args["city"], str), call
+
+
 def test_tool_requests_checked(tool_server):
     url = tool_server.url + "/v1/chat/completions"
     msgs = [{"role": "user", "content": "Hi"}]
@@ -170,6 +194,7 @@ def test_tool_requests_checked(tool_server):
         ({"tool_choice": "auto"}, "tool_choice"),
         ({"tools": [WEATHER], "tool_choice": "sometimes"}, "tool_choice"),
         ({"messages": [{"role": "tool", "content": "x"}]}, "messages[0].tool_call_id"),
+        ({"tools": [WEATHER], "tool_choice": "required", "response_format": {"type": "json_object"}}, "tool_choice"),
     ]
     for extra, param in cases:
         r = httpx.post(url, json={"messages": msgs, "max_tokens": 1, **extra}, timeout=30)

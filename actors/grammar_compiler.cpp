@@ -1,0 +1,36 @@
+#include "actors/grammar_compiler.h"
+
+#include <exception>
+
+#include "engine/grammar/vocabulary.h"
+
+namespace tandem {
+namespace {
+
+struct grammar_compiler_state {
+  std::unique_ptr<grammar::grammar_cache> cache;
+  static inline const char* name = "tandem.grammar_compiler";
+};
+
+grammar_compiler_actor::behavior_type grammar_compiler(
+    grammar_compiler_actor::stateful_pointer<grammar_compiler_state> self,
+    std::shared_ptr<const grammar::vocabulary> vocab) {
+  self->state.cache = std::make_unique<grammar::grammar_cache>(std::move(vocab));
+  return {
+      [self](compile_atom, grammar::grammar_kind kind, const std::string& text) -> grammar_reply {
+        try {
+          return {self->state.cache->get(kind, text), ""};
+        } catch (const std::exception& e) {
+          return {nullptr, e.what()};
+        }
+      },
+  };
+}
+
+}  // namespace
+
+grammar_compiler_actor spawn_grammar_compiler(caf::actor_system& sys, const tokenizer& tok) {
+  return sys.spawn<caf::detached>(grammar_compiler, grammar::vocabulary::from_tokenizer(tok));
+}
+
+}  // namespace tandem
