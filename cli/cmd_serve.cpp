@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "cli/commands.h"
+#include "cli/server_config.h"
 #include "cli/speculative_options.h"
 #include "engine/tenants/tenant_limits.h"
 #include "gpu/cli/device_options.h"
@@ -89,7 +90,6 @@ int serve(serve_options o) {
   o.rt.model = o.model;
   // Before the listener opens: --device cuda without a usable GPU fails here, with one line.
   const auto device = apply_device_options(o.device, o.rt);
-  if (!o.config.empty()) o.rt.tenants = load_tenants_yaml(o.config);
   if (!o.api_key.empty()) {
     tenant_config t;
     t.name = "default";
@@ -162,7 +162,8 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--served-model-name", o->served_model_name, "The model name /v1/models reports");
   cmd->add_option("--host", o->host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", o->port, "Port (0 = a free one)")->capture_default_str();
-  cmd->add_option("--config", o->config, "Tenants YAML (API keys, rate limits, weights)");
+  cmd->add_option("--config", o->config,
+                  "Server config YAML: any flag here as a key (the flags given win), and tenants (API keys, limits)");
   cmd->add_option("--api-key", o->api_key, "One API key for a single tenant 'default'");
   cmd->add_flag("--allow-open-non-loopback", o->allow_open_non_loopback,
                 "Serve without API keys on a non-loopback address");
@@ -220,7 +221,13 @@ void register_serve(CLI::App& app) {
                   "A key GET /metrics requires (it shows tenant names and usage); unset: /metrics is open");
   cmd->add_option("--chat-page", o->chat_page, "HTML page served at / (default: examples/chat/index.html)");
   cmd->add_option("--log-level", o->log_level, "trace, debug, info, warn, error")->capture_default_str();
-  cmd->callback([o] {
+  const auto config = std::make_shared<server_config>(cmd);  // adds --print-config: after every other option
+  cmd->callback([o, config] {
+    if (!o->config.empty()) o->rt.tenants = config->apply(o->config);
+    if (config->print_requested()) {
+      std::fputs(config->effective_yaml(o->rt.tenants).c_str(), stdout);
+      return;
+    }
     const int rc = serve(*o);
     if (rc != 0) std::exit(rc);
   });
