@@ -8,6 +8,9 @@
 #   make test-slow  the slow checks (`tandem quantize` against llama-quantize for every file type)
 #   make fuzz    build the libFuzzer targets and fuzz the GGUF reader (FUZZ_SECONDS)
 #   make format  clang-format every C++ file in place (.clang-format; the generated table excepted)
+#   make install build, then install into PREFIX (default /usr/local; DESTDIR is honoured):
+#                binary, libraries, headers, CMake package, service unit, config (docs/deploy.md)
+#   make deb     build, then $(BUILD_DIR)/tandem_<version>_<arch>.deb (cpack; docs/deploy.md)
 
 BUILD_DIR    ?= build
 BUILD_TYPE   ?= Release
@@ -17,12 +20,13 @@ TANDEM_HOME  ?= $(HOME)/.cache/tandem
 FUZZ_SECONDS ?= 600
 HOST         ?= 127.0.0.1
 PORT         ?= 8080
+PREFIX       ?= /usr/local
 SERVE_FLAGS  ?=
 export TANDEM_HOME
 
 TANDEM := $(BUILD_DIR)/bin/tandem
 
-.PHONY: all deps build model test-data test test-slow run bench fuzz format clean
+.PHONY: all deps build model test-data test test-slow run bench fuzz format install deb clean
 
 all: build
 
@@ -79,6 +83,12 @@ fuzz:
 
 format:
 	git ls-files '*.cpp' '*.h' '*.cu' '*.cuh' '*.inl' | grep -v unicode_data_table | xargs clang-format -i
+
+install: build
+	cmake --install $(BUILD_DIR) --prefix $(PREFIX)
+
+deb: build
+	cd $(BUILD_DIR) && cpack -G DEB
 
 clean:
 	rm -rf $(BUILD_DIR) build-fuzz
