@@ -1,11 +1,12 @@
 // A host CAF application that embeds Tandem and serves it over HTTP too (Tandem::net): the
 // OpenAI-compatible API, SSE and the WebSocket on 127.0.0.1, in the host's own actor system,
-// beside whatever else its actors do. SIGINT or SIGTERM stops it.
+// beside whatever else its actors do. SIGINT or SIGTERM stops it gracefully.
 //
 //   embed_http [MODEL] [PORT]        (MODEL: a GGUF path or "default"; PORT 0 = a free one)
 //
 // It listens before the model is loaded (/health says 503 until attach), as `tandem serve` does.
 #include <caf/all.hpp>
+#include <chrono>
 #include <cstdio>
 #include <exception>
 #include <memory>
@@ -37,6 +38,11 @@ int main(int argc, char** argv) {
     std::printf("embed_http: Tandem %s serving on http://127.0.0.1:%u\n", TANDEM_VERSION_STRING, server.port());
     std::fflush(stdout);
     server.wait_for_signal();
+    // A graceful end, as `tandem serve` does it: no new connections or requests, those
+    // running finish within 30 s (then are cancelled), their last events are written.
+    server.stop_accepting();
+    rt->stop(std::chrono::seconds(30));
+    server.wait_for_answers(std::chrono::seconds(5));
     server.stop();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "embed_http: %s\n", e.what());

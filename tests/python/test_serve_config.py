@@ -45,7 +45,7 @@ def test_defaults_cover_every_flag():
     assert cfg["enable_prefix_caching"] is True and cfg["speculative_adaptive"] is True
     assert cfg["allow_open_non_loopback"] is False and cfg["enforce_eager"] is False
     assert cfg["allowed_origins"] == [] and cfg["tenants"] == []
-    assert cfg["device"] == "cpu" and cfg["speculative"] == "none"
+    assert cfg["device"] == "cpu" and cfg["speculative"] == "none" and cfg["shutdown_timeout"] == 30
     assert text.startswith("# tandem serve: the effective configuration (defaults, then no config file")
 
 
