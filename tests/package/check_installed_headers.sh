@@ -1,10 +1,12 @@
 #!/bin/sh
 # Every header under an installed include/ folder is self-contained within what is installed:
 # its own includes name only other installed tandem/ headers, CAF, Boost or the standard
-# library, and nothing but tandem/ (and tandem/net/) is installed there.
-#   check_installed_headers.sh PREFIX/include
+# library, and nothing but tandem/ (and tandem/net/) is installed there. With --compile, each
+# header is also compiled on its own against that folder alone (a few seconds per CAF header).
+#   check_installed_headers.sh PREFIX/include [--compile]
 set -eu
 inc=$1
+compile=${2:-}
 fail() { echo "check_installed_headers: $*" >&2; exit 1; }
 [ -f "$inc/tandem/runtime.h" ] || fail "no $inc/tandem/runtime.h"
 extra=$(cd "$inc" && find . -mindepth 1 -maxdepth 1 ! -name tandem)
@@ -25,5 +27,11 @@ for h in $(cd "$inc" && find tandem -type f | sort); do
       *) fail "$h includes \"${dep#?}\" (quoted: an internal header)" ;;
     esac
   done
+  if [ "$compile" = --compile ]; then
+    echo "#include <$h>" | c++ -std=c++20 -fsyntax-only -Wall -Wextra -Werror -I"$inc" -x c++ - ||
+      fail "$h does not compile on its own with -I$inc"
+  fi
 done
-echo "check_installed_headers: $count headers in $inc include only installed headers, CAF, Boost and std"
+how="include only installed headers, CAF, Boost and std"
+[ "$compile" = --compile ] && how="$how, and each compiles on its own"
+echo "check_installed_headers: $count headers in $inc $how"

@@ -22,7 +22,7 @@ fail() {
 prefix="$work/prefix"
 
 cmake --install "$build" --prefix "$prefix" >"$work/install.log" || { cat "$work/install.log"; fail "install failed"; }
-sh "$src/tests/package/check_installed_headers.sh" "$prefix/include"
+sh "$src/tests/package/check_installed_headers.sh" "$prefix/include" --compile
 
 cp -R "$src/examples/embed" "$work/embed-src"
 cmake -S "$work/embed-src" -B "$work/embed-build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release \
