@@ -3,7 +3,8 @@
 # exists. Paths are relative to the prefix (default /usr/local; /usr in the .deb):
 #
 #   bin/tandem                            the server and command line
-#   lib/libtandem_{engine,runtime,net}.a  the libraries (engine: internal, needed to link)
+#   lib/libtandem_{engine,runtime,net}.a  the libraries (engine: internal, needed to link);
+#                                         .so.MAJOR.MINOR with -DTANDEM_SHARED_LIBS=ON
 #   include/tandem/*.h                    the public API (the list below; nothing else)
 #   include/tandem/net/server.h           the HTTP front (net/server.h)
 #   lib/cmake/Tandem/                     TandemConfig.cmake, targets Tandem::runtime, ::net
@@ -36,8 +37,22 @@ foreach(lib engine runtime net)
 endforeach()
 
 # The installed binary finds libraries outside the system's paths (CUDA's cuBLAS) where it
-# was linked against them.
+# was linked against them, and shared Tandem libraries beside it in any prefix.
 set_target_properties(tandem PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
+if(TANDEM_SHARED_LIBS)
+  # While MAJOR is 0 a MINOR step may break the API, and so the ABI: it is in the SONAME.
+  if(PROJECT_VERSION_MAJOR EQUAL 0)
+    set(TANDEM_SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR})
+  else()
+    set(TANDEM_SOVERSION ${PROJECT_VERSION_MAJOR})
+  endif()
+  set_target_properties(tandem_engine tandem_runtime tandem_net PROPERTIES VERSION ${PROJECT_VERSION}
+                        SOVERSION ${TANDEM_SOVERSION})
+  set_target_properties(tandem PROPERTIES INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
+  # Each library finds the others beside it: a RUNPATH serves only the object that carries it,
+  # so the host's own does not reach libtandem_engine through libtandem_runtime.
+  set_target_properties(tandem_engine tandem_runtime tandem_net PROPERTIES INSTALL_RPATH "$ORIGIN")
+endif()
 install(TARGETS tandem RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS tandem_engine tandem_runtime tandem_net EXPORT TandemTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})

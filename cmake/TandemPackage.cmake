@@ -10,9 +10,9 @@ set(CPACK_PACKAGE_NAME tandem)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_CONTACT ${TANDEM_PACKAGE_MAINTAINER})
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "LLM inference server and embeddable runtime on CAF")
-set(CPACK_PACKAGE_DESCRIPTION
-    "Tandem serves GGUF language models over an OpenAI-compatible HTTP API, SSE and WebSocket, and "
-    "embeds in C++ applications built on the C++ Actor Framework (find_package(Tandem)).")
+string(CONCAT CPACK_PACKAGE_DESCRIPTION
+       "Tandem serves GGUF language models over an OpenAI-compatible HTTP API, SSE and WebSocket, and "
+       "embeds in C++ applications built on the C++ Actor Framework (find_package(Tandem)).")
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION net)
@@ -27,6 +27,15 @@ set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
     ${PROJECT_BINARY_DIR}/deploy/debian/conffiles ${PROJECT_SOURCE_DIR}/deploy/debian/postinst
     ${PROJECT_SOURCE_DIR}/deploy/debian/prerm ${PROJECT_SOURCE_DIR}/deploy/debian/postrm)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION TRUE)
+if(TANDEM_SHARED_LIBS)
+  # dpkg-shlibdeps finds the binary's libtandem_*.so in the build tree; the package declares
+  # them (shlibs) and runs ldconfig through its trigger (cpack adds ldconfig calls only to
+  # maintainer scripts it writes itself, and these are ours).
+  set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${PROJECT_BINARY_DIR}/engine ${PROJECT_BINARY_DIR}/actors
+      ${PROJECT_BINARY_DIR}/net)
+  set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
+  list(APPEND CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${PROJECT_SOURCE_DIR}/deploy/debian/triggers)
+endif()
 
 # cpack installs what is built and builds nothing (nor does `cmake --build --target install`):
 # the package test runs beside other tests on the same build, and `make deb` / `make install`

@@ -24,6 +24,7 @@ echo "deb_contents: $(basename "$deb"), $(du -k "$deb" | cut -f1) KiB"
 field() { dpkg-deb --field "$deb" "$1"; }
 [ "$(field Package)" = tandem ] || fail "Package is '$(field Package)'"
 [ "$(field Version)" = "$version" ] || fail "Version is '$(field Version)', the binary says $version"
+case "$(field Description)" in *";"*) fail "Description holds a CMake list separator: $(field Description)" ;; esac
 depends=$(field Depends)
 for lib in libcaf-core0.17 libspdlog libyaml-cpp libboost-json1.81 libxxhash libstdc++6 adduser; do
   case "$depends" in *"$lib"*) ;; *) fail "Depends lacks $lib: $depends" ;; esac
@@ -39,7 +40,19 @@ done
 # data; nothing outside /usr and /etc, and no CUDA library (hosts never need CUDA).
 dpkg-deb -x "$deb" "$work/root"
 root="$work/root"
-for f in usr/bin/tandem usr/lib/libtandem_engine.a usr/lib/libtandem_runtime.a usr/lib/libtandem_net.a \
+# The libraries as this build makes them: static, or shared (-DTANDEM_SHARED_LIBS=ON) with
+# their SONAME links and the development link.
+shared=$(sed -n 's/^TANDEM_SHARED_LIBS:BOOL=//p' "$build/CMakeCache.txt")
+libs=""
+for l in engine runtime net; do
+  case "$shared" in
+    ON | TRUE | 1) soname=$(objdump -p "$build"/*/libtandem_$l.so | sed -n 's/^ *SONAME *//p')
+      [ -n "$soname" ] || fail "libtandem_$l.so has no SONAME"
+      libs="$libs usr/lib/libtandem_$l.so usr/lib/$soname usr/lib/libtandem_$l.so.$version" ;;
+    *) libs="$libs usr/lib/libtandem_$l.a" ;;
+  esac
+done
+for f in usr/bin/tandem $libs \
   usr/include/tandem/api.h usr/include/tandem/atoms.h usr/include/tandem/remote.h usr/include/tandem/runtime.h \
   usr/include/tandem/tenants.h \
   usr/include/tandem/version.h usr/include/tandem/net/server.h usr/lib/cmake/Tandem/TandemConfig.cmake \
@@ -48,8 +61,13 @@ for f in usr/bin/tandem usr/lib/libtandem_engine.a usr/lib/libtandem_runtime.a u
   usr/lib/sysusers.d/tandem.conf etc/tandem/tandem.yaml usr/share/tandem/tandem.example.yaml \
   usr/share/tandem/tenants.example.yaml usr/share/tandem/chat/index.html usr/share/tandem/fetch-model.sh \
   usr/share/doc/tandem/embedding.md usr/share/doc/tandem/deploy.md; do
-  [ -f "$root/$f" ] || fail "the package lacks /$f"
+  [ -e "$root/$f" ] || fail "the package lacks /$f"
 done
+case "$shared" in
+  ON | TRUE | 1)
+    grep -q '^libtandem_engine ' "$work/control/shlibs" || fail "the package declares no shlibs for its libraries"
+    grep -q ldconfig "$work/control/triggers" || fail "the package does not trigger ldconfig" ;;
+esac
 [ -x "$root/usr/bin/tandem" ] && [ -x "$root/usr/share/tandem/fetch-model.sh" ] || fail "not executable"
 outside=$(cd "$root" && find . -mindepth 1 -maxdepth 1 ! -name usr ! -name etc)
 [ -z "$outside" ] || fail "files outside /usr and /etc: $outside"

@@ -86,5 +86,5 @@ incdir=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --variable=includedi
 [ "$(cd "$incdir" && pwd -P)" = "$(cd "$prefix/include" && pwd -P)" ] || fail "pkg-config's includedir is $incdir"
 # shellcheck disable=SC2086
 c++ -std=c++20 "$work/pc.cpp" $flags -o "$work/pc" || fail "compiling with pkg-config's flags failed: $flags"
-"$work/pc"
+LD_LIBRARY_PATH="$prefix/lib" "$work/pc"  # (shared libraries: the prefix is not on the loader's path)
 echo "embed_out_of_tree: ok"
