@@ -7,6 +7,8 @@
 #include <caf/all.hpp>
 #include <cstdio>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/server_config.h"
@@ -75,13 +77,19 @@ bool is_loopback(const std::string& host) {
   return host == "127.0.0.1" || host == "::1" || host == "localhost" || host.rfind("127.", 0) == 0;
 }
 
-// The chat page: --chat-page, or examples/chat/index.html next to the working directory or
-// in the source tree this binary was built from.
+// The chat page: --chat-page, or the first that exists of
+//   examples/chat/index.html              under the working directory
+//   BIN/../share/tandem/chat/index.html   an installed binary's (make install, the .deb)
+//   SOURCE/examples/chat/index.html       the source tree this binary was built from
 std::string find_chat_page(const std::string& given) {
   if (!given.empty()) return given;
-  for (const std::string& p :
-       {std::string("examples/chat/index.html"), std::string(TANDEM_SOURCE_DIR) + "/examples/chat/index.html"}) {
-    if (std::filesystem::exists(p)) return p;
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  std::vector<std::string> candidates{"examples/chat/index.html"};
+  if (!ec) candidates.push_back((exe.parent_path().parent_path() / "share/tandem/chat/index.html").string());
+  candidates.push_back(std::string(TANDEM_SOURCE_DIR) + "/examples/chat/index.html");
+  for (const std::string& p : candidates) {
+    if (std::filesystem::exists(p, ec)) return p;
   }
   return {};
 }
@@ -127,6 +135,7 @@ int serve(serve_options o) {
   so.allowed_origins = o.allowed_origins;
   so.metrics_api_key = o.metrics_api_key;
   so.chat_page_path = find_chat_page(o.chat_page);
+  spdlog::info("chat page at /: {}", so.chat_page_path.empty() ? std::string("none") : so.chat_page_path);
   so.served_model_name = o.served_model_name.empty()
                              ? (o.model == "default" ? std::string("SmolLM2-135M-Instruct")
                                                      : std::filesystem::path(o.model).stem().string())
@@ -231,7 +240,8 @@ void register_serve(CLI::App& app) {
       ->delimiter(',');
   cmd->add_option("--metrics-api-key", o->metrics_api_key,
                   "A key GET /metrics requires (it shows tenant names and usage); unset: /metrics is open");
-  cmd->add_option("--chat-page", o->chat_page, "HTML page served at / (default: examples/chat/index.html)");
+  cmd->add_option("--chat-page", o->chat_page,
+                  "HTML page served at / (default: examples/chat/index.html, or the installed share/tandem/chat/)");
   cmd->add_option("--log-level", o->log_level, "trace, debug, info, warn, error")->capture_default_str();
   const auto config = std::make_shared<server_config>(cmd);  // adds --print-config: after every other option
   cmd->callback([o, config] {

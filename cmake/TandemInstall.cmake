@@ -85,9 +85,10 @@ file(RELATIVE_PATH TANDEM_PC_TO_PREFIX /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig
 configure_file(${PROJECT_SOURCE_DIR}/cmake/tandem.pc.in ${PROJECT_BINARY_DIR}/cmake/tandem.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/cmake/tandem.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
-# The operator's pieces. The unit and the example config name the binary, the config file
-# and the chat page by absolute path, which depends on the prefix of that install (/usr/local
-# for `make install`, /usr for the .deb), so they are filled in at install time.
+# The operator's pieces. The unit and the example config name the binary and the config file
+# by absolute path, which depends on the prefix of that install (/usr/local for
+# `make install`, /usr for the .deb), so they are filled in at install time. (The binary finds
+# the chat page beside itself, in ../share/tandem/chat/.)
 install(FILES ${PROJECT_SOURCE_DIR}/examples/chat/index.html DESTINATION ${CMAKE_INSTALL_DATADIR}/tandem/chat)
 install(FILES ${PROJECT_SOURCE_DIR}/config/tenants.example.yaml DESTINATION ${CMAKE_INSTALL_DATADIR}/tandem)
 install(PROGRAMS ${PROJECT_SOURCE_DIR}/scripts/fetch-model.sh DESTINATION ${CMAKE_INSTALL_DATADIR}/tandem)

@@ -13,7 +13,6 @@ else()
 endif()
 set(TANDEM_BINARY "${CMAKE_INSTALL_PREFIX}/${TANDEM_INSTALL_BINDIR}/tandem")
 set(TANDEM_CONFIG_FILE "${_sysconfdir}/tandem/tandem.yaml")
-set(TANDEM_CHAT_PAGE "${CMAKE_INSTALL_PREFIX}/${TANDEM_INSTALL_DATADIR}/tandem/chat/index.html")
 
 # One work folder per destination: two installs at once (CTest runs the package tests side by
 # side) never write each other's files.

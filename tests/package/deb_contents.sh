@@ -1,14 +1,19 @@
 #!/bin/sh
 # The .deb of this build (cpack -G DEB, as `make deb` runs it; it packs what is built and
 # builds nothing): its control fields and maintainer scripts, its files unpacked into a
-# scratch root (dpkg-deb -x), the binary there run on the packaged config, and the unit
-# checked by systemd-analyze verify where that exists.
+# scratch root (dpkg-deb -x), the binary there run on the packaged config (printed, and serving
+# the default model), and the unit checked by systemd-analyze verify where that exists.
 #   deb_contents.sh BUILD_DIR SOURCE_DIR
 set -eu
 build=$(cd "$1" && pwd)
 src=$(cd "$2" && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/tandem-deb.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+server=""
+cleanup() {
+  [ -n "$server" ] && kill "$server" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
 fail() {
   echo "deb_contents: $*" >&2
   exit 1
@@ -90,9 +95,36 @@ grep -q '^u tandem ' "$root/usr/lib/sysusers.d/tandem.conf" || fail "sysusers.d/
 "$root/usr/bin/tandem" --version | grep -qx "tandem $version" || fail "tandem --version"
 "$root/usr/bin/tandem" serve --config "$root/etc/tandem/tandem.yaml" --print-config >"$work/effective.yaml" ||
   fail "the packaged config does not load"
-for line in 'model: default' 'host: 127.0.0.1' 'port: 8080' 'chat_page: /usr/share/tandem/chat/index.html'; do
+for line in 'model: default' 'host: 127.0.0.1' 'port: 8080' 'chat_page: ""' 'shutdown_timeout: 30'; do
   grep -qx "$line" "$work/effective.yaml" || fail "effective config lacks '$line': $(cat "$work/effective.yaml")"
 done
+
+# The packaged binary serves the default model on the packaged config, from a folder with no
+# examples/ in it: the chat page is the package's share/tandem one, found beside the binary,
+# and SIGTERM ends it gracefully with status 0.
+mkdir "$work/run"
+(cd "$work/run" && exec "$root/usr/bin/tandem" serve --config "$root/etc/tandem/tandem.yaml" --port 0 --threads 2) \
+  >"$work/serve.log" 2>&1 &
+server=$!
+port=""
+i=0
+while [ $i -lt 600 ] && ! grep -q 'tandem: ready:' "$work/serve.log"; do
+  kill -0 "$server" 2>/dev/null || { cat "$work/serve.log"; fail "the packaged binary exited before serving"; }
+  sleep 0.1
+  i=$((i + 1))
+done
+port=$(sed -n 's|^tandem: listening on http://127.0.0.1:\([0-9]*\) .*|\1|p' "$work/serve.log")
+[ -n "$port" ] || { cat "$work/serve.log"; fail "the packaged binary did not say where it listens"; }
+grep -q "chat page at /: $root/usr/share/tandem/chat/index.html" "$work/serve.log" ||
+  { cat "$work/serve.log"; fail "the packaged binary did not find the packaged chat page"; }
+curl -sS --max-time 10 "http://127.0.0.1:$port/" | grep -qi '<html' || fail "GET / is not the chat page"
+curl -sS --max-time 60 "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
+  -d '{"prompt":"The capital of France is","max_tokens":4,"temperature":0}' >"$work/completion.json"
+grep -q '"completion_tokens":[1-9]' "$work/completion.json" || fail "no completion: $(cat "$work/completion.json")"
+kill -TERM "$server"
+wait "$server" || { cat "$work/serve.log"; fail "the packaged binary did not exit 0 on SIGTERM"; }
+server=""
+echo "deb_contents: the packaged binary served the chat page and a completion on the packaged config"
 
 if command -v systemd-analyze >/dev/null 2>&1; then
   # The unit as packaged, but for the binary's place: verify wants ExecStart's file to exist on
