@@ -103,6 +103,7 @@ done
 # examples/ in it: the chat page is the package's share/tandem one, found beside the binary,
 # and SIGTERM ends it gracefully with status 0.
 mkdir "$work/run"
+: >"$work/serve.log"  # before the server: the background shell opens it only later
 (cd "$work/run" && exec "$root/usr/bin/tandem" serve --config "$root/etc/tandem/tandem.yaml" --port 0 --threads 2) \
   >"$work/serve.log" 2>&1 &
 server=$!

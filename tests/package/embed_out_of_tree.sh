@@ -46,6 +46,8 @@ grep -Eq '^embed_example: chat=(stop|length) story=abort$' "$work/embed_example.
 cat "$work/embed_remote.log"
 grep -Eq '^embed_remote: chat=(stop|length) story=abort$' "$work/embed_remote.log" || fail "embed_remote's summary line is missing"
 
+# The log exists before the server starts (the background shell opens it only later).
+: >"$work/embed_http.log"
 "$work/embed-build/embed_http" default 0 >"$work/embed_http.log" 2>&1 &
 server=$!
 port=""
