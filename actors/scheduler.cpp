@@ -89,7 +89,7 @@ uint64_t cache_salt(const scheduler_state& st, const std::string& group) {
 
 void add_to_planner(scheduler_state& st, seq_id id) {
   const auto& r = st.seqs.at(id).req;
-  st.planner->add(id, r.tenant, r.weight, r.prompt, cache_salt(st, r.cache_group));
+  st.planner->add(id, r.tenant, r.weight, r.prompt, cache_salt(st, r.cache_group), r.kv_cache_share);
 }
 
 // A sequence of a prompt group ends: a parked one leaves the queue; a leader that goes

@@ -26,6 +26,7 @@ struct sequence_request {
   std::string tenant = "default";
   double weight = 1.0;
   std::string cache_group;  // prefix-cache isolation: blocks are found only within the group
+  double kv_cache_share = 1.0;  // the tenant's KV quota
   std::vector<token_id> prompt;
   sampling_options sampling;
   uint32_t max_new_tokens = 256;

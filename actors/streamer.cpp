@@ -182,6 +182,7 @@ streamer_actor::behavior_type streamer(self_ptr self, request_id id, generate_re
     sr.tenant = st.req.tenant;
     sr.weight = st.req.weight;
     sr.cache_group = st.req.cache_group;
+    sr.kv_cache_share = st.req.kv_cache_share;
     sr.prompt = std::move(prompt);
     sr.sampling = st.req.sampling;
     sr.max_new_tokens = st.req.max_tokens;

@@ -92,7 +92,9 @@ class step_planner {
 
   // A new sequence joins the waiting queue of its tenant.
   // cache_salt: the prefix-cache salt its blocks are published and found under.
-  void add(seq_id seq, const std::string& tenant, double weight, std::vector<token_id> prompt, uint64_t cache_salt = 0);
+  // kv_share: the tenant's largest share of the KV pool, in (0, 1] (reservation.h's quotas).
+  void add(seq_id seq, const std::string& tenant, double weight, std::vector<token_id> prompt, uint64_t cache_salt = 0,
+           double kv_share = 1.0);
   // A sequence that shares parent's prompt (a choice of the same request, n > 1): it starts
   // running with parent's block table and computes only the prompt's last token itself, for
   // its own logits (the write copies the shared block). Call it in the step where parent's
@@ -155,6 +157,8 @@ class step_planner {
   struct tenant_state {
     double weight = 1.0;
     double service = 0.0;  // tokens computed, divided by weight
+    uint32_t index = 0;    // 1, 2, ...: names the tenant in reservations (its quota)
+    double kv_share = 1.0;
     std::deque<seq_id> waiting;
   };
 

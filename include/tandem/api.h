@@ -85,6 +85,7 @@ struct generate_request {
   std::string tenant = "default";  // set by admission from the API key when tenants are configured
   double weight = 1.0;             // the tenant's scheduling weight (set by admission)
   std::string cache_group;         // the tenant's prefix-cache group (set by admission)
+  double kv_cache_share = 1.0;     // the tenant's KV quota (set by admission; tenant_config)
   std::string api_key;             // the caller's key (Authorization: Bearer); checked by admission
   // Tokens per delta (vLLM's --stream-interval): the first token goes out at once, then a
   // delta whenever this many have gathered, and the rest at the end. 1 (or 0): each step's
@@ -184,7 +185,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generate_request& x) {
   return f(caf::meta::type_name("generate_request"), x.prompt, x.messages, x.add_generation_prompt, x.max_tokens,
            x.stop, x.stop_token_ids, x.ignore_eos, x.speculative, x.prompt_group, x.choices, x.sampling, x.tenant,
-           x.weight, x.cache_group, x.api_key, x.stream_interval, x.sink);
+           x.weight, x.cache_group, x.kv_cache_share, x.api_key, x.stream_interval, x.sink);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, submit_reply& x) {
