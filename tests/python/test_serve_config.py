@@ -92,7 +92,13 @@ def test_tenants_file_loads_as_it_is_and_keys_stay_hidden(tmp_path):
     text, cfg = effective("--config", str(tenants))
     assert [t["name"] for t in cfg["tenants"]] == ["alice", "bob"]
     assert cfg["tenants"][0]["requests_per_minute"] == 120 and cfg["tenants"][0]["weight"] == 2
-    assert cfg["tenants"][1]["max_concurrent_requests"] == 4
+    assert cfg["tenants"][1]["max_concurrent_requests"] == 4 and cfg["tenants"][1]["kv_cache_share"] == 0.5
+    assert cfg["tenants"][0]["kv_cache_share"] == 1
+    # Every setting the example gives a tenant is shown (a tenant key added later included).
+    for given, shown in zip(yaml.safe_load(tenants.read_text())["tenants"], cfg["tenants"]):
+        for key, value in given.items():
+            if key != "api_keys":
+                assert shown[key] == value, (given["name"], key)
     assert "sk-alice" not in text and "sk-bob" not in text
     assert "api_keys: 2, not shown" in text
     text, cfg = effective("--config", write(tmp_path, "api_key: sk-secret-1\nmetrics_api_key: sk-secret-2\n"))
