@@ -11,6 +11,9 @@
 #   make sanitize  unit and runtime tests under ASan+UBSan (build-asan), actor tests under TSan (build-tsan)
 #   make soak    256 streaming clients for SOAK_SECONDS with disconnects and cancels; figures to docs/benchmarks.md
 #   make format  clang-format every C++ file in place (.clang-format; the generated table excepted)
+#   make install build, then install into PREFIX (default /usr/local; DESTDIR is honoured):
+#                binary, libraries, headers, CMake package, service unit, config (docs/deploy.md)
+#   make deb     build, then $(BUILD_DIR)/tandem_<version>_<arch>.deb (cpack; docs/deploy.md)
 
 BUILD_DIR    ?= build
 BUILD_TYPE   ?= Release
@@ -23,12 +26,13 @@ SOAK_SECONDS ?= 600
 ACTOR_TESTS  ?= 'Runtime|GenerationJob'
 HOST         ?= 127.0.0.1
 PORT         ?= 8080
+PREFIX       ?= /usr/local
 SERVE_FLAGS  ?=
 export TANDEM_HOME
 
 TANDEM := $(BUILD_DIR)/bin/tandem
 
-.PHONY: all deps build model test-data test test-slow run bench fuzz sanitize soak format clean
+.PHONY: all deps build model test-data test test-slow run bench fuzz sanitize soak format install deb clean
 
 all: build
 
@@ -112,6 +116,12 @@ soak: build model
 
 format:
 	git ls-files '*.cpp' '*.h' '*.cu' '*.cuh' '*.inl' | grep -v unicode_data_table | xargs clang-format -i
+
+install: build
+	cmake --install $(BUILD_DIR) --prefix $(PREFIX)
+
+deb: build
+	cd $(BUILD_DIR) && cpack -G DEB
 
 clean:
 	rm -rf $(BUILD_DIR) build-fuzz

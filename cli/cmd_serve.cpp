@@ -7,8 +7,11 @@
 #include <caf/all.hpp>
 #include <cstdio>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "cli/commands.h"
+#include "cli/server_config.h"
 #include "cli/speculative_options.h"
 #include "engine/tenants/tenant_limits.h"
 #include "gpu/cli/device_options.h"
@@ -77,13 +80,19 @@ bool is_loopback(const std::string& host) {
   return host == "127.0.0.1" || host == "::1" || host == "localhost" || host.rfind("127.", 0) == 0;
 }
 
-// The chat page: --chat-page, or examples/chat/index.html next to the working directory or
-// in the source tree this binary was built from.
+// The chat page: --chat-page, or the first that exists of
+//   examples/chat/index.html              under the working directory
+//   BIN/../share/tandem/chat/index.html   an installed binary's (make install, the .deb)
+//   SOURCE/examples/chat/index.html       the source tree this binary was built from
 std::string find_chat_page(const std::string& given) {
   if (!given.empty()) return given;
-  for (const std::string& p :
-       {std::string("examples/chat/index.html"), std::string(TANDEM_SOURCE_DIR) + "/examples/chat/index.html"}) {
-    if (std::filesystem::exists(p)) return p;
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  std::vector<std::string> candidates{"examples/chat/index.html"};
+  if (!ec) candidates.push_back((exe.parent_path().parent_path() / "share/tandem/chat/index.html").string());
+  candidates.push_back(std::string(TANDEM_SOURCE_DIR) + "/examples/chat/index.html");
+  for (const std::string& p : candidates) {
+    if (std::filesystem::exists(p, ec)) return p;
   }
   return {};
 }
@@ -93,7 +102,6 @@ int serve(serve_options o) {
   o.rt.model = o.model;
   // Before the listener opens: --device cuda without a usable GPU fails here, with one line.
   const auto device = apply_device_options(o.device, o.rt);
-  if (!o.config.empty()) o.rt.tenants = load_tenants_yaml(o.config);
   if (!o.api_key.empty()) {
     tenant_config t;
     t.name = "default";
@@ -133,6 +141,7 @@ int serve(serve_options o) {
   so.tool_call_parser = o.tool_call_parser == "auto" ? "" : o.tool_call_parser;
   so.prompt_special_tokens = !o.plain_text_prompts;
   so.chat_page_path = find_chat_page(o.chat_page);
+  spdlog::info("chat page at /: {}", so.chat_page_path.empty() ? std::string("none") : so.chat_page_path);
   so.served_model_name = o.served_model_name.empty()
                              ? (o.model == "default" ? std::string("SmolLM2-135M-Instruct")
                                                      : std::filesystem::path(o.model).stem().string())
@@ -176,7 +185,8 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--served-model-name", o->served_model_name, "The model name /v1/models reports");
   cmd->add_option("--host", o->host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", o->port, "Port (0 = a free one)")->capture_default_str();
-  cmd->add_option("--config", o->config, "Tenants YAML (API keys, rate limits, weights)");
+  cmd->add_option("--config", o->config,
+                  "Server config YAML: any flag here as a key (the flags given win), and tenants (API keys, limits)");
   cmd->add_option("--api-key", o->api_key, "One API key for a single tenant 'default'");
   cmd->add_flag("--allow-open-non-loopback", o->allow_open_non_loopback,
                 "Serve without API keys on a non-loopback address");
@@ -240,7 +250,8 @@ void register_serve(CLI::App& app) {
       ->delimiter(',');
   cmd->add_option("--metrics-api-key", o->metrics_api_key,
                   "A key GET /metrics requires (it shows tenant names and usage); unset: /metrics is open");
-  cmd->add_option("--chat-page", o->chat_page, "HTML page served at / (default: examples/chat/index.html)");
+  cmd->add_option("--chat-page", o->chat_page,
+                  "HTML page served at / (default: examples/chat/index.html, or the installed share/tandem/chat/)");
   cmd->add_option("--reasoning-parser", o->reasoning_parser,
                   "Thinking sections (<think>...</think>) of chat replies go to reasoning_content: 'auto' (when the "
                   "template writes them) or 'none'")
@@ -254,7 +265,13 @@ void register_serve(CLI::App& app) {
                 "Read /v1/completions prompts as plain text: control-token text in them stays text (for deployments "
                 "that splice user text into raw prompts)");
   cmd->add_option("--log-level", o->log_level, "trace, debug, info, warn, error")->capture_default_str();
-  cmd->callback([o] {
+  const auto config = std::make_shared<server_config>(cmd);  // adds --print-config: after every other option
+  cmd->callback([o, config] {
+    if (!o->config.empty()) o->rt.tenants = config->apply(o->config);
+    if (config->print_requested()) {
+      std::fputs(config->effective_yaml(o->rt.tenants).c_str(), stdout);
+      return;
+    }
     const int rc = serve(*o);
     if (rc != 0) std::exit(rc);
   });

@@ -3,11 +3,12 @@
 #include <exception>
 
 #include "cli/commands.h"
+#include "tandem/version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Tandem: LLM inference server and embeddable runtime", "tandem"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "tandem 0.1.0");
+  app.set_version_flag("--version", "tandem " TANDEM_VERSION_STRING);
 
   tandem::cli::register_info(app);
   tandem::cli::register_tokenize(app);

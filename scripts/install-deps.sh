@@ -12,6 +12,7 @@ APT_PACKAGES=(
   libgtest-dev libgmock-dev
   python3 python3-pip python3-venv
   curl chromium chromium-driver                # serving tests: SSE disconnects, the chat page
+  dpkg-dev file                                # make deb: cpack runs dpkg-shlibdeps
 )
 # Only with `install-deps.sh --fuzz`: clang and libFuzzer for the fuzz targets.
 FUZZ_PACKAGES=(clang libfuzzer-14-dev)

@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "tandem/runtime.h"
+#include "tandem/version.h"
 
 namespace {
 
@@ -47,6 +48,7 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  std::cout << "embed_example: Tandem " << TANDEM_VERSION_STRING << std::endl;
   caf::scoped_actor self{sys};
   // 1. A chat request, streamed into our sink.
   tandem::generate_request chat;

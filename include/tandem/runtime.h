@@ -19,6 +19,7 @@
 
 namespace tandem {
 
+// Internal types, declared only: their headers (engine/, actors/) are not installed.
 struct model_config;
 class tokenizer;
 class chat_template;
@@ -67,8 +68,8 @@ void tune_actor_system(caf::actor_system_config& cfg, size_t scheduler_threads =
 class runtime {
  public:
   // Loads the model and spawns the actors. Throws std::runtime_error with a clear message.
-  // `device` replaces the CPU device worker (a CUDA build passes one for --device cuda, so
-  // this library stays free of CUDA).
+  // `device` replaces the CPU device worker (in-tree only: the tandem binary passes one for
+  // --device cuda, so this library stays free of CUDA); a host passes nothing.
   static std::unique_ptr<runtime> start(caf::actor_system& sys, const runtime_config& cfg,
                                         const device_factory* device = nullptr);
   // Shuts down gracefully: new requests are refused from now on (503); those in flight may
@@ -82,15 +83,18 @@ class runtime {
 
   // Where requests go (include/tandem/api.h).
   admission_actor admission() const;
+  uint32_t max_model_len() const;
+  const runtime_config& config() const { return cfg_; }
+  uint32_t kv_blocks() const { return kv_blocks_; }
 
+  // In-tree only (Tandem's HTTP front, tests, benchmarks), and outside the versioned API: the
+  // types these return are declared above but not installed, so a host built against an
+  // installed Tandem cannot use them (docs/embedding.md).
   const tokenizer& tok() const;
   // The model's chat template, or nullptr (then chat_error() says why).
   const chat_template* chat() const;
   const std::string& chat_error() const;
-  uint32_t max_model_len() const;
   const model_config& model_cfg() const;
-  const runtime_config& config() const { return cfg_; }
-  uint32_t kv_blocks() const { return kv_blocks_; }
   // The scheduler, cache manager, device worker and speculative decoding's actors, for the
   // server's metrics, tests and benchmarks.
   const runtime_actors& actors() const { return *actors_; }
