@@ -48,6 +48,7 @@ struct admission_state {
   // Slots held for accepted choices still to come (counted in their tenant's in_flight too).
   uint32_t reserved_slots = 0;
   admission_stats stats;
+  bool draining = false;  // shutting down: no new work
   static inline const char* name = "tandem.admission";
 };
 
@@ -219,6 +220,10 @@ admission_actor::behavior_type admission(self_ptr self, admission_config cfg,
           if (!req.sink) {
             r.status = 400;
             r.error = "the request has no sink to deliver tokens to";
+          } else if (st.draining) {
+            r.status = 503;
+            r.error = "the server is shutting down";
+            ++st.stats.overloaded;
           } else if (!st.tenants.empty()) {
             r = check_tenant(st, req, n, tenant, cost);
           } else {
@@ -283,6 +288,16 @@ admission_actor::behavior_type admission(self_ptr self, admission_config cfg,
         r.accepted = true;
         r.tenant = st.tenants[t].cfg.name;
         return r;
+      },
+      [self](drain_atom) { self->state.draining = true; },
+      [self](cancel_all_atom) {
+        auto& st = self->state;
+        for (auto& [id, f] : st.in_flight) {
+          if (f.cancelled) continue;
+          f.cancelled = true;
+          ++st.stats.cancelled;
+          self->send(f.streamer, cancel_atom::value);
+        }
       },
       [self](cancel_atom, request_id id) {
         auto& st = self->state;

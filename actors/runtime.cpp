@@ -128,6 +128,25 @@ runtime::~runtime() {
 }
 
 admission_actor runtime::admission() const { return actors_->admission; }
+
+void runtime::stop(std::chrono::milliseconds grace) {
+  caf::scoped_actor self{actors_->admission->home_system()};
+  self->send(actors_->admission, drain_atom::value);
+  const auto in_flight = [&] {
+    uint32_t n = 0;
+    self->request(actors_->admission, std::chrono::seconds(5), stats_atom::value)
+        .receive([&](const admission_stats& s) { n = s.in_flight; }, [](const caf::error&) {});
+    return n;
+  };
+  const auto wait_until = [&](std::chrono::steady_clock::time_point deadline) {
+    while (in_flight() > 0 && std::chrono::steady_clock::now() < deadline) {
+      self->receive(caf::after(std::chrono::milliseconds(20)) >> [] {});
+    }
+  };
+  wait_until(std::chrono::steady_clock::now() + grace);
+  self->send(actors_->admission, cancel_all_atom::value);
+  wait_until(std::chrono::steady_clock::now() + std::chrono::seconds(5));
+}
 const tokenizer& runtime::tok() const { return shared_->tok; }
 const model_config& runtime::model_cfg() const { return *model_cfg_; }
 const chat_template* runtime::chat() const { return shared_->chat ? &*shared_->chat : nullptr; }

@@ -39,6 +39,7 @@ struct serve_options {
   uint32_t max_connections_per_address = 0;
   uint32_t ws_idle_timeout_s = 60;
   uint32_t ws_auth_timeout_s = 5;
+  uint32_t shutdown_timeout_s = 30;
   std::vector<std::string> allowed_origins;
   std::string metrics_api_key;
   std::string log_level = "info";
@@ -146,6 +147,13 @@ int serve(serve_options o) {
       o.host.c_str(), server.port(), o.rt.tenants.empty() ? "" : " -H 'Authorization: Bearer KEY'");
   std::fflush(stdout);
   server.wait_for_signal();
+  // A graceful end: no new connections or requests; those running may finish within
+  // --shutdown-timeout, then are cancelled; their clients get the final events.
+  std::printf("tandem: shutting down (up to %u s for running requests)\n", o.shutdown_timeout_s);
+  std::fflush(stdout);
+  server.stop_accepting();
+  rt->stop(std::chrono::seconds(o.shutdown_timeout_s));
+  server.wait_for_answers(std::chrono::seconds(5));
   server.stop();
   std::fflush(stdout);
   // Sink actors of cancelled requests may still post to the stopped io context: leave at
@@ -211,6 +219,10 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--ws-auth-timeout", o->ws_auth_timeout_s,
                   "With tenants: seconds a WebSocket opened without a key has to send its auth frame")
       ->check(CLI::Range(1u, 3600u))
+      ->capture_default_str();
+  cmd->add_option("--shutdown-timeout", o->shutdown_timeout_s,
+                  "Seconds running requests may take to finish after SIGTERM/SIGINT; then they are cancelled")
+      ->check(CLI::Range(0u, 86400u))
       ->capture_default_str();
   cmd->add_option("--allowed-origins", o->allowed_origins,
                   "Web origins that may use the server from a browser (e.g. https://chat.example.com; '*' = any); "

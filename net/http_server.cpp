@@ -99,6 +99,21 @@ void http_server::wait_for_signal() {
   sig_ctx.run();
 }
 
+void http_server::stop_accepting() {
+  auto& s = *impl_;
+  asio::post(s.acceptor.get_executor(), [&s] {
+    boost::system::error_code ec;
+    s.acceptor.close(ec);
+  });
+}
+
+void http_server::wait_for_answers(std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (impl_->ctx->answering.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
 void http_server::stop() {
   auto& s = *impl_;
   if (s.threads.empty()) return;

@@ -238,6 +238,14 @@ asio::awaitable<bool> http_session::handle(http_request& req) {
   // straight into a coroutine call inside co_await.
   string_response res;
   bool streamed = false;
+  bool answering = false;
+  struct answered {
+    server_context& ctx;
+    bool& counted;
+    ~answered() {
+      if (counted) --ctx.answering;
+    }
+  } answered_on_exit{*ctx_, answering};
   std::optional<api_error> failed;
   try {
     if (!r) throw api_error(404, "no such endpoint: " + path);
@@ -260,6 +268,8 @@ asio::awaitable<bool> http_session::handle(http_request& req) {
       co_await tokenizer_route(res, req, *r, *rt);
     } else if (r->kind == route_kind::chat_completions || r->kind == route_kind::completions) {
       const api_kind kind = r->kind == route_kind::chat_completions ? api_kind::chat : api_kind::completion;
+      ++ctx_->answering;  // until the answer is written, below
+      answering = true;
       co_await serve_generation(stream_, buffer_, req, kind, ctx_, streamed, res);
     } else {
       res = to_response(req, answer(req, *r, rt));

@@ -3,6 +3,7 @@
 // there; a job dropped before its end cancels whatever still runs (client gone).
 #pragma once
 
+#include <atomic>
 #include <boost/asio/post.hpp>
 #include <functional>
 #include <memory>
@@ -17,7 +18,10 @@ namespace tandem::net {
 
 struct live_job {
   explicit live_job(generation_job j) : job(std::move(j)) {}
-  ~live_job() { cancel(); }
+  ~live_job() {
+    cancel();
+    if (answering) --*answering;
+  }
   live_job(const live_job&) = delete;
   live_job& operator=(const live_job&) = delete;
 
@@ -29,8 +33,9 @@ struct live_job {
 
   generation_job job;
   std::vector<caf::actor> sinks;
-  std::function<void()> notify;  // runs on the session's strand after each event
-  bool overflowed = false;       // cancelled for a full output queue (WebSocket)
+  std::function<void()> notify;           // runs on the session's strand after each event
+  bool overflowed = false;                // cancelled for a full output queue (WebSocket)
+  std::atomic<int>* answering = nullptr;  // counted while it lives (WebSocket; a graceful stop waits)
 };
 
 // Submits every choice of `lj` to admission; events come back on `ex`.

@@ -7,6 +7,7 @@
 //   srv.start();                 // binds (port 0 = a free port), starts the io threads
 //   srv.attach(*rt);             // the model is ready
 //   srv.wait_for_signal();       // SIGINT / SIGTERM
+//   srv.stop_accepting(); rt->stop(grace); srv.wait_for_answers(limit);  // a graceful end
 //   srv.stop();
 #pragma once
 
@@ -61,7 +62,10 @@ class http_server {
   uint16_t port() const;           // the bound port
   void attach(const runtime& rt);  // from now on requests are served
   void wait_for_signal();          // blocks until SIGINT or SIGTERM
-  void stop();                     // stops accepting and the io threads
+  void stop_accepting();           // closes the listener; sessions go on
+  // Waits until no generation is being answered (the last events written), at most `limit`.
+  void wait_for_answers(std::chrono::milliseconds limit);
+  void stop();  // stops accepting and the io threads
 
  private:
   struct impl;

@@ -25,6 +25,7 @@ struct server_context {
   std::atomic<const runtime*> rt{nullptr};  // null while the model loads
   std::string chat_page;                    // the page served at /
   std::atomic<uint32_t> connections{0};
+  std::atomic<int> answering{0};  // generations whose answer is not written yet (graceful stop)
   std::atomic<uint16_t> port{0};  // the bound port
   // Work too large for the network threads (tokenizing a megabyte): done here, the answer
   // posted back to the session's strand. Joined before the network threads stop.

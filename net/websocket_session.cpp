@@ -240,6 +240,8 @@ class websocket_session : public std::enable_shared_from_this<websocket_session>
       if (auto s = weak.lock()) s->collect(id);
     };
     jobs_.emplace(id, lj);
+    ++ctx_->answering;
+    lj->answering = &ctx_->answering;
     start_live_job(lj, ws_.get_executor(), *ctx_, *rt, key);
   }
 

@@ -153,12 +153,15 @@ struct admission_stats {
 };
 
 // The runtime's front door (actors/admission.h says what it checks and in which order).
+// drain: from now on every submit is refused (503, shutting down); cancel_all: every request
+// in flight is cancelled (its sink gets its final event). runtime::stop uses both.
 // auth(key): whether the key may use the runtime (accepted, with its tenant) or 401; open
 // mode accepts every key. For endpoints that need a key before any work (the WebSocket
 // upgrade, /tokenize).
 using admission_actor = caf::typed_actor<caf::replies_to<submit_atom, generate_request>::with<submit_reply>,
                                          caf::replies_to<auth_atom, std::string>::with<submit_reply>,
-                                         caf::reacts_to<cancel_atom, request_id>,
+                                         caf::reacts_to<cancel_atom, request_id>, caf::reacts_to<drain_atom>,
+                                         caf::reacts_to<cancel_all_atom>,
                                          caf::reacts_to<finished_atom, request_id, uint32_t>,  // id, tokens used
                                          caf::replies_to<stats_atom>::with<admission_stats>>;
 

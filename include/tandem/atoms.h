@@ -8,6 +8,8 @@ namespace tandem {
 using submit_atom = caf::atom_constant<caf::atom("submit")>;          // host/net -> admission
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;          // host/net -> admission
 using auth_atom = caf::atom_constant<caf::atom("auth")>;              // net -> admission
+using drain_atom = caf::atom_constant<caf::atom("drain")>;            // host/net -> admission: refuse new work
+using cancel_all_atom = caf::atom_constant<caf::atom("cancelall")>;   // host/net -> admission
 using finished_atom = caf::atom_constant<caf::atom("finished")>;      // streamer -> admission
 using enqueue_atom = caf::atom_constant<caf::atom("enqueue")>;        // streamer -> scheduler
 using abort_atom = caf::atom_constant<caf::atom("abort")>;            // -> scheduler

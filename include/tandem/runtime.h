@@ -9,6 +9,7 @@
 #pragma once
 
 #include <caf/all.hpp>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -68,6 +69,11 @@ class runtime {
   // this library stays free of CUDA).
   static std::unique_ptr<runtime> start(caf::actor_system& sys, const runtime_config& cfg,
                                         const device_factory* device = nullptr);
+  // Shuts down gracefully: new requests are refused from now on (503); those in flight may
+  // finish within `grace`, then the rest are cancelled (their sinks get the final event).
+  // Returns when none is left, or after `grace` and 5 s more. The destructor then stops
+  // the actors.
+  void stop(std::chrono::milliseconds grace);
   ~runtime();
   runtime(const runtime&) = delete;
   runtime& operator=(const runtime&) = delete;

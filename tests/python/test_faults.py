@@ -71,3 +71,52 @@ def test_a_streamer_that_dies_gives_back_its_slots():
     finally:
         s.stop()
         os.unlink(f.name)
+
+
+def test_sigterm_drains_then_exits_zero():
+    """SIGTERM: no new work; a running request finishes within --shutdown-timeout, a longer
+    one is cancelled then, and both streams get their final events; exit status 0."""
+    import json
+    import signal
+    import threading
+    import time
+
+    s = Server("--shutdown-timeout", "3", "--log-level", "warn")
+    results = {}
+
+    def stream(name, max_tokens):
+        events = []
+        with httpx.stream("POST", s.url + "/v1/completions", timeout=60,
+                          json={"prompt": "Count: 1, 2, 3,", "max_tokens": max_tokens, "ignore_eos": True,
+                                "stream": True}) as r:
+            for line in r.iter_lines():
+                if line.startswith("data: "):
+                    events.append(line[6:])
+        results[name] = events
+
+    try:
+        threads = [threading.Thread(target=stream, args=("short", 40)),
+                   threading.Thread(target=stream, args=("long", 5000))]
+        for t in threads:
+            t.start()
+        time.sleep(1.0)
+        t0 = time.time()
+        s.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        try:
+            refused = httpx.post(s.url + "/v1/completions", json={"prompt": "x", "max_tokens": 1}, timeout=5)
+            assert refused.status_code == 503, refused.text
+        except httpx.ConnectError:
+            pass  # the listener is closed: refused before HTTP
+        for t in threads:
+            t.join(30)
+        assert s.proc.wait(30) == 0
+        assert time.time() - t0 < 12
+        for name, want in (("short", "length"), ("long", "stop")):
+            ev = results[name]
+            assert ev and ev[-1] == "[DONE]", (name, ev[-3:])
+            last = json.loads(ev[-2])
+            assert last["choices"][0]["finish_reason"] == want, (name, last)
+    finally:
+        if s.proc.poll() is None:
+            s.stop()

@@ -408,3 +408,41 @@ TEST(RuntimeFaults, AFailedReservationEndsTheRequestsWithAnError) {
   EXPECT_EQ(later.done.reason, finish_reason::error);
   EXPECT_NE(later.done.error.find("KV cache manager"), std::string::npos) << later.done.error;
 }
+
+// runtime::stop, the embedder's graceful end: a request running past the grace is cancelled
+// (its sink still gets the final event), new ones are refused, and stop returns.
+TEST(RuntimeStop, RefusesNewWorkAndEndsWhatRuns) {
+  caf::actor_system_config cfg;
+  tune_actor_system(cfg);
+  caf::actor_system sys{cfg};
+  runtime_config rc;
+  rc.threads = 2;
+  rc.kv_cache_tokens = 4096;
+  auto rt = runtime::start(sys, rc);
+  caf::scoped_actor self{sys};
+  auto submit = [&](uint32_t max_tokens) {
+    generate_request r;
+    r.prompt = "Count upwards: 1, 2, 3,";
+    r.max_tokens = max_tokens;
+    r.ignore_eos = true;
+    r.sampling.temperature = 0;
+    r.sink = self->spawn(collecting_sink, caf::actor_cast<caf::actor>(self));
+    submit_reply reply;
+    self->request(rt->admission(), caf::infinite, submit_atom::value, r)
+        .receive([&](const submit_reply& rep) { reply = rep; },
+                 [&](const caf::error& e) { ADD_FAILURE() << sys.render(e); });
+    return reply;
+  };
+  ASSERT_TRUE(submit(3000).accepted);
+  const auto t0 = std::chrono::steady_clock::now();
+  rt->stop(std::chrono::milliseconds(300));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  collected c;
+  self->receive([&](collect_atom, collected& x) { c = std::move(x); },
+                caf::after(std::chrono::seconds(10)) >> [&] { ADD_FAILURE() << "no final event"; });
+  EXPECT_EQ(c.done.reason, finish_reason::abort);
+  EXPECT_LT(c.done.completion_tokens, 3000u);
+  const auto refused = submit(4);
+  EXPECT_FALSE(refused.accepted);
+  EXPECT_EQ(refused.status, 503);
+}
