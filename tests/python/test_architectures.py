@@ -99,3 +99,31 @@ def test_synthetic_architecture_serves(arch, tmp_path):
         assert a.choices[0].text == b.choices[0].text
     finally:
         s.stop()
+
+
+def test_prefix_cache_with_sliding_window(tmp_path):
+    """A cached prefix longer than gemma3's window (24) gives the continuation the uncached
+    server computes: the cache keeps every position, so the window's keys are there."""
+    path = tmp_path / "gemma3.gguf"
+    subprocess.run([tandem_binary(), "gen-model", "-o", str(path), "--arch", "gemma3", "--layers", "6", "--head-dim",
+                    "64", "--kv-heads", "1", "--sliding-window", "24", "--ctx", "4096"], check=True, capture_output=True)
+    prefix = " ".join(f"w{i}" for i in range(60))
+    prompts = [prefix + " tail one", prefix + " and another tail"]
+    texts = {}
+    for cached in (True, False):
+        s = Server("--model", str(path), "--log-level", "warn", *([] if cached else ["--no-enable-prefix-caching"]))
+        try:
+            client = client_of(s)
+            out = []
+            for p in prompts:
+                r = client.completions.create(model="g", prompt=p, max_tokens=20, temperature=0)
+                out.append(r.choices[0].text)
+                hit = (r.usage.prompt_tokens_details.cached_tokens or 0) if r.usage.prompt_tokens_details else 0
+                if cached and p is prompts[1]:
+                    assert hit > 24, r.usage
+                if not cached:
+                    assert hit == 0
+            texts[cached] = out
+        finally:
+            s.stop()
+    assert texts[True] == texts[False]
