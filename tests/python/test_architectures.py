@@ -5,8 +5,9 @@
   gemma3_270m_q4_k_m.json, made by tests/tools/make_fidelity_vectors.py --gemma3), streamed
   and not; chat through Gemma's turn template (llama.cpp's Gemma 2 template, the same turns,
   from `make test-data`'s corpus) answers.
-- Small synthetic files of each architecture (`tandem gen-model --arch`): the server loads
-  them, reports them, and completes greedily and deterministically.
+- Small synthetic files of each architecture (`tandem gen-model --arch`): `tandem info` and
+  `tandem generate` run on them; the server loads them, reports them, and completes greedily
+  and deterministically.
 """
 import json
 import os
@@ -89,6 +90,15 @@ def test_synthetic_architecture_serves(arch, tmp_path):
              "phi3": ["--kv-heads", "4", "--rope-original-ctx", "1024", "--untied"]}.get(arch, [])
     subprocess.run([tandem_binary(), "gen-model", "-o", str(path), "--arch", arch, "--ctx", "4096", *extra],
                    check=True, capture_output=True)
+    info = subprocess.run([tandem_binary(), "info", "--model", str(path)], check=True, capture_output=True,
+                          text=True).stdout
+    assert f"architecture   {arch}" in info
+    if arch == "gemma3":
+        assert "sliding window 24 on 5 of 6 layers (global: 5)" in info
+    gen = subprocess.run([tandem_binary(), "generate", "--model", str(path), "--prompt", "a b c", "--max-tokens", "8",
+                          "--temperature", "0", "--threads", "2"], check=True, capture_output=True, text=True,
+                         errors="replace")
+    assert "generated tokens: 8" in gen.stdout + gen.stderr
     s = Server("--model", str(path), "--log-level", "warn")
     try:
         client = client_of(s)
