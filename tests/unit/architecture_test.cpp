@@ -278,6 +278,7 @@ TEST_P(MatchesLlamaCpp, GreedyTokensAndTop5Logits) {
 
   int full = 0, cases = 0;
   size_t compared = 0, steps_off = 0;  // steps with a top-5 logit off by more than kLogitTol
+  size_t steps_exact = 0;              // steps whose top-5 logits are llama.cpp's to the bit
   double worst = 0;
   for (const auto& cv : doc.at("cases").as_array()) {
     const auto& c = cv.as_object();
@@ -297,13 +298,14 @@ TEST_P(MatchesLlamaCpp, GreedyTokensAndTop5Logits) {
       const auto& want = top.at(j).as_array();
       const double gap_12 =
           want.at(0).as_array().at(1).to_number<double>() - want.at(1).as_array().at(1).to_number<double>();
-      bool step_off = false;
+      bool step_off = false, step_exact = true;
       for (size_t r = 0; r < want.size(); ++r) {
         const auto id = want.at(r).as_array().at(0).as_int64();
         const double v = want.at(r).as_array().at(1).to_number<double>();
         const double diff = std::fabs(logits[static_cast<size_t>(id)] - v);
         worst = std::max(worst, diff);
         step_off = step_off || diff > kLogitTol;
+        step_exact = step_exact && static_cast<float>(v) == logits[static_cast<size_t>(id)];
         EXPECT_NEAR(logits[static_cast<size_t>(id)], v, kLogitTol + kRelativeTol * std::fabs(v))
             << GetParam() << " prompt of " << prompt.size() << " tokens, step " << j << ", rank " << r;
       }
@@ -321,6 +323,7 @@ TEST_P(MatchesLlamaCpp, GreedyTokensAndTop5Logits) {
       }
       ++compared;
       steps_off += step_off ? 1 : 0;
+      steps_exact += step_exact ? 1 : 0;
       const auto ours = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
       if (ours != expected[j]) {
         match = static_cast<int32_t>(j);
@@ -338,9 +341,9 @@ TEST_P(MatchesLlamaCpp, GreedyTokensAndTop5Logits) {
                 match, expected.size());
   }
   std::printf(
-      "[ total ] %s: %d/%d prompts match all tokens; largest top-5 logit difference %.5f; %zu of %zu steps off by more "
-      "than %.2f\n",
-      GetParam().c_str(), full, cases, worst, steps_off, compared, kLogitTol);
+      "[ total ] %s: %d/%d prompts match all tokens; top-5 logits bit for bit at %zu of %zu steps, largest "
+      "difference %.2g; %zu steps off by more than %.2f\n",
+      GetParam().c_str(), full, cases, steps_exact, compared, worst, steps_off, kLogitTol);
   EXPECT_LE(steps_off * 20, compared);
   EXPECT_EQ(cases, 5);
   EXPECT_GE(full, cases - 1);
