@@ -8,6 +8,8 @@
 #   make test-slow  the slow checks (`tandem quantize` against llama-quantize for every file type)
 #   make fuzz    build the libFuzzer targets; fuzz the GGUF reader, HTTP parser, WebSocket frames and
 #                OpenAI request parser, FUZZ_SECONDS each
+#   make sanitize  unit and runtime tests under ASan+UBSan (build-asan), actor tests under TSan (build-tsan)
+#   make soak    256 streaming clients for SOAK_SECONDS with disconnects and cancels; figures to docs/benchmarks.md
 #   make format  clang-format every C++ file in place (.clang-format; the generated table excepted)
 
 BUILD_DIR    ?= build
@@ -16,6 +18,9 @@ JOBS         ?= $(shell nproc)
 CMAKE_FLAGS  ?=
 TANDEM_HOME  ?= $(HOME)/.cache/tandem
 FUZZ_SECONDS ?= 600
+SOAK_SECONDS ?= 600
+# Tests that drive actors (the runtime, the server, the streamers): the TSan run's set.
+ACTOR_TESTS  ?= 'Runtime|GenerationJob'
 HOST         ?= 127.0.0.1
 PORT         ?= 8080
 SERVE_FLAGS  ?=
@@ -24,7 +29,7 @@ export TANDEM_HOME
 
 TANDEM := $(BUILD_DIR)/bin/tandem
 
-.PHONY: all deps build model test-data test test-slow run bench fuzz format clean
+.PHONY: all deps build model test-data test test-slow run bench fuzz sanitize soak format clean
 
 all: build
 
@@ -61,11 +66,16 @@ run: build model
 	@echo
 	$(TANDEM) serve --host $(HOST) --port $(PORT) $(SERVE_FLAGS)
 
-# Every benchmark, each writing its section of docs/benchmarks.md (and a plot where it helps).
+# Every benchmark, each writing its section of docs/benchmarks.md (and a plot where it helps);
+# kv_attention_bench and runtime_bench's kv-dtype part print the figures its KV cache section quotes.
 bench: build model
 	@scripts/install-deps.sh --bench
 	$(BUILD_DIR)/bin/tokenizer_bench
 	$(BUILD_DIR)/bin/vector_pipe_bench
+	python3 bench/run_sampler_bench.py --build $(BUILD_DIR)
+	$(BUILD_DIR)/bin/kv_attention_bench
+	$(BUILD_DIR)/bin/runtime_bench default 64 0 kv-dtype
+	python3 bench/run_grammar_bench.py --build $(BUILD_DIR)
 	python3 bench/compare_llama_cpp.py --build $(BUILD_DIR)
 	@scripts/fetch-gemma3.sh
 	@if [ -n "$(LLAMA_BENCH)" ]; then \
@@ -85,6 +95,26 @@ fuzz:
 	  build-fuzz/bin/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 \
 	    -print_final_stats=1 build-fuzz/corpus/$$t tests/fuzz/seeds/$$t || exit 1; \
 	done
+
+# Sanitizer builds sit beside the regular one; the Python serving suites are left out (the
+# unit and runtime tests drive the same code paths in-process, and run 2-10x slower here).
+SANITIZE_CMAKE = -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_CUDA=OFF
+sanitize: deps model
+	cmake -S . -B build-asan $(SANITIZE_CMAKE) \
+	  -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
+	  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined"
+	cmake --build build-asan -j $(JOBS)
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --output-on-failure -j $(JOBS) -LE 'serve|chat|cli' -E 'QuantizeFile|Gpu'
+	cmake -S . -B build-tsan $(SANITIZE_CMAKE) -DCMAKE_CXX_FLAGS="-fsanitize=thread -fno-omit-frame-pointer" \
+	  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread"
+	cmake --build build-tsan -j $(JOBS) --target runtime_test speculative_runtime_test net_replies_test
+	cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/sanitize/tsan.supp" \
+	  ctest --output-on-failure -j 1 -R $(ACTOR_TESTS)
+
+soak: build model
+	@scripts/install-deps.sh --soak
+	python3 bench/soak.py --build $(BUILD_DIR) --seconds $(SOAK_SECONDS)
 
 format:
 	git ls-files '*.cpp' '*.h' '*.cu' '*.cuh' '*.inl' | grep -v unicode_data_table | xargs clang-format -i

@@ -124,15 +124,21 @@ submit_reply check_tenant(admission_state& st, const generate_request& req, uint
   return r;
 }
 
+// What the engine needs to know of the request's tenant.
+void stamp_tenant(generate_request& req, const tenant_config& c) {
+  req.tenant = c.name;
+  req.weight = c.weight;
+  req.cache_group = c.prefix_cache_group.empty() ? c.name : c.prefix_cache_group;
+  req.kv_cache_share = c.kv_cache_share;
+}
+
 // Takes what check_tenant said the request costs: one request, its tokens.
 void charge_tenant(admission_state& st, generate_request& req, int tenant, double cost, submit_reply& r) {
   const auto now = clock_type::now();
   auto& t = st.tenants[tenant];
   t.requests.try_take(1, now);
   t.tokens.try_take(cost, now);
-  req.tenant = t.cfg.name;
-  req.weight = t.cfg.weight;
-  req.cache_group = t.cfg.prefix_cache_group.empty() ? t.cfg.name : t.cfg.prefix_cache_group;
+  stamp_tenant(req, t.cfg);
   fill_limits(r, t, now);
 }
 
@@ -200,12 +206,7 @@ admission_actor::behavior_type admission(self_ptr self, admission_config cfg,
           r = g->second.reply;
           tenant = g->second.tenant;
           reserved = g->second.reserved_each;
-          if (tenant >= 0) {
-            req.tenant = st.tenants[tenant].cfg.name;
-            req.weight = st.tenants[tenant].cfg.weight;
-            const auto& c = st.tenants[tenant].cfg;
-            req.cache_group = c.prefix_cache_group.empty() ? c.name : c.prefix_cache_group;
-          }
+          if (tenant >= 0) stamp_tenant(req, st.tenants[tenant].cfg);
           if (--g->second.left == 0) st.groups.erase(g);
           if (!r.accepted) {
             ++st.stats.rejected;
@@ -229,6 +230,7 @@ admission_actor::behavior_type admission(self_ptr self, admission_config cfg,
           } else {
             if (req.tenant.empty()) req.tenant = "default";
             req.weight = 1.0;
+            req.kv_cache_share = 1.0;
             if (req.cache_group.empty()) req.cache_group = req.tenant;
             r.tenant = req.tenant;
           }

@@ -52,7 +52,9 @@ class device_sequences {
 
   // Host sampling for planned sequence p from its logits rows (one row, or one per fed token
   // with drafts). Returns the emitted tokens (appended to the sequence) and fills `lp` when
-  // log-probabilities were asked for.
+  // log-probabilities were asked for. Calls for different sequences may run at once on
+  // different threads (after begin(), before the next one): each touches only its own
+  // sequence, and the sampler's scratch space is per thread.
   std::vector<token_id> sample(const device_seq& p, std::span<const std::span<const float>> rows, output_logprob& lp);
   // Tokens a device sampler emitted for p: appended as sample() would.
   void record(const device_seq& p, std::span<const token_id> emitted);

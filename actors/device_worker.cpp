@@ -4,7 +4,9 @@
 #include <pthread.h>
 
 #include <cstring>
+#include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "actors/clock.h"
 #include "actors/device_sequences.h"
@@ -26,11 +28,11 @@ struct device_worker_state {
 };
 
 void copy_block(kv_pool& kv, block_id src, block_id dst) {
-  const size_t n = static_cast<size_t>(kv.block_tokens()) * kv.head_dim() * sizeof(kernels::f16_bits);
+  const size_t n = kv.head_block_bytes();  // whatever the cache's element type
   for (uint32_t l = 0; l < kv.n_layer(); ++l) {
     for (uint32_t h = 0; h < kv.n_head_kv(); ++h) {
-      std::memcpy(kv.k(l, static_cast<int32_t>(dst), h), kv.k(l, static_cast<int32_t>(src), h), n);
-      std::memcpy(kv.v(l, static_cast<int32_t>(dst), h), kv.v(l, static_cast<int32_t>(src), h), n);
+      std::memcpy(kv.k_bytes(l, static_cast<int32_t>(dst), h), kv.k_bytes(l, static_cast<int32_t>(src), h), n);
+      std::memcpy(kv.v_bytes(l, static_cast<int32_t>(dst), h), kv.v_bytes(l, static_cast<int32_t>(src), h), n);
     }
   }
 }
@@ -57,13 +59,34 @@ device_step_result run_step(device_worker_state& st, const device_step& step) {
   res.forward_ms = ms_since(t0);
 
   const auto t1 = clock_type::now();
-  std::vector<std::span<const float>> rows;
+  // Each sampled sequence is independent (its own sampler and random stream, per-thread
+  // scratch space), so the batch is sampled on the compute pool: the same tokens as one
+  // after another, in a fraction of the time.
+  std::vector<size_t> sampled;
   for (size_t i = 0; i < step.seqs.size(); ++i) {
-    const auto& p = step.seqs[i];
-    if (!p.sample) continue;
-    rows.clear();
-    for (int32_t j = 0; j < st.output.n_rows[i]; ++j) rows.push_back(st.output.row(i, j));
-    res.emitted[i] = st.seqs->sample(p, rows, res.logprobs[i]);
+    if (step.seqs[i].sample) sampled.push_back(i);
+  }
+  std::vector<std::string> errors(sampled.size());
+  auto sample_one = [&](int64_t k, int) {
+    const size_t i = sampled[static_cast<size_t>(k)];
+    try {
+      std::vector<std::span<const float>> rows;
+      for (int32_t j = 0; j < st.output.n_rows[i]; ++j) rows.push_back(st.output.row(i, j));
+      res.emitted[i] = st.seqs->sample(step.seqs[i], rows, res.logprobs[i]);
+    } catch (const std::exception& e) {
+      errors[static_cast<size_t>(k)] = e.what();
+    }
+  };
+  if (sampled.size() == 1) {
+    sample_one(0, 0);
+  } else if (sampled.size() > 1) {
+    st.m->pool().parallel_for(static_cast<int64_t>(sampled.size()), sample_one);
+  }
+  for (const auto& e : errors) {
+    if (!e.empty()) {
+      res.error = e;
+      return res;
+    }
   }
   res.sample_ms = ms_since(t1);
   ++st.stats.steps;
@@ -73,9 +96,11 @@ device_step_result run_step(device_worker_state& st, const device_step& step) {
 }
 
 device_worker_actor::behavior_type cpu_device_worker(device_worker_actor::stateful_pointer<device_worker_state> self,
-                                                     std::shared_ptr<model> m, uint32_t n_blocks, uint32_t block_size) {
+                                                     std::shared_ptr<model> m, uint32_t n_blocks, uint32_t block_size,
+                                                     kv_cache_dtype dtype) {
   kv_pool_options opts;
   opts.block_tokens = static_cast<int>(block_size);
+  opts.dtype = dtype;
   opts.capacity_tokens = static_cast<int64_t>(n_blocks) * block_size;
   self->state.kv = std::make_unique<kv_pool>(m->config(), opts);
   self->state.seqs = std::make_unique<device_sequences>();
@@ -93,8 +118,8 @@ device_worker_actor::behavior_type cpu_device_worker(device_worker_actor::statef
 }  // namespace
 
 device_worker_actor spawn_cpu_device_worker(caf::actor_system& sys, std::shared_ptr<model> m, uint32_t n_blocks,
-                                            uint32_t block_size) {
-  return sys.spawn<caf::detached>(cpu_device_worker, std::move(m), n_blocks, block_size);
+                                            uint32_t block_size, kv_cache_dtype dtype) {
+  return sys.spawn<caf::detached>(cpu_device_worker, std::move(m), n_blocks, block_size, dtype);
 }
 
 }  // namespace tandem

@@ -27,6 +27,11 @@ runtime::runtime() : actors_(std::make_unique<runtime_actors>()) {}
 std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_config& cfg,
                                         const device_factory* device) {
   check_unique(cfg.tenants);
+  const kv_cache_dtype kv_dtype = parse_kv_cache_dtype(cfg.kv_cache_dtype);
+  if (device != nullptr && kv_dtype != kv_cache_dtype::f16) {
+    throw std::invalid_argument("--kv-cache-dtype " + cfg.kv_cache_dtype +
+                                ": the CUDA device keeps its KV cache in f16 only (use auto or f16 there)");
+  }
   std::unique_ptr<runtime> rt(new runtime());
   auto& actors = *rt->actors_;
   rt->cfg_ = cfg;
@@ -40,6 +45,7 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
   std::shared_ptr<tandem::model> m = tandem::model::open(path, target_mo);
   const auto& mc = m->config();
   rt->model_cfg_ = std::make_shared<model_config>(mc);
+  (void)kv_pool::row_bytes_for(mc, kv_dtype);  // q8_0 on a head size it cannot split: a clear error now
 
   auto shared = std::make_shared<runtime_shared>(runtime_shared{tokenizer::from_gguf(m->file()), std::nullopt, "", 0});
   try {
@@ -66,10 +72,10 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
   // The scheduler supervises the device worker with this (a new one, over the same weights,
   // with a new KV pool); runtime_actors::device_worker names the first.
   std::function<device_worker_actor()> spawn_device =
-      [sys = &sys, m, n_blocks = rt->kv_blocks_, block_size = cfg.block_size,
+      [sys = &sys, m, n_blocks = rt->kv_blocks_, block_size = cfg.block_size, kv_dtype,
        factory = device ? std::optional<device_factory>(*device) : std::nullopt]() {
         return factory ? factory->spawn(*sys, m, n_blocks, block_size)
-                       : spawn_cpu_device_worker(*sys, m, n_blocks, block_size);
+                       : spawn_cpu_device_worker(*sys, m, n_blocks, block_size, kv_dtype);
       };
   actors.device_worker = spawn_device();
   actors.cache_manager = spawn_cache_manager(sys, {rt->kv_blocks_, cfg.block_size, cfg.enable_prefix_caching});

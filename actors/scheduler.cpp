@@ -26,7 +26,8 @@ struct seq_info {
   uint32_t draft_evidence = 0;  // of the draft in flight (speculation_outcome::evidence)
   double queue_ms = 0;
   uint32_t cached_tokens = 0;
-  bool parked = false;  // waits for its prompt group's leader to compute the shared prompt
+  bool parked = false;           // waits for its prompt group's leader to compute the shared prompt
+  std::vector<token_id> forced;  // to append after its next token (force_atom)
 };
 
 // The choices of one request (generate_request::prompt_group): the first to arrive leads
@@ -89,7 +90,7 @@ uint64_t cache_salt(const scheduler_state& st, const std::string& group) {
 
 void add_to_planner(scheduler_state& st, seq_id id) {
   const auto& r = st.seqs.at(id).req;
-  st.planner->add(id, r.tenant, r.weight, r.prompt, cache_salt(st, r.cache_group));
+  st.planner->add(id, r.tenant, r.weight, r.prompt, cache_salt(st, r.cache_group), r.kv_cache_share);
 }
 
 // A sequence of a prompt group ends: a parked one leaves the queue; a leader that goes
@@ -213,6 +214,23 @@ void apply(self_ptr self, const device_step_result& res, bool worker_failed = fa
       if (info.n_generated >= info.req.max_new_tokens ||
           (info.req.max_total_tokens > 0 && total >= info.req.max_total_tokens)) {
         reason = finish_reason::length;
+      }
+    }
+    if (!reason && !info.forced.empty()) {
+      // A thinking budget ran out: its end tag follows this token, as if emitted, when the
+      // limits leave room for it and one more token.
+      auto forced = std::exchange(info.forced, {});
+      const auto n = static_cast<uint32_t>(forced.size());
+      const auto total = static_cast<uint32_t>(st.planner->tokens(p.seq).size());
+      if (info.n_generated + n < info.req.max_new_tokens &&
+          (info.req.max_total_tokens == 0 || total + n < info.req.max_total_tokens)) {
+        st.planner->append_tokens(p.seq, forced);
+        info.n_generated += n;
+        st.stats.generated_tokens += n;
+        for (token_id t : forced) {
+          batch.tokens.push_back(t);
+          if (info.req.sampling.logprobs) batch.logprobs.push_back({t, 0.0f, {}, {}});
+        }
       }
     }
     if (reason) {
@@ -538,6 +556,11 @@ scheduler_actor::behavior_type scheduler(self_ptr self, planner_config cfg, uint
         ++self->state.stats.aborted;
         finish(self, seq, finish_reason::abort);
         if (!self->state.busy) flush_outbox(self);
+      },
+      [self](force_atom, seq_id seq, std::vector<token_id>& tokens) {
+        if (const auto it = self->state.seqs.find(seq); it != self->state.seqs.end()) {
+          it->second.forced = std::move(tokens);
+        }
       },
       [self](stats_atom) -> scheduler_stats {
         auto s = self->state.stats;

@@ -25,7 +25,8 @@ struct sequence_request {
   seq_id id = 0;
   std::string tenant = "default";
   double weight = 1.0;
-  std::string cache_group;  // prefix-cache isolation: blocks are found only within the group
+  std::string cache_group;      // prefix-cache isolation: blocks are found only within the group
+  double kv_cache_share = 1.0;  // the tenant's KV quota
   std::vector<token_id> prompt;
   sampling_options sampling;
   uint32_t max_new_tokens = 256;
@@ -52,6 +53,7 @@ struct scheduler_stats {
 
 using scheduler_actor =
     caf::typed_actor<caf::reacts_to<enqueue_atom, sequence_request>, caf::reacts_to<abort_atom, seq_id>,
+                     caf::reacts_to<force_atom, seq_id, std::vector<token_id>>,
                      caf::replies_to<stats_atom>::with<scheduler_stats>>;
 
 }  // namespace tandem

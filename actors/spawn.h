@@ -16,6 +16,7 @@
 #include "actors/scheduler.h"
 #include "actors/streamer.h"
 #include "actors/verifier.h"
+#include "engine/model/kv_cache_dtype.h"
 #include "engine/schedule/step_planner.h"
 #include "engine/speculation/speculation_policy.h"
 #include "tandem/api.h"
@@ -74,10 +75,10 @@ cache_manager_actor spawn_cache_manager(caf::actor_system& sys, const cache_mana
 
 // --- device workers ----------------------------------------------------------------------
 
-// A CPU device worker (detached) over `m`, with a KV pool of n_blocks blocks. The CUDA
-// worker's spawn function is gpu/worker/gpu_device_worker.h's.
+// A CPU device worker (detached) over `m`, with a KV pool of n_blocks blocks of `dtype`. The
+// CUDA worker's spawn function is gpu/worker/gpu_device_worker.h's.
 device_worker_actor spawn_cpu_device_worker(caf::actor_system& sys, std::shared_ptr<model> m, uint32_t n_blocks,
-                                            uint32_t block_size);
+                                            uint32_t block_size, kv_cache_dtype dtype = kv_cache_dtype::f16);
 
 // --- speculative decoding ----------------------------------------------------------------
 

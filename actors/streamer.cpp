@@ -9,6 +9,7 @@
 #include "actors/runtime_shared.h"
 #include "actors/scheduler.h"
 #include "actors/spawn.h"
+#include "engine/chat/output_parser.h"
 #include "engine/chat/prompt_encoder.h"
 #include "engine/platform/fault_injection.h"
 
@@ -22,8 +23,13 @@ struct streamer_state {
   scheduler_actor scheduler;
   admission_actor admission;
   std::optional<incremental_decoder> decoder;
-  std::string held;          // decoded text not sent yet: it may be the start of a stop string
-  generation_delta pending;  // ready to send, waiting for the stream interval to fill
+  // Chat replies with tools or thinking sections: text -> content, reasoning, tool calls.
+  std::optional<chat_output_parser> parser;
+  bool called_tools = false;     // the parser found tool calls (finish_reason "tool_calls")
+  uint32_t thinking_tokens = 0;  // generated inside a thinking section
+  bool thinking_closed = false;  // the budget's end tag was asked for
+  std::string held;              // decoded text not sent yet: it may be the start of a stop string
+  generation_delta pending;      // ready to send, waiting for the stream interval to fill
   bool sent_first = false;
   uint32_t prompt_tokens = 0;
   uint32_t completion_tokens = 0;
@@ -36,6 +42,21 @@ struct streamer_state {
 };
 
 using self_ptr = streamer_actor::stateful_pointer<streamer_state>;
+
+std::vector<chat_message> chat_messages(const std::vector<chat_turn>& turns) {
+  std::vector<chat_message> out;
+  out.reserve(turns.size());
+  for (const auto& t : turns) {
+    chat_message m(t.role, t.content);
+    m.content_is_null = t.content_is_null;
+    for (const auto& c : t.tool_calls) m.tool_calls.push_back({c.id, c.name, c.arguments});
+    m.tool_call_id = t.tool_call_id;
+    m.name = t.name;
+    m.reasoning_content = t.reasoning_content;
+    out.push_back(std::move(m));
+  }
+  return out;
+}
 
 // Length of the longest suffix of `text` that is a proper prefix of some stop string.
 size_t held_back_length(const std::string& text, const std::vector<std::string>& stops) {
@@ -51,10 +72,39 @@ size_t held_back_length(const std::string& text, const std::vector<std::string>&
   return keep;
 }
 
+// Adds what the parser made of some reply text to the pending delta: a tool call's argument
+// pieces join the piece before them while they belong to the same call.
+void add_parsed(generation_delta& p, chat_output_delta&& d) {
+  p.text += d.content;
+  p.reasoning_content += d.reasoning_content;
+  for (auto& c : d.tool_calls) {
+    if (!p.tool_calls.empty() && p.tool_calls.back().index == c.index && c.id.empty()) {
+      p.tool_calls.back().arguments += c.arguments;
+    } else {
+      p.tool_calls.push_back(
+          {static_cast<uint32_t>(c.index), std::move(c.id), std::move(c.name), std::move(c.arguments)});
+    }
+  }
+}
+
+// The reply text after stop strings, into the pending delta (through the parser, if any).
+void add_text(streamer_state& st, std::string&& text, bool at_end) {
+  if (!st.parser) {
+    st.pending.text += text;
+    return;
+  }
+  if (!text.empty()) add_parsed(st.pending, st.parser->feed(text));
+  if (at_end) {
+    add_parsed(st.pending, st.parser->finish());
+    st.called_tools = st.parser->has_tool_calls();
+    st.parser.reset();
+  }
+}
+
 // Sends the pending delta, if it holds anything.
 void flush(self_ptr self) {
   auto& st = self->state;
-  if (st.pending.text.empty() && st.pending.tokens.empty()) return;
+  if (st.pending.empty()) return;
   st.pending.id = st.id;
   if (st.req.on_delta) {
     st.req.on_delta(std::move(st.pending));
@@ -69,10 +119,11 @@ void close(self_ptr self, finish_reason reason, std::string error = "", uint16_t
   auto& st = self->state;
   if (st.done) return;
   st.done = true;
-  flush(self);  // nothing produced is lost, whatever the interval
+  if (st.parser) add_text(st, {}, /*at_end=*/true);  // text a parser held back is flushed too
+  flush(self);                                       // nothing produced is lost, whatever the interval
   generation_done d;
   d.id = st.id;
-  d.reason = reason;
+  d.reason = reason == finish_reason::stop && st.called_tools ? finish_reason::tool_calls : reason;
   d.error = std::move(error);
   d.status = status;
   d.prompt_tokens = st.prompt_tokens;
@@ -96,6 +147,7 @@ void on_tokens(self_ptr self, token_batch& b) {
   if (b.cached_tokens > 0) st.cached_tokens = b.cached_tokens;
   std::string text;
   for (int32_t t : b.tokens) text += st.decoder->push(t);
+  if (st.parser && st.parser->in_reasoning()) st.thinking_tokens += static_cast<uint32_t>(b.tokens.size());
   // A stop token ends the sequence without being shown, but it was generated.
   const uint32_t produced =
       static_cast<uint32_t>(b.tokens.size()) + (b.finished && b.reason == finish_reason::stop ? 1u : 0u);
@@ -124,7 +176,7 @@ void on_tokens(self_ptr self, token_batch& b) {
   }
   if (!out.empty() || !b.tokens.empty()) {
     auto& p = st.pending;
-    p.text += out;
+    add_text(st, std::move(out), stopped || b.finished);
     p.tokens.insert(p.tokens.end(), b.tokens.begin(), b.tokens.end());
     p.logprobs.insert(p.logprobs.end(), std::make_move_iterator(b.logprobs.begin()),
                       std::make_move_iterator(b.logprobs.end()));
@@ -133,6 +185,15 @@ void on_tokens(self_ptr self, token_batch& b) {
   if (stopped) {
     self->send(st.scheduler, abort_atom::value, static_cast<seq_id>(st.id));
     return close(self, finish_reason::stop);
+  }
+  // The thinking budget is spent: the scheduler appends the section's end tag after the next
+  // token (so tokens already on their way may pass the budget by a step's worth).
+  if (!b.finished && st.req.thinking_token_budget > 0 && !st.thinking_closed && st.parser &&
+      st.parser->in_reasoning() && st.thinking_tokens >= st.req.thinking_token_budget) {
+    st.thinking_closed = true;
+    const std::string tag = std::string(st.parser->reasoning_close_tag()) + "\n\n";
+    self->send(st.scheduler, force_atom::value, static_cast<seq_id>(st.id),
+               st.shared->tok.encode(tag, /*add_special=*/false, /*parse_special=*/true));
   }
   if (b.finished) {
     const bool failed = b.reason == finish_reason::error;
@@ -150,18 +211,31 @@ streamer_actor::behavior_type streamer(self_ptr self, request_id id, generate_re
   st.scheduler = std::move(scheduler);
   st.admission = std::move(admission);
   const auto& tok = st.shared->tok;
-  st.decoder.emplace(tok, /*render_special=*/false);
+  // Tool-call markers such as <|python_tag|> and [TOOL_CALLS] are control tokens: the parser
+  // needs them as text.
+  st.decoder.emplace(tok, /*render_special=*/st.req.parse_tool_calls);
 
   // Prompt tokens: chat messages through the template, or the raw prompt.
   std::vector<int32_t> prompt;
   try {
     if (!st.req.messages.empty()) {
       if (!st.shared->chat) throw std::invalid_argument(st.shared->chat_error);
-      std::vector<chat_message> msgs;
-      for (const auto& m : st.req.messages) msgs.push_back({m.role, m.content});
-      prompt = encode_chat(tok, *st.shared->chat, msgs, st.req.add_generation_prompt);
+      const chat_template& tmpl = *st.shared->chat;
+      const auto msgs = chat_messages(st.req.messages);
+      chat_render_options ro;
+      ro.add_generation_prompt = st.req.add_generation_prompt;
+      ro.tools_json = st.req.tools_json;
+      ro.template_kwargs_json = st.req.chat_template_kwargs_json;
+      prompt = encode_chat(tok, tmpl, msgs, ro);
+      if (st.req.parse_tool_calls || (st.req.parse_reasoning && reasoning_parser::syntax_for(tmpl))) {
+        chat_output_options po;
+        po.parse_reasoning = st.req.parse_reasoning;
+        po.parse_tool_calls = st.req.parse_tool_calls;
+        if (!st.req.tool_call_parser.empty()) po.tool_syntax = tool_call_parser::syntax_named(st.req.tool_call_parser);
+        st.parser.emplace(tmpl, tmpl.render(msgs, ro), std::move(po));
+      }
     } else {
-      prompt = encode_prompt(tok, st.req.prompt);
+      prompt = encode_prompt(tok, st.req.prompt, st.req.prompt_special_tokens);
     }
   } catch (const std::exception& e) {
     close(self, finish_reason::error, e.what(), 400);
@@ -182,12 +256,14 @@ streamer_actor::behavior_type streamer(self_ptr self, request_id id, generate_re
     sr.tenant = st.req.tenant;
     sr.weight = st.req.weight;
     sr.cache_group = st.req.cache_group;
+    sr.kv_cache_share = st.req.kv_cache_share;
     sr.prompt = std::move(prompt);
     sr.sampling = st.req.sampling;
     sr.max_new_tokens = st.req.max_tokens;
     sr.max_total_tokens = limit;
     sr.stop_token_ids = st.req.stop_token_ids;
-    sr.speculative = st.req.speculative;
+    // Tokens appended by a thinking budget would bypass the drafter's view of the sequence.
+    sr.speculative = st.req.speculative && st.req.thinking_token_budget == 0;
     sr.prompt_group = st.req.prompt_group;
     if (!st.req.ignore_eos) {
       for (token_id t : tok.end_of_generation_ids()) sr.stop_token_ids.push_back(t);

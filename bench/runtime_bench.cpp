@@ -4,18 +4,28 @@
 //               of prefix caching when nothing is reused (caching on vs off)
 //   chunking    inter-token latency of 8 running streams while a ~4,000-token prompt is
 //               prefilled, chunked (512) vs unchunked
+//   sampling    64 streams greedy against sampled (what sampling costs), and a realistic
+//               chat mix (sampled, varied prompts, outputs ending at EOS)
+//   kv-dtype    64 streams with an f16 and with a q8_0 KV cache, short and ~250-token prompts
+//               (only on request: docs/benchmarks.md's KV cache section)
 // Prints one JSON object on stdout; progress on stderr. Run by bench/run_runtime_bench.py.
 // Usage: runtime_bench [MODEL] [TOKENS PER STREAM] [COMPUTE THREADS (0: one per core)]
-//                      [throughput | prefix | planning]   (only that part, for quick checks)
+//                      [throughput | prefix | planning | sampling | kv-dtype]   (only that part)
 #include <algorithm>
 #include <caf/all.hpp>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <numeric>
+#include <random>
+#include <sstream>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "actors/device_worker.h"
 #include "actors/runtime_actors.h"
@@ -212,6 +222,138 @@ std::string throughput(caf::actor_system& sys, const runtime_config& base, uint3
   return json + buf;
 }
 
+// What sampling costs and a realistic mix, through the runtime (no HTTP):
+//   paired   64 streams x N fixed-length tokens, greedy then sampled (temperature 0.7, top_p
+//            0.95), five rounds; decode tok/s in the all-decoding window as above, and the
+//            median of the rounds' ratios
+//   mix      64 concurrent chat requests in a closed loop (a new one as each ends, 192 in
+//            all): sampled, prompts of 20-1,000 tokens (log-uniform; half behind one shared
+//            system prompt), max_tokens 64, 128 or 256, ending at EOS or there
+// CPU time (user + system, seconds) of this process's model threads: the device worker
+// ("tandem-device") and its compute pool ("tandem-compute"), from /proc/self/task/*/stat.
+double model_threads_cpu_s() {
+  double ticks = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm"), stat(task.path() / "stat");
+    std::string name, line;
+    std::getline(comm, name);
+    std::getline(stat, line);
+    if (name != "tandem-device" && name != "tandem-compute") continue;
+    std::istringstream rest(line.substr(line.rfind(')') + 2));
+    std::string field;
+    for (int i = 0; i < 11; ++i) rest >> field;  // state .. cmajflt
+    double utime = 0, stime = 0;
+    rest >> utime >> stime;
+    ticks += utime + stime;
+  }
+  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+std::string sampling(caf::actor_system& sys, const runtime_config& base, uint32_t n_tokens) {
+  auto rt = start(sys, base);
+  bench_client c(sys, *rt);
+  c.submit(fixed_length("Warm-up.", 8));
+  c.wait(1);
+  constexpr int kStreams = 64, kRounds = 5;
+  double cpu_per_token = 0;  // of the last run: the model threads' CPU time per token, in ms
+  auto decode_tok_s = [&](int round, bool sampled) {
+    const double cpu0 = model_threads_cpu_s();
+    for (int i = 0; i < kStreams; ++i) {
+      auto r = fixed_length("Story " + std::to_string(round * 1000 + i + (sampled ? 500 : 0)) + ": once upon a time",
+                            n_tokens);
+      if (sampled) {
+        r.sampling.temperature = 0.7f;
+        r.sampling.top_p = 0.95f;
+        r.sampling.seed = round * 1000 + i;
+      }
+      c.submit(std::move(r));
+    }
+    const auto traces = c.wait(kStreams);
+    cpu_per_token = 1e3 * (model_threads_cpu_s() - cpu0) / (static_cast<double>(kStreams) * n_tokens);
+    auto from = clock_type::time_point::min(), to = clock_type::time_point::max();
+    for (const auto& [id, t] : traces) {
+      from = std::max(from, t.token_times.front());
+      to = std::min(to, t.token_times.back());
+    }
+    uint64_t tokens = 0;
+    for (const auto& [id, t] : traces) {
+      for (const auto& tt : t.token_times) tokens += tt > from && tt <= to;
+    }
+    return to > from ? static_cast<double>(tokens) / (ms(to - from) / 1000.0) : 0.0;
+  };
+  std::vector<double> greedy, sampled, ratio, cpu_ratio;
+  for (int round = 0; round < kRounds; ++round) {
+    std::fprintf(stderr, "sampling: round %d, %d streams x %u tokens, greedy then sampled...\n", round + 1, kStreams,
+                 n_tokens);
+    greedy.push_back(decode_tok_s(round, false));
+    const double cpu_greedy = cpu_per_token;
+    sampled.push_back(decode_tok_s(round, true));
+    ratio.push_back(greedy.back() / sampled.back());
+    cpu_ratio.push_back(cpu_per_token / cpu_greedy);
+    std::fprintf(stderr, "  %.1f vs %.1f tok/s, %.3f vs %.3f ms of model-thread CPU per token\n", greedy.back(),
+                 sampled.back(), cpu_greedy, cpu_per_token);
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "{\"paired\":{\"streams\":%d,\"tokens\":%u,\"greedy_tok_s\":%.2f,\"sampled_tok_s\":%.2f,"
+                "\"greedy_over_sampled\":%.4f,\"cpu_sampled_over_greedy\":%.4f},",
+                kStreams, n_tokens, median(greedy), median(sampled), median(ratio), median(cpu_ratio));
+  std::string json = buf;
+
+  // The mix.
+  const std::string system =
+      "You are a helpful assistant for a garden-tools shop. Orders ship within two working days; returns are "
+      "accepted within thirty days; every tool has a two-year guarantee. Answer briefly and politely, ask for the "
+      "order number when a question is about an order, and never promise discounts.";
+  const std::vector<std::string> sentences = {
+      "I ordered a pair of pruning shears last week and they have not arrived yet.",
+      "My essay argues that cities should plant more trees along busy roads.",
+      "The meeting moved to Thursday afternoon because two people were travelling.",
+      "We tried the recipe twice, but the bread stayed flat both times.",
+      "The instructions say to charge the battery fully before the first use.",
+      "She asked whether the guarantee also covers the charger and the case.",
+      "The new timetable adds an early train but removes the one at noon.",
+      "He wrote that the software crashes whenever he opens a large file."};
+  std::mt19937 rng(20);
+  auto request = [&](int k) {
+    generate_request r;
+    const double tokens = std::exp(std::uniform_real_distribution<double>(std::log(20.0), std::log(1000.0))(rng));
+    std::string text = "Note " + std::to_string(k) + ":";
+    while (static_cast<double>(text.size()) / 4.2 < tokens) text += " " + sentences[rng() % sentences.size()];
+    if (rng() % 2) r.messages.push_back({"system", system});
+    r.messages.push_back({"user", text + "\n\nWhat should I do?"});
+    r.max_tokens = std::vector<uint32_t>{64, 128, 256}[rng() % 3];
+    r.sampling.temperature = 0.7f;
+    r.sampling.top_p = 0.95f;
+    return r;
+  };
+  constexpr int kTotal = 192;
+  int sent = 0;
+  const auto t0 = clock_type::now();
+  for (; sent < kStreams; ++sent) c.submit(request(sent));
+  std::vector<double> ttft, itl;
+  uint64_t tokens = 0;
+  for (int done = 0; done < kTotal; ++done) {
+    const trace t = c.wait_one();
+    if (!t.token_times.empty()) ttft.push_back(ms(t.token_times.front() - t.submitted));
+    for (size_t i = 1; i < t.token_times.size(); ++i) itl.push_back(ms(t.token_times[i] - t.token_times[i - 1]));
+    tokens += t.token_times.size();
+    if (sent < kTotal) c.submit(request(sent++));
+    if ((done + 1) % 32 == 0) std::fprintf(stderr, "sampling: mix, %d of %d requests done\n", done + 1, kTotal);
+  }
+  const double wall_s = ms(clock_type::now() - t0) / 1000.0;
+  std::snprintf(buf, sizeof buf,
+                "\"mix\":{\"streams\":%d,\"requests\":%d,\"tokens\":%llu,\"wall_s\":%.2f,\"tok_s\":%.2f,"
+                "\"ttft_p50_ms\":%.1f,\"ttft_p99_ms\":%.1f,\"itl_p50_ms\":%.2f,\"itl_p99_ms\":%.2f}}",
+                kStreams, kTotal, static_cast<unsigned long long>(tokens), wall_s, static_cast<double>(tokens) / wall_s,
+                percentile(ttft, 0.5), percentile(ttft, 0.99), percentile(itl, 0.5), percentile(itl, 0.99));
+  return json + buf;
+}
+
 scheduler_stats scheduler_stats_of(caf::actor_system& sys, runtime& rt) {
   caf::scoped_actor self{sys};
   scheduler_stats st;
@@ -389,6 +531,84 @@ std::string chunking(caf::actor_system& sys, runtime_config base, bool chunked) 
 
 }  // namespace
 
+// The KV cache's element type (--kv-cache-dtype): 64 streams decoding N tokens each with an
+// f16 cache and with a q8_0 one, after short prompts and after unique ~250-token ones (more
+// keys per step, so the attention's share grows), three rounds with the types taking turns;
+// decode tok/s in the all-decoding window as in throughput(), median of the rounds. With
+// the pool's bytes per token of each type (the capacity a memory budget buys).
+std::string kv_dtypes(caf::actor_system& sys, const runtime_config& base, uint32_t n_tokens) {
+  model_options mo;
+  mo.n_threads = base.threads;
+  std::shared_ptr<model> one_model = model::open(resolve_model_path(base.model), mo);
+  device_factory same_model;  // both runtimes compute with one model object (the same tiled weights)
+  std::map<std::string, kv_cache_dtype> types{{"f16", kv_cache_dtype::f16}, {"q8_0", kv_cache_dtype::q8_0}};
+  std::map<std::string, std::unique_ptr<runtime>> rts;
+  for (const auto& [name, dtype] : types) {
+    same_model.spawn = [one_model, dtype](caf::actor_system& s, std::shared_ptr<model>, uint32_t n_blocks,
+                                          uint32_t block_size) {
+      return spawn_cpu_device_worker(s, one_model, n_blocks, block_size, dtype);
+    };
+    runtime_config rc = base;
+    rc.kv_cache_tokens = 65536;
+    rc.enable_prefix_caching = false;
+    rts[name] = start(sys, rc, &same_model);
+  }
+  std::string long_text;
+  for (int i = 0; long_text.size() < 1100; ++i) {
+    long_text += " The river " + std::to_string(i) + " runs past the mill, the church and the old bridge.";
+  }
+  constexpr int kRounds = 3, kStreams = 64;
+  std::map<std::string, std::vector<double>> tps;  // "<type> <prompt>" -> tok/s per round
+  for (int round = 0; round < kRounds; ++round) {
+    for (const char* prompt : {"short", "long"}) {
+      for (int k = 0; k < 2; ++k) {
+        const std::string name = (round + k) % 2 == 0 ? "f16" : "q8_0";
+        bench_client c(sys, *rts[name]);
+        std::fprintf(stderr, "kv dtype: round %d, %s, %s prompts, %d streams x %u tokens...\n", round + 1, name.c_str(),
+                     prompt, kStreams, n_tokens);
+        for (int i = 0; i < kStreams; ++i) {
+          const std::string head = "Story " + std::to_string(round * 1000 + i) + ":";
+          c.submit(fixed_length(
+              std::string(prompt) == "long" ? head + long_text + " Once upon a time" : head + " once upon a time",
+              n_tokens));
+        }
+        const auto traces = c.wait(kStreams);
+        auto from = clock_type::time_point::min(), to = clock_type::time_point::max();
+        for (const auto& [id, t] : traces) {
+          from = std::max(from, t.token_times.front());
+          to = std::min(to, t.token_times.back());
+        }
+        uint64_t tokens = 0;
+        for (const auto& [id, t] : traces) {
+          for (const auto& tt : t.token_times) tokens += tt > from && tt <= to;
+        }
+        const double window = to > from ? ms(to - from) / 1000.0 : 0.0;
+        const double tok_s = window > 0 ? static_cast<double>(tokens) / window : 0.0;
+        std::fprintf(stderr, "  %.1f tok/s\n", tok_s);
+        tps[name + " " + prompt].push_back(tok_s);
+      }
+    }
+  }
+  const auto& c = one_model->config();
+  std::string json = "{\"streams\":64,\"tokens\":" + std::to_string(n_tokens) + ",\"runs\":[";
+  bool first = true;
+  for (auto& [key, v] : tps) {
+    std::sort(v.begin(), v.end());
+    const std::string name = key.substr(0, key.find(' ')), prompt = key.substr(key.find(' ') + 1);
+    const double bytes_per_token =
+        2.0 * c.n_layer * c.n_head_kv * static_cast<double>(kv_pool::row_bytes_for(c, types[name]));
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "%s{\"dtype\":\"%s\",\"prompt\":\"%s\",\"tok_per_s\":%.2f,\"bytes_per_token\":%.0f,"
+                  "\"tokens_per_gib\":%.0f}",
+                  first ? "" : ",", name.c_str(), prompt.c_str(), v[v.size() / 2], bytes_per_token,
+                  1073741824.0 / bytes_per_token);
+    json += buf;
+    first = false;
+  }
+  return json + "]}";
+}
+
 int main(int argc, char** argv) {
   caf::actor_system_config cfg;
   tandem::tune_actor_system(cfg);
@@ -398,7 +618,7 @@ int main(int argc, char** argv) {
   base.max_num_seqs = 64;
   const uint32_t n_tokens = argc > 2 ? static_cast<uint32_t>(std::stoi(argv[2])) : 64;
   base.threads = argc > 3 ? std::stoi(argv[3]) : 0;
-  const std::string part = argc > 4 ? argv[4] : "all";  // all, throughput, prefix or planning
+  const std::string part = argc > 4 ? argv[4] : "all";  // all, throughput, prefix, planning, sampling or kv-dtype
   const bool throughput_only = part == "throughput";
   try {
     if (part == "planning") {
@@ -409,6 +629,14 @@ int main(int argc, char** argv) {
       std::printf("{\"prefix\":%s}\n", prefix(sys, base).c_str());
       return 0;
     }
+    if (part == "kv-dtype") {
+      std::printf("{\"kv_dtype\":%s}\n", kv_dtypes(sys, base, n_tokens).c_str());
+      return 0;
+    }
+    if (part == "sampling") {
+      std::printf("{\"sampling\":%s}\n", sampling(sys, base, n_tokens).c_str());
+      return 0;
+    }
     const std::string tp = throughput(sys, base, n_tokens);
     if (throughput_only) {
       std::printf("{\"throughput\":%s}}\n", tp.c_str());
@@ -417,8 +645,9 @@ int main(int argc, char** argv) {
     const std::string px = prefix(sys, base);
     const std::string ch = chunking(sys, base, true);
     const std::string un = chunking(sys, base, false);
-    std::printf("{\"throughput\":%s},\"prefix\":%s,\"chunked\":%s,\"unchunked\":%s}\n", tp.c_str(), px.c_str(),
-                ch.c_str(), un.c_str());
+    const std::string sm = sampling(sys, base, n_tokens);
+    std::printf("{\"throughput\":%s},\"prefix\":%s,\"chunked\":%s,\"unchunked\":%s,\"sampling\":%s}\n", tp.c_str(),
+                px.c_str(), ch.c_str(), un.c_str(), sm.c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "runtime_bench: %s\n", e.what());
     return 1;

@@ -63,7 +63,7 @@ void run_generate(const generate_options& o) {
 
   model m(file, model_options{o.threads});
   const int64_t tokens = static_cast<int64_t>(prompt.size()) + o.max_tokens;
-  kv_pool cache(m.config(), kv_pool_options{16, tokens + 16, 0});
+  kv_pool cache(m.config(), kv_pool_options{16, tokens + 16, 0, parse_kv_cache_dtype(o.rt.kv_cache_dtype)});
   kv_block_allocator allocator(cache.n_blocks());
 
   generation_options g;
@@ -212,6 +212,10 @@ void register_generate(CLI::App& app) {
   sub->add_option("--repeat-penalty", o->repeat_penalty, "Repetition penalty (1 = off)")->default_val(1.0f);
   sub->add_option("--seed", o->seed, "Sampling seed (same seed, same output); default random");
   sub->add_option("--threads", o->threads, "CPU threads (default: one per core)");
+  sub->add_option("--kv-cache-dtype", o->rt.kv_cache_dtype,
+                  "KV cache element type: auto (= f16), f16, or q8_0 (1.88x the tokens per byte; CPU only)")
+      ->check(CLI::IsMember({"auto", "f16", "q8_0"}))
+      ->capture_default_str();
   add_device_options(sub, o->device);
   sub->add_flag("--ignore-eos", o->ignore_eos, "Keep going past end-of-generation tokens");
   add_speculative_options(sub, o->rt);

@@ -43,6 +43,9 @@ struct serve_options {
   std::vector<std::string> allowed_origins;
   std::string metrics_api_key;
   std::string log_level = "info";
+  std::string reasoning_parser = "auto";
+  std::string tool_call_parser = "auto";
+  bool plain_text_prompts = false;
 };
 
 // Raises the open-files limit to its hard limit where allowed, and keeps --max-connections
@@ -126,6 +129,9 @@ int serve(serve_options o) {
   so.ws_auth_timeout = std::chrono::seconds(o.ws_auth_timeout_s);
   so.allowed_origins = o.allowed_origins;
   so.metrics_api_key = o.metrics_api_key;
+  so.parse_reasoning = o.reasoning_parser != "none";
+  so.tool_call_parser = o.tool_call_parser == "auto" ? "" : o.tool_call_parser;
+  so.prompt_special_tokens = !o.plain_text_prompts;
   so.chat_page_path = find_chat_page(o.chat_page);
   so.served_model_name = o.served_model_name.empty()
                              ? (o.model == "default" ? std::string("SmolLM2-135M-Instruct")
@@ -182,6 +188,10 @@ void register_serve(CLI::App& app) {
       "--kv-cache-tokens", o->rt.kv_cache_tokens,
       "KV cache size in tokens (0 = automatic: with --device cuda, all that --gpu-memory-utilization leaves)");
   cmd->add_option("--block-size", o->rt.block_size, "Tokens per KV block")->capture_default_str();
+  cmd->add_option("--kv-cache-dtype", o->rt.kv_cache_dtype,
+                  "KV cache element type: auto (= f16), f16, or q8_0 (1.88x the tokens per byte; CPU only)")
+      ->check(CLI::IsMember({"auto", "f16", "q8_0"}))
+      ->capture_default_str();
   cmd->add_option("--max-in-flight", o->rt.max_in_flight, "Accepted unfinished requests at most (then 503)")
       ->capture_default_str();
   cmd->add_flag("!--no-enable-prefix-caching", o->rt.enable_prefix_caching, "Turn the prefix cache off");
@@ -231,6 +241,18 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--metrics-api-key", o->metrics_api_key,
                   "A key GET /metrics requires (it shows tenant names and usage); unset: /metrics is open");
   cmd->add_option("--chat-page", o->chat_page, "HTML page served at / (default: examples/chat/index.html)");
+  cmd->add_option("--reasoning-parser", o->reasoning_parser,
+                  "Thinking sections (<think>...</think>) of chat replies go to reasoning_content: 'auto' (when the "
+                  "template writes them) or 'none'")
+      ->check(CLI::IsMember({"auto", "none"}))
+      ->capture_default_str();
+  cmd->add_option("--tool-call-parser", o->tool_call_parser,
+                  "Syntax of the model's tool calls: auto (from the chat template), hermes, llama3, mistral, generic")
+      ->check(CLI::IsMember({"auto", "hermes", "llama3", "mistral", "generic"}))
+      ->capture_default_str();
+  cmd->add_flag("--plain-text-prompts", o->plain_text_prompts,
+                "Read /v1/completions prompts as plain text: control-token text in them stays text (for deployments "
+                "that splice user text into raw prompts)");
   cmd->add_option("--log-level", o->log_level, "trace, debug, info, warn, error")->capture_default_str();
   cmd->callback([o] {
     const int rc = serve(*o);

@@ -33,6 +33,35 @@ json::array byte_list(const std::string& s) {
   return a;
 }
 
+// OpenAI's delta.tool_calls: the first piece of a call has its id, type and name.
+json::array tool_call_chunks_json(const std::vector<tool_call_chunk>& chunks) {
+  json::array out;
+  for (const auto& c : chunks) {
+    json::object fn{{"arguments", c.arguments}};
+    json::object o{{"index", c.index}};
+    if (!c.id.empty()) {
+      o["id"] = c.id;
+      o["type"] = "function";
+      fn["name"] = c.name;
+    }
+    o["function"] = std::move(fn);
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+void assemble(std::vector<tool_call>& calls, const std::vector<tool_call_chunk>& chunks) {
+  for (const auto& c : chunks) {
+    if (c.index >= calls.size()) calls.resize(c.index + 1);
+    auto& call = calls[c.index];
+    if (!c.id.empty()) {
+      call.id = c.id;
+      call.name = c.name;
+    }
+    call.arguments += c.arguments;
+  }
+}
+
 }  // namespace
 
 generation_job::generation_job(api_request req, job_format format, job_context ctx)
@@ -181,9 +210,10 @@ std::string generation_job::sse_chunk_prefix() const {
 }
 
 std::string generation_job::stream_chunk(uint32_t choice, const std::string& text,
-                                         const std::vector<output_logprob>& lps, const std::string* finish_reason) {
+                                         const std::vector<output_logprob>& lps, const std::string* finish_reason,
+                                         const generation_delta* parsed) {
   const bool chat = format_ == job_format::chat_sse;
-  if (lps.empty() && !finish_reason && (!chat || choices_[choice].role_sent)) {
+  if (lps.empty() && !finish_reason && !parsed && (!chat || choices_[choice].role_sent)) {
     // The hot path, one event per token: the same object as below, written directly.
     if (chunk_head_.empty()) chunk_head_ = sse_chunk_prefix() + "[{\"index\":";
     std::string out;
@@ -204,7 +234,9 @@ std::string generation_job::stream_chunk(uint32_t choice, const std::string& tex
       delta["role"] = "assistant";
       choices_[choice].role_sent = true;
     }
-    if (!text.empty() || !finish_reason) delta["content"] = text;
+    if (parsed && !parsed->reasoning_content.empty()) delta["reasoning_content"] = parsed->reasoning_content;
+    if (!text.empty() || (!finish_reason && !parsed)) delta["content"] = text;
+    if (parsed && !parsed->tool_calls.empty()) delta["tool_calls"] = tool_call_chunks_json(parsed->tool_calls);
     ch["delta"] = std::move(delta);
   } else {
     ch["text"] = text;
@@ -225,16 +257,25 @@ void generation_job::on_delta(uint32_t choice, generation_delta& d) {
   // The last delta of a sequence cut by max_tokens may end inside a character: JSON needs
   // valid UTF-8, so such bytes become U+FFFD.
   d.text = valid_utf8(d.text);
+  d.reasoning_content = valid_utf8(d.reasoning_content);
+  if (!req_.parallel_tool_calls) {  // only the first call is the reply's
+    std::erase_if(d.tool_calls, [](const tool_call_chunk& c) { return c.index > 0; });
+  }
+  const bool parsed = !d.reasoning_content.empty() || !d.tool_calls.empty();
   switch (format_) {
     case job_format::chat_sse:
     case job_format::completion_sse:
-      if (!d.text.empty() || !d.logprobs.empty()) emit(stream_chunk(choice, d.text, d.logprobs, nullptr));
+      if (!d.text.empty() || !d.logprobs.empty() || parsed) {
+        emit(stream_chunk(choice, d.text, d.logprobs, nullptr, parsed ? &d : nullptr));
+      }
       break;
     case job_format::websocket: {
-      if (d.text.empty() && d.logprobs.empty()) break;
+      if (d.text.empty() && d.logprobs.empty() && !parsed) break;
       json::array toks;
       for (int32_t t : d.tokens) toks.push_back(t);
       json::object f{{"type", "delta"}, {"id", ctx_.response_id}, {"text", d.text}, {"tokens", std::move(toks)}};
+      if (!d.reasoning_content.empty()) f["reasoning_content"] = d.reasoning_content;
+      if (!d.tool_calls.empty()) f["tool_calls"] = tool_call_chunks_json(d.tool_calls);
       if (choices_.size() > 1) f["index"] = choice;
       if (req_.gen.sampling.logprobs) {
         json::array lps;
@@ -246,6 +287,8 @@ void generation_job::on_delta(uint32_t choice, generation_delta& d) {
     }
     default:
       c.text += d.text;
+      c.reasoning += d.reasoning_content;
+      assemble(c.calls, d.tool_calls);
       for (auto& lp : d.logprobs) c.logprobs.push_back(std::move(lp));
   }
 }
@@ -311,7 +354,19 @@ std::string generation_job::json_body() const {
     json::object ch{{"index", i}};
     const json::value logprobs = logprobs_json(c.logprobs, chat);
     if (chat) {
-      ch["message"] = json::object{{"role", "assistant"}, {"content", c.text}};
+      json::object message{{"role", "assistant"}};
+      message["content"] = c.text.empty() && !c.calls.empty() ? json::value(nullptr) : json::value(c.text);
+      if (!c.reasoning.empty()) message["reasoning_content"] = c.reasoning;
+      if (!c.calls.empty()) {
+        json::array calls;
+        for (const auto& t : c.calls) {
+          calls.push_back(json::object{{"id", t.id},
+                                       {"type", "function"},
+                                       {"function", json::object{{"name", t.name}, {"arguments", t.arguments}}}});
+        }
+        message["tool_calls"] = std::move(calls);
+      }
+      ch["message"] = std::move(message);
     } else {
       ch["text"] = c.text;
     }

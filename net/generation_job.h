@@ -75,6 +75,8 @@ class generation_job {
     bool ended = false;
     bool role_sent = false;
     std::string text;
+    std::string reasoning;
+    std::vector<tool_call> calls;  // assembled from the chunks
     std::vector<output_logprob> logprobs;
     generation_done done;
   };
@@ -84,7 +86,7 @@ class generation_job {
   void fail(api_error e);
   void emit(std::string s);
   std::string stream_chunk(uint32_t choice, const std::string& text, const std::vector<output_logprob>& lps,
-                           const std::string* finish_reason);
+                           const std::string* finish_reason, const generation_delta* parsed = nullptr);
   std::string usage_json() const;
   // `data: {"id":...,"object":...,"created":...,"model":...,"choices":` of every SSE chunk.
   std::string sse_chunk_prefix() const;

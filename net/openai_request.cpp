@@ -1,8 +1,9 @@
 #include "net/openai_request.h"
 
-#include <charconv>
-
+#include <algorithm>
 #include <boost/json.hpp>
+#include <cctype>
+#include <charconv>
 #include <cmath>
 
 namespace tandem::net {
@@ -140,6 +141,36 @@ std::string message_content(const json::value& v, const std::string& where) {
   return out;
 }
 
+// An assistant message's tool_calls: [{"id", "type": "function", "function": {"name", "arguments"}}].
+std::vector<tool_call> parse_tool_calls_field(const json::value& v, const std::string& where) {
+  if (!v.is_array()) bad(where, "must be a list of tool calls");
+  std::vector<tool_call> out;
+  size_t i = 0;
+  for (const auto& c : v.get_array()) {
+    const std::string at = where + "[" + std::to_string(i++) + "]";
+    if (!c.is_object()) bad(at, "must be an object");
+    const auto& co = c.get_object();
+    const json::value* fn = field(co, "function");
+    if (!fn || !fn->is_object()) bad(at + ".function", "must be an object with the function's name and arguments");
+    tool_call t;
+    t.id = string(co, "id");
+    t.name = string(fn->get_object(), "name");
+    if (t.name.empty()) bad(at + ".function.name", "is required");
+    const json::value* args = field(fn->get_object(), "arguments");
+    if (!args) {
+      t.arguments = "{}";
+    } else if (args->is_string()) {
+      t.arguments = std::string(args->get_string());
+    } else if (args->is_object()) {
+      t.arguments = json::serialize(*args);
+    } else {
+      bad(at + ".function.arguments", "must be a JSON string");
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
 void parse_messages(const json::object& o, generate_request& gen) {
   const json::value* v = field(o, "messages");
   if (!v) bad("messages", "is required");
@@ -154,12 +185,25 @@ void parse_messages(const json::object& o, generate_request& gen) {
     if (!role || !role->is_string()) bad(where + ".role", "must be a string");
     t.role = std::string(role->get_string());
     if (t.role == "developer") t.role = "system";
-    if (t.role != "system" && t.role != "user" && t.role != "assistant") {
-      bad(where + ".role", "must be 'system', 'user' or 'assistant' (got '" + t.role + "')");
+    if (t.role != "system" && t.role != "user" && t.role != "assistant" && t.role != "tool") {
+      bad(where + ".role", "must be 'system', 'user', 'assistant' or 'tool' (got '" + t.role + "')");
+    }
+    if (t.role == "assistant") {
+      if (const json::value* calls = field(mo, "tool_calls"))
+        t.tool_calls = parse_tool_calls_field(*calls, where + ".tool_calls");
+      t.reasoning_content = string(mo, "reasoning_content");
+    }
+    if (t.role == "tool") {
+      t.tool_call_id = string(mo, "tool_call_id");
+      if (t.tool_call_id.empty()) bad(where + ".tool_call_id", "is required for a tool message");
+      t.name = string(mo, "name");
     }
     const auto c = mo.find("content");
-    if (c == mo.end()) bad(where + ".content", "is required");
-    t.content = message_content(c->value(), where + ".content");
+    // An assistant turn that only calls tools may have "content": null or none.
+    if (c == mo.end() && t.tool_calls.empty()) bad(where + ".content", "is required");
+    t.content_is_null = c == mo.end() || c->value().is_null();
+    if (t.content_is_null && t.tool_calls.empty() && t.role != "assistant") bad(where + ".content", "is required");
+    if (c != mo.end()) t.content = message_content(c->value(), where + ".content");
     gen.messages.push_back(std::move(t));
   }
 }
@@ -219,8 +263,73 @@ void parse_stop_token_ids(const json::object& o, const api_limits& limits, gener
   }
 }
 
+// tools: [{"type": "function", "function": {"name", "description", "parameters"}}], and
+// tool_choice / parallel_tool_calls. The list goes to the template as JSON.
+void parse_tools(const json::object& o, api_request& r) {
+  const json::value* tools = field(o, "tools");
+  const json::value* choice = field(o, "tool_choice");
+  if (tools) {
+    if (!tools->is_array()) bad("tools", "must be a list of tools");
+    if (tools->get_array().size() > 128) bad("tools", "may hold at most 128 tools");
+    size_t i = 0;
+    for (const auto& t : tools->get_array()) {
+      const std::string at = "tools[" + std::to_string(i++) + "]";
+      if (!t.is_object()) bad(at, "must be an object");
+      const auto& to = t.get_object();
+      if (string(to, "type") != "function") bad(at + ".type", "must be 'function'");
+      const json::value* fn = field(to, "function");
+      if (!fn || !fn->is_object()) bad(at + ".function", "must be an object");
+      const auto& fo = fn->get_object();
+      const std::string name = string(fo, "name");
+      const bool name_ok = !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char ch) {
+        return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-';
+      });
+      if (!name_ok) bad(at + ".function.name", "must be 1-64 letters, digits, '_' or '-'");
+      if (std::find(r.tool_names.begin(), r.tool_names.end(), name) != r.tool_names.end()) {
+        bad(at + ".function.name", "'" + name + "' is given twice");
+      }
+      if (const json::value* p = field(fo, "parameters"); p && !p->is_object()) {
+        bad(at + ".function.parameters", "must be a JSON Schema object");
+      }
+      r.tool_names.push_back(name);
+    }
+    if (!r.tool_names.empty()) r.gen.tools_json = json::serialize(*tools);
+  }
+  r.tool_choice = r.tool_names.empty() ? tool_choice_mode::none : tool_choice_mode::automatic;
+  if (choice) {
+    if (choice->is_string()) {
+      const std::string c(choice->get_string());
+      if (c == "none") {
+        r.tool_choice = tool_choice_mode::none;
+      } else if (c == "auto") {
+        r.tool_choice = tool_choice_mode::automatic;
+      } else if (c == "required") {
+        r.tool_choice = tool_choice_mode::required;
+      } else {
+        bad("tool_choice", "must be 'none', 'auto', 'required' or {\"type\": \"function\", ...} (got '" + c + "')");
+      }
+    } else if (choice->is_object()) {
+      const json::value* fn = field(choice->get_object(), "function");
+      r.tool_choice_name = fn && fn->is_object() ? string(fn->get_object(), "name") : "";
+      if (r.tool_choice_name.empty())
+        bad("tool_choice", "must name the function: {\"type\": \"function\", \"function\": {\"name\": ...}}");
+      if (std::find(r.tool_names.begin(), r.tool_names.end(), r.tool_choice_name) == r.tool_names.end()) {
+        bad("tool_choice", "names '" + r.tool_choice_name + "', which is not among the tools");
+      }
+      r.tool_choice = tool_choice_mode::named;
+    } else {
+      bad("tool_choice", "must be a string or an object");
+    }
+    if (r.tool_choice != tool_choice_mode::none && r.tool_names.empty()) bad("tool_choice", "needs tools");
+  }
+  r.parallel_tool_calls = boolean(o, "parallel_tool_calls", true);
+  r.gen.parse_tool_calls = r.tool_choice != tool_choice_mode::none;
+  // "none": the template does not see the tools either, so the model is not told of them.
+  if (r.tool_choice == tool_choice_mode::none) r.gen.tools_json.clear();
+}
+
 void reject_unsupported(const json::object& o) {
-  for (const char* name : {"tools", "functions", "tool_choice", "function_call", "suffix"}) {
+  for (const char* name : {"functions", "function_call", "suffix"}) {
     if (field(o, name)) bad(name, "is not supported by this server");
   }
   if (boolean(o, "echo", false)) bad("echo", "is not supported by this server");
@@ -243,10 +352,28 @@ api_request parse_api_request(const json::value& body, api_kind kind, const api_
   r.user = string(o, "user");
   reject_unsupported(o);
   auto& gen = r.gen;
-  if (kind == api_kind::chat)
+  if (kind == api_kind::chat) {
     parse_messages(o, gen);
-  else
+    parse_tools(o, r);
+    if (r.tool_choice == tool_choice_mode::required || r.tool_choice == tool_choice_mode::named) {
+      bad("tool_choice",
+          "'required' and a named function need constrained decoding, which this server does not have yet; "
+          "use 'auto'");
+    }
+    if (const json::value* kw = field(o, "chat_template_kwargs")) {
+      if (!kw->is_object()) bad("chat_template_kwargs", "must be an object");
+      gen.chat_template_kwargs_json = json::serialize(*kw);
+    }
+    gen.parse_reasoning = limits.parse_reasoning;
+    gen.tool_call_parser = limits.tool_call_parser;
+    gen.thinking_token_budget =
+        static_cast<uint32_t>(integer(o, "thinking_token_budget", 0, 0, std::max<int64_t>(limits.max_model_len, 1)));
+  } else {
+    if (field(o, "tools") || field(o, "tool_choice"))
+      bad(field(o, "tools") ? "tools" : "tool_choice", "is for chat completions");
     parse_prompt(o, gen);
+    gen.prompt_special_tokens = limits.prompt_special_tokens;
+  }
 
   const int64_t max_len = limits.max_model_len;
   const int64_t fallback = kind == api_kind::chat ? max_len : 16;

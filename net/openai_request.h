@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "net/api_error.h"
 #include "tandem/api.h"
@@ -19,7 +20,14 @@ struct api_limits {
   size_t vocab_size = 0;
   uint32_t max_model_len = 0;
   uint32_t max_n = 16;  // choices per request at most
+  // Server options every request gets:
+  bool prompt_special_tokens = true;  // raw prompts read control-token text (--plain-text-prompts: no)
+  bool parse_reasoning = true;        // --reasoning-parser none: no
+  std::string tool_call_parser;       // --tool-call-parser NAME ("" = the template's)
 };
+
+// tool_choice: "none", "auto", "required" or a named function.
+enum class tool_choice_mode { none, automatic, required, named };
 
 struct api_request {
   api_kind kind = api_kind::chat;
@@ -29,6 +37,11 @@ struct api_request {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   std::string user;
+  // Chat with tools: which calls the reply may make.
+  tool_choice_mode tool_choice = tool_choice_mode::none;
+  std::string tool_choice_name;     // named: the function
+  bool parallel_tool_calls = true;  // false: only the reply's first call is returned
+  std::vector<std::string> tool_names;
 };
 
 // A number as a person writes it in an error message: "2", "0.95", "1e+30" (not "0E0").

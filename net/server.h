@@ -47,6 +47,10 @@ struct server_options {
   std::vector<std::string> allowed_origins;
   std::string metrics_api_key;   // set: GET /metrics needs "Authorization: Bearer KEY"
   uint32_t stream_interval = 1;  // tokens per streamed event (generate_request)
+  // How requests are read (generate_request's fields of the same names):
+  bool prompt_special_tokens = true;  // raw prompts may hold control tokens (--plain-text-prompts: no)
+  bool parse_reasoning = true;        // thinking sections -> reasoning_content (--reasoning-parser none: no)
+  std::string tool_call_parser;       // the tool-call syntax ("" = the template's; --tool-call-parser)
 };
 
 struct server_context;

@@ -14,6 +14,9 @@ api_limits server_context::limits() const {
     l.vocab_size = r->tok().vocab_size();
     l.max_model_len = r->max_model_len();
   }
+  l.prompt_special_tokens = opts.prompt_special_tokens;
+  l.parse_reasoning = opts.parse_reasoning;
+  l.tool_call_parser = opts.tool_call_parser;
   return l;
 }
 

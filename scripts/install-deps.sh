@@ -57,8 +57,11 @@ PY
 }
 
 here="$(dirname "$0")"
-if [[ "${1:-}" == "--python" ]]; then
+if [[ "${1:-}" == "--python" || "${1:-}" == "--soak" ]]; then
   install_requirements "$here/../tests/requirements.txt"
+fi
+if [[ "${1:-}" == "--soak" ]]; then
+  install_requirements "$here/../bench/requirements.txt"  # the plot
 fi
 if [[ "${1:-}" == "--bench" ]]; then
   install_requirements "$here/../bench/requirements.txt"

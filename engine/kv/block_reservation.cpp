@@ -34,45 +34,105 @@ static uint32_t unchanged_prefix(const block_table& table, const std::vector<blo
 
 reserve_result block_reservations::reserve(const reserve_request& req) {
   reserve_result out;
-  std::vector<const reserve_item*> running;
-  for (const auto& r : req.running) running.push_back(&r);
-
-  for (size_t i = 0; i < running.size(); ++i) {
-    const reserve_item& item = *running[i];
-    std::optional<std::vector<block_copy>> copies;
-    while (!(copies = kv_.allocate(item.seq, item.n_tokens, item.write_from))) {
-      // Preempt the newest running sequence; that may be this one.
-      const reserve_item* victim = running.back();
-      running.pop_back();
-      preempt(victim->seq);
-      out.preempted.push_back(victim->seq);
-      if (victim == &item) break;
-    }
-    if (!copies) break;  // item itself was preempted, and it was the last one
-    auto& k = known_[item.seq];
-    k.table_reported = unchanged_prefix(kv_.table(item.seq), *copies, k.table_reported);
-    out.copies.insert(out.copies.end(), copies->begin(), copies->end());
-    out.running.push_back(grant(item.seq, 0, item.n_tokens));
-  }
   // Waiting sequences' tokens are recorded even when none is admitted: they were sent once.
+  const uint32_t pool_blocks = kv_.n_blocks();
   for (const auto& item : req.waiting) {
     auto& k = known_[item.seq];
     k.tokens.insert(k.tokens.end(), item.new_tokens.begin(), item.new_tokens.end());
     k.salt = item.cache_salt;
+    k.quota_tenant = item.kv_share < 1.0 ? item.quota_tenant : 0;
+    k.quota_blocks = static_cast<uint32_t>(std::clamp(item.kv_share, 0.0, 1.0) * pool_blocks);
   }
-  if (!out.preempted.empty()) return out;
+  // Table entries per tenant with a quota, kept current as this reservation changes tables.
+  std::unordered_map<uint32_t, uint32_t> tenant_held;
+  for (const auto& [seq, k] : known_) {
+    if (k.quota_tenant != 0) tenant_held[k.quota_tenant] += held(seq);
+  }
+  const auto quota_of = [&](seq_id seq) -> const known* {
+    const auto it = known_.find(seq);
+    return it != known_.end() && it->second.quota_tenant != 0 ? &it->second : nullptr;
+  };
+
+  std::vector<const reserve_item*> running;
+  for (const auto& r : req.running) running.push_back(&r);
+  std::vector<uint32_t> quota_preempted;  // tenants that preempted their own: none of theirs is admitted
+  bool pool_preempted = false;
+  const auto drop = [&](size_t at) {
+    const seq_id victim = running[at]->seq;
+    if (const known* q = quota_of(victim)) tenant_held[q->quota_tenant] -= held(victim);
+    running.erase(running.begin() + static_cast<std::ptrdiff_t>(at));
+    preempt(victim);
+    out.preempted.push_back(victim);
+  };
+
+  size_t i = 0;
+  while (i < running.size()) {
+    const reserve_item& item = *running[i];
+    if (const known* q = quota_of(item.seq)) {
+      // Past the tenant's quota: preempt the tenant's newest sequence, possibly this one,
+      // while other sequences of the tenant hold blocks (its last one always progresses).
+      const uint32_t tenant = q->quota_tenant;
+      auto& used = tenant_held[tenant];
+      bool self_preempted = false;
+      while (used > held(item.seq) &&
+             used + kv_.blocks_needed(item.seq, item.n_tokens, item.write_from) > q->quota_blocks) {
+        size_t at = running.size() - 1;
+        while (at > i && !(quota_of(running[at]->seq) && quota_of(running[at]->seq)->quota_tenant == tenant)) --at;
+        quota_preempted.push_back(tenant);
+        self_preempted = at == i;
+        drop(at);
+        if (self_preempted) break;
+      }
+      if (self_preempted) continue;  // running[i] is the next item now
+    }
+    const uint32_t before = held(item.seq);
+    std::optional<std::vector<block_copy>> copies;
+    bool self_preempted = false;
+    while (!(copies = kv_.allocate(item.seq, item.n_tokens, item.write_from))) {
+      // The pool is short: preempt the newest running sequence; that may be this one.
+      pool_preempted = true;
+      self_preempted = running.size() - 1 == i;
+      drop(running.size() - 1);
+      if (self_preempted) break;
+    }
+    if (self_preempted) break;  // item itself was preempted, and it was the last one
+    if (const known* q = quota_of(item.seq)) tenant_held[q->quota_tenant] += held(item.seq) - before;
+    auto& k = known_[item.seq];
+    k.table_reported = unchanged_prefix(kv_.table(item.seq), *copies, k.table_reported);
+    out.copies.insert(out.copies.end(), copies->begin(), copies->end());
+    out.running.push_back(grant(item.seq, 0, item.n_tokens));
+    ++i;
+  }
+  if (pool_preempted) return out;
 
   for (const auto& item : req.waiting) {
     const auto& k = known_[item.seq];
     const prefix_hit hit = kv_.match_prefix(k.tokens, k.salt);
     const uint32_t total = static_cast<uint32_t>(k.tokens.size());
     const uint32_t n_tokens = hit.n_tokens + std::min(total - hit.n_tokens, item.max_compute);
+    if (k.quota_tenant != 0) {
+      // Over its tenant's quota it waits; the others are admitted past it.
+      const uint32_t used = tenant_held[k.quota_tenant];
+      const uint32_t table = (n_tokens + kv_.block_size() - 1) / kv_.block_size();
+      const bool blocked =
+          std::find(quota_preempted.begin(), quota_preempted.end(), k.quota_tenant) != quota_preempted.end();
+      if (blocked || (used > 0 && used + table > k.quota_blocks)) continue;
+    }
     const auto copies = kv_.allocate(item.seq, n_tokens, hit.n_tokens, &hit, k.salt);
     if (!copies) break;
+    if (k.quota_tenant != 0) tenant_held[k.quota_tenant] += held(item.seq);
     out.copies.insert(out.copies.end(), copies->begin(), copies->end());
     out.admitted.push_back(grant(item.seq, hit.n_tokens, n_tokens));
   }
   return out;
+}
+
+uint32_t block_reservations::tenant_blocks(uint32_t quota_tenant) const {
+  uint32_t n = 0;
+  for (const auto& [seq, k] : known_) {
+    if (k.quota_tenant == quota_tenant) n += held(seq);
+  }
+  return n;
 }
 
 void block_reservations::commit(seq_id seq, std::span<const token_id> new_tokens, uint32_t n_computed) {

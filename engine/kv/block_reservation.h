@@ -32,6 +32,8 @@ class block_reservations {
   void fork(seq_id parent, seq_id child, uint32_t n_tokens);
 
   kv_block_manager& kv() { return kv_; }
+  // Table entries held by the sequences of a tenant with a quota (reserve_item::quota_tenant).
+  uint32_t tenant_blocks(uint32_t quota_tenant) const;
   // The tokens of seq the cache manager holds (empty for one it never heard of).
   std::span<const token_id> tokens(seq_id seq) const;
 
@@ -40,9 +42,12 @@ class block_reservations {
     std::vector<token_id> tokens;
     uint32_t table_reported = 0;  // leading table entries the scheduler has been told and that are unchanged
     uint64_t salt = 0;
+    uint32_t quota_tenant = 0;  // 0: no quota
+    uint32_t quota_blocks = 0;  // the tenant's cap in table entries
   };
   reserve_grant grant(seq_id seq, uint32_t n_cached, uint32_t n_tokens);
   void preempt(seq_id seq);
+  uint32_t held(seq_id seq) const { return kv_.has(seq) ? static_cast<uint32_t>(kv_.table(seq).size()) : 0; }
 
   kv_block_manager& kv_;
   std::unordered_map<seq_id, known> known_;

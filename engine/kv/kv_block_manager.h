@@ -36,6 +36,7 @@ class kv_block_manager {
   kv_block_manager(uint32_t n_blocks, uint32_t block_size, bool enable_prefix_caching = true);
 
   uint32_t block_size() const { return pool_.block_size(); }
+  uint32_t n_blocks() const { return pool_.n_blocks(); }
   bool prefix_caching() const { return prefix_caching_; }
 
   // The cached prefix a new sequence with `tokens` can adopt. Never covers the last token,

@@ -7,6 +7,12 @@
 //   waiting (fair order)   --only if nobody was preempted: adopt cached prefix, grant in
 //                                              order, stop at the first that does not fit
 //
+// Tenant quotas (kv_cache_share): a tenant with a quota holds at most quota_blocks table
+// entries over all its sequences (a shared block counts once per sequence holding it). A
+// running sequence that would pass it preempts its own tenant's newest sequence, never
+// another tenant's; a waiting one that would pass it waits, and the others are admitted past
+// it. A tenant's oldest running sequence is never stopped by its quota (it always progresses).
+//
 // Both sides keep copies, so the messages carry only what changed:
 //   tokens  a sequence's tokens cross to the cache manager once: each request or commit
 //           carries those the cache manager has not seen (new_tokens)
@@ -37,6 +43,10 @@ struct reserve_item {
   // proposal carries its prompt; a preempted one's carries the output since its last commit).
   std::vector<token_id> new_tokens;
   uint64_t cache_salt = 0;  // waiting: its prefix-cache salt (block_pool::root_for)
+  // waiting: the tenant's KV quota. quota_tenant names the tenant (0 = no quota) and
+  // kv_share is its largest share of the pool, in (0, 1].
+  uint32_t quota_tenant = 0;
+  double kv_share = 1.0;
 };
 
 struct reserve_request {

@@ -24,6 +24,7 @@ struct attention_scratch {
   std::vector<float> scores;                       // [heads][n_keys rounded up to 16]: scores, then in place the
                                                    // probabilities rounded to half (zero past n_keys)
   std::vector<const kernels::f16_bits*> v_chunks;  // [chunks] values of 16 positions each
+  std::vector<const void*> k_rows, v_rows;         // Q8_0 cache: [n_keys] key and value rows
 };
 
 // Softmax of one head's raw scores in place, composed from the table's primitives (the
@@ -50,5 +51,15 @@ inline constexpr int kMaxGroupedHeads = 16;
 void attend_heads(const kernels::dot_kernels& kernels, const kv_pool& pool, uint32_t layer, const block_table& blocks,
                   int32_t first_key, int32_t n_keys, uint32_t kv_head, const kernels::f16_bits* const* q_f16, int n_q,
                   float scale, bool single_token, attention_scratch& scratch, float* const* out);
+
+// The same over a Q8_0 cache (kv_pool dtype q8_0). q_q8: the n_q query heads, each in Q8_0
+// blocks (quantize_q8 of its floats; llama.cpp likewise converts the query to the K cache's
+// dot-product type), pool.row_bytes() apart. Scores by the table's Q8_0 dot product
+// (engine/kernels/kv_q8_scores.h: all keys in one call where the table has that form), the
+// softmax as above, the values read by q8_0_values (engine/kernels/kv_q8_values.h), which
+// dequantises each block as it accumulates.
+void attend_heads_q8(const kernels::dot_kernels& kernels, const kv_pool& pool, uint32_t layer,
+                     const block_table& blocks, int32_t n_keys, uint32_t kv_head, const void* q_q8, int n_q,
+                     float scale, attention_scratch& scratch, float* const* out);
 
 }  // namespace tandem

@@ -1,15 +1,33 @@
 #include "engine/model/kv_pool.h"
 
 #include <stdexcept>
+#include <string>
 
 namespace tandem {
+
+kv_cache_dtype parse_kv_cache_dtype(std::string_view name) {
+  if (name == "auto" || name == "f16") return kv_cache_dtype::f16;
+  if (name == "q8_0") return kv_cache_dtype::q8_0;
+  throw std::invalid_argument("--kv-cache-dtype: unknown type '" + std::string(name) + "' (auto, f16, q8_0)");
+}
+
+std::string_view kv_cache_dtype_name(kv_cache_dtype d) { return d == kv_cache_dtype::q8_0 ? "q8_0" : "f16"; }
+
+size_t kv_pool::row_bytes_for(const model_config& config, kv_cache_dtype dtype) {
+  if (dtype == kv_cache_dtype::f16) return size_t{config.head_dim} * sizeof(kernels::f16_bits);
+  if (config.head_dim % kernels::kBlock != 0) {
+    throw std::invalid_argument("--kv-cache-dtype q8_0: the head size must be a multiple of 32, this model's is " +
+                                std::to_string(config.head_dim));
+  }
+  return size_t{config.head_dim} / kernels::kBlock * sizeof(kernels::block_q8_0);
+}
 
 int32_t kv_pool::blocks_for(const model_config& config, const kv_pool_options& options) {
   if (options.block_tokens <= 0 || options.block_tokens % 16 != 0) {
     throw std::invalid_argument("kv pool: block_tokens must be a positive multiple of 16");
   }
-  const size_t per_block =
-      config.kv_bytes_per_token(sizeof(kernels::f16_bits)) * static_cast<size_t>(options.block_tokens);
+  const size_t per_block = size_t{2} * config.n_layer * config.n_head_kv * row_bytes_for(config, options.dtype) *
+                           static_cast<size_t>(options.block_tokens);
   int64_t blocks = 0;
   if (options.capacity_tokens > 0) {
     blocks = options.capacity_tokens / options.block_tokens;
@@ -26,15 +44,13 @@ kv_pool::kv_pool(const model_config& config, const kv_pool_options& options)
       n_blocks_(blocks_for(config, options)),
       n_layer_(config.n_layer),
       n_head_kv_(config.n_head_kv),
-      head_dim_(config.head_dim) {
-  const size_t elems =
-      static_cast<size_t>(n_layer_) * n_blocks_ * n_head_kv_ * static_cast<size_t>(block_tokens_) * head_dim_;
-  k_ = zeroed_pages(elems * sizeof(kernels::f16_bits));
-  v_ = zeroed_pages(elems * sizeof(kernels::f16_bits));
-}
-
-size_t kv_pool::block_bytes() const {
-  return size_t{2} * n_layer_ * n_head_kv_ * static_cast<size_t>(block_tokens_) * head_dim_ * sizeof(kernels::f16_bits);
+      head_dim_(config.head_dim),
+      dtype_(options.dtype),
+      row_bytes_(row_bytes_for(config, options.dtype)),
+      head_block_bytes_(row_bytes_ * static_cast<size_t>(block_tokens_)) {
+  const size_t bytes = static_cast<size_t>(n_layer_) * n_blocks_ * n_head_kv_ * head_block_bytes_;
+  k_ = zeroed_pages(bytes);
+  v_ = zeroed_pages(bytes);
 }
 
 }  // namespace tandem

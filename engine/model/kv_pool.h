@@ -1,7 +1,9 @@
 // Paged KV storage: one pool of fixed-size blocks shared by all sequences. A sequence's
 // keys and values live wherever its block table points; there is no per-sequence buffer.
 // Token at position p of a sequence sits in block table[p / block_tokens], slot
-// p % block_tokens. Values are stored as F16 (as llama.cpp's default cache type).
+// p % block_tokens. Values are stored as F16 (llama.cpp's default cache type) or Q8_0
+// (--kv-cache-dtype q8_0, as llama.cpp's -ctk/-ctv q8_0): 32 values and one f16 scale in
+// 34 bytes, 1.88x the tokens per byte.
 #pragma once
 
 #include <cstddef>
@@ -9,14 +11,13 @@
 #include <vector>
 
 #include "engine/ids.h"
+#include "engine/kernels/blocks.h"
+#include "engine/kernels/half.h"
+#include "engine/model/kv_cache_dtype.h"
+#include "engine/model/model_config.h"
 #include "engine/platform/zeroed_pages.h"
 
-#include "engine/kernels/half.h"
-#include "engine/model/model_config.h"
-
 namespace tandem {
-
-// Block ids of one sequence, in position order.
 
 // How big the pool is: give tokens or bytes (tokens wins when both are set); the pool
 // holds floor(size / block) whole blocks.
@@ -24,6 +25,7 @@ struct kv_pool_options {
   int block_tokens = 16;  // a multiple of 16 (attention works on 16-position chunks)
   int64_t capacity_tokens = 0;
   size_t capacity_bytes = 0;
+  kv_cache_dtype dtype = kv_cache_dtype::f16;  // q8_0 needs head_dim % 32 == 0
 };
 
 class kv_pool {
@@ -35,41 +37,80 @@ class kv_pool {
   uint32_t n_layer() const { return n_layer_; }
   uint32_t n_head_kv() const { return n_head_kv_; }
   uint32_t head_dim() const { return head_dim_; }
+  kv_cache_dtype dtype() const { return dtype_; }
   size_t bytes() const { return k_.bytes() + v_.bytes(); }
   // Bytes one block takes across all layers, K and V.
-  size_t block_bytes() const;
+  size_t block_bytes() const { return size_t{2} * n_layer_ * n_head_kv_ * head_block_bytes_; }
+  // Bytes of one (layer, block, kv head) of K, the same of V: the unit a block copy moves.
+  size_t head_block_bytes() const { return head_block_bytes_; }
+  // Bytes of one position's key (or value) of one head: head_dim halves, or head_dim / 32 blocks.
+  size_t row_bytes() const { return row_bytes_; }
 
-  // Layout of one layer's storage, per block and KV head:
+  // F16 layout of one layer's storage, per block and KV head:
   //   K: [block_tokens][head_dim]   one key after another
   //   V: [head_dim][block_tokens]   transposed: one dimension across the block's positions
   // (as llama.cpp keeps V transposed), so attention reads 16 positions of a dimension at once.
   kernels::f16_bits* k(uint32_t layer, int32_t block, uint32_t head) {
-    return static_cast<kernels::f16_bits*>(k_.data()) + offset(layer, block, head);
+    return reinterpret_cast<kernels::f16_bits*>(k_bytes(layer, block, head));
   }
   kernels::f16_bits* v(uint32_t layer, int32_t block, uint32_t head) {
-    return static_cast<kernels::f16_bits*>(v_.data()) + offset(layer, block, head);
+    return reinterpret_cast<kernels::f16_bits*>(v_bytes(layer, block, head));
   }
   const kernels::f16_bits* k(uint32_t layer, int32_t block, uint32_t head) const {
-    return static_cast<const kernels::f16_bits*>(k_.data()) + offset(layer, block, head);
+    return reinterpret_cast<const kernels::f16_bits*>(k_bytes(layer, block, head));
   }
   const kernels::f16_bits* v(uint32_t layer, int32_t block, uint32_t head) const {
-    return static_cast<const kernels::f16_bits*>(v_.data()) + offset(layer, block, head);
+    return reinterpret_cast<const kernels::f16_bits*>(v_bytes(layer, block, head));
+  }
+  // Q8_0 layout, per block and KV head, K and V alike (a quantized block runs along head_dim,
+  // so a position's row is written once, whole):
+  //   [block_tokens][head_dim / 32] block_q8_0
+  kernels::block_q8_0* k_q8(uint32_t layer, int32_t block, uint32_t head) {
+    return reinterpret_cast<kernels::block_q8_0*>(k_bytes(layer, block, head));
+  }
+  kernels::block_q8_0* v_q8(uint32_t layer, int32_t block, uint32_t head) {
+    return reinterpret_cast<kernels::block_q8_0*>(v_bytes(layer, block, head));
+  }
+  const kernels::block_q8_0* k_q8(uint32_t layer, int32_t block, uint32_t head) const {
+    return reinterpret_cast<const kernels::block_q8_0*>(k_bytes(layer, block, head));
+  }
+  const kernels::block_q8_0* v_q8(uint32_t layer, int32_t block, uint32_t head) const {
+    return reinterpret_cast<const kernels::block_q8_0*>(v_bytes(layer, block, head));
+  }
+
+  // Raw storage of one (layer, block, head), head_block_bytes() long.
+  std::byte* k_bytes(uint32_t layer, int32_t block, uint32_t head) {
+    return static_cast<std::byte*>(k_.data()) + offset(layer, block, head);
+  }
+  std::byte* v_bytes(uint32_t layer, int32_t block, uint32_t head) {
+    return static_cast<std::byte*>(v_.data()) + offset(layer, block, head);
+  }
+  const std::byte* k_bytes(uint32_t layer, int32_t block, uint32_t head) const {
+    return static_cast<const std::byte*>(k_.data()) + offset(layer, block, head);
+  }
+  const std::byte* v_bytes(uint32_t layer, int32_t block, uint32_t head) const {
+    return static_cast<const std::byte*>(v_.data()) + offset(layer, block, head);
   }
 
   static int32_t blocks_for(const model_config& config, const kv_pool_options& options);
+  // Bytes one position of one head takes, K or V (head_dim halves or head_dim / 32 blocks);
+  // throws std::invalid_argument for q8_0 with head_dim not a multiple of 32.
+  static size_t row_bytes_for(const model_config& config, kv_cache_dtype dtype);
 
  private:
   size_t offset(uint32_t layer, int32_t block, uint32_t head) const {
     return ((static_cast<size_t>(layer) * n_blocks_ + static_cast<size_t>(block)) * n_head_kv_ + head) *
-           static_cast<size_t>(block_tokens_) * head_dim_;
+           head_block_bytes_;
   }
 
   int block_tokens_;
   int32_t n_blocks_;
   uint32_t n_layer_, n_head_kv_, head_dim_;
-  // F16 halves, zero until written (padded attention lanes read zeros, never garbage):
-  zeroed_pages k_;  // [n_layer][n_blocks][n_head_kv][block_tokens][head_dim]
-  zeroed_pages v_;  // [n_layer][n_blocks][n_head_kv][head_dim][block_tokens]
+  kv_cache_dtype dtype_;
+  size_t row_bytes_, head_block_bytes_;
+  // Zero until written (padded attention lanes read zeros, never garbage):
+  zeroed_pages k_;  // [n_layer][n_blocks][n_head_kv][head_block_bytes]
+  zeroed_pages v_;  // [n_layer][n_blocks][n_head_kv][head_block_bytes]
 };
 
 }  // namespace tandem

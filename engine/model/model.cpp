@@ -143,6 +143,7 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
   b.rope.resize(T * c.n_rot);
   b.attn_scratch.resize(static_cast<size_t>(pool_.size()));
   b.q16.resize(static_cast<size_t>(pool_.size()) * c.q_dim());
+  b.q8.resize(static_cast<size_t>(pool_.size()) * c.q_dim() / kernels::kBlock * sizeof(kernels::block_q8_0));
   b.pos.resize(T);
   b.seq.resize(T);
 
@@ -187,6 +188,10 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
     for_rows(T, [&](int64_t t) { kernels::rope_angles(local, b.pos[t], &b.rope_swa[t * c.n_rot]); });
   }
 
+  if (cache.dtype() == kv_cache_dtype::q8_0 && c.has_swa()) {
+    throw std::invalid_argument("forward: the Q8_0 KV cache has no sliding-window attention yet (" + c.architecture +
+                                " has local layers): use --kv-cache-dtype f16");
+  }
   const uint32_t n_run = in.n_layers > 0 ? std::min(in.n_layers, c.n_layer) : c.n_layer;
   if (cache.n_layer() < n_run) throw std::invalid_argument("forward: the KV cache has fewer layers than the step runs");
   for (uint32_t l = 0; l < n_run; ++l) {
@@ -289,6 +294,14 @@ void model::attention_layer(uint32_t layer, const step_input& in, kv_pool& cache
     const auto& s = in.seqs[static_cast<size_t>(b.seq[t])];
     const int32_t block = s.blocks[static_cast<size_t>(b.pos[t] / bt)];
     const int32_t slot = b.pos[t] % bt;
+    if (cache.dtype() == kv_cache_dtype::q8_0) {  // a row of hd / 32 blocks per position
+      const int64_t row_blocks = hd / kernels::kBlock;
+      for (uint32_t h = 0; h < c.n_head_kv; ++h) {
+        kernels_.quantize_q8(&b.k[t * KV + h * hd], cache.k_q8(layer, block, h) + slot * row_blocks, hd, false);
+        kernels_.quantize_q8(&b.v[t * KV + h * hd], cache.v_q8(layer, block, h) + slot * row_blocks, hd, false);
+      }
+      return;
+    }
     for (uint32_t h = 0; h < c.n_head_kv; ++h) {
       kernels_.to_f16(hd, &b.k[t * KV + h * hd], cache.k(layer, block, h) + static_cast<int64_t>(slot) * hd);
       kernels::f16_bits v16[kMaxHeadDim];
@@ -315,6 +328,20 @@ void model::attention_layer(uint32_t layer, const step_input& in, kv_pool& cache
     const bool single_token = llama_cpp_order_ && (s.tokens.size() == 1 || s.decode_numerics);
     for (int g0 = 0; g0 < group; g0 += kMaxGroupedHeads) {
       const int n = std::min(kMaxGroupedHeads, group - g0);
+      if (cache.dtype() == kv_cache_dtype::q8_0) {
+        const size_t rb = cache.row_bytes();
+        std::byte* q8 = &b.q8[static_cast<size_t>(thread) * (static_cast<size_t>(Q) / kernels::kBlock) *
+                              sizeof(kernels::block_q8_0)];
+        float* outs[kMaxGroupedHeads];
+        for (int g = 0; g < n; ++g) {
+          const int64_t h = static_cast<int64_t>(kv_head) * group + g0 + g;
+          kernels_.quantize_q8(&b.q[t * Q + h * hd], q8 + static_cast<size_t>(g) * rb, hd, false);
+          outs[g] = &b.attn[t * Q + h * hd];
+        }
+        attend_heads_q8(kernels_, cache, layer, s.blocks, b.pos[t] + 1, kv_head, q8, n, softmax_scale,
+                        b.attn_scratch[static_cast<size_t>(thread)], outs);
+        continue;
+      }
       const kernels::f16_bits* qs[kMaxGroupedHeads];
       float* outs[kMaxGroupedHeads];
       for (int g = 0; g < n; ++g) {

@@ -70,6 +70,7 @@ class model {
     std::vector<float> rope_swa;                  // [T][n_rot] the same for the local layers' RoPE base
     std::vector<attention_scratch> attn_scratch;  // [threads]
     std::vector<kernels::f16_bits> q16;           // [threads][q_dim]: a kv head's queries in half
+    std::vector<std::byte> q8;                    // [threads][q_dim / 32 block_q8_0]: the same in Q8_0 (Q8_0 cache)
     std::vector<int32_t> pos;                     // [T] position of each token
     std::vector<int32_t> seq;                     // [T] index of its sequence in the step
     kernels::matmul_scratch mm;

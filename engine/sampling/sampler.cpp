@@ -1,71 +1,77 @@
 #include "engine/sampling/sampler.h"
 
 #include <algorithm>
+#include <bit>
+#include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
-#include <numeric>
 #include <random>
+
+#include "engine/sampling/row_kernels.h"
+#include "engine/sampling/truncation.h"
 
 namespace tandem {
 namespace {
 
+using sampling::kept_tokens;
+
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr float kInf = std::numeric_limits<float>::infinity();
 
-bool usable(float x) { return !std::isnan(x) && x != kNegInf; }
+bool usable(float x) { return x > kNegInf; }  // false for NaN too
 
-}  // namespace
+// One thread's scratch space: every buffer a prepared distribution points into, and the
+// penalty counts (zero between calls, so only the history's tokens are touched).
+struct workspace {
+  std::vector<float> row;  // the processed logits, when bias or penalties changed any
+  std::vector<float> bmax;
+  std::vector<float> block_sums;
+  std::vector<int32_t> ids;
+  std::vector<float> kept_w;
+  std::vector<uint32_t> counts;  // [n] occurrences in the history
+  std::vector<int32_t> touched;  // tokens with counts > 0
+  sampling::truncation_scratch trunc;
+  std::span<const float> processed;  // the row the last prepare() ranked
+  kept_tokens kept;
 
-int32_t first_max(std::span<const float> x) {
-  // Two passes instead of one with a branch per element: the maximum over 16 lanes (vector
-  // max; NaN never wins a compare), then the first index holding it. Greedy decoding runs
-  // this once per sequence per step over the whole vocabulary.
-  using lanes4 = float __attribute__((vector_size(16)));  // one SSE / NEON register
-  lanes4 m[4];
-  for (auto& v : m) v = lanes4{} + kNegInf;
-  size_t i = 0;
-  for (; i + 16 <= x.size(); i += 16) {
-    for (int r = 0; r < 4; ++r) {
-      lanes4 a;
-      std::memcpy(&a, x.data() + i + 4 * r, sizeof a);
-      m[r] = a > m[r] ? a : m[r];
+  static workspace& of_this_thread() {
+    thread_local workspace ws;
+    return ws;
+  }
+
+  // Block maxima and block sums of the row's weights, rescaled to the row's maximum
+  // (row_kernels.h); returns the maximum and the usable count, and the mass in *mass.
+  sampling::row_max weigh(const sampling::row_kernels& rk, std::span<const float> x, float inv_t, double* mass) {
+    const size_t nb = sampling::blocks_for(x.size());
+    bmax.resize(nb);
+    block_sums.resize(nb);
+    const auto top = rk.block_weights(x.data(), x.size(), inv_t, bmax.data(), block_sums.data());
+    float running = -std::numeric_limits<float>::infinity();
+    *mass = 0.0;
+    for (size_t g = 0; g < nb; g += sampling::kGroupBlocks) {  // kept_tokens' grouping
+      double s = 0.0;
+      for (size_t b = g; b < std::min(nb, g + sampling::kGroupBlocks); ++b) {
+        running = bmax[b] > running ? bmax[b] : running;
+        if (running < top.max && block_sums[b] > 0.0f) {
+          block_sums[b] *= rk.weight((running - top.max) * inv_t);
+        }
+        s += block_sums[b];
+      }
+      *mass += s;
     }
+    return top;
   }
-  float best = kNegInf;
-  for (const auto& v : m) {
-    for (int l = 0; l < 4; ++l) best = v[l] > best ? v[l] : best;
-  }
-  for (; i < x.size(); ++i) best = x[i] > best ? x[i] : best;
-  if (!(best > kNegInf)) return -1;  // empty, or nothing above -inf
-  for (size_t j = 0; j < x.size(); ++j) {
-    if (x[j] == best) return static_cast<int32_t>(j);
-  }
-  return -1;
-}
-
-namespace {
-
-// log-softmax of `logits` at the given ids (NaN counts as -inf).
-struct log_softmax {
-  float max = kNegInf;
-  double log_sum = 0.0;
-  explicit log_softmax(std::span<const float> logits) {
-    for (float x : logits) {
-      if (usable(x)) max = std::max(max, x);
-    }
-    double sum = 0.0;
-    for (float x : logits) {
-      if (usable(x)) sum += std::exp(static_cast<double>(x) - max);
-    }
-    log_sum = std::log(sum);
-  }
-  float operator()(float x) const {
-    if (!usable(x)) return kNegInf;
-    return static_cast<float>(static_cast<double>(x) - max - log_sum);
+  sampling::row_max block_maxima(const sampling::row_kernels& rk, std::span<const float> x) {
+    bmax.resize(sampling::blocks_for(x.size()));
+    return rk.block_max(x.data(), x.size(), bmax.data());
   }
 };
 
 }  // namespace
+
+int32_t first_max(std::span<const float> x) { return sampling::best_row_kernels().argmax(x.data(), x.size()).index; }
 
 sampler::sampler(sampling_params params) : params_(std::move(params)) {
   state_ =
@@ -84,94 +90,184 @@ bool sampler::is_stop(int32_t token) const {
   return std::find(params_.stop_tokens.begin(), params_.stop_tokens.end(), token) != params_.stop_tokens.end();
 }
 
-const std::vector<token_prob>& sampler::distribution(std::span<const float> logits, std::span<const int32_t> history) {
-  const auto n = static_cast<int32_t>(logits.size());
-  dist_.clear();
+const kept_tokens& sampler::prepare(std::span<const float> logits, std::span<const int32_t> history) {
+  auto& ws = workspace::of_this_thread();
+  const auto& rk = sampling::best_row_kernels();
+  auto& kept = ws.kept;
+  const size_t n = logits.size();
   const bool penalties =
-      params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f;
+      (params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f) &&
+      !history.empty();
 
-  if (params_.temperature <= 0.0f && params_.logit_bias.empty() && (!penalties || history.empty())) {
-    // Plain greedy reads the logits in place (no working copy to bias or penalize).
-    if (const int32_t chosen = first_max(logits); chosen >= 0) dist_.push_back({chosen, 1.0f});
-    return dist_;
-  }
-
-  // 1-2. Bias and penalties on a working copy; NaN becomes -inf (never chosen).
-  work_.assign(logits.begin(), logits.end());
-  for (auto& x : work_) {
-    if (std::isnan(x)) x = kNegInf;
-  }
-  for (const auto& [tok, bias] : params_.logit_bias) {
-    if (tok >= 0 && tok < n) work_[static_cast<size_t>(tok)] += bias;
-  }
-  if (penalties && !history.empty()) {
-    counts_.clear();
-    for (int32_t tok : history) {
-      if (tok >= 0 && tok < n) ++counts_[tok];
+  // 1-2. Bias and penalties on a copy, touching only their tokens (NaN stays unusable).
+  std::span<const float> row = logits;
+  if (!params_.logit_bias.empty() || penalties) {
+    ws.row.assign(logits.begin(), logits.end());
+    for (const auto& [tok, bias] : params_.logit_bias) {
+      if (tok >= 0 && static_cast<size_t>(tok) < n) ws.row[static_cast<size_t>(tok)] += bias;
     }
-    for (const auto& [tok, count] : counts_) {
-      float& x = work_[static_cast<size_t>(tok)];
-      if (params_.repetition_penalty > 0.0f && params_.repetition_penalty != 1.0f) {
-        x = x > 0.0f ? x / params_.repetition_penalty : x * params_.repetition_penalty;
+    if (penalties) {
+      if (ws.counts.size() < n) ws.counts.resize(n, 0);
+      ws.touched.clear();
+      for (int32_t tok : history) {
+        if (tok >= 0 && static_cast<size_t>(tok) < n && ws.counts[static_cast<size_t>(tok)]++ == 0) {
+          ws.touched.push_back(tok);
+        }
       }
-      x -= params_.presence_penalty + params_.frequency_penalty * static_cast<float>(count);
-    }
-  }
-
-  if (params_.temperature <= 0.0f) {
-    // 3. Greedy: a point mass on the first maximum.
-    if (const int32_t chosen = first_max(work_); chosen >= 0) dist_.push_back({chosen, 1.0f});
-    return dist_;
-  }
-
-  // Candidates: every usable token, most likely first (ties: lower id first).
-  order_.clear();
-  for (int32_t i = 0; i < n; ++i) {
-    if (usable(work_[static_cast<size_t>(i)])) order_.push_back(i);
-  }
-  if (order_.empty()) return dist_;
-  auto by_logit = [&](int32_t a, int32_t b) {
-    const float xa = work_[static_cast<size_t>(a)], xb = work_[static_cast<size_t>(b)];
-    return xa > xb || (xa == xb && a < b);
-  };
-  size_t keep = order_.size();
-  if (params_.top_k > 0) keep = std::min(keep, static_cast<size_t>(params_.top_k));
-  // Sort only as much as needed: top-k bounds it; top-p usually stops early.
-  size_t sorted = keep;
-  if (params_.top_p < 1.0f && params_.top_k <= 0) sorted = std::min(keep, size_t{512});
-  std::partial_sort(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(sorted), order_.end(), by_logit);
-
-  // 4. Probabilities of the tempered distribution over all candidates.
-  const double inv_t = 1.0 / params_.temperature;
-  const double top = work_[static_cast<size_t>(order_[0])];
-  double total = 0.0;
-  for (int32_t id : order_) total += std::exp((work_[static_cast<size_t>(id)] - top) * inv_t);
-  auto prob = [&](int32_t id) { return std::exp((work_[static_cast<size_t>(id)] - top) * inv_t) / total; };
-  if (params_.top_p < 1.0f) {
-    double cumulative = 0.0;
-    size_t i = 0;
-    for (; i < keep; ++i) {
-      if (i == sorted) {  // ran past the partially sorted prefix: sort the rest
-        std::sort(order_.begin() + static_cast<std::ptrdiff_t>(sorted), order_.end(), by_logit);
-        sorted = order_.size();
-      }
-      cumulative += prob(order_[i]);
-      if (cumulative >= params_.top_p) {
-        ++i;
-        break;
+      const float rep = params_.repetition_penalty;
+      for (int32_t tok : ws.touched) {
+        float& x = ws.row[static_cast<size_t>(tok)];
+        if (rep > 0.0f && rep != 1.0f) x = x > 0.0f ? x / rep : x * rep;
+        x -= params_.presence_penalty +
+             params_.frequency_penalty * static_cast<float>(ws.counts[static_cast<size_t>(tok)]);
+        ws.counts[static_cast<size_t>(tok)] = 0;
       }
     }
-    keep = std::max<size_t>(1, std::min(keep, i));
+    row = ws.row;
   }
-  if (params_.min_p > 0.0f) {
-    const double floor = params_.min_p * prob(order_[0]);
-    size_t i = 1;
-    while (i < keep && prob(order_[i]) >= floor) ++i;
-    keep = i;
+  ws.processed = row;
+
+  // 3. Greedy: a point mass on the first maximum (also for a temperature so small that
+  // 1 / T overflows, greedy's limit).
+  const float inv_t = params_.temperature > 0.0f ? 1.0f / params_.temperature : kInf;
+  if (!(inv_t < FLT_MAX)) {
+    const int32_t chosen = rk.argmax(row.data(), n).index;
+    chosen >= 0 ? kept.set_point(chosen) : kept.set_empty();
+    return kept;
   }
+  const bool top_k = params_.top_k > 0 && static_cast<size_t>(params_.top_k) < n;
+  const bool top_p = params_.top_p < 1.0f;
+  const bool min_p = params_.min_p > 0.0f;
+  // One pass over the row: block maxima, and the weights' block sums where the mass is needed.
   double mass = 0.0;
-  for (size_t i = 0; i < keep; ++i) mass += prob(order_[i]);
-  for (size_t i = 0; i < keep; ++i) dist_.push_back({order_[i], static_cast<float>(prob(order_[i]) / mass)});
+  const auto top = top_p || (!top_k && !min_p) ? ws.weigh(rk, row, inv_t, &mass) : ws.block_maxima(rk, row);
+  if (top.usable == 0) {
+    kept.set_empty();
+    return kept;
+  }
+  if (top.usable == 1 || top.max == kInf) {  // one token, or +inf logits sharing all the mass
+    ws.ids.clear();
+    for (size_t b = 0; b < ws.bmax.size(); ++b) {
+      if (ws.bmax[b] >= top.max)
+        rk.collect_at_least(row.data(), b * sampling::kBlock, std::min(n, (b + 1) * sampling::kBlock), top.max, ws.ids);
+    }
+    ws.kept_w.assign(ws.ids.size(), 1.0f);
+    top.usable == 1 || ws.ids.size() == 1 ? kept.set_point(ws.ids[0]) : kept.set_sparse(ws.ids, ws.kept_w);
+    return kept;
+  }
+  const float max = top.max;
+
+  // 4. No truncation: the whole row, drawn from its block sums.
+  if (!top_k && !top_p && !min_p) {
+    kept.set_dense(row, max, inv_t, ws.block_sums);
+    return kept;
+  }
+  // Truncation: the kept ids with their weights.
+  auto weigh_ids = [&] {
+    ws.kept_w.resize(ws.ids.size());
+    rk.weights_at(row.data(), ws.ids.data(), ws.ids.size(), max, inv_t, ws.kept_w.data());
+  };
+  ws.kept_w.clear();
+  if (top_k && static_cast<int64_t>(params_.top_k) < top.usable) {
+    sampling::select_top_k(row, ws.bmax, static_cast<size_t>(params_.top_k), rk, ws.trunc, ws.ids);  // best first
+    weigh_ids();
+    size_t keep = ws.ids.size();
+    if (top_p) {
+      const double target = static_cast<double>(params_.top_p) * mass;
+      double cumulative = 0.0;
+      keep = 0;
+      while (keep < ws.ids.size()) {
+        cumulative += ws.kept_w[keep++];
+        if (cumulative >= target) break;
+      }
+    }
+    if (min_p) {
+      size_t i = 1;
+      while (i < keep && ws.kept_w[i] >= params_.min_p) ++i;
+      keep = i;
+    }
+    ws.ids.resize(keep);
+    ws.kept_w.resize(keep);
+    // The draw walks ids in increasing order.
+    ws.trunc.keys.clear();
+    for (size_t i = 0; i < ws.ids.size(); ++i) {
+      ws.trunc.keys.push_back(static_cast<uint64_t>(ws.ids[i]) << 32 | std::bit_cast<uint32_t>(ws.kept_w[i]));
+    }
+    std::sort(ws.trunc.keys.begin(), ws.trunc.keys.end());
+    for (size_t i = 0; i < ws.ids.size(); ++i) {
+      ws.ids[i] = static_cast<int32_t>(ws.trunc.keys[i] >> 32);
+      ws.kept_w[i] = std::bit_cast<float>(static_cast<uint32_t>(ws.trunc.keys[i]));
+    }
+  } else {
+    if (top_p) {
+      sampling::nucleus(row, ws.bmax, ws.block_sums, max, inv_t, mass, params_.top_p, rk, ws.trunc, ws.ids, ws.kept_w);
+    } else {
+      // min-p alone: w >= min_p <=> z >= log(min_p); candidates by logit with a margin for
+      // the exp's rounding, then the exact test below.
+      const float z_floor = std::min(0.0f, std::log(params_.min_p)) * 1.0001f - 1e-4f;
+      const float x_min = std::max(-FLT_MAX, max + z_floor / inv_t);
+      ws.ids.clear();
+      for (size_t b = 0; b < ws.bmax.size(); ++b) {
+        if (ws.bmax[b] >= x_min) {
+          rk.collect_at_least(row.data(), b * sampling::kBlock, std::min(n, (b + 1) * sampling::kBlock), x_min, ws.ids);
+        }
+      }
+      weigh_ids();
+    }
+    if (min_p) {
+      // The best-ranked token always stays (it weighs 1, unless min_p > 1).
+      uint64_t best = 0;
+      int32_t best_id = ws.ids.front();
+      for (int32_t id : ws.ids) {
+        if (const uint64_t key = sampling::rank_key(row[static_cast<size_t>(id)], id); key > best) {
+          best = key;
+          best_id = id;
+        }
+      }
+      size_t m = 0;
+      for (size_t i = 0; i < ws.ids.size(); ++i) {
+        if (ws.kept_w[i] >= params_.min_p || ws.ids[i] == best_id) {
+          ws.ids[m] = ws.ids[i];
+          ws.kept_w[m++] = ws.kept_w[i];
+        }
+      }
+      ws.ids.resize(m);
+      ws.kept_w.resize(m);
+    }
+  }
+  ws.ids.size() == 1 ? kept.set_point(ws.ids[0]) : kept.set_sparse(ws.ids, ws.kept_w);
+  return kept;
+}
+
+int32_t sampler::draw(const kept_tokens& kept) {
+  if (kept.empty()) return -1;
+  if (kept.is_point()) return kept.point_token();
+  return kept.draw(uniform());
+}
+
+const std::vector<token_prob>& sampler::distribution(std::span<const float> logits, std::span<const int32_t> history) {
+  const kept_tokens& kept = prepare(logits, history);
+  const auto row = workspace::of_this_thread().processed;
+  dist_.clear();
+  if (kept.empty()) return dist_;
+  if (kept.is_point()) {
+    dist_.push_back({kept.point_token(), 1.0f});
+    return dist_;
+  }
+  std::vector<uint64_t> keys;
+  auto add = [&](int32_t id) { keys.push_back(sampling::rank_key(row[static_cast<size_t>(id)], id)); };
+  if (kept.shape() == kept_tokens::form::dense) {
+    for (size_t i = 0; i < row.size(); ++i) {
+      if (usable(row[i])) add(static_cast<int32_t>(i));
+    }
+  } else {
+    for (int32_t id : kept.sparse_ids()) add(id);
+  }
+  std::sort(keys.begin(), keys.end(), std::greater<uint64_t>());
+  for (uint64_t key : keys) {
+    const int32_t id = sampling::rank_key_id(key);
+    dist_.push_back({id, static_cast<float>(kept.prob(id))});
+  }
   return dist_;
 }
 
@@ -189,30 +285,43 @@ int32_t sampler::draw(std::span<const token_prob> dist) {
 }
 
 sample_result sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
-  const auto n = static_cast<int32_t>(logits.size());
   sample_result result;
-  const int32_t chosen = draw(distribution(logits, history));
+  const int32_t chosen = draw(prepare(logits, history));
   if (chosen < 0) return result;  // everything masked
 
   result.token = chosen;
   result.is_stop = is_stop(chosen);
-  // The log-softmax is a pass of exp over the whole vocabulary: only when asked for.
   if (!params_.logprobs && params_.top_logprobs <= 0) return result;
-  const log_softmax lsm(logits);
-  result.logprob = lsm(logits[static_cast<size_t>(chosen)]);
+  // Log-softmax of the raw logits: one weights pass at T = 1 (the prepared distribution is
+  // no longer needed, so its buffers are reused).
+  auto& ws = workspace::of_this_thread();
+  const auto& rk = sampling::best_row_kernels();
+  double mass = 0.0;
+  const auto top = ws.weigh(rk, logits, 1.0f, &mass);
+  const double log_sum = top.usable > 0 && top.max < kInf ? std::log(mass) : 0.0;
+  auto log_prob = [&](int32_t id) {
+    const float x = logits[static_cast<size_t>(id)];
+    if (!usable(x)) return kNegInf;
+    if (top.max == kInf) return x == kInf ? 0.0f : kNegInf;
+    return static_cast<float>(static_cast<double>(x) - top.max - log_sum);
+  };
+  result.logprob = log_prob(chosen);
   if (params_.top_logprobs > 0) {
-    std::vector<int32_t> ids(static_cast<size_t>(n));
-    std::iota(ids.begin(), ids.end(), 0);
-    const auto m = static_cast<size_t>(std::min(params_.top_logprobs, n));
-    auto raw_order = [&](int32_t a, int32_t b) {
-      const float xa = usable(logits[static_cast<size_t>(a)]) ? logits[static_cast<size_t>(a)] : kNegInf;
-      const float xb = usable(logits[static_cast<size_t>(b)]) ? logits[static_cast<size_t>(b)] : kNegInf;
-      return xa > xb || (xa == xb && a < b);
-    };
-    std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(m), ids.end(), raw_order);
-    for (size_t i = 0; i < m; ++i) {
-      result.top.push_back({ids[i], lsm(logits[static_cast<size_t>(ids[i])])});
+    const auto want = std::min<size_t>(static_cast<size_t>(params_.top_logprobs), logits.size());
+    if (want < static_cast<size_t>(top.usable)) {
+      sampling::select_top_k(logits, ws.bmax, want, rk, ws.trunc, ws.ids);
+    } else {  // every usable token, best first, then the unusable ones by id
+      ws.ids.clear();
+      rk.collect_at_least(logits.data(), 0, logits.size(), -FLT_MAX, ws.ids);
+      std::sort(ws.ids.begin(), ws.ids.end(), [&](int32_t a, int32_t b) {
+        return sampling::rank_key(logits[static_cast<size_t>(a)], a) >
+               sampling::rank_key(logits[static_cast<size_t>(b)], b);
+      });
+      for (size_t i = 0; i < logits.size() && ws.ids.size() < want; ++i) {
+        if (!usable(logits[i])) ws.ids.push_back(static_cast<int32_t>(i));
+      }
     }
+    for (int32_t id : ws.ids) result.top.push_back({id, log_prob(id)});
   }
   return result;
 }

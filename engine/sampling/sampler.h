@@ -7,11 +7,20 @@
 //      ones), presence (subtract once if the token occurred), frequency (subtract per count)
 //   3. temperature <= 0: greedy argmax (lowest id on ties); otherwise logits / temperature
 //   4. top-k, then top-p (smallest set whose probability reaches p), then min-p (drop tokens
-//      below min_p * the top probability), all on the tempered distribution
+//      below min_p * the top probability), all on the tempered distribution: each keeps a
+//      prefix of the order (logit descending, id ascending), and the shortest one stays
 //   5. draw from the renormalised survivors with the sampler's own generator (seeded:
-//      the same seed and inputs give the same tokens on every machine)
+//      the same seed and inputs give the same tokens on every machine): the inverse CDF
+//      over the survivors in id order, one uniform number per draw
 // Log-probabilities (of the chosen token and the top-N) are those of the raw logits, the
 // model's own distribution, like vLLM's default.
+//
+// Cost: bias and penalties touch only their tokens (a copy of the row is made when there
+// are any); temperature sampling reads the row twice (maximum, then weights and their block
+// sums, vectorised: engine/sampling/row_kernels.h) and draws by walking block sums;
+// top-k and top-p sort only a few candidates (engine/sampling/truncation.h). Scratch space
+// is per thread, so the sequences of a batch can be sampled in parallel, each sampler with
+// its own random stream: the tokens do not depend on which thread samples which sequence.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +28,8 @@
 #include <span>
 #include <unordered_map>
 #include <vector>
+
+#include "engine/sampling/kept_tokens.h"
 
 namespace tandem {
 
@@ -84,12 +95,16 @@ class sampler {
   // The next number of the sampler's stream, uniform in [0, 1), 53 random bits.
   double uniform();
 
+  // Steps 1-4 without listing the survivors: distribution() as weights in this thread's
+  // scratch space, valid until this thread prepares again (with any sampler). sample() is
+  // prepare() then one draw; speculative acceptance queries and draws from it directly.
+  const sampling::kept_tokens& prepare(std::span<const float> logits, std::span<const int32_t> history = {});
+  // One draw from a prepared distribution with this sampler's stream (none for a point).
+  int32_t draw(const sampling::kept_tokens& kept);
+
  private:
   sampling_params params_;
-  uint64_t state_;              // splitmix64 state: tiny, portable, reproducible
-  std::vector<float> work_;     // [n_vocab] processed logits
-  std::vector<int32_t> order_;  // candidate ids
-  std::unordered_map<int32_t, int32_t> counts_;
+  uint64_t state_;                // splitmix64 state: tiny, portable, reproducible
   std::vector<token_prob> dist_;  // distribution()'s result
 };
 

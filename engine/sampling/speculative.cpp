@@ -1,7 +1,6 @@
 #include "engine/sampling/speculative.h"
 
 #include <algorithm>
-#include <unordered_map>
 
 namespace tandem {
 namespace {
@@ -31,19 +30,38 @@ std::vector<token_prob> residual(std::span<const token_prob> p, std::span<const 
 
 }  // namespace
 
+// A point-mass draft (q = 1 at x, every n-gram and model draft the runtime sends) needs no
+// listing of p: accept with probability p(x); on rejection norm(max(0, p - q)) is p without
+// x, drawn from the prepared distribution directly. A sparse q goes through p's list.
 acceptance accept_drafts(sampler& s, std::span<const std::span<const float>> rows, const draft_proposal& draft,
                          std::vector<int32_t> history) {
   acceptance out;
   const size_t k = draft.tokens.size();
   for (size_t i = 0; i < k && i < rows.size(); ++i) {
+    const int32_t x = draft.tokens[i];
+    const bool point_mass = i >= draft.q.size() || draft.q[i].empty();
+    if (point_mass) {
+      const auto& p = s.prepare(rows[i], history);
+      if (p.empty()) {
+        out.ended = true;
+        return out;
+      }
+      const double px = p.prob(x);
+      if (px >= 1.0 || s.uniform() < px) {
+        out.tokens.push_back(x);
+        history.push_back(x);
+        ++out.n_accepted;
+        continue;
+      }
+      out.tokens.push_back(p.is_point() ? p.point_token() : p.draw_excluding(x, s.uniform()));
+      return out;
+    }
     const std::vector<token_prob> p = s.distribution(rows[i], history);  // copy: the next call reuses it
     if (p.empty()) {
       out.ended = true;
       return out;
     }
-    const int32_t x = draft.tokens[i];
-    const bool point_mass = i >= draft.q.size() || draft.q[i].empty();
-    const std::vector<token_prob> q = point_mass ? std::vector<token_prob>{{x, 1.0f}} : draft.q[i];
+    const std::vector<token_prob>& q = draft.q[i];
     const float px = prob_of(p, x), qx = prob_of(q, x);
     if (qx > 0.0f && (px >= qx || s.uniform() < static_cast<double>(px) / qx)) {
       out.tokens.push_back(x);
@@ -56,7 +74,7 @@ acceptance accept_drafts(sampler& s, std::span<const std::span<const float>> row
   }
   // Every draft accepted: a bonus token from the row after the last draft.
   if (out.n_accepted < rows.size()) {
-    const auto& p = s.distribution(rows[out.n_accepted], history);
+    const auto& p = s.prepare(rows[out.n_accepted], history);
     if (p.empty()) {
       out.ended = true;
       return out;

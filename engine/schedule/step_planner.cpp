@@ -31,11 +31,13 @@ step_planner::step_planner(planner_config config) : config_(config) {
 }
 
 void step_planner::add(seq_id seq, const std::string& tenant, double weight, std::vector<token_id> prompt,
-                       uint64_t cache_salt) {
+                       uint64_t cache_salt, double kv_share) {
   if (prompt.empty()) throw std::invalid_argument("a sequence needs at least one token");
   if (seqs_.count(seq)) throw std::invalid_argument("sequence id in use");
   auto& t = tenants_[tenant];
+  if (t.index == 0) t.index = static_cast<uint32_t>(tenants_.size());
   t.weight = weight > 0 ? weight : 1.0;
+  t.kv_share = kv_share > 0 && kv_share < 1 ? kv_share : 1.0;
   if (t.waiting.empty()) {
     // A tenant that was idle does not bank credit: it resumes at the least service of the
     // tenants that are waiting now (a virtual clock), never below its own.
@@ -72,6 +74,12 @@ void step_planner::add_forked(seq_id child, seq_id parent) {
   s.table = p.table;
   seqs_.emplace(child, std::move(s));
   running_.push_back(child);
+}
+
+void step_planner::append_tokens(seq_id seq, std::span<const token_id> tokens) {
+  auto& s = seqs_.at(seq);
+  s.tokens.insert(s.tokens.end(), tokens.begin(), tokens.end());
+  s.draft.clear();
 }
 
 bool step_planner::remove(seq_id seq) {
@@ -160,6 +168,9 @@ reserve_request step_planner::propose() {
     auto& s = seqs_.at(item.seq);
     item.new_tokens.assign(s.tokens.begin() + s.n_sent, s.tokens.end());
     item.cache_salt = s.cache_salt;
+    const auto& t = tenants_.at(s.tenant);
+    item.quota_tenant = t.index;
+    item.kv_share = t.kv_share;
     s.n_sent = static_cast<uint32_t>(s.tokens.size());
   }
   return req;

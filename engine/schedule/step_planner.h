@@ -92,7 +92,9 @@ class step_planner {
 
   // A new sequence joins the waiting queue of its tenant.
   // cache_salt: the prefix-cache salt its blocks are published and found under.
-  void add(seq_id seq, const std::string& tenant, double weight, std::vector<token_id> prompt, uint64_t cache_salt = 0);
+  // kv_share: the tenant's largest share of the KV pool, in (0, 1] (reservation.h's quotas).
+  void add(seq_id seq, const std::string& tenant, double weight, std::vector<token_id> prompt, uint64_t cache_salt = 0,
+           double kv_share = 1.0);
   // A sequence that shares parent's prompt (a choice of the same request, n > 1): it starts
   // running with parent's block table and computes only the prompt's last token itself, for
   // its own logits (the write copies the shared block). Call it in the step where parent's
@@ -100,6 +102,10 @@ class step_planner {
   // (block_reservations::fork). Throws std::invalid_argument if parent is not running with
   // its prompt computed.
   void add_forked(seq_id child, seq_id parent);
+  // Appends tokens to a running sequence as if it had emitted them after its last one (the
+  // end tag of a spent thinking budget): its next step computes them with the last token and
+  // samples after them. Call between a step's complete() and the next proposal.
+  void append_tokens(seq_id seq, std::span<const token_id> tokens);
   // Removes the sequence wherever it is. Returns true if it was running (holding blocks).
   bool remove(seq_id seq);
 
@@ -155,6 +161,8 @@ class step_planner {
   struct tenant_state {
     double weight = 1.0;
     double service = 0.0;  // tokens computed, divided by weight
+    uint32_t index = 0;    // 1, 2, ...: names the tenant in reservations (its quota)
+    double kv_share = 1.0;
     std::deque<seq_id> waiting;
   };
 

@@ -54,6 +54,10 @@ std::vector<tenant_config> load_tenants_yaml(const std::string& path) {
     }
     t.max_concurrent = static_cast<uint32_t>(concurrent);
     t.weight = number("weight", 1.0);
+    t.kv_cache_share = number("kv_cache_share", 1.0);
+    if (!(t.kv_cache_share > 0 && t.kv_cache_share <= 1)) {
+      fail("tenant '" + t.name + "': 'kv_cache_share' must be in (0, 1]");
+    }
     if (t.api_keys.empty()) fail("tenant '" + t.name + "' has no api_keys");
     if (!(t.weight > 0)) fail("tenant '" + t.name + "': 'weight' must be > 0");
     if (t.requests_per_minute < 0) fail("tenant '" + t.name + "': 'requests_per_minute' must be >= 0");

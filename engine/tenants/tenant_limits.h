@@ -20,6 +20,8 @@ namespace tandem {
 //       tokens_per_minute: 20000
 //       max_concurrent_requests: 4
 //       weight: 2
+//       prefix_cache_group: shared   # optional: share prefix-cache entries with this group
+//       kv_cache_share: 0.25         # optional: at most this share of the KV cache
 // Throws std::runtime_error naming the file and the problem.
 std::vector<tenant_config> load_tenants_yaml(const std::string& path);
 

@@ -25,9 +25,10 @@ namespace tandem {
 using request_id = uint64_t;
 
 // Why a generation ended. OpenAI's names where it has one ("stop": an end-of-generation
-// token or a stop string, "length": max_tokens or the context), plus "abort" (cancelled or
-// disconnected) and "error" (generation_done::error says what).
-enum class finish_reason : uint8_t { stop, length, abort, error };
+// token or a stop string, "length": max_tokens or the context, "tool_calls": the reply
+// called tools), plus "abort" (cancelled or disconnected) and "error" (generation_done::error
+// says what).
+enum class finish_reason : uint8_t { stop, length, abort, error, tool_calls };
 
 constexpr const char* to_string(finish_reason r) {
   switch (r) {
@@ -39,13 +40,36 @@ constexpr const char* to_string(finish_reason r) {
       return "abort";
     case finish_reason::error:
       return "error";
+    case finish_reason::tool_calls:
+      return "tool_calls";
   }
   return "error";
 }
 
+// A call the assistant made (OpenAI's message.tool_calls[i]); arguments are JSON text.
+struct tool_call {
+  std::string id;
+  std::string name;
+  std::string arguments;
+};
+
+// A piece of a tool call as the reply streams (OpenAI's delta.tool_calls[i]): the first
+// piece of call `index` carries its id and name, later pieces argument text only.
+struct tool_call_chunk {
+  uint32_t index = 0;
+  std::string id;
+  std::string name;
+  std::string arguments;
+};
+
 struct chat_turn {
-  std::string role;  // "system", "user" or "assistant"
+  std::string role;  // "system", "user", "assistant" or "tool"
   std::string content;
+  bool content_is_null = false;       // "content": null (an assistant turn that only calls tools)
+  std::vector<tool_call> tool_calls;  // assistant: the calls it made
+  std::string tool_call_id;           // tool: the call this result answers
+  std::string name;                   // tool: the function's name
+  std::string reasoning_content;      // assistant: its thinking, for templates that render it
 };
 
 // How the next token is chosen (OpenAI / vLLM semantics). temperature 0 = greedy.
@@ -72,6 +96,23 @@ struct generate_request {
   std::string prompt;               // raw completion prompt, used when messages is empty
   std::vector<chat_turn> messages;  // chat: rendered with the model's chat template
   bool add_generation_prompt = true;
+  // Chat: OpenAI's "tools" as a JSON array (the template renders them); "" = none.
+  std::string tools_json;
+  // Chat: extra template variables as a JSON object (chat_template_kwargs: enable_thinking...).
+  std::string chat_template_kwargs_json;
+  // Chat: parse tool calls out of the reply into generation_delta::tool_calls (tools given and
+  // tool_choice not "none"), in this syntax ("" = the template's: hermes, llama3, mistral,
+  // generic; engine/chat/tool_call_parser.h).
+  bool parse_tool_calls = false;
+  std::string tool_call_parser;
+  // Chat: thinking sections (templates that write <think>) go to reasoning_content.
+  bool parse_reasoning = true;
+  // Chat: at most this many tokens inside a thinking section, then the section is closed
+  // (its end tag is appended to the sequence); 0 = no cap. vLLM's thinking_token_budget.
+  uint32_t thinking_token_budget = 0;
+  // Raw prompt: control-token text in it ("<|im_start|>") becomes control tokens, since the
+  // client wrote the whole model input (vLLM, llama-server); false keeps it plain text.
+  bool prompt_special_tokens = false;
   uint32_t max_tokens = 256;
   std::vector<std::string> stop;  // stop strings: cut from the output
   std::vector<int32_t> stop_token_ids;
@@ -85,6 +126,7 @@ struct generate_request {
   std::string tenant = "default";  // set by admission from the API key when tenants are configured
   double weight = 1.0;             // the tenant's scheduling weight (set by admission)
   std::string cache_group;         // the tenant's prefix-cache group (set by admission)
+  double kv_cache_share = 1.0;     // the tenant's KV quota (set by admission; tenant_config)
   std::string api_key;             // the caller's key (Authorization: Bearer); checked by admission
   // Tokens per delta (vLLM's --stream-interval): the first token goes out at once, then a
   // delta whenever this many have gathered, and the rest at the end. 1 (or 0): each step's
@@ -123,9 +165,14 @@ struct output_logprob {
 
 struct generation_delta {
   request_id id = 0;
-  std::string text;             // complete UTF-8; may be empty while a stop string is pending
+  // Complete UTF-8; may be empty while a stop string is pending. With a reasoning or tool-call
+  // parser (chat): the content only, and the rest goes to the fields below.
+  std::string text;
   std::vector<int32_t> tokens;  // token ids this delta covers
   std::vector<output_logprob> logprobs;
+  std::string reasoning_content;
+  std::vector<tool_call_chunk> tool_calls;
+  bool empty() const { return text.empty() && tokens.empty() && reasoning_content.empty() && tool_calls.empty(); }
 };
 
 struct generation_done {
@@ -172,7 +219,16 @@ typename Inspector::result_type inspect(Inspector& f, admission_stats& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, chat_turn& x) {
-  return f(caf::meta::type_name("chat_turn"), x.role, x.content);
+  return f(caf::meta::type_name("chat_turn"), x.role, x.content, x.content_is_null, x.tool_calls, x.tool_call_id,
+           x.name, x.reasoning_content);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, tool_call& x) {
+  return f(caf::meta::type_name("tool_call"), x.id, x.name, x.arguments);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, tool_call_chunk& x) {
+  return f(caf::meta::type_name("tool_call_chunk"), x.index, x.id, x.name, x.arguments);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sampling_options& x) {
@@ -182,9 +238,11 @@ typename Inspector::result_type inspect(Inspector& f, sampling_options& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generate_request& x) {
-  return f(caf::meta::type_name("generate_request"), x.prompt, x.messages, x.add_generation_prompt, x.max_tokens,
-           x.stop, x.stop_token_ids, x.ignore_eos, x.speculative, x.prompt_group, x.choices, x.sampling, x.tenant,
-           x.weight, x.cache_group, x.api_key, x.stream_interval, x.sink);
+  return f(caf::meta::type_name("generate_request"), x.prompt, x.messages, x.add_generation_prompt, x.tools_json,
+           x.chat_template_kwargs_json, x.parse_tool_calls, x.tool_call_parser, x.parse_reasoning,
+           x.thinking_token_budget, x.prompt_special_tokens, x.max_tokens, x.stop, x.stop_token_ids, x.ignore_eos,
+           x.speculative, x.prompt_group, x.choices, x.sampling, x.tenant, x.weight, x.cache_group, x.kv_cache_share,
+           x.api_key, x.stream_interval, x.sink);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, submit_reply& x) {
@@ -197,7 +255,8 @@ typename Inspector::result_type inspect(Inspector& f, output_logprob& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generation_delta& x) {
-  return f(caf::meta::type_name("generation_delta"), x.id, x.text, x.tokens, x.logprobs);
+  return f(caf::meta::type_name("generation_delta"), x.id, x.text, x.tokens, x.logprobs, x.reasoning_content,
+           x.tool_calls);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generation_done& x) {

@@ -13,6 +13,7 @@ using cancel_all_atom = caf::atom_constant<caf::atom("cancelall")>;   // host/ne
 using finished_atom = caf::atom_constant<caf::atom("finished")>;      // streamer -> admission
 using enqueue_atom = caf::atom_constant<caf::atom("enqueue")>;        // streamer -> scheduler
 using abort_atom = caf::atom_constant<caf::atom("abort")>;            // -> scheduler
+using force_atom = caf::atom_constant<caf::atom("force")>;            // streamer -> scheduler
 using reserve_atom = caf::atom_constant<caf::atom("reserve")>;        // scheduler -> cache manager
 using commit_atom = caf::atom_constant<caf::atom("commit")>;          // scheduler -> cache manager
 using release_atom = caf::atom_constant<caf::atom("release")>;        // scheduler -> cache manager

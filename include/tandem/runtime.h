@@ -36,6 +36,8 @@ struct runtime_config {
                                            // each costs about what the first did (step_planner.h)
   uint32_t block_size = 16;                // tokens per KV block
   uint64_t kv_cache_tokens = 0;            // KV pool size; 0 = 16 full contexts, at most 64 Ki tokens
+  std::string kv_cache_dtype = "auto";     // "auto" (= f16), "f16" or "q8_0" (--kv-cache-dtype): q8_0
+                                           // holds 1.88x the tokens per byte; CPU device only
   bool enable_prefix_caching = true;
   uint32_t max_in_flight = 1024;       // accepted, unfinished requests; beyond: 503
   uint32_t max_model_len = 0;          // 0 = the model's trained context

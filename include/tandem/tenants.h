@@ -18,6 +18,9 @@ struct tenant_config {
   // Tenants with the same group share prefix-cache entries (a common system prompt); by
   // default each tenant is its own group, so none can time another's prompts through the cache.
   std::string prefix_cache_group;
+  // The largest share of the KV cache's blocks the tenant's running sequences hold, in
+  // (0, 1]: past it, its new sequences wait and its growing ones preempt its own newest.
+  double kv_cache_share = 1.0;
 };
 
 }  // namespace tandem

@@ -20,9 +20,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static constexpr std::string_view kUpgrade =
       "GET /v1/ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
       "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
-  client.append(kUpgrade);
-  client.append(std::string_view(reinterpret_cast<const char*>(data), size));
-  client.close();
+  server.append(kUpgrade);  // the server's pending input: the upgrade, then the fuzzer's frames
+  server.append(std::string_view(reinterpret_cast<const char*>(data), size));
+  server.close_remote();  // and after them the end of the stream (the server's writes still land)
   websocket::stream<beast::test::stream&> ws(server);
   ws.read_message_max(1 << 20);  // --max-body-bytes' default
   boost::system::error_code ec;

@@ -165,7 +165,7 @@ def test_prompt_injection_stays_plain_text(server, client):
     ({"messages": []}, "messages"),
     ({"messages": [{"role": "wizard", "content": "x"}]}, "messages[0].role"),
     ({"messages": [{"role": "user"}]}, "messages[0].content"),
-    ({"messages": CHAT, "tools": [{"type": "function"}]}, "tools"),
+    ({"messages": CHAT, "tools": [{"type": "function"}]}, "tools[0].function"),  # a tool needs its function
 ])
 def test_bad_requests_name_the_field(client, body, param):
     with pytest.raises(openai.BadRequestError) as e:

@@ -54,12 +54,15 @@ sink_actor::behavior_type collecting_sink(sink_actor::stateful_pointer<collected
 
 class RuntimeTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    tune_actor_system(cfg_);
+  static void SetUpTestSuite() { start("auto"); }
+  static void start(const std::string& kv_cache_dtype) {
+    static const bool tuned = (tune_actor_system(cfg_), true);
+    (void)tuned;
     sys_ = new caf::actor_system(cfg_);
     runtime_config rc;
     rc.threads = 2;
     rc.kv_cache_tokens = 16384;
+    rc.kv_cache_dtype = kv_cache_dtype;
     rc.max_num_batched_tokens = 512;
     rc.prefill_chunk = 256;
     rt_ = runtime::start(*sys_, rc).release();
@@ -445,4 +448,56 @@ TEST(RuntimeStop, RefusesNewWorkAndEndsWhatRuns) {
   const auto refused = submit(4);
   EXPECT_FALSE(refused.accepted);
   EXPECT_EQ(refused.status, 503);
+}
+
+// The same runtime over a Q8_0 KV cache (--kv-cache-dtype q8_0): batching leaves greedy output
+// unchanged, a shared prefix is served from the cache, and forked choices copy quantized blocks.
+class RuntimeQ8Test : public RuntimeTest {
+ protected:
+  static void SetUpTestSuite() { start("q8_0"); }
+};
+
+TEST_F(RuntimeQ8Test, ConcurrentGreedyRequestsMatchTheirSoloRuns) {
+  std::vector<collected> alone;
+  std::vector<generate_request> reqs;
+  for (size_t i = 0; i < 4; ++i) {
+    alone.push_back(run({greedy(kPrompts[i], 24)})[0]);
+    reqs.push_back(greedy(kPrompts[i], 24));
+  }
+  const auto together = run(reqs);
+  for (size_t i = 0; i < alone.size(); ++i) {
+    EXPECT_EQ(together[i].tokens, alone[i].tokens) << "prompt " << i << ": " << kPrompts[i];
+    EXPECT_EQ(alone[i].done.completion_tokens, 24u);
+  }
+  std::printf("q8_0 cache: %s%s\n", kPrompts[0].c_str(), alone[0].text.c_str());
+  expect_no_blocks_held();
+}
+
+TEST_F(RuntimeQ8Test, ASharedPrefixComesFromTheCacheAndForksDecodeAsSoloRuns) {
+  std::string prompt = "A long shared prompt about the sea, told three times. ";
+  for (int i = 0; prompt.size() < 2500; ++i) prompt += "Wave " + std::to_string(i) + " rolls in and out. ";
+  std::vector<generate_request> choices(3, greedy(prompt, 12));
+  for (auto& c : choices) c.prompt_group = 0x5eed;
+  const auto before = sched_stats().prompt_tokens;
+  const auto out = run(choices);
+  const uint32_t n_prompt = out[0].done.prompt_tokens;
+  ASSERT_GT(n_prompt, 500u);
+  EXPECT_EQ(sched_stats().prompt_tokens - before, n_prompt + 2) << "the prompt once, then one token per other choice";
+  const auto again = run({greedy(prompt, 12)})[0];
+  EXPECT_GE(again.done.cached_tokens, n_prompt - 32) << "the prompt's blocks come from the prefix cache";
+  for (const auto& c : out) EXPECT_EQ(c.tokens, again.tokens) << "a forked choice decodes as a cached run does";
+  expect_no_blocks_held();
+}
+
+TEST(RuntimeQ8Config, AnUnknownCacheTypeIsRefusedWithItsName) {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  runtime_config rc;
+  rc.kv_cache_dtype = "q4_0";
+  try {
+    (void)runtime::start(sys, rc);
+    FAIL() << "q4_0 is not a cache type";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("--kv-cache-dtype: unknown type 'q4_0'"), std::string::npos) << e.what();
+  }
 }

@@ -166,3 +166,32 @@ TEST(Speculative, PointMassDraftsAreAcceptedWithProbabilityP) {
   EXPECT_NEAR(static_cast<double>(accepted) / 20000, target_p()[4], 0.01);
   EXPECT_LT(chi_square(first), kChiCritical);
 }
+
+TEST(Speculative, PointMassDraftsFollowATruncatedTarget) {
+  // top_p 0.8 keeps tokens 0-3 (0.405 + 0.245 + 0.149 = 0.799 < 0.8 <= 0.889 with token 3): the
+  // sparse form's acceptance and draw without the draft follow the renormalised nucleus.
+  sampling_params sp;
+  sp.temperature = 1.0f;
+  sp.top_p = 0.8f;
+  sp.seed = 11;
+  sampler s(sp);
+  std::vector<float> row(kTargetLogits.begin(), kTargetLogits.end());
+  const auto nucleus = s.distribution(row);
+  std::vector<std::span<const float>> rows(2, std::span<const float>(row));
+  std::array<long, kVocab> first{};
+  const int trials = 20000;
+  for (int i = 0; i < trials; ++i) {
+    draft_proposal d;
+    d.tokens = {static_cast<int32_t>(i % 3 == 0 ? 5 : 1)};  // outside the nucleus, or inside it
+    ++first[accept_drafts(s, rows, d, {}).tokens[0]];
+  }
+  double chi = 0.0;
+  for (const auto& c : nucleus) {
+    const double e = c.prob * trials;
+    chi += (first[c.token] - e) * (first[c.token] - e) / e;
+  }
+  long outside = trials;
+  for (const auto& c : nucleus) outside -= first[c.token];
+  EXPECT_EQ(outside, 0) << "a token outside the nucleus was emitted";
+  EXPECT_LT(chi, 16.27) << "3 degrees of freedom, alpha = 0.001";
+}

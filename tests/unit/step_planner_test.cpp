@@ -23,11 +23,11 @@ class harness {
       : planner(cfg), kv(n_blocks, block_size), book(kv) {}
 
   void add(seq_id s, uint32_t prompt_len, uint32_t max_out, const std::string& tenant = "default", double weight = 1.0,
-           token_id first = -1) {
+           token_id first = -1, double kv_share = 1.0) {
     if (first < 0) first = static_cast<token_id>(s * 10000);  // distinct prompts: no prefix hits
     std::vector<token_id> p(prompt_len);
     for (uint32_t i = 0; i < prompt_len; ++i) p[i] = first + static_cast<token_id>(i);
-    planner.add(s, tenant, weight, std::move(p));
+    planner.add(s, tenant, weight, std::move(p), 0, kv_share);
     max_out_[s] = max_out;
   }
 
@@ -67,6 +67,13 @@ class harness {
   void run_to_end(int max_steps = 10000) {
     for (int i = 0; i < max_steps && planner.has_work(); ++i) step();
     ASSERT_FALSE(planner.has_work()) << "did not finish";
+  }
+
+  // Table entries the given sequences hold now.
+  uint32_t blocks_of(const std::set<seq_id>& seqs) const {
+    uint32_t n = 0;
+    for (seq_id s : seqs) n += kv.has(s) ? static_cast<uint32_t>(kv.table(s).size()) : 0;
+    return n;
   }
 
   void expect_all_blocks_free_or_cached() const {
@@ -467,4 +474,46 @@ TEST(StepPlanner, AForkSharesThePromptAndCopiesTheBlockItWrites) {
   EXPECT_EQ(h.finished.size(), 2u);
   h.expect_all_blocks_free_or_cached();
   EXPECT_THROW(h.planner.add_forked(3, 1), std::out_of_range) << "the parent is gone";
+}
+
+TEST(StepPlanner, ATenantPastItsKvQuotaWaitsAndPreemptsOnlyItsOwn) {
+  // 64 blocks of 16; tenant a may hold a quarter (16 blocks), b has no quota. Each sequence
+  // starts at 4 blocks and grows to 7, so a's sequences outgrow its quota and preempt each
+  // other, while b's (10 x 7 = 70 blocks would not fit either) only ever meet the pool's limit.
+  harness h({/*max_num_seqs=*/16, /*max_num_batched_tokens=*/4096, /*prefill_chunk=*/512}, 64);
+  std::set<seq_id> a, b;
+  for (seq_id s = 1; s <= 8; ++s) {
+    h.add(s, 64, 48, "a", 1.0, -1, 0.25);
+    a.insert(s);
+  }
+  for (seq_id s = 11; s <= 14; ++s) {
+    h.add(s, 64, 48, "b");
+    b.insert(s);
+  }
+  uint32_t most_a = 0, a_preempted = 0;
+  for (int i = 0; i < 5000 && h.planner.has_work(); ++i) {
+    const auto plan = h.step();
+    for (seq_id s : plan.preempted) {
+      EXPECT_TRUE(a.count(s)) << "b's sequence " << s << " was preempted, but b fits the pool beside a's quota";
+      a_preempted += a.count(s) ? 1 : 0;
+    }
+    const uint32_t held_a = h.blocks_of(a);
+    EXPECT_LE(held_a, 16u) << "step " << plan.step;
+    most_a = std::max(most_a, held_a);
+  }
+  EXPECT_FALSE(h.planner.has_work());
+  EXPECT_EQ(h.finished.size(), 12u);
+  EXPECT_GE(most_a, 13u) << "a reached its quota";
+  EXPECT_GT(a_preempted, 0u) << "a's growing sequences preempted a's own";
+  h.expect_all_blocks_free_or_cached();
+}
+
+TEST(StepPlanner, ATenantsLastSequenceProgressesPastItsQuota) {
+  // 5% of 64 blocks is 3, less than the one 7-block sequence needs: it still finishes.
+  harness h({8, 2048, 512}, 64);
+  h.add(1, 100, 10, "small", 1.0, -1, 0.05);
+  h.add(2, 100, 10, "small", 1.0, -1, 0.05);
+  h.run_to_end();
+  EXPECT_EQ(h.finished.size(), 2u);
+  h.expect_all_blocks_free_or_cached();
 }

@@ -44,6 +44,8 @@ TEST_F(TenantsFile, LoadsEveryField) {
     tokens_per_minute: 20000
     max_concurrent_requests: 4
     weight: 2
+    prefix_cache_group: shared
+    kv_cache_share: 0.25
   - name: bob
     api_keys: [sk-bob]
 )"));
@@ -56,6 +58,9 @@ TEST_F(TenantsFile, LoadsEveryField) {
   EXPECT_EQ(t[0].weight, 2);
   EXPECT_EQ(t[1].requests_per_minute, 0) << "no limit unless given";
   EXPECT_EQ(t[1].weight, 1);
+  EXPECT_EQ(t[0].prefix_cache_group, "shared");
+  EXPECT_EQ(t[0].kv_cache_share, 0.25);
+  EXPECT_EQ(t[1].kv_cache_share, 1.0) << "the whole cache unless given";
 }
 
 TEST_F(TenantsFile, RefusesWhatCannotBeServed) {
@@ -70,6 +75,11 @@ TEST_F(TenantsFile, RefusesWhatCannotBeServed) {
             std::string::npos);
   EXPECT_NE(error_of("tenants:\n  - {name: a, api_keys: [k], requests_per_minute: -1}\n")
                 .find("'requests_per_minute' must be >= 0"),
+            std::string::npos);
+  EXPECT_NE(error_of("tenants:\n  - {name: a, api_keys: [k], kv_cache_share: 0}\n")
+                .find("'kv_cache_share' must be in (0, 1]"),
+            std::string::npos);
+  EXPECT_NE(error_of("tenants:\n  - {name: a, api_keys: [k], kv_cache_share: 1.5}\n").find("'kv_cache_share'"),
             std::string::npos);
   // A value that is not a number, or not a finite one, is named (not taken as the default).
   EXPECT_NE(error_of("tenants:\n  - {name: a, api_keys: [k], weight: heavy}\n").find("'weight' must be a number"),

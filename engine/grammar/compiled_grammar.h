@@ -1,0 +1,84 @@
+// A grammar bound to a vocabulary: what a request's matcher shares with every other request
+// using the same grammar (immutable, plus a lazily filled per-state table that is safe to
+// fill from several threads).
+//
+// The mask of a matcher state is computed per stack from its top state alone, as far as
+// that state's rule goes (XGrammar's context-independent tokens):
+//
+//   local(top) : walk the vocabulary trie from `top` with the bottom unknown
+//                 - token bytes all read inside the rule (or ending exactly where the rule
+//                   ends)                          -> allowed, whatever lies below
+//                 - the rule ends with bytes left  -> the trie node there is a
+//                   `continuation`: the rest is read against the stack below, at mask time
+//                 - a byte the rule cannot read    -> rejected
+//
+//   mask(state) = OR over stacks [.., c, top]:  local(top).allowed
+//                 | walk(continuation nodes, expand([.., c]))      (usually a few tokens)
+//                 | end-of-generation ids if the state accepts
+//
+// local(top) is filled once per state; for a rule that calls no other (strings, numbers,
+// formats) it is shared through the vocabulary with every grammar holding the same rule.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "engine/grammar/grammar.h"
+#include "engine/grammar/stack_set.h"
+#include "engine/grammar/vocabulary.h"
+
+namespace tandem::grammar {
+
+// A mask over the vocabulary: bit id % 64 of word id / 64 set = the token is allowed.
+using token_bitset = std::vector<uint64_t>;
+
+// Scratch space of one mask computation (one per matcher; not shared between threads).
+struct mask_workspace {
+  std::vector<stack_set> levels;  // [trie depth]
+  std::vector<int32_t> scratch;
+  stack_set parent;
+};
+
+class compiled_grammar {
+ public:
+  compiled_grammar(grammar g, std::shared_ptr<const vocabulary> vocab);
+
+  const grammar& automata() const { return g_; }
+  const vocabulary& vocab() const { return *vocab_; }
+  const std::shared_ptr<const vocabulary>& vocab_ptr() const { return vocab_; }
+
+  // The initial state (the root rule's start, expanded).
+  const stack_set& initial() const { return initial_; }
+
+  // Computed on first use, then shared.
+  const local_mask& local(int32_t top) const;
+  // ORs the tokens the state allows into `mask` (mask_words() words, zeroed by the caller).
+  void add_mask(const stack_set& state, std::span<uint64_t> mask, mask_workspace& ws) const;
+  // How many states have their local mask computed (for the benchmark and tests).
+  size_t locals_computed() const { return n_locals_.load(std::memory_order_relaxed); }
+
+ private:
+  // Walks the trie below `node` from `at` (the set after the node's bytes).
+  template <typename OnToken, typename OnContinuation>
+  void walk(uint32_t node, size_t depth, bool base_unknown, mask_workspace& ws, OnToken&& on_token,
+            OnContinuation&& on_continuation) const;
+  // The same for one stack, `below` + [top], while each byte leads to a simple state (the
+  // common case: inside a string or a literal), without copying the stack.
+  template <typename OnToken, typename OnContinuation>
+  void walk_single(uint32_t node, size_t depth, int32_t top, std::span<const int32_t> below, bool base_unknown,
+                   mask_workspace& ws, OnToken&& on_token, OnContinuation&& on_continuation) const;
+  std::unique_ptr<local_mask> compute_local(int32_t top) const;
+
+  grammar g_;
+  std::shared_ptr<const vocabulary> vocab_;
+  stack_set initial_;
+  std::unique_ptr<std::atomic<const local_mask*>[]> locals_;
+  mutable std::mutex locals_mutex_;
+  mutable std::vector<std::shared_ptr<const local_mask>> owned_;
+  mutable std::atomic<size_t> n_locals_{0};
+};
+
+}  // namespace tandem::grammar

@@ -1,0 +1,70 @@
+// Attention over a Q8_0 cache (attention.h, attend_heads_q8).
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "engine/kernels/kv_q8_scores.h"
+#include "engine/kernels/kv_q8_values.h"
+#include "engine/model/attention.h"
+
+namespace tandem {
+
+void attend_heads_q8(const kernels::dot_kernels& kernels, const kv_pool& pool, uint32_t layer,
+                     const block_table& blocks, int32_t n_keys, uint32_t kv_head, const void* q_q8, int n_q,
+                     float scale, attention_scratch& scratch, float* const* out) {
+  constexpr int kLanes = 16;
+  if (n_q < 1 || n_q > kMaxGroupedHeads) {
+    throw std::invalid_argument("attend_heads_q8: 1 to " + std::to_string(kMaxGroupedHeads) +
+                                " query heads per kv head");
+  }
+  const int bt = pool.block_tokens();
+  const int64_t hd = pool.head_dim();
+  const int64_t row_blocks = hd / kernels::kBlock;
+  const size_t rb = pool.row_bytes();
+  const int32_t n_chunks = (n_keys + kLanes - 1) / kLanes;
+  const size_t padded = static_cast<size_t>(n_chunks) * kLanes;
+  scratch.scores.resize(padded * static_cast<size_t>(n_q));
+  float* scores[kMaxGroupedHeads];
+  for (int h = 0; h < n_q; ++h) scores[h] = scratch.scores.data() + padded * static_cast<size_t>(h);
+
+  // Scores: every key against every query head, by the table's Q8_0 dot product.
+  scratch.k_rows.resize(static_cast<size_t>(n_keys));
+  for (int32_t j = 0; j < n_keys; ++j) {
+    scratch.k_rows[static_cast<size_t>(j)] =
+        pool.k_q8(layer, blocks[static_cast<size_t>(j / bt)], kv_head) + (j % bt) * row_blocks;
+  }
+  if (const auto all_keys = kernels::q8_0_scores_for(kernels.isa)) {
+    all_keys(hd, scratch.k_rows.data(), n_keys, q_q8, rb, n_q, scores);
+  } else {  // the table's row kernel, four heads per call
+    const kernels::row_dot_fn dot = kernels.for_type(tensor_type::q8_0);
+    const auto* q = static_cast<const std::byte*>(q_q8);
+    for (int32_t j = 0; j < n_keys; ++j) {
+      for (int h0 = 0; h0 < n_q; h0 += kernels::kMaxActsPerDot) {
+        const int n = std::min(kernels::kMaxActsPerDot, n_q - h0);
+        float s[kernels::kMaxActsPerDot];
+        dot(hd, scratch.k_rows[static_cast<size_t>(j)], q + static_cast<size_t>(h0) * rb, rb, n, s);
+        for (int g = 0; g < n; ++g) scores[h0 + g][j] = s[g];
+      }
+    }
+  }
+  for (int h = 0; h < n_q; ++h) std::fill(scores[h] + n_keys, scores[h] + padded, -INFINITY);
+
+  for (int h = 0; h < n_q; ++h) {
+    if (kernels.softmax_half) {
+      kernels.softmax_half(scores[h], n_chunks, scale);
+    } else {
+      softmax_reference(kernels, scores[h], n_chunks, scale);
+    }
+  }
+
+  scratch.v_rows.resize(static_cast<size_t>(n_keys));
+  for (int32_t j = 0; j < n_keys; ++j) {
+    scratch.v_rows[static_cast<size_t>(j)] =
+        pool.v_q8(layer, blocks[static_cast<size_t>(j / bt)], kv_head) + (j % bt) * row_blocks;
+  }
+  for (int h = 0; h < n_q; ++h) std::fill(out[h], out[h] + hd, 0.0f);
+  kernels::q8_0_values_for(kernels.isa)(hd, scratch.v_rows.data(), n_keys, scores, n_q, out);
+}
+
+}  // namespace tandem
