@@ -4,7 +4,7 @@
 #   make test    the same set-up, then every test through CTest
 #   make build   build/bin/tandem (Release)
 #   make model   fetch the default model (SmolLM2-135M-Instruct Q4_1) once
-#   make bench   benchmarks (slow; not part of `make test`)
+#   make bench   benchmarks (slow; not part of `make test`; LLAMA_BENCH=path adds the architectures')
 #   make test-slow  the slow checks (`tandem quantize` against llama-quantize for every file type)
 #   make fuzz    build the libFuzzer targets; fuzz the GGUF reader, HTTP parser, WebSocket frames and
 #                OpenAI request parser, FUZZ_SECONDS each
@@ -28,6 +28,7 @@ HOST         ?= 127.0.0.1
 PORT         ?= 8080
 PREFIX       ?= /usr/local
 SERVE_FLAGS  ?=
+LLAMA_BENCH  ?=
 export TANDEM_HOME
 
 TANDEM := $(BUILD_DIR)/bin/tandem
@@ -49,9 +50,10 @@ model:
 	@scripts/fetch-model.sh
 
 # Data the tests need besides the default model: vocabularies of other tokenizer families,
-# and llama.cpp's corpus of chat templates.
+# the real Gemma 3 270M file (gemma3 architecture), and llama.cpp's corpus of chat templates.
 test-data: model
 	@scripts/fetch-test-vocab.sh
+	@scripts/fetch-gemma3.sh
 	@scripts/fetch-chat-templates.sh
 	@scripts/install-deps.sh --python
 
@@ -79,6 +81,10 @@ bench: build model
 	$(BUILD_DIR)/bin/runtime_bench default 64 0 kv-dtype
 	python3 bench/run_grammar_bench.py --build $(BUILD_DIR)
 	python3 bench/compare_llama_cpp.py --build $(BUILD_DIR)
+	@scripts/fetch-gemma3.sh
+	@if [ -n "$(LLAMA_BENCH)" ]; then \
+	  python3 bench/compare_architectures.py --build $(BUILD_DIR) --llama-bench $(LLAMA_BENCH) --threads 1,2; \
+	else echo "bench: LLAMA_BENCH=path/to/llama-bench runs bench/compare_architectures.py (gemma3, qwen2)"; fi
 	python3 bench/run_runtime_bench.py
 	python3 bench/run_speculative_bench.py
 	python3 bench/serve_bench.py

@@ -1,4 +1,4 @@
-// `tandem gen-model`: writes a synthetic Llama-family GGUF with random weights.
+// `tandem gen-model`: writes a synthetic GGUF of any supported architecture with random weights.
 #include <cstdio>
 #include <optional>
 #include <stdexcept>
@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "engine/gguf/gguf.h"
 #include "engine/gguf/quant_mixture.h"
+#include "engine/model/architecture.h"
 #include "engine/model/model_path.h"
 #include "engine/model/synthetic_model.h"
 
@@ -51,16 +52,29 @@ void run_gen_model(gen_options& o) {
   } catch (const std::invalid_argument& e) {
     throw std::runtime_error(std::string("invalid model shape: ") + e.what());
   }
-  std::fprintf(stderr, "wrote %s (%u layers, embd %u, %u/%u heads, ffn %u, %s weights)\n", o.out.c_str(),
-               o.spec.n_layer, o.spec.n_embd, o.spec.n_head, o.spec.n_head_kv, o.spec.n_ff, o.weight_type.c_str());
+  std::fprintf(stderr, "wrote %s (%s, %u layers, embd %u, %u/%u heads, ffn %u, %s weights)\n", o.out.c_str(),
+               o.spec.architecture.c_str(), o.spec.n_layer, o.spec.n_embd, o.spec.n_head, o.spec.n_head_kv, o.spec.n_ff,
+               o.weight_type.c_str());
 }
 
 }  // namespace
 
 void register_gen_model(CLI::App& app) {
   auto o = std::make_shared<gen_options>();
-  auto* sub = app.add_subcommand("gen-model", "Write a synthetic Llama-family GGUF model with random weights");
+  auto* sub = app.add_subcommand("gen-model", "Write a synthetic GGUF model with random weights");
   sub->add_option("-o,--out", o->out, "Output GGUF path")->required();
+  sub->add_option(
+         "--arch", o->spec.architecture,
+         "Architecture whose tensors and metadata the file has (" + std::string(supported_architectures()) + ")")
+      ->capture_default_str();
+  sub->add_option("--head-dim", o->spec.head_dim, "Head size (0: embd / heads); written as attention.key_length")
+      ->capture_default_str();
+  sub->add_option("--sliding-window", o->spec.sliding_window,
+                  "gemma3: attention.sliding_window (every 6th layer global); 0: none")
+      ->capture_default_str();
+  sub->add_option("--rope-original-ctx", o->spec.rope_original_ctx,
+                  "phi3: LongRoPE factor tensors with this original context (below --ctx); 0: none")
+      ->capture_default_str();
   sub->add_option("--layers", o->spec.n_layer, "Transformer blocks")->capture_default_str();
   sub->add_option("--embd", o->spec.n_embd, "Hidden width")->capture_default_str();
   sub->add_option("--heads", o->spec.n_head, "Query heads")->capture_default_str();

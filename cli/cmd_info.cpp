@@ -79,7 +79,36 @@ void run_info(const info_options& o) {
   std::printf("embedding      %u\n", c.n_embd);
   std::printf("heads          %u query, %u key/value (head size %u%s)\n", c.n_head, c.n_head_kv, c.head_dim,
               c.n_head_kv < c.n_head ? ", grouped-query" : "");
-  std::printf("ffn            %u (SwiGLU)\n", c.n_ff);
+  std::printf("ffn            %u (%s%s)\n", c.n_ff,
+              c.arch->activation == ffn_activation::gelu_tanh ? "GeGLU" : "SwiGLU",
+              c.arch->fused_gate_up ? ", gate and up fused" : "");
+  {
+    std::string extras;
+    auto add = [&](bool on, const char* what) {
+      if (!on) return;
+      if (!extras.empty()) extras += ", ";
+      extras += what;
+    };
+    add(f.find_tensor("blk.0.attn_q.bias") != nullptr || f.find_tensor("blk.0.attn_qkv.bias") != nullptr,
+        "Q/K/V biases");
+    add(f.find_tensor("blk.0.attn_qkv.weight") != nullptr, "fused QKV");
+    add(c.arch->qk_norm, "QK-norm");
+    add(c.arch->post_norms, "post-norms");
+    add(c.arch->scale_embeddings, "embeddings x sqrt(width)");
+    if (!extras.empty()) std::printf("blocks         %s\n", extras.c_str());
+  }
+  std::printf("attention      scale %g%s", c.attention_scale, c.arch->query_prescale ? " (on the query)" : "");
+  if (c.has_swa()) {
+    uint32_t n_local = 0;
+    for (uint32_t l = 0; l < c.n_layer; ++l) n_local += c.is_swa(l) ? 1 : 0;
+    std::printf(", sliding window %u on %u of %u layers (global:", c.n_swa, n_local, c.n_layer);
+    for (uint32_t l = 0; l < c.n_layer; ++l) {
+      if (!c.is_swa(l)) std::printf(" %u", l);
+    }
+    std::printf("), local RoPE base %g", c.rope_freq_base_swa);
+  }
+  if (c.final_logit_softcap > 0.0f) std::printf(", logit softcap %g", c.final_logit_softcap);
+  std::printf("\n");
   std::printf("vocabulary     %u", c.n_vocab);
   if (auto m = f.get_string("tokenizer.ggml.model")) {
     std::printf(" (tokenizer %s", m->c_str());
@@ -88,10 +117,13 @@ void run_info(const info_options& o) {
   }
   std::printf("\n");
   std::printf("context        %u tokens (trained)\n", c.n_ctx_train);
-  std::printf("rope           base %g, %u dims, scaling %s", c.rope_freq_base, c.n_rot,
-              rope_scaling_name(c.rope_scaling));
+  std::printf("rope           %s, base %g, %u dims, scaling %s", c.arch->rope == rope_style::neox ? "neox" : "normal",
+              c.rope_freq_base, c.n_rot, rope_scaling_name(c.rope_scaling));
   if (c.rope_scaling != rope_scaling_type::none) std::printf(" x%g", c.rope_scaling_factor);
   if (c.has_rope_freqs) std::printf(", per-dimension factors");
+  if (c.has_rope_long_short) {
+    std::printf(", LongRoPE factors (long past %u tokens, magnitude %g)", c.rope_original_ctx, c.rope_attn_factor);
+  }
   std::printf("\n");
   std::printf("rms epsilon    %g\n", c.rms_eps);
   std::printf("output head    %s\n", c.tied_output ? "tied (token_embd.weight)" : "output.weight");

@@ -113,6 +113,10 @@ gpu_model::gpu_model(const model_config& config, const synthetic_weights& sw, co
 
 void gpu_model::check_shape() {
   const model_config& c = config_;
+  if (c.architecture != "llama") {
+    throw std::invalid_argument("gpu_model: the CUDA backend runs the llama architecture only, not '" + c.architecture +
+                                "' (run it on the CPU backend)");
+  }
   if (c.head_dim % 32 != 0 || c.head_dim > 256) {
     throw std::invalid_argument("gpu_model: head size " + std::to_string(c.head_dim) +
                                 " is not a multiple of 32 up to 256");

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Fetches the vocabulary-only GGUF files of Llama 3 (byte-level BPE, llama-bpe) and
-# Llama 2 (SentencePiece, llama-spm) that llama.cpp publishes inside the llama-cpp-python
-# source distribution on PyPI (downloaded once by fetch-sdist.sh). Only those two data files are kept, in
+# Fetches the vocabulary-only GGUF files of Llama 3 (byte-level BPE, llama-bpe), Llama 2
+# (SentencePiece, llama-spm) and Qwen2 (byte-level BPE, pre qwen2, 152k tokens) that llama.cpp
+# publishes inside the llama-cpp-python source distribution on PyPI (downloaded once by
+# fetch-sdist.sh). Only those data files are kept, in
 # $TANDEM_HOME/test-vocab; the tokenizer tests use them when present.
 set -euo pipefail
 
 VERSION=0.3.36
-FILES=(ggml-vocab-llama-bpe.gguf ggml-vocab-llama-spm.gguf)
+FILES=(ggml-vocab-llama-bpe.gguf ggml-vocab-llama-spm.gguf ggml-vocab-qwen2.gguf)
 home="${TANDEM_HOME:-$HOME/.cache/tandem}"
 dir="$home/test-vocab"
 

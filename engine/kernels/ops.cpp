@@ -1,6 +1,10 @@
 #include "engine/kernels/ops.h"
 
+#include <array>
 #include <cmath>
+#include <cstring>
+
+#include "engine/kernels/half.h"
 
 namespace tandem::kernels {
 
@@ -18,8 +22,8 @@ void rope_angles(const rope_params& p, int32_t pos, float* cos_sin) {
   for (int32_t i = 0; i < p.n_rot / 2; ++i) {
     const float factor = p.freq_factors.empty() ? 1.0f : p.freq_factors[static_cast<size_t>(i)];
     const float angle = p.freq_scale * (theta / factor);
-    cos_sin[2 * i] = std::cos(angle);
-    cos_sin[2 * i + 1] = std::sin(angle);
+    cos_sin[2 * i] = std::cos(angle) * p.mscale;
+    cos_sin[2 * i + 1] = std::sin(angle) * p.mscale;
     theta *= theta_scale;
   }
 }
@@ -36,6 +40,63 @@ __attribute__((target_clones("arch=x86-64-v3", "default"))) void rope_apply(floa
       // Fused as llama.cpp's build fuses them (its compiler contracts a*c - b*s this way).
       v[2 * i] = std::fma(a, c, -(b * s));
       v[2 * i + 1] = std::fma(a, s, b * c);
+    }
+  }
+}
+
+__attribute__((target_clones("arch=x86-64-v3", "default"))) void rope_apply_neox(float* x, int32_t n_heads,
+                                                                                 int32_t head_dim, int32_t n_rot,
+                                                                                 const float* cos_sin) {
+  const int32_t half = n_rot / 2;
+  for (int32_t h = 0; h < n_heads; ++h) {
+    float* v = x + static_cast<int64_t>(h) * head_dim;
+    for (int32_t i = 0; i < half; ++i) {
+      const float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
+      const float a = v[i], b = v[i + half];
+      v[i] = std::fma(a, c, -(b * s));
+      v[i + half] = std::fma(a, s, b * c);
+    }
+  }
+}
+
+namespace {
+
+// gelu of every half value, rounded to half. llama.cpp's build contracts
+// 1 + A*x*x into fma(A*x, x, 1); the rest are plain float operations.
+const std::array<f16_bits, 65536>& gelu_table() {
+  static const std::array<f16_bits, 65536> table = [] {
+    constexpr float kCoefA = 0.044715f;
+    constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+    std::array<f16_bits, 65536> t{};
+    for (uint32_t i = 0; i < 65536; ++i) {
+      const float h = f16_to_f32(static_cast<f16_bits>(i));
+      const float inner = std::fma(kCoefA * h, h, 1.0f);
+      const float g = 0.5f * h * (1.0f + std::tanh(kSqrt2OverPi * h * inner));
+      t[i] = f32_to_f16(g);
+    }
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace
+
+float gelu_tanh(float x) {
+  if (x <= -10.0f) return 0.0f;
+  if (x >= 10.0f) return x;
+  return f16_to_f32(gelu_table()[f32_to_f16(x)]);
+}
+
+void geglu(int64_t n, float* gate, const float* up) {
+  const auto& table = gelu_table();
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = gate[i];
+    if (x <= -10.0f) {
+      gate[i] = 0.0f;
+    } else if (x >= 10.0f) {
+      gate[i] = x * up[i];
+    } else {
+      gate[i] = f16_to_f32(table[f32_to_f16(x)]) * up[i];
     }
   }
 }

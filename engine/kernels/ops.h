@@ -16,9 +16,10 @@ struct rope_params {
   float freq_base = 10000.0f;
   float freq_scale = 1.0f;              // 1 / linear scaling factor
   std::span<const float> freq_factors;  // [n_rot / 2] or empty
+  float mscale = 1.0f;                  // cos and sin are multiplied by it (Phi-3 LongRoPE)
 };
 
-// cos_sin[2i] = cos(theta_i(pos)), cos_sin[2i + 1] = sin(theta_i(pos)), i < n_rot / 2.
+// cos_sin[2i] = cos(theta_i(pos)) * mscale, cos_sin[2i + 1] = sin(theta_i(pos)) * mscale, i < n_rot / 2.
 // theta advances by repeated multiplication in float, as ggml's rope cache does.
 void rope_angles(const rope_params& p, int32_t pos, float* cos_sin);
 
@@ -26,5 +27,17 @@ void rope_angles(const rope_params& p, int32_t pos, float* cos_sin);
 // (head h at x + h * head_dim) by the angles from rope_angles: Llama's "normal" RoPE
 // (GGUF files store Q/K permuted so that adjacent pairs are the rotation pairs).
 void rope_apply(float* x, int32_t n_heads, int32_t head_dim, int32_t n_rot, const float* cos_sin);
+
+// The same angles applied to the pairs (x[i], x[i + n_rot/2]): GPT-NeoX's RoPE, which
+// qwen2, qwen3, gemma3 and phi3 use (their Q/K rows are stored unpermuted).
+void rope_apply_neox(float* x, int32_t n_heads, int32_t head_dim, int32_t n_rot, const float* cos_sin);
+
+// GELU with the tanh approximation, as llama.cpp's CPU backend computes it: x rounded to
+// half, looked up in a table of gelu(half) rounded to half, for -10 < x < 10; 0 below,
+// x above. The table holds 0.5 h (1 + tanh(sqrt(2/pi) h (1 + 0.044715 h^2))) in float.
+float gelu_tanh(float x);
+
+// GeGLU in place: gate[i] = gelu_tanh(gate[i]) * up[i].
+void geglu(int64_t n, float* gate, const float* up);
 
 }  // namespace tandem::kernels

@@ -35,13 +35,22 @@ void softmax_reference(const kernels::dot_kernels& kernels, float* s, int32_t n_
 inline constexpr int kMaxGroupedHeads = 16;
 
 // For h < n_q: out[h][head_dim] = attention of q_f16[h] (a query rounded to half) over key
-// positions [0, n_keys) of kv_head in `layer`, read through `blocks`. The n_q heads share
-// that kv head (grouped-query attention): each key and value is read and converted once
-// for all of them where the kernel table has a grouped form; every head's numbers are
+// positions [first_key, n_keys) of kv_head in `layer`, read through `blocks`. The n_q heads
+// share that kv head (grouped-query attention): each key and value is read and converted
+// once for all of them where the kernel table has a grouped form; every head's numbers are
 // those it would get alone.
+//
+// first_key > 0 is a sliding window. The 64-position groups of chunks wholly before it are
+// never read (nor the blocks holding only such positions); in the group it falls in,
+// positions before it are masked (-inf, so probability 0). The result is bit for bit what a full
+// causal pass with those keys masked gives (llama.cpp's mask): a masked chunk adds 0 to
+// the sums and leaves the maximum alone.
+//
+//   positions  0 ......... 64 ......... 128 ..x....... 192 ....p
+//   groups     [ skipped  ][ skipped   ][ masked|read ][ read ]    x = first_key, p = n_keys - 1
 void attend_heads(const kernels::dot_kernels& kernels, const kv_pool& pool, uint32_t layer, const block_table& blocks,
-                  int32_t n_keys, uint32_t kv_head, const kernels::f16_bits* const* q_f16, int n_q, float scale,
-                  bool single_token, attention_scratch& scratch, float* const* out);
+                  int32_t first_key, int32_t n_keys, uint32_t kv_head, const kernels::f16_bits* const* q_f16, int n_q,
+                  float scale, bool single_token, attention_scratch& scratch, float* const* out);
 
 // The same over a Q8_0 cache (kv_pool dtype q8_0). q_q8: the n_q query heads, each in Q8_0
 // blocks (quantize_q8 of its floats; llama.cpp likewise converts the query to the K cache's

@@ -66,7 +66,7 @@ zeroed_pages tile_weights(model_weights& w, const kernels::dot_kernels& k, threa
 model::model(gguf::file file, const model_options& options)
     : file_(std::move(file)),
       config_(read_model_config(file_)),
-      weights_(model_weights::from_gguf(file_, config_)),
+      weights_(model_weights::from_gguf(file_, config_, options.context_length)),
       pool_(options.n_threads),
       llama_cpp_order_(options.llama_cpp_attention_order),
       kernels_(kernels::best_dot_kernels()) {
@@ -75,6 +75,7 @@ model::model(gguf::file file, const model_options& options)
                                 " is not a multiple of 16 up to 512");
   }
   if (options.tiled_weights) tiled_ = tile_weights(weights_, kernels_, pool_);
+  swa_rope_differs_ = config_.has_swa();
 }
 
 std::unique_ptr<model> model::open(const std::filesystem::path& path, const model_options& options) {
@@ -157,6 +158,10 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
           throw std::invalid_argument("forward: token id " + std::to_string(tok) + " outside the vocabulary");
         }
         dequantize_row(weights_.token_embd.type, weights_.token_embd.row(tok), E, &b.x[t * E]);
+        if (c.arch->scale_embeddings) {
+          const float scale = std::sqrt(static_cast<float>(E));
+          for (int64_t e = 0; e < E; ++e) b.x[t * E + e] *= scale;
+        }
         b.pos[t] = s.start_pos + static_cast<int32_t>(j);
         b.seq[t] = static_cast<int32_t>(i);
       }
@@ -173,9 +178,20 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
 
   kernels::rope_params rope{static_cast<int32_t>(c.n_rot), c.rope_freq_base,
                             c.rope_scaling == rope_scaling_type::linear ? 1.0f / c.rope_scaling_factor : 1.0f,
-                            weights_.rope_freqs};
+                            weights_.rope_freqs, c.rope_attn_factor};
   for_rows(T, [&](int64_t t) { kernels::rope_angles(rope, b.pos[t], &b.rope[t * c.n_rot]); });
+  if (swa_rope_differs_) {
+    b.rope_swa.resize(T * c.n_rot);
+    kernels::rope_params local = rope;
+    local.freq_base = c.rope_freq_base_swa;
+    local.freq_scale = c.rope_freq_scale_swa;
+    for_rows(T, [&](int64_t t) { kernels::rope_angles(local, b.pos[t], &b.rope_swa[t * c.n_rot]); });
+  }
 
+  if (cache.dtype() == kv_cache_dtype::q8_0 && c.has_swa()) {
+    throw std::invalid_argument("forward: the Q8_0 KV cache has no sliding-window attention yet (" + c.architecture +
+                                " has local layers): use --kv-cache-dtype f16");
+  }
   const uint32_t n_run = in.n_layers > 0 ? std::min(in.n_layers, c.n_layer) : c.n_layer;
   if (cache.n_layer() < n_run) throw std::invalid_argument("forward: the KV cache has fewer layers than the step runs");
   for (uint32_t l = 0; l < n_run; ++l) {
@@ -186,18 +202,18 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
     matmul_shared(b.h, T, {{w.wq, b.q.data(), Q}, {w.wk, b.k.data(), KV}, {w.wv, b.v.data(), KV}});
     attention_layer(l, in, cache, T);
     matmul(w.wo, b.attn, T, b.proj);
-    for_rows(T, [&](int64_t t) {
-      for (int64_t i = 0; i < E; ++i) b.x[t * E + i] += b.proj[t * E + i];
-    });
+    add_sublayer_output(w.post_attn_norm, T);
 
-    // Feed-forward block: x += W_down · (silu(W_gate h) * (W_up h)), h = norm(x).
+    // Feed-forward block: x += W_down · (act(W_gate h) * (W_up h)), h = norm(x).
     for_rows(T, [&](int64_t t) { kernels::rms_norm(&b.x[t * E], w.ffn_norm.data(), &b.h[t * E], E, c.rms_eps); });
     matmul_shared(b.h, T, {{w.w_gate, b.gate.data(), F}, {w.w_up, b.up.data(), F}});
-    for_rows(T, [&](int64_t t) { kernels_.swiglu(F, &b.gate[t * F], &b.up[t * F]); });
+    if (c.arch->activation == ffn_activation::gelu_tanh) {
+      for_rows(T, [&](int64_t t) { kernels::geglu(F, &b.gate[t * F], &b.up[t * F]); });
+    } else {
+      for_rows(T, [&](int64_t t) { kernels_.swiglu(F, &b.gate[t * F], &b.up[t * F]); });
+    }
     matmul(w.w_down, b.gate, T, b.proj);
-    for_rows(T, [&](int64_t t) {
-      for (int64_t i = 0; i < E; ++i) b.x[t * E + i] += b.proj[t * E + i];
-    });
+    add_sublayer_output(w.post_ffn_norm, T);
   }
 
   // Output head on the requested rows only: h[r] = norm(x[token of r]).
@@ -217,6 +233,25 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
   }
   out.logits.resize(static_cast<size_t>(n_out) * c.n_vocab);
   kernels::matmul(weights_.output, b.h.data(), E, n_out, out.logits.data(), c.n_vocab, pool_, b.mm);
+  if (c.final_logit_softcap > 0.0f) {
+    const float cap = c.final_logit_softcap, inv = 1.0f / cap;
+    for (float& l : out.logits) l = std::tanh(l * inv) * cap;
+  }
+}
+
+void model::add_sublayer_output(const std::vector<float>& post_norm, int64_t T) {
+  const int64_t E = config_.n_embd;
+  auto& b = buf_;
+  auto add = [&](int64_t t) {
+    float* p = &b.proj[t * E];
+    if (!post_norm.empty()) kernels::rms_norm(p, post_norm.data(), p, E, config_.rms_eps);
+    for (int64_t i = 0; i < E; ++i) b.x[t * E + i] += p[i];
+  };
+  if (T < kParallelRowThreshold) {
+    for (int64_t t = 0; t < T; ++t) add(t);
+  } else {
+    pool_.parallel_for(T, [&](int64_t t, int) { add(t); });
+  }
 }
 
 void model::attention_layer(uint32_t layer, const step_input& in, kv_pool& cache, int64_t T) {
@@ -226,11 +261,36 @@ void model::attention_layer(uint32_t layer, const step_input& in, kv_pool& cache
   const int bt = cache.block_tokens();
   auto& b = buf_;
 
-  // RoPE on q and k, then k and v into the cache at each token's slot.
+  const layer_weights& w = weights_.layers[layer];
+  const bool local = c.is_swa(layer);
+  const auto* rope_of = local && swa_rope_differs_ ? &b.rope_swa : &b.rope;
+  const auto rope_apply = c.arch->rope == rope_style::neox ? kernels::rope_apply_neox : kernels::rope_apply;
+  const float scale = c.attention_scale;
+  auto add_bias = [](float* y, const std::vector<float>& bias) {
+    for (size_t i = 0; i < bias.size(); ++i) y[i] += bias[i];
+  };
+  auto norm_heads = [&](float* x, uint32_t n_heads, const std::vector<float>& weight) {
+    for (uint32_t h = 0; h < n_heads; ++h) kernels::rms_norm(x + h * hd, weight.data(), x + h * hd, hd, c.rms_eps);
+  };
+
+  // Biases, per-head norms and RoPE on q and k (in the architecture's order), then k and v
+  // into the cache at each token's slot.
   auto rope_and_store = [&](int64_t t) {
-    const float* cs = &b.rope[t * c.n_rot];
-    kernels::rope_apply(&b.q[t * Q], static_cast<int32_t>(c.n_head), hd, static_cast<int32_t>(c.n_rot), cs);
-    kernels::rope_apply(&b.k[t * KV], static_cast<int32_t>(c.n_head_kv), hd, static_cast<int32_t>(c.n_rot), cs);
+    float* q = &b.q[t * Q];
+    float* k = &b.k[t * KV];
+    add_bias(q, w.bq);
+    add_bias(k, w.bk);
+    add_bias(&b.v[t * KV], w.bv);
+    if (!w.q_norm.empty()) {
+      norm_heads(q, c.n_head, w.q_norm);
+      norm_heads(k, c.n_head_kv, w.k_norm);
+    }
+    const float* cs = &(*rope_of)[t * c.n_rot];
+    rope_apply(q, static_cast<int32_t>(c.n_head), hd, static_cast<int32_t>(c.n_rot), cs);
+    rope_apply(k, static_cast<int32_t>(c.n_head_kv), hd, static_cast<int32_t>(c.n_rot), cs);
+    if (c.arch->query_prescale) {
+      for (int64_t i = 0; i < Q; ++i) q[i] *= scale;
+    }
     const auto& s = in.seqs[static_cast<size_t>(b.seq[t])];
     const int32_t block = s.blocks[static_cast<size_t>(b.pos[t] / bt)];
     const int32_t slot = b.pos[t] % bt;
@@ -257,8 +317,8 @@ void model::attention_layer(uint32_t layer, const step_input& in, kv_pool& cache
   }
 
   // One task per (token, kv head), taking the query heads that share it; each token sees
-  // keys at positions <= its own.
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  // keys at positions <= its own (and, on a local layer, inside the window).
+  const float softmax_scale = c.arch->query_prescale ? 1.0f : scale;
   const auto group = static_cast<int>(c.n_head / c.n_head_kv);
   pool_.parallel_for(T * c.n_head_kv, [&](int64_t task, int thread) {
     const int64_t t = task / c.n_head_kv;
@@ -278,7 +338,7 @@ void model::attention_layer(uint32_t layer, const step_input& in, kv_pool& cache
           kernels_.quantize_q8(&b.q[t * Q + h * hd], q8 + static_cast<size_t>(g) * rb, hd, false);
           outs[g] = &b.attn[t * Q + h * hd];
         }
-        attend_heads_q8(kernels_, cache, layer, s.blocks, b.pos[t] + 1, kv_head, q8, n, scale,
+        attend_heads_q8(kernels_, cache, layer, s.blocks, b.pos[t] + 1, kv_head, q8, n, softmax_scale,
                         b.attn_scratch[static_cast<size_t>(thread)], outs);
         continue;
       }
@@ -290,8 +350,8 @@ void model::attention_layer(uint32_t layer, const step_input& in, kv_pool& cache
         qs[g] = q16 + g * hd;
         outs[g] = &b.attn[t * Q + h * hd];
       }
-      attend_heads(kernels_, cache, layer, s.blocks, b.pos[t] + 1, kv_head, qs, n, scale, single_token,
-                   b.attn_scratch[static_cast<size_t>(thread)], outs);
+      attend_heads(kernels_, cache, layer, s.blocks, c.first_visible_key(layer, b.pos[t]), b.pos[t] + 1, kv_head, qs, n,
+                   softmax_scale, single_token, b.attn_scratch[static_cast<size_t>(thread)], outs);
     }
   });
 }

@@ -1,5 +1,6 @@
-// A Llama-family model on the CPU: weights viewed in the mapped GGUF file, and the forward
-// pass over one step (engine/model/step.h) with the KV cache in a kv_pool.
+// A transformer of one of the supported architectures (architecture.h) on the CPU: weights
+// viewed in the mapped GGUF file, and the one forward pass over a step (engine/model/step.h)
+// with the KV cache in a kv_pool; the architecture's row of data picks its hooks.
 #pragma once
 
 #include <filesystem>
@@ -31,6 +32,9 @@ struct model_options {
   // CPU has them (AVX-512 VNNI). false: read them in place in the GGUF layout (benchmarks
   // compare the two).
   bool tiled_weights = true;
+  // The longest sequence this model will run (0: the trained context). Only Phi-3's
+  // LongRoPE reads it (long factors past the original context, as llama.cpp picks them).
+  uint32_t context_length = 0;
 };
 
 class model {
@@ -63,6 +67,7 @@ class model {
     std::vector<float> gate;                      // [T][n_ff]
     std::vector<float> up;                        // [T][n_ff]
     std::vector<float> rope;                      // [T][n_rot] cos/sin pairs of each token's position
+    std::vector<float> rope_swa;                  // [T][n_rot] the same for the local layers' RoPE base
     std::vector<attention_scratch> attn_scratch;  // [threads]
     std::vector<kernels::f16_bits> q16;           // [threads][q_dim]: a kv head's queries in half
     std::vector<std::byte> q8;                    // [threads][q_dim / 32 block_q8_0]: the same in Q8_0 (Q8_0 cache)
@@ -75,12 +80,15 @@ class model {
   // Several weights on one input (Q/K/V, gate/up): one conversion, one parallel pass.
   void matmul_shared(const std::vector<float>& x, int64_t n_tok, std::initializer_list<kernels::matmul_output> outputs);
   void attention_layer(uint32_t layer, const step_input& in, kv_pool& cache, int64_t n_tok);
+  // Residual add of a sub-layer's output (b.proj), through its post-norm when it has one.
+  void add_sublayer_output(const std::vector<float>& post_norm, int64_t n_tok);
 
   gguf::file file_;
   model_config config_;
   model_weights weights_;
   thread_pool pool_;
   bool llama_cpp_order_;
+  bool swa_rope_differs_ = false;  // the local layers have a RoPE of their own (gemma3)
   const kernels::dot_kernels& kernels_;
   zeroed_pages tiled_;  // the tiled copies weights_' views point at (tiled_weights.h); may be empty
   buffers buf_;

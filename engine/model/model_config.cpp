@@ -1,5 +1,6 @@
 #include "engine/model/model_config.h"
 
+#include <cmath>
 #include <string>
 
 namespace tandem {
@@ -23,14 +24,39 @@ void expect_shape(const gguf::file& f, const std::string& name, int64_t ne0, int
   }
 }
 
+bool has_tensor(const gguf::file& f, const std::string& name) { return f.find_tensor(name) != nullptr; }
+
+// Which layers use the sliding window: the file's pattern (an integer n, every n-th layer
+// global; or one bool per layer), else the architecture's default.
+void read_swa_layers(const gguf::file& f, const std::string& p, model_config& c) {
+  const auto window = f.get_int(p + "attention.sliding_window");
+  if (!window || *window <= 0 || c.arch->swa_pattern == 0) return;  // phi3's key is ignored, as llama.cpp does
+  if (*window > 0x7fffffff) throw gguf::format_error("attention.sliding_window is out of range");
+  c.n_swa = static_cast<uint32_t>(*window);
+  c.layer_is_swa.assign(c.n_layer, 0);
+  const std::string key = p + "attention.sliding_window_pattern";
+  if (const auto* arr = f.get_array(key)) {
+    if (arr->items.size() != c.n_layer) throw gguf::format_error("'" + key + "' does not have one entry per layer");
+    for (uint32_t l = 0; l < c.n_layer; ++l) c.layer_is_swa[l] = arr->items[l].as_bool().value_or(false) ? 1 : 0;
+  } else {
+    const int64_t n = f.get_int(key).value_or(c.arch->swa_pattern);
+    if (n < 0) throw gguf::format_error("'" + key + "' is negative");
+    for (uint32_t l = 0; l < c.n_layer; ++l) c.layer_is_swa[l] = n == 0 || (l % n < static_cast<uint64_t>(n) - 1);
+  }
+  c.rope_freq_base_swa = static_cast<float>(f.get_float(p + "rope.freq_base_swa").value_or(10000.0));
+  if (!(c.rope_freq_base_swa > 0.0f)) throw gguf::format_error("rope.freq_base_swa must be positive");
+}
+
 }  // namespace
 
 model_config read_model_config(const gguf::file& f) {
   model_config c;
   const auto arch = f.get_string("general.architecture");
   if (!arch) throw gguf::format_error("missing metadata key 'general.architecture'");
-  if (*arch != "llama") {
-    throw gguf::format_error("unsupported model architecture '" + *arch + "' (Tandem runs 'llama')");
+  c.arch = find_architecture(*arch);
+  if (c.arch == nullptr) {
+    throw gguf::format_error("unsupported model architecture '" + *arch + "' (Tandem runs " +
+                             std::string(supported_architectures()) + ")");
   }
   c.architecture = *arch;
   c.name = f.get_string("general.name").value_or("");
@@ -76,6 +102,18 @@ model_config read_model_config(const gguf::file& f) {
   }
   c.rope_original_ctx = static_cast<uint32_t>(f.get_int(p + "rope.scaling.original_context_length").value_or(0));
   c.has_rope_freqs = f.find_tensor("rope_freqs.weight") != nullptr;
+  c.has_rope_long_short = has_tensor(f, "rope_factors_long.weight") && has_tensor(f, "rope_factors_short.weight");
+  c.rope_attn_factor = static_cast<float>(f.get_float(p + "rope.scaling.attn_factor").value_or(1.0));
+  c.final_logit_softcap = static_cast<float>(f.get_float(p + "final_logit_softcapping").value_or(0.0));
+  if (c.final_logit_softcap < 0.0f) throw gguf::format_error("final_logit_softcapping must not be negative");
+  if (const auto vl = f.get_int(p + "attention.value_length"); vl && *vl != c.head_dim) {
+    throw gguf::format_error("attention.value_length differs from key_length (Tandem needs one head size)");
+  }
+  c.attention_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  if (c.arch->attention_scale_from_width_for_27b && c.n_layer == 62) {
+    c.attention_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head));
+  }
+  read_swa_layers(f, p, c);
 
   const auto* embd = f.find_tensor("token_embd.weight");
   if (!embd) throw gguf::format_error("missing tensor 'token_embd.weight'");
@@ -95,14 +133,30 @@ model_config read_model_config(const gguf::file& f) {
   for (uint32_t l = 0; l < c.n_layer; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     expect_shape(f, b + "attn_norm.weight", c.n_embd, 1);
-    expect_shape(f, b + "attn_q.weight", c.n_embd, c.q_dim());
-    expect_shape(f, b + "attn_k.weight", c.n_embd, c.kv_dim());
-    expect_shape(f, b + "attn_v.weight", c.n_embd, c.kv_dim());
+    if (has_tensor(f, b + "attn_qkv.weight")) {
+      expect_shape(f, b + "attn_qkv.weight", c.n_embd, c.q_dim() + 2 * c.kv_dim());
+    } else {
+      expect_shape(f, b + "attn_q.weight", c.n_embd, c.q_dim());
+      expect_shape(f, b + "attn_k.weight", c.n_embd, c.kv_dim());
+      expect_shape(f, b + "attn_v.weight", c.n_embd, c.kv_dim());
+    }
     expect_shape(f, b + "attn_output.weight", c.q_dim(), c.n_embd);
     expect_shape(f, b + "ffn_norm.weight", c.n_embd, 1);
-    expect_shape(f, b + "ffn_gate.weight", c.n_embd, c.n_ff);
-    expect_shape(f, b + "ffn_up.weight", c.n_embd, c.n_ff);
+    if (c.arch->fused_gate_up) {
+      expect_shape(f, b + "ffn_up.weight", c.n_embd, 2 * static_cast<int64_t>(c.n_ff));
+    } else {
+      expect_shape(f, b + "ffn_gate.weight", c.n_embd, c.n_ff);
+      expect_shape(f, b + "ffn_up.weight", c.n_embd, c.n_ff);
+    }
     expect_shape(f, b + "ffn_down.weight", c.n_ff, c.n_embd);
+    if (c.arch->qk_norm) {
+      expect_shape(f, b + "attn_q_norm.weight", c.head_dim, 1);
+      expect_shape(f, b + "attn_k_norm.weight", c.head_dim, 1);
+    }
+    if (c.arch->post_norms) {
+      expect_shape(f, b + "post_attention_norm.weight", c.n_embd, 1);
+      expect_shape(f, b + "post_ffw_norm.weight", c.n_embd, 1);
+    }
   }
   return c;
 }

@@ -1,25 +1,29 @@
-// Hyper-parameters of a Llama-family model, read from GGUF metadata ("llama.*" keys).
+// Hyper-parameters of a transformer of one of the supported architectures (architecture.h),
+// read from GGUF metadata ("<architecture>.*" keys).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "engine/gguf/gguf.h"
+#include "engine/model/architecture.h"
 
 namespace tandem {
 
 enum class rope_scaling_type { none, linear, yarn };
 
 struct model_config {
-  std::string architecture;  // "llama"
-  std::string name;          // general.name, may be empty
-  uint32_t n_layer = 0;      // transformer blocks
-  uint32_t n_embd = 0;       // hidden width
-  uint32_t n_head = 0;       // query heads
-  uint32_t n_head_kv = 0;    // key/value heads (GQA when < n_head)
-  uint32_t head_dim = 0;     // n_embd / n_head unless the file says otherwise
-  uint32_t n_ff = 0;         // FFN width
+  std::string architecture;                   // general.architecture: "llama", "qwen2", ...
+  const architecture_traits* arch = nullptr;  // its row of architecture.h (static storage)
+  std::string name;                           // general.name, may be empty
+  uint32_t n_layer = 0;                       // transformer blocks
+  uint32_t n_embd = 0;                        // hidden width
+  uint32_t n_head = 0;                        // query heads
+  uint32_t n_head_kv = 0;                     // key/value heads (GQA when < n_head)
+  uint32_t head_dim = 0;                      // n_embd / n_head unless the file says otherwise
+  uint32_t n_ff = 0;                          // FFN width
   uint32_t n_vocab = 0;
   uint32_t n_ctx_train = 0;  // context length the model was trained for
   uint32_t n_rot = 0;        // RoPE dimensions (= head_dim for Llama)
@@ -30,6 +34,31 @@ struct model_config {
   bool has_rope_freqs = false;  // per-dimension frequency factors (Llama 3.1 style)
   float rms_eps = 1e-5f;
   bool tied_output = false;  // no output.weight: the token embedding is the output head
+  // Phi-3 LongRoPE: rope_factors_long/short tensors, and the magnitude factor both scale
+  // cos and sin by (rope.scaling.attn_factor).
+  bool has_rope_long_short = false;
+  float rope_attn_factor = 1.0f;
+  // Attention: softmax(scale * q . k); applied to q first when arch->query_prescale.
+  float attention_scale = 0.0f;
+  // Sliding-window attention: a key at position j is visible from position p of a local
+  // layer when p - j < n_swa (llama.cpp's "standard" window; n_swa keys including p's own).
+  uint32_t n_swa = 0;                   // 0: no local layers
+  std::vector<uint8_t> layer_is_swa;    // [n_layer] 1 for a local (sliding-window) layer
+  float rope_freq_base_swa = 10000.0f;  // RoPE base of the local layers
+  float rope_freq_scale_swa = 1.0f;
+  float final_logit_softcap = 0.0f;  // > 0: logits = c * tanh(logits / c)
+
+  bool is_swa(uint32_t layer) const { return n_swa > 0 && layer < layer_is_swa.size() && layer_is_swa[layer] != 0; }
+  bool has_swa() const {
+    for (uint32_t l = 0; l < n_layer; ++l) {
+      if (is_swa(l)) return true;
+    }
+    return false;
+  }
+  // First key position a query at `pos` of `layer` attends to.
+  int32_t first_visible_key(uint32_t layer, int32_t pos) const {
+    return is_swa(layer) && pos >= static_cast<int32_t>(n_swa) ? pos - static_cast<int32_t>(n_swa) + 1 : 0;
+  }
 
   uint32_t q_dim() const { return n_head * head_dim; }
   uint32_t kv_dim() const { return n_head_kv * head_dim; }
@@ -43,8 +72,9 @@ struct model_config {
   size_t kv_bytes_per_token(size_t elem_bytes) const { return size_t{2} * n_layer * kv_dim() * elem_bytes; }
 };
 
-// Reads and checks the hyper-parameters. Throws gguf::format_error for an architecture other
-// than "llama" (naming it), missing keys, inconsistent shapes or tensors that do not match.
+// Reads and checks the hyper-parameters. Throws gguf::format_error for an architecture Tandem
+// does not run (naming it and the supported ones), missing keys, inconsistent shapes or
+// tensors that do not match.
 model_config read_model_config(const gguf::file& f);
 
 }  // namespace tandem

@@ -31,26 +31,74 @@ std::vector<float> vector_of(const gguf::file& file, const std::string& name, in
   return out;
 }
 
+std::vector<float> optional_vector(const gguf::file& file, const std::string& name, int64_t n) {
+  return file.find_tensor(name) ? vector_of(file, name, n) : std::vector<float>{};
+}
+
+// Rows [first, first + rows) of `whole`.
+kernels::weight_view row_range(const kernels::weight_view& whole, int64_t first, int64_t rows) {
+  return kernels::weight_view{whole.type, whole.cols, rows, whole.row(first)};
+}
+
 }  // namespace
 
-model_weights model_weights::from_gguf(const gguf::file& file, const model_config& c) {
+model_weights model_weights::from_gguf(const gguf::file& file, const model_config& c, uint32_t context_length) {
   model_weights w;
   w.token_embd = matrix(file, "token_embd.weight", c.n_embd, c.n_vocab);
   w.output_norm = vector_of(file, "output_norm.weight", c.n_embd);
   w.output = c.tied_output ? w.token_embd : matrix(file, "output.weight", c.n_embd, c.n_vocab);
-  if (c.has_rope_freqs) w.rope_freqs = vector_of(file, "rope_freqs.weight", c.n_rot / 2);
+  if (c.has_rope_freqs) {
+    w.rope_freqs = vector_of(file, "rope_freqs.weight", c.n_rot / 2);
+  } else if (c.has_rope_long_short) {
+    const uint32_t ctx = context_length > 0 ? context_length : c.n_ctx_train;
+    const uint32_t original = c.rope_original_ctx > 0 ? c.rope_original_ctx : c.n_ctx_train;
+    w.rope_freqs =
+        vector_of(file, ctx > original ? "rope_factors_long.weight" : "rope_factors_short.weight", c.n_rot / 2);
+  }
+  const int64_t Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff;
   for (uint32_t i = 0; i < c.n_layer; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
     layer_weights l;
     l.attn_norm = vector_of(file, p + "attn_norm.weight", c.n_embd);
-    l.wq = matrix(file, p + "attn_q.weight", c.n_embd, c.q_dim());
-    l.wk = matrix(file, p + "attn_k.weight", c.n_embd, c.kv_dim());
-    l.wv = matrix(file, p + "attn_v.weight", c.n_embd, c.kv_dim());
-    l.wo = matrix(file, p + "attn_output.weight", c.q_dim(), c.n_embd);
+    if (file.find_tensor(p + "attn_qkv.weight")) {
+      const auto qkv = matrix(file, p + "attn_qkv.weight", c.n_embd, Q + 2 * KV);
+      l.wq = row_range(qkv, 0, Q);
+      l.wk = row_range(qkv, Q, KV);
+      l.wv = row_range(qkv, Q + KV, KV);
+      if (const auto b = optional_vector(file, p + "attn_qkv.bias", Q + 2 * KV); !b.empty()) {
+        l.bq.assign(b.begin(), b.begin() + Q);
+        l.bk.assign(b.begin() + Q, b.begin() + Q + KV);
+        l.bv.assign(b.begin() + Q + KV, b.end());
+      }
+    } else {
+      l.wq = matrix(file, p + "attn_q.weight", c.n_embd, Q);
+      l.wk = matrix(file, p + "attn_k.weight", c.n_embd, KV);
+      l.wv = matrix(file, p + "attn_v.weight", c.n_embd, KV);
+    }
+    if (l.bq.empty()) {
+      l.bq = optional_vector(file, p + "attn_q.bias", Q);
+      l.bk = optional_vector(file, p + "attn_k.bias", KV);
+      l.bv = optional_vector(file, p + "attn_v.bias", KV);
+    }
+    if (c.arch->qk_norm) {
+      l.q_norm = vector_of(file, p + "attn_q_norm.weight", c.head_dim);
+      l.k_norm = vector_of(file, p + "attn_k_norm.weight", c.head_dim);
+    }
+    l.wo = matrix(file, p + "attn_output.weight", Q, c.n_embd);
     l.ffn_norm = vector_of(file, p + "ffn_norm.weight", c.n_embd);
-    l.w_gate = matrix(file, p + "ffn_gate.weight", c.n_embd, c.n_ff);
-    l.w_up = matrix(file, p + "ffn_up.weight", c.n_embd, c.n_ff);
-    l.w_down = matrix(file, p + "ffn_down.weight", c.n_ff, c.n_embd);
+    if (c.arch->fused_gate_up) {
+      const auto gate_up = matrix(file, p + "ffn_up.weight", c.n_embd, 2 * F);
+      l.w_gate = row_range(gate_up, 0, F);
+      l.w_up = row_range(gate_up, F, F);
+    } else {
+      l.w_gate = matrix(file, p + "ffn_gate.weight", c.n_embd, F);
+      l.w_up = matrix(file, p + "ffn_up.weight", c.n_embd, F);
+    }
+    l.w_down = matrix(file, p + "ffn_down.weight", F, c.n_embd);
+    if (c.arch->post_norms) {
+      l.post_attn_norm = vector_of(file, p + "post_attention_norm.weight", c.n_embd);
+      l.post_ffn_norm = vector_of(file, p + "post_ffw_norm.weight", c.n_embd);
+    }
     w.layers.push_back(std::move(l));
   }
   return w;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/gguf/quantize.h"
+#include "engine/model/architecture.h"
 
 namespace tandem {
 namespace {
@@ -65,7 +66,7 @@ void add_generated_vocab(gguf::writer& w, uint32_t n_vocab) {
     types.push_back(5);
   }
   w.set_string("tokenizer.ggml.model", "gpt2");
-  w.set_string("tokenizer.ggml.pre", "gpt2");
+  w.set_string("tokenizer.ggml.pre", "gpt-2");  // the name llama.cpp knows for this split
   w.set_string_array("tokenizer.ggml.tokens", tokens);
   w.set_array("tokenizer.ggml.token_type", gguf::value_type::int32, types);
   w.set_string_array("tokenizer.ggml.merges", merges);
@@ -94,9 +95,9 @@ class weight_maker {
     return out;
   }
 
-  // F32 norm weights near 1.
-  std::vector<std::byte> norm(int64_t n) {
-    std::uniform_real_distribution<float> u(0.8f, 1.2f);
+  // F32 vectors uniform in [lo, hi]: norm weights near 1, biases, RoPE factors.
+  std::vector<std::byte> norm(int64_t n, float lo = 0.8f, float hi = 1.2f) {
+    std::uniform_real_distribution<float> u(lo, hi);
     std::vector<float> v(static_cast<size_t>(n));
     for (auto& x : v) x = u(rng_);
     std::vector<std::byte> out(v.size() * 4);
@@ -116,14 +117,20 @@ void check_row(tensor_type type, int64_t cols, const char* what) {
 }
 
 // Every matrix's type by name: the spec's three types, or its file type's mixture rule.
-std::map<std::string, tensor_type> tensor_types(const synthetic_model_spec& s, int64_t q_dim) {
+std::map<std::string, tensor_type> tensor_types(const synthetic_model_spec& s, const architecture_traits& arch,
+                                                int64_t q_dim) {
   std::vector<gguf::tensor_desc> descs;
   auto add = [&](std::string name, int64_t cols, tensor_type t) { descs.push_back({std::move(name), 2, cols, t}); };
   add("token_embd.weight", s.n_embd, s.embd_type);
+  const bool fused_qkv = arch.fused_gate_up;  // phi3 fuses both
   for (uint32_t l = 0; l < s.n_layer; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
-    for (const char* n : {"attn_q", "attn_k", "attn_v", "ffn_gate", "ffn_up"})
-      add(b + n + ".weight", s.n_embd, s.weight_type);
+    for (const char* n : {"attn_q", "attn_k", "attn_v", "ffn_gate", "ffn_up"}) {
+      const std::string_view name(n);
+      if (fused_qkv && (name == "attn_q" || name == "attn_k" || name == "ffn_gate")) continue;
+      add(b + (fused_qkv && name == "attn_v" ? std::string("attn_qkv") : std::string(name)) + ".weight", s.n_embd,
+          s.weight_type);
+    }
     add(b + "attn_output.weight", q_dim, s.weight_type);
     add(b + "ffn_down.weight", s.n_ff, s.weight_type);
   }
@@ -148,28 +155,47 @@ gguf::writer make_synthetic_model(const synthetic_model_spec& s, const gguf::fil
   }
   if (s.n_embd % s.n_head != 0) throw std::invalid_argument("n_embd must be a multiple of n_head");
   if (s.n_head % s.n_head_kv != 0) throw std::invalid_argument("n_head must be a multiple of n_head_kv");
-  const uint32_t head_dim = s.n_embd / s.n_head;
+  const architecture_traits* arch = find_architecture(s.architecture);
+  if (arch == nullptr) {
+    throw std::invalid_argument("unknown architecture '" + s.architecture + "' (" +
+                                std::string(supported_architectures()) + ")");
+  }
+  const uint32_t head_dim = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
   if (head_dim % 2 != 0) throw std::invalid_argument("head size must be even (RoPE rotates pairs)");
   const int64_t q_dim = static_cast<int64_t>(s.n_head) * head_dim;
   const int64_t kv_dim = static_cast<int64_t>(s.n_head_kv) * head_dim;
-  const auto type_of = tensor_types(s, q_dim);
+  const auto type_of = tensor_types(s, *arch, q_dim);
   for (const auto& [name, type] : type_of) {
     const bool down = name.find("ffn_down") != std::string::npos, out = name.find("attn_output") != std::string::npos;
     check_row(type, down ? s.n_ff : out ? q_dim : s.n_embd, down ? "FFN" : "embedding");
   }
 
   gguf::writer w;
-  w.set_string("general.architecture", "llama");
+  const std::string p = s.architecture + ".";
+  w.set_string("general.architecture", s.architecture);
   w.set_string("general.name", s.name);
-  w.set_u32("llama.block_count", s.n_layer);
-  w.set_u32("llama.context_length", s.n_ctx);
-  w.set_u32("llama.embedding_length", s.n_embd);
-  w.set_u32("llama.feed_forward_length", s.n_ff);
-  w.set_u32("llama.attention.head_count", s.n_head);
-  w.set_u32("llama.attention.head_count_kv", s.n_head_kv);
-  w.set_f32("llama.rope.freq_base", s.rope_freq_base);
-  w.set_f32("llama.attention.layer_norm_rms_epsilon", s.rms_eps);
-  w.set_u32("llama.rope.dimension_count", head_dim);
+  w.set_u32(p + "block_count", s.n_layer);
+  w.set_u32(p + "context_length", s.n_ctx);
+  w.set_u32(p + "embedding_length", s.n_embd);
+  w.set_u32(p + "feed_forward_length", s.n_ff);
+  w.set_u32(p + "attention.head_count", s.n_head);
+  w.set_u32(p + "attention.head_count_kv", s.n_head_kv);
+  w.set_f32(p + "rope.freq_base", s.rope_freq_base);
+  w.set_f32(p + "attention.layer_norm_rms_epsilon", s.rms_eps);
+  w.set_u32(p + "rope.dimension_count", head_dim);
+  if (s.head_dim > 0) {
+    w.set_u32(p + "attention.key_length", head_dim);
+    w.set_u32(p + "attention.value_length", head_dim);
+  }
+  if (s.sliding_window > 0) w.set_u32(p + "attention.sliding_window", s.sliding_window);
+  if (s.rope_original_ctx > 0) {
+    if (s.rope_original_ctx >= s.n_ctx) throw std::invalid_argument("rope_original_ctx must be below n_ctx");
+    w.set_u32(p + "rope.scaling.original_context_length", s.rope_original_ctx);
+    const double scale = static_cast<double>(s.n_ctx) / s.rope_original_ctx;
+    w.set_f32(
+        p + "rope.scaling.attn_factor",
+        static_cast<float>(std::sqrt(1.0 + std::log(scale) / std::log(static_cast<double>(s.rope_original_ctx)))));
+  }
 
   uint32_t n_vocab = s.n_vocab;
   if (vocab_from != nullptr) {
@@ -182,7 +208,7 @@ gguf::writer make_synthetic_model(const synthetic_model_spec& s, const gguf::fil
   } else {
     add_generated_vocab(w, n_vocab);
   }
-  w.set_u32("llama.vocab_size", n_vocab);
+  w.set_u32(p + "vocab_size", n_vocab);
 
   const std::optional<gguf::file_type> ft = s.file_type ? s.file_type : [&]() -> std::optional<gguf::file_type> {
     for (const auto& f : gguf::file_types()) {
@@ -199,18 +225,42 @@ gguf::writer make_synthetic_model(const synthetic_model_spec& s, const gguf::fil
     const tensor_type t = type_of.at(name);
     w.add_tensor(name, t, {cols, rows}, m.matrix(t, cols, rows, scale));
   };
-  add_matrix("token_embd.weight", s.n_embd, n_vocab, 1.0f);
+  // gemma3 scales the embeddings by sqrt(n_embd): keep the residual stream near unit size.
+  add_matrix("token_embd.weight", s.n_embd, n_vocab, arch->scale_embeddings ? in_scale : 1.0f);
+  if (s.rope_original_ctx > 0) {
+    w.add_tensor("rope_factors_long.weight", tensor_type::f32, {head_dim / 2}, m.norm(head_dim / 2, 1.0f, 8.0f));
+    w.add_tensor("rope_factors_short.weight", tensor_type::f32, {head_dim / 2}, m.norm(head_dim / 2, 1.0f, 1.5f));
+  }
+  const bool fused = arch->fused_gate_up;  // phi3: fused QKV and gate/up
+  const bool biases = s.architecture == "qwen2";
+  const int64_t ff_rows = fused ? 2 * static_cast<int64_t>(s.n_ff) : s.n_ff;
   for (uint32_t l = 0; l < s.n_layer; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     w.add_tensor(b + "attn_norm.weight", tensor_type::f32, {s.n_embd}, m.norm(s.n_embd));
-    add_matrix(b + "attn_q.weight", s.n_embd, q_dim, in_scale);
-    add_matrix(b + "attn_k.weight", s.n_embd, kv_dim, in_scale);
-    add_matrix(b + "attn_v.weight", s.n_embd, kv_dim, in_scale);
+    if (fused) {
+      add_matrix(b + "attn_qkv.weight", s.n_embd, q_dim + 2 * kv_dim, in_scale);
+    } else {
+      add_matrix(b + "attn_q.weight", s.n_embd, q_dim, in_scale);
+      add_matrix(b + "attn_k.weight", s.n_embd, kv_dim, in_scale);
+      add_matrix(b + "attn_v.weight", s.n_embd, kv_dim, in_scale);
+    }
+    if (biases) {
+      w.add_tensor(b + "attn_q.bias", tensor_type::f32, {q_dim}, m.norm(q_dim, -0.5f, 0.5f));
+      w.add_tensor(b + "attn_k.bias", tensor_type::f32, {kv_dim}, m.norm(kv_dim, -0.5f, 0.5f));
+      w.add_tensor(b + "attn_v.bias", tensor_type::f32, {kv_dim}, m.norm(kv_dim, -0.5f, 0.5f));
+    }
+    if (arch->qk_norm) {
+      w.add_tensor(b + "attn_q_norm.weight", tensor_type::f32, {head_dim}, m.norm(head_dim));
+      w.add_tensor(b + "attn_k_norm.weight", tensor_type::f32, {head_dim}, m.norm(head_dim));
+    }
     add_matrix(b + "attn_output.weight", q_dim, s.n_embd, 1.0f / std::sqrt(static_cast<float>(q_dim)));
+    if (arch->post_norms)
+      w.add_tensor(b + "post_attention_norm.weight", tensor_type::f32, {s.n_embd}, m.norm(s.n_embd));
     w.add_tensor(b + "ffn_norm.weight", tensor_type::f32, {s.n_embd}, m.norm(s.n_embd));
-    add_matrix(b + "ffn_gate.weight", s.n_embd, s.n_ff, in_scale);
-    add_matrix(b + "ffn_up.weight", s.n_embd, s.n_ff, in_scale);
+    if (!fused) add_matrix(b + "ffn_gate.weight", s.n_embd, s.n_ff, in_scale);
+    add_matrix(b + "ffn_up.weight", s.n_embd, ff_rows, in_scale);
     add_matrix(b + "ffn_down.weight", s.n_ff, s.n_embd, ff_scale);
+    if (arch->post_norms) w.add_tensor(b + "post_ffw_norm.weight", tensor_type::f32, {s.n_embd}, m.norm(s.n_embd));
   }
   w.add_tensor("output_norm.weight", tensor_type::f32, {s.n_embd}, m.norm(s.n_embd));
   if (!s.tied_output) {

@@ -162,6 +162,7 @@ bool tokenizer::add_bos() const { return data_->add_bos; }
 bool tokenizer::add_eos() const { return data_->add_eos; }
 std::string_view tokenizer::model_name() const { return data_->model_name; }
 std::string_view tokenizer::pre_name() const { return data_->pre_name; }
+bool tokenizer::adds_space_prefix() const { return data_->add_space_prefix; }
 
 uint8_t tokenizer::attributes(token_id id) const {
   if (!data_->has(id)) throw std::out_of_range("token id " + std::to_string(id) + " is out of range");

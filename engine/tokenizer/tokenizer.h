@@ -66,6 +66,9 @@ class tokenizer {
   bool add_eos() const;
   std::string_view model_name() const;  // tokenizer.ggml.model: "gpt2" or "llama"
   std::string_view pre_name() const;    // tokenizer.ggml.pre ("" for SentencePiece)
+  // SentencePiece: whether a space is put in front of the text (tokenizer.ggml.add_space_prefix;
+  // false for Gemma 3).
+  bool adds_space_prefix() const;
 
   uint8_t attributes(token_id id) const;  // token_attr bits
   bool is_control(token_id id) const;

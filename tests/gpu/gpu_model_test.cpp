@@ -197,5 +197,26 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GpuForward,
                                            shape_case{"f32", 128, 4, 2, 256, tensor_type::f32, true}),
                          [](const auto& case_info) { return std::string(case_info.param.name); });
 
+// The CUDA backend runs llama only: every other architecture is refused by name when the
+// model is built, before anything touches the device (so this runs without a GPU too).
+TEST(GpuArchitectures, OthersThanLlamaAreRefusedByName) {
+  for (const char* arch : {"qwen2", "qwen3", "gemma3", "phi3"}) {
+    synthetic_model_spec spec;
+    spec.architecture = arch;
+    spec.head_dim = 32;
+    const auto bytes = make_synthetic_model(spec).serialize();
+    const auto file = gguf::file::parse(bytes);
+    const model_config config = read_model_config(file);
+    const model_weights weights = model_weights::from_gguf(file, config);
+    try {
+      gpu_model m(config, weights, small_model_options(1));
+      ADD_FAILURE() << arch << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("'") + arch + "'"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("CPU backend"), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tandem::gpu

@@ -10,6 +10,10 @@ largest logits (ids and values), so the test can tell a real divergence from a n
 Usage: python3 tests/tools/make_fidelity_vectors.py [--model PATH] [--out FILE] [--threads N]
 Writes tests/data/fidelity/smollm2_135m_q4_1.json by default.
 
+With --gemma3 it runs the real Gemma 3 270M file (scripts/fetch-gemma3.sh) on the 10 raw
+prompts (the file has no chat template; two of them run past its 512-token sliding window)
+and writes tests/data/fidelity/gemma3_270m_q4_k_m.json.
+
 With --quantize TYPE (Q4_K_M, Q6_K, ...) it first makes the file the test runs on, the default
 model requantized by `tandem quantize --allow-requantize` (--tandem BINARY), and writes
 tests/data/fidelity/smollm2_135m_<type>.json from llama.cpp's continuations on that file.
@@ -91,6 +95,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(here, "..", "data", "fidelity", "smollm2_135m_q4_1.json"))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--quantize", help="file type to requantize the model to with tandem first")
+    ap.add_argument("--gemma3", action="store_true", help="the gemma-3-270m file on the raw prompts")
     ap.add_argument("--tandem", default=os.path.join(here, "..", "..", "build", "bin", "tandem"))
     a = ap.parse_args()
     if a.quantize:
@@ -101,14 +106,22 @@ def main():
             a.out = os.path.join(here, "..", "data", "fidelity", f"smollm2_135m_{a.quantize.lower()}.json")
         a.model = quantized
 
+    groups = (("chat", SHORT_CHAT + LONG_CHAT), ("raw", SHORT_RAW + LONG_RAW))
+    if a.gemma3:
+        home = os.environ.get("TANDEM_HOME", os.path.expanduser("~/.cache/tandem"))
+        a.model = os.path.join(home, "models", "gemma-3-270m-q4_k_m.gguf")
+        if a.out.endswith("smollm2_135m_q4_1.json"):
+            a.out = os.path.join(here, "..", "data", "fidelity", "gemma3_270m_q4_k_m.json")
+        groups = (("raw", SHORT_RAW + LONG_RAW),)
+
     llm = llama_cpp.Llama(model_path=a.model, n_ctx=4096, n_batch=512, n_threads=a.threads,
                           n_threads_batch=a.threads, verbose=False)
-    template = llm.metadata["tokenizer.chat_template"]
+    template = llm.metadata.get("tokenizer.chat_template")
     n_vocab = llm.n_vocab()
     add_bos = llm.metadata.get("tokenizer.ggml.add_bos_token", "false") == "true"
 
     cases = []
-    for kind, prompts in (("chat", SHORT_CHAT + LONG_CHAT), ("raw", SHORT_RAW + LONG_RAW)):
+    for kind, prompts in groups:
         for text in prompts:
             full = render_chat(template, text) if kind == "chat" else text
             ids = llm.tokenize(full.encode("utf-8"), add_bos=add_bos, special=(kind == "chat"))

@@ -5,6 +5,8 @@
   default.json    the default model (SmolLM2-135M-Instruct, byte-level BPE, pre "smollm")
   llama-bpe.json  Llama 3's vocabulary (byte-level BPE, pre "llama-bpe")
   llama-spm.json  Llama 2's vocabulary (SentencePiece BPE)
+  qwen2.json      Qwen2's vocabulary (byte-level BPE, 152k tokens, pre "qwen2")
+  gemma3.json     Gemma 3's vocabulary (SentencePiece, 262k tokens), from the gemma-3-270m file
 
 For every text of corpus.json, plus seeded random strings, and every combination of
 add_special / parse_special, a vector holds the token ids llama.cpp produces and the bytes
@@ -15,7 +17,7 @@ checked through an FNV-1a digest.
 
     pip install llama-cpp-python==0.3.36   (see tests/requirements.txt)
     make model test-data
-    python3 tests/tools/make_tokenizer_vectors.py
+    python3 tests/tools/make_tokenizer_vectors.py [VOCAB ...]   (default: every vocabulary)
 """
 import ctypes
 import json
@@ -33,6 +35,8 @@ VOCABS = {
     "default": HOME / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf",
     "llama-bpe": HOME / "test-vocab" / "ggml-vocab-llama-bpe.gguf",
     "llama-spm": HOME / "test-vocab" / "ggml-vocab-llama-spm.gguf",
+    "qwen2": HOME / "test-vocab" / "ggml-vocab-qwen2.gguf",
+    "gemma3": HOME / "models" / "gemma-3-270m-q4_k_m.gguf",
 }
 FLAG_COMBINATIONS = [(False, False), (True, False), (False, True), (True, True)]
 
@@ -107,7 +111,10 @@ def main():
     corpus = json.loads((OUT_DIR / "corpus.json").read_text())["texts"]
     texts = [(c["name"], bytes.fromhex(c["hex"]) if "hex" in c else c["text"].encode()) for c in corpus]
     texts += random_texts(seed=20261130, count=400)
+    wanted = sys.argv[1:] or list(VOCABS)
     for name, path in VOCABS.items():
+        if name not in wanted:
+            continue
         if not path.exists():
             sys.exit(f"{path} is missing: run `make model` and `make test-data`")
         ref = reference(path)

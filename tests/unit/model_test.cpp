@@ -15,116 +15,12 @@
 #include "engine/model/kv_block_allocator.h"
 #include "engine/model/model.h"
 #include "engine/model/synthetic_model.h"
+#include "tests/unit/reference_model.h"
 
 namespace tandem {
 namespace {
 
-// ---------------------------------------------------------------------------------------
-// Reference forward pass: plain loops, double accumulators, weights decoded to floats, a
-// contiguous K/V history per sequence. No activation quantization, no half-precision cache:
-// it is the model's mathematics, which the fast path approximates.
-// ---------------------------------------------------------------------------------------
-class reference_model {
- public:
-  explicit reference_model(const gguf::file& f) : c_(read_model_config(f)), f_(f) {}
-
-  // Feeds one token at the next position; returns logits [n_vocab].
-  std::vector<double> step(int32_t token) {
-    const int64_t E = c_.n_embd, hd = c_.head_dim, F = c_.n_ff;
-    const int64_t pos = static_cast<int64_t>(k_hist_.empty() ? 0 : k_hist_[0].size());
-    if (k_hist_.empty()) {
-      k_hist_.resize(c_.n_layer);
-      v_hist_.resize(c_.n_layer);
-    }
-    std::vector<double> x = row("token_embd.weight", token);  // [E]
-    for (uint32_t l = 0; l < c_.n_layer; ++l) {
-      const std::string p = "blk." + std::to_string(l) + ".";
-      const std::vector<double> h = rms_norm(x, vec(p + "attn_norm.weight"));  // [E]
-      std::vector<double> q = matvec(p + "attn_q.weight", h);                  // [n_head*hd]
-      std::vector<double> k = matvec(p + "attn_k.weight", h);                  // [n_head_kv*hd]
-      const std::vector<double> v = matvec(p + "attn_v.weight", h);            // [n_head_kv*hd]
-      rope(q, c_.n_head, pos);
-      rope(k, c_.n_head_kv, pos);
-      k_hist_[l].push_back(k);  // k_hist_[l][position] = [n_head_kv*hd]
-      v_hist_[l].push_back(v);
-      std::vector<double> attn(c_.n_head * hd, 0.0);  // [n_head*hd]
-      const uint32_t group = c_.n_head / c_.n_head_kv;
-      for (uint32_t head = 0; head < c_.n_head; ++head) {
-        const uint32_t kvh = head / group;
-        std::vector<double> score(pos + 1);  // [pos+1]
-        for (int64_t j = 0; j <= pos; ++j) {
-          double s = 0;
-          for (int64_t i = 0; i < hd; ++i) s += q[head * hd + i] * k_hist_[l][j][kvh * hd + i];
-          score[j] = s / std::sqrt(static_cast<double>(hd));
-        }
-        const double mx = *std::max_element(score.begin(), score.end());
-        double sum = 0;
-        for (auto& s : score) sum += (s = std::exp(s - mx));
-        for (int64_t j = 0; j <= pos; ++j) {
-          for (int64_t i = 0; i < hd; ++i) attn[head * hd + i] += score[j] / sum * v_hist_[l][j][kvh * hd + i];
-        }
-      }
-      const std::vector<double> o = matvec(p + "attn_output.weight", attn);  // [E]
-      for (int64_t i = 0; i < E; ++i) x[i] += o[i];
-      const std::vector<double> h2 = rms_norm(x, vec(p + "ffn_norm.weight"));  // [E]
-      std::vector<double> g = matvec(p + "ffn_gate.weight", h2);               // [F]
-      const std::vector<double> u = matvec(p + "ffn_up.weight", h2);           // [F]
-      for (int64_t i = 0; i < F; ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
-      const std::vector<double> d = matvec(p + "ffn_down.weight", g);  // [E]
-      for (int64_t i = 0; i < E; ++i) x[i] += d[i];
-    }
-    const std::vector<double> h = rms_norm(x, vec("output_norm.weight"));
-    return matvec(c_.tied_output ? "token_embd.weight" : "output.weight", h);  // [n_vocab]
-  }
-
- private:
-  std::vector<double> row(const std::string& name, int64_t r) const {
-    const auto* t = f_.find_tensor(name);
-    std::vector<float> tmp(t->ne[0]);
-    dequantize_row(t->type, t->data + r * row_bytes(t->type, t->ne[0]), t->ne[0], tmp.data());
-    return {tmp.begin(), tmp.end()};
-  }
-  std::vector<double> vec(const std::string& name) const { return row(name, 0); }
-  // y[r] = sum_c W[r][c] x[c], W = tensor `name` with rows of length x.size().
-  std::vector<double> matvec(const std::string& name, const std::vector<double>& x) const {
-    const auto* t = f_.find_tensor(name);
-    std::vector<double> y(t->n_rows());
-    for (int64_t r = 0; r < t->n_rows(); ++r) {
-      const std::vector<double> w = row(name, r);
-      double s = 0;
-      for (size_t i = 0; i < x.size(); ++i) s += w[i] * x[i];
-      y[r] = s;
-    }
-    return y;
-  }
-  std::vector<double> rms_norm(const std::vector<double>& x, const std::vector<double>& w) const {
-    double ss = 0;
-    for (double v : x) ss += v * v;
-    const double scale = 1.0 / std::sqrt(ss / static_cast<double>(x.size()) + c_.rms_eps);
-    std::vector<double> y(x.size());
-    for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * scale * w[i];
-    return y;
-  }
-  // Rotates pairs (2i, 2i+1) of each head by pos * base^(-2i/n_rot).
-  void rope(std::vector<double>& v, uint32_t n_heads, int64_t pos) const {
-    for (uint32_t h = 0; h < n_heads; ++h) {
-      for (uint32_t i = 0; i < c_.n_rot / 2; ++i) {
-        const double theta =
-            static_cast<double>(pos) * std::pow(static_cast<double>(c_.rope_freq_base), -2.0 * i / c_.n_rot);
-        double& a = v[h * c_.head_dim + 2 * i];
-        double& b = v[h * c_.head_dim + 2 * i + 1];
-        const double na = a * std::cos(theta) - b * std::sin(theta);
-        const double nb = a * std::sin(theta) + b * std::cos(theta);
-        a = na;
-        b = nb;
-      }
-    }
-  }
-
-  model_config c_;
-  const gguf::file& f_;
-  std::vector<std::vector<std::vector<double>>> k_hist_, v_hist_;  // [layer][pos][kv_dim]
-};
+using test::reference_model;
 
 // A synthetic model held in memory, with the fast model on top.
 struct fixture_model {

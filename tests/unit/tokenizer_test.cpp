@@ -112,7 +112,8 @@ TEST_P(reference_vectors, special_tokens_and_pieces_match_llama_cpp) {
   EXPECT_EQ(std::string(hex), doc.at("pieces_fnv1a64_plain").as_string()) << "pieces (special hidden)";
 }
 
-INSTANTIATE_TEST_SUITE_P(vocabularies, reference_vectors, ::testing::Values("default", "llama-bpe", "llama-spm"),
+INSTANTIATE_TEST_SUITE_P(vocabularies, reference_vectors,
+                         ::testing::Values("default", "llama-bpe", "llama-spm", "qwen2", "gemma3"),
                          [](const auto& param_info) {
                            std::string name = param_info.param;
                            for (char& c : name) c = c == '-' ? '_' : c;
@@ -168,10 +169,10 @@ TEST(tokenizer, random_text_round_trips) {
   std::mt19937 rng(7);
   std::uniform_int_distribution<int> len(0, 64), kind(0, 3), printable(0x20, 0x7E), high(0x80, 0xFF),
       piece(0, static_cast<int>(kPieces.size()) - 1);
-  for (const char* vocab : {"default", "llama-bpe", "llama-spm"}) {
+  for (const char* vocab : {"default", "llama-bpe", "llama-spm", "qwen2", "gemma3"}) {
     std::optional<tokenizer> tok;
-    if (!load_vocab(vocab, tok)) return;
-    const bool spm = tok->model_name() == "llama";
+    if (!load_vocab(vocab, tok)) continue;
+    const bool spm = tok->model_name() == "llama" && tok->adds_space_prefix();
     for (int i = 0; i < 3000; ++i) {
       std::string s;
       for (int n = len(rng); n > 0; --n) {

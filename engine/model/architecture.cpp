@@ -1,0 +1,35 @@
+#include "engine/model/architecture.h"
+
+#include <array>
+
+namespace tandem {
+namespace {
+
+constexpr std::array<architecture_traits, 5> kArchitectures = {{
+    {.name = "llama"},
+    {.name = "qwen2", .rope = rope_style::neox},
+    {.name = "qwen3", .rope = rope_style::neox, .qk_norm = true},
+    {.name = "gemma3",
+     .rope = rope_style::neox,
+     .activation = ffn_activation::gelu_tanh,
+     .qk_norm = true,
+     .post_norms = true,
+     .scale_embeddings = true,
+     .query_prescale = true,
+     .swa_pattern = 6,
+     .attention_scale_from_width_for_27b = true},
+    {.name = "phi3", .rope = rope_style::neox, .query_prescale = true, .fused_gate_up = true},
+}};
+
+}  // namespace
+
+const architecture_traits* find_architecture(std::string_view name) {
+  for (const auto& a : kArchitectures) {
+    if (a.name == name) return &a;
+  }
+  return nullptr;
+}
+
+std::string_view supported_architectures() { return "llama, qwen2, qwen3, gemma3, phi3"; }
+
+}  // namespace tandem

@@ -1,0 +1,60 @@
+// What each supported `general.architecture` changes in the one forward pass (model.cpp):
+// a row of data per architecture, read by small hooks, as llama.cpp's graph builders differ.
+//
+//   x = embed(token) [* sqrt(n_embd)]                                   scale_embeddings
+//   per layer:
+//     h = rms_norm(x)
+//     q, k, v = Wq h [+ bq], Wk h [+ bk], Wv h [+ bv]     (Wqkv fused)  biases: when the file has them
+//     q, k = rms_norm_per_head(q), rms_norm_per_head(k)                 qk_norm
+//     q, k = rope(q), rope(k)          adjacent pairs | halves          rope
+//     a = attention(q [* scale], k, v)  causal; sliding window on       query_prescale, swa_pattern
+//                                       the local layers
+//     x = x + [rms_norm](Wo a)                                          post_norms
+//     h = rms_norm(x)
+//     f = Wdown (act(Wgate h) * Wup h)  silu | tanh-GELU; gate and up   activation, fused_gate_up
+//                                       fused in one ffn_up for phi3
+//     x = x + [rms_norm](f)                                             post_norms
+//   logits = Wout rms_norm(x) [softcapped]
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace tandem {
+
+enum class rope_style : uint8_t {
+  normal,  // rotates (x[2i], x[2i+1]): llama (GGUF stores Q/K permuted for it)
+  neox,    // rotates (x[i], x[i + n_rot/2]): qwen2, qwen3, gemma3, phi3
+};
+
+enum class ffn_activation : uint8_t {
+  silu,       // SwiGLU
+  gelu_tanh,  // GeGLU with the tanh approximation of GELU
+};
+
+struct architecture_traits {
+  std::string_view name;  // general.architecture
+  rope_style rope = rope_style::normal;
+  ffn_activation activation = ffn_activation::silu;
+  bool qk_norm = false;           // blk.N.attn_q_norm / attn_k_norm: RMSNorm over each head
+  bool post_norms = false;        // blk.N.post_attention_norm / post_ffw_norm on the sub-layer outputs
+  bool scale_embeddings = false;  // embeddings times sqrt(n_embd), in float
+  // The query is multiplied by the attention scale before attention (llama.cpp's ggml_scale
+  // on Q, then a softmax scale of 1) rather than the scores inside the softmax.
+  bool query_prescale = false;
+  bool fused_gate_up = false;  // ffn_up holds [gate rows; up rows] and there is no ffn_gate
+  // Sliding-window layers when the file gives a window but no pattern: every
+  // swa_pattern-th layer (the last of each group) is global, the others local. 0: none.
+  uint32_t swa_pattern = 0;
+  // gemma3: 1/sqrt(n_embd / n_head) for the 62-layer (27B) model, else 1/sqrt(head size),
+  // as llama.cpp decides it (the file carries no scale key).
+  bool attention_scale_from_width_for_27b = false;
+};
+
+// The traits of `name`, or nullptr for an architecture Tandem does not run.
+const architecture_traits* find_architecture(std::string_view name);
+
+// "llama, qwen2, ..." for error messages.
+std::string_view supported_architectures();
+
+}  // namespace tandem
