@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
             if (dtype == kv_cache_dtype::q8_0) {
               attend_heads_q8(kt, pool, 0, blocks, n_keys, h, q8.data(), group, scale, scratch, outs);
             } else {
-              attend_heads(kt, pool, 0, blocks, n_keys, h, qs, group, scale, true, scratch, outs);
+              attend_heads(kt, pool, 0, blocks, 0, n_keys, h, qs, group, scale, true, scratch, outs);
             }
           }
         }

@@ -353,6 +353,46 @@ TEST_P(MatchesLlamaCpp, GreedyTokensAndTop5Logits) {
 INSTANTIATE_TEST_SUITE_P(Architectures, MatchesLlamaCpp, ::testing::Values("llama", "qwen2", "qwen3", "gemma3", "phi3"),
                          [](const auto& param_info) { return param_info.param; });
 
+// The Q8_0 KV cache on every architecture: without local layers, the logits stay those of
+// the F16 cache within the cache's rounding (the query-prescaled phi3 too); gemma3's local
+// layers are refused by name until the Q8_0 attention takes a window.
+TEST(Architecture, Q8CacheMatchesF16CacheOrRefusesSlidingWindows) {
+  for (const char* arch : {"llama", "qwen2", "qwen3", "gemma3", "phi3"}) {
+    synthetic_model_spec spec = spec_of(arch);
+    if (spec.head_dim == 0) spec.head_dim = 32;  // q8_0 rows are 32-value blocks
+    fixture_model fm(spec);
+    const model_config& c = fm.fast->config();
+    const auto prompt = some_tokens(40, c.n_vocab, 5);
+    auto logits = [&](kv_cache_dtype dtype) {
+      kv_pool pool(c, kv_pool_options{16, 256, 0, dtype});
+      kv_block_allocator alloc(pool.n_blocks());
+      step_input in;
+      in.seqs.push_back(seq_step{1, prompt, 0, {}, false});
+      EXPECT_TRUE(alloc.reserve(in.seqs[0].blocks, 48, pool.block_tokens()));
+      step_output out;
+      fm.fast->forward(in, pool, out);
+      return out.logits;
+    };
+    const auto f16 = logits(kv_cache_dtype::f16);
+    if (c.has_swa()) {
+      try {
+        logits(kv_cache_dtype::q8_0);
+        ADD_FAILURE() << arch << ": a Q8_0 cache ran sliding-window layers";
+      } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("sliding-window"), std::string::npos) << e.what();
+      }
+      continue;
+    }
+    const auto q8 = logits(kv_cache_dtype::q8_0);
+    double max_ref = 0, max_diff = 0;
+    for (size_t i = 0; i < f16.size(); ++i) {
+      max_ref = std::max(max_ref, std::fabs(static_cast<double>(f16[i])));
+      max_diff = std::max(max_diff, std::fabs(static_cast<double>(q8[i]) - f16[i]));
+    }
+    EXPECT_LE(max_diff, 0.05 * max_ref) << arch;
+  }
+}
+
 // Files of an architecture Tandem does not run are refused by name.
 TEST(Architecture, UnknownOneIsRefusedByName) {
   auto w = make_synthetic_model(spec_of("llama"));
