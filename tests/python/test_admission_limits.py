@@ -19,7 +19,7 @@ TENANTS = textwrap.dedent("""\
       - name: three
         api_keys: [sk-three]
         max_concurrent_requests: 3
-        requests_per_minute: 100
+        requests_per_minute: 8   # refills one per 7.5 s: the test's few seconds see no refill
       - name: big
         api_keys: [sk-big]
     """)
