@@ -47,9 +47,15 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
   rt->model_cfg_ = std::make_shared<model_config>(mc);
   (void)kv_pool::row_bytes_for(mc, kv_dtype);  // q8_0 on a head size it cannot split: a clear error now
 
-  auto shared = std::make_shared<runtime_shared>(runtime_shared{tokenizer::from_gguf(m->file()), std::nullopt, "", 0, {}});
+  auto shared = std::make_shared<runtime_shared>(
+      runtime_shared{tokenizer::from_gguf(m->file()), std::nullopt, std::nullopt, "", 0, {}});
   try {
     shared->chat = chat_template::from_gguf(m->file(), cfg.chat_template);
+    // As transformers does: requests with tools use the file's tool_use variant when it has one.
+    const auto& variants = shared->chat->variant_names();
+    if (cfg.chat_template.empty() && std::find(variants.begin(), variants.end(), "tool_use") != variants.end()) {
+      shared->tool_chat = chat_template::from_gguf(m->file(), "tool_use");
+    }
   } catch (const std::exception& e) {
     if (!cfg.chat_template.empty()) throw;  // an explicit override must work
     shared->chat_error = e.what();

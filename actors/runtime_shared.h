@@ -14,6 +14,7 @@ namespace tandem {
 struct runtime_shared {
   tokenizer tok;
   std::optional<chat_template> chat;        // absent when the model has no usable template
+  std::optional<chat_template> tool_chat;   // the file's tool_use variant, for requests with tools
   std::string chat_error;                   // why it is absent
   uint32_t max_model_len = 0;               // prompt + output tokens at most
   grammar_compiler_actor grammar_compiler;  // for constrained requests (an actor handle: a value)

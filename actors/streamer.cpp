@@ -45,6 +45,11 @@ struct streamer_state {
 
 using self_ptr = streamer_actor::stateful_pointer<streamer_state>;
 
+// The request's chat template: with tools, the file's tool_use variant when it has one.
+const chat_template& template_for(const streamer_state& st) {
+  return !st.req.tools_json.empty() && st.shared->tool_chat ? *st.shared->tool_chat : *st.shared->chat;
+}
+
 std::vector<chat_message> chat_messages(const std::vector<chat_turn>& turns) {
   std::vector<chat_message> out;
   out.reserve(turns.size());
@@ -227,7 +232,7 @@ void compile_then_enqueue(self_ptr self, sequence_request sr) {
       case output_grammar::kind::tool_call: {
         param = "tool_choice";
         const auto syntax = !st.req.tool_call_parser.empty() ? tool_call_parser::syntax_named(st.req.tool_call_parser)
-                            : st.shared->chat                ? tool_call_parser::syntax_for(*st.shared->chat)
+                            : st.shared->chat                ? tool_call_parser::syntax_for(template_for(st))
                                                              : tool_call_parser::syntax::generic;
         text = tool_call_grammar(st.req.tools_json, syntax, g.text);
         break;
@@ -271,7 +276,7 @@ streamer_actor::behavior_type streamer(self_ptr self, request_id id, generate_re
   try {
     if (!st.req.messages.empty()) {
       if (!st.shared->chat) throw std::invalid_argument(st.shared->chat_error);
-      const chat_template& tmpl = *st.shared->chat;
+      const chat_template& tmpl = template_for(st);
       const auto msgs = chat_messages(st.req.messages);
       chat_render_options ro;
       ro.add_generation_prompt = st.req.add_generation_prompt;
