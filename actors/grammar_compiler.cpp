@@ -13,9 +13,8 @@ struct grammar_compiler_state {
 };
 
 grammar_compiler_actor::behavior_type grammar_compiler(
-    grammar_compiler_actor::stateful_pointer<grammar_compiler_state> self,
-    std::shared_ptr<const grammar::vocabulary> vocab) {
-  self->state.cache = std::make_unique<grammar::grammar_cache>(std::move(vocab));
+    grammar_compiler_actor::stateful_pointer<grammar_compiler_state> self, std::shared_ptr<const tokenizer> tok) {
+  self->state.cache = std::make_unique<grammar::grammar_cache>(grammar::vocabulary::from_tokenizer(*tok));
   return {
       [self](compile_atom, grammar::grammar_kind kind, const std::string& text) -> grammar_reply {
         try {
@@ -29,8 +28,8 @@ grammar_compiler_actor::behavior_type grammar_compiler(
 
 }  // namespace
 
-grammar_compiler_actor spawn_grammar_compiler(caf::actor_system& sys, const tokenizer& tok) {
-  return sys.spawn<caf::detached>(grammar_compiler, grammar::vocabulary::from_tokenizer(tok));
+grammar_compiler_actor spawn_grammar_compiler(caf::actor_system& sys, std::shared_ptr<const tokenizer> tok) {
+  return sys.spawn<caf::detached>(grammar_compiler, std::move(tok));
 }
 
 }  // namespace tandem

@@ -61,7 +61,8 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
     shared->chat_error = e.what();
   }
   shared->max_model_len = cfg.max_model_len > 0 ? std::min(cfg.max_model_len, mc.n_ctx_train) : mc.n_ctx_train;
-  shared->grammar_compiler = spawn_grammar_compiler(sys, shared->tok);
+  // The tokenizer is shared with the compiler until its vocabulary is built (aliasing shared_ptr).
+  shared->grammar_compiler = spawn_grammar_compiler(sys, std::shared_ptr<const tokenizer>(shared, &shared->tok));
   rt->shared_ = shared;
 
   const uint64_t default_tokens = std::min<uint64_t>(uint64_t{16} * shared->max_model_len, 65536);
