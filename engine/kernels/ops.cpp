@@ -29,9 +29,15 @@ void rope_angles(const rope_params& p, int32_t pos, float* cos_sin) {
 }
 
 // Two builds chosen at load time: with x86-64-v3 std::fma is one instruction instead of a
-// library call (same bits: fma is exactly rounded either way).
-__attribute__((target_clones("arch=x86-64-v3", "default"))) void rope_apply(float* x, int32_t n_heads, int32_t head_dim,
-                                                                            int32_t n_rot, const float* cos_sin) {
+// library call (same bits: fma is exactly rounded either way). The choice is an ifunc whose
+// resolver runs while the dynamic loader relocates, before ThreadSanitizer's runtime is up:
+// an instrumented resolver crashes there, so a TSan build keeps the default build only.
+#if defined(__SANITIZE_THREAD__)
+#define TANDEM_FMA_CLONES
+#else
+#define TANDEM_FMA_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#endif
+TANDEM_FMA_CLONES void rope_apply(float* x, int32_t n_heads, int32_t head_dim, int32_t n_rot, const float* cos_sin) {
   for (int32_t h = 0; h < n_heads; ++h) {
     float* v = x + static_cast<int64_t>(h) * head_dim;
     for (int32_t i = 0; i < n_rot / 2; ++i) {
@@ -44,9 +50,8 @@ __attribute__((target_clones("arch=x86-64-v3", "default"))) void rope_apply(floa
   }
 }
 
-__attribute__((target_clones("arch=x86-64-v3", "default"))) void rope_apply_neox(float* x, int32_t n_heads,
-                                                                                 int32_t head_dim, int32_t n_rot,
-                                                                                 const float* cos_sin) {
+TANDEM_FMA_CLONES void rope_apply_neox(float* x, int32_t n_heads, int32_t head_dim, int32_t n_rot,
+                                       const float* cos_sin) {
   const int32_t half = n_rot / 2;
   for (int32_t h = 0; h < n_heads; ++h) {
     float* v = x + static_cast<int64_t>(h) * head_dim;
