@@ -248,7 +248,7 @@ TEST(ResponseShelf, KeepsEachTenantsOwnAndFindsNoOtherTenants) {
 TEST(ResponseShelf, CountBytesAndAgeBoundEachTenant) {
   const auto t0 = response_shelf::clock::now();
   response_shelf by_count({2, 1 << 20, 3600s});
-  for (int i = 0; i < 3; ++i) by_count.put({"a", "r" + std::to_string(i), "[]", "{}"}, t0);
+  for (const char* id : {"r0", "r1", "r2"}) by_count.put({"a", id, "[]", "{}"}, t0);
   EXPECT_EQ(by_count.count("a"), 2u);
   EXPECT_EQ(by_count.find("a", "r0", t0), nullptr) << "the oldest goes first";
   by_count.put({"b", "r9", "[]", "{}"}, t0);
@@ -256,7 +256,7 @@ TEST(ResponseShelf, CountBytesAndAgeBoundEachTenant) {
 
   response_shelf by_bytes({100, 1000, 3600s});
   const std::string big(400, 'x');
-  for (int i = 0; i < 3; ++i) by_bytes.put({"a", "r" + std::to_string(i), big, "{}"}, t0);
+  for (const char* id : {"r0", "r1", "r2"}) by_bytes.put({"a", id, big, "{}"}, t0);
   EXPECT_LE(by_bytes.bytes("a"), 1000u);
   EXPECT_EQ(by_bytes.count("a"), 2u);
   EXPECT_FALSE(by_bytes.put({"a", "huge", std::string(2000, 'x'), "{}"}, t0)) << "over the whole budget";
