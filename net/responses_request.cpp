@@ -321,7 +321,8 @@ json::object chat_body(const responses_request& r, const json::array& history) {
       // Calls that follow an assistant turn (its text, or other calls) belong to that turn.
       json::object* last = messages.empty() ? nullptr : &messages.back().as_object();
       if (!last || last->at("role").as_string() != "assistant") {
-        messages.push_back(json::object{{"role", "assistant"}, {"content", nullptr}, {"tool_calls", json::array{}}});
+        // Content "", not null: templates that add the content to a string fail on null.
+        messages.push_back(json::object{{"role", "assistant"}, {"content", ""}, {"tool_calls", json::array{}}});
         last = &messages.back().as_object();
       }
       if (!last->contains("tool_calls")) (*last)["tool_calls"] = json::array{};

@@ -105,6 +105,28 @@ def test_continuation_reuses_the_prefix_and_sees_the_earlier_turn(server):
     assert second.usage.input_tokens > first.usage.input_tokens + first.usage.output_tokens - 2
 
 
+WEATHER = {"type": "function", "name": "get_weather", "description": "The weather in a city.",
+           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+
+
+def test_function_calls_and_their_outputs(server):
+    c = client(server)
+    events = list(c.responses.create(model="default", input="What is the weather in Paris?", tools=[WEATHER],
+                                     tool_choice="required", max_output_tokens=64, temperature=0, stream=True))
+    done = events[-1].response
+    calls = [o for o in done.output if o.type == "function_call"]
+    assert done.status == "completed" and len(calls) == 1, done.output
+    call = calls[0]
+    assert call.name == "get_weather" and call.call_id and "city" in json.loads(call.arguments)
+    args = "".join(e.delta for e in events if e.type == "response.function_call_arguments.delta")
+    assert args == call.arguments
+    assert "response.function_call_arguments.done" in [e.type for e in events]
+    # The tool's result goes back as a function_call_output item, continuing the response.
+    after = c.responses.create(model="default", previous_response_id=done.id, tools=[WEATHER], max_output_tokens=8,
+                               input=[{"type": "function_call_output", "call_id": call.call_id, "output": "sunny"}])
+    assert after.output[0].type == "message" and after.usage.input_tokens_details.cached_tokens > 0
+
+
 def test_unknown_or_unstored_previous_response_is_404(server):
     c = client(server)
     with pytest.raises(openai.NotFoundError) as e:
