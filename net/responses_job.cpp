@@ -10,7 +10,7 @@ namespace tandem::net {
 namespace json = boost::json;
 
 prepared_response prepare_response(const responses_request& r, const stored_response& previous, server_context& ctx,
-                                   const runtime& rt) {
+                                   const runtime& rt, std::function<void(stored_response)> keep_local) {
   json::array history;
   if (!previous.id.empty()) history = json::parse(previous.conversation).as_array();
   prepared_response p{responses_api_request(r, history, ctx.limits()), {}};
@@ -20,8 +20,11 @@ prepared_response prepare_response(const responses_request& r, const stored_resp
   rj->stream_id = r.stream_id;
   rj->conversation = std::move(history);
   for (const auto& item : r.input) rj->conversation.push_back(item);
-  if (r.store) {
-    rj->keep = [store = ctx.responses](stored_response s) { caf::anon_send(store, keep_atom::value, std::move(s)); };
+  if (r.store || keep_local) {
+    rj->keep = [store = r.store ? ctx.responses : response_store_actor{}, keep_local](stored_response s) {
+      if (keep_local) keep_local(s);
+      if (store) caf::anon_send(store, keep_atom::value, std::move(s));
+    };
   }
   auto& jc = p.ctx;
   jc.tok = &rt.tok();

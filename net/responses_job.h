@@ -4,6 +4,8 @@
 // Shared by POST /v1/responses and the WebSocket mode.
 #pragma once
 
+#include <functional>
+
 #include "actors/response_shelf.h"
 #include "net/generation_job.h"
 #include "net/responses_request.h"
@@ -22,7 +24,9 @@ struct prepared_response {
 };
 
 // `previous`: the stored response named by previous_response_id (id "" when none was named).
+// keep_local (the WebSocket mode): also gets the finished response, stored or not (store:
+// false included), for the connection's own continuation.
 prepared_response prepare_response(const responses_request& r, const stored_response& previous, server_context& ctx,
-                                   const runtime& rt);
+                                   const runtime& rt, std::function<void(stored_response)> keep_local = {});
 
 }  // namespace tandem::net

@@ -297,18 +297,24 @@ class websocket_session : public std::enable_shared_from_this<websocket_session>
                                " responses may run at once on one socket");
     }
     stored_response previous;
-    if (!rr.previous_response_id.empty()) {
+    if (!rr.previous_response_id.empty() && rr.previous_response_id == last_.id) {
+      previous = last_;  // this connection's latest response, stored or not (as OpenAI's)
+    } else if (!rr.previous_response_id.empty()) {
       const std::string param = "previous_response_id";
       std::string tenant;
       co_await caller_tenant(ctx_, *rt, api_key_, tenant);
       co_await find_response(ctx_, tenant, rr.previous_response_id, param, previous);
       if (closing_) co_return;
     }
-    prepared_response p = prepare_response(rr, previous, *ctx_, *rt);
+    std::weak_ptr<websocket_session> weak = shared_from_this();
+    auto keep_local = [weak, limit = ctx_->opts.responses_store.max_bytes](stored_response s) {
+      auto self = weak.lock();
+      if (self && s.bytes() <= limit) self->last_ = std::move(s);
+    };
+    prepared_response p = prepare_response(rr, previous, *ctx_, *rt, std::move(keep_local));
     const std::string id = p.ctx.response_id;
     auto lj =
         std::make_shared<live_job>(generation_job(std::move(p.req), job_format::responses_websocket, std::move(p.ctx)));
-    std::weak_ptr<websocket_session> weak = shared_from_this();
     lj->notify = [weak, id] {
       if (auto s = weak.lock()) s->collect(id);
     };
@@ -388,6 +394,7 @@ class websocket_session : public std::enable_shared_from_this<websocket_session>
   std::map<std::string, std::shared_ptr<live_job>> jobs_;
   bool responses_mode_ = false;
   std::map<std::string, std::string> lanes_;  // responses mode: stream_id -> the response running there
+  stored_response last_;  // responses mode: the latest response that ended here (for store: false continuations)
 };
 
 }  // namespace

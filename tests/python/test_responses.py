@@ -206,6 +206,24 @@ def test_websocket_create_then_continue_on_the_same_socket(server):
         assert err["error"]["code"] == "previous_response_not_found"
 
 
+def test_websocket_continues_an_unstored_response_on_its_own_connection(server):
+    """store: false keeps nothing in the store, but the socket keeps its latest response (as OpenAI's)."""
+    with connect(ws_url(server)) as ws:
+        ws.send(json.dumps({"type": "response.create", "input": "My name is Ada.", "max_output_tokens": 4,
+                            "store": False}))
+        rid = until_end(ws)[-1]["response"]["id"]
+        ws.send(json.dumps({"type": "response.create", "input": "What is my name?", "previous_response_id": rid,
+                            "max_output_tokens": 2}))
+        second = until_end(ws)[-1]
+        assert second["type"] in ("response.completed", "response.incomplete"), second
+        assert second["response"]["usage"]["input_tokens_details"]["cached_tokens"] > 0
+    with connect(ws_url(server)) as ws:
+        ws.send(json.dumps({"type": "response.create", "input": "x", "previous_response_id": rid}))
+        assert until_end(ws)[-1]["error"]["code"] == "previous_response_not_found"
+    with pytest.raises(openai.NotFoundError):
+        client(server).responses.retrieve(rid)
+
+
 def test_websocket_one_response_at_a_time_by_default(server):
     with connect(ws_url(server)) as ws:
         ws.send(json.dumps({"type": "response.create", "input": "Tell a long story.", "max_output_tokens": 64,
