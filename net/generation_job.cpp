@@ -149,14 +149,9 @@ void generation_job::on_reply(uint32_t choice, submit_reply& r) {
   c.replied = true;
   if (!r.tenant.empty()) tenant_ = r.tenant;
   limits_ = r;
-  if (r.accepted) {
-    if (events_ && format_ != job_format::responses_json) {
-      std::vector<std::string> frames;
-      events_->start(frames);
-      emit_all(frames);
-    }
-    return;
-  }
+  // A Responses stream starts (response.created) with the first output, not here: a request
+  // the streamer refuses (a prompt longer than the context) is then still a plain 400.
+  if (r.accepted) return;
   c.ended = true;
   if (ctx_.metrics) ctx_.metrics->count_rejection(rejection_reason(r.status));
   api_error e(r.status, r.error, "",

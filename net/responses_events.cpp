@@ -112,6 +112,8 @@ responses_events::item& responses_events::message(std::vector<std::string>& out)
 
 void responses_events::delta(const std::string& text, const std::vector<tool_call_chunk>& calls,
                              std::vector<std::string>& out) {
+  if (text.empty() && calls.empty()) return;
+  if (!started_) start(out);
   if (!text.empty()) {
     item& m = message(out);
     m.text += text;

@@ -2,7 +2,7 @@
 // Response object, and its typed event stream (SSE on POST /v1/responses with stream: true,
 // one text frame per event on the WebSocket mode). Plain C++: generation_job drives it.
 //
-//   start   -> response.created, response.in_progress                      (admission accepted)
+//   start   -> response.created, response.in_progress          (with the first output, or at finish)
 //   text    -> [response.output_item.added (message), response.content_part.added]
 //              response.output_text.delta
 //   a call  -> [response.output_item.added (function_call)] response.function_call_arguments.delta

@@ -164,6 +164,15 @@ def test_bad_input_is_400_naming_the_field(server, body, param, words):
     assert err["param"] == param and words in err["message"], err
 
 
+def test_a_prompt_longer_than_the_context_is_400_streamed_or_not(server):
+    long_input = "word " * 9000  # more tokens than the default model's 8192
+    for stream in (False, True):
+        r = httpx.post(server.url + "/v1/responses", json={"input": long_input, "stream": stream,
+                                                            "max_output_tokens": 4}, timeout=120)
+        assert r.status_code == 400, (stream, r.text[:300])
+        assert r.json()["error"]["param"] == "input"
+
+
 def test_tenants_see_only_their_own_responses(tenant_server):
     alice, other = client(tenant_server, "sk-alice"), client(tenant_server, "sk-single")
     r = alice.responses.create(model="default", input="My name is Ada.", max_output_tokens=4)
