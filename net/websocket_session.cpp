@@ -148,7 +148,12 @@ class websocket_session : public std::enable_shared_from_this<websocket_session>
         const auto t = o.find("type");
         const auto i = o.find("id");
         if (i != o.end() && i->value().is_string()) id = std::string(i->value().get_string());
-        if (t == o.end() || !t->value().is_string()) throw api_error(400, "'type' must be 'start' or 'cancel'", "type");
+        if (t == o.end() || !t->value().is_string()) {
+          throw api_error(400,
+                          responses_mode_ ? "'type' must be 'response.create' or 'response.cancel'"
+                                          : "'type' must be 'start' or 'cancel'",
+                          "type");
+        }
         if (responses_mode_ && authenticated_) {
           if (const auto s = o.find("stream_id"); s != o.end() && s->value().is_string()) {
             lane = std::string(s->value().get_string());

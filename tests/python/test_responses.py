@@ -213,6 +213,12 @@ def test_websocket_create_then_continue_on_the_same_socket(server):
         err = until_end(ws)[-1]
         assert err["type"] == "error" and err["status"] == 404
         assert err["error"]["code"] == "previous_response_not_found"
+        ws.send(json.dumps({"input": "x"}))
+        err = until_end(ws)[-1]
+        assert err["status"] == 400 and err["error"]["param"] == "type" and "response.create" in err["error"]["message"]
+        ws.send(json.dumps({"type": "response.create", "input": "x", "tools": [{"type": "file_search"}]}))
+        err = until_end(ws)[-1]
+        assert err["status"] == 400 and err["error"]["param"] == "tools[0].type", err
 
 
 def test_websocket_continues_an_unstored_response_on_its_own_connection(server):
