@@ -1,8 +1,8 @@
 // The Responses API's stored responses (previous_response_id, GET /v1/responses/{id}), as
 // plain C++ with time passed in: the response_store actor owns one (actors/response_store.h).
 //
-//   tenant "alice" ─┐  oldest ──────────────────────────────> newest
-//                   └─ [resp_a | t0] [resp_b | t1] ... [resp_z | tn]
+//   tenant "alice" --+  oldest ------------------------------> newest
+//                    +-- [resp_a | t0] [resp_b | t1] ... [resp_z | tn]
 //
 // Every tenant has its own shelf, bounded by count and bytes; a put that overflows either
 // drops the tenant's oldest responses first. A response older than the time limit is gone
