@@ -3,9 +3,9 @@
 // (messages, tools, tool_choice, response_format, max_tokens, sampling), which
 // parse_api_request then reads as for /v1/chat/completions.
 //
-//   input (string | items) ─┐
-//   stored conversation ────┼─> messages: [system: instructions] + history + input
-//   instructions ───────────┘     message item          -> {role, content}
+//   input (string | items) --+
+//   stored conversation -----+-> messages: [system: instructions] + history + input
+//   instructions ------------+     message item          -> {role, content}
 //                                 function_call items   -> one assistant turn's tool_calls
 //                                 function_call_output  -> {role: tool, tool_call_id, content}
 //   tools (flat)            ->  tools [{type: function, function: {name, description, parameters}}]
