@@ -6,8 +6,8 @@
 //   input (string | items) --+
 //   stored conversation -----+-> messages: [system: instructions] + history + input
 //   instructions ------------+     message item          -> {role, content}
-//                                 function_call items   -> one assistant turn's tool_calls
-//                                 function_call_output  -> {role: tool, tool_call_id, content}
+//                                  function_call items   -> one assistant turn's tool_calls
+//                                  function_call_output  -> {role: tool, tool_call_id, content}
 //   tools (flat)            ->  tools [{type: function, function: {name, description, parameters}}]
 //   tool_choice {name}      ->  tool_choice {type: function, function: {name}}
 //   text.format             ->  response_format (text | json_object | json_schema)
