@@ -49,6 +49,9 @@ struct serve_options {
   std::string reasoning_parser = "auto";
   std::string tool_call_parser = "auto";
   bool plain_text_prompts = false;
+  uint32_t responses_store_max_responses = 1000;
+  uint64_t responses_store_max_bytes = uint64_t{64} << 20;
+  uint32_t responses_store_ttl_s = 3600;
 };
 
 // Raises the open-files limit to its hard limit where allowed, and keeps --max-connections
@@ -140,6 +143,9 @@ int serve(serve_options o) {
   so.parse_reasoning = o.reasoning_parser != "none";
   so.tool_call_parser = o.tool_call_parser == "auto" ? "" : o.tool_call_parser;
   so.prompt_special_tokens = !o.plain_text_prompts;
+  so.responses_store.max_responses = o.responses_store_max_responses;
+  so.responses_store.max_bytes = o.responses_store_max_bytes;
+  so.responses_store.ttl = std::chrono::seconds(o.responses_store_ttl_s);
   so.chat_page_path = find_chat_page(o.chat_page);
   spdlog::info("chat page at /: {}", so.chat_page_path.empty() ? std::string("none") : so.chat_page_path);
   so.served_model_name = o.served_model_name.empty()
@@ -264,6 +270,17 @@ void register_serve(CLI::App& app) {
   cmd->add_flag("--plain-text-prompts", o->plain_text_prompts,
                 "Read /v1/completions prompts as plain text: control-token text in them stays text (for deployments "
                 "that splice user text into raw prompts)");
+  cmd->add_option("--responses-store-max-responses", o->responses_store_max_responses,
+                  "Responses (POST /v1/responses with store: true) kept per tenant for previous_response_id and "
+                  "GET /v1/responses/{id}; the oldest go first (0 = keep none)")
+      ->capture_default_str();
+  cmd->add_option("--responses-store-max-bytes", o->responses_store_max_bytes,
+                  "Bytes of stored responses (their whole conversations) kept per tenant; the oldest go first")
+      ->check(CLI::Range(uint64_t{1024}, uint64_t{1} << 40))
+      ->capture_default_str();
+  cmd->add_option("--responses-store-ttl", o->responses_store_ttl_s, "Seconds a stored response is kept")
+      ->check(CLI::Range(1u, 30u * 86400u))
+      ->capture_default_str();
   cmd->add_option("--log-level", o->log_level, "trace, debug, info, warn, error")->capture_default_str();
   const auto config = std::make_shared<server_config>(cmd);  // adds --print-config: after every other option
   cmd->callback([o, config] {

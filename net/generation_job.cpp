@@ -65,7 +65,16 @@ void assemble(std::vector<tool_call>& calls, const std::vector<tool_call_chunk>&
 }  // namespace
 
 generation_job::generation_job(api_request req, job_format format, job_context ctx)
-    : req_(std::move(req)), format_(format), ctx_(std::move(ctx)), choices_(req_.n) {}
+    : req_(std::move(req)), format_(format), ctx_(std::move(ctx)), choices_(req_.n) {
+  if (format_ == job_format::responses_sse || format_ == job_format::responses_json ||
+      format_ == job_format::responses_websocket) {
+    const responses_framing framing = format_ == job_format::responses_sse         ? responses_framing::sse
+                                      : format_ == job_format::responses_websocket ? responses_framing::websocket
+                                                                                   : responses_framing::none;
+    const auto& rj = *ctx_.responses;
+    events_.emplace(ctx_.response_id, ctx_.model_name, ctx_.created, rj.echo, framing, rj.stream_id);
+  }
+}
 
 std::vector<generate_request> generation_job::requests() const {
   std::vector<generate_request> out;
@@ -109,6 +118,10 @@ void generation_job::emit(std::string s) {
   out_.push_back(std::move(s));
 }
 
+void generation_job::emit_all(std::vector<std::string>& frames) {
+  for (auto& f : frames) emit(std::move(f));
+}
+
 void generation_job::on_event(uint32_t choice, sink_event ev) {
   if (choice >= choices_.size() || closed_) return;
   std::visit(
@@ -136,6 +149,8 @@ void generation_job::on_reply(uint32_t choice, submit_reply& r) {
   c.replied = true;
   if (!r.tenant.empty()) tenant_ = r.tenant;
   limits_ = r;
+  // A Responses stream starts (response.created) with the first output, not here: a request
+  // the streamer refuses (a prompt longer than the context) is then still a plain 400.
   if (r.accepted) return;
   c.ended = true;
   if (ctx_.metrics) ctx_.metrics->count_rejection(rejection_reason(r.status));
@@ -150,6 +165,19 @@ void generation_job::on_reply(uint32_t choice, submit_reply& r) {
 void generation_job::fail(api_error e) {
   if (failure_) return;
   failure_ = e;
+  if (events_) {
+    // Before the stream started: an error response (SSE) or an error event (WebSocket);
+    // after: response.failed.
+    std::vector<std::string> frames;
+    if (events_->started() && format_ != job_format::responses_json) {
+      events_->fail(e, frames);
+    } else if (format_ == job_format::responses_websocket) {
+      frames.push_back(responses_error_event(e, ctx_.responses->stream_id));
+    }
+    emit_all(frames);
+    closed_ = true;
+    return;
+  }
   if (!output_started_ && format_ != job_format::websocket) return;  // the session sends an error response
   json::object err{{"message", e.what()}, {"type", error_type_for(e.status)}, {"code", e.status}};
   if (format_ == job_format::websocket) {
@@ -262,6 +290,12 @@ void generation_job::on_delta(uint32_t choice, generation_delta& d) {
     std::erase_if(d.tool_calls, [](const tool_call_chunk& t) { return t.index > 0; });
   }
   const bool parsed = !d.reasoning_content.empty() || !d.tool_calls.empty();
+  if (events_) {
+    std::vector<std::string> frames;
+    events_->delta(d.text, d.tool_calls, frames);
+    emit_all(frames);
+    return;
+  }
   switch (format_) {
     case job_format::chat_sse:
     case job_format::completion_sse:
@@ -315,13 +349,16 @@ void generation_job::on_done(uint32_t choice, generation_done& d) {
   if (failure_) return;
   if (d.reason == finish_reason::error) {
     const std::string param = !d.error_param.empty() ? d.error_param
-                              : d.status == 400      ? (req_.kind == api_kind::chat ? "messages" : "prompt")
+                              : d.status == 400      ? (events_                       ? "input"
+                                                        : req_.kind == api_kind::chat ? "messages"
+                                                                                      : "prompt")
                                                      : "";
     api_error e(d.status >= 400 ? d.status : 500, d.error.empty() ? "the generation failed" : d.error, param);
     return fail(std::move(e));
   }
   // An abort the client did not ask for (a stop string cut the output) reads as OpenAI's "stop";
   // a cancel on the WebSocket says "cancelled".
+  if (events_) return finish_response(d);
   const bool aborted = d.reason == finish_reason::abort;
   std::string reason = aborted && !cancelled_ && format_ != job_format::websocket ? "stop" : to_string(d.reason);
   if (format_ == job_format::websocket) {
@@ -345,9 +382,25 @@ void generation_job::on_done(uint32_t choice, generation_done& d) {
   }
 }
 
+void generation_job::finish_response(const generation_done& d) {
+  std::vector<std::string> frames;
+  events_->finish(d.reason, cancelled_, {d.prompt_tokens, d.completion_tokens, d.cached_tokens}, frames);
+  const auto& rj = *ctx_.responses;
+  if (rj.keep && (d.reason != finish_reason::abort || !cancelled_)) {
+    // The conversation a continuation starts from: everything before, this input, this output.
+    boost::json::array conversation = rj.conversation;
+    for (auto& item : events_->conversation_items()) conversation.push_back(std::move(item));
+    rj.keep(stored_response{tenant_, ctx_.response_id, json::serialize(conversation),
+                            json::serialize(events_->response())});
+  }
+  emit_all(frames);
+  closed_ = true;
+}
+
 int generation_job::final_status() const { return failure_ ? failure_->status : 200; }
 
 std::string generation_job::json_body() const {
+  if (events_) return json::serialize(events_->response());
   const bool chat = format_ == job_format::chat_json;
   json::array choices;
   for (uint32_t i = 0; i < choices_.size(); ++i) {

@@ -5,20 +5,28 @@
 //   chat_sse / completion_sse: one "data: {...}\n\n" event per output, "data: [DONE]" last
 //   chat_json / completion_json: one response body once every choice is done
 //   websocket: one JSON frame per output ({"type": "delta" | "done" | "error", "id": ...})
+//   responses_sse / responses_websocket: the Responses API's typed events (responses_events.h)
+//   responses_json: the Response object once done
 //
 // A refusal (submit_reply not accepted) or a failed choice before any output makes the whole
 // request fail with that status (failure()); the session then cancels the other choices.
 #pragma once
 
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "actors/response_shelf.h"
 #include "net/api_error.h"
 #include "net/metrics.h"
 #include "net/openai_request.h"
 #include "net/request_sink.h"
+#include "net/responses_events.h"
 
 namespace tandem {
 class tokenizer;
@@ -26,14 +34,33 @@ class tokenizer;
 
 namespace tandem::net {
 
-enum class job_format { chat_sse, completion_sse, chat_json, completion_json, websocket };
+enum class job_format {
+  chat_sse,
+  completion_sse,
+  chat_json,
+  completion_json,
+  websocket,
+  responses_sse,
+  responses_json,
+  responses_websocket
+};
+
+// What a Responses API job needs besides the chat request it was translated into.
+struct responses_job {
+  boost::json::object echo;         // responses_request::echo
+  boost::json::array conversation;  // the stored history, then this request's input items
+  std::string stream_id;            // WebSocket lane ("" = none)
+  // Set (store: true): gets the finished response, before its last event is emitted.
+  std::function<void(stored_response)> keep;
+};
 
 struct job_context {
   const tokenizer* tok = nullptr;
   server_metrics* metrics = nullptr;
   std::string model_name;
-  std::string response_id;  // chatcmpl-... / cmpl-...; for websocket the client's id
-  int64_t created = 0;      // unix seconds
+  std::string response_id;                         // chatcmpl-... / cmpl-...; for websocket the client's id
+  int64_t created = 0;                             // unix seconds
+  std::shared_ptr<const responses_job> responses;  // with the responses_* formats
 };
 
 class generation_job {
@@ -68,6 +95,7 @@ class generation_job {
   void mark_cancelled() { cancelled_ = true; }
 
   int final_status() const;  // for the request counter
+  bool is_responses() const { return events_.has_value(); }
 
  private:
   struct choice_state {
@@ -85,6 +113,8 @@ class generation_job {
   void on_done(uint32_t choice, generation_done& d);
   void fail(api_error e);
   void emit(std::string s);
+  void emit_all(std::vector<std::string>& frames);
+  void finish_response(const generation_done& d);
   std::string stream_chunk(uint32_t choice, const std::string& text, const std::vector<output_logprob>& lps,
                            const std::string* finish_reason, const generation_delta* parsed = nullptr);
   std::string usage_json() const;
@@ -105,6 +135,7 @@ class generation_job {
   size_t pending_bytes_ = 0;
   submit_reply limits_;
   std::string tenant_ = "unknown";
+  std::optional<responses_events> events_;  // the responses_* formats
 };
 
 }  // namespace tandem::net

@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include <boost/beast/websocket/rfc6455.hpp>
+#include <boost/json/serialize.hpp>
 #include <optional>
 
 #include "engine/tenants/tenant_limits.h"
@@ -46,6 +47,40 @@ asio::awaitable<void> check_key(const std::shared_ptr<server_context>& ctx, cons
   });
   while (!*verdict) co_await signal.wait();
   out = std::move(**verdict);
+}
+
+asio::awaitable<void> caller_tenant(const std::shared_ptr<server_context>& ctx, const runtime& rt,
+                                    const std::string& key, std::string& out) {
+  submit_reply verdict;
+  co_await check_key(ctx, rt, key, verdict);
+  if (!verdict.accepted) {
+    api_error e(verdict.status, verdict.error, "", verdict.status == 401 ? "invalid_api_key" : "");
+    e.retry_after_s = verdict.retry_after_s;
+    throw e;
+  }
+  out = verdict.tenant;
+}
+
+asio::awaitable<void> find_response(const std::shared_ptr<server_context>& ctx, const std::string& tenant,
+                                    const std::string& id, const std::string& param, stored_response& out) {
+  const auto ex = co_await asio::this_coro::executor;
+  strand_signal signal(ex);
+  auto found = std::make_shared<std::optional<stored_response>>();
+  auto alive = std::make_shared<bool>(true);  // the answer may outlive this frame
+  std::weak_ptr<bool> weak_alive = alive;
+  find_stored_response(ctx->sys, ctx->responses, tenant, id, [ex, found, weak_alive, &signal](stored_response r) {
+    asio::post(ex, [found, weak_alive, &signal, r = std::move(r)]() mutable {
+      if (weak_alive.expired()) return;
+      *found = std::move(r);
+      signal.notify();
+    });
+  });
+  while (!*found) co_await signal.wait();
+  if ((*found)->id.empty()) {
+    throw api_error(404, "no stored response with id '" + id + "' (unknown, expired, or not this tenant's)", param,
+                    param == "previous_response_id" ? "previous_response_not_found" : "response_not_found");
+  }
+  out = std::move(**found);
 }
 
 namespace {
@@ -115,6 +150,10 @@ class http_session : public std::enable_shared_from_this<http_session> {
   // open mode (DNS rebinding), or a POST that is not JSON (a cross-site form needs no
   // preflight); "" when it may.
   std::string browser_refusal(const http_request& req, bool open_mode) const;
+  // GET /v1/responses/{id} (the stored Response object) and DELETE (drops it), the caller's
+  // tenant's only.
+  asio::awaitable<void> stored_response_route(string_response& out, const http_request& req, const std::string& id,
+                                              const runtime& rt);
 
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
@@ -196,12 +235,14 @@ asio::awaitable<void> http_session::run() {
         co_await write(res);
         break;
       }
-      if (req.target() == "/v1/ws" || req.target().starts_with("/v1/ws?")) {
+      const bool responses_mode = req.target() == "/v1/responses" || req.target().starts_with("/v1/responses?");
+      if (responses_mode || req.target() == "/v1/ws" || req.target().starts_with("/v1/ws?")) {
         stream_.expires_never();
-        co_await run_websocket_session(stream_, req, ctx_);
+        co_await run_websocket_session(stream_, req, ctx_, responses_mode);
         co_return;
       }
-      auto res = to_response(req, error_reply(api_error(404, "no WebSocket endpoint at this path; use /v1/ws")));
+      auto res = to_response(
+          req, error_reply(api_error(404, "no WebSocket endpoint at this path; use /v1/ws or /v1/responses")));
       co_await write(res);
       break;
     }
@@ -233,6 +274,8 @@ asio::awaitable<bool> http_session::handle(http_request& req) {
   const bool post = req.method() == http::verb::post;
   const runtime* rt = ctx_->rt.load();
   const route* r = find_route(path);
+  constexpr std::string_view kStoredResponses = "/v1/responses/";
+  const bool stored = path.starts_with(kStoredResponses) && path.size() > kStoredResponses.size();
 
   // Responses are built into a named local first: GCC 12 mishandles temporaries passed
   // straight into a coroutine call inside co_await.
@@ -247,6 +290,23 @@ asio::awaitable<bool> http_session::handle(http_request& req) {
     }
   } answered_on_exit{*ctx_, answering};
   std::optional<api_error> failed;
+  if (stored) {
+    std::optional<api_error> refused;
+    try {
+      if (!rt) {
+        api_error e(503, "the model is still loading");
+        e.retry_after_s = 1;
+        throw e;
+      }
+      const std::string id = path.substr(kStoredResponses.size());
+      co_await stored_response_route(res, req, id, *rt);
+    } catch (const api_error& e) {
+      refused = e;
+    }
+    if (refused) res = to_response(req, error_reply(*refused));
+    co_await write(res);
+    co_return req.keep_alive();
+  }
   try {
     if (!r) throw api_error(404, "no such endpoint: " + path);
     if (r->post ? !post : !get) throw api_error(405, std::string("use ") + (r->post ? "POST" : "GET") + " for " + path);
@@ -266,8 +326,11 @@ asio::awaitable<bool> http_session::handle(http_request& req) {
       co_await metrics(res, req);
     } else if (r->kind == route_kind::tokenize || r->kind == route_kind::detokenize) {
       co_await tokenizer_route(res, req, *r, *rt);
-    } else if (r->kind == route_kind::chat_completions || r->kind == route_kind::completions) {
-      const api_kind kind = r->kind == route_kind::chat_completions ? api_kind::chat : api_kind::completion;
+    } else if (r->kind == route_kind::chat_completions || r->kind == route_kind::completions ||
+               r->kind == route_kind::responses) {
+      const api_kind kind = r->kind == route_kind::chat_completions ? api_kind::chat
+                            : r->kind == route_kind::completions    ? api_kind::completion
+                                                                    : api_kind::responses;
       ++ctx_->answering;  // until the answer is written, below
       answering = true;
       co_await serve_generation(stream_, buffer_, req, kind, ctx_, streamed, res);
@@ -279,7 +342,8 @@ asio::awaitable<bool> http_session::handle(http_request& req) {
   }
   if (failed) {
     if (failed->status == 400) ctx_->metrics.count_rejection("invalid_request");
-    if (r && (r->kind == route_kind::chat_completions || r->kind == route_kind::completions)) {
+    if (r && (r->kind == route_kind::chat_completions || r->kind == route_kind::completions ||
+              r->kind == route_kind::responses)) {
       ctx_->metrics.count_request("unknown", failed->status);
     }
     res = to_response(req, error_reply(*failed));
@@ -305,6 +369,46 @@ std::string http_session::browser_refusal(const http_request& req, bool open_mod
   const bool our_port = port.empty() || port == std::to_string(ctx_->port.load());
   if ((ours && our_port) || listed(ctx_->opts.allowed_origins, "http://" + std::string(host_header))) return "";
   return "Host '" + std::string(host_header) + "' is not this server's address (see --allowed-origins)";
+}
+
+asio::awaitable<void> http_session::stored_response_route(string_response& out, const http_request& req,
+                                                          const std::string& id, const runtime& rt) {
+  const bool erase = req.method() == http::verb::delete_;
+  if (!erase && req.method() != http::verb::get && req.method() != http::verb::head) {
+    throw api_error(405, "use GET or DELETE for /v1/responses/{id}");
+  }
+  const std::string key = bearer_key(req);
+  const std::string param = "response_id";
+  std::string tenant;
+  co_await caller_tenant(ctx_, rt, key, tenant);
+  if (!erase) {
+    stored_response s;
+    co_await find_response(ctx_, tenant, id, param, s);
+    out = to_response(req, http_reply{200, "application/json", std::move(s.response), {}});
+    co_return;
+  }
+  const auto ex = co_await asio::this_coro::executor;
+  strand_signal signal(ex);
+  auto found = std::make_shared<std::optional<bool>>();
+  auto alive = std::make_shared<bool>(true);  // the answer may outlive this frame
+  std::weak_ptr<bool> weak_alive = alive;
+  erase_stored_response(ctx_->sys, ctx_->responses, tenant, id, [ex, found, weak_alive, &signal](bool was_there) {
+    asio::post(ex, [found, weak_alive, &signal, was_there] {
+      if (weak_alive.expired()) return;
+      *found = was_there;
+      signal.notify();
+    });
+  });
+  while (!*found) co_await signal.wait();
+  if (!**found) {
+    throw api_error(404, "no stored response with id '" + id + "' (unknown, expired, or not this tenant's)",
+                    "response_id", "response_not_found");
+  }
+  out = to_response(req, http_reply{200,
+                                    "application/json",
+                                    "{\"id\":" + boost::json::serialize(boost::json::value(id)) +
+                                        ",\"object\":\"response\",\"deleted\":true}",
+                                    {}});
 }
 
 asio::awaitable<void> http_session::tokenizer_route(string_response& out, const http_request& req, const route& r,

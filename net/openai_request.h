@@ -14,7 +14,8 @@
 
 namespace tandem::net {
 
-enum class api_kind { chat, completion };
+// responses: /v1/responses, translated into a chat request (net/responses_request.h).
+enum class api_kind { chat, completion, responses };
 
 struct api_limits {
   size_t vocab_size = 0;

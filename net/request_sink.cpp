@@ -78,6 +78,24 @@ void authenticate(caf::actor_system& sys, admission_actor admission, std::string
   });
 }
 
+void find_stored_response(caf::actor_system& sys, response_store_actor store, std::string tenant, std::string id,
+                          std::function<void(stored_response)> done) {
+  sys.spawn(
+      [store, tenant = std::move(tenant), id = std::move(id), done = std::move(done)](caf::event_based_actor* self) {
+        self->request(store, std::chrono::seconds(10), lookup_atom::value, tenant, id)
+            .then([done](stored_response& r) { done(std::move(r)); }, [done](caf::error&) { done(stored_response{}); });
+      });
+}
+
+void erase_stored_response(caf::actor_system& sys, response_store_actor store, std::string tenant, std::string id,
+                           std::function<void(bool)> done) {
+  sys.spawn(
+      [store, tenant = std::move(tenant), id = std::move(id), done = std::move(done)](caf::event_based_actor* self) {
+        self->request(store, std::chrono::seconds(10), erase_atom::value, tenant, id)
+            .then([done](bool found) { done(found); }, [done](caf::error&) { done(false); });
+      });
+}
+
 caf::actor spawn_request_sink(caf::actor_system& sys, admission_actor admission, generate_request req,
                               sink_callback callback) {
   return sys.spawn(request_sink, std::move(admission), std::move(req), std::move(callback));

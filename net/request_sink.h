@@ -11,6 +11,7 @@
 #include <variant>
 
 #include "actors/admission.h"
+#include "actors/response_store.h"
 #include "tandem/api.h"
 
 namespace tandem::net {
@@ -28,5 +29,13 @@ caf::actor spawn_request_sink(caf::actor_system& sys, admission_actor admission,
 // the tenant, or 401), on an actor's thread: it must post it on.
 void authenticate(caf::actor_system& sys, admission_actor admission, std::string key,
                   std::function<void(submit_reply)> done);
+
+// Asks the response store for the tenant's response `id`; `done` gets it (id "" = none), on
+// an actor's thread: it must post it on.
+void find_stored_response(caf::actor_system& sys, response_store_actor store, std::string tenant, std::string id,
+                          std::function<void(stored_response)> done);
+// Asks the response store to drop the tenant's response `id`; `done` gets whether it was there.
+void erase_stored_response(caf::actor_system& sys, response_store_actor store, std::string tenant, std::string id,
+                           std::function<void(bool)> done);
 
 }  // namespace tandem::net

@@ -23,6 +23,7 @@ constexpr route kRoutes[] = {
     {"/detokenize", true, route_kind::detokenize, true},
     {"/v1/chat/completions", true, route_kind::chat_completions, true},
     {"/v1/completions", true, route_kind::completions, true},
+    {"/v1/responses", true, route_kind::responses, true},
 };
 
 http_reply json_reply(const json::value& v) {

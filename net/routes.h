@@ -11,7 +11,10 @@
 //   /detokenize             POST    detokenize        yes
 //   /v1/chat/completions    POST    chat_completions  yes (a generation: sse_stream.h)
 //   /v1/completions         POST    completions       yes (a generation: sse_stream.h)
+//   /v1/responses           POST    responses         yes (a generation: sse_stream.h)
+//   /v1/responses/{id}      GET, DELETE: the stored response (http_session.cpp)
 //   /v1/ws                  GET + Upgrade: websocket_session.cpp
+//   /v1/responses           GET + Upgrade: the Responses API's WebSocket mode (websocket_session.cpp)
 #pragma once
 
 #include <string>
@@ -29,7 +32,17 @@ class runtime;
 
 namespace tandem::net {
 
-enum class route_kind { health, chat_page, metrics, models, tokenize, detokenize, chat_completions, completions };
+enum class route_kind {
+  health,
+  chat_page,
+  metrics,
+  models,
+  tokenize,
+  detokenize,
+  chat_completions,
+  completions,
+  responses
+};
 
 struct route {
   std::string_view path;

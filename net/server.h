@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "actors/response_shelf.h"
+
 namespace tandem {
 class runtime;
 }
@@ -51,6 +53,8 @@ struct server_options {
   bool prompt_special_tokens = true;  // raw prompts may hold control tokens (--plain-text-prompts: no)
   bool parse_reasoning = true;        // thinking sections -> reasoning_content (--reasoning-parser none: no)
   std::string tool_call_parser;       // the tool-call syntax ("" = the template's; --tool-call-parser)
+  // The Responses API's stored responses, per tenant (--responses-store-*; actors/response_store.h).
+  response_store_limits responses_store;
 };
 
 struct server_context;

@@ -21,10 +21,10 @@ api_limits server_context::limits() const {
 }
 
 // Random ids: a counter in them would tell every client how many requests others sent.
-std::string server_context::new_id(const char* prefix) {
+std::string server_context::new_id(const char* prefix, char separator) {
   thread_local std::mt19937_64 bits{std::random_device{}()};
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%s-%016llx%08llx", prefix, static_cast<unsigned long long>(bits()),
+  std::snprintf(buf, sizeof buf, "%s%c%016llx%08llx", prefix, separator, static_cast<unsigned long long>(bits()),
                 static_cast<unsigned long long>(bits() & 0xffffffffu));
   return buf;
 }

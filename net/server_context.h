@@ -11,6 +11,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "actors/response_store.h"
 #include "net/metrics.h"
 #include "net/openai_request.h"
 #include "net/server.h"
@@ -18,9 +19,12 @@
 namespace tandem::net {
 
 struct server_context {
-  server_context(caf::actor_system& s, server_options o) : sys(s), opts(std::move(o)) {}
+  server_context(caf::actor_system& s, server_options o)
+      : sys(s), opts(std::move(o)), responses(spawn_response_store(sys, opts.responses_store)) {}
+  ~server_context() { caf::anon_send_exit(responses, caf::exit_reason::user_shutdown); }
   caf::actor_system& sys;
   server_options opts;
+  response_store_actor responses;  // the Responses API's stored responses (their one owner)
   server_metrics metrics;
   std::atomic<const runtime*> rt{nullptr};  // null while the model loads
   std::string chat_page;                    // the page served at /
@@ -44,7 +48,7 @@ struct server_context {
   bool shed_oldest_idle();  // false: none is idle
 
   api_limits limits() const;
-  std::string new_id(const char* prefix);
+  std::string new_id(const char* prefix, char separator = '-');  // chatcmpl-..., resp_...
 
  private:
   std::mutex addresses_mutex_;

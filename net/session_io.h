@@ -52,8 +52,9 @@ void start_http_session(tcp::socket socket, std::shared_ptr<server_context> ctx,
 // The WebSocket session on an upgraded HTTP connection (websocket_session.cpp); it takes
 // the stream and the request over (moves from them). References, not values: GCC 12 may
 // destroy by-value coroutine arguments built in a co_await expression twice.
+// responses_mode: /v1/responses, the Responses API's WebSocket mode; otherwise /v1/ws.
 asio::awaitable<void> run_websocket_session(beast::tcp_stream& stream, http_request& upgrade,
-                                            const std::shared_ptr<server_context>& ctx);
+                                            const std::shared_ptr<server_context>& ctx, bool responses_mode);
 
 // A timer used as a wake-up signal on a strand: wait() returns when notify() is called
 // (or at once if it was called since the last wait). Both run on the same strand.
@@ -82,6 +83,15 @@ class strand_signal {
 // caller's strand.
 asio::awaitable<void> check_key(const std::shared_ptr<server_context>& ctx, const runtime& rt, const std::string& key,
                                 submit_reply& out);
+
+// The tenant `key` belongs to ("default" in open mode), from admission; throws api_error 401.
+asio::awaitable<void> caller_tenant(const std::shared_ptr<server_context>& ctx, const runtime& rt,
+                                    const std::string& key, std::string& out);
+
+// The tenant's stored response `id` (the Responses API); throws api_error 404 naming `param`
+// when the store has none (unknown, expired, or another tenant's).
+asio::awaitable<void> find_response(const std::shared_ptr<server_context>& ctx, const std::string& tenant,
+                                    const std::string& id, const std::string& param, stored_response& out);
 
 // The API key of a request: "Authorization: Bearer KEY".
 inline std::string bearer_key(const http_request& req) {

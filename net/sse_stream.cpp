@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "net/live_job.h"
+#include "net/responses_job.h"
 #include "tandem/runtime.h"
 
 namespace tandem::net {
@@ -95,19 +96,39 @@ asio::awaitable<void> serve_generation(beast::tcp_stream& socket_stream, beast::
                                        bool& streamed, string_response& out) {
   const runtime& rt = *ctx->rt.load();
   const auto body = parse_json_body(req.body());
-  api_request areq = parse_api_request(body, kind, ctx->limits());
-  const bool stream = areq.stream;
-  if (areq.model.empty()) areq.model = ctx->opts.served_model_name;
+  api_request areq;
   job_context jc;
-  jc.tok = &rt.tok();
-  jc.metrics = &ctx->metrics;
-  jc.model_name = areq.model;
-  jc.response_id = ctx->new_id(kind == api_kind::chat ? "chatcmpl" : "cmpl");
-  jc.created =
-      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-  const job_format format = kind == api_kind::chat
-                                ? (stream ? job_format::chat_sse : job_format::chat_json)
-                                : (stream ? job_format::completion_sse : job_format::completion_json);
+  job_format format;
+  if (kind == api_kind::responses) {
+    // Translated into a chat request; a continuation first finds its predecessor, which
+    // only the caller's tenant can see.
+    const responses_request rr = parse_responses_request(body, ctx->limits());
+    stored_response previous;
+    if (!rr.previous_response_id.empty()) {
+      // Named locals: GCC 12 mishandles temporaries passed into a coroutine call in co_await.
+      const std::string key = bearer_key(req);
+      const std::string param = "previous_response_id";
+      std::string tenant;
+      co_await caller_tenant(ctx, rt, key, tenant);
+      co_await find_response(ctx, tenant, rr.previous_response_id, param, previous);
+    }
+    prepared_response p = prepare_response(rr, previous, *ctx, rt);
+    areq = std::move(p.req);
+    jc = std::move(p.ctx);
+    format = rr.stream ? job_format::responses_sse : job_format::responses_json;
+  } else {
+    areq = parse_api_request(body, kind, ctx->limits());
+    if (areq.model.empty()) areq.model = ctx->opts.served_model_name;
+    jc.tok = &rt.tok();
+    jc.metrics = &ctx->metrics;
+    jc.model_name = areq.model;
+    jc.response_id = ctx->new_id(kind == api_kind::chat ? "chatcmpl" : "cmpl");
+    jc.created =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    format = kind == api_kind::chat ? (areq.stream ? job_format::chat_sse : job_format::chat_json)
+                                    : (areq.stream ? job_format::completion_sse : job_format::completion_json);
+  }
+  const bool stream = areq.stream;
 
   const auto ex = co_await asio::this_coro::executor;
   strand_signal signal(ex);

@@ -1,5 +1,9 @@
 // The WebSocket session (protocol: docs/websocket.md). One socket carries several
-// generations, each under a client-chosen id. Two coroutines on the connection's strand:
+// generations, each under a client-chosen id (/v1/ws), or the Responses API's WebSocket mode
+// (/v1/responses): response.create / response.cancel frames in, the same typed events as
+// POST /v1/responses streams out; one response at a time per lane (stream_id, "" by default),
+// so several run at once only when the client gives each its own stream_id.
+// Two coroutines on the connection's strand:
 //   reader: frames in -> start / cancel; it pauses while the write queue holds more than
 //           max_pending_output_bytes, so a client that does not read cannot grow memory
 //   writer: the queue of outgoing frames -> the socket, one at a time
@@ -15,6 +19,7 @@
 
 #include "engine/tokenizer/tokenizer.h"
 #include "net/live_job.h"
+#include "net/responses_job.h"
 #include "net/session_io.h"
 #include "tandem/runtime.h"
 
@@ -45,14 +50,15 @@ class websocket_session : public std::enable_shared_from_this<websocket_session>
   // authenticated: open mode, or the upgrade's key was accepted; otherwise the first frame
   // must be {"type": "auth", "api_key": KEY} within --ws-auth-timeout.
   websocket_session(beast::tcp_stream stream, std::shared_ptr<server_context> ctx, std::string api_key,
-                    bool authenticated)
+                    bool authenticated, bool responses_mode)
       : ws_(std::move(stream)),
         ctx_(std::move(ctx)),
         api_key_(std::move(api_key)),
         authenticated_(authenticated),
         write_signal_(ws_.get_executor()),
         drain_signal_(ws_.get_executor()),
-        watchdog_(ws_.get_executor()) {}
+        watchdog_(ws_.get_executor()),
+        responses_mode_(responses_mode) {}
 
   asio::awaitable<void> run(http_request& upgrade) {
     ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
@@ -134,6 +140,7 @@ class websocket_session : public std::enable_shared_from_this<websocket_session>
       last_activity_ = std::chrono::steady_clock::now();
       const std::string text = beast::buffers_to_string(buffer.data());
       std::string id;
+      std::string lane;  // responses mode: the frame's stream_id
       bool unauthorized = false;
       try {
         const json::value frame = parse_json_body(text);
@@ -141,9 +148,22 @@ class websocket_session : public std::enable_shared_from_this<websocket_session>
         const auto t = o.find("type");
         const auto i = o.find("id");
         if (i != o.end() && i->value().is_string()) id = std::string(i->value().get_string());
-        if (t == o.end() || !t->value().is_string()) throw api_error(400, "'type' must be 'start' or 'cancel'", "type");
+        if (t == o.end() || !t->value().is_string()) {
+          throw api_error(400,
+                          responses_mode_ ? "'type' must be 'response.create' or 'response.cancel'"
+                                          : "'type' must be 'start' or 'cancel'",
+                          "type");
+        }
+        if (responses_mode_ && authenticated_) {
+          if (const auto s = o.find("stream_id"); s != o.end() && s->value().is_string()) {
+            lane = std::string(s->value().get_string());
+          }
+          co_await responses_frame(frame);
+          continue;
+        }
         const bool auth_frame = t->value().get_string() == "auth";
-        if (!auth_frame && (i == o.end() || !i->value().is_string() || id.empty() || id.size() > 256)) {
+        if (!auth_frame && !responses_mode_ &&
+            (i == o.end() || !i->value().is_string() || id.empty() || id.size() > 256)) {
           throw api_error(400, "'id' must be a non-empty string of at most 256 bytes", "id");
         }
         const std::string_view type = t->value().get_string();
@@ -160,13 +180,17 @@ class websocket_session : public std::enable_shared_from_this<websocket_session>
           throw api_error(400, "'type' must be 'start' or 'cancel'", "type");
       } catch (const api_error& e) {
         if (e.status == 400) ctx_->metrics.count_rejection("invalid_request");
-        json::object f{{"type", "error"},
-                       {"id", id.empty() ? json::value(nullptr) : json::value(id)},
-                       {"status", e.status},
-                       {"message", e.what()}};
-        if (!e.param.empty()) f["param"] = e.param;
-        if (e.retry_after_s > 0) f["retry_after"] = e.retry_after_s;
-        enqueue(json::serialize(f));
+        if (responses_mode_) {
+          enqueue(responses_error_event(e, lane));
+        } else {
+          json::object f{{"type", "error"},
+                         {"id", id.empty() ? json::value(nullptr) : json::value(id)},
+                         {"status", e.status},
+                         {"message", e.what()}};
+          if (!e.param.empty()) f["param"] = e.param;
+          if (e.retry_after_s > 0) f["retry_after"] = e.retry_after_s;
+          enqueue(json::serialize(f));
+        }
         unauthorized = e.status == 401 && !authenticated_;
       }
       if (unauthorized) {  // the socket is for tenants only: the error frame goes out, then the close
@@ -245,6 +269,85 @@ class websocket_session : public std::enable_shared_from_this<websocket_session>
     start_live_job(lj, ws_.get_executor(), *ctx_, *rt, key);
   }
 
+  // The Responses API's WebSocket mode: {"type": "response.create", ...POST body...} and
+  // {"type": "response.cancel", "response_id" | "stream_id"} (Tandem's extension). A
+  // continuation first finds its predecessor in the store, as POST /v1/responses does.
+  asio::awaitable<void> responses_frame(const json::value& frame) {
+    const auto& o = frame.as_object();
+    const std::string type(o.at("type").as_string());
+    if (type == "response.cancel") {
+      cancel_response(o);
+      co_return;
+    }
+    if (type != "response.create") {
+      throw api_error(400, "'type' must be 'response.create' or 'response.cancel' (got '" + type + "')", "type");
+    }
+    const runtime* rt = ctx_->rt.load();
+    if (!rt) {
+      api_error e(503, "the model is still loading");
+      e.retry_after_s = 1;
+      throw e;
+    }
+    const responses_request rr = parse_responses_request(frame, ctx_->limits());
+    if (const auto busy = lanes_.find(rr.stream_id); busy != lanes_.end()) {
+      throw api_error(409,
+                      "response " + busy->second + " is still running on this connection" +
+                          (rr.stream_id.empty() ? "" : " in stream_id '" + rr.stream_id + "'") +
+                          ": one response at a time per stream; wait for its end, or give concurrent responses "
+                          "different stream_id values",
+                      "stream_id", "response_already_in_flight");
+    }
+    if (jobs_.size() >= ctx_->opts.max_generations_per_socket) {
+      throw api_error(429, "at most " + std::to_string(ctx_->opts.max_generations_per_socket) +
+                               " responses may run at once on one socket");
+    }
+    stored_response previous;
+    if (!rr.previous_response_id.empty() && rr.previous_response_id == last_.id) {
+      previous = last_;  // this connection's latest response, stored or not (as OpenAI's)
+    } else if (!rr.previous_response_id.empty()) {
+      const std::string param = "previous_response_id";
+      std::string tenant;
+      co_await caller_tenant(ctx_, *rt, api_key_, tenant);
+      co_await find_response(ctx_, tenant, rr.previous_response_id, param, previous);
+      if (closing_) co_return;
+    }
+    std::weak_ptr<websocket_session> weak = shared_from_this();
+    auto keep_local = [weak, limit = ctx_->opts.responses_store.max_bytes](stored_response s) {
+      auto self = weak.lock();
+      if (self && s.bytes() <= limit) self->last_ = std::move(s);
+    };
+    prepared_response p = prepare_response(rr, previous, *ctx_, *rt, std::move(keep_local));
+    const std::string id = p.ctx.response_id;
+    auto lj =
+        std::make_shared<live_job>(generation_job(std::move(p.req), job_format::responses_websocket, std::move(p.ctx)));
+    lj->notify = [weak, id] {
+      if (auto s = weak.lock()) s->collect(id);
+    };
+    jobs_.emplace(id, lj);
+    lanes_.emplace(rr.stream_id, id);
+    ++ctx_->answering;
+    lj->answering = &ctx_->answering;
+    start_live_job(lj, ws_.get_executor(), *ctx_, *rt, api_key_);
+  }
+
+  void cancel_response(const json::object& o) {
+    std::string id;
+    if (const auto r = o.find("response_id"); r != o.end() && r->value().is_string()) {
+      id = std::string(r->value().get_string());
+    } else {
+      const auto s = o.find("stream_id");
+      const std::string lane = s != o.end() && s->value().is_string() ? std::string(s->value().get_string()) : "";
+      if (const auto l = lanes_.find(lane); l != lanes_.end()) id = l->second;
+    }
+    const auto it = jobs_.find(id);
+    if (it == jobs_.end()) {
+      throw api_error(404, id.empty() ? "no response is running on this stream" : "no response '" + id + "' is running",
+                      "response_id");
+    }
+    it->second->job.mark_cancelled();
+    it->second->cancel();
+  }
+
   void cancel(const std::string& id) {
     const auto it = jobs_.find(id);
     if (it == jobs_.end()) throw api_error(404, "no generation with id '" + id + "' is running", "id");
@@ -260,6 +363,7 @@ class websocket_session : public std::enable_shared_from_this<websocket_session>
     for (auto& f : job.take_output()) enqueue(std::move(f));
     if (job.finished()) {
       ctx_->metrics.count_request(job.tenant(), job.final_status());
+      std::erase_if(lanes_, [&id](const auto& lane) { return lane.second == id; });
       jobs_.erase(it);
       last_activity_ = std::chrono::steady_clock::now();
       return;
@@ -293,12 +397,15 @@ class websocket_session : public std::enable_shared_from_this<websocket_session>
   std::chrono::steady_clock::time_point last_activity_;
   boost::system::error_code close_ec_;
   std::map<std::string, std::shared_ptr<live_job>> jobs_;
+  bool responses_mode_ = false;
+  std::map<std::string, std::string> lanes_;  // responses mode: stream_id -> the response running there
+  stored_response last_;  // responses mode: the latest response that ended here (for store: false continuations)
 };
 
 }  // namespace
 
 asio::awaitable<void> run_websocket_session(beast::tcp_stream& stream, http_request& upgrade,
-                                            const std::shared_ptr<server_context>& ctx) {
+                                            const std::shared_ptr<server_context>& ctx, bool responses_mode) {
   std::string key = bearer_key(upgrade);
   if (key.empty()) key = query_key(std::string_view(upgrade.target().data(), upgrade.target().size()));
   // With tenants, the socket itself needs a key: given on the upgrade (header or ?api_key=),
@@ -317,7 +424,8 @@ asio::awaitable<void> run_websocket_session(beast::tcp_stream& stream, http_requ
     }
     authenticated = true;
   }
-  auto session = std::make_shared<websocket_session>(std::move(stream), ctx, std::move(key), authenticated);
+  auto session =
+      std::make_shared<websocket_session>(std::move(stream), ctx, std::move(key), authenticated, responses_mode);
   co_await session->run(upgrade);
 }
 
