@@ -48,6 +48,7 @@ cache_manager_actor::behavior_type cache_manager(cache_manager_actor::stateful_p
         timed([&] { self->state.book->fork(parent, child, n_tokens); });
       },
       [self, timed](reset_atom) { timed([&] { self->state.kv->drop_cache(); }); },
+      [self](kv_events_atom) -> index_events { return self->state.kv->take_index_events(); },
       [self](stats_atom) -> kv_cache_stats {
         auto s = self->state.kv->stats();
         s.busy_ms = self->state.busy_ms;

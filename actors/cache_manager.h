@@ -11,10 +11,12 @@
 //   scheduler --trim(seq, n_tokens)-->              blocks past n_tokens back (rejected drafts)
 //   scheduler --fork(parent, child, n_tokens)-->    child shares parent's blocks (n > 1 choices)
 //   scheduler --reset-->                            the device was restarted: the prefix index forgets all
+//   cluster node --kv_events--> index_events        prefix-index changes since the last ask (router's view)
 #pragma once
 
 #include <caf/all.hpp>
 
+#include "engine/kv/block_pool.h"
 #include "engine/kv/kv_cache_stats.h"
 #include "engine/kv/reservation.h"
 #include "tandem/atoms.h"
@@ -25,11 +27,17 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::kv_cache_stats)
 
 namespace tandem {
 
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, index_events& x) {
+  return f(caf::meta::type_name("index_events"), x.snapshot, x.entered, x.left);
+}
+
 using cache_manager_actor =
     caf::typed_actor<caf::replies_to<reserve_atom, reserve_request>::with<reserve_result>,
                      caf::reacts_to<commit_atom, seq_id, std::vector<token_id>, uint32_t>,
                      caf::reacts_to<release_atom, std::vector<seq_id>>, caf::reacts_to<trim_atom, seq_id, uint32_t>,
                      caf::reacts_to<fork_atom, seq_id, seq_id, uint32_t>, caf::reacts_to<reset_atom>,
+                     caf::replies_to<kv_events_atom>::with<index_events>,
                      caf::replies_to<stats_atom>::with<kv_cache_stats>>;
 
 }  // namespace tandem

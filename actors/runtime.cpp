@@ -24,9 +24,60 @@ void tune_actor_system(caf::actor_system_config& cfg, size_t scheduler_threads) 
 
 runtime::runtime() : actors_(std::make_unique<runtime_actors>()) {}
 
+namespace {
+
+// The tokenizer, chat templates and context limit every streamer reads (runtime_shared.h).
+std::shared_ptr<runtime_shared> load_shared(caf::actor_system& sys, const gguf::file& file, const model_config& mc,
+                                            const runtime_config& cfg) {
+  auto shared = std::make_shared<runtime_shared>(
+      runtime_shared{tokenizer::from_gguf(file), std::nullopt, std::nullopt, "", 0, {}});
+  try {
+    shared->chat = chat_template::from_gguf(file, cfg.chat_template);
+    // As transformers does: requests with tools use the file's tool_use variant when it has one.
+    const auto& variants = shared->chat->variant_names();
+    if (cfg.chat_template.empty() && std::find(variants.begin(), variants.end(), "tool_use") != variants.end()) {
+      shared->tool_chat = chat_template::from_gguf(file, "tool_use");
+    }
+  } catch (const std::exception& e) {
+    if (!cfg.chat_template.empty()) throw;  // an explicit override must work
+    shared->chat_error = e.what();
+  }
+  shared->max_model_len = cfg.max_model_len > 0 ? std::min(cfg.max_model_len, mc.n_ctx_train) : mc.n_ctx_train;
+  // The tokenizer is shared with the compiler until its vocabulary is built (aliasing shared_ptr).
+  shared->grammar_compiler = spawn_grammar_compiler(sys, std::shared_ptr<const tokenizer>(shared, &shared->tok));
+  return shared;
+}
+
+}  // namespace
+
+// A cluster's router: the file's vocabulary and template (its weights stay unread), admission
+// and the streamers here, every sequence on a node (actors/router.h).
+std::unique_ptr<runtime> runtime::start_router(caf::actor_system& sys, const runtime_config& cfg) {
+  if (cfg.cluster_secret.empty()) throw std::invalid_argument("a router needs the cluster secret its nodes have");
+  std::unique_ptr<runtime> rt(new runtime());
+  auto& actors = *rt->actors_;
+  rt->cfg_ = cfg;
+  const auto file = gguf::file::open(resolve_model_path(cfg.model));
+  rt->model_cfg_ = std::make_shared<model_config>(read_model_config(file));
+  auto shared = load_shared(sys, file, *rt->model_cfg_, cfg);
+  rt->shared_ = shared;
+  router_config rc;
+  rc.nodes = cfg.nodes;
+  rc.secret = cfg.cluster_secret;
+  rc.policy = cfg.routing_policy;
+  actors.router = spawn_router(sys, rc);
+  actors.scheduler = caf::actor_cast<scheduler_actor>(actors.router);
+  admission_config ac;
+  ac.max_in_flight = cfg.max_in_flight;
+  ac.tenants = cfg.tenants;
+  actors.admission = spawn_admission(sys, ac, shared, actors.scheduler);
+  return rt;
+}
+
 std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_config& cfg,
                                         const device_factory* device) {
   check_unique(cfg.tenants);
+  if (!cfg.nodes.empty()) return start_router(sys, cfg);
   const kv_cache_dtype kv_dtype = parse_kv_cache_dtype(cfg.kv_cache_dtype);
   if (device != nullptr && kv_dtype != kv_cache_dtype::f16) {
     throw std::invalid_argument("--kv-cache-dtype " + cfg.kv_cache_dtype +
@@ -47,22 +98,7 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
   rt->model_cfg_ = std::make_shared<model_config>(mc);
   (void)kv_pool::row_bytes_for(mc, kv_dtype);  // q8_0 on a head size it cannot split: a clear error now
 
-  auto shared = std::make_shared<runtime_shared>(
-      runtime_shared{tokenizer::from_gguf(m->file()), std::nullopt, std::nullopt, "", 0, {}});
-  try {
-    shared->chat = chat_template::from_gguf(m->file(), cfg.chat_template);
-    // As transformers does: requests with tools use the file's tool_use variant when it has one.
-    const auto& variants = shared->chat->variant_names();
-    if (cfg.chat_template.empty() && std::find(variants.begin(), variants.end(), "tool_use") != variants.end()) {
-      shared->tool_chat = chat_template::from_gguf(m->file(), "tool_use");
-    }
-  } catch (const std::exception& e) {
-    if (!cfg.chat_template.empty()) throw;  // an explicit override must work
-    shared->chat_error = e.what();
-  }
-  shared->max_model_len = cfg.max_model_len > 0 ? std::min(cfg.max_model_len, mc.n_ctx_train) : mc.n_ctx_train;
-  // The tokenizer is shared with the compiler until its vocabulary is built (aliasing shared_ptr).
-  shared->grammar_compiler = spawn_grammar_compiler(sys, std::shared_ptr<const tokenizer>(shared, &shared->tok));
+  auto shared = load_shared(sys, m->file(), mc, cfg);
   rt->shared_ = shared;
 
   const uint64_t default_tokens = std::min<uint64_t>(uint64_t{16} * shared->max_model_len, 65536);
@@ -76,6 +112,7 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
   if (cfg.cost_aware_chunks) {
     pc.attention_cost_per_key = attention_cost_per_key(mc);
   }
+  if (!cfg.cluster_secret.empty()) pc.cache_salt_key = cluster_salt_key(cfg.cluster_secret);
 
   // The scheduler supervises the device worker with this (a new one, over the same weights,
   // with a new KV pool); runtime_actors::device_worker names the first.
@@ -128,8 +165,21 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
   ac.max_in_flight = cfg.max_in_flight;
   ac.tenants = cfg.tenants;
   actors.admission = spawn_admission(sys, ac, shared, actors.scheduler);
+  if (!cfg.cluster_secret.empty()) {
+    node_config nc;
+    nc.secret = cfg.cluster_secret;
+    nc.block_size = cfg.block_size;
+    nc.capacity = cfg.max_in_flight;
+    nc.kv_blocks = rt->kv_blocks_;
+    nc.scheduler = actors.scheduler;
+    nc.cache_manager = actors.cache_manager;
+    nc.grammar_compiler = shared->grammar_compiler;
+    actors.node_gate = spawn_node_gate(sys, std::move(nc));
+  }
   return rt;
 }
+
+caf::actor runtime::node_gate() const { return caf::actor_cast<caf::actor>(actors_->node_gate); }
 
 runtime::~runtime() {
   const auto& x = *actors_;
@@ -137,6 +187,7 @@ runtime::~runtime() {
        {caf::actor_cast<caf::actor>(x.admission), caf::actor_cast<caf::actor>(x.scheduler),
         caf::actor_cast<caf::actor>(x.cache_manager), caf::actor_cast<caf::actor>(x.device_worker),
         caf::actor_cast<caf::actor>(x.drafter), caf::actor_cast<caf::actor>(x.verifier),
+        caf::actor_cast<caf::actor>(x.router), caf::actor_cast<caf::actor>(x.node_gate),
         caf::actor_cast<caf::actor>(shared_->grammar_compiler)}) {
     if (a) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   }

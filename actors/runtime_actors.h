@@ -8,8 +8,10 @@
 #include <memory>
 
 #include "actors/cache_manager.h"
+#include "actors/cluster_node.h"
 #include "actors/device_worker.h"
 #include "actors/drafter.h"
+#include "actors/router.h"
 #include "actors/scheduler.h"
 #include "actors/verifier.h"
 #include "tandem/runtime.h"
@@ -25,6 +27,10 @@ struct runtime_actors {
   device_worker_actor device_worker;
   drafter_actor drafter;    // null without speculative decoding
   verifier_actor verifier;  // null without speculative decoding
+  // Cluster mode: a router has `router` (also in `scheduler`, as what streamers talk to) and
+  // no cache manager, device worker or drafter; a node has `node_gate`.
+  router_actor router;
+  node_gate_actor node_gate;
 };
 
 // Spawns a device worker over the model with a KV pool of n_blocks blocks of block_size

@@ -8,8 +8,7 @@
 
 #include "actors/clock.h"
 #include "actors/spawn.h"
-
-#include <xxhash.h>
+#include "engine/kv/block_pool.h"
 
 namespace tandem {
 namespace {
@@ -85,7 +84,7 @@ void flush_outbox(self_ptr self) {
 // A group's salt: a keyed hash, with a key chosen at random when the scheduler starts, so no
 // client can compute another group's block hashes (vLLM's client-set cache_salt can be).
 uint64_t cache_salt(const scheduler_state& st, const std::string& group) {
-  return group.empty() ? 0 : XXH64(group.data(), group.size(), st.salt_key) | 1;
+  return block_pool::salt_for_group(group, st.salt_key);
 }
 
 void add_to_planner(scheduler_state& st, seq_id id) {
@@ -511,6 +510,7 @@ scheduler_actor::behavior_type scheduler(self_ptr self, planner_config cfg, uint
   init.drafts_first = spec.drafts_first;
   init.k_max = spec.k_max;
   init.planner = std::make_unique<step_planner>(cfg);
+  if (cfg.cache_salt_key != 0) init.salt_key = cfg.cache_salt_key;
   init.cache = std::move(cache);
   init.device = std::move(device);
   init.respawn_device = std::move(respawn_device);

@@ -17,14 +17,11 @@
 #include <memory>
 
 #include "actors/streamer.h"
+#include "engine/grammar/grammar_cache.h"
 #include "engine/ids.h"
 #include "tandem/api.h"
 
 namespace tandem {
-
-namespace grammar {
-class compiled_grammar;
-}
 
 struct sequence_request {
   seq_id id = 0;
@@ -40,8 +37,21 @@ struct sequence_request {
   bool speculative = true;                                   // may draft tokens for it (when the runtime speculates)
   uint64_t prompt_group = 0;                                 // generate_request::prompt_group
   std::shared_ptr<const grammar::compiled_grammar> grammar;  // constrained decoding (null: none)
+  // What `grammar` was compiled from. The compiled form never leaves its process: a cluster
+  // node that receives the request without it compiles it again from these.
+  bool constrained = false;
+  grammar::grammar_kind grammar_kind = grammar::grammar_kind::gbnf;
+  std::string grammar_text;
   streamer_actor streamer;
 };
+
+// Every field but the compiled grammar (a cluster's router sends requests to its nodes).
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sequence_request& x) {
+  return f(caf::meta::type_name("sequence_request"), x.id, x.tenant, x.weight, x.cache_group, x.kv_cache_share,
+           x.prompt, x.sampling, x.max_new_tokens, x.max_total_tokens, x.stop_token_ids, x.speculative, x.prompt_group,
+           x.constrained, x.grammar_kind, x.grammar_text, x.streamer);
+}
 
 struct scheduler_stats {
   uint32_t running = 0;
@@ -57,12 +67,15 @@ struct scheduler_stats {
                                  // finalize, and applying each result
 };
 
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, scheduler_stats& x) {
+  return f(caf::meta::type_name("scheduler_stats"), x.running, x.waiting, x.steps, x.prompt_tokens, x.generated_tokens,
+           x.preemptions, x.aborted, x.device_restarts, x.device_ms, x.plan_ms);
+}
+
 using scheduler_actor =
     caf::typed_actor<caf::reacts_to<enqueue_atom, sequence_request>, caf::reacts_to<abort_atom, seq_id>,
                      caf::reacts_to<force_atom, seq_id, std::vector<token_id>>,
                      caf::replies_to<stats_atom>::with<scheduler_stats>>;
 
 }  // namespace tandem
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::sequence_request)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::scheduler_stats)

@@ -205,7 +205,7 @@ void on_tokens(self_ptr self, token_batch& b) {
   }
   if (b.finished) {
     const bool failed = b.reason == finish_reason::error;
-    close(self, b.reason, failed ? (b.error.empty() ? "the sequence failed" : b.error) : "", failed ? 500 : 200);
+    close(self, b.reason, failed ? (b.error.empty() ? "the sequence failed" : b.error) : "", failed ? b.status : 200);
   }
 }
 
@@ -244,6 +244,9 @@ void compile_then_enqueue(self_ptr self, sequence_request sr) {
     return close(self, finish_reason::error, e.what(), 400, param);
   }
   auto pending = std::make_shared<sequence_request>(std::move(sr));
+  pending->constrained = true;
+  pending->grammar_kind = kind;
+  pending->grammar_text = text;
   self->request(st.shared->grammar_compiler, caf::infinite, compile_atom::value, kind, std::move(text))
       .then(
           [self, pending, param](grammar_reply& r) {

@@ -29,13 +29,15 @@ struct token_batch {
   bool finished = false;
   finish_reason reason = finish_reason::stop;  // with finished
   std::string error;                           // with finish_reason::error: what went wrong
+  uint16_t status = 500;                       // with finish_reason::error: as HTTP says it (503: no
+                                               // engine node of a cluster could take the sequence)
   uint32_t cached_tokens = 0;                  // prompt tokens found in the prefix cache (first batch)
   double queue_ms = 0;                         // first batch: time waiting before the first step
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, token_batch& x) {
-  return f(caf::meta::type_name("token_batch"), x.seq, x.tokens, x.logprobs, x.finished, x.reason, x.error,
+  return f(caf::meta::type_name("token_batch"), x.seq, x.tokens, x.logprobs, x.finished, x.reason, x.error, x.status,
            x.cached_tokens, x.queue_ms);
 }
 

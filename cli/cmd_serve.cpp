@@ -5,8 +5,11 @@
 #include <sys/resource.h>
 #include <unistd.h>
 #include <caf/all.hpp>
+#include <caf/io/all.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -16,6 +19,7 @@
 #include "engine/tenants/tenant_limits.h"
 #include "gpu/cli/device_options.h"
 #include "net/server.h"
+#include "tandem/remote.h"
 #include "tandem/runtime.h"
 
 namespace tandem::cli {
@@ -52,7 +56,31 @@ struct serve_options {
   uint32_t responses_store_max_responses = 1000;
   uint64_t responses_store_max_bytes = uint64_t{64} << 20;
   uint32_t responses_store_ttl_s = 3600;
+  // Cluster mode (docs/cluster.md).
+  std::string role = "single";  // single, node, router
+  std::string node_host = "127.0.0.1";
+  uint16_t node_port = 7070;
+  std::string cluster_secret_file;
 };
+
+// The cluster secret: --cluster-secret-file (first line), else $TANDEM_CLUSTER_SECRET.
+std::string read_cluster_secret(const std::string& path) {
+  std::string secret;
+  if (!path.empty()) {
+    std::ifstream in(path);
+    if (!in) throw std::runtime_error("--cluster-secret-file: cannot read " + path);
+    std::getline(in, secret);
+  } else if (const char* env = std::getenv("TANDEM_CLUSTER_SECRET")) {
+    secret = env;
+  }
+  while (!secret.empty() && (secret.back() == '\r' || secret.back() == ' ')) secret.pop_back();
+  if (secret.size() < 16) {
+    throw std::runtime_error(
+        "--role node/router needs a cluster secret of 16 characters or more (--cluster-secret-file or "
+        "TANDEM_CLUSTER_SECRET): routers join nodes with it");
+  }
+  return secret;
+}
 
 // Raises the open-files limit to its hard limit where allowed, and keeps --max-connections
 // below what is left of it (model files, the listener and the like need a few): at the
@@ -121,8 +149,17 @@ int serve(serve_options o) {
   if (o.host == "localhost") o.host = "127.0.0.1";
   fit_connections_to_file_limit(o.max_connections);
 
+  const bool clustered = o.role != "single";
+  if (clustered) o.rt.cluster_secret = read_cluster_secret(o.cluster_secret_file);
+  if (o.role == "router" && o.rt.nodes.empty()) throw std::runtime_error("--role router needs --nodes host:port,...");
+  if (o.role != "router" && !o.rt.nodes.empty()) throw std::runtime_error("--nodes is for --role router");
   caf::actor_system_config cfg;
   tandem::tune_actor_system(cfg);
+  if (clustered) {
+    cfg.load<caf::io::middleman>();
+    add_message_types(cfg);
+    add_cluster_message_types(cfg);
+  }
   caf::actor_system sys{cfg};
   net::server_options so;
   so.host = o.host;
@@ -158,6 +195,14 @@ int serve(serve_options o) {
   std::fflush(stdout);
 
   auto rt = runtime::start(sys, o.rt, device ? &*device : nullptr);
+  if (o.role == "node") {
+    const auto port = sys.middleman().publish(rt->node_gate(), o.node_port, o.node_host.c_str(), true);
+    if (!port) throw std::runtime_error("--node-port " + std::to_string(o.node_port) + ": " + sys.render(port.error()));
+    std::printf("tandem: cluster node: routers join at %s:%u\n", o.node_host.c_str(), *port);
+  } else if (o.role == "router") {
+    std::printf("tandem: cluster router over %zu node(s), routing %s\n", o.rt.nodes.size(),
+                o.rt.routing_policy.c_str());
+  }
   server.attach(*rt);
   std::printf(
       "tandem: ready: model %s, %s\n", so.served_model_name.c_str(),
@@ -280,6 +325,20 @@ void register_serve(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--responses-store-ttl", o->responses_store_ttl_s, "Seconds a stored response is kept")
       ->check(CLI::Range(1u, 30u * 86400u))
+      ->capture_default_str();
+  cmd->add_option("--role", o->role,
+                  "single: the whole server in this process; node: the engine of a cluster, joined by a router; "
+                  "router: the HTTP front of a cluster, running every request on its --nodes (docs/cluster.md)")
+      ->check(CLI::IsMember({"single", "node", "router"}))
+      ->capture_default_str();
+  cmd->add_option("--nodes", o->rt.nodes, "Router: the nodes' gates, host:port,...")->delimiter(',');
+  cmd->add_option("--node-host", o->node_host, "Node: the address its gate listens on")->capture_default_str();
+  cmd->add_option("--node-port", o->node_port, "Node: the port its gate listens on")->capture_default_str();
+  cmd->add_option("--cluster-secret-file", o->cluster_secret_file,
+                  "Node and router: a file whose first line is the cluster's shared secret (else "
+                  "$TANDEM_CLUSTER_SECRET)");
+  cmd->add_option("--routing-policy", o->rt.routing_policy, "Router: kv-aware, least-loaded or round-robin")
+      ->check(CLI::IsMember({"kv-aware", "least-loaded", "round-robin"}))
       ->capture_default_str();
   cmd->add_option("--log-level", o->log_level, "trace, debug, info, warn, error")->capture_default_str();
   const auto config = std::make_shared<server_config>(cmd);  // adds --print-config: after every other option

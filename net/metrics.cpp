@@ -98,6 +98,57 @@ void server_metrics::observe_generation(const std::string& tenant, const generat
   e2e_queue_.observe(d.queue_ms / 1000.0);
 }
 
+namespace {
+
+// A router's view of its nodes, one series per node (label node="host:port").
+void render_cluster(std::string& out, const cluster_stats& c) {
+  const auto per_node = [&](const char* name, const char* type, const char* help, auto value) {
+    header(out, name, type, help);
+    for (const auto& n : c.nodes) {
+      out += std::string(name) + "{node=\"" + label(n.address) + "\"} " + fmt_double(value(n)) + "\n";
+    }
+  };
+  per_node("tandem:cluster_node_up", "gauge", "1 while the router is joined to the node",
+           [](const node_figures& n) { return n.up ? 1.0 : 0.0; });
+  per_node("tandem:cluster_node_outstanding", "gauge", "Sequences the router has running or queued on the node",
+           [](const node_figures& n) { return double(n.outstanding); });
+  per_node("tandem:cluster_node_kv_cache_usage_ratio", "gauge", "Fraction of the node's KV blocks used by sequences",
+           [](const node_figures& n) {
+             return n.last.kv_blocks_total ? double(n.last.kv_blocks_used) / n.last.kv_blocks_total : 0.0;
+           });
+  per_node("tandem:cluster_node_num_requests_waiting", "gauge", "Sequences waiting in the node's scheduler",
+           [](const node_figures& n) { return double(n.last.sched.waiting); });
+  per_node("tandem:cluster_node_prefix_cache_queries_total", "counter", "Prompt tokens the node looked up",
+           [](const node_figures& n) { return double(n.last.prefix_queries); });
+  per_node("tandem:cluster_node_prefix_cache_hits_total", "counter", "Prompt tokens the node found in its cache",
+           [](const node_figures& n) { return double(n.last.prefix_hits); });
+  per_node("tandem:cluster_node_index_blocks", "gauge", "Prefix blocks the router's index says the node holds",
+           [](const node_figures& n) { return double(n.index_blocks); });
+  header(out, "tandem:cluster_routed_total", "counter",
+         "Sequences sent to each node, by why: prefix (it held part of the prompt) or load");
+  for (const auto& n : c.nodes) {
+    const std::string node = label(n.address);
+    out += "tandem:cluster_routed_total{node=\"" + node + "\",reason=\"prefix\"} " + std::to_string(n.prefix_routed) +
+           "\n";
+    out += "tandem:cluster_routed_total{node=\"" + node + "\",reason=\"load\"} " +
+           std::to_string(n.routed - n.prefix_routed) + "\n";
+  }
+  per_node("tandem:cluster_retried_total", "counter", "Sequences moved off the node when it was lost, before a token",
+           [](const node_figures& n) { return double(n.retried); });
+  per_node("tandem:cluster_lost_total", "counter", "Sequences that ended with an error when the node was lost",
+           [](const node_figures& n) { return double(n.lost); });
+  per_node("tandem:cluster_joins_total", "counter", "Times the router joined the node",
+           [](const node_figures& n) { return double(n.joins); });
+  counter(out, "tandem:cluster_routing_decisions_total", "Routing decisions made", double(c.decisions));
+  counter(out, "tandem:cluster_routing_decision_seconds_total", "Time spent deciding (prompt hashing included)",
+          c.decision_us_total / 1e6);
+  counter(out, "tandem:cluster_unroutable_total", "Sequences no node could take (answered 503)", double(c.unroutable));
+  header(out, "tandem:cluster_routing_policy", "gauge", "The routing policy in use");
+  out += "tandem:cluster_routing_policy{policy=\"" + label(c.policy) + "\"} 1\n";
+}
+
+}  // namespace
+
 std::string server_metrics::render(const runtime_figures& f) const {
   std::string out;
   out.reserve(8192);
@@ -148,6 +199,8 @@ std::string server_metrics::render(const runtime_figures& f) const {
     per_k("tandem:spec_decode_passes_total", "counter", "Verification passes by the number of drafts K they checked",
           f.spec.passes_by_k);
   }
+
+  if (f.clustered) render_cluster(out, f.cluster);
 
   std::lock_guard lock(mutex_);
   ttft_.render(out, "tandem:time_to_first_token_seconds", "Time from submit to the first token");

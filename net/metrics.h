@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 
+#include "actors/router.h"
 #include "actors/scheduler.h"
 #include "engine/kv/kv_cache_stats.h"
 #include "engine/speculation/speculation_policy.h"
@@ -24,6 +25,8 @@ struct runtime_figures {
   admission_stats admission;
   std::string spec_method;  // "" when the runtime does not speculate
   speculation_stats spec;
+  bool clustered = false;  // a cluster's router: the figures below, and sched/kv summed over the nodes
+  cluster_stats cluster;
 };
 
 class latency_histogram {

@@ -67,8 +67,24 @@ void block_pool::drop_index() {
   for (block_id b = 0; b < blocks_.size(); ++b) unindex(b);
 }
 
-uint64_t block_pool::hash_block(uint64_t parent, std::span<const token_id> tokens) const {
+uint64_t block_pool::hash_block(uint64_t parent, std::span<const token_id> tokens) {
   return XXH64(tokens.data(), tokens.size_bytes(), parent);
+}
+
+uint64_t block_pool::salt_for_group(const std::string& group, uint64_t key) {
+  return group.empty() ? 0 : XXH64(group.data(), group.size(), key) | 1;
+}
+
+std::vector<uint64_t> block_pool::chain_hashes(std::span<const token_id> tokens, uint32_t block_size, uint64_t salt) {
+  std::vector<uint64_t> out;
+  if (block_size == 0 || tokens.empty()) return out;
+  const auto looked_up = tokens.first(tokens.size() - 1);  // as kv_block_manager::match_prefix
+  uint64_t parent = root_for(salt);
+  for (size_t start = 0; start + block_size <= looked_up.size(); start += block_size) {
+    parent = hash_block(parent, looked_up.subspan(start, block_size));
+    out.push_back(parent);
+  }
+  return out;
 }
 
 uint64_t block_pool::root_for(uint64_t salt) {
@@ -103,16 +119,50 @@ block_id block_pool::publish(block_id b, uint64_t parent, std::span<const token_
   blk.parent = parent;
   blk.tokens.assign(tokens.begin(), tokens.end());
   index_.emplace(h, b);
+  if (recording_) record(journal_.entered, h);
   return b;
 }
 
 void block_pool::unindex(block_id b) {
   auto& blk = blocks_[b];
   if (!blk.hashed) return;
-  if (const auto it = index_.find(blk.hash); it != index_.end() && it->second == b) index_.erase(it);
+  if (const auto it = index_.find(blk.hash); it != index_.end() && it->second == b) {
+    index_.erase(it);
+    if (recording_) record(journal_.left, blk.hash);
+  }
   blk.hashed = false;
   blk.tokens.clear();
   blk.tokens.shrink_to_fit();
+}
+
+void block_pool::record(std::vector<uint64_t>& list, uint64_t hash) {
+  if (overflowed_) return;
+  if (journal_.entered.size() + journal_.left.size() >= kMaxEvents) {
+    overflowed_ = true;
+    journal_ = {};
+    return;
+  }
+  list.push_back(hash);
+}
+
+void block_pool::enable_events() {
+  if (recording_) return;
+  recording_ = true;
+  overflowed_ = true;  // what is indexed already was never journaled
+}
+
+index_events block_pool::take_events() {
+  index_events out;
+  if (overflowed_) {
+    out.snapshot = true;
+    out.entered.reserve(index_.size());
+    for (const auto& [hash, b] : index_) out.entered.push_back(hash);
+    overflowed_ = false;
+    journal_ = {};
+  } else {
+    std::swap(out, journal_);
+  }
+  return out;
 }
 
 block_pool_stats block_pool::stats() const {

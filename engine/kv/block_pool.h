@@ -18,6 +18,7 @@
 #include <list>
 #include <optional>
 #include <span>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -25,6 +26,15 @@
 #include "engine/kv/kv_cache_stats.h"
 
 namespace tandem {
+
+// Changes to the prefix index since they were last taken (cluster mode's KV events: a node
+// tells the router which block hashes it holds). snapshot: the journal overflowed (or was
+// just switched on), so `entered` is the whole index and the reader forgets what it had.
+struct index_events {
+  bool snapshot = false;
+  std::vector<uint64_t> entered;
+  std::vector<uint64_t> left;
+};
 
 class block_pool {
  public:
@@ -47,8 +57,14 @@ class block_pool {
   // The seed of a chain's first block for a cache salt (0 = kRootHash): sequences with
   // different salts never share blocks, even with equal tokens (per-tenant isolation).
   static uint64_t root_for(uint64_t salt);
+  // A prefix-cache group's salt: a keyed hash (0 for no group), so whoever lacks the key
+  // cannot compute another group's block hashes. The scheduler draws its key at random; the
+  // nodes of a cluster and their router share one, derived from the cluster secret.
+  static uint64_t salt_for_group(const std::string& group, uint64_t key);
   // Hash of a full block's tokens behind `parent` (root_for(salt) for the first block).
-  uint64_t hash_block(uint64_t parent, std::span<const token_id> tokens) const;
+  static uint64_t hash_block(uint64_t parent, std::span<const token_id> tokens);
+  // The hashes of the full blocks match() would look up for `tokens`, in order.
+  static std::vector<uint64_t> chain_hashes(std::span<const token_id> tokens, uint32_t block_size, uint64_t salt);
   // Longest run of indexed full blocks that spells a prefix of `tokens` (no refs taken).
   block_table match(std::span<const token_id> tokens, uint64_t root = kRootHash) const;
   // Forgets every indexed block (their KV data is gone: the device worker was restarted);
@@ -64,6 +80,12 @@ class block_pool {
 
   block_pool_stats stats() const;
 
+  // Starts recording index changes; take_events() hands them over and clears the journal.
+  // The first take after enabling, and any after more than kMaxEvents changes, is a snapshot.
+  static constexpr size_t kMaxEvents = 1 << 16;
+  void enable_events();
+  index_events take_events();
+
  private:
   struct block {
     uint32_t ref = 0;
@@ -75,6 +97,7 @@ class block_pool {
     bool in_lru = false;
   };
   void unindex(block_id b);
+  void record(std::vector<uint64_t>& list, uint64_t hash);
 
   uint32_t block_size_;
   std::vector<block> blocks_;
@@ -82,6 +105,9 @@ class block_pool {
   std::list<block_id> evictable_;  // LRU: front = least recently released
   std::unordered_map<uint64_t, block_id> index_;
   uint64_t evictions_ = 0;
+  bool recording_ = false;
+  bool overflowed_ = false;  // the journal lost changes: the next take is a snapshot
+  index_events journal_;
 };
 
 }  // namespace tandem

@@ -74,6 +74,11 @@ class kv_block_manager {
   const block_table& table(seq_id seq) const;
   uint32_t ref_count(block_id b) const { return pool_.ref_count(b); }
   kv_cache_stats stats() const;
+  // The prefix index's changes (block_pool::take_events); recording starts at the first call.
+  index_events take_index_events() {
+    pool_.enable_events();
+    return pool_.take_events();
+  }
 
  private:
   struct seq_blocks {

@@ -29,5 +29,10 @@ using forget_atom = caf::atom_constant<caf::atom("forget")>;          // schedul
 using plan_k_atom = caf::atom_constant<caf::atom("plank")>;           // scheduler -> verifier
 using trim_drafts_atom = caf::atom_constant<caf::atom("trimdraft")>;  // scheduler -> verifier
 using report_atom = caf::atom_constant<caf::atom("report")>;          // scheduler -> verifier
+using kv_events_atom = caf::atom_constant<caf::atom("kvevents")>;     // cluster node -> cache manager
+using join_atom = caf::atom_constant<caf::atom("join")>;              // router -> node gate
+using update_atom = caf::atom_constant<caf::atom("update")>;          // cluster node -> router
+using nodes_atom = caf::atom_constant<caf::atom("nodes")>;            // metrics -> router
+using tick_atom = caf::atom_constant<caf::atom("tick")>;              // an actor -> itself (timers)
 
 }  // namespace tandem

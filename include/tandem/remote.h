@@ -30,4 +30,8 @@ inline void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<admission_stats>("tandem::admission_stats");
 }
 
+// What a cluster's router and nodes exchange besides (runtime_config::nodes, docs/cluster.md):
+// on every peer's config, with add_message_types, before the system is created.
+void add_cluster_message_types(caf::actor_system_config& cfg);
+
 }  // namespace tandem

@@ -54,6 +54,15 @@ struct runtime_config {
   uint32_t speculative_k_min = 1;
   uint32_t speculative_k_max = 10;
   bool speculative_adaptive = true;  // false: draft at every step regardless of cost
+  // Cluster mode (docs/cluster.md). With nodes ("host:port" of engine nodes' gates) this
+  // runtime is a router: it loads the file's vocabulary and chat template but no weights,
+  // keeps admission and the streamers, and runs every sequence on a node. Without nodes but
+  // with a secret it is a node: node_gate() is what routers join. The actor system must
+  // load caf::io::middleman and register tandem::add_message_types(cfg) and
+  // tandem::add_cluster_message_types(cfg) (include/tandem/remote.h).
+  std::vector<std::string> nodes;
+  std::string cluster_secret;               // shared by a cluster's router and nodes
+  std::string routing_policy = "kv-aware";  // router: kv-aware, least-loaded or round-robin
 };
 
 // Scheduler settings the runtime wants from the host's actor system, set on its config
@@ -98,9 +107,13 @@ class runtime {
   // The scheduler, cache manager, device worker and speculative decoding's actors, for the
   // server's metrics, tests and benchmarks.
   const runtime_actors& actors() const { return *actors_; }
+  // A cluster node's gate, to publish with the middleman (null unless this runtime is a node).
+  caf::actor node_gate() const;
+  bool is_router() const { return !cfg_.nodes.empty(); }
 
  private:
   runtime();
+  static std::unique_ptr<runtime> start_router(caf::actor_system& sys, const runtime_config& cfg);
   runtime_config cfg_;
   std::shared_ptr<const runtime_shared> shared_;
   std::shared_ptr<const model_config> model_cfg_;

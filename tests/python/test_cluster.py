@@ -1,0 +1,219 @@
+"""Cluster mode: a router and two engine nodes as separate processes on 127.0.0.1
+(docs/cluster.md). The router keeps admission and the streamers; the nodes run the model.
+
+- requests sharing a long system prompt go to the node that holds it (router and node metrics);
+- a node killed with requests queued on it: those that had streamed nothing finish on the
+  other node, and the router rejoins the node when it is back;
+- tenant limits are the router's, whatever node runs the request;
+- a router with the wrong secret is never joined; with no node it answers 503.
+"""
+import os
+import re
+import signal
+import tempfile
+import textwrap
+import threading
+import time
+
+import httpx
+import openai
+import pytest
+
+from conftest import Server
+
+SECRET = "test-cluster-secret-0123456789"
+TENANTS = textwrap.dedent("""\
+    tenants:
+      - name: alice
+        api_keys: [sk-alice]
+      - name: single
+        api_keys: [sk-single]
+        max_concurrent_requests: 1
+    """)
+
+SYSTEM_A = ("You are the ship's navigator on a long voyage across the northern sea. " * 24).strip()
+SYSTEM_B = ("You are a patient teacher of arithmetic who explains every step slowly. " * 24).strip()
+
+
+def gate_port(node):
+    for line in node.log:
+        m = re.search(r"routers join at [^:]+:(\d+)", line)
+        if m:
+            return int(m.group(1))
+    raise AssertionError("no gate port in the node's log:\n" + "".join(node.log))
+
+
+def start_node(port=0):
+    return Server("--role", "node", "--node-port", str(port), "--max-num-seqs", "1", "--log-level", "warn",
+                  env={"TANDEM_CLUSTER_SECRET": SECRET})
+
+
+def series(metrics, name, node):
+    return metrics.get(f'{name}{{node="127.0.0.1:{node}"}}', 0.0)
+
+
+def wait_for(pred, timeout=30, what="condition"):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if pred():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    nodes = [start_node(), start_node()]
+    ports = [gate_port(n) for n in nodes]
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write(TENANTS)
+    router = Server("--role", "router", "--nodes", ",".join(f"127.0.0.1:{p}" for p in ports), "--config", f.name,
+                    "--log-level", "warn", env={"TANDEM_CLUSTER_SECRET": SECRET})
+    wait_for(lambda: all(series(router.metrics(), "tandem:cluster_node_up", p) == 1 for p in ports), 30,
+             "the router to join both nodes")
+    state = {"nodes": nodes, "ports": ports, "router": router}
+    yield state
+    router.stop()
+    for n in state["nodes"]:
+        n.stop()
+    os.unlink(f.name)
+
+
+def client(router, key="sk-alice"):
+    return openai.OpenAI(base_url=router.url + "/v1", api_key=key, max_retries=0, timeout=120)
+
+
+def routed(metrics, port):
+    return sum(metrics.get(f'tandem:cluster_routed_total{{node="127.0.0.1:{port}",reason="{r}"}}', 0)
+               for r in ("prefix", "load"))
+
+
+def routed_to(router, ports, before):
+    """The one node a request went to since `before` (the router's metrics then)."""
+    after = router.metrics()
+    moved = [p for p in ports if routed(after, p) > routed(before, p)]
+    assert len(moved) == 1, (moved, after)
+    return moved[0]
+
+
+def ask(router, system, user, max_tokens=4):
+    r = client(router).chat.completions.create(
+        model="m", messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
+        max_tokens=max_tokens, temperature=0)
+    return r
+
+
+def test_shared_system_prompts_go_to_the_node_that_holds_them(cluster):
+    router, ports = cluster["router"], cluster["ports"]
+    homes = {}
+    for system, name in ((SYSTEM_A, "A"), (SYSTEM_B, "B")):
+        before = router.metrics()
+        ask(router, system, "Hello, who are you?")
+        homes[name] = routed_to(router, ports, before)
+        time.sleep(0.3)  # the node's KV events reach the router within its 50 ms update period
+    for system, name in ((SYSTEM_A, "A"), (SYSTEM_B, "B")):
+        for i in range(3):
+            before = router.metrics()
+            r = ask(router, system, f"Question number {i}: what is {i} plus {i}?")
+            assert routed_to(router, ports, before) == homes[name], (name, i)
+            assert r.usage.prompt_tokens_details.cached_tokens >= 256, r.usage
+    m = router.metrics()
+    for p in set(homes.values()):
+        assert m[f'tandem:cluster_routed_total{{node="127.0.0.1:{p}",reason="prefix"}}'] >= 3
+        assert series(m, "tandem:cluster_node_prefix_cache_hits_total", p) > 0
+        assert series(m, "tandem:cluster_node_index_blocks", p) >= 16
+    # The nodes' own counters agree: the prefix hits happened where the router sent the requests.
+    for node, p in zip(cluster["nodes"], ports):
+        if p in homes.values():
+            assert node.metrics()["tandem:prefix_cache_hits_total"] >= 3 * 256
+
+
+def test_tenant_limits_are_the_routers(cluster):
+    router = cluster["router"]
+    results = []
+
+    def run():
+        try:
+            client(router, "sk-single").chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "Count to twenty."}], max_tokens=48,
+                temperature=0)
+            results.append(200)
+        except openai.APIStatusError as e:
+            results.append(e.status_code)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+        time.sleep(0.05)
+    for t in threads:
+        t.join()
+    assert sorted(results) == [200, 429], results
+    with pytest.raises(openai.AuthenticationError):
+        client(router, "sk-nobody").chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}],
+                                                             max_tokens=1)
+
+
+def test_a_killed_nodes_unstarted_requests_finish_elsewhere(cluster):
+    router, ports = cluster["router"], cluster["ports"]
+    results = {}
+    first_token = threading.Event()
+
+    def stream(i):
+        try:
+            s = client(router).chat.completions.create(
+                model="m", messages=[{"role": "user", "content": f"Tell story number {i} about a cat."}],
+                max_tokens=300, temperature=0.7, stream=True, extra_body={"ignore_eos": True})
+            text = ""
+            for chunk in s:
+                if chunk.choices and chunk.choices[0].delta.content:
+                    text += chunk.choices[0].delta.content
+                    first_token.set()
+            results[i] = "ok"
+        except Exception as e:  # a request that had started on the killed node
+            results[i] = f"error: {e}"
+
+    threads = [threading.Thread(target=stream, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    assert first_token.wait(60)
+    time.sleep(0.5)  # both nodes' running sequences have streamed by now
+    # Each node runs one sequence at a time (--max-num-seqs 1): the others wait in its queue.
+    victim = cluster["nodes"][0]
+    victim.proc.send_signal(signal.SIGKILL)
+    victim.proc.wait()
+    for t in threads:
+        t.join(120)
+    m = router.metrics()
+    retried = series(m, "tandem:cluster_retried_total", ports[0])
+    lost = series(m, "tandem:cluster_lost_total", ports[0])
+    print("kill:", results, "retried", retried, "lost", lost)
+    assert retried >= 1, m
+    # Exactly the sequences that had streamed on the dead node failed; every other one finished.
+    assert len(results) == 6
+    assert sum(1 for v in results.values() if v != "ok") == lost, results
+    assert series(m, "tandem:cluster_node_up", ports[0]) == 0
+    # New requests avoid the dead node.
+    for _ in range(2):
+        assert ask(router, SYSTEM_A, "Still there?").choices[0].message.content is not None
+    # No slot leaks at the router: nothing in flight once the survivors are done.
+    wait_for(lambda: router.metrics()["tandem:requests_in_flight"] == 0, 30, "no requests in flight")
+    # The node comes back on its port and the router joins it again.
+    cluster["nodes"][0] = start_node(ports[0])
+    wait_for(lambda: series(router.metrics(), "tandem:cluster_node_up", ports[0]) == 1, 30, "the rejoin")
+    assert series(router.metrics(), "tandem:cluster_joins_total", ports[0]) == 2
+
+
+def test_a_wrong_secret_is_never_joined_and_no_node_means_503(cluster):
+    ports = cluster["ports"]
+    stranger = Server("--role", "router", "--nodes", f"127.0.0.1:{ports[1]}", "--log-level", "warn",
+                      env={"TANDEM_CLUSTER_SECRET": "not-the-cluster-secret-at-all"})
+    try:
+        time.sleep(2.5)  # two join attempts
+        m = stranger.metrics()
+        assert series(m, "tandem:cluster_node_up", ports[1]) == 0
+        r = httpx.post(stranger.url + "/v1/chat/completions", timeout=30,
+                       json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})
+        assert r.status_code == 503, r.text
+        assert "engine node" in r.json()["error"]["message"]
+    finally:
+        stranger.stop()
