@@ -35,5 +35,4 @@ grammar_compiler_actor spawn_grammar_compiler(caf::actor_system& sys, std::share
 
 }  // namespace tandem
 
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::grammar::grammar_kind)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::grammar_reply)
