@@ -24,6 +24,7 @@ FUZZ_SECONDS ?= 600
 SOAK_SECONDS ?= 600
 # Tests that drive actors (the runtime, the server, the streamers): the TSan run's set.
 ACTOR_TESTS  ?= 'Runtime|GenerationJob'
+TSAN_TESTS   ?= runtime_test speculative_runtime_test cluster_runtime_test net_replies_test
 HOST         ?= 127.0.0.1
 PORT         ?= 8080
 PREFIX       ?= /usr/local
@@ -33,7 +34,7 @@ export TANDEM_HOME
 
 TANDEM := $(BUILD_DIR)/bin/tandem
 
-.PHONY: all deps build model test-data test test-slow run bench fuzz sanitize soak format install deb clean
+.PHONY: all deps build model test-data test test-slow run bench bench-cluster fuzz sanitize soak format install deb clean
 
 all: build
 
@@ -72,6 +73,13 @@ run: build model
 
 # Every benchmark, each writing its section of docs/benchmarks.md (and a plot where it helps);
 # kv_attention_bench and runtime_bench's kv-dtype part print the figures its KV cache section quotes.
+# Cluster mode (docs/cluster.md): the router's cost per decision against 1-64 simulated nodes,
+# then a router and 1-3 node processes on this machine, kv-aware vs round-robin.
+bench-cluster: build model
+	@scripts/install-deps.sh --bench
+	$(BUILD_DIR)/bin/routing_bench
+	python3 bench/cluster_bench.py --build $(BUILD_DIR)
+
 bench: build model
 	@scripts/install-deps.sh --bench
 	$(BUILD_DIR)/bin/tokenizer_bench
@@ -114,11 +122,13 @@ sanitize: deps model
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) -LE 'serve|chat|cli|grammar' \
 	    -E 'QuantizeFile|QuantizeMatchesLlamaQuantize|Gpu|Fidelity|package_|embed_'
-	cmake -S . -B build-tsan $(SANITIZE_CMAKE) -DCMAKE_CXX_FLAGS="-fsanitize=thread -fno-omit-frame-pointer" \
-	  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread"
-	cmake --build build-tsan -j $(JOBS) --target runtime_test speculative_runtime_test net_replies_test
-	cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/sanitize/tsan.supp" \
-	  ctest --output-on-failure -j 1 -R $(ACTOR_TESTS)
+	scripts/build-caf-tsan.sh build-tsan-caf
+	cmake -S . -B build-tsan $(SANITIZE_CMAKE) -DCMAKE_PREFIX_PATH=$(CURDIR)/build-tsan-caf \
+	  -DCAF_INCLUDE_DIR=$(CURDIR)/build-tsan-caf/include -DCAF_CORE_LIBRARY=$(CURDIR)/build-tsan-caf/lib/libcaf_core.so \
+	  -DCAF_IO_LIBRARY=$(CURDIR)/build-tsan-caf/lib/libcaf_io.so \
+	  -DCMAKE_CXX_FLAGS="-fsanitize=thread -fno-omit-frame-pointer" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread"
+	cmake --build build-tsan -j $(JOBS) --target $(TSAN_TESTS)
+	cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ctest --output-on-failure -j 1 -R $(ACTOR_TESTS)
 
 soak: build model
 	@scripts/install-deps.sh --soak

@@ -217,3 +217,33 @@ def test_a_wrong_secret_is_never_joined_and_no_node_means_503(cluster):
         assert "engine node" in r.json()["error"]["message"]
     finally:
         stranger.stop()
+
+
+def test_the_kubernetes_manifests_use_flags_the_binary_has():
+    """deploy/kubernetes/: every document parses, and every flag the containers pass exists."""
+    import subprocess
+
+    import yaml
+    from conftest import ROOT, tandem_binary
+
+    help_text = subprocess.run([tandem_binary(), "serve", "--help"], capture_output=True, text=True).stdout
+    docs = list(yaml.safe_load_all((ROOT / "deploy/kubernetes/tandem-cluster.yaml").read_text()))
+    kinds = {d["kind"] for d in docs}
+    assert {"Secret", "ConfigMap", "StatefulSet", "Deployment", "Service", "HorizontalPodAutoscaler"} <= kinds
+    roles = set()
+    for d in docs:
+        if d["kind"] not in ("StatefulSet", "Deployment"):
+            continue
+        for c in d["spec"]["template"]["spec"]["containers"]:
+            args = c["args"]
+            roles.add(args[args.index("--role") + 1])
+            for flag in (a for a in args if a.startswith("--")):
+                assert re.search(r"(^|\s)" + re.escape(flag) + r"\b", help_text), flag
+    assert roles == {"node", "router"}
+    # The router lists every node name the autoscaler may create.
+    hpa = next(d for d in docs if d["kind"] == "HorizontalPodAutoscaler")
+    router = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    nodes = router[router.index("--nodes") + 1].split(",")
+    assert len(nodes) == hpa["spec"]["maxReplicas"]
+    tenants = yaml.safe_load(next(d for d in docs if d["kind"] == "ConfigMap")["data"]["tenants.yaml"])
+    assert tenants["tenants"]
