@@ -2,6 +2,7 @@
 
 #include <caf/io/all.hpp>
 #include <chrono>
+#include <deque>
 #include <limits>
 #include <stdexcept>
 #include <unordered_map>
@@ -16,6 +17,7 @@ namespace {
 
 constexpr auto kReconnectPeriod = std::chrono::seconds(1);
 constexpr auto kJoinTimeout = std::chrono::seconds(5);
+constexpr size_t kMaxSessions = 65536;
 
 struct node_slot {
   std::string host;
@@ -44,6 +46,10 @@ struct router_state {
   // The choices of one request (n > 1) go where the first went: that node computes the
   // prompt once and forks its blocks for the others. group -> (node, live choices).
   std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> groups;
+  // Sessions (generate_request::session, per tenant) -> the node they stay on while it is up;
+  // the oldest are forgotten past kMaxSessions.
+  std::unordered_map<std::string, uint32_t> sessions;
+  std::deque<std::string> session_order;
   uint32_t cursor = 0;
   uint32_t block_size = 16;  // the nodes' (from their updates)
   cluster_stats counters;
@@ -82,6 +88,25 @@ void place(self_ptr self, sequence_request sr) {
     loads[i].cached_blocks = cached[i];
   }
   int pick = cluster::choose_node(st.policy, loads, static_cast<uint32_t>(sr.prompt.size()), st.block_size, st.cursor);
+  const auto usable = [&](uint32_t i) { return loads[i].up && loads[i].outstanding < loads[i].capacity; };
+  bool by_session = false;
+  const std::string session_key = sr.session.empty() ? std::string() : sr.tenant + '\n' + sr.session;
+  if (!session_key.empty()) {
+    const auto s = st.sessions.find(session_key);
+    if (s != st.sessions.end() && usable(s->second)) {
+      by_session = static_cast<int>(s->second) != pick;
+      pick = static_cast<int>(s->second);
+    } else if (pick >= 0) {
+      if (s == st.sessions.end()) {
+        st.session_order.push_back(session_key);
+        if (st.session_order.size() > kMaxSessions) {
+          st.sessions.erase(st.session_order.front());
+          st.session_order.pop_front();
+        }
+      }
+      st.sessions[session_key] = static_cast<uint32_t>(pick);  // (re)homed: its node was down or full
+    }
+  }
   const auto group = sr.prompt_group != 0 ? st.groups.find(sr.prompt_group) : st.groups.end();
   if (group != st.groups.end() && st.nodes[group->second.first].handle) pick = static_cast<int>(group->second.first);
   st.counters.decisions++;
@@ -93,7 +118,11 @@ void place(self_ptr self, sequence_request sr) {
   }
   auto& slot = st.nodes[static_cast<uint32_t>(pick)];
   slot.fig.routed++;
-  if (cached[static_cast<uint32_t>(pick)] > 0) slot.fig.prefix_routed++;
+  if (by_session) {
+    slot.fig.session_routed++;
+  } else if (cached[static_cast<uint32_t>(pick)] > 0) {
+    slot.fig.prefix_routed++;
+  }
   slot.fig.outstanding++;
   const seq_id id = sr.id;
   auto& p = st.seqs[id];

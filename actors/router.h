@@ -33,13 +33,14 @@ struct node_figures {
   std::string address;  // host:port
   bool up = false;
   uint32_t outstanding = 0;
-  node_update last;            // its latest report (kv events dropped)
-  uint64_t routed = 0;         // sequences sent to it
-  uint64_t prefix_routed = 0;  // of those, sent because it held a prefix of the prompt
-  uint64_t retried = 0;        // sequences moved from it to another node when it went down
-  uint64_t lost = 0;           // sequences that ended with an error when it went down
-  uint64_t joins = 0;          // times the router joined it
-  size_t index_blocks = 0;     // prefix blocks the router believes it holds
+  node_update last;             // its latest report (kv events dropped)
+  uint64_t routed = 0;          // sequences sent to it
+  uint64_t prefix_routed = 0;   // of those, sent where a prefix of the prompt was cached
+  uint64_t session_routed = 0;  // of those, sent to their session's node over the policy's pick
+  uint64_t retried = 0;         // sequences moved from it to another node when it went down
+  uint64_t lost = 0;            // sequences that ended with an error when it went down
+  uint64_t joins = 0;           // times the router joined it
+  size_t index_blocks = 0;      // prefix blocks the router believes it holds
 };
 
 struct cluster_stats {

@@ -36,6 +36,7 @@ struct sequence_request {
   std::vector<token_id> stop_token_ids;                      // ending tokens (end-of-generation ids unless ignored)
   bool speculative = true;                                   // may draft tokens for it (when the runtime speculates)
   uint64_t prompt_group = 0;                                 // generate_request::prompt_group
+  std::string session;                                       // generate_request::session (cluster routing)
   std::shared_ptr<const grammar::compiled_grammar> grammar;  // constrained decoding (null: none)
   // What `grammar` was compiled from. The compiled form never leaves its process: a cluster
   // node that receives the request without it compiles it again from these.
@@ -50,7 +51,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sequence_request& x) {
   return f(caf::meta::type_name("sequence_request"), x.id, x.tenant, x.weight, x.cache_group, x.kv_cache_share,
            x.prompt, x.sampling, x.max_new_tokens, x.max_total_tokens, x.stop_token_ids, x.speculative, x.prompt_group,
-           x.constrained, x.grammar_kind, x.grammar_text, x.streamer);
+           x.session, x.constrained, x.grammar_kind, x.grammar_text, x.streamer);
 }
 
 struct scheduler_stats {

@@ -324,6 +324,7 @@ streamer_actor::behavior_type streamer(self_ptr self, request_id id, generate_re
     // Tokens appended by a thinking budget would bypass the drafter's view of the sequence.
     sr.speculative = st.req.speculative && st.req.thinking_token_budget == 0;
     sr.prompt_group = st.req.prompt_group;
+    sr.session = st.req.session;
     if (!st.req.ignore_eos) {
       for (token_id t : tok.end_of_generation_ids()) sr.stop_token_ids.push_back(t);
     }

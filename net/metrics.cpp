@@ -125,13 +125,16 @@ void render_cluster(std::string& out, const cluster_stats& c) {
   per_node("tandem:cluster_node_index_blocks", "gauge", "Prefix blocks the router's index says the node holds",
            [](const node_figures& n) { return double(n.index_blocks); });
   header(out, "tandem:cluster_routed_total", "counter",
-         "Sequences sent to each node, by why: prefix (it held part of the prompt) or load");
+         "Sequences sent to each node, by why: session (its session's node), prefix (it held part of the "
+         "prompt) or load");
   for (const auto& n : c.nodes) {
     const std::string node = label(n.address);
     out += "tandem:cluster_routed_total{node=\"" + node + "\",reason=\"prefix\"} " + std::to_string(n.prefix_routed) +
            "\n";
+    out += "tandem:cluster_routed_total{node=\"" + node + "\",reason=\"session\"} " + std::to_string(n.session_routed) +
+           "\n";
     out += "tandem:cluster_routed_total{node=\"" + node + "\",reason=\"load\"} " +
-           std::to_string(n.routed - n.prefix_routed) + "\n";
+           std::to_string(n.routed - n.prefix_routed - n.session_routed) + "\n";
   }
   per_node("tandem:cluster_retried_total", "counter", "Sequences moved off the node when it was lost, before a token",
            [](const node_figures& n) { return double(n.retried); });

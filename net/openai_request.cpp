@@ -376,6 +376,8 @@ api_request parse_api_request(const json::value& body, api_kind kind, const api_
   r.user = string(o, "user");
   reject_unsupported(o);
   auto& gen = r.gen;
+  gen.session = o.contains("session_id") ? string(o, "session_id") : r.user;
+  if (gen.session.size() > 256) bad(o.contains("session_id") ? "session_id" : "user", "must be at most 256 bytes");
   if (kind == api_kind::chat) {
     parse_messages(o, gen);
     parse_tools(o, r);

@@ -152,6 +152,9 @@ struct generate_request {
   // delta whenever this many have gathered, and the rest at the end. 1 (or 0): each step's
   // tokens as they come. Larger: fewer, larger deltas, less server work per token.
   uint32_t stream_interval = 1;
+  // Cluster mode: requests of one session stay on one engine node while it is healthy
+  // (OpenAI's "user" field, or a "session_id"); "" = none.
+  std::string session;
   sink_actor sink;  // receives the deltas and the final event
   // Set: the deltas go to this call, in order, and not to the sink (one message and one
   // actor turn fewer per delta). Called on the streamer's thread before it sends
@@ -267,7 +270,7 @@ typename Inspector::result_type inspect(Inspector& f, generate_request& x) {
            x.chat_template_kwargs_json, x.parse_tool_calls, x.tool_call_parser, x.parse_reasoning,
            x.thinking_token_budget, x.grammar, x.prompt_special_tokens, x.max_tokens, x.stop, x.stop_token_ids,
            x.ignore_eos, x.speculative, x.prompt_group, x.choices, x.sampling, x.tenant, x.weight, x.cache_group,
-           x.kv_cache_share, x.api_key, x.stream_interval, x.sink);
+           x.kv_cache_share, x.api_key, x.stream_interval, x.session, x.sink);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, submit_reply& x) {

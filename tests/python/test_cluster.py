@@ -85,7 +85,7 @@ def client(router, key="sk-alice"):
 
 def routed(metrics, port):
     return sum(metrics.get(f'tandem:cluster_routed_total{{node="127.0.0.1:{port}",reason="{r}"}}', 0)
-               for r in ("prefix", "load"))
+               for r in ("prefix", "session", "load"))
 
 
 def routed_to(router, ports, before):
@@ -126,6 +126,28 @@ def test_shared_system_prompts_go_to_the_node_that_holds_them(cluster):
     for node, p in zip(cluster["nodes"], ports):
         if p in homes.values():
             assert node.metrics()["tandem:prefix_cache_hits_total"] >= 3 * 256
+
+
+def test_a_session_stays_on_its_node(cluster):
+    """OpenAI's `user` field keeps a conversation on one node even where load would move it."""
+    router, ports = cluster["router"], cluster["ports"]
+    homes = []
+    for i, topic in enumerate(["volcanoes", "tax law", "jazz", "knitting", "orbits", "bread"]):
+        before = router.metrics()
+        # A system turn of its own (no shared first block): only the session keeps these together.
+        client(router).chat.completions.create(
+            model="m", messages=[{"role": "system", "content": f"{topic.title()} facts, number {i}."},
+                                 {"role": "user", "content": f"Tell me one fact about {topic}."}],
+            max_tokens=3, temperature=0, user="session-42")
+        homes.append(routed_to(router, ports, before))
+    assert len(set(homes)) == 1, homes
+    m = router.metrics()
+    assert m[f'tandem:cluster_routed_total{{node="127.0.0.1:{homes[0]}",reason="session"}}'] >= 1, \
+        "; ".join(f"{k}={v}" for k, v in m.items() if k.startswith("tandem:cluster_"))
+    # A session id longer than the router keeps is refused, naming the field.
+    with pytest.raises(openai.BadRequestError, match="user"):
+        client(router).chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}],
+                                               max_tokens=1, user="u" * 300)
 
 
 def test_tenant_limits_are_the_routers(cluster):
