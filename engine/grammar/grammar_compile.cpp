@@ -98,14 +98,6 @@ class grammar_builder {
       if (g_.call_begin_[s + 1] > g_.call_begin_[s]) g_.flags_[s] |= grammar::kHasCalls;
     }
     check_left_recursion();
-    g_.rule_key_.resize(rules_.size());
-    std::vector<char> calls_out(rules_.size(), 0);
-    for (size_t st = 0; st < g_.accepting_.size(); ++st) {
-      if (g_.flags_[st] & grammar::kHasCalls) calls_out[g_.rule_of_[st]] = 1;
-    }
-    for (size_t r = 0; r < rules_.size(); ++r) {
-      if (!calls_out[r]) canonical(rules_[r].body, g_.rule_key_[r]);
-    }
     return std::move(g_);
   }
 
@@ -378,28 +370,6 @@ class grammar_builder {
     for (size_t r = 0; r < n_rules; ++r) {
       if (color[r] == 0) dfs(dfs, static_cast<int32_t>(r));
     }
-  }
-
-  static void canonical(const expr& e, std::string& out) {
-    out.push_back(static_cast<char>('a' + static_cast<int>(e.k)));
-    switch (e.k) {
-      case expr::kind::literal:
-      case expr::kind::rule_ref:
-        out += std::to_string(e.text.size()) + ":" + e.text;
-        break;
-      case expr::kind::char_class:
-        out += e.negated ? "^" : "";
-        for (auto [lo, hi] : e.ranges) out += std::to_string(lo) + "-" + std::to_string(hi) + ",";
-        break;
-      case expr::kind::repeat:
-        out += std::to_string(e.min) + "," + std::to_string(e.max);
-        break;
-      default:
-        break;
-    }
-    out.push_back('(');
-    for (const expr& c : e.children) canonical(c, out);
-    out.push_back(')');
   }
 
   const std::vector<rule_def>& rules_;
