@@ -69,6 +69,15 @@ std::vector<std::vector<std::pair<uint8_t, uint8_t>>> utf8_sequences(char32_t lo
   return out;
 }
 
+// Hash of a sorted set of NFA states (the subset construction's key).
+struct set_hash {
+  size_t operator()(const std::vector<int32_t>& v) const {
+    uint64_t h = 1469598103934665603ull;
+    for (int32_t x : v) h = (h ^ static_cast<uint32_t>(x)) * 1099511628211ull;
+    return static_cast<size_t>(h);
+  }
+};
+
 class grammar_builder {
  public:
   explicit grammar_builder(const std::vector<rule_def>& rules) : rules_(rules) {
@@ -245,9 +254,12 @@ class grammar_builder {
     int32_t start = new_state();
     int32_t final_state = add(rules_[r].body, start);
     seen_.assign(nfa_.size(), 0);
+    // Room for about one DFA state per NFA state, so the 1 KiB rows are rarely moved.
+    const size_t want = g_.next_.size() + nfa_.size() * 256;
+    if (want > g_.next_.capacity()) g_.next_.reserve(std::max(want, 2 * g_.next_.capacity()));
 
-    std::map<std::vector<int32_t>, int32_t> ids;  // NFA state set -> global DFA state
-    std::vector<std::vector<int32_t>> todo;
+    std::unordered_map<std::vector<int32_t>, int32_t, set_hash> ids;  // NFA state set -> global DFA state
+    std::vector<std::pair<std::vector<int32_t>, int32_t>> todo;
     auto state_for = [&](std::vector<int32_t> set) -> int32_t {
       auto it = ids.find(set);
       if (it != ids.end()) return it->second;
@@ -262,14 +274,13 @@ class grammar_builder {
       g_.next_.resize(g_.next_.size() + 256, -1);
       calls.emplace_back();
       ids.emplace(set, static_cast<int32_t>(id));
-      todo.push_back(std::move(set));
+      todo.push_back({std::move(set), static_cast<int32_t>(id)});
       return static_cast<int32_t>(id);
     };
     g_.rule_start_[r] = state_for(closure({start}));
     while (!todo.empty()) {
-      std::vector<int32_t> set = std::move(todo.back());
+      auto [set, id] = std::move(todo.back());
       todo.pop_back();
-      int32_t id = ids.at(set);
       std::vector<int> cuts{0, 256};
       std::map<int32_t, std::vector<int32_t>> by_rule;
       for (int32_t s : set) {
@@ -284,14 +295,18 @@ class grammar_builder {
       }
       std::sort(cuts.begin(), cuts.end());
       cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+      // Each byte edge covers a run of the intervals [cuts[i], cuts[i + 1]).
+      std::vector<std::vector<int32_t>> by_interval(cuts.size() - 1);
+      for (int32_t s : set) {
+        for (const nfa_edge& e : nfa_[s]) {
+          if (e.kind != nfa_edge::bytes) continue;
+          auto first = std::lower_bound(cuts.begin(), cuts.end(), static_cast<int>(e.lo)) - cuts.begin();
+          for (auto i = static_cast<size_t>(first); cuts[i] <= e.hi; ++i) by_interval[i].push_back(e.to);
+        }
+      }
       for (size_t i = 0; i + 1 < cuts.size(); ++i) {
         int lo = cuts[i], hi = cuts[i + 1] - 1;
-        std::vector<int32_t> targets;
-        for (int32_t s : set) {
-          for (const nfa_edge& e : nfa_[s]) {
-            if (e.kind == nfa_edge::bytes && e.lo <= lo && hi <= e.hi) targets.push_back(e.to);
-          }
-        }
+        std::vector<int32_t>& targets = by_interval[i];
         if (targets.empty()) continue;
         std::sort(targets.begin(), targets.end());
         targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
