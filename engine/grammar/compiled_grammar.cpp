@@ -104,7 +104,13 @@ compiled_grammar::chain compiled_grammar::chain_of(int32_t top) const {
   for (int b = 0; b < 256; ++b) {
     if (g_.next(top, static_cast<uint8_t>(b)) == first) out.bytes[b >> 6] |= uint64_t{1} << (b & 63);
   }
-  out.plain = is_subset(vocabulary::plain_bytes(), out.bytes);
+  // The plain tokens of C come from the vocabulary's bitsets when C lacks few plain bytes.
+  for (int b = 0x20; b < 0x7F; ++b) {
+    if (vocabulary::is_plain(static_cast<uint8_t>(b)) && !has_byte(out.bytes, static_cast<uint8_t>(b))) {
+      out.plain_missing.push_back(static_cast<uint8_t>(b));
+    }
+  }
+  out.plain = out.plain_missing.size() <= kMaxPlainMissing;
   const int cap = static_cast<int>(vocab_->max_token_bytes());
   int32_t s = top;
   for (int length = 0; length < cap; ++length) {
@@ -141,6 +147,10 @@ local_mask compiled_grammar::compute_local(int32_t top, bool prune) const {
     if (ch.plain) {
       std::span<const uint64_t> plain = vocab_->plain_upto(static_cast<size_t>(ch.length));
       out.bits.assign(plain.begin(), plain.end());
+      for (uint8_t b : ch.plain_missing) {
+        std::span<const uint64_t> with = vocab_->plain_with(b);
+        for (size_t w = 0; w < out.bits.size(); ++w) out.bits[w] &= ~with[w];
+      }
     } else {
       out.bits.assign(vocab_->mask_words(), 0);
     }

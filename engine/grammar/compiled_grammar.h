@@ -23,7 +23,8 @@
 //   top --C--> c1 --C--> c2 ... cL   (cL reads no byte of C, or L is the longest token)
 //
 //   a trie subtree whose bytes are all in C -> not walked: its tokens of <= L bytes are
-//       allowed (the plain ones at once: vocabulary::plain_upto(L) is a bitset copy)
+//       allowed (the plain ones at once: vocabulary::plain_upto(L), less the bitsets
+//       plain_with(b) of the plain bytes b that C lacks, if few)
 //   the rest (a byte outside C on the way: `"`, `\`, UTF-8, ...) -> walked as above
 //
 // so a string state costs a walk of the few subtrees holding other bytes, not of the whole
@@ -82,10 +83,12 @@ class compiled_grammar {
   // The same for one stack, `below` + [top], while each byte leads to a simple state (the
   // common case: inside a string or a literal), without copying the stack.
   struct chain {
-    byte_set bytes{};    // C
-    int length = -1;     // L; -1: `top` starts no chain
-    bool plain = false;  // C holds every plain byte
+    byte_set bytes{};                    // C
+    int length = -1;                     // L; -1: `top` starts no chain
+    std::vector<uint8_t> plain_missing;  // the plain bytes not in C
+    bool plain = false;                  // few of them: plain tokens of C taken from bitsets
   };
+  static constexpr size_t kMaxPlainMissing = 16;
   chain chain_of(int32_t top) const;
   // `ch`: the path so far is bytes of ch->bytes from the state that starts the chain, so
   // subtrees of C only are not walked (plain_path: the path is plain bytes too).

@@ -69,10 +69,12 @@ vocabulary::vocabulary(std::vector<std::string> bytes, std::vector<int32_t> end_
   }
   const size_t words = mask_words();
   plain_upto_.assign((max_bytes_ + 1) * words, 0);
+  plain_with_.assign(128 * words, 0);
   for (int32_t id : token_ids_) {
     const std::string& b = bytes_[id];
     if (!std::all_of(b.begin(), b.end(), [](char c) { return is_plain(static_cast<uint8_t>(c)); })) continue;
     plain_upto_[b.size() * words + (id >> 6)] |= uint64_t{1} << (id & 63);
+    for (char c : b) plain_with_[static_cast<size_t>(c) * words + (id >> 6)] |= uint64_t{1} << (id & 63);
   }
   for (size_t len = 1; len <= max_bytes_; ++len) {
     for (size_t w = 0; w < words; ++w) plain_upto_[len * words + w] |= plain_upto_[(len - 1) * words + w];

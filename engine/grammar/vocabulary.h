@@ -10,7 +10,7 @@
 // Summaries for the mask's pruned walk (compiled_grammar.h): per node, the set of bytes at
 // and below it and the range of token ids of its subtree; for plain bytes (printable ASCII
 // but `"` and `\`: what a JSON string holds unescaped), per length L, the bitset of tokens
-// all plain and at most L bytes long.
+// all plain and at most L bytes long, and per plain byte, the bitset of those holding it.
 #pragma once
 
 #include <algorithm>
@@ -81,6 +81,10 @@ class vocabulary {
   std::span<const uint64_t> plain_upto(size_t length) const {
     return {plain_upto_.data() + std::min(length, max_bytes_) * mask_words(), mask_words()};
   }
+  // The all-plain tokens holding the plain byte b: mask_words() words.
+  std::span<const uint64_t> plain_with(uint8_t b) const {
+    return {plain_with_.data() + (b & 0x7F) * mask_words(), mask_words()};
+  }
 
  private:
   std::vector<std::string> bytes_;
@@ -90,6 +94,7 @@ class vocabulary {
   std::vector<int32_t> token_ids_;
   size_t max_bytes_ = 0;
   std::vector<uint64_t> plain_upto_;  // [(max_bytes_ + 1) * mask_words()]
+  std::vector<uint64_t> plain_with_;  // [128 * mask_words()]
   std::vector<byte_set> byte_sets_;   // distinct sets of bytes below nodes
 };
 

@@ -128,14 +128,16 @@ TEST_F(GrammarMaskOracle, PrunedWalkEqualsFullWalkOverTheCorpus) {
 }
 
 // Chains on a vocabulary written here: bounded strings at every position, a class chain that
-// is not the plain bytes, and a chain whose class parts ways (no pruning).
+// is not the plain bytes, one lacking a few plain bytes, and one whose class parts ways.
 TEST(GrammarMaskChains, PrunedWalkEqualsFullWalkOnEveryState) {
-  std::vector<std::string> toks = {"a", "ab", "abc", "abcd", "\"",  "\",", "a\"", "ab\"}", "x",  "xy",  "xyz1",
-                                   "1", "12", "é",   "aé",   "\\n", " ",   "a b", "Z",     "zz", "</s>"};
-  auto vocab = std::make_shared<const vocabulary>(toks, std::vector<int32_t>{20});
-  for (const char* gbnf : {R"(root ::= "\"" [^"\\]{0,5} "\"" "}"?)", R"(root ::= "\"" [^"\\]{2,} "\"" ","?)",
-                           R"(root ::= [a-z]{1,3} "1" | [a-z]* "\"")", R"(root ::= ( [a-y] | "z" [a-z] )+ "\"")",
-                           R"(root ::= "\"" ( [^"\\] | "\\" [n] ){0,4} "\"" [,}]?)"}) {
+  std::vector<std::string> toks = {"a",  "ab",   "abc", "abcd", "\"",  "\",", "a\"", "ab\"}", "x",
+                                   "xy", "xyz1", "1",   "12",   "é",   "aé",  "\\n", " ",     "a b",
+                                   "Z",  "zz",   "Ab.", "A.\"", "a.b", "x!",  "</s>"};
+  auto vocab = std::make_shared<const vocabulary>(toks, std::vector<int32_t>{24});
+  for (const char* gbnf :
+       {R"(root ::= "\"" [^"\\]{0,5} "\"" "}"?)", R"(root ::= "\"" [^"\\]{2,} "\"" ","?)",
+        R"(root ::= [a-z]{1,3} "1" | [a-z]* "\"")", R"(root ::= ( [a-y] | "z" [a-z] )+ "\"")",
+        R"(root ::= "\"" ( [^"\\] | "\\" [n] ){0,4} "\"" [,}]?)", R"(root ::= "\"" [A-Z] [^"\\.!]{0,6} [.!] "\"")"}) {
     SCOPED_TRACE(gbnf);
     auto g = std::make_shared<const compiled_grammar>(grammar::from_gbnf(gbnf), vocab);
     for (int32_t s = 0; s < static_cast<int32_t>(g->automata().state_count()); ++s) {
