@@ -199,7 +199,9 @@ class parser {
       } else if (at('?')) {
         fail("the group modifier '(?" + (i_ + 1 < p_.size() ? utf8::encode(p_[i_ + 1]) : "") + "' is not supported");
       }
+      if (++depth_ > kMaxGroupDepth) fail("groups nested deeper than " + std::to_string(kMaxGroupDepth));
       node inner = alternation(false);
+      --depth_;
       if (!at(')')) fail("unclosed '('");
       ++i_;
       return inner;
@@ -338,8 +340,10 @@ class parser {
     return {{c, c}};
   }
 
+  static constexpr int kMaxGroupDepth = 64;  // the GBNF of a group nests about three deep
   std::u32string p_;
   size_t i_ = 0;
+  int depth_ = 0;
 };
 
 // Lengths in code points: [min, max], max -1 unbounded.

@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "engine/gguf/gguf.h"
 #include "engine/grammar/grammar_cache.h"
@@ -125,6 +127,46 @@ TEST_F(GrammarMaskOracle, PrunedWalkEqualsFullWalkOverTheCorpus) {
   }
   std::cerr << schemas.size() << " schemas: " << tops << " stack tops compared, " << full_masks
             << " whole masks checked token by token\n";
+}
+
+// Threads filling one grammar's tables at once (each state's table is published by
+// compare-and-swap) see the masks a single thread computes on a grammar of its own.
+TEST_F(GrammarMaskOracle, ThreadsShareOneGrammarsTables) {
+  const std::string schema =
+      read_file(std::filesystem::path(TANDEM_SOURCE_DIR) / "tests" / "data" / "schemas" / "log_entry.json");
+  auto alone = compile(grammar_kind::json_schema, schema, vocab_);
+  // One path through the grammar, and the masks along it.
+  std::vector<int32_t> path;
+  std::vector<token_bitset> expected;
+  {
+    matcher m(alone);
+    std::mt19937_64 rng(5);
+    for (int step = 0; step < 120 && !m.is_terminated(); ++step) {
+      expected.push_back(m.mask());
+      std::vector<int32_t> allowed;
+      for (int32_t id = 0; id < static_cast<int32_t>(vocab_->size()); ++id) {
+        if (m.allowed(expected.back(), id) && !vocab_->is_end(id)) allowed.push_back(id);
+      }
+      if (allowed.empty()) break;
+      path.push_back(allowed[rng() % allowed.size()]);
+      ASSERT_TRUE(m.accept_token(path.back()));
+    }
+  }
+  auto shared = compile(grammar_kind::json_schema, schema, vocab_);
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      matcher m(shared);
+      for (size_t step = 0; step < path.size(); ++step) {
+        if (m.mask() != expected[step]) ++mismatches;
+        if (!m.accept_token(path[step])) ++mismatches;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches.load(), 0);
+  EXPECT_GT(path.size(), 20u);
 }
 
 // Chains on a vocabulary written here: bounded strings at every position, a class chain that

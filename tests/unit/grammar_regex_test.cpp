@@ -97,6 +97,10 @@ TEST(GrammarRegex, UnsupportedFeaturesAreNamed) {
   EXPECT_EQ(err("*a"), "json_schema: pattern '*a': nothing to repeat before '*' at #/pattern");
   EXPECT_EQ(err("a{5000}"),
             "json_schema: pattern 'a{5000}': quantifier count above 4096 is not supported at #/pattern");
+  EXPECT_EQ(err(std::string(65, '(') + "a" + std::string(65, ')')).substr(0, 30), "json_schema: pattern '((((((((");
+  EXPECT_NE(err(std::string(65, '(') + "a" + std::string(65, ')')).find("groups nested deeper than 64"),
+            std::string::npos);
+  EXPECT_EQ(err(std::string(60, '(') + "a" + std::string(60, ')')), "");
   EXPECT_EQ(error_of(R"({"type":"string","pattern":"a","format":"date"})"),
             "json_schema: pattern beside format is not supported at #");
 }
