@@ -51,6 +51,9 @@ slowest {r['pattern_compile_ms_max']:.2f} ms.
 |---|---|---|---|---|---|---|---|
 {rows}
 
+The max is one mask: single masks of about 4 ms land on a different schema from run to run
+(a preempted thread on the shared machine), which the p99 does not see.
+
 A state's table is computed once per grammar by a walk of the vocabulary trie pruned along
 chains of one byte class (inside a string: printable ASCII), so even a cold string state
 costs tens of microseconds instead of a 1.5 ms walk of the whole trie; docs/grammar.md says

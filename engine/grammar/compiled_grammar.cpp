@@ -30,7 +30,7 @@ void compiled_grammar::walk(uint32_t node, size_t depth, bool base_unknown, mask
     if (next.count == 1) {
       // levels[depth + 1] stays untouched below this point: deeper calls write deeper levels.
       std::span<const int32_t> st(next.data.data() + 1, next.data.size() - 1);
-      walk_single(c, depth + 1, st.back(), st.first(st.size() - 1), base_unknown, nullptr, false, ws, on_token,
+      walk_single(c, depth + 1, st.back(), st.first(st.size() - 1), base_unknown, pruning{}, ws, on_token,
                   on_continuation);
     } else if (!next.empty()) {
       walk(c, depth + 1, base_unknown, ws, on_token, on_continuation);
@@ -40,16 +40,21 @@ void compiled_grammar::walk(uint32_t node, size_t depth, bool base_unknown, mask
 
 template <typename OnToken, typename OnContinuation>
 void compiled_grammar::walk_single(uint32_t node, size_t depth, int32_t top, std::span<const int32_t> below,
-                                   bool base_unknown, const chain* ch, bool plain_path, mask_workspace& ws,
-                                   OnToken&& on_token, OnContinuation&& on_continuation) const {
+                                   bool base_unknown, pruning prune, mask_workspace& ws, OnToken&& on_token,
+                                   OnContinuation&& on_continuation) const {
   const vocabulary::node& n = vocab_->at(node);
+  const chain* ch = prune.ch;
   for (uint32_t c = n.child_begin; c < n.child_end; ++c) {
     const vocabulary::node& child = vocab_->at(c);
     if (ch && is_subset(vocab_->bytes_below(child), ch->bytes)) {
-      // Every token below reads bytes of C only, along the chain: allowed up to L bytes.
-      if (ch->plain && plain_path && child.plain_subtree) continue;  // in plain_upto(L) already
-      for (int32_t id : vocab_->subtree_tokens(child)) {
-        if (vocab_->bytes(id).size() <= static_cast<size_t>(ch->length)) on_token(id);
+      // Every token below reads bytes of C only, along the chain: allowed up to L bytes past
+      // the chain's start.
+      if (ch->plain && prune.plain_path && child.plain_subtree) continue;  // in plain_upto(L) already
+      const size_t longest = prune.base + static_cast<size_t>(ch->length);
+      std::span<const int32_t> ids = vocab_->subtree_tokens(child);
+      std::span<const uint8_t> lengths = vocab_->subtree_token_lengths(child);
+      for (size_t k = 0; k < ids.size(); ++k) {
+        if (lengths[k] <= longest) on_token(ids[k]);
       }
       continue;
     }
@@ -59,9 +64,14 @@ void compiled_grammar::walk_single(uint32_t node, size_t depth, int32_t top, std
     if (g_.is_simple(t)) {
       for (int32_t id : vocab_->tokens(child)) on_token(id);
       if (!leaf) {
-        const bool on_chain = ch && has_byte(ch->bytes, child.byte);
-        walk_single(c, depth + 1, t, below, base_unknown, on_chain ? ch : nullptr,
-                    on_chain && plain_path && vocabulary::is_plain(child.byte), ws, on_token, on_continuation);
+        pruning next{nullptr, 0, false, prune.store};
+        if (ch && has_byte(ch->bytes, child.byte)) {
+          next = {ch, prune.base, prune.plain_path && vocabulary::is_plain(child.byte), prune.store};
+        } else if (prune.store && child.subtree_end - child.token_end >= kChainMinTokens) {
+          next.ch = chain_at(t, child.height, *prune.store);  // no token below is longer
+          next.base = depth + 1;
+        }
+        walk_single(c, depth + 1, t, below, base_unknown, next, ws, on_token, on_continuation);
       }
       continue;
     }
@@ -76,7 +86,7 @@ void compiled_grammar::walk_single(uint32_t node, size_t depth, int32_t top, std
     if (next.popped) on_continuation(c);
     if (next.count == 1) {
       std::span<const int32_t> st(next.data.data() + 1, next.data.size() - 1);
-      walk_single(c, depth + 1, st.back(), st.first(st.size() - 1), base_unknown, nullptr, false, ws, on_token,
+      walk_single(c, depth + 1, st.back(), st.first(st.size() - 1), base_unknown, pruning{}, ws, on_token,
                   on_continuation);
     } else if (!next.empty()) {
       walk(c, depth + 1, base_unknown, ws, on_token, on_continuation);
@@ -84,7 +94,19 @@ void compiled_grammar::walk_single(uint32_t node, size_t depth, int32_t top, std
   }
 }
 
-compiled_grammar::chain compiled_grammar::chain_of(int32_t top) const {
+const compiled_grammar::chain* compiled_grammar::chain_at(int32_t state, size_t cap, chain_store& store) const {
+  auto [it, fresh] = store.by_state.try_emplace(state, 0, 0);
+  auto& [index, followed] = it->second;
+  if (fresh || followed < cap) {  // a chain followed further serves shorter tokens as well
+    index = store.chains.size();
+    followed = cap;
+    store.chains.push_back(chain_of(state, cap));
+  }
+  const chain& c = store.chains[index];
+  return c.length >= 0 ? &c : nullptr;
+}
+
+compiled_grammar::chain compiled_grammar::chain_of(int32_t top, size_t cap) const {
   chain out;
   // C: the bytes leading to the simple state most bytes lead to.
   std::vector<std::pair<int32_t, int>> counts;
@@ -111,24 +133,27 @@ compiled_grammar::chain compiled_grammar::chain_of(int32_t top) const {
     }
   }
   out.plain = out.plain_missing.size() <= kMaxPlainMissing;
-  const int cap = static_cast<int>(vocab_->max_token_bytes());
+  std::vector<uint8_t> c_bytes;
+  for (int b = 0; b < 256; ++b) {
+    if (has_byte(out.bytes, static_cast<uint8_t>(b))) c_bytes.push_back(static_cast<uint8_t>(b));
+  }
   int32_t s = top;
-  for (int length = 0; length < cap; ++length) {
+  for (size_t length = 0; length < cap; ++length) {
     int32_t to = -2;  // the one state every byte of C leads to; -3: several
-    for (int b = 0; b < 256; ++b) {
-      if (!has_byte(out.bytes, static_cast<uint8_t>(b))) continue;
-      const int32_t t = g_.next(s, static_cast<uint8_t>(b));
+    for (uint8_t b : c_bytes) {
+      const int32_t t = g_.next(s, b);
       to = to == -2 || to == t ? t : -3;
+      if (to == -3) break;
     }
     if (to == -1) {  // c_length reads no byte of C
-      out.length = length;
+      out.length = static_cast<int>(length);
       return out;
     }
     if (to == -3 || !g_.is_simple(to)) return out;  // C parts ways, or the rule may end: no chain
     if (to == s) break;                             // a loop: tokens of C of any length
     s = to;
   }
-  out.length = cap;
+  out.length = static_cast<int>(cap);
   return out;
 }
 
@@ -136,11 +161,16 @@ local_mask compiled_grammar::compute_local(int32_t top, bool prune) const {
   local_mask out;
   mask_workspace ws;
   ws.levels.resize(vocab_->max_token_bytes() + 2);
-  const chain ch = prune ? chain_of(top) : chain{};
-  const bool chained = ch.length >= 0;
+  chain_store store;
+  pruning root;
+  if (prune) {
+    root = {chain_at(top, vocab_->max_token_bytes(), store), 0, true, &store};
+  }
+  const bool chained = root.ch != nullptr;
+  const chain ch = chained ? *root.ch : chain{};
   std::vector<int32_t> tokens;
   walk_single(
-      0, 0, top, {}, true, chained ? &ch : nullptr, true, ws, [&](int32_t t) { tokens.push_back(t); },
+      0, 0, top, {}, true, root, ws, [&](int32_t t) { tokens.push_back(t); },
       [&](uint32_t node) { out.continuations.push_back(node); });
   size_t count = tokens.size();
   if (chained) {
@@ -214,8 +244,7 @@ void compiled_grammar::add_mask(const stack_set& state, std::span<uint64_t> mask
     for (uint32_t node : l.continuations) {
       if (below.count == 1) {
         std::span<const int32_t> one(below.data.data() + 1, below.data.size() - 1);
-        walk_single(node, 0, one.back(), one.first(one.size() - 1), false, nullptr, false, ws, set_bit,
-                    [](uint32_t) {});
+        walk_single(node, 0, one.back(), one.first(one.size() - 1), false, pruning{}, ws, set_bit, [](uint32_t) {});
       } else {
         walk(node, 0, false, ws, set_bit, [](uint32_t) {});
       }

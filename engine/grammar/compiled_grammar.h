@@ -28,12 +28,16 @@
 //   the rest (a byte outside C on the way: `"`, `\`, UTF-8, ...) -> walked as above
 //
 // so a string state costs a walk of the few subtrees holding other bytes, not of the whole
-// trie. reference_local() is the unpruned walk, kept as the oracle of the tests.
+// trie. Where the path leaves C (`The` from [A-Z][a-z]*), the state it reaches may start a
+// chain of its own, pruned the same way below that node (tokens added by subtree ranges).
+// reference_local() is the unpruned walk, kept as the oracle of the tests.
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <memory>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/grammar/grammar.h"
@@ -80,22 +84,37 @@ class compiled_grammar {
   template <typename OnToken, typename OnContinuation>
   void walk(uint32_t node, size_t depth, bool base_unknown, mask_workspace& ws, OnToken&& on_token,
             OnContinuation&& on_continuation) const;
-  // The same for one stack, `below` + [top], while each byte leads to a simple state (the
-  // common case: inside a string or a literal), without copying the stack.
   struct chain {
     byte_set bytes{};                    // C
-    int length = -1;                     // L; -1: `top` starts no chain
+    int length = -1;                     // L; -1: the state starts no chain
     std::vector<uint8_t> plain_missing;  // the plain bytes not in C
     bool plain = false;                  // few of them: plain tokens of C taken from bitsets
   };
   static constexpr size_t kMaxPlainMissing = 16;
-  chain chain_of(int32_t top) const;
-  // `ch`: the path so far is bytes of ch->bytes from the state that starts the chain, so
-  // subtrees of C only are not walked (plain_path: the path is plain bytes too).
+  // The chain `state` starts, followed for at most `cap` bytes.
+  chain chain_of(int32_t state, size_t cap) const;
+  // Chains one local walk found, by state (a deque: pointers to them stay valid as it grows).
+  struct chain_store {
+    std::deque<chain> chains;
+    std::unordered_map<int32_t, std::pair<size_t, size_t>> by_state;  // state -> (index, cap followed)
+  };
+  const chain* chain_at(int32_t state, size_t cap, chain_store& store) const;
+  // How a walk prunes: the path since depth `base` runs along `ch` (subtrees of C only are
+  // not walked); plain_path: the whole path from the root is plain bytes of a chain from the
+  // root. Where the path leaves the chain, a node with many tokens below looks for a chain
+  // from the state reached (store: null when the walk is not pruned).
+  struct pruning {
+    const chain* ch = nullptr;
+    size_t base = 0;
+    bool plain_path = false;
+    chain_store* store = nullptr;
+  };
+  static constexpr uint32_t kChainMinTokens = 16;
+  // The same for one stack, `below` + [top], while each byte leads to a simple state (the
+  // common case: inside a string or a literal), without copying the stack.
   template <typename OnToken, typename OnContinuation>
   void walk_single(uint32_t node, size_t depth, int32_t top, std::span<const int32_t> below, bool base_unknown,
-                   const chain* ch, bool plain_path, mask_workspace& ws, OnToken&& on_token,
-                   OnContinuation&& on_continuation) const;
+                   pruning prune, mask_workspace& ws, OnToken&& on_token, OnContinuation&& on_continuation) const;
   local_mask compute_local(int32_t top, bool prune) const;
 
   grammar g_;

@@ -21,6 +21,7 @@ vocabulary::vocabulary(std::vector<std::string> bytes, std::vector<int32_t> end_
   }
   std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return bytes_[a] < bytes_[b]; });
   token_ids_ = order;
+  for (int32_t id : order) token_lengths_.push_back(static_cast<uint8_t>(std::min<size_t>(bytes_[id].size(), 255)));
 
   // Breadth first: a node covers a range of `order` sharing its prefix of length `depth`;
   // the tokens exactly that long come first in the range (sorted order).
@@ -61,6 +62,7 @@ vocabulary::vocabulary(std::vector<std::string> bytes, std::vector<int32_t> end_
     for (uint32_t c = x.child_begin; c < x.child_end; ++c) {
       const byte_set& cs = byte_sets_[nodes_[c].bytes_below];
       for (int w = 0; w < 4; ++w) below[w] |= cs[w];
+      x.height = static_cast<uint8_t>(std::max<int>(x.height, std::min(nodes_[c].height + 1, 255)));
     }
     auto [it, fresh] = set_ids.emplace(below, static_cast<uint32_t>(byte_sets_.size()));
     if (fresh) byte_sets_.push_back(below);

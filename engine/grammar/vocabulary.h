@@ -49,6 +49,7 @@ class vocabulary {
     uint32_t subtree_end = 0;                 // [token_begin, subtree_end): the tokens below too
     uint32_t bytes_below = 0;                 // into byte sets: this byte and every one below
     uint8_t byte = 0;                         // the byte that leads here from the parent
+    uint8_t height = 0;                       // bytes from here to the deepest token below (<= 255)
     bool plain_subtree = false;               // this byte and every byte below it are plain
   };
 
@@ -72,6 +73,10 @@ class vocabulary {
   std::span<const int32_t> subtree_tokens(const node& n) const {
     return {token_ids_.data() + n.token_begin, n.subtree_end - n.token_begin};
   }
+  // Their lengths in bytes, in the same order (at most 255 is kept: longer counts as 255).
+  std::span<const uint8_t> subtree_token_lengths(const node& n) const {
+    return {token_lengths_.data() + n.token_begin, n.subtree_end - n.token_begin};
+  }
   const byte_set& bytes_below(const node& n) const { return byte_sets_[n.bytes_below]; }
   size_t node_count() const { return nodes_.size(); }
   size_t max_token_bytes() const { return max_bytes_; }
@@ -92,6 +97,7 @@ class vocabulary {
   std::vector<char> is_end_;
   std::vector<node> nodes_;  // nodes_[0] is the root
   std::vector<int32_t> token_ids_;
+  std::vector<uint8_t> token_lengths_;  // parallel to token_ids_
   size_t max_bytes_ = 0;
   std::vector<uint64_t> plain_upto_;  // [(max_bytes_ + 1) * mask_words()]
   std::vector<uint64_t> plain_with_;  // [128 * mask_words()]
