@@ -89,9 +89,6 @@ class grammar {
   }
   int32_t rule_start(int32_t rule) const { return rule_start_[rule]; }
   int32_t rule_of(int32_t s) const { return rule_of_[s]; }
-  // For a rule that calls no other: its body in a canonical text form, equal for equal
-  // bodies in any grammar (so its states' masks can be shared across grammars); else "".
-  const std::string& shareable_key(int32_t rule) const { return rule_key_[rule]; }
 
  private:
   static constexpr uint8_t kHasBytes = 1, kHasCalls = 2;
@@ -102,7 +99,6 @@ class grammar {
   std::vector<int32_t> next_;  // [state * 256 + byte]
   std::vector<uint8_t> accepting_, flags_;
   std::vector<int32_t> rule_of_;
-  std::vector<std::string> rule_key_;
   std::vector<uint32_t> call_begin_;  // [state_count + 1] into calls_
   std::vector<call> calls_;
 };

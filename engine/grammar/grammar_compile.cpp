@@ -69,6 +69,15 @@ std::vector<std::vector<std::pair<uint8_t, uint8_t>>> utf8_sequences(char32_t lo
   return out;
 }
 
+// Hash of a sorted set of NFA states (the subset construction's key).
+struct set_hash {
+  size_t operator()(const std::vector<int32_t>& v) const {
+    uint64_t h = 1469598103934665603ull;
+    for (int32_t x : v) h = (h ^ static_cast<uint32_t>(x)) * 1099511628211ull;
+    return static_cast<size_t>(h);
+  }
+};
+
 class grammar_builder {
  public:
   explicit grammar_builder(const std::vector<rule_def>& rules) : rules_(rules) {
@@ -98,14 +107,6 @@ class grammar_builder {
       if (g_.call_begin_[s + 1] > g_.call_begin_[s]) g_.flags_[s] |= grammar::kHasCalls;
     }
     check_left_recursion();
-    g_.rule_key_.resize(rules_.size());
-    std::vector<char> calls_out(rules_.size(), 0);
-    for (size_t st = 0; st < g_.accepting_.size(); ++st) {
-      if (g_.flags_[st] & grammar::kHasCalls) calls_out[g_.rule_of_[st]] = 1;
-    }
-    for (size_t r = 0; r < rules_.size(); ++r) {
-      if (!calls_out[r]) canonical(rules_[r].body, g_.rule_key_[r]);
-    }
     return std::move(g_);
   }
 
@@ -253,9 +254,12 @@ class grammar_builder {
     int32_t start = new_state();
     int32_t final_state = add(rules_[r].body, start);
     seen_.assign(nfa_.size(), 0);
+    // Room for about one DFA state per NFA state, so the 1 KiB rows are rarely moved.
+    const size_t want = g_.next_.size() + nfa_.size() * 256;
+    if (want > g_.next_.capacity()) g_.next_.reserve(std::max(want, 2 * g_.next_.capacity()));
 
-    std::map<std::vector<int32_t>, int32_t> ids;  // NFA state set -> global DFA state
-    std::vector<std::vector<int32_t>> todo;
+    std::unordered_map<std::vector<int32_t>, int32_t, set_hash> ids;  // NFA state set -> global DFA state
+    std::vector<std::pair<std::vector<int32_t>, int32_t>> todo;
     auto state_for = [&](std::vector<int32_t> set) -> int32_t {
       auto it = ids.find(set);
       if (it != ids.end()) return it->second;
@@ -270,14 +274,13 @@ class grammar_builder {
       g_.next_.resize(g_.next_.size() + 256, -1);
       calls.emplace_back();
       ids.emplace(set, static_cast<int32_t>(id));
-      todo.push_back(std::move(set));
+      todo.push_back({std::move(set), static_cast<int32_t>(id)});
       return static_cast<int32_t>(id);
     };
     g_.rule_start_[r] = state_for(closure({start}));
     while (!todo.empty()) {
-      std::vector<int32_t> set = std::move(todo.back());
+      auto [set, id] = std::move(todo.back());
       todo.pop_back();
-      int32_t id = ids.at(set);
       std::vector<int> cuts{0, 256};
       std::map<int32_t, std::vector<int32_t>> by_rule;
       for (int32_t s : set) {
@@ -292,14 +295,18 @@ class grammar_builder {
       }
       std::sort(cuts.begin(), cuts.end());
       cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+      // Each byte edge covers a run of the intervals [cuts[i], cuts[i + 1]).
+      std::vector<std::vector<int32_t>> by_interval(cuts.size() - 1);
+      for (int32_t s : set) {
+        for (const nfa_edge& e : nfa_[s]) {
+          if (e.kind != nfa_edge::bytes) continue;
+          auto first = std::lower_bound(cuts.begin(), cuts.end(), static_cast<int>(e.lo)) - cuts.begin();
+          for (auto i = static_cast<size_t>(first); cuts[i] <= e.hi; ++i) by_interval[i].push_back(e.to);
+        }
+      }
       for (size_t i = 0; i + 1 < cuts.size(); ++i) {
         int lo = cuts[i], hi = cuts[i + 1] - 1;
-        std::vector<int32_t> targets;
-        for (int32_t s : set) {
-          for (const nfa_edge& e : nfa_[s]) {
-            if (e.kind == nfa_edge::bytes && e.lo <= lo && hi <= e.hi) targets.push_back(e.to);
-          }
-        }
+        std::vector<int32_t>& targets = by_interval[i];
         if (targets.empty()) continue;
         std::sort(targets.begin(), targets.end());
         targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
@@ -378,28 +385,6 @@ class grammar_builder {
     for (size_t r = 0; r < n_rules; ++r) {
       if (color[r] == 0) dfs(dfs, static_cast<int32_t>(r));
     }
-  }
-
-  static void canonical(const expr& e, std::string& out) {
-    out.push_back(static_cast<char>('a' + static_cast<int>(e.k)));
-    switch (e.k) {
-      case expr::kind::literal:
-      case expr::kind::rule_ref:
-        out += std::to_string(e.text.size()) + ":" + e.text;
-        break;
-      case expr::kind::char_class:
-        out += e.negated ? "^" : "";
-        for (auto [lo, hi] : e.ranges) out += std::to_string(lo) + "-" + std::to_string(hi) + ",";
-        break;
-      case expr::kind::repeat:
-        out += std::to_string(e.min) + "," + std::to_string(e.max);
-        break;
-      default:
-        break;
-    }
-    out.push_back('(');
-    for (const expr& c : e.children) canonical(c, out);
-    out.push_back(')');
   }
 
   const std::vector<rule_def>& rules_;

@@ -3,7 +3,9 @@
 // character class inline, so the mask's per-state tables cover a whole string.
 #include "engine/grammar/json_schema.h"
 
+#include "engine/grammar/gbnf_text.h"
 #include "engine/grammar/grammar.h"
+#include "engine/grammar/regex.h"
 
 #include <algorithm>
 #include <boost/json.hpp>
@@ -29,33 +31,8 @@ const char* const kChar = R"(( [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" ( [0-9
                           R"( | [dD] [0-7] [0-9a-fA-F]{2} ) ) ))";
 const char* const kPlainKeyChar = R"([^"\\\x00-\x1F])";
 
-// A GBNF literal for `bytes`.
-std::string lit(std::string_view bytes) {
-  std::string out = "\"";
-  for (unsigned char c : bytes) {
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(static_cast<char>(c));
-    } else if (c < 0x20 || c == 0x7F) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02X", c);
-      out += buf;
-    } else {
-      out.push_back(static_cast<char>(c));
-    }
-  }
-  return out + "\"";
-}
-
-// A code point inside a GBNF character class.
-std::string class_char(char32_t cp) {
-  if (cp < 0x20 || cp == '\\' || cp == ']' || cp == '[' || cp == '-' || cp == '^' || cp == '"') {
-    char buf[12];
-    std::snprintf(buf, sizeof buf, "\\x%02X", static_cast<unsigned>(cp));
-    return buf;
-  }
-  return utf8::encode(cp);
-}
+std::string lit(std::string_view bytes) { return gbnf_literal(bytes); }
+std::string class_char(char32_t cp) { return gbnf_class_char(cp); }
 
 // Decimal digit strings of equal length n between lo and hi (as strings, lo <= hi).
 std::string digit_range(const std::string& lo, const std::string& hi) {
@@ -216,7 +193,9 @@ class converter {
                                                 "maximum",
                                                 "exclusiveMinimum",
                                                 "exclusiveMaximum",
-                                                "uniqueItems"};
+                                                "uniqueItems",
+                                                "pattern",
+                                                "propertyNames"};
     for (const auto& kv : o) {
       std::string k(kv.key());
       if (!known.count(k) && !annotations().count(k)) fail("unsupported keyword '" + k + "'", where);
@@ -285,7 +264,7 @@ class converter {
       types.push_back("object");
     } else if (o.contains("items") || o.contains("minItems") || o.contains("maxItems")) {
       types.push_back("array");
-    } else if (o.contains("minLength") || o.contains("maxLength") || o.contains("format")) {
+    } else if (o.contains("minLength") || o.contains("maxLength") || o.contains("format") || o.contains("pattern")) {
       types.push_back("string");
     } else {
       return any_value();
@@ -422,6 +401,21 @@ class converter {
   }
 
   std::string string_of(const json::object& o, const std::string& name, const std::string& where) {
+    if (const json::value* p = o.if_contains("pattern")) {
+      if (o.contains("format")) fail("pattern beside format is not supported", where);
+      if (!p->is_string()) fail("pattern must be a string", where);
+      int64_t lo = count_of(o, "minLength", 0, where), hi = count_of(o, "maxLength", -1, where);
+      if (hi >= 0 && hi < lo) fail("maxLength below minLength", where);
+      std::string_view text = p->as_string();
+      std::string body;
+      try {
+        body = regex_to_gbnf(text, lo, hi);
+      } catch (const regex_error& e) {
+        std::string shown(text.substr(0, 80));
+        fail("pattern '" + shown + (text.size() > 80 ? "...'" : "'") + ": " + e.what(), where + "/pattern");
+      }
+      return add_rule(name, "\"\\\"\" " + body + " \"\\\"\"");
+    }
     if (const json::value* f = o.if_contains("format")) {
       if (o.contains("minLength") || o.contains("maxLength")) fail("format beside minLength/maxLength", where);
       if (!f->is_string()) fail("format must be a string", where);
@@ -596,6 +590,25 @@ class converter {
     return "\"\\\"\" " + rule_names[0];
   }
 
+  // The rule of the keys propertyNames allows ("" for false): a schema of strings.
+  std::string property_names(const json::value& pn, const std::string& name, const std::string& where, int depth) {
+    if (pn.is_bool()) return pn.as_bool() ? string_rule() : "";
+    if (!pn.is_object()) fail("propertyNames must be a schema", where);
+    json::object c = pn.as_object();
+    bool has_value_keyword = false;
+    for (const auto& kv : c) {
+      if (!annotations().count(std::string(kv.key()))) has_value_keyword = true;
+    }
+    if (!has_value_keyword) return string_rule();
+    if (!c.contains("type") && !c.contains("enum") && !c.contains("const") && !c.contains("$ref") &&
+        !c.contains("anyOf") && !c.contains("oneOf") && !c.contains("allOf")) {
+      c["type"] = "string";
+    }
+    json::value copy(std::move(c));
+    if (types_of(copy, 0) != std::set<std::string>{"string"}) fail("propertyNames must allow strings only", where);
+    return visit(copy, name + "-key", where, depth + 1);
+  }
+
   std::string object_of(const json::object& o, const std::string& name, const std::string& where, int depth) {
     std::vector<std::pair<std::string, const json::value*>> props;
     const json::value* p = o.if_contains("properties");
@@ -627,6 +640,12 @@ class converter {
     } else if (props.empty()) {
       add_value = any_value();  // {"type":"object"}: any object
     }
+    std::string key_rule;  // keys of additional properties when propertyNames says what they are
+    if (const json::value* pn = o.if_contains("propertyNames")) {
+      if (!props.empty()) fail("propertyNames beside properties or required is not supported", where);
+      key_rule = property_names(*pn, name, where + "/propertyNames", depth);
+      if (key_rule.empty()) add_value.clear();  // propertyNames false: no property at all
+    }
     std::string w = ws();
     std::vector<std::string> kv(props.size());
     for (size_t i = 0; i < props.size(); ++i) {
@@ -644,7 +663,9 @@ class converter {
     if (!add_value.empty()) {
       std::vector<std::string> declared;
       for (auto& pr : props) declared.push_back(pr.first);
-      std::string key = props.empty() ? string_rule() : key_except(declared, name + "-extra");
+      std::string key = !props.empty()     ? key_except(declared, name + "-extra")
+                        : key_rule.empty() ? string_rule()
+                                           : key_rule;
       std::string extra = add_rule(name + "-extra-kv", key + " " + w + " \":\" " + w + " " + add_value + " " + w);
       tail = "( \",\" " + w + " " + extra + " )*";
       first_extra = extra;

@@ -6,9 +6,11 @@
 // properties: only the declared ones; false; true; a schema), enum, const, items, minItems,
 // maxItems, anyOf, oneOf (branches of disjoint types or told apart by a const/enum
 // property), allOf of one schema, $ref to "#..." ($defs, definitions, recursion),
-// minLength, maxLength, format (date, time, date-time, uuid, email, ipv4), minimum /
-// maximum / exclusiveMinimum / exclusiveMaximum on integers, minimum / maximum with integer
-// bounds on numbers. Annotations (title, description, default, examples, $schema, $id,
+// minLength, maxLength, pattern (engine/grammar/regex.h: matched against the whole string;
+// with minLength/maxLength when they are implied or bound one repeated class),
+// propertyNames (objects without declared properties), format (date, time, date-time,
+// uuid, email, ipv4), minimum / maximum / exclusiveMinimum / exclusiveMaximum on integers,
+// minimum / maximum with integer bounds on numbers. Annotations (title, description, default, examples, $schema, $id,
 // $comment, deprecated, readOnly, writeOnly) are ignored.
 // Anything else is refused with schema_error naming the keyword and where it is.
 //

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <map>
 #include <numeric>
 
 #include "engine/tokenizer/tokenizer.h"
@@ -20,6 +21,7 @@ vocabulary::vocabulary(std::vector<std::string> bytes, std::vector<int32_t> end_
   }
   std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return bytes_[a] < bytes_[b]; });
   token_ids_ = order;
+  for (int32_t id : order) token_lengths_.push_back(static_cast<uint8_t>(std::min<size_t>(bytes_[id].size(), 255)));
 
   // Breadth first: a node covers a range of `order` sharing its prefix of length `depth`;
   // the tokens exactly that long come first in the range (sorted order).
@@ -35,6 +37,7 @@ vocabulary::vocabulary(std::vector<std::string> bytes, std::vector<int32_t> end_
     while (i < p.hi && bytes_[order[i]].size() == p.depth) ++i;
     nodes_[p.node].token_begin = p.lo;
     nodes_[p.node].token_end = i;
+    nodes_[p.node].subtree_end = p.hi;
     nodes_[p.node].child_begin = static_cast<uint32_t>(nodes_.size());
     std::vector<pending> kids;
     while (i < p.hi) {
@@ -50,21 +53,45 @@ vocabulary::vocabulary(std::vector<std::string> bytes, std::vector<int32_t> end_
     nodes_[p.node].child_end = static_cast<uint32_t>(nodes_.size());
     for (auto& k : kids) queue.push_back(k);
   }
+  // Children come after their parent (breadth first), so one backward pass sees them first.
+  std::map<byte_set, uint32_t> set_ids;
+  for (size_t n = nodes_.size(); n-- > 1;) {
+    node& x = nodes_[n];
+    byte_set below{};
+    below[x.byte >> 6] |= uint64_t{1} << (x.byte & 63);
+    for (uint32_t c = x.child_begin; c < x.child_end; ++c) {
+      const byte_set& cs = byte_sets_[nodes_[c].bytes_below];
+      for (int w = 0; w < 4; ++w) below[w] |= cs[w];
+      x.height = static_cast<uint8_t>(std::max<int>(x.height, std::min(nodes_[c].height + 1, 255)));
+    }
+    auto [it, fresh] = set_ids.emplace(below, static_cast<uint32_t>(byte_sets_.size()));
+    if (fresh) byte_sets_.push_back(below);
+    x.bytes_below = it->second;
+    x.plain_subtree = is_subset(below, plain_bytes());
+  }
+  const size_t words = mask_words();
+  plain_upto_.assign((max_bytes_ + 1) * words, 0);
+  plain_with_.assign(128 * words, 0);
+  for (int32_t id : token_ids_) {
+    const std::string& b = bytes_[id];
+    if (!std::all_of(b.begin(), b.end(), [](char c) { return is_plain(static_cast<uint8_t>(c)); })) continue;
+    plain_upto_[b.size() * words + (id >> 6)] |= uint64_t{1} << (id & 63);
+    for (char c : b) plain_with_[static_cast<size_t>(c) * words + (id >> 6)] |= uint64_t{1} << (id & 63);
+  }
+  for (size_t len = 1; len <= max_bytes_; ++len) {
+    for (size_t w = 0; w < words; ++w) plain_upto_[len * words + w] |= plain_upto_[(len - 1) * words + w];
+  }
 }
 
-std::shared_ptr<const local_mask> vocabulary::shared_local(const std::string& key) const {
-  std::lock_guard<std::mutex> lock(shared_mutex_);
-  auto it = shared_.find(key);
-  return it == shared_.end() ? nullptr : it->second;
-}
-
-std::shared_ptr<const local_mask> vocabulary::share_local(const std::string& key,
-                                                          std::shared_ptr<const local_mask> m) const {
-  std::lock_guard<std::mutex> lock(shared_mutex_);
-  auto it = shared_.find(key);
-  if (it != shared_.end()) return it->second;
-  if (shared_.size() < kMaxSharedLocals) shared_.emplace(key, m);
-  return m;
+const byte_set& vocabulary::plain_bytes() {
+  static const byte_set plain = [] {
+    byte_set s{};
+    for (int b = 0; b < 256; ++b) {
+      if (is_plain(static_cast<uint8_t>(b))) s[b >> 6] |= uint64_t{1} << (b & 63);
+    }
+    return s;
+  }();
+  return plain;
 }
 
 std::shared_ptr<const vocabulary> vocabulary::from_tokenizer(const tokenizer& tok) {

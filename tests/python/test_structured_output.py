@@ -88,6 +88,8 @@ def test_drafts_are_checked_against_the_mask(spec_server):
 @pytest.mark.parametrize("body,param,words", [
     ({"response_format": schema_format({"type": "object", "patternProperties": {"^a": {}}})}, "response_format",
      "patternProperties"),
+    ({"response_format": schema_format({"type": "string", "pattern": "^(a)\\1$"})}, "response_format",
+     "backreference"),
     ({"response_format": {"type": "xml"}}, "response_format.type", "json_schema"),
     ({"response_format": {"type": "json_schema"}}, "response_format.json_schema", "schema"),
     ({"grammar": "root ::= (\"a\""}, "grammar", "grammar"),

@@ -18,6 +18,12 @@ N = {"type": "number"}
 B = {"type": "boolean"}
 
 
+def P(pattern, **kw):
+    d = {"type": "string", "pattern": pattern}
+    d.update(kw)
+    return d
+
+
 def obj(props, required=(), **kw):
     d = {"type": "object", "properties": props}
     if required:
@@ -166,6 +172,20 @@ BASE = {
                                "small": {"type": "integer", "minimum": -5, "maximum": 5},
                                "big": {"type": "integer", "minimum": 1000000}}, ["int", "num", "neg", "small", "big"]),
     "const_object": obj({"version": {"const": {"major": 1, "minor": 2}}, "tags": {"const": ["a", "b"]}}, ["version"]),
+    # pattern: ECMA-262 regular expressions (the grammar anchors them; jsonschema searches).
+    "contact_pattern": obj({"phone": P(r"^\+?[0-9]{1,3}[- ]?\(?[0-9]{3}\)?[- ]?[0-9]{3}-[0-9]{4}$"),
+                            "zip": P(r"^\d{5}(-\d{4})?$"), "country": P(r"^[A-Z]{2}$"),
+                            "mac": P(r"^([0-9A-F]{2}:){5}[0-9A-F]{2}$")}, ["phone"]),
+    "identifiers": obj({"username": P(r"^[a-z_][a-z0-9_]*$", maxLength=16), "slug": P(r"^[a-z0-9]+(?:-[a-z0-9]+)*$"),
+                        "hex_color": P(r"^#[0-9a-fA-F]{6}$"), "version": P(r"^v?\d+\.\d+\.\d+(-[0-9A-Za-z.]+)?$")},
+                       ["username", "hex_color"]),
+    "dates_pattern": obj({"day": P(r"^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])$"),
+                          "clock": P(r"^([01]\d|2[0-3]):[0-5]\d$"), "quarter": P(r"^Q[1-4] (19|20)\d{2}$")}, ["day"]),
+    "enum_like_pattern": obj({"status": P(r"^(active|inactive|pending)$"), "size": P(r"^(XS|S|M|L|XL|XXL)$"),
+                              "code": P(r"^[A-Z]{3}-\d{3}$", minLength=7)}, ["status", "size"]),
+    "text_pattern": obj({"sentence": P(r"^[A-Z][^\n]*[.!?]$", maxLength=80), "quoted": P(r'^"[^"\\]*"$'),
+                         "path": P(r"^(/[\w.-]+)+/?$"), "tags_csv": P(r"^\w+(,\w+){0,4}$"),
+                         "any_two": P(r"^.{2}$"), "csv_cell": P(r"^[^,;]{0,20}$")}, ["sentence", "csv_cell"]),
 }
 
 STANDALONE = {
@@ -188,6 +208,11 @@ STANDALONE = {
     "top_level_integer_range": {"type": "integer", "minimum": -250, "maximum": 1999},
     "allof_single": {"allOf": [obj({"x": I}, ["x"])]},
     "empty_array_only": arr(I, maxItems=0),
+    "map_key_pattern": {"type": "object", "propertyNames": {"pattern": r"^[a-z]{1,10}$"},
+                        "additionalProperties": {"type": "integer"}},
+    "map_key_length": {"type": "object", "propertyNames": {"maxLength": 3}, "additionalProperties": B},
+    "top_level_pattern_unanchored": P(r"\d{3}-\d{2}"),
+    "pattern_escapes": P(r"^[\\/\"\t a]{1,6}\.$"),
     "json_pointer_escapes": {"$defs": {"a/b": {"type": "integer"}, "c~d": {"type": "boolean"}}, "type": "object",
                              "properties": {"p": {"$ref": "#/$defs/a~1b"}, "q": {"$ref": "#/$defs/c~0d"}},
                              "required": ["p", "q"]},
