@@ -88,6 +88,7 @@ bench: build model
 	$(BUILD_DIR)/bin/kv_attention_bench
 	$(BUILD_DIR)/bin/runtime_bench default 64 0 kv-dtype
 	python3 bench/run_grammar_bench.py --build $(BUILD_DIR)
+	python3 bench/grammar_serve_bench.py --build $(BUILD_DIR)
 	python3 bench/compare_llama_cpp.py --build $(BUILD_DIR)
 	@scripts/fetch-gemma3.sh
 	@if [ -n "$(LLAMA_BENCH)" ]; then \
