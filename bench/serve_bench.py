@@ -784,6 +784,7 @@ def markdown(res, cmd):
 
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default=None, help="a GGUF file (default: the default model)")
     ap.add_argument("--clients", default="1,8,64,256")
     ap.add_argument("--seconds", type=float, default=15)
     ap.add_argument("--max-tokens", type=int, default=64)
@@ -813,7 +814,7 @@ def main():
     a.clients = [int(c) for c in a.clients.split(",")]
     a.mix_clients = [int(c) for c in a.mix_clients.split(",")]
     a.rates = [float(r) for r in a.rates.split(",") if r]
-    model = model_path()
+    model = a.model or model_path()
     res = {"date": datetime.date.today().isoformat(), "cpu": cpu_name(), "threads": a.threads,
            "seconds": a.seconds, "max_tokens": a.max_tokens, "servers": {}}
     exe = None
