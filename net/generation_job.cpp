@@ -354,6 +354,7 @@ void generation_job::on_done(uint32_t choice, generation_done& d) {
                                                                                       : "prompt")
                                                      : "";
     api_error e(d.status >= 400 ? d.status : 500, d.error.empty() ? "the generation failed" : d.error, param);
+    if (e.status == 503) e.retry_after_s = 1;  // a cluster with every node full or down
     return fail(std::move(e));
   }
   // An abort the client did not ask for (a stop string cut the output) reads as OpenAI's "stop";

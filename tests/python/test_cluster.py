@@ -236,6 +236,7 @@ def test_a_wrong_secret_is_never_joined_and_no_node_means_503(cluster):
         r = httpx.post(stranger.url + "/v1/chat/completions", timeout=30,
                        json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})
         assert r.status_code == 503, r.text
+        assert r.headers.get("retry-after") == "1", r.headers
         assert "engine node" in r.json()["error"]["message"]
     finally:
         stranger.stop()
