@@ -16,13 +16,9 @@
 #include <string>
 #include <unordered_map>
 
-namespace tandem {
+#include "tandem/response_store_limits.h"
 
-struct response_store_limits {
-  uint32_t max_responses = 1000;            // per tenant (--responses-store-max-responses); 0 = keep none
-  uint64_t max_bytes = uint64_t{64} << 20;  // per tenant (--responses-store-max-bytes)
-  std::chrono::seconds ttl{3600};           // (--responses-store-ttl)
-};
+namespace tandem {
 
 struct stored_response {
   std::string tenant;

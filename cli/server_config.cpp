@@ -136,6 +136,7 @@ std::vector<tenant_config> server_config::apply(const std::string& path) {
         s->option->add_result(on != inverted ? "true" : "false");
       } else if (value.IsSequence()) {
         if (!s->list) fail("'" + key + "' takes one value, not a list");
+        if (value.size() == 0) continue;  // an empty list sets nothing (--print-config writes [] for one)
         for (const auto& v : value) {
           if (!v.IsScalar()) fail("'" + key + "' must be a list of values, one is " + describe(v));
           s->option->add_result(v.Scalar());

@@ -60,7 +60,7 @@ install(EXPORT TandemTargets NAMESPACE Tandem:: DESTINATION ${TANDEM_CMAKE_DIR})
 
 # The public API: an installed header includes only these, CAF and the standard library
 # (tests/package/check_installed_headers.sh checks it).
-set(TANDEM_PUBLIC_HEADERS api.h atoms.h remote.h runtime.h tenants.h)
+set(TANDEM_PUBLIC_HEADERS api.h atoms.h remote.h response_store_limits.h runtime.h tenants.h)
 list(TRANSFORM TANDEM_PUBLIC_HEADERS PREPEND ${PROJECT_SOURCE_DIR}/include/tandem/)
 install(FILES ${TANDEM_PUBLIC_HEADERS} ${PROJECT_BINARY_DIR}/include/tandem/version.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tandem)

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/response_shelf.h"
+#include "tandem/response_store_limits.h"
 
 namespace tandem {
 class runtime;

@@ -59,7 +59,7 @@ for l in engine runtime net; do
 done
 for f in usr/bin/tandem $libs \
   usr/include/tandem/api.h usr/include/tandem/atoms.h usr/include/tandem/remote.h usr/include/tandem/runtime.h \
-  usr/include/tandem/tenants.h \
+  usr/include/tandem/tenants.h usr/include/tandem/response_store_limits.h \
   usr/include/tandem/version.h usr/include/tandem/net/server.h usr/lib/cmake/Tandem/TandemConfig.cmake \
   usr/lib/cmake/Tandem/TandemConfigVersion.cmake usr/lib/cmake/Tandem/TandemTargets.cmake \
   usr/lib/cmake/Tandem/FindCAF.cmake usr/lib/pkgconfig/tandem.pc usr/lib/systemd/system/tandem.service \
