@@ -88,12 +88,11 @@ void place(self_ptr self, sequence_request sr) {
     loads[i].cached_blocks = cached[i];
   }
   int pick = cluster::choose_node(st.policy, loads, static_cast<uint32_t>(sr.prompt.size()), st.block_size, st.cursor);
-  const auto usable = [&](uint32_t i) { return loads[i].up && loads[i].outstanding < loads[i].capacity; };
   bool by_session = false;
   const std::string session_key = sr.session.empty() ? std::string() : sr.tenant + '\n' + sr.session;
   if (!session_key.empty()) {
     const auto s = st.sessions.find(session_key);
-    if (s != st.sessions.end() && usable(s->second)) {
+    if (s != st.sessions.end() && cluster::can_take(loads[s->second])) {
       by_session = static_cast<int>(s->second) != pick;
       pick = static_cast<int>(s->second);
     } else if (pick >= 0) {

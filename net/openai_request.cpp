@@ -6,6 +6,8 @@
 #include <charconv>
 #include <cmath>
 
+#include "net/request_fields.h"
+
 namespace tandem::net {
 namespace json = boost::json;
 
@@ -51,19 +53,7 @@ json::value parse_json_body(std::string_view body) {
   return v;
 }
 
-namespace {
-
-[[noreturn]] void bad(const std::string& field, const std::string& why) {
-  throw api_error(400, "'" + field + "' " + why, field);
-}
-
-const json::value* field(const json::object& o, std::string_view name) {
-  const auto it = o.find(name);
-  if (it == o.end() || it->value().is_null()) return nullptr;
-  return &it->value();
-}
-
-}  // namespace
+namespace {}  // namespace
 
 std::string format_number(double x) {
   if (x == 0) return "0";  // also -0

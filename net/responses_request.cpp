@@ -3,19 +3,11 @@
 #include <boost/json.hpp>
 #include <unordered_map>
 
+#include "net/request_fields.h"
+
 namespace tandem::net {
 namespace json = boost::json;
 namespace {
-
-[[noreturn]] void bad(const std::string& field, const std::string& why) {
-  throw api_error(400, "'" + field + "' " + why, field);
-}
-
-const json::value* field(const json::object& o, std::string_view name) {
-  const auto it = o.find(name);
-  if (it == o.end() || it->value().is_null()) return nullptr;
-  return &it->value();
-}
 
 std::string string_field(const json::object& o, std::string_view name, const std::string& where) {
   const json::value* v = field(o, name);

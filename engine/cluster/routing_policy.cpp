@@ -28,7 +28,6 @@ int choose_node(routing_policy policy, std::span<const node_load> nodes, uint32_
                 uint32_t& cursor, const routing_weights& w) {
   const auto n = static_cast<uint32_t>(nodes.size());
   if (n == 0) return -1;
-  const auto usable = [](const node_load& x) { return x.up && x.outstanding < x.capacity; };
   const auto cost = [&](const node_load& x) {
     switch (policy) {
       case routing_policy::kv_aware: {
@@ -47,7 +46,7 @@ int choose_node(routing_policy policy, std::span<const node_load> nodes, uint32_
   double best_cost = 0;
   for (uint32_t k = 0; k < n; ++k) {
     const uint32_t i = (cursor + k) % n;
-    if (!usable(nodes[i])) continue;
+    if (!can_take(nodes[i])) continue;
     const double c = cost(nodes[i]);
     if (best < 0 || c < best_cost ||
         (c == best_cost && nodes[i].outstanding < nodes[static_cast<uint32_t>(best)].outstanding)) {

@@ -30,6 +30,9 @@ struct node_load {
   uint32_t cached_blocks = 0;  // of this prompt, from the front (prefix_index::cached_blocks)
 };
 
+// Up, and below its capacity: the node may be given one more sequence.
+inline bool can_take(const node_load& n) { return n.up && n.outstanding < n.capacity; }
+
 struct routing_weights {
   // What one outstanding sequence costs, in prompt tokens to compute: a node already busy with
   // k sequences loses to an idle one unless it saves more than k x this in prefill.
