@@ -78,6 +78,7 @@ run: build model
 bench-cluster: build model
 	@scripts/install-deps.sh --bench
 	$(BUILD_DIR)/bin/routing_bench
+	$(BUILD_DIR)/bin/router_sim_bench
 	python3 bench/cluster_bench.py --build $(BUILD_DIR)
 
 bench: build model
