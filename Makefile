@@ -98,6 +98,11 @@ bench: build model
 	python3 bench/run_runtime_bench.py
 	python3 bench/run_speculative_bench.py
 	python3 bench/serve_bench.py
+	@mkdir -p $(BUILD_DIR)/bench-models
+	@test -f $(BUILD_DIR)/bench-models/smollm2-135m-Q4_K_M.gguf || $(BUILD_DIR)/bin/tandem quantize \
+	  --allow-requantize -q default $(BUILD_DIR)/bench-models/smollm2-135m-Q4_K_M.gguf Q4_K_M
+	python3 bench/serve_bench.py --model $(BUILD_DIR)/bench-models/smollm2-135m-Q4_K_M.gguf --name q4_k_m \
+	  --mix-rounds 1 --rates 0.5
 
 fuzz:
 	@scripts/install-deps.sh --fuzz

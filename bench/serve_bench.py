@@ -601,7 +601,8 @@ def plot(res, path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(2, 3, figsize=(14, 8))
+    greedy = bool(res["servers"])  # a named (--name) run has the realistic mix only
+    fig, ax = plt.subplots(2 if greedy else 1, 3, figsize=(14, 8 if greedy else 4.5), squeeze=False)
     mix = res.get("mix")
     if mix:
         labels = [lv["label"] for lv in mix["levels"]]
@@ -624,7 +625,7 @@ def plot(res, path):
             a_.grid(alpha=0.3)
             a_.legend(fontsize=8)
         ax[0][1].set_yscale("log")
-    for name, style in (("tandem", "o-"), ("llama-server", "s--")):
+    for name, style in (("tandem", "o-"), ("llama-server", "s--")) if greedy else ():
         if name not in res["servers"]:
             continue
         lv = res["servers"][name]["levels"]
@@ -635,16 +636,19 @@ def plot(res, path):
         ax[1][2].plot(x, [r["itl_p50_ms"] for r in lv], style, label=f"{name} p50")
         ax[1][2].plot(x, [r["itl_p99_ms"] for r in lv], style, alpha=0.5, label=f"{name} p99")
     for a_, title, unit in ((ax[1][0], "greedy, fixed length: streamed tokens/s", "tok/s"),
-                            (ax[1][1], "greedy: TTFT", "ms"), (ax[1][2], "greedy: inter-token latency", "ms")):
+                            (ax[1][1], "greedy: TTFT", "ms"),
+                            (ax[1][2], "greedy: inter-token latency", "ms")) if greedy else ():
         a_.set_xscale("log", base=2)
         a_.set_xlabel("concurrent streaming clients")
         a_.set_ylabel(unit)
         a_.set_title(title, fontsize=10)
         a_.grid(alpha=0.3)
         a_.legend(fontsize=8)
-    ax[1][1].set_yscale("log")
-    ax[1][2].set_yscale("log")
-    fig.suptitle(f"Serving SmolLM2-135M Q4_1, {res['threads']} threads, {res['cpu']}", fontsize=10)
+    if greedy:
+        ax[1][1].set_yscale("log")
+        ax[1][2].set_yscale("log")
+    fig.suptitle(f"Serving {res.get('model_label', 'SmolLM2-135M Q4_1')}, {res['threads']} threads, {res['cpu']}",
+                 fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -652,7 +656,8 @@ def plot(res, path):
 def mix_markdown(res, cmd):
     m = res["mix"]
     t, l = m["servers"]["tandem"], m["servers"].get("llama-server")
-    lines = ["## Serving a realistic mix: Tandem vs llama-server (issue 20)", "",
+    label = res.get("model_label")
+    lines = ["## Serving a realistic mix: Tandem vs llama-server (issue 20)" + (f", {label}" if label else ""), "",
              f"{res['date']}, {res['cpu']}, {res['threads']} compute threads for each server, clients on the same "
              "machine. Chat requests as users send them: sampled (temperature 0.7, top_p 0.95), unique prompts "
              "of 20-1,000 tokens (log-uniform) of which half follow one of two shared system prompts (about 170 "
@@ -696,11 +701,21 @@ def mix_markdown(res, cmd):
         ratio = r["tok_s"] / q["tok_s"]
         lines += ["", f"Targets (issue 20), realistic mix at 64 clients: throughput >= 2x llama-server's: {ratio:.2f}x "
                   f"({met(ratio >= 2)}); p99 TTFT lower: {r['ttft_p99_ms']:.0f} vs {q['ttft_p99_ms']:.0f} ms "
-                  f"({met(r['ttft_p99_ms'] < q['ttft_p99_ms'])}). (The Q4_K_M row waits for the quant formats.)"]
+                  f"({met(r['ttft_p99_ms'] < q['ttft_p99_ms'])})."]
     return lines
 
 
+def named_markers(name):
+    """The docs markers of a run published under --name (a second model's mix beside the default's)."""
+    return f"<!-- serve-bench-{name}:begin -->", f"<!-- serve-bench-{name}:end -->"
+
+
 def markdown(res, cmd):
+    if res.get("name"):  # a named run is the realistic mix on another model, alone in its section
+        begin, end = named_markers(res["name"])
+        return "\n".join([begin, *mix_markdown(res, res.get("command", cmd)), "", f"![serving](bench/serve-{res['name']}.png)", "",
+                          "Commands: " + "; ".join(f"`{v['command']}`" for v in res["mix"]["servers"].values()),
+                          end])
     t, l = res["servers"].get("tandem"), res["servers"].get("llama-server")
     lines = [BEGIN, *(mix_markdown(res, cmd) + [""] if res.get("mix") else []),
              "## Serving, greedy and fixed-length: Tandem vs llama-server (issue 5)", "",
@@ -807,16 +822,24 @@ def main():
                     help="also run Tandem at 64 clients with this --stream-interval (1: skip)")
     ap.add_argument("--no-write", action="store_true", help="print only; leave docs/ alone")
     ap.add_argument("--from-json", help="re-render docs from a saved docs/bench/serve.json, running nothing")
+    ap.add_argument("--name", help="publish the realistic mix alone as docs/bench/serve-NAME.* and its own section "
+                    "(for --model runs; implies --skip-greedy)")
     a = ap.parse_args()
     if a.from_json:
-        publish("serve", json.load(open(a.from_json)), plot, markdown, BEGIN, END)
+        res = json.load(open(a.from_json))
+        publish_run(res)
         return 0
+    if a.name:
+        a.skip_greedy = True
     a.clients = [int(c) for c in a.clients.split(",")]
     a.mix_clients = [int(c) for c in a.mix_clients.split(",")]
     a.rates = [float(r) for r in a.rates.split(",") if r]
     model = a.model or model_path()
     res = {"date": datetime.date.today().isoformat(), "cpu": cpu_name(), "threads": a.threads,
            "seconds": a.seconds, "max_tokens": a.max_tokens, "servers": {}}
+    if a.name:
+        res["name"], res["model_label"] = a.name, os.path.basename(model)
+        res["command"] = " ".join(["python3", os.path.relpath(os.path.abspath(sys.argv[0]), ROOT), *sys.argv[1:]])
     exe = None
     if a.only != "tandem":
         exe = a.llama_server or subprocess.run([os.path.join(ROOT, "scripts", "build-llama-server.sh")],
@@ -843,11 +866,19 @@ def main():
                     lambda *x: start_tandem(*x, extra=extra), a.tandem, b, model)
         if a.only != "tandem":
             res["servers"]["llama-server"] = bench_server("llama-server", start_llama_server, exe, a, model)
-    if a.no_write or a.only or "tandem" not in res["servers"] or "mix" not in res:  # a partial run replaces nothing
+    complete = "mix" in res and (a.name or "tandem" in res["servers"])
+    if a.no_write or a.only or not complete:  # a partial run replaces nothing
         print(json.dumps(res, indent=2))
         return 0
-    publish("serve", res, plot, markdown, BEGIN, END)
+    publish_run(res)
     return 0
+
+
+def publish_run(res):
+    if res.get("name"):
+        publish(f"serve-{res['name']}", res, plot, markdown, *named_markers(res["name"]))
+    else:
+        publish("serve", res, plot, markdown, BEGIN, END)
 
 
 if __name__ == "__main__":
