@@ -2,6 +2,7 @@
 // engine/CMakeLists.txt). Reached only through best_dot_kernels() after a cpuid check.
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "engine/kernels/blocks.h"

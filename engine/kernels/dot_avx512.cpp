@@ -74,28 +74,6 @@ inline void finish(__m512 acc01, __m512 acc23, float* out) {
   out[3] = hsum_high(acc23);
 }
 
-void group_q4_0(int64_t k, const void* w_row, const std::byte* packed, float* out) {
-  const auto* w = static_cast<const block_q4_0*>(w_row);
-  const int64_t nb = k / kBlock;
-  const packed_group g(packed, nb);
-  const __m512i eights = _mm512_set1_epi8(8);
-  __m512 acc01 = _mm512_setzero_ps(), acc23 = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const __m512i x = broadcast256(unpack_nibbles(w[b].qs));  // q in 0..15
-    const __m512i y01 = load64(g.qs + b * 128), y23 = load64(g.qs + b * 128 + 64);
-    // sum (q - 8) * y = sum q*y - sum 8*y, lane by lane
-    const __m512i p01 = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), x, y01),
-                                         _mm512_dpbusd_epi32(_mm512_setzero_si512(), eights, y01));
-    const __m512i p23 = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), x, y23),
-                                         _mm512_dpbusd_epi32(_mm512_setzero_si512(), eights, y23));
-    __m512 s01, s23;
-    row_scales(h2f(w[b].d), g.d + b * 4, s01, s23);
-    acc01 = _mm512_fmadd_ps(s01, _mm512_cvtepi32_ps(p01), acc01);
-    acc23 = _mm512_fmadd_ps(s23, _mm512_cvtepi32_ps(p23), acc23);
-  }
-  finish(acc01, acc23, out);
-}
-
 void group_q4_1(int64_t k, const void* w_row, const std::byte* packed, float* out) {
   const auto* w = static_cast<const block_q4_1*>(w_row);
   const int64_t nb = k / kBlock;
@@ -782,23 +760,23 @@ void tiled_q8_0_n(int64_t nb, const std::byte* tile, const std::byte* acts, size
   if (t < N) tiled_q8_0_tokens<1>(nb, tile, a + t, y + t * y_stride, y_stride, prefetch);
 }
 
-// Q4_0 in the row kernels' order (q4_0_rows): as Q4_1 without offsets, each lane's sum of
-// (q - 8) * y started at -8 * (its four quants' sum, from the activation row).
+// Q4_0 in the row kernels' order (q4_0_rows: llama.cpp's repacked one): per (row, token) one
+// chain, each block adding dw * da * float(its exact integer sum of (q - 8) * y), which is the
+// sum of q * y started at -8 * (the block's quant sum, from the activation row). G tokens
+// share each unpacked block; a token's whole state is one register, so four fit.
 template <int G>
 void tiled_q4_0_tokens(int64_t nb, const std::byte* tile, const std::byte* const* a, float* y, int64_t y_stride,
                        tile_prefetch& prefetch) {
-  __m512 acc[G][8];
-  for (auto& token : acc) {
-    for (auto& lane : token) lane = _mm512_setzero_ps();
-  }
+  __m512 acc[G];
+  for (auto& v : acc) v = _mm512_setzero_ps();
   const __m512i low = _mm512_set1_epi8(0x0F);
   const int8_t* qs[G];
   const float* d[G];
-  const int32_t* corr[G];
+  const int32_t* block_sum[G];
   for (int t = 0; t < G; ++t) {
     qs[t] = reinterpret_cast<const int8_t*>(a[t]);
     d[t] = reinterpret_cast<const float*>(a[t] + nb * 32);
-    corr[t] = reinterpret_cast<const int32_t*>(a[t] + nb * 36);
+    block_sum[t] = reinterpret_cast<const int32_t*>(a[t] + nb * 36);
   }
   for (int64_t b = 0; b < nb; ++b) {
     prefetch.step();
@@ -810,23 +788,19 @@ void tiled_q4_0_tokens(int64_t nb, const std::byte* tile, const std::byte* const
       w[c + 4] = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low);
     }
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + kTiledQ4_0ScalesAt)));
+#pragma GCC unroll 4
     for (int t = 0; t < G; ++t) {
-      const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(d[t][b]));
       const int8_t* q = qs[t] + b * 32;
-#pragma GCC unroll 8
-      for (int l = 0; l < 8; ++l) {
-        const __m512i p =
-            _mm512_dpbusd_epi32(_mm512_set1_epi32(-8 * corr[t][b * 8 + l]), w[l], broadcast_i32(q + 4 * l));
-        acc[t][l] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(p), acc[t][l]);
+      __m512i even = _mm512_set1_epi32(-8 * block_sum[t][b]), odd = _mm512_setzero_si512();
+      for (int l = 0; l < 8; l += 2) {
+        even = _mm512_dpbusd_epi32(even, w[l], broadcast_i32(q + 4 * l));
+        odd = _mm512_dpbusd_epi32(odd, w[l + 1], broadcast_i32(q + 4 * l + 4));
       }
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(even, odd)),
+                               _mm512_mul_ps(dw, _mm512_set1_ps(d[t][b])), acc[t]);
     }
   }
-  for (int t = 0; t < G; ++t) {
-    const __m512* v = acc[t];
-    const __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(v[0], v[4]), _mm512_add_ps(v[2], v[6])),
-                                     _mm512_add_ps(_mm512_add_ps(v[1], v[5]), _mm512_add_ps(v[3], v[7])));
-    _mm512_storeu_ps(y + t * y_stride, sum);
-  }
+  for (int t = 0; t < G; ++t) _mm512_storeu_ps(y + t * y_stride, acc[t]);
 }
 
 template <int N>
@@ -834,9 +808,14 @@ void tiled_q4_0_n(int64_t nb, const std::byte* tile, const std::byte* acts, size
                   int64_t y_stride, const std::byte* next_tile) {
   const std::byte* a[N];
   for (int t = 0; t < N; ++t) a[t] = acts + t * act_stride;
-  tile_prefetch prefetch(next_tile, static_cast<size_t>(nb) * kTiledQ4_0RecordBytes, nb * ((N + 1) / 2));
+  constexpr int groups = N / 4 + (N % 4) / 2 + N % 2;
+  tile_prefetch prefetch(next_tile, static_cast<size_t>(nb) * kTiledQ4_0RecordBytes, nb * groups);
   int t = 0;
-  for (; t + 2 <= N; t += 2) tiled_q4_0_tokens<2>(nb, tile, a + t, y + t * y_stride, y_stride, prefetch);
+  for (; t + 4 <= N; t += 4) tiled_q4_0_tokens<4>(nb, tile, a + t, y + t * y_stride, y_stride, prefetch);
+  if (t + 2 <= N) {
+    tiled_q4_0_tokens<2>(nb, tile, a + t, y + t * y_stride, y_stride, prefetch);
+    t += 2;
+  }
   if (t < N) tiled_q4_0_tokens<1>(nb, tile, a + t, y + t * y_stride, y_stride, prefetch);
 }
 
@@ -1236,7 +1215,7 @@ const dot_kernels& avx512_dot_kernels() {
   static const dot_kernels table = with_tiled(
       with_quant_kernels(dot_kernels{"avx512",    dot_q4_0,   dot_q4_1,     dot_q8_0,         dot_f16,
                                      dot_bf16,    dot_f32,    key_scores,   weighted_values,  sum16,
-                                     exp_n,       swiglu,     group_q4_0,   group_q4_1,       group_q8_0,
+                                     exp_n,       swiglu,     nullptr,      group_q4_1,       group_q8_0,
                                      quantize_q8, to_f16,     group4_q4_1,  group4x2_q4_1,    group4x2_q8_0,
                                      tiled_q4_1,  tiled_q8_0, softmax_half, key_scores_group, weighted_values_group}));
   return table;

@@ -28,17 +28,20 @@ struct lanes8 {
 // Element j of a Q4 block (low nibbles are elements 0..15, high nibbles 16..31).
 inline int nibble(const uint8_t* qs, int j) { return j < 16 ? (qs[j] & 0x0f) : (qs[j - 16] >> 4); }
 
+// Q4_0 takes llama.cpp's repacked order (its AVX2/AVX-512 gemv and gemm, which every x86 CPU
+// with AVX2 runs for Q4_0 matrices): one float chain per output, each block adding
+// dw * da * float(the block's exact integer sum).
 void dot_q4_0(int64_t k, const void* w_row, const void* acts, size_t stride, int n, float* out) {
   const auto* w = static_cast<const block_q4_0*>(w_row);
   for (int i = 0; i < n; ++i) {
     const auto* a = reinterpret_cast<const block_q8_0*>(act_row(acts, stride, i));
-    lanes8 acc;
+    float acc = 0.0f;
     for (int64_t b = 0; b < k / kBlock; ++b) {
-      int32_t lane[8] = {};
-      for (int j = 0; j < kBlock; ++j) lane[j / 4] += (nibble(w[b].qs, j) - 8) * a[b].qs[j];
-      acc.add_block(f16_to_f32(w[b].d) * f16_to_f32(a[b].d), lane);
+      int32_t sum = 0;
+      for (int j = 0; j < kBlock; ++j) sum += (nibble(w[b].qs, j) - 8) * a[b].qs[j];
+      acc = std::fma(f16_to_f32(w[b].d) * f16_to_f32(a[b].d), static_cast<float>(sum), acc);
     }
-    out[i] = acc.sum();
+    out[i] = acc;
   }
 }
 

@@ -28,21 +28,30 @@ inline __m256i load32(const int8_t* p) { return _mm256_loadu_si256(reinterpret_c
 // Signed x signed through the unsigned x signed instruction: |x| * (y with x's sign).
 inline __m256i dot_s8s8(__m256i x, __m256i y) { return dot_u8s8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x)); }
 
+inline int32_t hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// Q4_0 in llama.cpp's repacked order (dot_generic.cpp): one chain per token, each block
+// adding dw * da * float(its exact integer sum).
 template <int N>
 void q4_0_rows(int64_t k, const block_q4_0* w, const std::byte* acts, size_t stride, float* out) {
-  __m256 acc[N];
-  for (int i = 0; i < N; ++i) acc[i] = _mm256_setzero_ps();
+  float acc[N];
+  for (int i = 0; i < N; ++i) acc[i] = 0.0f;
   for (int64_t b = 0; b < k / kBlock; ++b) {
     const __m256i x = _mm256_sub_epi8(unpack_nibbles(w[b].qs), _mm256_set1_epi8(8));
     const __m256i ax = _mm256_sign_epi8(x, x);
     const float dw = h2f(w[b].d);
     for (int i = 0; i < N; ++i) {
       const auto* a = reinterpret_cast<const block_q8_0*>(acts + i * stride) + b;
-      const __m256i p = dot_u8s8(ax, _mm256_sign_epi8(load32(a->qs), x));
-      acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(dw * h2f(a->d)), _mm256_cvtepi32_ps(p), acc[i]);
+      const int32_t p = hsum_i32(dot_u8s8(ax, _mm256_sign_epi8(load32(a->qs), x)));
+      acc[i] = std::fma(dw * h2f(a->d), static_cast<float>(p), acc[i]);
     }
   }
-  for (int i = 0; i < N; ++i) out[i] = hsum(acc[i]);
+  for (int i = 0; i < N; ++i) out[i] = acc[i];
 }
 
 template <int N>

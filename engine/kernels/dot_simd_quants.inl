@@ -20,13 +20,6 @@ inline uint32_t load_u32(const uint8_t* p) {
   return v;
 }
 
-inline int32_t hsum_i32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-  return _mm_cvtsi128_si32(s);
-}
-
 // Large steps (dot_kernels.h): out = fma(float(S1) * d - dmin * float(S2), dy, out) per
 // super-block, S1 and S2 its exact integer totals, the difference fused too.
 inline float add_super_block(float acc, int32_t s1, int32_t s2, float d, float dmin, bool has_min, float dy) {

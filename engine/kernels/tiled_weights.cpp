@@ -180,6 +180,12 @@ void tile_activation_row(tensor_type type, const std::byte* row, int64_t k, std:
     const auto& blk = reinterpret_cast<const block_q8_0*>(row)[b];
     std::memcpy(qs + b * kBlock, blk.qs, kBlock);
     d[b] = f16_to_f32(blk.d);
+    if (type == tensor_type::q4_0) {  // one sum per block (the repacked order's correction)
+      int32_t sum = 0;
+      for (int i = 0; i < kBlock; ++i) sum += blk.qs[i];
+      lane_sums[b] = sum;
+      continue;
+    }
     for (int l = 0; l < 8; ++l) {
       int32_t sum = 0;
       for (int i = 0; i < 4; ++i) sum += blk.qs[4 * l + i];

@@ -37,9 +37,9 @@
 //     d  [16] f16
 //
 // Activations meet them as tiled rows (tiled_act_*): per token, qs [nb][32] s8, then
-// d [nb] f32, then aux: for Q4_1 and Q5_1 [nb] s = d * sum(qs) as f32 (the Q8_1 sum); for Q4_0, Q5_0
-// and Q8_0 [nb][8] i32, the sum of lane l's four quants (times -8, -16 or -128 it removes the
-// weights' bias lane by lane). Q4_K and Q6_K meet the Q8_K row itself. All come from the row formats of
+// d [nb] f32, then aux: for Q4_1 and Q5_1 [nb] s = d * sum(qs) as f32 (the Q8_1 sum); for Q5_0
+// and Q8_0 [nb][8] i32, the sum of lane l's four quants (times -16 or -128 it removes the
+// weights' bias lane by lane); for Q4_0 [nb] i32, the block's quant sum (times -8 likewise). Q4_K and Q6_K meet the Q8_K row itself. All come from the row formats of
 // activation_format.h, so the quants are the ones the row kernels see.
 //
 // Per (row, token) the sums are:
@@ -48,9 +48,12 @@
 //         plus the offsets m * s added block by block. Tiled and untiled give the same bits,
 //         which greedy fidelity to llama.cpp needs (SmolLM2's outsized activations make one
 //         8-bit rounding flip in a later layer's input move logits by tenths).
-//   Q4_0, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K: the row kernels' order too (dot_simd_body.inl, dot_simd_quants.inl):
+//   Q5_0, Q5_1, Q8_0, Q4_K, Q6_K: the row kernels' order too (dot_simd_body.inl, dot_simd_quants.inl):
 //         the same bits tiled or not (llama.cpp's vec_dot and tinyBLAS order for Q8_0, which
 //         matters where a Q8_0 matrix feeds a re-quantized activation).
+//   Q4_0: the row kernels' order, which for Q4_0 is llama.cpp's repacked one (its AVX2/AVX-512
+//         gemv and gemm, what llama.cpp runs for Q4_0 matrices on x86): one chain per output,
+//         each block adding dw * da * float(the block's exact integer sum).
 // Both are the same for any number of tokens in the step: a token's logits never depend on
 // how the step batched it.
 #pragma once
