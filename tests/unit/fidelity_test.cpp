@@ -2,7 +2,7 @@
 // tests/tools/make_fidelity_vectors.py): at least 18 of the 20 prompts must reproduce all 64
 // tokens, and every divergence must fall where llama.cpp's two best logits are within 0.1.
 // The same for the default model requantized by `tandem quantize --allow-requantize` to
-// Q4_K_M, Q5_K_M, Q6_K and Q8_0 (tests/unit/quantized_models.h), against llama.cpp on those
+// Q4_K_M, Q5_K_M, Q6_K, Q8_0 and Q4_0 (tests/unit/quantized_models.h), against llama.cpp on those
 // very files, with at least 19 of 20 full matches. And the real Gemma 3 270M Q4_K_M file
 // (gemma3 architecture; scripts/fetch-gemma3.sh) on 10 raw prompts, two of them past its
 // 512-token sliding window: at least 9 of 10 (skipped with a message when the file is absent).
@@ -120,7 +120,8 @@ INSTANTIATE_TEST_SUITE_P(DefaultModel, Fidelity,
                                            fidelity_case{"smollm2_135m_q4_k_m.json", "Q4_K_M", 19},
                                            fidelity_case{"smollm2_135m_q5_k_m.json", "Q5_K_M", 19},
                                            fidelity_case{"smollm2_135m_q6_k.json", "Q6_K", 19},
-                                           fidelity_case{"smollm2_135m_q8_0.json", "Q8_0", 19}),
+                                           fidelity_case{"smollm2_135m_q8_0.json", "Q8_0", 19},
+                                           fidelity_case{"smollm2_135m_q4_0.json", "Q4_0", 19}),
                          [](const auto& param_info) {
                            return std::string(*param_info.param.file_type != '\0' ? param_info.param.file_type
                                                                                   : "Q4_1");
