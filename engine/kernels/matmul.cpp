@@ -46,15 +46,6 @@ void pack_q8_x4(activation_format format, const std::byte* rows, size_t act_stri
 // Q8_0 at width 576) each group of eight tokens passes over before the next group.
 constexpr int64_t kTilesPerBlock = 4;
 
-// From this many tokens a step does enough arithmetic per tile to hide the wait for the next
-// one: the kernel asks for the next tile a few lines per block while it computes on this one
-// (dot_kernels.h). Paired forward steps of one sequence against no prefetch: 3 tokens 5%, 4
-// tokens 11% faster; against asking for the whole next tile at once before computing (which
-// stalled the core until the miss queue drained), 5 and 8 tokens 18% and 16 sequences of one
-// token 9% faster. One token streams the weights as fast as the hardware prefetcher does, and
-// the prefetches only add work (0-9% slower); two tokens are about even.
-constexpr int64_t kPrefetchMinTokens = 2;
-
 // Converts every token's activation row: fn(t, thread) on the pool from eight tokens up,
 // inline below that (a fork-join costs more than a few rows).
 template <class Fn>
@@ -125,7 +116,6 @@ void tiled_matmul(std::span<const matmul_output> outputs, tiled_fn kernel, const
   const int64_t nb = w.cols / tiled_record_elements(w.type);
   const size_t tile_bytes = static_cast<size_t>(nb) * tiled_record_bytes(w.type);
 
-  const bool prefetch = n_tok >= kPrefetchMinTokens;
   const task_split split{kTileRows, 1, static_cast<int64_t>(pool.size()) * 8};
   pool.parallel_for(split.plan(outputs, scratch.first_task), [&](int64_t task, int) {
     const auto [j, t0, t1] = split.of(task, outputs, scratch.first_task);
@@ -136,10 +126,11 @@ void tiled_matmul(std::span<const matmul_output> outputs, tiled_fn kernel, const
       for (int64_t g = 0; g < n_tok; g += kTiledMaxTokens) {
         const int n = static_cast<int>(std::min<int64_t>(kTiledMaxTokens, n_tok - g));
         for (int64_t tile = b0; tile < b1; ++tile) {
-          // The first token group brings the tiles in: each asks for the one after it.
-          const std::byte* next = prefetch && g == 0 && tile + 1 < n_tiles
-                                      ? o.w.tiled + static_cast<size_t>(tile + 1) * tile_bytes
-                                      : nullptr;
+          // The first token group brings the tiles in: each asks for the one after it, a few
+          // lines per block while it computes (tile_prefetch), for any token count; the
+          // hardware prefetcher alone streams one token's weights well below the read bandwidth.
+          const std::byte* next =
+              g == 0 && tile + 1 < n_tiles ? o.w.tiled + static_cast<size_t>(tile + 1) * tile_bytes : nullptr;
           kernel(nb, o.w.tiled + static_cast<size_t>(tile) * tile_bytes, acts + static_cast<size_t>(g) * act_stride,
                  act_stride, n, o.y + g * o.y_stride + tile * kTileRows, o.y_stride, next);
         }
