@@ -109,20 +109,37 @@ def main():
                                      "--tg", str(a.tg), "--reps", "1"]).strip().splitlines()[-1])
             runs_t.append(t)
             runs_l.append(llama_bench(a.llama_bench, path, threads, a.pp, a.tg))
+        # The mmap-only path's time to a first decoded token, for the load column.
+        mmap = json.loads(run_json([engine, "--model", path, "--threads", str(threads), "--pp", "8", "--tg", "4",
+                                    "--reps", "1", "--no-tiled"]).strip().splitlines()[-1])
         med = lambda runs, k: statistics.median(r[k] for r in runs)  # noqa: E731
         row = {"label": label, "threads": threads, "file": os.path.basename(path), "mib": os.path.getsize(path) / 2**20,
                "t_pp": med(runs_t, "pp_tok_s"), "t_tg": med(runs_t, "tg_tok_s"),
                "l_pp": med(runs_l, "pp_tok_s"), "l_tg": med(runs_l, "tg_tok_s"),
                "bytes": runs_t[0]["weight_bytes_per_token"], "gbs": med(runs_t, "read_gb_s"),
-               "load_s": med(runs_t, "load_s"), "kernels": runs_t[0]["kernels"]}
+               "first_load_s": med(runs_t, "first_load_s"), "ready_s": med(runs_t, "ready_s"),
+               "mmap_ready_s": mmap["ready_s"], "kernels": runs_t[0]["kernels"]}
         row["limit"] = row["gbs"] * 1e9 / row["bytes"]
         results.append(row)
         print(json.dumps(row), flush=True)
     load_after = os.getloadavg()[0]
+    # Rows of earlier runs that this one did not redo (--only, other thread counts) stay, in
+    # the files' order: docs/bench/quant_types.json keeps every row.
+    saved = os.path.join(os.path.dirname(a.plot), "quant_types.json")
+    if os.path.exists(saved) and results:
+        fresh = {(r["label"], r["threads"]) for r in results}
+        old = [r for r in json.load(open(saved)) if (r["label"], r["threads"]) not in fresh]
+        order = {f[0]: i for i, f in enumerate(files(a.models_dir, tandem, True))}
+        results = sorted(old + results, key=lambda r: (order.get(r["label"], len(order)), r["threads"]))
+    if results:
+        os.makedirs(os.path.dirname(saved), exist_ok=True)
+        with open(saved, "w") as f:
+            json.dump(results, f, indent=1)
 
     rows = [f"| {r['label']} | {r['threads']} | {r['mib']:.0f} | {r['l_pp']:.1f} | {r['t_pp']:.1f} | {r['t_pp'] / r['l_pp']:.2f}x | "
             f"{r['l_tg']:.1f} | {r['t_tg']:.1f} | {r['t_tg'] / r['l_tg']:.2f}x | {r['limit']:.1f} | "
-            f"{100 * r['t_tg'] / r['limit']:.0f}% | {r['load_s']:.2f} |" for r in results]
+            f"{100 * r['t_tg'] / r['limit']:.0f}% | {r['ready_s']:.2f} / {r['mmap_ready_s']:.2f} "
+            f"({r['ready_s'] / r['mmap_ready_s']:.1f}x) | {r['first_load_s']:.2f} |" for r in results]
     cmd = (f"python3 bench/compare_quant_types.py --llama-bench PATH --threads {a.threads} --reps {a.reps}"
            + (" --with-8b" if a.with_8b else ""))
     text = "\n".join([
@@ -138,13 +155,16 @@ def main():
         "`tandem gen-model` models with random weights and the default model's vocabulary (Q4_K_M: the "
         "mixture's types, so a Q6_K tied head; Q4_0 and Q8_0: those matrices and a Q8_0 tied head). "
         "Limit = measured streaming read bandwidth / weight bytes per decoded token (above 100% where "
-        "part of the weights stays in the last-level cache); load = Tandem's model open (mmap, plus "
-        "the tiling of Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K/Q6_K matrices). On a loaded machine llama.cpp's "
+        "part of the weights stays in the last-level cache). Ready = Tandem's model open plus its first "
+        "one-token step, tiled (mmap plus the re-laying of Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K/Q6_K matrices) against "
+        "mmap only (whose first step faults the weights in), both on a second open in the process; first open = "
+        "the tiled open of a fresh process, whose huge pages the kernel zero-fills on first touch (on this VM, "
+        "whose host backs guest memory lazily, 0.4-3 GB/s the first time, 6-10 GB/s after). On a loaded machine llama.cpp's "
         "decode suffers most (its threads spin at a barrier after every graph node, and one "
         "descheduled thread stalls them all); the 1-thread rows are free of that.", "",
         f"| file | threads | MiB | llama.cpp pp{a.pp} | Tandem pp{a.pp} | ratio | llama.cpp tg{a.tg} | "
-        f"Tandem tg{a.tg} | ratio | limit tok/s | decode / limit | load s |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        f"Tandem tg{a.tg} | ratio | limit tok/s | decode / limit | ready s, tiled / mmap only | first open s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ] + rows + [
         "", "![Tandem / llama.cpp per file](bench/quant_types.png)", "",
         f"Machine load (1-minute average) before / after: {load_before:.1f} / {load_after:.1f}.", "",
