@@ -188,10 +188,6 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
     for_rows(T, [&](int64_t t) { kernels::rope_angles(local, b.pos[t], &b.rope_swa[t * c.n_rot]); });
   }
 
-  if (cache.dtype() == kv_cache_dtype::q8_0 && c.has_swa()) {
-    throw std::invalid_argument("forward: the Q8_0 KV cache has no sliding-window attention yet (" + c.architecture +
-                                " has local layers): use --kv-cache-dtype f16");
-  }
   const uint32_t n_run = in.n_layers > 0 ? std::min(in.n_layers, c.n_layer) : c.n_layer;
   if (cache.n_layer() < n_run) throw std::invalid_argument("forward: the KV cache has fewer layers than the step runs");
   for (uint32_t l = 0; l < n_run; ++l) {
@@ -338,8 +334,8 @@ void model::attention_layer(uint32_t layer, const step_input& in, kv_pool& cache
           kernels_.quantize_q8(&b.q[t * Q + h * hd], q8 + static_cast<size_t>(g) * rb, hd, false);
           outs[g] = &b.attn[t * Q + h * hd];
         }
-        attend_heads_q8(kernels_, cache, layer, s.blocks, b.pos[t] + 1, kv_head, q8, n, softmax_scale,
-                        b.attn_scratch[static_cast<size_t>(thread)], outs);
+        attend_heads_q8(kernels_, cache, layer, s.blocks, c.first_visible_key(layer, b.pos[t]), b.pos[t] + 1, kv_head,
+                        q8, n, softmax_scale, b.attn_scratch[static_cast<size_t>(thread)], outs);
         continue;
       }
       const kernels::f16_bits* qs[kMaxGroupedHeads];

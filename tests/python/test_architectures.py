@@ -6,7 +6,7 @@
   and not; chat through Gemma's turn template (llama.cpp's Gemma 2 template, the same turns,
   from `make test-data`'s corpus) answers.
 - Small synthetic files of each architecture (`tandem gen-model --arch`): `tandem info` and
-  `tandem generate` run on them; the server loads them, reports them, and completes greedily
+  `tandem generate` run on them (gemma3 on a Q8_0 KV cache too, past its window); the server loads them, reports them, and completes greedily
   and deterministically.
 """
 import json
@@ -99,6 +99,11 @@ def test_synthetic_architecture_serves(arch, tmp_path):
                           "--temperature", "0", "--threads", "2"], check=True, capture_output=True, text=True,
                          errors="replace")
     assert "generated tokens: 8" in gen.stdout + gen.stderr
+    if arch == "gemma3":  # the Q8_0 cache runs the local layers' window too, past it
+        gen = subprocess.run([tandem_binary(), "generate", "--model", str(path), "--prompt", "a b c d e f g h",
+                              "--max-tokens", "40", "--temperature", "0", "--threads", "2", "--kv-cache-dtype",
+                              "q8_0"], check=True, capture_output=True, text=True, errors="replace")
+        assert "generated tokens: 40" in gen.stdout + gen.stderr
     s = Server("--model", str(path), "--log-level", "warn")
     try:
         client = client_of(s)
