@@ -2,7 +2,8 @@
 //   - the fast forward pass against the reference one (tests/unit/reference_model.h);
 //   - llama.cpp's greedy continuations and top-5 logits on the very same files
 //     (tests/data/architectures/, made by tests/tools/make_architecture_vectors.py);
-//   - sliding-window attention: exact masking, and blocks wholly outside the window unread.
+//   - sliding-window attention: exact masking, and blocks wholly outside the window unread;
+//     the local layers' own pool with freed blocks gives the logits of the full cache.
 #include <gtest/gtest.h>
 
 #include <boost/json/src.hpp>  // Boost.JSON compiled into this test (header-only mode)
@@ -18,6 +19,7 @@
 
 #include "engine/gguf/gguf.h"
 #include "engine/gguf/tensor_type.h"
+#include "engine/kv/kv_block_manager.h"
 #include "engine/model/kv_block_allocator.h"
 #include "engine/model/model.h"
 #include "engine/model/synthetic_model.h"
@@ -182,6 +184,72 @@ TEST_P(SlidingWindowCache, BlocksOutsideTheWindowAreNotRead) {
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, SlidingWindowCache, ::testing::Values(kv_cache_dtype::f16, kv_cache_dtype::q8_0),
                          [](const auto& param_info) { return std::string(kv_cache_dtype_name(param_info.param)); });
+
+// The local layers' own pool (kv_pool_options::local_blocks) with a cache manager that frees
+// what the window passed (engine/kv/kv_block_manager.h): a prefill of 70 tokens in chunks of
+// 16 and 90 decode steps through a local pool of only max_blocks(16) blocks, reused over and
+// over, give bit for bit the logits of one pool holding every position; on the F16 and the
+// Q8_0 cache alike.
+TEST_P(SlidingWindowCache, FreedLocalBlocksGiveTheLogitsOfTheFullCache) {
+  fixture_model fm(spec_of("gemma3"));
+  const model_config& c = fm.fast->config();
+  const kv_window window{c.n_swa};
+  const auto n_local = static_cast<int32_t>(window.max_blocks(16, 16));
+  const auto prompt = some_tokens(70, c.n_vocab, 8);
+  // Steps as (start, tokens); the decode steps feed the greedy token of the hybrid run.
+  auto run = [&](bool hybrid) {
+    kv_pool pool(c, kv_pool_options{16, 16 * 16, 0, GetParam(), hybrid ? n_local : 0});
+    kv_block_manager kv(static_cast<uint32_t>(pool.n_blocks()), 16, false,
+                        kv_local_pool{hybrid ? static_cast<uint32_t>(n_local) : 0u, window});
+    EXPECT_EQ(kv.has_local_pool(), hybrid);
+    step_input in;
+    in.seqs.push_back(seq_step{1, {}, 0, {}, false});
+    std::vector<float> logits;
+    std::vector<int32_t> tokens = prompt;
+    uint32_t done = 0;
+    while (tokens.size() < 160) {
+      const uint32_t n = done < prompt.size() ? std::min<uint32_t>(16, static_cast<uint32_t>(prompt.size()) - done) : 1;
+      EXPECT_TRUE(kv.allocate(1, done + n, done));
+      auto& s = in.seqs[0];
+      s.start_pos = static_cast<int32_t>(done);
+      s.tokens.assign(tokens.begin() + done, tokens.begin() + done + n);
+      s.blocks = kv.table(1);
+      s.local_blocks = kv.local_table(1);
+      step_output out;
+      fm.fast->forward(in, pool, out);
+      done += n;
+      if (done < prompt.size()) continue;
+      const auto last = out.last(0);
+      logits.insert(logits.end(), last.begin(), last.end());
+      tokens.push_back(static_cast<int32_t>(std::max_element(last.begin(), last.end()) - last.begin()));
+    }
+    if (hybrid) {
+      EXPECT_LE(kv.local_held(1), static_cast<uint32_t>(n_local));
+      EXPECT_GT(kv.local_first(1), 0u);  // blocks were freed
+    }
+    return logits;
+  };
+  const auto full = run(false);
+  const auto hybrid = run(true);
+  ASSERT_EQ(full.size(), hybrid.size());
+  for (size_t i = 0; i < full.size(); ++i) ASSERT_EQ(full[i], hybrid[i]) << "logit " << i;
+}
+
+// A local table that lacks a block its window reads is refused, not read.
+TEST(SlidingWindow, LocalTableMissingAWindowBlockIsRefused) {
+  fixture_model fm(spec_of("gemma3"));
+  const model_config& c = fm.fast->config();
+  kv_pool pool(c, kv_pool_options{16, 256, 0, kv_cache_dtype::f16, 16});
+  step_input in;
+  in.seqs.push_back(seq_step{1, {5}, 100, {0, 1, 2, 3, 4, 5, 6}, false});
+  in.seqs[0].local_blocks = {kNoBlock, kNoBlock, kNoBlock, kNoBlock, 4, 5, 6};  // reads from 64: fine
+  step_output out;
+  EXPECT_NO_THROW(fm.fast->forward(in, pool, out));
+  in.seqs[0].local_blocks[4] = kNoBlock;
+  EXPECT_THROW(fm.fast->forward(in, pool, out), std::invalid_argument);
+  in.seqs[0].local_blocks = {0, 1, 2};  // too short
+  EXPECT_THROW(fm.fast->forward(in, pool, out), std::invalid_argument);
+}
 
 // Masking is exact: the window's first position inside a 16-position chunk and a block
 // boundary alike, decode steps give the logits of a batch that computes the same tokens with
