@@ -8,6 +8,7 @@ decodes, and the pools' sizes.
 Usage: python3 bench/kv_window_probe.py [--binary build/bin/tandem] [--items 740] [extra serve flags]
 """
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -63,13 +64,15 @@ def main():
             for line in r.iter_lines():
                 if not line.startswith("data: {"):
                     continue
-                if '"usage":{' in line:
-                    usage = line
+                event = json.loads(line[len("data: "):])
+                if event.get("usage"):
+                    usage = event["usage"]
                 m = metrics(url)
                 if m["tandem:kv_blocks_used"] > 0:
                     most = max(most, (int(m["tandem:kv_blocks_used"]), int(m.get("tandem:kv_local_blocks_used", 0))))
         m = metrics(url)
-        print(f"usage: {usage[usage.index('usage'):].rstrip('}')}" if usage else "usage: none")
+        if usage:
+            print(f"prompt tokens {usage['prompt_tokens']}, generated {usage['completion_tokens']}")
         print(f"pools: {int(m['tandem:kv_blocks_total'])} global blocks, "
               f"{int(m.get('tandem:kv_local_blocks_total', 0))} local blocks")
         print(f"held while decoding, at most: {most[0]} global blocks, {most[1]} local blocks "
