@@ -173,27 +173,33 @@ def test_synthetic_architecture_serves(arch, tmp_path):
 def test_prefix_cache_with_sliding_window(tmp_path):
     """A cached prefix longer than gemma3's window (24) gives the continuation the uncached
     server computes: the local layers' blocks before the window are freed, and a hit is
-    adopted only with the local blocks its window reads (docs/architecture.md)."""
+    adopted only with the local blocks its window reads (docs/architecture.md). So do n = 2
+    choices (forked tables, copied on write) and n-gram speculative decoding (tables trimmed
+    after rejected drafts) on the freed local pool, against a server holding every block."""
     path = tmp_path / "gemma3.gguf"
     subprocess.run([tandem_binary(), "gen-model", "-o", str(path), "--arch", "gemma3", "--layers", "6", "--head-dim",
                     "64", "--kv-heads", "1", "--sliding-window", "24", "--ctx", "4096"], check=True, capture_output=True)
     prefix = " ".join(f"w{i}" for i in range(60))
-    prompts = [prefix + " tail one", prefix + " and another tail"]
+    prompts = [prefix + " tail one", prefix + " and another tail", " ".join(["a b c d e f g h"] * 12)]
+    servers = {"cached": [], "uncached": ["--no-enable-prefix-caching", "--disable-hybrid-kv-cache-manager"],
+               "speculative": ["--speculative", "ngram", "--num-speculative-tokens", "4"]}
     texts = {}
-    for cached in (True, False):
-        s = Server("--model", str(path), "--log-level", "warn", *([] if cached else ["--no-enable-prefix-caching"]))
+    for name, flags in servers.items():
+        s = Server("--model", str(path), "--log-level", "warn", *flags)
         try:
             client = client_of(s)
             out = []
             for p in prompts:
-                r = client.completions.create(model="g", prompt=p, max_tokens=20, temperature=0)
-                out.append(r.choices[0].text)
+                r = client.completions.create(model="g", prompt=p, max_tokens=40, temperature=0, n=2)
+                out.append([c.text for c in r.choices])
                 hit = (r.usage.prompt_tokens_details.cached_tokens or 0) if r.usage.prompt_tokens_details else 0
-                if cached and p is prompts[1]:
+                if name == "cached" and p is prompts[1]:
                     assert hit > 24, r.usage
-                if not cached:
+                if name == "uncached":
                     assert hit == 0
-            texts[cached] = out
+            if name == "speculative":
+                assert s.metrics()['tandem:spec_decode_num_draft_tokens_total{method="ngram"}'] > 0
+            texts[name] = out
         finally:
             s.stop()
-    assert texts[True] == texts[False]
+    assert texts["cached"] == texts["uncached"] == texts["speculative"]
