@@ -19,7 +19,8 @@ struct cache_manager_state {
 
 cache_manager_actor::behavior_type cache_manager(cache_manager_actor::stateful_pointer<cache_manager_state> self,
                                                  cache_manager_config cfg) {
-  self->state.kv = std::make_unique<kv_block_manager>(cfg.n_blocks, cfg.block_size, cfg.enable_prefix_caching);
+  self->state.kv =
+      std::make_unique<kv_block_manager>(cfg.n_blocks, cfg.block_size, cfg.enable_prefix_caching, cfg.local);
   self->state.book = std::make_unique<block_reservations>(*self->state.kv);
   // Adds the time `work` takes to busy_ms (what prefix caching costs shows up here).
   auto timed = [self](auto&& work) {

@@ -52,7 +52,10 @@ size_t mask_rows(grammar::matcher& m, std::span<const std::span<const float>> ro
 void device_sequences::begin(const device_step& step, step_input& in) {
   for (seq_id s : step.released) seqs_.erase(s);
   for (seq_id s : step.preempted) {
-    if (auto it = seqs_.find(s); it != seqs_.end()) it->second.table.clear();
+    if (auto it = seqs_.find(s); it != seqs_.end()) {
+      it->second.table.clear();
+      it->second.local_table.clear();
+    }
   }
   for (const auto& start : step.started) seqs_.try_emplace(start.seq, start);
 
@@ -66,6 +69,7 @@ void device_sequences::begin(const device_step& step, step_input& in) {
     auto& sq = it->second;
     sq.tokens.insert(sq.tokens.end(), p.new_tokens.begin(), p.new_tokens.end());
     apply_grant(sq.table, p.table_keep, p.new_blocks);
+    apply_local_grant(sq.local_table, p.local_first, p.local_keep, p.local_new);
     const size_t end = static_cast<size_t>(p.start_pos) + p.n_new;
     if (sq.tokens.size() < end) {
       throw std::invalid_argument("step for sequence " + std::to_string(p.seq) + " computes up to position " +
@@ -78,6 +82,7 @@ void device_sequences::begin(const device_step& step, step_input& in) {
     s.tokens.insert(s.tokens.end(), p.draft.begin(), p.draft.end());
     s.start_pos = static_cast<int32_t>(p.start_pos);
     s.blocks = sq.table;
+    s.local_blocks = sq.local_table;
     // Drafted sequences need logits for every position, computed with decode numerics so
     // that verification equals decoding bit for bit.
     s.want_all_logits = !p.draft.empty();

@@ -5,7 +5,7 @@
 //
 //   per sequence:  sampler (its random stream), options, prompt length,
 //                  tokens[p] = token at position p (every token known to the device),
-//                  block table
+//                  block table (and the local layers' one, with a sliding window)
 //
 //   begin():  released -> forgotten; preempted -> table cleared; started -> created;
 //             each planned sequence: tokens += new_tokens, table = table[:keep] + new_blocks;
@@ -42,8 +42,9 @@ class device_sequences {
     uint32_t n_prompt = 0;
     std::vector<token_id> tokens;
     block_table table;
-    uint64_t seed = 0;   // options.seed, or a random one: for a device sampler's random stream
-    uint64_t draws = 0;  // numbers that stream has given
+    block_table local_table;  // the sliding-window layers' (kNoBlock where freed)
+    uint64_t seed = 0;        // options.seed, or a random one: for a device sampler's random stream
+    uint64_t draws = 0;       // numbers that stream has given
     // Constrained decoding: where the output is in its grammar. Its logits are masked before
     // every draw (the CUDA worker samples such sequences on the host).
     std::optional<grammar::matcher> grammar;

@@ -27,9 +27,12 @@ struct device_worker_state {
   static inline const char* name = "tandem.device_worker.cpu";
 };
 
-void copy_block(kv_pool& kv, block_id src, block_id dst) {
+// The layers of the copy's pool (every layer without a local pool).
+void copy_block(kv_pool& kv, const block_copy& c) {
   const size_t n = kv.head_block_bytes();  // whatever the cache's element type
+  const block_id src = c.src, dst = c.dst;
   for (uint32_t l = 0; l < kv.n_layer(); ++l) {
+    if (kv.in_local_pool(l) != c.local) continue;
     for (uint32_t h = 0; h < kv.n_head_kv(); ++h) {
       std::memcpy(kv.k_bytes(l, static_cast<int32_t>(dst), h), kv.k_bytes(l, static_cast<int32_t>(src), h), n);
       std::memcpy(kv.v_bytes(l, static_cast<int32_t>(dst), h), kv.v_bytes(l, static_cast<int32_t>(src), h), n);
@@ -49,7 +52,7 @@ device_step_result run_step(device_worker_state& st, const device_step& step) {
   const auto t0 = clock_type::now();
   try {
     st.seqs->begin(step, st.input);
-    for (const auto& c : step.copies) copy_block(*st.kv, c.src, c.dst);
+    for (const auto& c : step.copies) copy_block(*st.kv, c);
     if (fault_point("device.forward")) throw std::runtime_error("an injected fault in the forward pass");
     st.m->forward(st.input, *st.kv, st.output);
   } catch (const std::exception& e) {
@@ -97,10 +100,11 @@ device_step_result run_step(device_worker_state& st, const device_step& step) {
 
 device_worker_actor::behavior_type cpu_device_worker(device_worker_actor::stateful_pointer<device_worker_state> self,
                                                      std::shared_ptr<model> m, uint32_t n_blocks, uint32_t block_size,
-                                                     kv_cache_dtype dtype) {
+                                                     kv_cache_dtype dtype, uint32_t n_local_blocks) {
   kv_pool_options opts;
   opts.block_tokens = static_cast<int>(block_size);
   opts.dtype = dtype;
+  opts.local_blocks = static_cast<int32_t>(n_local_blocks);
   opts.capacity_tokens = static_cast<int64_t>(n_blocks) * block_size;
   self->state.kv = std::make_unique<kv_pool>(m->config(), opts);
   self->state.seqs = std::make_unique<device_sequences>();
@@ -118,8 +122,8 @@ device_worker_actor::behavior_type cpu_device_worker(device_worker_actor::statef
 }  // namespace
 
 device_worker_actor spawn_cpu_device_worker(caf::actor_system& sys, std::shared_ptr<model> m, uint32_t n_blocks,
-                                            uint32_t block_size, kv_cache_dtype dtype) {
-  return sys.spawn<caf::detached>(cpu_device_worker, std::move(m), n_blocks, block_size, dtype);
+                                            uint32_t block_size, kv_cache_dtype dtype, uint32_t n_local_blocks) {
+  return sys.spawn<caf::detached>(cpu_device_worker, std::move(m), n_blocks, block_size, dtype, n_local_blocks);
 }
 
 }  // namespace tandem

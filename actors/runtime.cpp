@@ -114,16 +114,26 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
   }
   if (!cfg.cluster_secret.empty()) pc.cache_salt_key = cluster_salt_key(cfg.cluster_secret);
 
+  // Sliding-window layers in their own pool (kv_block_manager.h): sized by what the running
+  // sequences' windows need (kv_window::pool_blocks), and never above the global pool's
+  // size, since a sequence holds no more local blocks than global ones.
+  kv_local_pool local;
+  if (mc.has_swa() && device == nullptr && !cfg.disable_hybrid_kv_cache_manager) {
+    local.window.window = mc.n_swa;
+    const uint64_t need = local.window.pool_blocks(pc.max_num_seqs, pc.max_num_batched_tokens, cfg.block_size);
+    local.n_blocks = static_cast<uint32_t>(std::min<uint64_t>(rt->kv_blocks_, need));
+  }
+
   // The scheduler supervises the device worker with this (a new one, over the same weights,
   // with a new KV pool); runtime_actors::device_worker names the first.
   std::function<device_worker_actor()> spawn_device =
-      [sys = &sys, m, n_blocks = rt->kv_blocks_, block_size = cfg.block_size, kv_dtype,
+      [sys = &sys, m, n_blocks = rt->kv_blocks_, block_size = cfg.block_size, kv_dtype, n_local = local.n_blocks,
        factory = device ? std::optional<device_factory>(*device) : std::nullopt]() {
         return factory ? factory->spawn(*sys, m, n_blocks, block_size)
-                       : spawn_cpu_device_worker(*sys, m, n_blocks, block_size, kv_dtype);
+                       : spawn_cpu_device_worker(*sys, m, n_blocks, block_size, kv_dtype, n_local);
       };
   actors.device_worker = spawn_device();
-  actors.cache_manager = spawn_cache_manager(sys, {rt->kv_blocks_, cfg.block_size, cfg.enable_prefix_caching});
+  actors.cache_manager = spawn_cache_manager(sys, {rt->kv_blocks_, cfg.block_size, cfg.enable_prefix_caching, local});
   speculation_actors spec;
   if (cfg.speculative != "none" && !cfg.speculative.empty()) {
     speculation_config sc;

@@ -272,11 +272,15 @@ device_step device_step_of(scheduler_state& st, step_plan_core& plan) {
     d.n_new = p.n_new;
     d.draft = p.draft;
     d.sample = p.sample;
+    d.local_first = p.local_first;
     if (info.on_device_table) {
       d.table_keep = p.table_keep;
       d.new_blocks = std::move(p.new_blocks);  // applied to the planner's table already
+      d.local_keep = p.local_keep;
+      d.local_new = std::move(p.local_new);
     } else {
       d.new_blocks = st.planner->table(p.seq);  // a forked sequence's table began as its parent's
+      d.local_new = st.planner->local_table(p.seq);
       info.on_device_table = true;
     }
     const uint32_t end = p.start_pos + p.n_new;

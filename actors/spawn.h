@@ -16,6 +16,7 @@
 #include "actors/scheduler.h"
 #include "actors/streamer.h"
 #include "actors/verifier.h"
+#include "engine/kv/kv_block_manager.h"
 #include "engine/model/kv_cache_dtype.h"
 #include "engine/schedule/step_planner.h"
 #include "engine/speculation/speculation_policy.h"
@@ -69,16 +70,20 @@ struct cache_manager_config {
   uint32_t n_blocks = 0;
   uint32_t block_size = 16;
   bool enable_prefix_caching = true;
+  kv_local_pool local;  // the sliding-window layers' pool (none by default)
 };
 
 cache_manager_actor spawn_cache_manager(caf::actor_system& sys, const cache_manager_config& cfg);
 
 // --- device workers ----------------------------------------------------------------------
 
-// A CPU device worker (detached) over `m`, with a KV pool of n_blocks blocks of `dtype`. The
-// CUDA worker's spawn function is gpu/worker/gpu_device_worker.h's.
+// A CPU device worker (detached) over `m`, with a KV pool of n_blocks blocks of `dtype`, and
+// n_local_blocks for the sliding-window layers in their own pool (0: one pool for every
+// layer; the cache manager's kv_local_pool must agree). The CUDA worker's spawn function is
+// gpu/worker/gpu_device_worker.h's.
 device_worker_actor spawn_cpu_device_worker(caf::actor_system& sys, std::shared_ptr<model> m, uint32_t n_blocks,
-                                            uint32_t block_size, kv_cache_dtype dtype = kv_cache_dtype::f16);
+                                            uint32_t block_size, kv_cache_dtype dtype = kv_cache_dtype::f16,
+                                            uint32_t n_local_blocks = 0);
 
 // --- speculative decoding ----------------------------------------------------------------
 

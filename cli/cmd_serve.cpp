@@ -256,6 +256,8 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--max-in-flight", o->rt.max_in_flight, "Accepted unfinished requests at most (then 503)")
       ->capture_default_str();
   cmd->add_flag("!--no-enable-prefix-caching", o->rt.enable_prefix_caching, "Turn the prefix cache off");
+  cmd->add_flag("--disable-hybrid-kv-cache-manager", o->rt.disable_hybrid_kv_cache_manager,
+                "Sliding-window models: hold every layer's KV for every position in one pool (no freeing)");
   cmd->add_option("--chat-template", o->rt.chat_template, "Chat template family overriding the model's");
   cmd->add_option("--threads", o->rt.threads, "CPU compute threads (0 = one per core)")->capture_default_str();
   add_device_options(cmd, o->device);

@@ -165,6 +165,13 @@ std::string server_metrics::render(const runtime_figures& f) const {
   gauge(out, "tandem:kv_blocks_free", "KV blocks neither used nor cached", f.kv.pool.free);
   gauge(out, "tandem:kv_cache_usage_ratio", "Fraction of KV blocks used by sequences",
         f.kv.pool.total ? static_cast<double>(f.kv.pool.used) / f.kv.pool.total : 0.0);
+  if (f.kv.local_pool.total > 0) {  // a model with sliding-window layers: their own pool
+    gauge(out, "tandem:kv_local_blocks_total", "Sliding-window layers' KV blocks in their pool", f.kv.local_pool.total);
+    gauge(out, "tandem:kv_local_blocks_used", "Sliding-window layers' KV blocks held by sequences (their window)",
+          f.kv.local_pool.used);
+    gauge(out, "tandem:kv_local_blocks_cached", "Sliding-window layers' KV blocks held only by the prefix cache",
+          f.kv.local_pool.cached_free);
+  }
   gauge(out, "tandem:kv_sequences", "Sequences holding a block table", f.kv.sequences);
   counter(out, "tandem:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache",
           static_cast<double>(f.kv.prefix_queries));

@@ -9,6 +9,7 @@ namespace tandem {
 struct block_copy {
   block_id src = 0;
   block_id dst = 0;
+  bool local = false;  // the ids are the local (sliding-window) pool's (kv_block_manager.h)
   bool operator==(const block_copy&) const = default;
 };
 

@@ -92,18 +92,24 @@ uint64_t block_pool::root_for(uint64_t salt) {
   return XXH64(&salt, sizeof salt, kRootHash);
 }
 
+std::optional<block_id> block_pool::find(uint64_t parent, std::span<const token_id> tokens) const {
+  if (tokens.size() != block_size_) return std::nullopt;
+  const auto it = index_.find(hash_block(parent, tokens));
+  if (it == index_.end()) return std::nullopt;
+  const auto& blk = blocks_[it->second];
+  if (blk.parent != parent || !std::equal(tokens.begin(), tokens.end(), blk.tokens.begin())) return std::nullopt;
+  return it->second;
+}
+
 block_table block_pool::match(std::span<const token_id> tokens, uint64_t root) const {
   block_table out;
   uint64_t parent = root;
   for (size_t start = 0; start + block_size_ <= tokens.size(); start += block_size_) {
     const auto chunk = tokens.subspan(start, block_size_);
-    const uint64_t h = hash_block(parent, chunk);
-    const auto it = index_.find(h);
-    if (it == index_.end()) break;
-    const auto& blk = blocks_[it->second];
-    if (blk.parent != parent || !std::equal(chunk.begin(), chunk.end(), blk.tokens.begin())) break;
-    out.push_back(it->second);
-    parent = h;
+    const auto b = find(parent, chunk);
+    if (!b) break;
+    out.push_back(*b);
+    parent = blocks_[*b].hash;
   }
   return out;
 }

@@ -67,6 +67,8 @@ class block_pool {
   static std::vector<uint64_t> chain_hashes(std::span<const token_id> tokens, uint32_t block_size, uint64_t salt);
   // Longest run of indexed full blocks that spells a prefix of `tokens` (no refs taken).
   block_table match(std::span<const token_id> tokens, uint64_t root = kRootHash) const;
+  // The indexed block holding `tokens` behind `parent`, if any (no ref taken).
+  std::optional<block_id> find(uint64_t parent, std::span<const token_id> tokens) const;
   // Forgets every indexed block (their KV data is gone: the device worker was restarted);
   // cached free blocks become plain free ones.
   void drop_index();

@@ -14,18 +14,28 @@ reserve_grant block_reservations::grant(seq_id seq, uint32_t n_cached, uint32_t 
   g.n_cached = n_cached;
   g.n_tokens = n_tokens;
   k.table_reported = static_cast<uint32_t>(table.size());
+  if (kv_.has_local_pool()) {
+    const auto& local = kv_.local_table(seq);
+    g.local_first = kv_.local_first(seq);
+    g.local_keep = std::min<uint32_t>(k.local_reported, static_cast<uint32_t>(local.size()));
+    g.local_new.assign(local.begin() + g.local_keep, local.end());
+    k.local_reported = static_cast<uint32_t>(local.size());
+  }
   return g;
 }
 
 void block_reservations::preempt(seq_id seq) {
   kv_.free(seq);
   known_[seq].table_reported = 0;  // the tokens stay: the sequence waits to resume
+  known_[seq].local_reported = 0;
 }
 
 // A copy-on-write replaced table entries from the first copy's position on: the scheduler's
-// view of the table is good only before it.
-static uint32_t unchanged_prefix(const block_table& table, const std::vector<block_copy>& copies, uint32_t reported) {
+// view of the table is good only before it. `local`: the local table, and its copies.
+static uint32_t unchanged_prefix(const block_table& table, const std::vector<block_copy>& copies, uint32_t reported,
+                                 bool local = false) {
   for (const auto& c : copies) {
+    if (c.local != local) continue;
     const auto at = std::find(table.begin(), table.end(), c.dst);
     reported = std::min(reported, static_cast<uint32_t>(at - table.begin()));
   }
@@ -99,6 +109,9 @@ reserve_result block_reservations::reserve(const reserve_request& req) {
     if (const known* q = quota_of(item.seq)) tenant_held[q->quota_tenant] += held(item.seq) - before;
     auto& k = known_[item.seq];
     k.table_reported = unchanged_prefix(kv_.table(item.seq), *copies, k.table_reported);
+    if (kv_.has_local_pool()) {
+      k.local_reported = unchanged_prefix(kv_.local_table(item.seq), *copies, k.local_reported, true);
+    }
     out.copies.insert(out.copies.end(), copies->begin(), copies->end());
     out.running.push_back(grant(item.seq, 0, item.n_tokens));
     ++i;
@@ -148,6 +161,7 @@ void block_reservations::trim(seq_id seq, uint32_t n_tokens) {
   kv_.trim(seq, n_tokens);
   auto& k = known_[seq];
   k.table_reported = std::min<uint32_t>(k.table_reported, static_cast<uint32_t>(kv_.table(seq).size()));
+  k.local_reported = std::min<uint32_t>(k.local_reported, static_cast<uint32_t>(kv_.local_table(seq).size()));
 }
 
 void block_reservations::release(seq_id seq) {
@@ -162,6 +176,7 @@ void block_reservations::fork(seq_id parent, seq_id child, uint32_t n_tokens) {
   auto& c = known_[child];
   c.tokens.assign(p.tokens.begin(), p.tokens.begin() + std::min<size_t>(n_tokens, p.tokens.size()));
   c.table_reported = p.table_reported;
+  c.local_reported = p.local_reported;
   c.salt = p.salt;
 }
 

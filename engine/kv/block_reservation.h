@@ -41,6 +41,7 @@ class block_reservations {
   struct known {
     std::vector<token_id> tokens;
     uint32_t table_reported = 0;  // leading table entries the scheduler has been told and that are unchanged
+    uint32_t local_reported = 0;  // the same of the local table (freed entries count as unchanged)
     uint64_t salt = 0;
     uint32_t quota_tenant = 0;  // 0: no quota
     uint32_t quota_blocks = 0;  // the tenant's cap in table entries

@@ -15,6 +15,7 @@ struct block_pool_stats {
 
 struct kv_cache_stats {
   block_pool_stats pool;
+  block_pool_stats local_pool;  // the sliding-window layers' pool (total 0: none)
   uint64_t prefix_queries = 0;  // prompt tokens looked up when sequences were admitted
   uint64_t prefix_hits = 0;     // of those, tokens found in the cache
   uint32_t sequences = 0;

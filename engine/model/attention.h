@@ -58,8 +58,14 @@ void attend_heads(const kernels::dot_kernels& kernels, const kv_pool& pool, uint
 // (engine/kernels/kv_q8_scores.h: all keys in one call where the table has that form), the
 // softmax as above, the values read by q8_0_values (engine/kernels/kv_q8_values.h), which
 // dequantises each block as it accumulates.
+//
+// first_key > 0 is a sliding window, as above but finer: no key or value before first_key is
+// read at all (the softmax starts at the 16-position chunk holding it, its earlier lanes
+// masked; the values' FMA chain runs over the window's keys in order, and a masked key's
+// fma(0, v, acc) would leave acc unchanged), so the result is bit for bit the full causal
+// pass with those keys masked.
 void attend_heads_q8(const kernels::dot_kernels& kernels, const kv_pool& pool, uint32_t layer,
-                     const block_table& blocks, int32_t n_keys, uint32_t kv_head, const void* q_q8, int n_q,
-                     float scale, attention_scratch& scratch, float* const* out);
+                     const block_table& blocks, int32_t first_key, int32_t n_keys, uint32_t kv_head, const void* q_q8,
+                     int n_q, float scale, attention_scratch& scratch, float* const* out);
 
 }  // namespace tandem

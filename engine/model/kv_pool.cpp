@@ -42,15 +42,36 @@ int32_t kv_pool::blocks_for(const model_config& config, const kv_pool_options& o
 kv_pool::kv_pool(const model_config& config, const kv_pool_options& options)
     : block_tokens_(options.block_tokens),
       n_blocks_(blocks_for(config, options)),
+      n_local_blocks_(options.local_blocks),
       n_layer_(config.n_layer),
       n_head_kv_(config.n_head_kv),
       head_dim_(config.head_dim),
+      local_index_(config.n_layer, -1),
+      global_index_(config.n_layer, -1),
       dtype_(options.dtype),
       row_bytes_(row_bytes_for(config, options.dtype)),
       head_block_bytes_(row_bytes_ * static_cast<size_t>(block_tokens_)) {
-  const size_t bytes = static_cast<size_t>(n_layer_) * n_blocks_ * n_head_kv_ * head_block_bytes_;
+  if (n_local_blocks_ < 0) throw std::invalid_argument("kv pool: negative local block count");
+  if (n_local_blocks_ > 0 && !config.has_swa()) {
+    throw std::invalid_argument("kv pool: a local pool needs a model with sliding-window layers");
+  }
+  int32_t n_global = 0;
+  for (uint32_t l = 0; l < n_layer_; ++l) {
+    if (n_local_blocks_ > 0 && config.is_swa(l)) {
+      local_index_[l] = static_cast<int32_t>(n_layer_local_++);
+    } else {
+      global_index_[l] = n_global++;
+    }
+  }
+  const size_t per_layer_block = n_head_kv_ * head_block_bytes_;
+  const size_t bytes = static_cast<size_t>(n_global) * n_blocks_ * per_layer_block;
   k_ = zeroed_pages(bytes);
   v_ = zeroed_pages(bytes);
+  if (n_layer_local_ > 0) {
+    const size_t local_bytes = static_cast<size_t>(n_layer_local_) * n_local_blocks_ * per_layer_block;
+    k_local_ = zeroed_pages(local_bytes);
+    v_local_ = zeroed_pages(local_bytes);
+  }
 }
 
 }  // namespace tandem

@@ -4,6 +4,15 @@
 // p % block_tokens. Values are stored as F16 (llama.cpp's default cache type) or Q8_0
 // (--kv-cache-dtype q8_0, as llama.cpp's -ctk/-ctv q8_0): 32 values and one f16 scale in
 // 34 bytes, 1.88x the tokens per byte.
+//
+// With local_blocks > 0 (a model with sliding-window layers) the pool is two pools, vLLM's
+// hybrid allocator's split: the global layers' blocks (n_blocks() of them) and the local
+// layers' (n_local_blocks()), each with its own block ids. A layer's accessors take a block
+// id of its own pool; sequences then carry a second table for the local layers
+// (seq_step::local_blocks), of which only the window's blocks are held (engine/kv/kv_window.h).
+//
+//   k_, v_              [global layers][n_blocks][n_head_kv][head_block_bytes]
+//   k_local_, v_local_  [local layers][n_local_blocks][n_head_kv][head_block_bytes]
 #pragma once
 
 #include <cstddef>
@@ -26,6 +35,9 @@ struct kv_pool_options {
   int64_t capacity_tokens = 0;
   size_t capacity_bytes = 0;
   kv_cache_dtype dtype = kv_cache_dtype::f16;  // q8_0 needs head_dim % 32 == 0
+  // Blocks of the sliding-window layers' own pool; 0: one pool for every layer. Needs a
+  // model with local layers.
+  int32_t local_blocks = 0;
 };
 
 class kv_pool {
@@ -34,13 +46,21 @@ class kv_pool {
 
   int block_tokens() const { return block_tokens_; }
   int32_t n_blocks() const { return n_blocks_; }
+  int32_t n_local_blocks() const { return n_local_blocks_; }
+  bool has_local_pool() const { return n_local_blocks_ > 0; }
+  // Whether layer's blocks are the local pool's ids.
+  bool in_local_pool(uint32_t layer) const { return n_local_blocks_ > 0 && local_index_[layer] >= 0; }
   uint32_t n_layer() const { return n_layer_; }
   uint32_t n_head_kv() const { return n_head_kv_; }
   uint32_t head_dim() const { return head_dim_; }
   kv_cache_dtype dtype() const { return dtype_; }
-  size_t bytes() const { return k_.bytes() + v_.bytes(); }
-  // Bytes one block takes across all layers, K and V.
-  size_t block_bytes() const { return size_t{2} * n_layer_ * n_head_kv_ * head_block_bytes_; }
+  size_t bytes() const { return k_.bytes() + v_.bytes() + k_local_.bytes() + v_local_.bytes(); }
+  // Bytes one block takes across the layers of its pool, K and V (every layer without a
+  // local pool); block_bytes(true): a local block's.
+  size_t block_bytes(bool local = false) const {
+    const uint32_t layers = local ? n_layer_local_ : n_layer_ - n_layer_local_;
+    return size_t{2} * layers * n_head_kv_ * head_block_bytes_;
+  }
   // Bytes of one (layer, block, kv head) of K, the same of V: the unit a block copy moves.
   size_t head_block_bytes() const { return head_block_bytes_; }
   // Bytes of one position's key (or value) of one head: head_dim halves, or head_dim / 32 blocks.
@@ -80,16 +100,16 @@ class kv_pool {
 
   // Raw storage of one (layer, block, head), head_block_bytes() long.
   std::byte* k_bytes(uint32_t layer, int32_t block, uint32_t head) {
-    return static_cast<std::byte*>(k_.data()) + offset(layer, block, head);
+    return static_cast<std::byte*>((in_local_pool(layer) ? k_local_ : k_).data()) + offset(layer, block, head);
   }
   std::byte* v_bytes(uint32_t layer, int32_t block, uint32_t head) {
-    return static_cast<std::byte*>(v_.data()) + offset(layer, block, head);
+    return static_cast<std::byte*>((in_local_pool(layer) ? v_local_ : v_).data()) + offset(layer, block, head);
   }
   const std::byte* k_bytes(uint32_t layer, int32_t block, uint32_t head) const {
-    return static_cast<const std::byte*>(k_.data()) + offset(layer, block, head);
+    return static_cast<const std::byte*>((in_local_pool(layer) ? k_local_ : k_).data()) + offset(layer, block, head);
   }
   const std::byte* v_bytes(uint32_t layer, int32_t block, uint32_t head) const {
-    return static_cast<const std::byte*>(v_.data()) + offset(layer, block, head);
+    return static_cast<const std::byte*>((in_local_pool(layer) ? v_local_ : v_).data()) + offset(layer, block, head);
   }
 
   static int32_t blocks_for(const model_config& config, const kv_pool_options& options);
@@ -99,18 +119,26 @@ class kv_pool {
 
  private:
   size_t offset(uint32_t layer, int32_t block, uint32_t head) const {
-    return ((static_cast<size_t>(layer) * n_blocks_ + static_cast<size_t>(block)) * n_head_kv_ + head) *
+    const bool local = in_local_pool(layer);
+    const auto index = static_cast<size_t>(local ? local_index_[layer] : global_index_[layer]);
+    return ((index * static_cast<size_t>(local ? n_local_blocks_ : n_blocks_) + static_cast<size_t>(block)) *
+                n_head_kv_ +
+            head) *
            head_block_bytes_;
   }
 
   int block_tokens_;
   int32_t n_blocks_;
+  int32_t n_local_blocks_;
   uint32_t n_layer_, n_head_kv_, head_dim_;
+  uint32_t n_layer_local_ = 0;         // layers in the local pool
+  std::vector<int32_t> local_index_;   // [n_layer] the layer's place in the local pool, -1: global
+  std::vector<int32_t> global_index_;  // [n_layer] its place in the global pool, -1: local
   kv_cache_dtype dtype_;
   size_t row_bytes_, head_block_bytes_;
   // Zero until written (padded attention lanes read zeros, never garbage):
-  zeroed_pages k_;  // [n_layer][n_blocks][n_head_kv][head_block_bytes]
-  zeroed_pages v_;  // [n_layer][n_blocks][n_head_kv][head_block_bytes]
+  zeroed_pages k_, v_;              // the global layers' (every layer's without a local pool)
+  zeroed_pages k_local_, v_local_;  // the local layers' (empty without a local pool)
 };
 
 }  // namespace tandem

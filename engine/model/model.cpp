@@ -8,6 +8,7 @@
 #include "engine/gguf/quantize.h"
 #include "engine/kernels/ops.h"
 #include "engine/kernels/tiled_weights.h"
+#include "engine/kv/kv_window.h"
 #include "engine/model/attention.h"
 
 namespace tandem {
@@ -119,6 +120,7 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
     for (int32_t b : s.blocks) {
       if (b < 0 || b >= cache.n_blocks()) throw std::invalid_argument("forward: bad block id");
     }
+    if (cache.has_local_pool()) check_local_table(s, cache);
     T += static_cast<int64_t>(s.tokens.size());
     max_keys = std::max(max_keys, static_cast<int32_t>(end));
   }
@@ -188,10 +190,6 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
     for_rows(T, [&](int64_t t) { kernels::rope_angles(local, b.pos[t], &b.rope_swa[t * c.n_rot]); });
   }
 
-  if (cache.dtype() == kv_cache_dtype::q8_0 && c.has_swa()) {
-    throw std::invalid_argument("forward: the Q8_0 KV cache has no sliding-window attention yet (" + c.architecture +
-                                " has local layers): use --kv-cache-dtype f16");
-  }
   const uint32_t n_run = in.n_layers > 0 ? std::min(in.n_layers, c.n_layer) : c.n_layer;
   if (cache.n_layer() < n_run) throw std::invalid_argument("forward: the KV cache has fewer layers than the step runs");
   for (uint32_t l = 0; l < n_run; ++l) {
@@ -239,6 +237,27 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
   }
 }
 
+// The local table covers the step's positions, and every block the window reads from its
+// first query on is held (kv_window::first_read).
+void model::check_local_table(const seq_step& s, const kv_pool& cache) const {
+  const int bt = cache.block_tokens();
+  const int64_t end = static_cast<int64_t>(s.start_pos) + static_cast<int64_t>(s.tokens.size());
+  if (static_cast<int64_t>(s.local_blocks.size()) * bt < end) {
+    throw std::invalid_argument("forward: local block table of sequence " + std::to_string(s.seq) +
+                                " does not cover position " + std::to_string(end - 1));
+  }
+  const auto first = static_cast<int64_t>(kv_window{config_.n_swa}.first_read(static_cast<uint32_t>(s.start_pos)));
+  for (size_t i = 0; i < s.local_blocks.size(); ++i) {
+    const block_id b = s.local_blocks[i];
+    const bool read = static_cast<int64_t>(i + 1) * bt > first && static_cast<int64_t>(i) * bt < end;
+    if (b == kNoBlock && !read) continue;
+    if (b >= static_cast<block_id>(cache.n_local_blocks())) {
+      throw std::invalid_argument("forward: the local block table of sequence " + std::to_string(s.seq) +
+                                  " lacks a block its window reads, or names one outside the pool");
+    }
+  }
+}
+
 void model::add_sublayer_output(const std::vector<float>& post_norm, int64_t T) {
   const int64_t E = config_.n_embd;
   auto& b = buf_;
@@ -263,6 +282,7 @@ void model::attention_layer(uint32_t layer, const step_input& in, kv_pool& cache
 
   const layer_weights& w = weights_.layers[layer];
   const bool local = c.is_swa(layer);
+  const bool own_pool = cache.in_local_pool(layer);  // blocks through the local tables
   const auto* rope_of = local && swa_rope_differs_ ? &b.rope_swa : &b.rope;
   const auto rope_apply = c.arch->rope == rope_style::neox ? kernels::rope_apply_neox : kernels::rope_apply;
   const float scale = c.attention_scale;
@@ -292,7 +312,8 @@ void model::attention_layer(uint32_t layer, const step_input& in, kv_pool& cache
       for (int64_t i = 0; i < Q; ++i) q[i] *= scale;
     }
     const auto& s = in.seqs[static_cast<size_t>(b.seq[t])];
-    const int32_t block = s.blocks[static_cast<size_t>(b.pos[t] / bt)];
+    const int32_t block =
+        static_cast<int32_t>((own_pool ? s.local_blocks : s.blocks)[static_cast<size_t>(b.pos[t] / bt)]);
     const int32_t slot = b.pos[t] % bt;
     if (cache.dtype() == kv_cache_dtype::q8_0) {  // a row of hd / 32 blocks per position
       const int64_t row_blocks = hd / kernels::kBlock;
@@ -325,6 +346,7 @@ void model::attention_layer(uint32_t layer, const step_input& in, kv_pool& cache
     const auto kv_head = static_cast<uint32_t>(task % c.n_head_kv);
     kernels::f16_bits* q16 = &b.q16[static_cast<size_t>(thread) * Q];
     const auto& s = in.seqs[static_cast<size_t>(b.seq[t])];
+    const block_table& blocks = own_pool ? s.local_blocks : s.blocks;
     const bool single_token = llama_cpp_order_ && (s.tokens.size() == 1 || s.decode_numerics);
     for (int g0 = 0; g0 < group; g0 += kMaxGroupedHeads) {
       const int n = std::min(kMaxGroupedHeads, group - g0);
@@ -338,8 +360,8 @@ void model::attention_layer(uint32_t layer, const step_input& in, kv_pool& cache
           kernels_.quantize_q8(&b.q[t * Q + h * hd], q8 + static_cast<size_t>(g) * rb, hd, false);
           outs[g] = &b.attn[t * Q + h * hd];
         }
-        attend_heads_q8(kernels_, cache, layer, s.blocks, b.pos[t] + 1, kv_head, q8, n, softmax_scale,
-                        b.attn_scratch[static_cast<size_t>(thread)], outs);
+        attend_heads_q8(kernels_, cache, layer, blocks, c.first_visible_key(layer, b.pos[t]), b.pos[t] + 1, kv_head, q8,
+                        n, softmax_scale, b.attn_scratch[static_cast<size_t>(thread)], outs);
         continue;
       }
       const kernels::f16_bits* qs[kMaxGroupedHeads];
@@ -350,7 +372,7 @@ void model::attention_layer(uint32_t layer, const step_input& in, kv_pool& cache
         qs[g] = q16 + g * hd;
         outs[g] = &b.attn[t * Q + h * hd];
       }
-      attend_heads(kernels_, cache, layer, s.blocks, c.first_visible_key(layer, b.pos[t]), b.pos[t] + 1, kv_head, qs, n,
+      attend_heads(kernels_, cache, layer, blocks, c.first_visible_key(layer, b.pos[t]), b.pos[t] + 1, kv_head, qs, n,
                    softmax_scale, single_token, b.attn_scratch[static_cast<size_t>(thread)], outs);
     }
   });

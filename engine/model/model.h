@@ -49,9 +49,11 @@ class model {
   thread_pool& pool() { return pool_; }
 
   // Runs one step: appends every sequence's new tokens' K/V to `cache` at their positions
-  // (through each sequence's block table) and fills `out` with the requested logits.
+  // (through each sequence's block table; the local layers' through its local table when
+  // the cache has a local pool) and fills `out` with the requested logits.
   // Throws std::invalid_argument for a token outside the vocabulary or a block table that
-  // does not cover the positions. Not thread-safe: one forward at a time per model.
+  // does not cover the positions (or a local table missing a block of the window). Not thread-safe: one forward at a
+  // time per model.
   void forward(const step_input& in, kv_pool& cache, step_output& out);
 
  private:
@@ -80,6 +82,7 @@ class model {
   // Several weights on one input (Q/K/V, gate/up): one conversion, one parallel pass.
   void matmul_shared(const std::vector<float>& x, int64_t n_tok, std::initializer_list<kernels::matmul_output> outputs);
   void attention_layer(uint32_t layer, const step_input& in, kv_pool& cache, int64_t n_tok);
+  void check_local_table(const seq_step& s, const kv_pool& cache) const;
   // Residual add of a sub-layer's output (b.proj), through its post-norm when it has one.
   void add_sublayer_output(const std::vector<float>& post_norm, int64_t n_tok);
 

@@ -21,6 +21,10 @@ struct seq_step {
   // Compute every new token with exactly the numerics of a one-token decode step (draft
   // verification: greedy speculation must reproduce greedy decoding bit for bit).
   bool decode_numerics = false;
+  // With a local pool in the cache (kv_pool_options::local_blocks): the sliding-window
+  // layers' table, entry for entry with `blocks` over that pool's ids; entries the window
+  // has passed may be kNoBlock (engine/kv/kv_window.h). Unused without one.
+  block_table local_blocks = {};
 };
 
 struct step_input {

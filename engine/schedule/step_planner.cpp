@@ -72,6 +72,7 @@ void step_planner::add_forked(seq_id child, seq_id parent) {
   s.n_sent = p.n_prompt;
   s.running = true;
   s.table = p.table;
+  s.local_table = p.local_table;
   seqs_.emplace(child, std::move(s));
   running_.push_back(child);
 }
@@ -198,12 +199,14 @@ step_plan_core step_planner::finalize(const reserve_result& granted) {
     s.n_computed = 0;  // recomputed from scratch (or from the prefix cache) later
     s.draft.clear();   // its drafts had no blocks; the drafter offers new ones once it runs
     s.table.clear();   // its blocks are freed
+    s.local_table.clear();
     requeue_front(id);
   }
 
   const auto add_planned = [&](const reserve_grant& g, uint32_t n_cached) {
     auto& s = seqs_.at(g.seq);
     apply_grant(s.table, g.table_keep, g.new_blocks);
+    apply_local_grant(s.local_table, g.local_first, g.local_keep, g.local_new);
     planned_seq p;
     p.seq = g.seq;
     p.start_pos = s.n_computed;
@@ -217,6 +220,9 @@ step_plan_core step_planner::finalize(const reserve_result& granted) {
     p.n_cached = n_cached;
     p.table_keep = g.table_keep;
     p.new_blocks = g.new_blocks;
+    p.local_first = g.local_first;
+    p.local_keep = g.local_keep;
+    p.local_new = g.local_new;
     plan.seqs.push_back(std::move(p));
   };
   for (const auto& g : granted.running) {

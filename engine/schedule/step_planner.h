@@ -70,6 +70,10 @@ struct planned_seq {
   // The grant's change to the table (reserve_grant): keep table_keep entries, then new_blocks.
   uint32_t table_keep = 0;
   block_table new_blocks;
+  // The same for the local table (sliding-window layers; reserve_grant).
+  uint32_t local_first = 0;
+  uint32_t local_keep = 0;
+  block_table local_new = {};
 
   uint32_t n_fed() const { return n_new + static_cast<uint32_t>(draft.size()); }
 };
@@ -141,6 +145,7 @@ class step_planner {
   bool contains(seq_id seq) const { return seqs_.count(seq) != 0; }
   const std::vector<token_id>& tokens(seq_id seq) const { return seqs_.at(seq).tokens; }
   const block_table& table(seq_id seq) const { return seqs_.at(seq).table; }
+  const block_table& local_table(seq_id seq) const { return seqs_.at(seq).local_table; }
   uint32_t n_computed(seq_id seq) const { return seqs_.at(seq).n_computed; }
   uint32_t n_prompt(seq_id seq) const { return seqs_.at(seq).n_prompt; }
   // The tokens a planned step feeds: the known ones it computes, then its drafts.
@@ -159,6 +164,7 @@ class step_planner {
     uint64_t cache_salt = 0;
     bool running = false;
     block_table table;            // as granted: covers what the last step computed
+    block_table local_table;      // as granted: the sliding-window layers' (empty without them)
     std::vector<token_id> draft;  // for the next step only
   };
   struct tenant_state {

@@ -40,6 +40,10 @@ struct runtime_config {
   std::string kv_cache_dtype = "auto";     // "auto" (= f16), "f16" or "q8_0" (--kv-cache-dtype): q8_0
                                            // holds 1.88x the tokens per byte; CPU device only
   bool enable_prefix_caching = true;
+  // Sliding-window models (gemma3) keep their local layers' KV in a pool of its own and free
+  // what the window has passed (vLLM's hybrid KV cache manager); true: one pool for every
+  // layer, every position held (--disable-hybrid-kv-cache-manager, as vLLM's flag).
+  bool disable_hybrid_kv_cache_manager = false;
   uint32_t max_in_flight = 1024;       // accepted, unfinished requests; beyond: 503
   uint32_t max_model_len = 0;          // 0 = the model's trained context
   std::string chat_template;           // a family name overriding the model's template

@@ -2,7 +2,8 @@
 //   - the fast forward pass against the reference one (tests/unit/reference_model.h);
 //   - llama.cpp's greedy continuations and top-5 logits on the very same files
 //     (tests/data/architectures/, made by tests/tools/make_architecture_vectors.py);
-//   - sliding-window attention: exact masking, and blocks wholly outside the window unread.
+//   - sliding-window attention: exact masking, and blocks wholly outside the window unread;
+//     the local layers' own pool with freed blocks gives the logits of the full cache.
 #include <gtest/gtest.h>
 
 #include <boost/json/src.hpp>  // Boost.JSON compiled into this test (header-only mode)
@@ -18,6 +19,7 @@
 
 #include "engine/gguf/gguf.h"
 #include "engine/gguf/tensor_type.h"
+#include "engine/kv/kv_block_manager.h"
 #include "engine/model/kv_block_allocator.h"
 #include "engine/model/model.h"
 #include "engine/model/synthetic_model.h"
@@ -122,15 +124,19 @@ INSTANTIATE_TEST_SUITE_P(Architectures, ArchitectureMatchesReference,
                          [](const auto& param_info) { return param_info.param; });
 
 // The sliding window: a local layer never reads the blocks wholly before its window. After a
-// prefill of 100 tokens (window 24), every K/V value of the local layers at positions below
-// 64 (the 64-position groups before the window of position 100) is overwritten with NaN; a
-// decode step's logits stay bit for bit the same, and NaN would poison any read.
-TEST(SlidingWindow, BlocksOutsideTheWindowAreNotRead) {
+// prefill of 100 tokens (window 24), every K/V byte of the local layers at positions below
+// 64 (the 64-position groups before the window of position 100) is overwritten with 0xff (NaN
+// in F16, and a NaN scale in Q8_0); a decode step's logits stay bit for bit the same, and NaN
+// would poison any read. The F16 and the Q8_0 cache alike.
+class SlidingWindowCache : public ::testing::TestWithParam<kv_cache_dtype> {};
+
+TEST_P(SlidingWindowCache, BlocksOutsideTheWindowAreNotRead) {
   fixture_model fm(spec_of("gemma3"));
   const model_config& c = fm.fast->config();
   ASSERT_TRUE(c.has_swa());
   ASSERT_EQ(c.n_swa, 24u);
-  kv_pool pool(c, kv_pool_options{16, 1024, 0});
+  const kv_pool_options opts{16, 1024, 0, GetParam()};
+  kv_pool pool(c, opts);
   kv_block_allocator alloc(pool.n_blocks());
   const auto prompt = some_tokens(100, c.n_vocab, 3);
   step_input in;
@@ -142,18 +148,19 @@ TEST(SlidingWindow, BlocksOutsideTheWindowAreNotRead) {
   in.seqs[0].start_pos = 100;
   const auto blocks = in.seqs[0].blocks;
 
-  kv_pool copy(c, kv_pool_options{16, 1024, 0});
+  kv_pool copy(c, opts);
   auto decode = [&](kv_pool& cache) {
     step_output o;
     fm.fast->forward(in, cache, o);
     return o.logits;
   };
   // A twin cache with the same contents, then poisoned where the window excludes.
+  const size_t n = pool.head_block_bytes();
   for (uint32_t l = 0; l < c.n_layer; ++l) {
     for (int32_t b : blocks) {
       for (uint32_t h = 0; h < c.n_head_kv; ++h) {
-        std::copy_n(pool.k(l, b, h), 16 * c.head_dim, copy.k(l, b, h));
-        std::copy_n(pool.v(l, b, h), 16 * c.head_dim, copy.v(l, b, h));
+        std::copy_n(pool.k_bytes(l, b, h), n, copy.k_bytes(l, b, h));
+        std::copy_n(pool.v_bytes(l, b, h), n, copy.v_bytes(l, b, h));
       }
     }
   }
@@ -164,8 +171,8 @@ TEST(SlidingWindow, BlocksOutsideTheWindowAreNotRead) {
     ++poisoned_layers;
     for (int i = 0; i < 4; ++i) {  // blocks of positions 0..63
       for (uint32_t h = 0; h < c.n_head_kv; ++h) {
-        std::fill_n(copy.k(l, blocks[static_cast<size_t>(i)], h), 16 * c.head_dim, kernels::f16_bits{0x7e00});
-        std::fill_n(copy.v(l, blocks[static_cast<size_t>(i)], h), 16 * c.head_dim, kernels::f16_bits{0x7e00});
+        std::fill_n(copy.k_bytes(l, blocks[static_cast<size_t>(i)], h), n, std::byte{0xff});
+        std::fill_n(copy.v_bytes(l, blocks[static_cast<size_t>(i)], h), n, std::byte{0xff});
       }
     }
   }
@@ -173,6 +180,75 @@ TEST(SlidingWindow, BlocksOutsideTheWindowAreNotRead) {
   const auto poisoned = decode(copy);
   ASSERT_EQ(clean.size(), poisoned.size());
   for (size_t i = 0; i < clean.size(); ++i) ASSERT_EQ(clean[i], poisoned[i]) << "logit " << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, SlidingWindowCache, ::testing::Values(kv_cache_dtype::f16, kv_cache_dtype::q8_0),
+                         [](const auto& param_info) { return std::string(kv_cache_dtype_name(param_info.param)); });
+
+// The local layers' own pool (kv_pool_options::local_blocks) with a cache manager that frees
+// what the window passed (engine/kv/kv_block_manager.h): a prefill of 70 tokens in chunks of
+// 16 and 90 decode steps through a local pool of only max_blocks(16) blocks, reused over and
+// over, give bit for bit the logits of one pool holding every position; on the F16 and the
+// Q8_0 cache alike.
+TEST_P(SlidingWindowCache, FreedLocalBlocksGiveTheLogitsOfTheFullCache) {
+  fixture_model fm(spec_of("gemma3"));
+  const model_config& c = fm.fast->config();
+  const kv_window window{c.n_swa};
+  const auto n_local = static_cast<int32_t>(window.max_blocks(16, 16));
+  const auto prompt = some_tokens(70, c.n_vocab, 8);
+  // Steps as (start, tokens); the decode steps feed the greedy token of the hybrid run.
+  auto run = [&](bool hybrid) {
+    kv_pool pool(c, kv_pool_options{16, 16 * 16, 0, GetParam(), hybrid ? n_local : 0});
+    kv_block_manager kv(static_cast<uint32_t>(pool.n_blocks()), 16, false,
+                        kv_local_pool{hybrid ? static_cast<uint32_t>(n_local) : 0u, window});
+    EXPECT_EQ(kv.has_local_pool(), hybrid);
+    step_input in;
+    in.seqs.push_back(seq_step{1, {}, 0, {}, false});
+    std::vector<float> logits;
+    std::vector<int32_t> tokens = prompt;
+    uint32_t done = 0;
+    while (tokens.size() < 160) {
+      const uint32_t n = done < prompt.size() ? std::min<uint32_t>(16, static_cast<uint32_t>(prompt.size()) - done) : 1;
+      EXPECT_TRUE(kv.allocate(1, done + n, done));
+      auto& s = in.seqs[0];
+      s.start_pos = static_cast<int32_t>(done);
+      s.tokens.assign(tokens.begin() + done, tokens.begin() + done + n);
+      s.blocks = kv.table(1);
+      s.local_blocks = kv.local_table(1);
+      step_output out;
+      fm.fast->forward(in, pool, out);
+      done += n;
+      if (done < prompt.size()) continue;
+      const auto last = out.last(0);
+      logits.insert(logits.end(), last.begin(), last.end());
+      tokens.push_back(static_cast<int32_t>(std::max_element(last.begin(), last.end()) - last.begin()));
+    }
+    if (hybrid) {
+      EXPECT_LE(kv.local_held(1), static_cast<uint32_t>(n_local));
+      EXPECT_GT(kv.local_first(1), 0u);  // blocks were freed
+    }
+    return logits;
+  };
+  const auto full = run(false);
+  const auto hybrid = run(true);
+  ASSERT_EQ(full.size(), hybrid.size());
+  for (size_t i = 0; i < full.size(); ++i) ASSERT_EQ(full[i], hybrid[i]) << "logit " << i;
+}
+
+// A local table that lacks a block its window reads is refused, not read.
+TEST(SlidingWindow, LocalTableMissingAWindowBlockIsRefused) {
+  fixture_model fm(spec_of("gemma3"));
+  const model_config& c = fm.fast->config();
+  kv_pool pool(c, kv_pool_options{16, 256, 0, kv_cache_dtype::f16, 16});
+  step_input in;
+  in.seqs.push_back(seq_step{1, {5}, 100, {0, 1, 2, 3, 4, 5, 6}, false});
+  in.seqs[0].local_blocks = {kNoBlock, kNoBlock, kNoBlock, kNoBlock, 4, 5, 6};  // reads from 64: fine
+  step_output out;
+  EXPECT_NO_THROW(fm.fast->forward(in, pool, out));
+  in.seqs[0].local_blocks[4] = kNoBlock;
+  EXPECT_THROW(fm.fast->forward(in, pool, out), std::invalid_argument);
+  in.seqs[0].local_blocks = {0, 1, 2};  // too short
+  EXPECT_THROW(fm.fast->forward(in, pool, out), std::invalid_argument);
 }
 
 // Masking is exact: the window's first position inside a 16-position chunk and a block
@@ -353,10 +429,10 @@ TEST_P(MatchesLlamaCpp, GreedyTokensAndTop5Logits) {
 INSTANTIATE_TEST_SUITE_P(Architectures, MatchesLlamaCpp, ::testing::Values("llama", "qwen2", "qwen3", "gemma3", "phi3"),
                          [](const auto& param_info) { return param_info.param; });
 
-// The Q8_0 KV cache on every architecture: without local layers, the logits stay those of
-// the F16 cache within the cache's rounding (the query-prescaled phi3 too); gemma3's local
-// layers are refused by name until the Q8_0 attention takes a window.
-TEST(Architecture, Q8CacheMatchesF16CacheOrRefusesSlidingWindows) {
+// The Q8_0 KV cache on every architecture: the logits stay those of the F16 cache within the
+// cache's rounding (the query-prescaled phi3 and gemma3's sliding-window layers too: 40
+// tokens pass its window of 24).
+TEST(Architecture, Q8CacheMatchesF16Cache) {
   for (const char* arch : {"llama", "qwen2", "qwen3", "gemma3", "phi3"}) {
     synthetic_model_spec spec = spec_of(arch);
     if (spec.head_dim == 0) spec.head_dim = 32;  // q8_0 rows are 32-value blocks
@@ -367,23 +443,15 @@ TEST(Architecture, Q8CacheMatchesF16CacheOrRefusesSlidingWindows) {
       kv_pool pool(c, kv_pool_options{16, 256, 0, dtype});
       kv_block_allocator alloc(pool.n_blocks());
       step_input in;
-      in.seqs.push_back(seq_step{1, prompt, 0, {}, false});
+      in.seqs.push_back(seq_step{1, prompt, 0, {}, true});
       EXPECT_TRUE(alloc.reserve(in.seqs[0].blocks, 48, pool.block_tokens()));
       step_output out;
       fm.fast->forward(in, pool, out);
       return out.logits;
     };
     const auto f16 = logits(kv_cache_dtype::f16);
-    if (c.has_swa()) {
-      try {
-        logits(kv_cache_dtype::q8_0);
-        ADD_FAILURE() << arch << ": a Q8_0 cache ran sliding-window layers";
-      } catch (const std::invalid_argument& e) {
-        EXPECT_NE(std::string(e.what()).find("sliding-window"), std::string::npos) << e.what();
-      }
-      continue;
-    }
     const auto q8 = logits(kv_cache_dtype::q8_0);
+    ASSERT_EQ(f16.size(), q8.size());
     double max_ref = 0, max_diff = 0;
     for (size_t i = 0; i < f16.size(); ++i) {
       max_ref = std::max(max_ref, std::fabs(static_cast<double>(f16[i])));

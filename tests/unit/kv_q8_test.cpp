@@ -1,6 +1,7 @@
 // The Q8_0 KV cache (--kv-cache-dtype q8_0): the key and value kernels of every instruction
 // set give the scalar reference's bits; attention over the quantized cache is float attention over
-// the dequantised keys and values (through a scattered block table); the pool holds 64/34
+// the dequantised keys and values (through a scattered block table), and a sliding window over
+// it is the masked full pass bit for bit; the pool holds 64/34
 // the tokens per byte; and on the default model the next-token distributions stay close to
 // the f16 cache's (mean KL divergence over a fixed text, bounded).
 #include <gtest/gtest.h>
@@ -168,7 +169,7 @@ TEST(KvQ8Attention, IsFloatAttentionOverTheDequantisedCache) {
     std::vector<std::vector<float>> out(n_q, std::vector<float>(static_cast<size_t>(hd), 123.0f));
     float* outs[3] = {out[0].data(), out[1].data(), out[2].data()};
     attention_scratch scratch;
-    attend_heads_q8(*table, pool, layer, blocks, n_keys, kv_head, q8.data(), n_q, scale, scratch, outs);
+    attend_heads_q8(*table, pool, layer, blocks, 0, n_keys, kv_head, q8.data(), n_q, scale, scratch, outs);
     for (int h = 0; h < n_q; ++h) {
       std::vector<double> s(static_cast<size_t>(n_keys));
       double max = -1e300, sum = 0.0;
@@ -184,6 +185,95 @@ TEST(KvQ8Attention, IsFloatAttentionOverTheDequantisedCache) {
         for (int32_t j = 0; j < n_keys; ++j) want += s[j] / sum * values[j][i];
         EXPECT_NEAR(out[h][i], want, 2e-3 * (1.0 + std::abs(want))) << "head " << h << " element " << i;
       }
+    }
+  }
+}
+
+// A sliding window over the Q8_0 cache (first_key > 0) is bit for bit the full causal pass
+// with the keys before first_key masked, composed here from the same primitives (every key's
+// score, -inf before the window, the softmax over every chunk, the values' FMA chain over
+// every key); and no key or value before first_key is read (NaN there changes nothing). The
+// windows start mid-chunk, on a chunk, on a block boundary, and at the last key.
+TEST(KvQ8Attention, WindowIsTheMaskedFullPassAndReadsNothingBeforeIt) {
+  const model_config c = small_config(64);
+  const int64_t hd = c.head_dim;
+  const int64_t nb = hd / kBlock;
+  const block_table blocks = {6, 1, 4, 3, 0};  // 80 positions
+  const int32_t n_keys = 77;
+  const uint32_t layer = 0, kv_head = 1;
+  const int n_q = 3;
+  std::mt19937 rng(5);
+  kv_pool pool(c, kv_pool_options{16, 16 * 8, 0, kv_cache_dtype::q8_0});
+  const auto& best = kernels::best_dot_kernels();
+  for (int32_t j = 0; j < n_keys; ++j) {
+    const int32_t b = blocks[static_cast<size_t>(j / 16)], slot = j % 16;
+    const auto k = random_floats(static_cast<size_t>(hd), rng), v = random_floats(static_cast<size_t>(hd), rng);
+    best.quantize_q8(k.data(), pool.k_q8(layer, b, kv_head) + slot * nb, hd, false);
+    best.quantize_q8(v.data(), pool.v_q8(layer, b, kv_head) + slot * nb, hd, false);
+  }
+  std::vector<block_q8_0> q8(static_cast<size_t>(n_q * nb));
+  for (int h = 0; h < n_q; ++h) {
+    const auto q = random_floats(static_cast<size_t>(hd), rng);
+    best.quantize_q8(q.data(), &q8[static_cast<size_t>(h * nb)], hd, false);
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const size_t rb = pool.row_bytes();
+
+  for (const auto* table : {&kernels::generic_dot_kernels(), &best}) {
+    SCOPED_TRACE(std::string(table->isa));
+    for (const int32_t first_key : {1, 23, 32, 48, 61, 76}) {
+      SCOPED_TRACE("first_key " + std::to_string(first_key));
+      // The masked full pass.
+      const int32_t n_chunks = (n_keys + 15) / 16;
+      std::vector<std::vector<float>> s(n_q, std::vector<float>(static_cast<size_t>(n_chunks) * 16, -INFINITY));
+      const kernels::row_dot_fn dot = table->for_type(tensor_type::q8_0);
+      for (int32_t j = first_key; j < n_keys; ++j) {
+        const auto* k = pool.k_q8(layer, blocks[static_cast<size_t>(j / 16)], kv_head) + (j % 16) * nb;
+        for (int h = 0; h < n_q; ++h)
+          dot(hd, k, reinterpret_cast<const std::byte*>(q8.data()) + h * rb, rb, 1, &s[h][j]);
+      }
+      std::vector<std::vector<float>> want(n_q, std::vector<float>(static_cast<size_t>(hd), 0.0f));
+      std::vector<const void*> rows;
+      for (int32_t j = 0; j < n_keys; ++j) {
+        rows.push_back(pool.v_q8(layer, blocks[static_cast<size_t>(j / 16)], kv_head) + (j % 16) * nb);
+      }
+      float* probs[3];
+      float* wants[3];
+      for (int h = 0; h < n_q; ++h) {
+        if (table->softmax_half) {
+          table->softmax_half(s[h].data(), n_chunks, scale);
+        } else {
+          softmax_reference(*table, s[h].data(), n_chunks, scale);
+        }
+        probs[h] = s[h].data();
+        wants[h] = want[h].data();
+      }
+      kernels::q8_0_values_for(table->isa)(hd, rows.data(), n_keys, probs, n_q, wants);
+
+      auto attend = [&](const kv_pool& p) {
+        std::vector<std::vector<float>> out(n_q, std::vector<float>(static_cast<size_t>(hd), 9.0f));
+        float* outs[3] = {out[0].data(), out[1].data(), out[2].data()};
+        attention_scratch scratch;
+        attend_heads_q8(*table, p, layer, blocks, first_key, n_keys, kv_head, q8.data(), n_q, scale, scratch, outs);
+        return out;
+      };
+      const auto windowed = attend(pool);
+      for (int h = 0; h < n_q; ++h) ASSERT_EQ(windowed[h], want[h]) << "head " << h;
+
+      // Every key and value before the window poisoned: the same bits.
+      kv_pool poisoned(c, kv_pool_options{16, 16 * 8, 0, kv_cache_dtype::q8_0});
+      for (int32_t b : blocks) {
+        std::copy_n(pool.k_bytes(layer, b, kv_head), pool.head_block_bytes(), poisoned.k_bytes(layer, b, kv_head));
+        std::copy_n(pool.v_bytes(layer, b, kv_head), pool.head_block_bytes(), poisoned.v_bytes(layer, b, kv_head));
+      }
+      for (int32_t j = 0; j < first_key; ++j) {
+        const int32_t b = blocks[static_cast<size_t>(j / 16)], slot = j % 16;
+        for (auto* row : {poisoned.k_q8(layer, b, kv_head), poisoned.v_q8(layer, b, kv_head)}) {
+          for (int64_t i = 0; i < nb; ++i) row[slot * nb + i].d = kernels::f16_bits{0x7e00};  // NaN scale
+        }
+      }
+      const auto from_poisoned = attend(poisoned);
+      for (int h = 0; h < n_q; ++h) ASSERT_EQ(from_poisoned[h], want[h]) << "head " << h;
     }
   }
 }
