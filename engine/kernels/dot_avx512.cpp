@@ -949,13 +949,13 @@ void tiled_q4_k_tokens(int64_t nb, const std::byte* tile, const block_q8_k* cons
   __m512 acc[G], acc_min[G];
   for (int t = 0; t < G; ++t) acc[t] = acc_min[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    prefetch.step();
     const std::byte* rec = tile + b * kTiledQ4_KRecordBytes;
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + kTiledQ4_KDAt)));
     const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + kTiledQ4_KDminAt)));
     __m512i total[G], mins[G];
     for (int t = 0; t < G; ++t) total[t] = mins[t] = _mm512_setzero_si512();
     for (int p = 0; p < 4; ++p) {
+      prefetch.step();  // a quarter record's worth of the next tile's lines per pair
       q4_k_pair w;
       unpack_q4_k_pair(rec, p, w);
 #pragma GCC unroll 4
@@ -1027,11 +1027,11 @@ void tiled_q6_k_tokens_large(int64_t nb, const std::byte* tile, const block_q8_k
   __m512 acc[G];
   for (auto& v : acc) v = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    prefetch.step();
     const std::byte* rec = tile + b * kTiledQ6_KRecordBytes;
     __m512i isum[G], bias[G];
     for (int t = 0; t < G; ++t) isum[t] = bias[t] = _mm512_setzero_si512();
     auto chunk = [&]<int c>() {
+      prefetch.step();  // an eighth record's worth of the next tile's lines per chunk
       q6_k_chunk k;
       unpack_q6_k_chunk<c>(rec, k);
 #pragma GCC unroll 4
@@ -1067,13 +1067,13 @@ void tiled_q6_k_tokens(int64_t nb, const std::byte* tile, const block_q8_k* cons
   }
   const __m512i low16 = _mm512_set1_epi32(0xffff);
   for (int64_t b = 0; b < nb; ++b) {
-    prefetch.step();
     const std::byte* rec = tile + b * kTiledQ6_KRecordBytes;
     __m512i isum[G][8];
     for (auto& token : isum) {
       for (auto& lane : token) lane = _mm512_setzero_si512();
     }
     auto chunk = [&]<int c>() {
+      prefetch.step();  // an eighth record's worth of the next tile's lines per chunk
       q6_k_chunk k;
       unpack_q6_k_chunk<c>(rec, k);
       const __m512i sc_a = _mm512_and_si512(k.sc_a, low16), sc_b = _mm512_and_si512(k.sc_b, low16);
@@ -1105,13 +1105,16 @@ void tiled_q6_k_tokens(int64_t nb, const std::byte* tile, const block_q8_k* cons
 }
 
 // N tokens of a 256-element type's tile in groups: kernel<G>(tokens t..t+G) for G = 4, 2, 1.
+// Each kernel steps the prefetch `steps` times per record (once per piece it unpacks), so a
+// 2-3 KB record does not ask for its share of the next tile in one burst.
 template <int N, class Kernel>
 void tiled_k_groups(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
-                    int64_t y_stride, const std::byte* next_tile, size_t record_bytes, const Kernel& kernel) {
+                    int64_t y_stride, const std::byte* next_tile, size_t record_bytes, int steps,
+                    const Kernel& kernel) {
   const block_q8_k* a[N];
   for (int t = 0; t < N; ++t) a[t] = reinterpret_cast<const block_q8_k*>(acts + t * act_stride);
   constexpr int groups = N / 4 + (N % 4) / 2 + N % 2;
-  tile_prefetch prefetch(next_tile, static_cast<size_t>(nb) * record_bytes, nb * groups);
+  tile_prefetch prefetch(next_tile, static_cast<size_t>(nb) * record_bytes, nb * groups * steps);
   int t = 0;
   for (; t + 4 <= N; t += 4) kernel(std::integral_constant<int, 4>{}, a + t, y + t * y_stride, prefetch);
   if (t + 2 <= N) {
@@ -1124,7 +1127,7 @@ void tiled_k_groups(int64_t nb, const std::byte* tile, const std::byte* acts, si
 template <int N, bool kLarge>
 void tiled_q4_k_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
                   int64_t y_stride, const std::byte* next_tile) {
-  tiled_k_groups<N>(nb, tile, acts, act_stride, y, y_stride, next_tile, kTiledQ4_KRecordBytes,
+  tiled_k_groups<N>(nb, tile, acts, act_stride, y, y_stride, next_tile, kTiledQ4_KRecordBytes, 4,
                     [&](auto g, const block_q8_k* const* a, float* yt, tile_prefetch& prefetch) {
                       tiled_q4_k_tokens<decltype(g)::value, kLarge>(nb, tile, a, yt, y_stride, prefetch);
                     });
@@ -1143,7 +1146,7 @@ void tiled_q4_k_large_n(int64_t nb, const std::byte* tile, const std::byte* acts
 template <int N>
 void tiled_q6_k_small_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
                         int64_t y_stride, const std::byte* next_tile) {
-  tiled_k_groups<N>(nb, tile, acts, act_stride, y, y_stride, next_tile, kTiledQ6_KRecordBytes,
+  tiled_k_groups<N>(nb, tile, acts, act_stride, y, y_stride, next_tile, kTiledQ6_KRecordBytes, 8,
                     [&](auto g, const block_q8_k* const* a, float* yt, tile_prefetch& prefetch) {
                       // two tokens' 16 lane sums and 16 accumulators already fill the registers
                       if constexpr (decltype(g)::value == 4) {
@@ -1157,7 +1160,7 @@ void tiled_q6_k_small_n(int64_t nb, const std::byte* tile, const std::byte* acts
 template <int N>
 void tiled_q6_k_large_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
                         int64_t y_stride, const std::byte* next_tile) {
-  tiled_k_groups<N>(nb, tile, acts, act_stride, y, y_stride, next_tile, kTiledQ6_KRecordBytes,
+  tiled_k_groups<N>(nb, tile, acts, act_stride, y, y_stride, next_tile, kTiledQ6_KRecordBytes, 8,
                     [&](auto g, const block_q8_k* const* a, float* yt, tile_prefetch& prefetch) {
                       tiled_q6_k_tokens_large<decltype(g)::value>(nb, tile, a, yt, y_stride, prefetch);
                     });

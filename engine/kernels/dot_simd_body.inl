@@ -36,22 +36,31 @@ inline int32_t hsum_i32(__m256i v) {
 }
 
 // Q4_0 in llama.cpp's repacked order (dot_generic.cpp): one chain per token, each block
-// adding dw * da * float(its exact integer sum).
+// adding dw * da * float(its exact integer sum). The (up to four) tokens' chains are the lanes
+// of one register: their eight-lane sums fold into one block sum per lane by three hadds.
 template <int N>
 void q4_0_rows(int64_t k, const block_q4_0* w, const std::byte* acts, size_t stride, float* out) {
-  float acc[N];
-  for (int i = 0; i < N; ++i) acc[i] = 0.0f;
+  static_assert(N >= 1 && N <= 4);
+  __m128 acc = _mm_setzero_ps();  // token i's chain in lane i
   for (int64_t b = 0; b < k / kBlock; ++b) {
     const __m256i x = _mm256_sub_epi8(unpack_nibbles(w[b].qs), _mm256_set1_epi8(8));
     const __m256i ax = _mm256_sign_epi8(x, x);
     const float dw = h2f(w[b].d);
+    __m256i p[4] = {};
+    alignas(16) float scale[4] = {};
     for (int i = 0; i < N; ++i) {
       const auto* a = reinterpret_cast<const block_q8_0*>(acts + i * stride) + b;
-      const int32_t p = hsum_i32(dot_u8s8(ax, _mm256_sign_epi8(load32(a->qs), x)));
-      acc[i] = std::fma(dw * h2f(a->d), static_cast<float>(p), acc[i]);
+      p[i] = dot_u8s8(ax, _mm256_sign_epi8(load32(a->qs), x));
+      scale[i] = dw * h2f(a->d);
     }
+    // per 128-bit half: [p0 lanes 0-3 | 4-7, p1 ..., p2 ..., p3 ...], then the halves added
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+    const __m128i sums = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    acc = _mm_fmadd_ps(_mm_load_ps(scale), _mm_cvtepi32_ps(sums), acc);
   }
-  for (int i = 0; i < N; ++i) out[i] = acc[i];
+  alignas(16) float lanes[4];
+  _mm_store_ps(lanes, acc);
+  for (int i = 0; i < N; ++i) out[i] = lanes[i];
 }
 
 template <int N>
