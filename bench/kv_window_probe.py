@@ -12,23 +12,18 @@ import json
 import os
 import re
 import subprocess
+import sys
 import threading
 import time
 
 import httpx
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cluster_bench import metrics  # noqa: E402
+
 HOME = os.environ.get("TANDEM_HOME", os.path.expanduser("~/.cache/tandem"))
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COLORS = ["red", "green", "blue", "amber", "violet", "silver", "black", "white"]
-
-
-def metrics(url):
-    out = {}
-    for line in httpx.get(url + "/metrics", timeout=30).text.splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            out[name] = float(value)
-    return out
 
 
 def main():

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "actors/router.h"
+#include "bench/random_tokens.h"
 #include "engine/kv/block_pool.h"
 #include "tandem/remote.h"
 #include "tandem/runtime.h"
@@ -75,13 +76,7 @@ int main() {
   caf::actor_system sys{cfg};
 
   constexpr uint32_t kBlock = 16;
-  std::mt19937 rng(7);
-  std::uniform_int_distribution<token_id> tok(0, 49151);
-  const auto random_tokens = [&](size_t n) {
-    std::vector<token_id> t(n);
-    for (auto& x : t) x = tok(rng);
-    return t;
-  };
+  bench::random_tokens random_tokens(7);
   std::vector<std::vector<token_id>> systems;
   for (int i = 0; i < 64; ++i) systems.push_back(random_tokens(1000));
 

@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "bench/random_tokens.h"
 #include "engine/cluster/prefix_index.h"
 #include "engine/cluster/routing_policy.h"
 #include "engine/kv/block_pool.h"
@@ -21,13 +22,7 @@ using namespace tandem;
 int main() {
   constexpr uint32_t kBlock = 16;
   constexpr int kSystems = 64;
-  std::mt19937 rng(7);
-  std::uniform_int_distribution<token_id> tok(0, 49151);
-  const auto random_tokens = [&](size_t n) {
-    std::vector<token_id> t(n);
-    for (auto& x : t) x = tok(rng);
-    return t;
-  };
+  bench::random_tokens random_tokens(7);
   std::vector<std::vector<token_id>> systems;
   for (int i = 0; i < kSystems; ++i) systems.push_back(random_tokens(1000));
 
@@ -42,7 +37,7 @@ int main() {
         const auto h = block_pool::chain_hashes(s, kBlock, 0);
         held.insert(held.end(), h.begin(), h.end());
       }
-      for (int k = 0; k < 4096; ++k) held.push_back(rng());
+      for (int k = 0; k < 4096; ++k) held.push_back(random_tokens.engine()());
       index.apply(node, true, held, {});
       loads[node] = {true, node % 7, 1024, 0};
     }
