@@ -760,6 +760,26 @@ void tiled_q8_0_n(int64_t nb, const std::byte* tile, const std::byte* acts, size
   if (t < N) tiled_q8_0_tokens<1>(nb, tile, a + t, y + t * y_stride, y_stride, prefetch);
 }
 
+// N tokens of a tile in groups that share each unpacked piece: kernel<G>(tokens t..t+G) for
+// G = 4, 2, 1, each token's activation row seen as Act. Each kernel steps the prefetch `steps`
+// times per record (once per piece it unpacks), so a 2-3 KB K-quant record does not ask for
+// its share of the next tile in one burst.
+template <int N, class Act, class Kernel>
+void tiled_token_groups(int64_t nb, const std::byte* acts, size_t act_stride, float* y, int64_t y_stride,
+                        const std::byte* next_tile, size_t record_bytes, int steps, const Kernel& kernel) {
+  const Act* a[N];
+  for (int t = 0; t < N; ++t) a[t] = reinterpret_cast<const Act*>(acts + t * act_stride);
+  constexpr int groups = N / 4 + (N % 4) / 2 + N % 2;
+  tile_prefetch prefetch(next_tile, static_cast<size_t>(nb) * record_bytes, nb * groups * steps);
+  int t = 0;
+  for (; t + 4 <= N; t += 4) kernel(std::integral_constant<int, 4>{}, a + t, y + t * y_stride, prefetch);
+  if (t + 2 <= N) {
+    kernel(std::integral_constant<int, 2>{}, a + t, y + t * y_stride, prefetch);
+    t += 2;
+  }
+  if (t < N) kernel(std::integral_constant<int, 1>{}, a + t, y + t * y_stride, prefetch);
+}
+
 // Q4_0 in the row kernels' order (q4_0_rows: llama.cpp's repacked one): per (row, token) one
 // chain, each block adding dw * da * float(its exact integer sum of (q - 8) * y), which is the
 // sum of q * y started at -8 * (the block's quant sum, from the activation row). G tokens
@@ -806,17 +826,10 @@ void tiled_q4_0_tokens(int64_t nb, const std::byte* tile, const std::byte* const
 template <int N>
 void tiled_q4_0_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
                   int64_t y_stride, const std::byte* next_tile) {
-  const std::byte* a[N];
-  for (int t = 0; t < N; ++t) a[t] = acts + t * act_stride;
-  constexpr int groups = N / 4 + (N % 4) / 2 + N % 2;
-  tile_prefetch prefetch(next_tile, static_cast<size_t>(nb) * kTiledQ4_0RecordBytes, nb * groups);
-  int t = 0;
-  for (; t + 4 <= N; t += 4) tiled_q4_0_tokens<4>(nb, tile, a + t, y + t * y_stride, y_stride, prefetch);
-  if (t + 2 <= N) {
-    tiled_q4_0_tokens<2>(nb, tile, a + t, y + t * y_stride, y_stride, prefetch);
-    t += 2;
-  }
-  if (t < N) tiled_q4_0_tokens<1>(nb, tile, a + t, y + t * y_stride, y_stride, prefetch);
+  tiled_token_groups<N, std::byte>(nb, acts, act_stride, y, y_stride, next_tile, kTiledQ4_0RecordBytes, 1,
+                                   [&](auto g, const std::byte* const* a, float* yt, tile_prefetch& prefetch) {
+                                     tiled_q4_0_tokens<decltype(g)::value>(nb, tile, a, yt, y_stride, prefetch);
+                                   });
 }
 
 // Q5_0 in the row kernels' order (q5_0_rows): as Q4_0, each lane's sum of (q - 16) * y started
@@ -1104,33 +1117,14 @@ void tiled_q6_k_tokens(int64_t nb, const std::byte* tile, const block_q8_k* cons
   }
 }
 
-// N tokens of a 256-element type's tile in groups: kernel<G>(tokens t..t+G) for G = 4, 2, 1.
-// Each kernel steps the prefetch `steps` times per record (once per piece it unpacks), so a
-// 2-3 KB record does not ask for its share of the next tile in one burst.
-template <int N, class Kernel>
-void tiled_k_groups(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
-                    int64_t y_stride, const std::byte* next_tile, size_t record_bytes, int steps,
-                    const Kernel& kernel) {
-  const block_q8_k* a[N];
-  for (int t = 0; t < N; ++t) a[t] = reinterpret_cast<const block_q8_k*>(acts + t * act_stride);
-  constexpr int groups = N / 4 + (N % 4) / 2 + N % 2;
-  tile_prefetch prefetch(next_tile, static_cast<size_t>(nb) * record_bytes, nb * groups * steps);
-  int t = 0;
-  for (; t + 4 <= N; t += 4) kernel(std::integral_constant<int, 4>{}, a + t, y + t * y_stride, prefetch);
-  if (t + 2 <= N) {
-    kernel(std::integral_constant<int, 2>{}, a + t, y + t * y_stride, prefetch);
-    t += 2;
-  }
-  if (t < N) kernel(std::integral_constant<int, 1>{}, a + t, y + t * y_stride, prefetch);
-}
-
 template <int N, bool kLarge>
 void tiled_q4_k_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
                   int64_t y_stride, const std::byte* next_tile) {
-  tiled_k_groups<N>(nb, tile, acts, act_stride, y, y_stride, next_tile, kTiledQ4_KRecordBytes, 4,
-                    [&](auto g, const block_q8_k* const* a, float* yt, tile_prefetch& prefetch) {
-                      tiled_q4_k_tokens<decltype(g)::value, kLarge>(nb, tile, a, yt, y_stride, prefetch);
-                    });
+  tiled_token_groups<N, block_q8_k>(nb, acts, act_stride, y, y_stride, next_tile, kTiledQ4_KRecordBytes, 4,
+                                    [&](auto g, const block_q8_k* const* a, float* yt, tile_prefetch& prefetch) {
+                                      tiled_q4_k_tokens<decltype(g)::value, kLarge>(nb, tile, a, yt, y_stride,
+                                                                                    prefetch);
+                                    });
 }
 template <int N>
 void tiled_q4_k_small_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
@@ -1146,24 +1140,24 @@ void tiled_q4_k_large_n(int64_t nb, const std::byte* tile, const std::byte* acts
 template <int N>
 void tiled_q6_k_small_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
                         int64_t y_stride, const std::byte* next_tile) {
-  tiled_k_groups<N>(nb, tile, acts, act_stride, y, y_stride, next_tile, kTiledQ6_KRecordBytes, 8,
-                    [&](auto g, const block_q8_k* const* a, float* yt, tile_prefetch& prefetch) {
-                      // two tokens' 16 lane sums and 16 accumulators already fill the registers
-                      if constexpr (decltype(g)::value == 4) {
-                        tiled_q6_k_tokens<2>(nb, tile, a, yt, y_stride, prefetch);
-                        tiled_q6_k_tokens<2>(nb, tile, a + 2, yt + 2 * y_stride, y_stride, prefetch);
-                      } else {
-                        tiled_q6_k_tokens<decltype(g)::value>(nb, tile, a, yt, y_stride, prefetch);
-                      }
-                    });
+  tiled_token_groups<N, block_q8_k>(nb, acts, act_stride, y, y_stride, next_tile, kTiledQ6_KRecordBytes, 8,
+                                    [&](auto g, const block_q8_k* const* a, float* yt, tile_prefetch& prefetch) {
+                                      // two tokens' 16 lane sums and 16 accumulators already fill the registers
+                                      if constexpr (decltype(g)::value == 4) {
+                                        tiled_q6_k_tokens<2>(nb, tile, a, yt, y_stride, prefetch);
+                                        tiled_q6_k_tokens<2>(nb, tile, a + 2, yt + 2 * y_stride, y_stride, prefetch);
+                                      } else {
+                                        tiled_q6_k_tokens<decltype(g)::value>(nb, tile, a, yt, y_stride, prefetch);
+                                      }
+                                    });
 }
 template <int N>
 void tiled_q6_k_large_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
                         int64_t y_stride, const std::byte* next_tile) {
-  tiled_k_groups<N>(nb, tile, acts, act_stride, y, y_stride, next_tile, kTiledQ6_KRecordBytes, 8,
-                    [&](auto g, const block_q8_k* const* a, float* yt, tile_prefetch& prefetch) {
-                      tiled_q6_k_tokens_large<decltype(g)::value>(nb, tile, a, yt, y_stride, prefetch);
-                    });
+  tiled_token_groups<N, block_q8_k>(nb, acts, act_stride, y, y_stride, next_tile, kTiledQ6_KRecordBytes, 8,
+                                    [&](auto g, const block_q8_k* const* a, float* yt, tile_prefetch& prefetch) {
+                                      tiled_q6_k_tokens_large<decltype(g)::value>(nb, tile, a, yt, y_stride, prefetch);
+                                    });
 }
 
 #define TANDEM_TILED_DISPATCH(name, kernel)                                                                   \
