@@ -21,23 +21,27 @@ size_t tiled_bytes(const weight_view& w) {
 
 namespace {
 
-// Q4_K: one super-block of row r into a tiled record (layout in tiled_weights.h).
+// Every tiled record interleaves its 16 rows at 4-byte granularity: dword k of row r's
+// block lands at record dword k * 16 + r (tiled_layout.h). The scatters below move whole
+// dwords; per-byte loops here made the load several times slower than the mmap it replaces.
+uint32_t load_u32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+void store_u32(uint8_t* p, uint32_t v) { std::memcpy(p, &v, 4); }
+
+// Dwords 0..n-1 of src into the record's dword column r, starting at byte `at`.
+void scatter_dwords(const uint8_t* src, int n, uint8_t* rec, size_t at, int64_t r) {
+  for (int k = 0; k < n; ++k) store_u32(rec + at + (static_cast<size_t>(k) * 16 + r) * 4, load_u32(src + 4 * k));
+}
+
+// Q4_K: one super-block of row r into a tiled record. The record's nibble pair (p, l, i)
+// (element 64p + 4l + i low, 64p + 32 + 4l + i high) is exactly byte 32p + 4l + i of qs,
+// so the quants move as they are; the 6-bit scales and mins are unpacked to bytes.
 void tile_q4_k(const block_q4_k& blk, int64_t r, uint8_t* rec) {
-  uint8_t q[256];
-  for (int p = 0; p < 4; ++p) {
-    for (int l = 0; l < 32; ++l) {
-      q[64 * p + l] = blk.qs[32 * p + l] & 15;
-      q[64 * p + 32 + l] = blk.qs[32 * p + l] >> 4;
-    }
-  }
-  for (int p = 0; p < 4; ++p) {
-    for (int l = 0; l < 8; ++l) {
-      for (int i = 0; i < 4; ++i) {
-        rec[((p * 8 + l) * 16 + r) * 4 + i] =
-            static_cast<uint8_t>(q[64 * p + 4 * l + i] | q[64 * p + 32 + 4 * l + i] << 4);
-      }
-    }
-  }
+  scatter_dwords(blk.qs, 32, rec, 0, r);
   for (int s = 0; s < 8; ++s) {
     int sc, m;
     k4_scale_min(s, blk.scales, sc, m);
@@ -48,36 +52,26 @@ void tile_q4_k(const block_q4_k& blk, int64_t r, uint8_t* rec) {
   std::memcpy(rec + kTiledQ4_KDminAt + r * 2, &blk.dmin, 2);
 }
 
-// Q6_K: one super-block of row r into a tiled record (layout in tiled_weights.h).
+// Q6_K: one super-block of row r into a tiled record. Element e = 128h + 32s + x (x < 32)
+// has its low four bits in ql[64h + x + 32(s & 1)] (the low nibble for s < 2, the high one
+// for s >= 2) and its high two bits at bits 2s of qh[32h + x]. The record's low-nibble
+// pair (p, l, i) holds elements 64p + 4l + i and 64p + 32 + 4l + i, so with h = p / 2 and
+// a, b the ql dwords at 64h + 4l and 64h + 32 + 4l:
+//   p even: (a & 0x0f) | (b & 0x0f) << 4        p odd: (a >> 4) | (b & 0xf0)
+// and the record's high byte (g, l, i), two bits of elements 32(4g + j) + 4l + i at bits 2j,
+// is qh[32g + 4l + i] itself.
 void tile_q6_k(const block_q6_k& blk, int64_t r, uint8_t* rec) {
-  uint8_t q[256];
-  for (int h = 0; h < 2; ++h) {
-    const uint8_t* ql = blk.ql + 64 * h;
-    const uint8_t* qh = blk.qh + 32 * h;
-    for (int l = 0; l < 32; ++l) {
-      q[128 * h + l] = static_cast<uint8_t>((ql[l] & 15) | (qh[l] & 3) << 4);
-      q[128 * h + 32 + l] = static_cast<uint8_t>((ql[l + 32] & 15) | (qh[l] >> 2 & 3) << 4);
-      q[128 * h + 64 + l] = static_cast<uint8_t>((ql[l] >> 4) | (qh[l] >> 4 & 3) << 4);
-      q[128 * h + 96 + l] = static_cast<uint8_t>((ql[l + 32] >> 4) | (qh[l] >> 6 & 3) << 4);
-    }
-  }
+  constexpr uint32_t kLow = 0x0f0f0f0fu;
   for (int p = 0; p < 4; ++p) {
+    const uint8_t* ql = blk.ql + 64 * (p / 2);
     for (int l = 0; l < 8; ++l) {
-      for (int i = 0; i < 4; ++i) {
-        rec[((p * 8 + l) * 16 + r) * 4 + i] =
-            static_cast<uint8_t>((q[64 * p + 4 * l + i] & 15) | (q[64 * p + 32 + 4 * l + i] & 15) << 4);
-      }
+      const uint32_t a = load_u32(ql + 4 * l);
+      const uint32_t b = load_u32(ql + 32 + 4 * l);
+      const uint32_t v = p % 2 == 0 ? (a & kLow) | (b & kLow) << 4 : (a >> 4 & kLow) | (b & ~kLow);
+      store_u32(rec + (static_cast<size_t>(p * 8 + l) * 16 + r) * 4, v);
     }
   }
-  for (int g = 0; g < 2; ++g) {
-    for (int l = 0; l < 8; ++l) {
-      for (int i = 0; i < 4; ++i) {
-        uint8_t v = 0;
-        for (int j = 0; j < 4; ++j) v = static_cast<uint8_t>(v | (q[32 * (4 * g + j) + 4 * l + i] >> 4) << (2 * j));
-        rec[kTiledQ6_KHighAt + ((g * 8 + l) * 16 + r) * 4 + i] = v;
-      }
-    }
-  }
+  scatter_dwords(blk.qh, 16, rec, kTiledQ6_KHighAt, r);
   for (int s = 0; s < 16; ++s) rec[kTiledQ6_KScalesAt + s * 16 + r] = static_cast<uint8_t>(blk.scales[s]);
   std::memcpy(rec + kTiledQ6_KDAt + r * 2, &blk.d, 2);
 }
@@ -100,32 +94,29 @@ void tile_weight(const weight_view& w, std::byte* dst, int64_t tile_begin, int64
           tile_q6_k(reinterpret_cast<const block_q6_k*>(row)[b], r, rec);
         } else if (w.type == tensor_type::q5_0) {
           const auto& blk = reinterpret_cast<const block_q5_0*>(row)[b];
-          for (int c = 0; c < 4; ++c) std::memcpy(rec + (c * 16 + r) * 4, blk.qs + 4 * c, 4);
+          scatter_dwords(blk.qs, 4, rec, 0, r);
           std::memcpy(rec + kTiledQ5_0HighAt + r * 4, blk.qh, 4);
           std::memcpy(rec + kTiledQ5_0ScalesAt + r * 2, &blk.d, 2);
         } else if (w.type == tensor_type::q5_1) {
           const auto& blk = reinterpret_cast<const block_q5_1*>(row)[b];
-          for (int c = 0; c < 4; ++c) std::memcpy(rec + (c * 16 + r) * 4, blk.qs + 4 * c, 4);
+          scatter_dwords(blk.qs, 4, rec, 0, r);
           std::memcpy(rec + kTiledQ5_1HighAt + r * 4, blk.qh, 4);
           std::memcpy(rec + kTiledQ5_1ScalesAt + r * 2, &blk.d, 2);
           std::memcpy(rec + kTiledQ5_1MinsAt + r * 2, &blk.m, 2);
         } else if (w.type == tensor_type::q4_0) {
           const auto& blk = reinterpret_cast<const block_q4_0*>(row)[b];
-          for (int c = 0; c < 4; ++c) std::memcpy(rec + (c * 16 + r) * 4, blk.qs + 4 * c, 4);
+          scatter_dwords(blk.qs, 4, rec, 0, r);
           std::memcpy(rec + kTiledQ4_0ScalesAt + r * 2, &blk.d, 2);
         } else if (q4) {
           // A Q4_1 byte j holds elements j (low) and j + 16 (high): chunk c's bytes are j = 4c..4c+3.
           const auto& blk = reinterpret_cast<const block_q4_1*>(row)[b];
-          for (int c = 0; c < 4; ++c) std::memcpy(rec + (c * 16 + r) * 4, blk.qs + 4 * c, 4);
+          scatter_dwords(blk.qs, 4, rec, 0, r);
           std::memcpy(rec + kTiledQ4_1ScalesAt + r * 2, &blk.d, 2);
           std::memcpy(rec + kTiledQ4_1MinsAt + r * 2, &blk.m, 2);
         } else {
           const auto& blk = reinterpret_cast<const block_q8_0*>(row)[b];
-          for (int j = 0; j < 8; ++j) {
-            for (int i = 0; i < 4; ++i) {
-              rec[(j * 16 + r) * 4 + i] = static_cast<uint8_t>(blk.qs[4 * j + i]) ^ 0x80u;
-            }
-          }
+          const auto* qs = reinterpret_cast<const uint8_t*>(blk.qs);
+          for (int j = 0; j < 8; ++j) store_u32(rec + (j * 16 + r) * 4, load_u32(qs + 4 * j) ^ 0x80808080u);
           std::memcpy(rec + kTiledQ8_0ScalesAt + r * 2, &blk.d, 2);
         }
       }
