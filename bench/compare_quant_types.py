@@ -23,6 +23,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -77,6 +78,10 @@ def llama_bench(binary, model, threads, pp, tg):
     return res
 
 
+def ready_cell(r, key):
+    return f"{r[key]:.2f} ({r[key] / r['mmap_ready_s']:.1f}x)" if key in r else "-"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -105,20 +110,27 @@ def main():
         make(path, [path + ".partial" if c is None else c for c in cmd])
         runs_t, runs_l = [], []
         for _ in range(a.reps):  # alternating, one run each per round
-            t = json.loads(run_json([engine, "--model", path, "--threads", str(threads), "--pp", str(a.pp),
-                                     "--tg", str(a.tg), "--reps", "1"]).strip().splitlines()[-1])
+            # A fresh tiled-weight cache per run: the first open tiles (and writes the file in
+            # the background), the second maps the file, as a restart does.
+            with tempfile.TemporaryDirectory(dir=a.models_dir) as cache:
+                t = json.loads(run_json([engine, "--model", path, "--threads", str(threads), "--pp", str(a.pp),
+                                         "--tg", str(a.tg), "--reps", "1", "--tiled-cache", cache]
+                                        ).strip().splitlines()[-1])
             runs_t.append(t)
             runs_l.append(llama_bench(a.llama_bench, path, threads, a.pp, a.tg))
-        # The mmap-only path's time to a first decoded token, for the load column.
-        mmap = json.loads(run_json([engine, "--model", path, "--threads", str(threads), "--pp", "8", "--tg", "4",
-                                    "--reps", "1", "--no-tiled"]).strip().splitlines()[-1])
+        # Time to a first decoded token re-tiling at every open (no cache file), and with the
+        # mmap only (whose first step faults the weights in), for the load columns.
+        short = [engine, "--model", path, "--threads", str(threads), "--pp", "8", "--tg", "4", "--reps", "1"]
+        retiled = json.loads(run_json(short).strip().splitlines()[-1])
+        mmap = json.loads(run_json(short + ["--no-tiled"]).strip().splitlines()[-1])
         med = lambda runs, k: statistics.median(r[k] for r in runs)  # noqa: E731
         row = {"label": label, "threads": threads, "file": os.path.basename(path), "mib": os.path.getsize(path) / 2**20,
                "t_pp": med(runs_t, "pp_tok_s"), "t_tg": med(runs_t, "tg_tok_s"),
                "l_pp": med(runs_l, "pp_tok_s"), "l_tg": med(runs_l, "tg_tok_s"),
                "bytes": runs_t[0]["weight_bytes_per_token"], "gbs": med(runs_t, "read_gb_s"),
                "first_load_s": med(runs_t, "first_load_s"), "ready_s": med(runs_t, "ready_s"),
-               "mmap_ready_s": mmap["ready_s"], "kernels": runs_t[0]["kernels"]}
+               "retiled_ready_s": retiled["ready_s"], "mmap_ready_s": mmap["ready_s"],
+               "tiled_from": runs_t[0].get("tiled_from", ""), "kernels": runs_t[0]["kernels"]}
         row["limit"] = row["gbs"] * 1e9 / row["bytes"]
         results.append(row)
         print(json.dumps(row), flush=True)
@@ -139,7 +151,8 @@ def main():
     rows = [f"| {r['label']} | {r['threads']} | {r['mib']:.0f} | {r['l_pp']:.1f} | {r['t_pp']:.1f} | {r['t_pp'] / r['l_pp']:.2f}x | "
             f"{r['l_tg']:.1f} | {r['t_tg']:.1f} | {r['t_tg'] / r['l_tg']:.2f}x | {r['limit']:.1f} | "
             f"{100 * r['t_tg'] / r['limit']:.0f}% | {r['ready_s']:.2f} / {r['mmap_ready_s']:.2f} "
-            f"({r['ready_s'] / r['mmap_ready_s']:.1f}x) | {r['first_load_s']:.2f} |" for r in results]
+            f"({r['ready_s'] / r['mmap_ready_s']:.1f}x) | {ready_cell(r, 'retiled_ready_s')} | "
+            f"{r['first_load_s']:.2f} |" for r in results]
     cmd = (f"python3 bench/compare_quant_types.py --llama-bench PATH --threads {a.threads} --reps {a.reps}"
            + (" --with-8b" if a.with_8b else ""))
     text = "\n".join([
@@ -149,22 +162,24 @@ def main():
         f"median of {a.reps} alternating runs per engine (Tandem `engine_bench`, then `llama-bench -r 1`), "
         f"pp{a.pp} = one {a.pp}-token prompt step, tg{a.tg} = {a.tg} decode steps from an empty context. "
         f"Tandem kernels: {results[0]['kernels'] if results else '?'}. llama-bench: built from the "
-        "llama-cpp-python 0.3.36 sdist (AVX-512 VNNI and BF16; its AMX path is off, as it crashes on this "
-        "machine), flash attention off. The SmolLM2 files are the default model requantized by "
+        "llama-cpp-python 0.3.36 sdist (GGML_NATIVE for this CPU), flash attention off. The SmolLM2 files are the default model requantized by "
         "`tandem quantize --allow-requantize` (the same bytes as llama-quantize's); the shapes are "
         "`tandem gen-model` models with random weights and the default model's vocabulary (Q4_K_M: the "
         "mixture's types, so a Q6_K tied head; Q4_0 and Q8_0: those matrices and a Q8_0 tied head). "
         "Limit = measured streaming read bandwidth / weight bytes per decoded token (above 100% where "
         "part of the weights stays in the last-level cache). Ready = Tandem's model open plus its first "
-        "one-token step, tiled (mmap plus the re-laying of Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K/Q6_K matrices) against "
-        "mmap only (whose first step faults the weights in), both on a second open in the process; first open = "
-        "the tiled open of a fresh process, whose huge pages the kernel zero-fills on first touch (on this VM, "
-        "whose host backs guest memory lazily, 0.4-3 GB/s the first time, 6-10 GB/s after). On a loaded machine llama.cpp's "
+        "one-token step, each on a second open in the process: tiled from the cache file the first open wrote "
+        "(docs/cpu_engine.md, the tiled-weight cache: the Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K/Q6_K matrices re-laid "
+        "once, then mapped) against mmap only (whose first step faults the GGUF's pages in); re-tiled = the "
+        "same open re-laying into fresh memory (--no-tiled-cache); first open = the tiled open of a fresh "
+        "process with no cache file yet, whose huge pages the kernel zero-fills on first touch (on this VM, "
+        "whose host backs guest memory lazily, far slower the first time than after). On a loaded machine llama.cpp's "
         "decode suffers most (its threads spin at a barrier after every graph node, and one "
         "descheduled thread stalls them all); the 1-thread rows are free of that.", "",
         f"| file | threads | MiB | llama.cpp pp{a.pp} | Tandem pp{a.pp} | ratio | llama.cpp tg{a.tg} | "
-        f"Tandem tg{a.tg} | ratio | limit tok/s | decode / limit | ready s, tiled / mmap only | first open s |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        f"Tandem tg{a.tg} | ratio | limit tok/s | decode / limit | ready s, cached tiles / mmap only | "
+        "ready s, re-tiled | first open s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ] + rows + [
         "", "![Tandem / llama.cpp per file](bench/quant_types.png)", "",
         f"Machine load (1-minute average) before / after: {load_before:.1f} / {load_after:.1f}.", "",

@@ -9,6 +9,7 @@
 #include "actors/runtime_actors.h"
 #include "cli/commands.h"
 #include "cli/speculative_options.h"
+#include "cli/tiled_cache_options.h"
 #include "engine/chat/chat_template.h"
 #include "engine/chat/prompt_encoder.h"
 #include "engine/gguf/gguf.h"
@@ -61,7 +62,10 @@ void run_generate(const generate_options& o) {
       o.chat ? encode_chat(tok, chat_template::from_gguf(file), chat_messages(o), true) : encode_prompt(tok, o.prompt);
   if (prompt.empty()) throw std::runtime_error("the prompt is empty");
 
-  model m(file, model_options{o.threads});
+  model_options mo;
+  mo.n_threads = o.threads;
+  mo.tiled_cache_dir = o.rt.tiled_cache_dir;
+  model m(file, mo);
   const int64_t tokens = static_cast<int64_t>(prompt.size()) + o.max_tokens;
   kv_pool cache(m.config(), kv_pool_options{16, tokens + 16, 0, parse_kv_cache_dtype(o.rt.kv_cache_dtype)});
   kv_block_allocator allocator(cache.n_blocks());
@@ -212,6 +216,7 @@ void register_generate(CLI::App& app) {
   sub->add_option("--repeat-penalty", o->repeat_penalty, "Repetition penalty (1 = off)")->default_val(1.0f);
   sub->add_option("--seed", o->seed, "Sampling seed (same seed, same output); default random");
   sub->add_option("--threads", o->threads, "CPU threads (default: one per core)");
+  add_tiled_cache_options(sub, o->rt.tiled_cache_dir);
   sub->add_option("--kv-cache-dtype", o->rt.kv_cache_dtype,
                   "KV cache element type: auto (= f16), f16, or q8_0 (1.88x the tokens per byte; CPU only)")
       ->check(CLI::IsMember({"auto", "f16", "q8_0"}))

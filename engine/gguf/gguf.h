@@ -103,6 +103,8 @@ class file {
   uint64_t alignment() const { return alignment_; }
   size_t data_offset() const { return data_offset_; }
   size_t file_size() const { return bytes_.size(); }
+  // The path open() mapped; empty for parse().
+  const std::filesystem::path& path() const { return path_; }
 
   const std::vector<std::pair<std::string, value>>& metadata() const { return metadata_; }
   const value* find(std::string_view key) const;
@@ -121,6 +123,7 @@ class file {
   void parse_all();
 
   std::shared_ptr<mapped_file> mapping_;  // null for parse()
+  std::filesystem::path path_;
   std::span<const std::byte> bytes_;
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;

@@ -241,6 +241,7 @@ file file::open(const std::filesystem::path& path) {
   file f;
   f.mapping_ = std::make_shared<mapped_file>(path);
   f.bytes_ = f.mapping_->bytes();
+  f.path_ = path;
   try {
     f.parse_all();
   } catch (const format_error& e) {

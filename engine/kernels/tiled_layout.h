@@ -10,6 +10,10 @@ namespace tandem::kernels {
 
 inline constexpr int64_t kTileRows = 16;
 
+// Bump whenever any record below changes its layout: tiled-weight cache files
+// (engine/model/tiled_cache.h) made under another version are made again.
+inline constexpr uint64_t kTiledLayoutVersion = 1;
+
 // Q4_1: qs [4][16][4] nibble pairs, then d [16] f16, then m [16] f16.
 inline constexpr size_t kTiledQ4_1ScalesAt = 256;
 inline constexpr size_t kTiledQ4_1MinsAt = 288;

@@ -22,8 +22,16 @@ constexpr int32_t kMaxHeadDim = 512;
 
 // Re-lays every matrix the CPU's tiled kernels take (kernels/tiled_weights.h) into one
 // region, in parallel, and points the views at it. The views keep `data` (the GGUF layout)
-// for everything else: embedding rows, GPU upload.
-zeroed_pages tile_weights(model_weights& w, const kernels::dot_kernels& k, thread_pool& pool) {
+// for everything else: embedding rows, GPU upload. With a `cache_dir`, a current cache file
+// is mapped instead of tiling; else the tiled region is written to a new one meanwhile.
+struct tiled_region {
+  zeroed_pages anonymous;
+  std::unique_ptr<tiled_cache_file> file;
+  tiled_origin origin = tiled_origin::none;
+};
+
+tiled_region tile_weights(model_weights& w, const kernels::dot_kernels& k, thread_pool& pool,
+                          const std::filesystem::path& source, const std::filesystem::path& cache_dir) {
   std::vector<kernels::weight_view*> views;
   auto consider = [&](kernels::weight_view& v) {
     if (k.tiled_for_type(v.type) != nullptr && kernels::tileable(v)) views.push_back(&v);
@@ -32,14 +40,34 @@ zeroed_pages tile_weights(model_weights& w, const kernels::dot_kernels& k, threa
     for (auto* v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) consider(*v);
   }
   consider(w.output);
+  // The plan: each matrix's type, shape and offset in the region, hashed for the cache.
   std::vector<size_t> offset;
   size_t total = 0;
+  uint64_t plan_hash = 14695981039346656037ull;
+  auto mix = [&](uint64_t x) { plan_hash = (plan_hash ^ x) * 1099511628211ull; };
   for (const auto* v : views) {
     offset.push_back(total);
+    for (uint64_t x : {static_cast<uint64_t>(v->type), static_cast<uint64_t>(v->rows), static_cast<uint64_t>(v->cols),
+                       static_cast<uint64_t>(total)}) {
+      mix(x);
+    }
     total += (kernels::tiled_bytes(*v) + 63) / 64 * 64;
   }
-  if (total == 0) return {};
-  zeroed_pages region(total);
+  tiled_region region;
+  if (total == 0) return region;
+  if (!cache_dir.empty() && !source.empty()) {
+    region.file = tiled_cache_file::open_existing(cache_dir, source, plan_hash, total);
+    if (region.file != nullptr) {
+      for (size_t i = 0; i < views.size(); ++i) views[i]->tiled = region.file->records() + offset[i];
+      region.origin = tiled_origin::cache_read;
+      return region;
+    }
+    region.file = tiled_cache_file::create(cache_dir, source, plan_hash, total);
+  }
+  region.anonymous = zeroed_pages(total);
+  region.origin = region.file != nullptr ? tiled_origin::cache_written : tiled_origin::anonymous;
+  std::byte* base = region.anonymous.as<std::byte>();
+  for (size_t i = 0; i < views.size(); ++i) views[i]->tiled = base + offset[i];
   struct piece {
     const kernels::weight_view* v;
     std::byte* dst;
@@ -48,17 +76,16 @@ zeroed_pages tile_weights(model_weights& w, const kernels::dot_kernels& k, threa
   std::vector<piece> pieces;
   constexpr int64_t kTilesPerPiece = 64;
   for (size_t i = 0; i < views.size(); ++i) {
-    auto* dst = region.as<std::byte>() + offset[i];
     const int64_t tiles = views[i]->rows / kernels::kTileRows;
     for (int64_t t = 0; t < tiles; t += kTilesPerPiece) {
-      pieces.push_back({views[i], dst, t, std::min(tiles, t + kTilesPerPiece)});
+      pieces.push_back({views[i], base + offset[i], t, std::min(tiles, t + kTilesPerPiece)});
     }
-    views[i]->tiled = dst;
   }
   pool.parallel_for(static_cast<int64_t>(pieces.size()), [&](int64_t i, int) {
     const piece& p = pieces[static_cast<size_t>(i)];
     kernels::tile_weight(*p.v, p.dst, p.tile_begin, p.tile_end);
   });
+  if (region.file != nullptr) region.file->write_in_background(base);
   return region;
 }
 
@@ -75,7 +102,12 @@ model::model(gguf::file file, const model_options& options)
     throw std::invalid_argument("model: head size " + std::to_string(config_.head_dim) +
                                 " is not a multiple of 16 up to 512");
   }
-  if (options.tiled_weights) tiled_ = tile_weights(weights_, kernels_, pool_);
+  if (options.tiled_weights) {
+    auto region = tile_weights(weights_, kernels_, pool_, file_.path(), options.tiled_cache_dir);
+    tiled_ = std::move(region.anonymous);
+    tiled_file_ = std::move(region.file);
+    tiled_origin_ = region.origin;
+  }
   swa_rope_differs_ = config_.has_swa();
 }
 

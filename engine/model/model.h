@@ -16,10 +16,19 @@
 #include "engine/model/model_config.h"
 #include "engine/model/model_weights.h"
 #include "engine/model/step.h"
+#include "engine/model/tiled_cache.h"
 #include "engine/platform/thread_pool.h"
 #include "engine/platform/zeroed_pages.h"
 
 namespace tandem {
+
+// Where a model's tiled weights came from at open.
+enum class tiled_origin {
+  none,           // nothing tiled (no tiled kernels, no tileable matrix, or tiled_weights off)
+  anonymous,      // tiled into anonymous memory (no cache directory, or it refused the file)
+  cache_written,  // tiled into anonymous memory, which is being written to a new cache file
+  cache_read,     // mapped from the cache file an earlier open wrote
+};
 
 struct model_options {
   int n_threads = 0;  // <= 0: one per hardware thread
@@ -32,6 +41,10 @@ struct model_options {
   // CPU has them (AVX-512 VNNI). false: read them in place in the GGUF layout (benchmarks
   // compare the two).
   bool tiled_weights = true;
+  // Where tiled weights are kept between runs (engine/model/tiled_cache.h): an open after
+  // the first maps them instead of tiling again. Empty: tile into anonymous memory at every
+  // open. The CLI passes $TANDEM_HOME/tiled unless told otherwise (--tiled-cache-dir).
+  std::filesystem::path tiled_cache_dir;
   // The longest sequence this model will run (0: the trained context). Only Phi-3's
   // LongRoPE reads it (long factors past the original context, as llama.cpp picks them).
   uint32_t context_length = 0;
@@ -47,6 +60,10 @@ class model {
   const gguf::file& file() const { return file_; }
   const model_weights& weights() const { return weights_; }
   thread_pool& pool() { return pool_; }
+  tiled_origin tiled_from() const { return tiled_origin_; }
+  // A cache file this open makes is written in the background; this waits for it (true
+  // when it is in place). Returns at once for any other origin.
+  bool wait_tiled_cache() { return tiled_file_ == nullptr || tiled_file_->wait_written(); }
 
   // Runs one step: appends every sequence's new tokens' K/V to `cache` at their positions
   // (through each sequence's block table; the local layers' through its local table when
@@ -93,7 +110,11 @@ class model {
   bool llama_cpp_order_;
   bool swa_rope_differs_ = false;  // the local layers have a RoPE of their own (gemma3)
   const kernels::dot_kernels& kernels_;
-  zeroed_pages tiled_;  // the tiled copies weights_' views point at (tiled_weights.h); may be empty
+  // The tiled copies weights_' views point at (tiled_weights.h): in anonymous memory or in a
+  // cache file; both empty when nothing is tiled.
+  zeroed_pages tiled_;
+  std::unique_ptr<tiled_cache_file> tiled_file_;
+  tiled_origin tiled_origin_ = tiled_origin::none;
   buffers buf_;
 };
 
