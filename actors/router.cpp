@@ -197,11 +197,11 @@ void connect(self_ptr self, uint32_t node) {
             self->request(gate, kJoinTimeout, join_atom::value, self->state.secret, caf::actor_cast<caf::actor>(self))
                 .then(
                     [self, node](const caf::actor& handle) {
-                      auto& slot = self->state.nodes[node];
-                      slot.connecting = false;
-                      slot.handle = caf::actor_cast<node_actor>(handle);
-                      slot.fig.up = true;
-                      slot.fig.joins++;
+                      auto& joined = self->state.nodes[node];  // looked up again: the handler runs later
+                      joined.connecting = false;
+                      joined.handle = caf::actor_cast<node_actor>(handle);
+                      joined.fig.up = true;
+                      joined.fig.joins++;
                       self->monitor(handle);
                     },
                     [self, node](const caf::error& err) {
