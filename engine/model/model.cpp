@@ -1,5 +1,7 @@
 #include "engine/model/model.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -24,6 +26,15 @@ constexpr int32_t kMaxHeadDim = 512;
 // region, in parallel, and points the views at it. The views keep `data` (the GGUF layout)
 // for everything else: embedding rows, GPU upload. With a `cache_dir`, a current cache file
 // is mapped instead of tiling; else the tiled region is written to a new one meanwhile.
+// Marks whole pages of a read-only file mapping as the first to reclaim (MADV_COLD: kept
+// while memory is plentiful; the page cache keeps them for other readers).
+void advise_cold(const std::byte* p, size_t bytes) {
+  constexpr uintptr_t kPage = 4096;
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + kPage - 1) & ~(kPage - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(kPage - 1);
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_COLD);
+}
+
 struct tiled_region {
   zeroed_pages anonymous;
   std::unique_ptr<tiled_cache_file> file;
@@ -85,7 +96,12 @@ tiled_region tile_weights(model_weights& w, const kernels::dot_kernels& k, threa
     const piece& p = pieces[static_cast<size_t>(i)];
     kernels::tile_weight(*p.v, p.dst, p.tile_begin, p.tile_end);
   });
-  if (region.file != nullptr) region.file->write_in_background(base);
+  if (region.file != nullptr) {
+    region.file->write_in_background(base);
+    // The next start reads the cache file, not these ranges of the GGUF: under memory
+    // pressure the kernel should drop them first, not the file being written.
+    for (const auto* v : views) advise_cold(v->data, static_cast<size_t>(v->rows) * v->stride);
+  }
   return region;
 }
 
