@@ -43,6 +43,7 @@ struct tiled_cache_file::header {
   uint64_t source_dev, source_ino, source_size, source_mtime_ns;
   uint64_t plan_hash;
   uint64_t record_bytes;
+  char source_path[3072];  // absolute, NUL-terminated: what prune_orphans() checks
 
   // The header a file made now from `source` with this plan would carry; false when
   // `source` cannot be stat'ed.
@@ -58,9 +59,44 @@ struct tiled_cache_file::header {
     h.source_mtime_ns = static_cast<uint64_t>(st.st_mtim.tv_sec) * 1000000000ull + st.st_mtim.tv_nsec;
     h.plan_hash = plan_hash;
     h.record_bytes = bytes;
+    const std::string abs = absolute_or_same(source).string();
+    if (abs.size() >= sizeof h.source_path) return false;  // no cache for such a path
+    std::memcpy(h.source_path, abs.c_str(), abs.size() + 1);
     return true;
   }
+
+  // Whether the GGUF this header names is still there, unchanged.
+  bool source_unchanged() const {
+    if (std::memcmp(magic, kMagic, sizeof kMagic) != 0 || layout_version != kernels::kTiledLayoutVersion ||
+        std::memchr(source_path, '\0', sizeof source_path) == nullptr) {
+      return false;
+    }
+    header now{};
+    return describe(source_path, plan_hash, record_bytes, now) && now.source_dev == source_dev &&
+           now.source_ino == source_ino && now.source_size == source_size && now.source_mtime_ns == source_mtime_ns;
+  }
 };
+static_assert(sizeof(tiled_cache_file::header) <= 4096, "the header fits its page");
+
+namespace {
+
+// Removes the directory's cache files whose GGUF is gone or changed (and files that are not
+// cache files of this layout version), so that the directory holds at most one file per
+// model that still exists: test runs and moved models leave nothing behind for long.
+void prune_orphans(const std::filesystem::path& dir, const std::filesystem::path& keep) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (e.path().extension() != ".tiled" || e.path() == keep) continue;
+    auto h = std::make_unique<tiled_cache_file::header>();
+    const int fd = ::open(e.path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    const bool whole = ::pread(fd, h.get(), sizeof *h, 0) == static_cast<ssize_t>(sizeof *h);
+    ::close(fd);
+    if (!whole || !h->source_unchanged()) std::filesystem::remove(e.path(), ec);
+  }
+}
+
+}  // namespace
 
 std::filesystem::path tiled_cache_file::path_for(const std::filesystem::path& dir, const std::filesystem::path& source) {
   const std::string abs = absolute_or_same(source).string();
@@ -106,6 +142,7 @@ std::unique_ptr<tiled_cache_file> tiled_cache_file::create(const std::filesystem
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   const auto final_path = path_for(dir, source);
+  prune_orphans(dir, final_path);
   // Leftovers of writers that died before their rename: <name>.<pid>.tmp with no such pid.
   const std::string stem = final_path.filename().string() + ".";
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {

@@ -18,8 +18,9 @@
 //     -> renamed to <name>
 //
 // so a file under its final name always has all its records on disk. A reader that loses a
-// race with a writer maps the old inode, which stays valid. Temporary files of processes
-// that died before the rename are removed by the next create().
+// race with a writer maps the old inode, which stays valid. Each create() also removes the
+// directory's files whose GGUF (its absolute path is in the header) is gone or changed, and
+// temporary files of processes that died before their rename.
 #pragma once
 
 #include <cstddef>
@@ -58,8 +59,9 @@ class tiled_cache_file {
   // Waits for write_in_background(); true when the file is in place under its name.
   bool wait_written();
 
+  struct header;  // the file's first page (tiled_cache.cpp)
+
  private:
-  struct header;
   tiled_cache_file() = default;
   void write_all(const std::byte* records) noexcept;
 

@@ -168,5 +168,36 @@ TEST_F(TiledCache, DeadWritersTemporaryFilesAreRemoved) {
   EXPECT_TRUE(fs::exists(alive));
 }
 
+TEST_F(TiledCache, FilesOfModelsThatAreGoneOrChangedAreRemoved) {
+  auto fresh = open({});
+  if (fresh->tiled_from() == tiled_origin::none) GTEST_SKIP() << "no tiled kernels on this CPU";
+  fresh.reset();
+  // Two more copies of the model at other paths, each with its cache file.
+  const fs::path gone = dir_ / "gone.gguf", changed = dir_ / "changed.gguf";
+  for (const auto& p : {gone, changed}) {
+    fs::copy_file(model_path_, p);
+    model_options o;
+    o.tiled_cache_dir = cache_dir_;
+    auto m = model::open(p, o);
+    ASSERT_EQ(m->tiled_from(), tiled_origin::cache_written);
+    ASSERT_TRUE(m->wait_tiled_cache());
+  }
+  const fs::path gone_file = tiled_cache_file::path_for(cache_dir_, gone);
+  const fs::path changed_file = tiled_cache_file::path_for(cache_dir_, changed);
+  ASSERT_TRUE(fs::exists(gone_file) && fs::exists(changed_file));
+  fs::remove(gone);
+  fs::last_write_time(changed, fs::last_write_time(changed) + std::chrono::hours(1));
+  const fs::path foreign = cache_dir_ / "foreign.tiled";
+  std::ofstream(foreign) << "not a cache file";
+
+  auto m = open(cache_dir_);  // creates this model's file, and prunes the others
+  EXPECT_EQ(m->tiled_from(), tiled_origin::cache_written);
+  ASSERT_TRUE(m->wait_tiled_cache());
+  EXPECT_FALSE(fs::exists(gone_file));
+  EXPECT_FALSE(fs::exists(changed_file));
+  EXPECT_FALSE(fs::exists(foreign));
+  EXPECT_TRUE(fs::exists(tiled_cache_file::path_for(cache_dir_, model_path_)));
+}
+
 }  // namespace
 }  // namespace tandem
