@@ -89,7 +89,7 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
   const auto path = resolve_model_path(cfg.model);
   model_options mo;
   mo.n_threads = cfg.threads;
-  mo.tiled_cache_dir = cfg.tiled_cache_dir;
+  mo.tiled_cache_dir = cfg.tiled_cache_dir_in_use();
   // A custom device worker (CUDA) uploads the weights in their GGUF layout and never runs
   // this model's forward: no tiled copy for it. Drafters below run on the CPU and keep theirs.
   model_options target_mo = mo;

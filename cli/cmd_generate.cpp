@@ -64,7 +64,7 @@ void run_generate(const generate_options& o) {
 
   model_options mo;
   mo.n_threads = o.threads;
-  mo.tiled_cache_dir = o.rt.tiled_cache_dir;
+  mo.tiled_cache_dir = o.rt.tiled_cache_dir_in_use();
   model m(file, mo);
   const int64_t tokens = static_cast<int64_t>(prompt.size()) + o.max_tokens;
   kv_pool cache(m.config(), kv_pool_options{16, tokens + 16, 0, parse_kv_cache_dtype(o.rt.kv_cache_dtype)});
@@ -216,7 +216,7 @@ void register_generate(CLI::App& app) {
   sub->add_option("--repeat-penalty", o->repeat_penalty, "Repetition penalty (1 = off)")->default_val(1.0f);
   sub->add_option("--seed", o->seed, "Sampling seed (same seed, same output); default random");
   sub->add_option("--threads", o->threads, "CPU threads (default: one per core)");
-  add_tiled_cache_options(sub, o->rt.tiled_cache_dir);
+  add_tiled_cache_options(sub, o->rt);
   sub->add_option("--kv-cache-dtype", o->rt.kv_cache_dtype,
                   "KV cache element type: auto (= f16), f16, or q8_0 (1.88x the tokens per byte; CPU only)")
       ->check(CLI::IsMember({"auto", "f16", "q8_0"}))

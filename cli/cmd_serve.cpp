@@ -261,7 +261,7 @@ void register_serve(CLI::App& app) {
                 "Sliding-window models: hold every layer's KV for every position in one pool (no freeing)");
   cmd->add_option("--chat-template", o->rt.chat_template, "Chat template family overriding the model's");
   cmd->add_option("--threads", o->rt.threads, "CPU compute threads (0 = one per core)")->capture_default_str();
-  add_tiled_cache_options(cmd, o->rt.tiled_cache_dir);
+  add_tiled_cache_options(cmd, o->rt);
   add_device_options(cmd, o->device);
   add_speculative_options(cmd, o->rt);
   cmd->add_option("--io-threads", o->io_threads, "Network threads")->capture_default_str();

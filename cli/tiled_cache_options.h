@@ -5,21 +5,19 @@
 
 #include <CLI/CLI.hpp>
 
-#include <string>
-
 #include "engine/model/model_path.h"
+#include "tandem/runtime.h"
 
 namespace tandem::cli {
 
-inline void add_tiled_cache_options(CLI::App* cmd, std::string& dir) {
-  dir = (tandem_home() / "tiled").string();
-  cmd->add_option("--tiled-cache-dir", dir,
+inline void add_tiled_cache_options(CLI::App* cmd, runtime_config& rt) {
+  rt.tiled_cache_dir = (tandem_home() / "tiled").string();
+  cmd->add_option("--tiled-cache-dir", rt.tiled_cache_dir,
                   "Keep the CPU kernels' re-laid weights here between starts (one file per model, about the size "
                   "of its matrices); later starts map it instead of re-laying")
       ->capture_default_str();
-  // Defined after --tiled-cache-dir, so its callback runs after that value is stored: it wins.
-  cmd->add_flag_callback("--no-tiled-cache", [&dir] { dir.clear(); },
-                         "Re-lay the weights in memory at every start, writing no cache file");
+  cmd->add_flag("!--no-tiled-cache", rt.tiled_cache,
+                "Re-lay the weights in memory at every start, writing no cache file");
 }
 
 }  // namespace tandem::cli

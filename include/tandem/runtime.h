@@ -31,9 +31,11 @@ struct runtime_config {
   std::string model = "default";           // GGUF path, or "default"
   int threads = 0;                         // compute threads; 0 = one per core
   // Where the CPU's re-laid (tiled) weights are kept between starts, one file per model
-  // (engine/model/tiled_cache.h); "" = re-lay them in memory at every start. The CLI's
-  // default is $TANDEM_HOME/tiled (--tiled-cache-dir, --no-tiled-cache).
+  // (engine/model/tiled_cache.h); "" or tiled_cache false = re-lay them in memory at every
+  // start. The CLI's default is $TANDEM_HOME/tiled (--tiled-cache-dir, --no-tiled-cache).
   std::string tiled_cache_dir;
+  bool tiled_cache = true;
+  std::string tiled_cache_dir_in_use() const { return tiled_cache ? tiled_cache_dir : std::string(); }
   uint32_t max_num_seqs = 64;              // running sequences at most
   uint32_t max_num_batched_tokens = 2048;  // tokens per step at most
   uint32_t prefill_chunk = 512;            // prompt tokens per sequence per step at most
