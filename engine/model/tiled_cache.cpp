@@ -155,7 +155,10 @@ std::unique_ptr<tiled_cache_file> tiled_cache_file::create(const std::filesystem
   tmp += "." + std::to_string(::getpid()) + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return nullptr;
-  if (::posix_fallocate(fd, 0, static_cast<off_t>(kHeaderBytes + bytes)) != 0) {
+  // Reserve the blocks up front, so that a disk without room refuses now, not gigabytes in.
+  // fallocate(2), not posix_fallocate: where the file system cannot reserve, glibc's fallback
+  // would write every block on this (the loading) thread; then the writes find out instead.
+  if (::fallocate(fd, 0, 0, static_cast<off_t>(kHeaderBytes + bytes)) != 0 && errno == ENOSPC) {
     ::close(fd);
     ::unlink(tmp.c_str());
     return nullptr;

@@ -13,7 +13,7 @@
 // Making one (state machine of the file on disk), while the model runs on the anonymous
 // copy it tiled as it would without a cache:
 //
-//   <name>.<pid>.tmp, blocks reserved (posix_fallocate: a full disk refuses it up front)
+//   <name>.<pid>.tmp, blocks reserved (fallocate: a full disk refuses it up front)
 //     -> [background, low priority] the records written, flushed; the header written, flushed
 //     -> renamed to <name>
 //
