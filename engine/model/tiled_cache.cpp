@@ -1,6 +1,7 @@
 #include "engine/model/tiled_cache.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -175,6 +176,7 @@ std::unique_ptr<tiled_cache_file> tiled_cache_file::create(const std::filesystem
 void tiled_cache_file::write_in_background(const std::byte* records) {
   if (fd_ < 0 || writer_.joinable()) return;
   writer_ = std::thread([this, records] {
+    ::pthread_setname_np(::pthread_self(), "tandem-tilecache");
     ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);  // behind the compute threads
     write_all(records);
   });
