@@ -22,10 +22,6 @@ constexpr int64_t kParallelRowThreshold = 4;
 // Largest head size the attention scratch on the stack allows.
 constexpr int32_t kMaxHeadDim = 512;
 
-// Re-lays every matrix the CPU's tiled kernels take (kernels/tiled_weights.h) into one
-// region, in parallel, and points the views at it. The views keep `data` (the GGUF layout)
-// for everything else: embedding rows, GPU upload. With a `cache_dir`, a current cache file
-// is mapped instead of tiling; else the tiled region is written to a new one meanwhile.
 // Marks whole pages of a read-only file mapping as the first to reclaim (MADV_COLD: kept
 // while memory is plentiful; the page cache keeps them for other readers).
 void advise_cold(const std::byte* p, size_t bytes) {
@@ -41,6 +37,10 @@ struct tiled_region {
   tiled_origin origin = tiled_origin::none;
 };
 
+// Re-lays every matrix the CPU's tiled kernels take (kernels/tiled_weights.h) into one
+// region, in parallel, and points the views at it. The views keep `data` (the GGUF layout)
+// for everything else: embedding rows, GPU upload. With a `cache_dir`, a current cache file
+// is mapped instead of tiling; else the tiled region is written to a new one meanwhile.
 tiled_region tile_weights(model_weights& w, const kernels::dot_kernels& k, thread_pool& pool,
                           const std::filesystem::path& source, const std::filesystem::path& cache_dir) {
   std::vector<kernels::weight_view*> views;
@@ -51,29 +51,26 @@ tiled_region tile_weights(model_weights& w, const kernels::dot_kernels& k, threa
     for (auto* v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) consider(*v);
   }
   consider(w.output);
-  // The plan: each matrix's type, shape and offset in the region, hashed for the cache.
+  // The plan: each matrix's type, shape and offset in the region (the cache file checks it).
   std::vector<size_t> offset;
+  std::vector<uint64_t> plan;
   size_t total = 0;
-  uint64_t plan_hash = 14695981039346656037ull;
-  auto mix = [&](uint64_t x) { plan_hash = (plan_hash ^ x) * 1099511628211ull; };
   for (const auto* v : views) {
     offset.push_back(total);
-    for (uint64_t x : {static_cast<uint64_t>(v->type), static_cast<uint64_t>(v->rows), static_cast<uint64_t>(v->cols),
-                       static_cast<uint64_t>(total)}) {
-      mix(x);
-    }
+    plan.insert(plan.end(), {static_cast<uint64_t>(v->type), static_cast<uint64_t>(v->rows),
+                             static_cast<uint64_t>(v->cols), static_cast<uint64_t>(total)});
     total += (kernels::tiled_bytes(*v) + 63) / 64 * 64;
   }
   tiled_region region;
   if (total == 0) return region;
   if (!cache_dir.empty() && !source.empty()) {
-    region.file = tiled_cache_file::open_existing(cache_dir, source, plan_hash, total);
+    region.file = tiled_cache_file::open_existing(cache_dir, source, plan, total);
     if (region.file != nullptr) {
       for (size_t i = 0; i < views.size(); ++i) views[i]->tiled = region.file->records() + offset[i];
       region.origin = tiled_origin::cache_read;
       return region;
     }
-    region.file = tiled_cache_file::create(cache_dir, source, plan_hash, total);
+    region.file = tiled_cache_file::create(cache_dir, source, plan, total);
   }
   region.anonymous = zeroed_pages(total);
   region.origin = region.file != nullptr ? tiled_origin::cache_written : tiled_origin::anonymous;

@@ -44,7 +44,7 @@ struct model_options {
   // Where tiled weights are kept between runs (engine/model/tiled_cache.h): an open after
   // the first maps them instead of tiling again. Empty: tile into anonymous memory at every
   // open. The CLI passes $TANDEM_HOME/tiled unless told otherwise (--tiled-cache-dir).
-  std::filesystem::path tiled_cache_dir;
+  std::filesystem::path tiled_cache_dir = {};
   // The longest sequence this model will run (0: the trained context). Only Phi-3's
   // LongRoPE reads it (long factors past the original context, as llama.cpp picks them).
   uint32_t context_length = 0;

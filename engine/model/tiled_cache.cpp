@@ -44,7 +44,7 @@ struct tiled_cache_file::header {
   uint64_t source_dev, source_ino, source_size, source_mtime_ns;
   uint64_t plan_hash;
   uint64_t record_bytes;
-  char source_path[3072];  // absolute, NUL-terminated: what prune_orphans() checks
+  char source_path[3072];  // absolute, NUL-terminated: what prune() checks
 
   // The header a file made now from `source` with this plan would carry; false when
   // `source` cannot be stat'ed.
@@ -81,12 +81,20 @@ static_assert(sizeof(tiled_cache_file::header) <= 4096, "the header fits its pag
 
 namespace {
 
-// Removes the directory's cache files whose GGUF is gone or changed (and files that are not
-// cache files of this layout version), so that the directory holds at most one file per
-// model that still exists: test runs and moved models leave nothing behind for long.
-void prune_orphans(const std::filesystem::path& dir, const std::filesystem::path& keep) {
+// One pass over the directory before a new file is made: removes cache files whose GGUF is
+// gone or changed (and files that are not cache files of this layout version), so that it
+// holds at most one file per model that still exists, and `keep`'s own temporaries left by
+// writers that died before their rename (<name>.<pid>.tmp with no such pid).
+void prune(const std::filesystem::path& dir, const std::filesystem::path& keep) {
   std::error_code ec;
+  const std::string stem = keep.filename().string() + ".";
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.size() > stem.size() + 4 && n.compare(0, stem.size(), stem) == 0 && n.ends_with(".tmp")) {
+      const long pid = std::strtol(n.c_str() + stem.size(), nullptr, 10);
+      if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) std::filesystem::remove(e.path(), ec);
+      continue;
+    }
     if (e.path().extension() != ".tiled" || e.path() == keep) continue;
     auto h = std::make_unique<tiled_cache_file::header>();
     const int fd = ::open(e.path().c_str(), O_RDONLY | O_CLOEXEC);
@@ -108,7 +116,8 @@ std::filesystem::path tiled_cache_file::path_for(const std::filesystem::path& di
 
 std::unique_ptr<tiled_cache_file> tiled_cache_file::open_existing(const std::filesystem::path& dir,
                                                                   const std::filesystem::path& source,
-                                                                  uint64_t plan_hash, size_t bytes) {
+                                                                  std::span<const uint64_t> plan, size_t bytes) {
+  const uint64_t plan_hash = fnv1a(plan.data(), plan.size_bytes());
   header want{};
   if (bytes == 0 || !header::describe(source, plan_hash, bytes, want)) return nullptr;
   const auto path = path_for(dir, source);
@@ -136,22 +145,15 @@ std::unique_ptr<tiled_cache_file> tiled_cache_file::open_existing(const std::fil
 }
 
 std::unique_ptr<tiled_cache_file> tiled_cache_file::create(const std::filesystem::path& dir,
-                                                           const std::filesystem::path& source, uint64_t plan_hash,
-                                                           size_t bytes) {
+                                                           const std::filesystem::path& source,
+                                                           std::span<const uint64_t> plan, size_t bytes) {
+  const uint64_t plan_hash = fnv1a(plan.data(), plan.size_bytes());
   auto h = std::make_unique<header>();
   if (bytes == 0 || !header::describe(source, plan_hash, bytes, *h)) return nullptr;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   const auto final_path = path_for(dir, source);
-  prune_orphans(dir, final_path);
-  // Leftovers of writers that died before their rename: <name>.<pid>.tmp with no such pid.
-  const std::string stem = final_path.filename().string() + ".";
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string n = e.path().filename().string();
-    if (n.size() <= stem.size() + 4 || n.compare(0, stem.size(), stem) != 0 || !n.ends_with(".tmp")) continue;
-    const long pid = std::strtol(n.c_str() + stem.size(), nullptr, 10);
-    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) std::filesystem::remove(e.path(), ec);
-  }
+  prune(dir, final_path);
   auto tmp = final_path;
   tmp += "." + std::to_string(::getpid()) + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

@@ -27,21 +27,23 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <thread>
 
 namespace tandem {
 
 class tiled_cache_file {
  public:
-  // The file for `source`, mapped read-only, if it holds `bytes` of records made by
-  // `plan_hash` from `source` as it is now; else null (absent, stale, short or unreadable).
+  // The file for `source`, mapped read-only, if it holds `bytes` of records laid out by
+  // `plan` (words describing every matrix, kept as their hash) from `source` as it is now;
+  // else null (absent, stale, short or unreadable).
   static std::unique_ptr<tiled_cache_file> open_existing(const std::filesystem::path& dir,
-                                                         const std::filesystem::path& source, uint64_t plan_hash,
-                                                         size_t bytes);
+                                                         const std::filesystem::path& source,
+                                                         std::span<const uint64_t> plan, size_t bytes);
   // A new file for `bytes` of records, to be written by write_in_background(); null when
   // the directory or the disk refuses it (the model then just runs without a cache file).
   static std::unique_ptr<tiled_cache_file> create(const std::filesystem::path& dir,
-                                                  const std::filesystem::path& source, uint64_t plan_hash,
+                                                  const std::filesystem::path& source, std::span<const uint64_t> plan,
                                                   size_t bytes);
   // The file a model at `source` uses in `dir` (which need not exist).
   static std::filesystem::path path_for(const std::filesystem::path& dir, const std::filesystem::path& source);
