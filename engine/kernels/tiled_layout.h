@@ -12,7 +12,7 @@ inline constexpr int64_t kTileRows = 16;
 
 // Bump whenever any record below changes its layout: tiled-weight cache files
 // (engine/model/tiled_cache.h) made under another version are made again.
-inline constexpr uint64_t kTiledLayoutVersion = 1;
+inline constexpr uint64_t kTiledLayoutVersion = 2;
 
 // Q4_1: qs [4][16][4] nibble pairs, then d [16] f16, then m [16] f16.
 inline constexpr size_t kTiledQ4_1ScalesAt = 256;
@@ -42,7 +42,8 @@ inline constexpr size_t kTiledQ6_KDAt = 3328;
 inline constexpr size_t kTiledQ6_KRecordBytes = 3360;
 
 // Q4_K (one record per 256-element super-block): qs [4][8][16][4] nibble pairs, then the
-// 6-bit scales sc [8][16] u8, the 6-bit mins mn [8][16] u8, d [16] f16, dmin [16] f16.
+// 6-bit scales sc [8][16] u8, the 6-bit mins mn [4][16][2] u8 (pair p, row r: sub-blocks
+// 2p and 2p + 1), d [16] f16, dmin [16] f16.
 inline constexpr size_t kTiledQ4_KScalesAt = 2048;
 inline constexpr size_t kTiledQ4_KMinsAt = 2176;
 inline constexpr size_t kTiledQ4_KDAt = 2304;

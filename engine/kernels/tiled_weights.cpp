@@ -39,14 +39,15 @@ void scatter_dwords(const uint8_t* src, int n, uint8_t* rec, size_t at, int64_t 
 
 // Q4_K: one super-block of row r into a tiled record. The record's nibble pair (p, l, i)
 // (element 64p + 4l + i low, 64p + 32 + 4l + i high) is exactly byte 32p + 4l + i of qs,
-// so the quants move as they are; the 6-bit scales and mins are unpacked to bytes.
+// so the quants move as they are; the 6-bit scales and mins are unpacked to bytes, a pair's
+// two mins side by side per row (one widening load gives the kernel its 16-bit pairs).
 void tile_q4_k(const block_q4_k& blk, int64_t r, uint8_t* rec) {
   scatter_dwords(blk.qs, 32, rec, 0, r);
   for (int s = 0; s < 8; ++s) {
     int sc, m;
     k4_scale_min(s, blk.scales, sc, m);
     rec[kTiledQ4_KScalesAt + s * 16 + r] = static_cast<uint8_t>(sc);
-    rec[kTiledQ4_KMinsAt + s * 16 + r] = static_cast<uint8_t>(m);
+    rec[kTiledQ4_KMinsAt + (s / 2) * 32 + r * 2 + s % 2] = static_cast<uint8_t>(m);
   }
   std::memcpy(rec + kTiledQ4_KDAt + r * 2, &blk.d, 2);
   std::memcpy(rec + kTiledQ4_KDminAt + r * 2, &blk.dmin, 2);

@@ -28,7 +28,8 @@
 //   Q4_K (2368 bytes, one record per 256-element super-block), s = sub-block (0..7):
 //     qs [4][8][16][4] u8  pair p, lane l, row r, byte i: low nibble  = q[e = 64p + 4l + i],
 //                                                          high nibble = q[e = 64p + 32 + 4l + i]
-//     sc [8][16] u8, mn [8][16] u8   sub-block s's 6-bit scale and min of each row
+//     sc [8][16] u8                  sub-block s's 6-bit scale in each row
+//     mn [4][16][2] u8               pair p, row r: the 6-bit mins of sub-blocks 2p, 2p + 1
 //     d [16] f16, dmin [16] f16      (value = d * sc * q - dmin * mn)
 //
 //   Q8_0 (544 bytes)
