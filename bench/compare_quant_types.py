@@ -5,7 +5,7 @@ real shapes with random weights (`tandem gen-model`): Llama-3.2-1B (16 layers, 2
 heads, FFN 8192, tied head) and, with --with-8b, Llama-3-8B (32 layers, 4096, 32/8, FFN 14336,
 untied), both with the default model's 49152-token vocabulary (llama.cpp refuses gen-model's own
 generated vocabulary's pre-tokenizer name). For each file: pp512 and tg128 of both engines (same file, same
-threads, runs alternating, medians), the ratio, and Tandem's decode against the memory-bandwidth
+threads, runs alternating, medians), the ratio (the median of the rounds' ratios), and both engines' decode against the memory-bandwidth
 limit (weight bytes per token / measured streaming read bandwidth). Writes its section of
 docs/benchmarks.md and a plot (docs/bench/quant_types.png).
 
@@ -109,28 +109,41 @@ def main():
             continue
         make(path, [path + ".partial" if c is None else c for c in cmd])
         runs_t, runs_l = [], []
-        for _ in range(a.reps):  # alternating, one run each per round
-            # A fresh tiled-weight cache per run: the first open tiles (and writes the file in
-            # the background), the second maps the file, as a restart does.
-            with tempfile.TemporaryDirectory(dir=a.models_dir) as cache:
-                t = json.loads(run_json([engine, "--model", path, "--threads", str(threads), "--pp", str(a.pp),
-                                         "--tg", str(a.tg), "--reps", "1", "--tiled-cache", cache]
-                                        ).strip().splitlines()[-1])
-            runs_t.append(t)
-            runs_l.append(llama_bench(a.llama_bench, path, threads, a.pp, a.tg))
+        for rep in range(a.reps):  # alternating, one run each per round, who goes first swapping
+            def tandem_run():
+                # A fresh tiled-weight cache per run: the first open tiles (and writes the file in
+                # the background), the second maps the file, as a restart does.
+                with tempfile.TemporaryDirectory(dir=a.models_dir) as cache:
+                    runs_t.append(json.loads(run_json([engine, "--model", path, "--threads", str(threads), "--pp",
+                                                       str(a.pp), "--tg", str(a.tg), "--reps", "1", "--tiled-cache",
+                                                       cache]).strip().splitlines()[-1]))
+
+            def llama_run():
+                runs_l.append(llama_bench(a.llama_bench, path, threads, a.pp, a.tg))
+
+            for run in (tandem_run, llama_run) if rep % 2 == 0 else (llama_run, tandem_run):
+                run()
         # Time to a first decoded token re-tiling at every open (no cache file), and with the
         # mmap only (whose first step faults the weights in), for the load columns.
         short = [engine, "--model", path, "--threads", str(threads), "--pp", "8", "--tg", "4", "--reps", "1"]
         retiled = json.loads(run_json(short).strip().splitlines()[-1])
         mmap = json.loads(run_json(short + ["--no-tiled"]).strip().splitlines()[-1])
         med = lambda runs, k: statistics.median(r[k] for r in runs)  # noqa: E731
+        # Ratios per round (the two runs minutes apart at most), then their median: this VM's
+        # memory bandwidth wanders by half over minutes, which a ratio of medians would mix in.
+        pp_ratios = [t["pp_tok_s"] / l["pp_tok_s"] for t, l in zip(runs_t, runs_l)]
+        tg_ratios = [t["tg_tok_s"] / l["tg_tok_s"] for t, l in zip(runs_t, runs_l)]
         row = {"label": label, "threads": threads, "file": os.path.basename(path), "mib": os.path.getsize(path) / 2**20,
+               "cpu": cpu_name(), "date": datetime.date.today().isoformat(),
                "t_pp": med(runs_t, "pp_tok_s"), "t_tg": med(runs_t, "tg_tok_s"),
                "l_pp": med(runs_l, "pp_tok_s"), "l_tg": med(runs_l, "tg_tok_s"),
+               "pp_ratio": statistics.median(pp_ratios), "tg_ratio": statistics.median(tg_ratios),
+               "tg_ratios": tg_ratios, "t_tg_runs": [r["tg_tok_s"] for r in runs_t],
+               "l_tg_runs": [r["tg_tok_s"] for r in runs_l], "gbs_runs": [r["read_gb_s"] for r in runs_t],
                "bytes": runs_t[0]["weight_bytes_per_token"], "gbs": med(runs_t, "read_gb_s"),
                "first_load_s": med(runs_t, "first_load_s"), "ready_s": med(runs_t, "ready_s"),
                "retiled_ready_s": retiled["ready_s"], "mmap_ready_s": mmap["ready_s"],
-               "tiled_from": runs_t[0].get("tiled_from", ""), "kernels": runs_t[0]["kernels"]}
+               "tiled_from": runs_t[0].get("tiled_from", ""), "kernels": runs_t[0]["kernels"], "runs": a.reps}
         row["limit"] = row["gbs"] * 1e9 / row["bytes"]
         results.append(row)
         print(json.dumps(row), flush=True)
@@ -139,8 +152,10 @@ def main():
     # the files' order: docs/bench/quant_types.json keeps every row.
     saved = os.path.join(os.path.dirname(a.plot), "quant_types.json")
     if os.path.exists(saved) and results:
+        # Only rows taken on this CPU: a table mixing machines would compare nothing.
         fresh = {(r["label"], r["threads"]) for r in results}
-        old = [r for r in json.load(open(saved)) if (r["label"], r["threads"]) not in fresh]
+        old = [r for r in json.load(open(saved))
+               if (r["label"], r["threads"]) not in fresh and r.get("cpu") == cpu_name()]
         order = {f[0]: i for i, f in enumerate(files(a.models_dir, tandem, True))}
         results = sorted(old + results, key=lambda r: (order.get(r["label"], len(order)), r["threads"]))
     if results:
@@ -148,26 +163,38 @@ def main():
         with open(saved, "w") as f:
             json.dump(results, f, indent=1)
 
-    rows = [f"| {r['label']} | {r['threads']} | {r['mib']:.0f} | {r['l_pp']:.1f} | {r['t_pp']:.1f} | {r['t_pp'] / r['l_pp']:.2f}x | "
-            f"{r['l_tg']:.1f} | {r['t_tg']:.1f} | {r['t_tg'] / r['l_tg']:.2f}x | {r['limit']:.1f} | "
-            f"{100 * r['t_tg'] / r['limit']:.0f}% | {r['ready_s']:.2f} / {r['mmap_ready_s']:.2f} "
-            f"({r['ready_s'] / r['mmap_ready_s']:.1f}x) | {ready_cell(r, 'retiled_ready_s')} | "
-            f"{r['first_load_s']:.2f} |" for r in results]
-    cmd = (f"python3 bench/compare_quant_types.py --llama-bench PATH --threads {a.threads} --reps {a.reps}"
-           + (" --with-8b" if a.with_8b else ""))
+    def ratio(r, key):  # rows of earlier runs kept only the medians
+        return r.get(key + "_ratio", r["t_" + key] / r["l_" + key])
+
+    def spread(r):
+        v = r.get("tg_ratios", [])
+        return f" ({min(v):.2f}-{max(v):.2f})" if len(v) > 1 else ""
+
+    rows = [f"| {r['label']} | {r['threads']} | {r.get('runs', 1)} | {r['mib']:.0f} | {r['l_pp']:.1f} | {r['t_pp']:.1f} | "
+            f"{ratio(r, 'pp'):.2f}x | {r['l_tg']:.1f} | {r['t_tg']:.1f} | {ratio(r, 'tg'):.2f}x{spread(r)} | "
+            f"{r['limit']:.1f} | {100 * r['l_tg'] / r['limit']:.0f}% | {100 * r['t_tg'] / r['limit']:.0f}% | "
+            f"{r['ready_s']:.2f} / {r['mmap_ready_s']:.2f} ({r['ready_s'] / r['mmap_ready_s']:.1f}x) | "
+            f"{ready_cell(r, 'retiled_ready_s')} | {r['first_load_s']:.2f} |" for r in results]
+    # One command per (threads, runs) pair the table's rows came from.
+    runs_by_threads = sorted({(r["threads"], r.get("runs", 1)) for r in results})
+    cmd = "\n".join(f"python3 bench/compare_quant_types.py --llama-bench PATH --threads {t} --reps {n} --with-8b"
+                     for t, n in runs_by_threads)
     text = "\n".join([
         BEGIN, "",
         "## Quantized files vs llama-bench (issue 19)", "",
         f"{cpu_name()} ({os.cpu_count()} CPUs), {datetime.date.today().isoformat()}; "
-        f"median of {a.reps} alternating runs per engine (Tandem `engine_bench`, then `llama-bench -r 1`), "
+        "each speed the median of the row's runs, engines alternating (Tandem `engine_bench` and `llama-bench -r 1`, "
+        "who goes first swapping each round), each ratio the median of the rounds' ratios (for tg, the rounds' lowest "
+        "and highest in brackets), "
         f"pp{a.pp} = one {a.pp}-token prompt step, tg{a.tg} = {a.tg} decode steps from an empty context. "
         f"Tandem kernels: {results[0]['kernels'] if results else '?'}. llama-bench: built from the "
         "llama-cpp-python 0.3.36 sdist (GGML_NATIVE for this CPU), flash attention off. The SmolLM2 files are the default model requantized by "
         "`tandem quantize --allow-requantize` (the same bytes as llama-quantize's); the shapes are "
         "`tandem gen-model` models with random weights and the default model's vocabulary (Q4_K_M: the "
         "mixture's types, so a Q6_K tied head; Q4_0 and Q8_0: those matrices and a Q8_0 tied head). "
-        "Limit = measured streaming read bandwidth / weight bytes per decoded token (above 100% where "
-        "part of the weights stays in the last-level cache). Ready = Tandem's model open plus its first "
+        "Limit = measured streaming read bandwidth (Tandem's runs' median) / weight bytes per decoded token "
+        "(above 100% where part of the weights stays in the last-level cache, or where the bandwidth read low); "
+        "decode / limit for both engines: where llama.cpp's is above 83%, 1.2x its speed is past the limit. Ready = Tandem's model open plus its first "
         "one-token step, each on a second open in the process: tiled from the cache file the first open wrote "
         "(docs/cpu_engine.md, the tiled-weight cache: the Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K/Q6_K matrices re-laid "
         "once, then mapped) against mmap only (whose first step faults the GGUF's pages in); re-tiled = the "
@@ -176,10 +203,11 @@ def main():
         "whose host backs guest memory lazily, far slower the first time than after). On a loaded machine llama.cpp's "
         "decode suffers most (its threads spin at a barrier after every graph node, and one "
         "descheduled thread stalls them all); the 1-thread rows are free of that.", "",
-        f"| file | threads | MiB | llama.cpp pp{a.pp} | Tandem pp{a.pp} | ratio | llama.cpp tg{a.tg} | "
-        f"Tandem tg{a.tg} | ratio | limit tok/s | decode / limit | ready s, cached tiles / mmap only | "
+        f"| file | threads | runs | MiB | llama.cpp pp{a.pp} | Tandem pp{a.pp} | ratio | llama.cpp tg{a.tg} | "
+        f"Tandem tg{a.tg} | ratio | limit tok/s | llama.cpp decode / limit | Tandem decode / limit | "
+        "ready s, cached tiles / mmap only | "
         "ready s, re-tiled | first open s |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ] + rows + [
         "", "![Tandem / llama.cpp per file](bench/quant_types.png)", "",
         f"Machine load (1-minute average) before / after: {load_before:.1f} / {load_after:.1f}.", "",
@@ -193,8 +221,10 @@ def main():
         import matplotlib.pyplot as plt
         fig, ax = plt.subplots(figsize=(9, 4.5))
         xs = range(len(results))
-        ax.bar([x - 0.2 for x in xs], [r["t_pp"] / r["l_pp"] for r in results], 0.4, label=f"pp{a.pp}")
-        ax.bar([x + 0.2 for x in xs], [r["t_tg"] / r["l_tg"] for r in results], 0.4, label=f"tg{a.tg}")
+        ax.bar([x - 0.2 for x in xs], [ratio(r, "pp") for r in results], 0.4, label=f"pp{a.pp}")
+        ax.bar([x + 0.2 for x in xs], [ratio(r, "tg") for r in results], 0.4, label=f"tg{a.tg}")
+        for x, r in zip(xs, results):  # the rounds' tg ratios
+            ax.plot([x + 0.2] * len(r.get("tg_ratios", [])), r.get("tg_ratios", []), "k.", ms=3)
         ax.axhline(1.0, color="gray", lw=0.8)
         ax.axhline(1.2, color="green", lw=0.8, ls="--", label="target 1.2x")
         ax.set_xticks(list(xs))
