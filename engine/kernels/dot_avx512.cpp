@@ -1211,6 +1211,46 @@ TANDEM_TILED_DISPATCH(tiled_q6_k, tiled_q6_k_small_n)
 TANDEM_TILED_DISPATCH(tiled_q6_k_large, tiled_q6_k_large_n)
 #undef TANDEM_TILED_DISPATCH
 
+// Q8_K activations, quant::quantize_q8_k's bits: per 256 elements, the first element of the
+// largest magnitude m (NaNs never are) gives iscale = -127 / m; q = min(127, the magic-number
+// rounding of iscale * x), bsums the sums of each 16 quants (as int8), d = 1 / iscale.
+void quantize_q8_k(const float* x, void* dst, int64_t k) {
+  auto* y = static_cast<block_q8_k*>(dst);
+  for (int64_t b = 0; b < k / kSuperBlock; ++b, x += kSuperBlock) {
+    __m512 amax16 = _mm512_setzero_ps();
+    for (int j = 0; j < kSuperBlock; j += 16) {
+      amax16 = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x + j)), amax16);  // a NaN keeps amax16
+    }
+    const float amax = _mm512_reduce_max_ps(amax16);
+    if (amax == 0) {
+      std::memset(&y[b], 0, sizeof(block_q8_k));
+      continue;
+    }
+    int first = 0;
+    for (int j = 0; j < kSuperBlock; j += 16) {
+      const __mmask16 at = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(x + j)), _mm512_set1_ps(amax),
+                                              _CMP_EQ_OQ);
+      if (at != 0) {
+        first = j + __builtin_ctz(at);
+        break;
+      }
+    }
+    const float iscale = -127.f / x[first];
+    const __m512 scale = _mm512_set1_ps(iscale), magic = _mm512_set1_ps(12582912.0f);
+    for (int g = 0; g < 16; ++g) {
+      const __m512 shifted = _mm512_add_ps(_mm512_mul_ps(scale, _mm512_loadu_ps(x + 16 * g)), magic);
+      const __m512i q = _mm512_min_epi32(_mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(shifted),
+                                                                           _mm512_set1_epi32(0x007fffff)),
+                                                          _mm512_set1_epi32(0x00400000)),
+                                         _mm512_set1_epi32(127));
+      const __m128i q8 = _mm512_cvtepi32_epi8(q);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(y[b].qs + 16 * g), q8);
+      y[b].bsums[g] = static_cast<int16_t>(_mm512_reduce_add_epi32(_mm512_cvtepi8_epi32(q8)));
+    }
+    y[b].d = 1 / iscale;
+  }
+}
+
 dot_kernels with_tiled(dot_kernels t) {
   t.q4_0_tiled = tiled_q4_0;
   t.q4_k_tiled = tiled_q4_k;
@@ -1219,6 +1259,7 @@ dot_kernels with_tiled(dot_kernels t) {
   t.q5_1_tiled = tiled_q5_1;
   t.q6_k_tiled = tiled_q6_k;
   t.q6_k_tiled_large = tiled_q6_k_large;
+  t.quantize_q8_k = quantize_q8_k;
   return t;
 }
 

@@ -5,6 +5,16 @@
 
 namespace tandem::kernels {
 
+void dot_kernels::convert_activation(activation_format format, const float* x, void* dst, int64_t k) const {
+  if (format == activation_format::q8_0 || format == activation_format::q8_1) {
+    quantize_q8(x, dst, k, format == activation_format::q8_1);
+  } else if (format == activation_format::q8_k && quantize_q8_k != nullptr) {
+    quantize_q8_k(x, dst, k);
+  } else {
+    convert_activation_row(format, x, dst, k);
+  }
+}
+
 row_dot_fn dot_kernels::for_type(tensor_type type) const {
   if (const row_dot_fn own = own_for_type(type)) return own;
   return this == &generic_dot_kernels() ? nullptr : generic_dot_kernels().own_for_type(type);

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "engine/gguf/tensor_type.h"
+#include "engine/kernels/activation_format.h"
 #include "engine/kernels/half.h"
 
 namespace tandem::kernels {
@@ -148,6 +149,12 @@ struct dot_kernels {
   row_dot_fn iq4_xs_large = nullptr;
   tiled_fn q4_k_tiled_large = nullptr;
   tiled_fn q6_k_tiled_large = nullptr;
+
+  // A row into Q8_K blocks, bit-identical to quant::quantize_q8_k (the K-quants' and IQ4_XS's
+  // activations); null where the table has none (then convert_activation_row does it).
+  void (*quantize_q8_k)(const float* x, void* dst, int64_t k) = nullptr;
+  // A row into the activation format: this table's converter where it has one.
+  void convert_activation(activation_format format, const float* x, void* dst, int64_t k) const;
 
   // How many leading tokens of a step of step_tokens tokens take the large-step order
   // (0 for types without one): Q4_K step_tokens - step_tokens % 4 from 4 tokens, the other

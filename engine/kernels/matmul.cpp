@@ -105,11 +105,7 @@ void tiled_matmul(std::span<const matmul_output> outputs, tiled_fn kernel, const
   scratch.packed.resize(act_stride * static_cast<size_t>(n_tok));
   for_each_token(pool, n_tok, [&](int64_t t, int) {
     std::byte* row = scratch.acts.data() + static_cast<size_t>(t) * row_stride;
-    if (format == activation_format::q8_k) {
-      convert_activation_row(format, x + t * x_stride, row, w.cols);
-    } else {
-      kernels.quantize_q8(x + t * x_stride, row, w.cols, format == activation_format::q8_1);
-    }
+    kernels.convert_activation(format, x + t * x_stride, row, w.cols);
     tile_activation_row(w.type, row, w.cols, scratch.packed.data() + static_cast<size_t>(t) * act_stride);
   });
   const std::byte* acts = scratch.packed.data();
@@ -167,14 +163,8 @@ void matmul_in_order(std::span<const matmul_output> outputs, const float* x, int
   const size_t act_stride = activation_row_bytes(format, w.cols);
   scratch.acts.resize(act_stride * static_cast<size_t>(n_tok));
   std::byte* acts = scratch.acts.data();
-  const bool q8 = format == activation_format::q8_0 || format == activation_format::q8_1;
   for_each_token(pool, n_tok, [&](int64_t t, int) {
-    std::byte* dst = acts + static_cast<size_t>(t) * act_stride;
-    if (q8) {
-      kernels.quantize_q8(x + t * x_stride, dst, w.cols, format == activation_format::q8_1);
-    } else {
-      convert_activation_row(format, x + t * x_stride, dst, w.cols);
-    }
+    kernels.convert_activation(format, x + t * x_stride, acts + static_cast<size_t>(t) * act_stride, w.cols);
   });
 
   // 2. With a matrix-matrix kernel, full groups of four tokens are packed for it; the rest

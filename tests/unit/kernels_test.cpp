@@ -2,6 +2,7 @@
 // decoded values, plus the conversions, the thread pool and the batched matmul.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -381,6 +382,33 @@ TEST(DotKernels, ConversionsAreBitIdenticalAcrossTables) {
     ASSERT_EQ(std::memcmp(q0.data(), q0_ref.data(), sizeof(block_q8_0) * 48), 0) << table->isa;
     table->to_f16(1535, x.data(), h.data());
     for (int i = 0; i < 1535; ++i) ASSERT_EQ(h[i], h_ref[i]) << table->isa;
+  }
+}
+
+TEST(DotKernels, Q8KActivationsAreBitIdenticalAcrossTables) {
+  // Blocks: random, zero, the extreme's magnitude twice with both signs (the first one sets
+  // the scale's sign), a NaN and an infinity among ordinary values, tiny (subnormal) values,
+  // and values whose scaled quants land on .5.
+  constexpr int64_t k = 256 * 7;
+  std::mt19937 rng(29);
+  auto x = random_floats(k, rng, 2.0f);
+  std::fill(x.begin() + 256, x.begin() + 512, 0.0f);
+  for (int j = 512; j < 768; ++j) x[j] = std::clamp(x[j], -4.0f, 4.0f);
+  x[512 + 7] = -5.0f;
+  x[512 + 200] = 5.0f;
+  x[768 + 3] = std::nanf("");
+  x[1024 + 9] = INFINITY;
+  for (int j = 1280; j < 1536; ++j) x[j] = 1e-40f * static_cast<float>(j - 1400);
+  for (int j = 1536; j < 1792; ++j) x[j] = static_cast<float>(j % 17 - 8) * (127.0f / 254.0f);
+  x[1536] = -127.0f;
+  std::vector<block_q8_k> ref(7), got(7);
+  convert_activation_row(activation_format::q8_k, x.data(), ref.data(), k);
+  for (const dot_kernels* table : supported_tables()) {
+    std::memset(got.data(), 0x5a, sizeof(block_q8_k) * 7);
+    table->convert_activation(activation_format::q8_k, x.data(), got.data(), k);
+    for (int b = 0; b < 7; ++b) {
+      ASSERT_EQ(std::memcmp(&got[b], &ref[b], sizeof(block_q8_k)), 0) << table->isa << " block " << b;
+    }
   }
 }
 
