@@ -11,13 +11,20 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def cpu_name():
+    """The CPU's model name, with its family and model numbers: a VM's name alone ("AMD EPYC")
+    can stand for several generations."""
+    fields = {}
     try:
         for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
     except OSError:
         pass
-    return platform.processor() or "unknown CPU"
+    if "model name" not in fields:
+        return platform.processor() or "unknown CPU"
+    if "cpu family" in fields and "model" in fields:
+        return f"{fields['model name']} (family {fields['cpu family']}, model {fields['model']})"
+    return fields["model name"]
 
 
 def write_section(section, begin, end, path=os.path.join(ROOT, "docs", "benchmarks.md")):
