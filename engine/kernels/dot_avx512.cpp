@@ -718,11 +718,11 @@ void tiled_q8_0_tokens(int64_t nb, const std::byte* tile, const std::byte* const
   }
   const int8_t* qs[G];
   const float* d[G];
-  const int32_t* sums[G];
+  const int32_t* corrections[G];
   for (int t = 0; t < G; ++t) {
     qs[t] = reinterpret_cast<const int8_t*>(a[t]);
     d[t] = reinterpret_cast<const float*>(a[t] + nb * 32);
-    sums[t] = reinterpret_cast<const int32_t*>(a[t] + nb * 36);
+    corrections[t] = reinterpret_cast<const int32_t*>(a[t] + nb * 36);
   }
   for (int64_t b = 0; b < nb; ++b) {
     prefetch.step();
@@ -736,7 +736,7 @@ void tiled_q8_0_tokens(int64_t nb, const std::byte* tile, const std::byte* const
 #pragma GCC unroll 8
       for (int l = 0; l < 8; ++l) {
         const __m512i p =
-            _mm512_dpbusd_epi32(_mm512_set1_epi32(-128 * sums[t][b * 8 + l]), w[l], broadcast_i32(q + 4 * l));
+            _mm512_dpbusd_epi32(_mm512_set1_epi32(corrections[t][b * 8 + l]), w[l], broadcast_i32(q + 4 * l));
         acc[t][l] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(p), acc[t][l]);
       }
     }
@@ -792,11 +792,11 @@ void tiled_q4_0_tokens(int64_t nb, const std::byte* tile, const std::byte* const
   const __m512i low = _mm512_set1_epi8(0x0F);
   const int8_t* qs[G];
   const float* d[G];
-  const int32_t* block_sum[G];
+  const int32_t* correction[G];
   for (int t = 0; t < G; ++t) {
     qs[t] = reinterpret_cast<const int8_t*>(a[t]);
     d[t] = reinterpret_cast<const float*>(a[t] + nb * 32);
-    block_sum[t] = reinterpret_cast<const int32_t*>(a[t] + nb * 36);
+    correction[t] = reinterpret_cast<const int32_t*>(a[t] + nb * 36);
   }
   for (int64_t b = 0; b < nb; ++b) {
     prefetch.step();
@@ -811,7 +811,7 @@ void tiled_q4_0_tokens(int64_t nb, const std::byte* tile, const std::byte* const
 #pragma GCC unroll 4
     for (int t = 0; t < G; ++t) {
       const int8_t* q = qs[t] + b * 32;
-      __m512i even = _mm512_set1_epi32(-8 * block_sum[t][b]), odd = _mm512_setzero_si512();
+      __m512i even = _mm512_set1_epi32(correction[t][b]), odd = _mm512_setzero_si512();
       for (int l = 0; l < 8; l += 2) {
         even = _mm512_dpbusd_epi32(even, w[l], broadcast_i32(q + 4 * l));
         odd = _mm512_dpbusd_epi32(odd, w[l + 1], broadcast_i32(q + 4 * l + 4));
@@ -844,11 +844,11 @@ void tiled_q5_0_tokens(int64_t nb, const std::byte* tile, const std::byte* const
   const __m512i low = _mm512_set1_epi8(0x0F);
   const int8_t* qs[G];
   const float* d[G];
-  const int32_t* sums[G];
+  const int32_t* corrections[G];
   for (int t = 0; t < G; ++t) {
     qs[t] = reinterpret_cast<const int8_t*>(a[t]);
     d[t] = reinterpret_cast<const float*>(a[t] + nb * 32);
-    sums[t] = reinterpret_cast<const int32_t*>(a[t] + nb * 36);
+    corrections[t] = reinterpret_cast<const int32_t*>(a[t] + nb * 36);
   }
   for (int64_t b = 0; b < nb; ++b) {
     prefetch.step();
@@ -867,7 +867,7 @@ void tiled_q5_0_tokens(int64_t nb, const std::byte* tile, const std::byte* const
 #pragma GCC unroll 8
       for (int l = 0; l < 8; ++l) {
         const __m512i p =
-            _mm512_dpbusd_epi32(_mm512_set1_epi32(-16 * sums[t][b * 8 + l]), w[l], broadcast_i32(q + 4 * l));
+            _mm512_dpbusd_epi32(_mm512_set1_epi32(corrections[t][b * 8 + l]), w[l], broadcast_i32(q + 4 * l));
         acc[t][l] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(p), acc[t][l]);
       }
     }

@@ -167,21 +167,25 @@ void tile_activation_row(tensor_type type, const std::byte* row, int64_t k, std:
   const int64_t nb = k / kBlock;
   auto* qs = reinterpret_cast<int8_t*>(dst);
   auto* d = reinterpret_cast<float*>(dst + nb * kBlock);
-  auto* lane_sums = reinterpret_cast<int32_t*>(dst + nb * kBlock + nb * 4);
+  // The weights' bias taken off as the integer sums' starting values: the stored quants are
+  // q + 8 (Q4_0), q + 16 (Q5_0) or q + 128 (Q8_0), so each product sum starts at -bias * (its
+  // activations' sum): per block for Q4_0, per lane of four for the others.
+  auto* corrections = reinterpret_cast<int32_t*>(dst + nb * kBlock + nb * 4);
+  const int32_t bias = type == tensor_type::q4_0 ? 8 : type == tensor_type::q5_0 ? 16 : 128;
   for (int64_t b = 0; b < nb; ++b) {
     const auto& blk = reinterpret_cast<const block_q8_0*>(row)[b];
     std::memcpy(qs + b * kBlock, blk.qs, kBlock);
     d[b] = f16_to_f32(blk.d);
-    if (type == tensor_type::q4_0) {  // one sum per block (the repacked order's correction)
+    if (type == tensor_type::q4_0) {
       int32_t sum = 0;
       for (int i = 0; i < kBlock; ++i) sum += blk.qs[i];
-      lane_sums[b] = sum;
+      corrections[b] = -bias * sum;
       continue;
     }
     for (int l = 0; l < 8; ++l) {
       int32_t sum = 0;
       for (int i = 0; i < 4; ++i) sum += blk.qs[4 * l + i];
-      lane_sums[b * 8 + l] = sum;
+      corrections[b * 8 + l] = -bias * sum;
     }
   }
 }

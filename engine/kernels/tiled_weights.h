@@ -39,8 +39,9 @@
 //
 // Activations meet them as tiled rows (tiled_act_*): per token, qs [nb][32] s8, then
 // d [nb] f32, then aux: for Q4_1 and Q5_1 [nb] s = d * sum(qs) as f32 (the Q8_1 sum); for Q5_0
-// and Q8_0 [nb][8] i32, the sum of lane l's four quants (times -16 or -128 it removes the
-// weights' bias lane by lane); for Q4_0 [nb] i32, the block's quant sum (times -8 likewise). Q4_K and Q6_K meet the Q8_K row itself. All come from the row formats of
+// and Q8_0 [nb][8] i32, -16 or -128 times the sum of lane l's four quants (the weights' bias,
+// taken off lane by lane as the integer sum's start); for Q4_0 [nb] i32, -8 times the block's
+// quant sum (likewise). Q4_K and Q6_K meet the Q8_K row itself. All come from the row formats of
 // activation_format.h, so the quants are the ones the row kernels see.
 //
 // Per (row, token) the sums are:
