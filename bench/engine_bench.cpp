@@ -9,18 +9,17 @@
 // With --tiled-cache, the first open tiles into a cache file in DIR (engine/model/tiled_cache.h)
 // and the second maps it, as every start after the first does.
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "engine/model/kv_block_allocator.h"
 #include "engine/model/model.h"
 #include "engine/model/model_path.h"
+#include "read_bandwidth.h"
 
 namespace {
 
@@ -28,41 +27,6 @@ using clock_type = std::chrono::steady_clock;
 
 double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
-}
-
-// Streaming read bandwidth: `threads` threads each sum their share of a 512 MiB buffer, with
-// software prefetches 4 KiB ahead as the tiled kernels issue them (rep 0 without: on this VM
-// the hardware prefetcher alone reaches 60-85% of it); the best of the reps.
-double read_bandwidth_gbs(int threads) {
-  const size_t n = (size_t{512} << 20) / sizeof(uint64_t);
-  std::vector<uint64_t> buf(n, 1);
-  constexpr size_t kAhead = 4096 / sizeof(uint64_t);
-  double best = 0;
-  for (int rep = 0; rep < 4; ++rep) {
-    const bool prefetch = rep > 0;
-    std::atomic<uint64_t> total{0};
-    const auto t0 = clock_type::now();
-    std::vector<std::thread> pool;
-    for (int t = 0; t < threads; ++t) {
-      pool.emplace_back([&, t] {
-        const size_t lo = n * t / threads, hi = n * (t + 1) / threads;
-        uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-        for (size_t i = lo; i + 4 <= hi; i += 4) {
-          if (prefetch && i % 8 == 0) __builtin_prefetch(buf.data() + i + kAhead, 0, 2);
-          s0 += buf[i];
-          s1 += buf[i + 1];
-          s2 += buf[i + 2];
-          s3 += buf[i + 3];
-        }
-        total += s0 + s1 + s2 + s3;
-      });
-    }
-    for (auto& th : pool) th.join();
-    const double s = seconds_since(t0);
-    if (total.load() == 0) std::abort();
-    best = std::max(best, static_cast<double>(n * sizeof(uint64_t)) / s / 1e9);
-  }
-  return best;
 }
 
 const char* origin_name(tandem::tiled_origin o) {
@@ -183,7 +147,7 @@ int main(int argc, char** argv) {
     if (t.name == "token_embd.weight" && !c.tied_output) continue;
     bytes += t.nbytes;
   }
-  const double bw = read_bandwidth_gbs(m->pool().size());
+  const double bw = tandem::bench::read_bandwidth_gbs(m->pool().size());
   std::printf(
       "{\"engine\": \"tandem\", \"kernels\": \"%s\", \"tiled\": %s, \"threads\": %d, \"pp\": %d, \"pp_tok_s\": %.2f, "
       "\"tg\": %d, \"tg_tok_s\": %.2f, \"weight_bytes_per_token\": %zu, \"read_gb_s\": %.2f, "

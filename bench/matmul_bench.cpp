@@ -1,0 +1,145 @@
+// What bounds a one-token decode step's matmuls, per tiled weight type: the kernel or memory.
+//
+//   in cache  one matrix of 4096 columns and 128 rows per thread (each thread's share stays
+//             in its L2), multiplied over and over: the kernel's own rate;
+//   streamed  4096 x 4096 matrices, 384 MiB or more in all (well past the last-level cache),
+//             multiplied one after another as a decode step walks the layers: what the
+//             kernel reaches when the weights come from memory;
+//   read      the streaming read bandwidth probe (read_bandwidth.h), taken right after.
+//
+// Rates are weight bytes read per second (the tiled bytes), medians of 7 timed batches.
+// Streamed near read: memory bound, a faster kernel cannot help. In cache near streamed: the
+// kernel is the bound. Prints a Markdown table.
+//
+//   matmul_bench [--threads T] [--types q4_0,q8_0,q4_k,q6_k]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/gguf/quantize.h"
+#include "engine/gguf/tensor_type.h"
+#include "engine/kernels/dot_kernels.h"
+#include "engine/kernels/matmul.h"
+#include "engine/kernels/tiled_weights.h"
+#include "engine/platform/thread_pool.h"
+#include "engine/platform/zeroed_pages.h"
+#include "read_bandwidth.h"
+
+namespace {
+
+using namespace tandem;
+using namespace tandem::kernels;
+using clock_type = std::chrono::steady_clock;
+
+constexpr int64_t kCols = 4096;
+
+// A tiled matrix in its own huge-page memory, as the model keeps them.
+struct tiled_matrix {
+  zeroed_pages memory;
+  weight_view view;
+};
+
+// rows x kCols random normal weights quantized to `type`, tiled `copies` times.
+std::vector<tiled_matrix> make_matrices(tensor_type type, int64_t rows, int copies, std::vector<std::byte>& raw) {
+  raw.assign(row_bytes(type, kCols) * rows, std::byte{0});
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.f, 0.02f);
+  std::vector<float> row(kCols);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (auto& v : row) v = normal(rng);
+    quantize_row(type, row.data(), kCols, raw.data() + r * row_bytes(type, kCols));
+  }
+  const weight_view plain(type, kCols, rows, raw.data());
+  std::vector<tiled_matrix> out;
+  for (int i = 0; i < copies; ++i) {
+    tiled_matrix m{zeroed_pages(tiled_bytes(plain)), plain};
+    if (i == 0) {
+      tile_weight(plain, m.memory.as<std::byte>(), 0, rows / 16);
+    } else {
+      std::memcpy(m.memory.data(), out[0].memory.data(), m.memory.bytes());
+    }
+    m.view.tiled = m.memory.as<std::byte>();
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Median GB/s over 7 batches, each `calls` passes over `ms` (a batch: every matrix once per pass).
+double rate_gbs(const std::vector<tiled_matrix>& ms, int passes, const float* x, float* y, thread_pool& pool,
+                matmul_scratch& scratch) {
+  size_t bytes = 0;
+  for (const auto& m : ms) bytes += m.memory.bytes();
+  auto pass = [&] {
+    for (const auto& m : ms) matmul(m.view, x, kCols, 1, y, m.view.rows, pool, scratch);
+  };
+  pass();  // warm: caches, the pool's threads, the scratch buffers
+  std::vector<double> rates;
+  for (int batch = 0; batch < 7; ++batch) {
+    const auto t0 = clock_type::now();
+    for (int p = 0; p < passes; ++p) pass();
+    const double s = std::chrono::duration<double>(clock_type::now() - t0).count();
+    rates.push_back(static_cast<double>(bytes) * passes / s / 1e9);
+  }
+  return median(rates);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 1;
+  std::string types = "q4_0,q8_0,q4_k,q6_k";
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--threads") {
+      threads = std::atoi(argv[i + 1]);
+    } else if (a == "--types") {
+      types = argv[i + 1];
+    } else {
+      std::fprintf(stderr, "usage: matmul_bench [--threads T] [--types q4_0,q8_0,q4_k,q6_k]\n");
+      return 2;
+    }
+  }
+  thread_pool pool(threads);
+  matmul_scratch scratch;
+  std::vector<float> x(kCols), y(kCols);
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  for (auto& v : x) v = normal(rng);
+
+  const std::string isa(best_dot_kernels().isa);
+  std::printf("kernels: %s, threads: %d, one-token steps, %lld columns\n\n", isa.c_str(), pool.size(),
+              static_cast<long long>(kCols));
+  std::printf("| type | bits/weight | in cache GB/s | streamed GB/s | read GB/s | streamed / read |\n");
+  std::printf("|---|---:|---:|---:|---:|---:|\n");
+  std::stringstream list(types);
+  for (std::string name; std::getline(list, name, ',');) {
+    const auto type = parse_tensor_type(name);
+    std::vector<std::byte> raw;
+    if (!type || !tileable(weight_view(*type, kCols, 16, nullptr))) {
+      std::fprintf(stderr, "matmul_bench: %s has no tiled kernel\n", name.c_str());
+      return 2;
+    }
+    const auto small = make_matrices(*type, 128 * pool.size(), 1, raw);
+    const double in_cache = rate_gbs(small, 200, x.data(), y.data(), pool, scratch);
+    const size_t one = tiled_bytes(weight_view(*type, kCols, kCols, nullptr));
+    const int copies = static_cast<int>((size_t{384} << 20) / one + 1);
+    const auto big = make_matrices(*type, kCols, copies, raw);
+    const double streamed = rate_gbs(big, 1, x.data(), y.data(), pool, scratch);
+    const double read = bench::read_bandwidth_gbs(pool.size());
+    std::printf("| %s | %.2f | %.1f | %.1f | %.1f | %.0f%% |\n", ggml_type_name(static_cast<uint32_t>(*type)).c_str(),
+                8.0 * static_cast<double>(one) / (kCols * kCols), in_cache, streamed, read, 100 * streamed / read);
+    std::fflush(stdout);
+  }
+  return 0;
+}
