@@ -87,6 +87,7 @@ bench: build model
 	$(BUILD_DIR)/bin/vector_pipe_bench
 	python3 bench/run_sampler_bench.py --build $(BUILD_DIR)
 	$(BUILD_DIR)/bin/kv_attention_bench
+	$(BUILD_DIR)/bin/matmul_bench --threads 1
 	$(BUILD_DIR)/bin/runtime_bench default 64 0 kv-dtype
 	python3 bench/run_grammar_bench.py --build $(BUILD_DIR)
 	python3 bench/grammar_serve_bench.py --build $(BUILD_DIR)

@@ -216,25 +216,37 @@ def main():
     if a.out and results:
         write_section(text, BEGIN, END, a.out)
     if a.plot and results:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        fig, ax = plt.subplots(figsize=(9, 4.5))
-        xs = range(len(results))
-        ax.bar([x - 0.2 for x in xs], [ratio(r, "pp") for r in results], 0.4, label=f"pp{a.pp}")
-        ax.bar([x + 0.2 for x in xs], [ratio(r, "tg") for r in results], 0.4, label=f"tg{a.tg}")
-        for x, r in zip(xs, results):  # the rounds' tg ratios
-            ax.plot([x + 0.2] * len(r.get("tg_ratios", [])), r.get("tg_ratios", []), "k.", ms=3)
-        ax.axhline(1.0, color="gray", lw=0.8)
-        ax.axhline(1.2, color="green", lw=0.8, ls="--", label="target 1.2x")
-        ax.set_xticks(list(xs))
-        ax.set_xticklabels([r["label"].replace(" shape", "\nshape") + f"\n{r['threads']}t" for r in results], fontsize=7,
-                           rotation=20)
-        ax.set_ylabel("Tandem / llama.cpp (tok/s)")
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        os.makedirs(os.path.dirname(a.plot), exist_ok=True)
-        fig.savefig(a.plot, dpi=110)
+        plot(results, a.plot, a.pp, a.tg)
+
+
+def plot(results, path, pp, tg):
+    """Bars of the pp and tg ratios per row, the rounds' tg ratios as dots, the 1.2x target."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    def ratio(r, key):  # rows of earlier runs kept only the medians
+        return r.get(key + "_ratio", r["t_" + key] / r["l_" + key])
+
+    def short(r):
+        name = r["label"].replace("SmolLM2-135M", "SmolLM2").replace("Llama-3.2-1B shape", "1B shape")
+        return name.replace("Llama-3-8B shape", "8B shape") + f", {r['threads']}t"
+
+    fig, ax = plt.subplots(figsize=(11, 5))
+    xs = range(len(results))
+    ax.bar([x - 0.2 for x in xs], [ratio(r, "pp") for r in results], 0.4, label=f"pp{pp}")
+    ax.bar([x + 0.2 for x in xs], [ratio(r, "tg") for r in results], 0.4, label=f"tg{tg}")
+    for x, r in zip(xs, results):  # the rounds' tg ratios
+        ax.plot([x + 0.2] * len(r.get("tg_ratios", [])), r.get("tg_ratios", []), "k.", ms=3)
+    ax.axhline(1.0, color="gray", lw=0.8)
+    ax.axhline(1.2, color="green", lw=0.8, ls="--", label="target 1.2x")
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels([short(r) for r in results], fontsize=8, rotation=45, ha="right")
+    ax.set_ylabel("Tandem / llama.cpp (tok/s)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fig.savefig(path, dpi=110)
 
 
 if __name__ == "__main__":
