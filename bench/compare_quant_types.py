@@ -163,9 +163,6 @@ def main():
         with open(saved, "w") as f:
             json.dump(results, f, indent=1)
 
-    def ratio(r, key):  # rows of earlier runs kept only the medians
-        return r.get(key + "_ratio", r["t_" + key] / r["l_" + key])
-
     def spread(r):
         v = r.get("tg_ratios", [])
         return f" ({min(v):.2f}-{max(v):.2f})" if len(v) > 1 else ""
@@ -219,14 +216,16 @@ def main():
         plot(results, a.plot, a.pp, a.tg)
 
 
+def ratio(r, key):
+    """A row's Tandem / llama.cpp ratio for pp or tg (rows of earlier runs kept only the medians)."""
+    return r.get(key + "_ratio", r["t_" + key] / r["l_" + key])
+
+
 def plot(results, path, pp, tg):
     """Bars of the pp and tg ratios per row, the rounds' tg ratios as dots, the 1.2x target."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    def ratio(r, key):  # rows of earlier runs kept only the medians
-        return r.get(key + "_ratio", r["t_" + key] / r["l_" + key])
 
     def short(r):
         name = r["label"].replace("SmolLM2-135M", "SmolLM2").replace("Llama-3.2-1B shape", "1B shape")

@@ -12,7 +12,6 @@
 // model: the lower, the more a draft (or another stream in the batch) saves.
 #pragma once
 
-#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -21,15 +20,9 @@
 #include "engine/model/kv_block_allocator.h"
 #include "engine/model/model.h"
 #include "engine/model/model_path.h"
+#include "median.h"
 
 namespace tandem::bench {
-
-// The middle value (the upper one of an even count); 0 for none.
-inline double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 class compute_probe {
  public:

@@ -12,7 +12,6 @@
 // kernel is the bound. Prints a Markdown table.
 //
 //   matmul_bench [--threads T] [--types q4_0,q8_0,q4_k,q6_k]
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -29,6 +28,7 @@
 #include "engine/kernels/tiled_weights.h"
 #include "engine/platform/thread_pool.h"
 #include "engine/platform/zeroed_pages.h"
+#include "median.h"
 #include "read_bandwidth.h"
 
 namespace {
@@ -45,9 +45,15 @@ struct tiled_matrix {
   weight_view view;
 };
 
+// Copies of one matrix; their views' `data` points into `quantized` (moving the set keeps it valid).
+struct matrix_set {
+  std::vector<std::byte> quantized;
+  std::vector<tiled_matrix> tiled;
+};
+
 // rows x kCols random normal weights quantized to `type`, tiled `copies` times.
-std::vector<tiled_matrix> make_matrices(tensor_type type, int64_t rows, int copies, std::vector<std::byte>& raw) {
-  raw.assign(row_bytes(type, kCols) * rows, std::byte{0});
+matrix_set make_matrices(tensor_type type, int64_t rows, int copies) {
+  std::vector<std::byte> raw(row_bytes(type, kCols) * rows);
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.f, 0.02f);
   std::vector<float> row(kCols);
@@ -67,15 +73,10 @@ std::vector<tiled_matrix> make_matrices(tensor_type type, int64_t rows, int copi
     m.view.tiled = m.memory.as<std::byte>();
     out.push_back(std::move(m));
   }
-  return out;
+  return {std::move(raw), std::move(out)};
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// Median GB/s over 7 batches, each `calls` passes over `ms` (a batch: every matrix once per pass).
+// Median GB/s over 7 batches of `passes` passes, each pass multiplying by every matrix once.
 double rate_gbs(const std::vector<tiled_matrix>& ms, int passes, const float* x, float* y, thread_pool& pool,
                 matmul_scratch& scratch) {
   size_t bytes = 0;
@@ -91,7 +92,7 @@ double rate_gbs(const std::vector<tiled_matrix>& ms, int passes, const float* x,
     const double s = std::chrono::duration<double>(clock_type::now() - t0).count();
     rates.push_back(static_cast<double>(bytes) * passes / s / 1e9);
   }
-  return median(rates);
+  return bench::median(rates);
 }
 
 }  // namespace
@@ -99,11 +100,11 @@ double rate_gbs(const std::vector<tiled_matrix>& ms, int passes, const float* x,
 int main(int argc, char** argv) {
   int threads = 1;
   std::string types = "q4_0,q8_0,q4_k,q6_k";
-  for (int i = 1; i + 1 < argc; i += 2) {
+  for (int i = 1; i < argc; i += 2) {
     const std::string a = argv[i];
-    if (a == "--threads") {
+    if (i + 1 < argc && a == "--threads") {
       threads = std::atoi(argv[i + 1]);
-    } else if (a == "--types") {
+    } else if (i + 1 < argc && a == "--types") {
       types = argv[i + 1];
     } else {
       std::fprintf(stderr, "usage: matmul_bench [--threads T] [--types q4_0,q8_0,q4_k,q6_k]\n");
@@ -125,17 +126,16 @@ int main(int argc, char** argv) {
   std::stringstream list(types);
   for (std::string name; std::getline(list, name, ',');) {
     const auto type = parse_tensor_type(name);
-    std::vector<std::byte> raw;
     if (!type || !tileable(weight_view(*type, kCols, 16, nullptr))) {
       std::fprintf(stderr, "matmul_bench: %s has no tiled kernel\n", name.c_str());
       return 2;
     }
-    const auto small = make_matrices(*type, 128 * pool.size(), 1, raw);
-    const double in_cache = rate_gbs(small, 200, x.data(), y.data(), pool, scratch);
+    const matrix_set small = make_matrices(*type, 128 * pool.size(), 1);
+    const double in_cache = rate_gbs(small.tiled, 200, x.data(), y.data(), pool, scratch);
     const size_t one = tiled_bytes(weight_view(*type, kCols, kCols, nullptr));
     const int copies = static_cast<int>((size_t{384} << 20) / one + 1);
-    const auto big = make_matrices(*type, kCols, copies, raw);
-    const double streamed = rate_gbs(big, 1, x.data(), y.data(), pool, scratch);
+    const matrix_set big = make_matrices(*type, kCols, copies);
+    const double streamed = rate_gbs(big.tiled, 1, x.data(), y.data(), pool, scratch);
     const double read = bench::read_bandwidth_gbs(pool.size());
     std::printf("| %s | %.2f | %.1f | %.1f | %.1f | %.0f%% |\n", ggml_type_name(static_cast<uint32_t>(*type)).c_str(),
                 8.0 * static_cast<double>(one) / (kCols * kCols), in_cache, streamed, read, 100 * streamed / read);
