@@ -565,25 +565,20 @@ inline __m512i tile_block_isum(const __m512i* w, const int8_t* a, __m512i init) 
   return _mm512_add_epi32(s0, s1);
 }
 
-// The records ahead of the kernel's reads into L2 (prefetcht1), spread over its block
+// The next tile into L2 (prefetcht1) while the kernel reads this one, spread over its block
 // iterations so that only a few lines are in flight at once and the compute runs while they
 // arrive (asking for a whole tile at once stalls the core until the miss queue drains).
 //
 //   tile:       [ this tile ........................ | next tile ...................... ]
-//   window:            [ lead ahead of this tile's start, `bytes` long ]
+//   asked for:                                       [ a step's lines, then the next ... ]
 //
-// With lead = the tile's bytes (the default) the window is the whole next tile, which suits
-// steps that read this tile several times (token groups). A one-pass step of a type whose
-// records the hardware prefetcher follows poorly does better with a short lead: the window
-// then runs a fixed distance ahead of the reads.
+// A null `next` asks for nothing (the last tile, and steps the hardware prefetcher serves).
 class tile_prefetch {
  public:
-  // Asks for `bytes` from `next` - bytes + lead (none if next is null) in `iterations` equal steps.
-  tile_prefetch(const std::byte* next, size_t bytes, int64_t iterations, size_t lead)
-      : at_(next == nullptr ? nullptr : next - bytes + lead),
-        end_(next == nullptr ? nullptr : at_ + bytes),
+  tile_prefetch(const std::byte* next, size_t bytes, int64_t iterations)
+      : at_(next),
+        end_(next == nullptr ? nullptr : next + bytes),
         lines_per_step_(next == nullptr ? 0 : ((bytes + 63) / 64 + iterations - 1) / iterations) {}
-  tile_prefetch(const std::byte* next, size_t bytes, int64_t iterations) : tile_prefetch(next, bytes, iterations, bytes) {}
   void step() {
     for (size_t i = 0; i < lines_per_step_ && at_ < end_; ++i, at_ += 64) __builtin_prefetch(at_, 0, 2);
   }
@@ -764,32 +759,31 @@ void tiled_q8_0_n(int64_t nb, const std::byte* tile, const std::byte* acts, size
                   int64_t y_stride, const std::byte* next_tile) {
   const std::byte* a[N];
   for (int t = 0; t < N; ++t) a[t] = acts + t * act_stride;
-  tile_prefetch prefetch(next_tile, static_cast<size_t>(nb) * kTiledQ8_0RecordBytes, nb * ((N + 1) / 2));
+  // One pass (N <= 2) leaves the stream to the hardware prefetcher, as tiled_token_groups does.
+  tile_prefetch prefetch(N <= 2 ? nullptr : next_tile, static_cast<size_t>(nb) * kTiledQ8_0RecordBytes,
+                         nb * ((N + 1) / 2));
   int t = 0;
   for (; t + 2 <= N; t += 2) tiled_q8_0_tokens<2>(nb, tile, a + t, y + t * y_stride, y_stride, prefetch);
   if (t < N) tiled_q8_0_tokens<1>(nb, tile, a + t, y + t * y_stride, y_stride, prefetch);
 }
 
-// Q4_0 and Q4_K one-pass steps (one token group: 1, 2 or 4 tokens) stream 10-20% faster on
-// a Zen 4 with the prefetch 4 KiB ahead of the reads than with the whole next tile (bench/matmul_bench, streamed column);
-// Q8_0 and Q6_K do not, and Q6_K, whose records are read out of order, needs the tile ahead.
-constexpr size_t kOnePassLead = 4096;
-
 // N tokens of a tile in groups that share each unpacked piece: kernel<G>(tokens t..t+G) for
-// G = 4, 2, 1, each token's activation row seen as Act. Each kernel steps the prefetch `steps`
-// times per record (once per piece it unpacks), so a 2-3 KB K-quant record does not ask for
-// its share of the next tile in one burst. one_pass_lead: how far ahead of the reads the
-// prefetch runs when the step reads the tile once (one group), 0 for a whole tile.
+// G = 4, 2, 1, each token's activation row seen as Act. A step of one group reads the tile
+// once, forward (these types' records are laid out in reading order, tiled_layout.h), and
+// asks for no software prefetch: on a Zen 4 core the hardware prefetcher streams such reads
+// 15-25% faster than prefetcht1 4 KiB or a tile ahead does (bench/matmul_bench, streamed;
+// Q8_0 likewise, while Q5_0 and Q4_1 measured the other way and keep theirs). A step of more
+// groups reads the tile again per group and asks for the next tile while it computes:
+// `steps` times per record (once per piece each kernel unpacks), so a 2-3 KB K-quant record
+// does not ask for its share in one burst.
 template <int N, class Act, class Kernel>
 void tiled_token_groups(int64_t nb, const std::byte* acts, size_t act_stride, float* y, int64_t y_stride,
-                        const std::byte* next_tile, size_t record_bytes, int steps, size_t one_pass_lead,
-                        const Kernel& kernel) {
+                        const std::byte* next_tile, size_t record_bytes, int steps, const Kernel& kernel) {
   const Act* a[N];
   for (int t = 0; t < N; ++t) a[t] = reinterpret_cast<const Act*>(acts + t * act_stride);
   constexpr int groups = N / 4 + (N % 4) / 2 + N % 2;
-  const size_t tile_bytes = static_cast<size_t>(nb) * record_bytes;
-  tile_prefetch prefetch(next_tile, tile_bytes, nb * groups * steps,
-                         groups == 1 && one_pass_lead > 0 ? std::min(one_pass_lead, tile_bytes) : tile_bytes);
+  tile_prefetch prefetch(groups == 1 ? nullptr : next_tile, static_cast<size_t>(nb) * record_bytes,
+                         nb * groups * steps);
   int t = 0;
   for (; t + 4 <= N; t += 4) kernel(std::integral_constant<int, 4>{}, a + t, y + t * y_stride, prefetch);
   if (t + 2 <= N) {
@@ -845,7 +839,7 @@ void tiled_q4_0_tokens(int64_t nb, const std::byte* tile, const std::byte* const
 template <int N>
 void tiled_q4_0_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
                   int64_t y_stride, const std::byte* next_tile) {
-  tiled_token_groups<N, std::byte>(nb, acts, act_stride, y, y_stride, next_tile, kTiledQ4_0RecordBytes, 1, kOnePassLead,
+  tiled_token_groups<N, std::byte>(nb, acts, act_stride, y, y_stride, next_tile, kTiledQ4_0RecordBytes, 1,
                                    [&](auto g, const std::byte* const* a, float* yt, tile_prefetch& prefetch) {
                                      tiled_q4_0_tokens<decltype(g)::value>(nb, tile, a, yt, y_stride, prefetch);
                                    });
@@ -955,18 +949,19 @@ struct q4_k_pair {
 };
 
 inline void unpack_q4_k_pair(const std::byte* rec, int p, q4_k_pair& w) {
+  const std::byte* pair = rec + kTiledQ4_KFirstPairAt + p * kTiledQ4_KPairBytes;
   const __m512i low = _mm512_set1_epi8(0x0F), high = _mm512_set1_epi8(static_cast<char>(0xF0));
   for (int l = 0; l < 8; ++l) {
-    const __m512i packed = _mm512_loadu_si512(rec + (p * 8 + l) * 64);
+    const __m512i packed = _mm512_loadu_si512(pair + kTiledQ4_KPairQsAt + l * 64);
     w.lo[l] = _mm512_and_si512(packed, low);
     w.hi16[l] = _mm512_and_si512(packed, high);
   }
   auto bytes16 = [&](size_t at) {
-    return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + at)));
+    return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pair + at)));
   };
-  w.sc_lo = bytes16(kTiledQ4_KScalesAt + 32 * p);
-  w.sc_hi = bytes16(kTiledQ4_KScalesAt + 32 * p + 16);
-  w.mins = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + kTiledQ4_KMinsAt + 32 * p)));
+  w.sc_lo = bytes16(kTiledQ4_KPairScalesAt);
+  w.sc_hi = bytes16(kTiledQ4_KPairScalesAt + 16);
+  w.mins = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair + kTiledQ4_KPairMinsAt)));
 }
 
 // A token's exact integer sum over the pair: sc_lo * (lo . q[0, 32)) + sc_hi * (hi . q[32, 64)).
@@ -1045,15 +1040,15 @@ inline void unpack_q6_k_chunk(const std::byte* rec, q6_k_chunk& k) {
   constexpr int g = c / 4, j = c % 4, p = c / 2;
   const __m512i low = _mm512_set1_epi8(0x0F), two_bits = _mm512_set1_epi8(static_cast<char>(3 << (2 * j)));
   for (int l = 0; l < 8; ++l) {
-    const __m512i nib = _mm512_loadu_si512(rec + (p * 8 + l) * 64);
+    const __m512i nib = _mm512_loadu_si512(rec + kTiledQ6_KLow.at[p * 8 + l]);
     const __m512i lo4 = c % 2 == 0 ? _mm512_and_si512(nib, low) : _mm512_and_si512(_mm512_srli_epi16(nib, 4), low);
     // The chunk's two bits (2j, 2j + 1 of each byte) moved to bits 4 and 5 of the same byte.
-    const __m512i hi = _mm512_and_si512(_mm512_loadu_si512(rec + kTiledQ6_KHighAt + (g * 8 + l) * 64), two_bits);
+    const __m512i hi = _mm512_and_si512(_mm512_loadu_si512(rec + kTiledQ6_KHigh.at[g * 8 + l]), two_bits);
     const __m512i hi2 = j < 2 ? _mm512_slli_epi16(hi, 4 - 2 * j) : j == 2 ? hi : _mm512_srli_epi16(hi, 2);
     k.w[l] = _mm512_or_si512(lo4, hi2);
   }
   auto scales = [&](int s) {
-    return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + kTiledQ6_KScalesAt + 16 * s)));
+    return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + kTiledQ6_KScales.at[s])));
   };
   k.sc_a = scales(2 * c);
   k.sc_b = scales(2 * c + 1);
@@ -1155,7 +1150,7 @@ void tiled_q6_k_tokens(int64_t nb, const std::byte* tile, const block_q8_k* cons
 template <int N, bool kLarge>
 void tiled_q4_k_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
                   int64_t y_stride, const std::byte* next_tile) {
-  tiled_token_groups<N, block_q8_k>(nb, acts, act_stride, y, y_stride, next_tile, kTiledQ4_KRecordBytes, 4, kOnePassLead,
+  tiled_token_groups<N, block_q8_k>(nb, acts, act_stride, y, y_stride, next_tile, kTiledQ4_KRecordBytes, 4,
                                     [&](auto g, const block_q8_k* const* a, float* yt, tile_prefetch& prefetch) {
                                       tiled_q4_k_tokens<decltype(g)::value, kLarge>(nb, tile, a, yt, y_stride,
                                                                                     prefetch);
@@ -1175,7 +1170,7 @@ void tiled_q4_k_large_n(int64_t nb, const std::byte* tile, const std::byte* acts
 template <int N>
 void tiled_q6_k_small_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
                         int64_t y_stride, const std::byte* next_tile) {
-  tiled_token_groups<N, block_q8_k>(nb, acts, act_stride, y, y_stride, next_tile, kTiledQ6_KRecordBytes, 8, 0,
+  tiled_token_groups<N, block_q8_k>(nb, acts, act_stride, y, y_stride, next_tile, kTiledQ6_KRecordBytes, 8,
                                     [&](auto g, const block_q8_k* const* a, float* yt, tile_prefetch& prefetch) {
                                       // two tokens' 16 lane sums and 16 accumulators already fill the registers
                                       if constexpr (decltype(g)::value == 4) {
@@ -1189,7 +1184,7 @@ void tiled_q6_k_small_n(int64_t nb, const std::byte* tile, const std::byte* acts
 template <int N>
 void tiled_q6_k_large_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
                         int64_t y_stride, const std::byte* next_tile) {
-  tiled_token_groups<N, block_q8_k>(nb, acts, act_stride, y, y_stride, next_tile, kTiledQ6_KRecordBytes, 8, 0,
+  tiled_token_groups<N, block_q8_k>(nb, acts, act_stride, y, y_stride, next_tile, kTiledQ6_KRecordBytes, 8,
                                     [&](auto g, const block_q8_k* const* a, float* yt, tile_prefetch& prefetch) {
                                       tiled_q6_k_tokens_large<decltype(g)::value>(nb, tile, a, yt, y_stride, prefetch);
                                     });
@@ -1247,8 +1242,7 @@ void quantize_q8_k(const float* x, void* dst, int64_t k) {
     }
     int first = 0;
     for (int j = 0; j < kSuperBlock; j += 16) {
-      const __mmask16 at = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(x + j)), _mm512_set1_ps(amax),
-                                              _CMP_EQ_OQ);
+      const __mmask16 at = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(x + j)), _mm512_set1_ps(amax), _CMP_EQ_OQ);
       if (at != 0) {
         first = j + __builtin_ctz(at);
         break;
@@ -1258,10 +1252,10 @@ void quantize_q8_k(const float* x, void* dst, int64_t k) {
     const __m512 scale = _mm512_set1_ps(iscale), magic = _mm512_set1_ps(12582912.0f);
     for (int g = 0; g < 16; ++g) {
       const __m512 shifted = _mm512_add_ps(_mm512_mul_ps(scale, _mm512_loadu_ps(x + 16 * g)), magic);
-      const __m512i q = _mm512_min_epi32(_mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(shifted),
-                                                                           _mm512_set1_epi32(0x007fffff)),
-                                                          _mm512_set1_epi32(0x00400000)),
-                                         _mm512_set1_epi32(127));
+      const __m512i q = _mm512_min_epi32(
+          _mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(shifted), _mm512_set1_epi32(0x007fffff)),
+                           _mm512_set1_epi32(0x00400000)),
+          _mm512_set1_epi32(127));
       const __m128i q8 = _mm512_cvtepi32_epi8(q);
       _mm_storeu_si128(reinterpret_cast<__m128i*>(y[b].qs + 16 * g), q8);
       y[b].bsums[g] = static_cast<int16_t>(_mm512_reduce_add_epi32(_mm512_cvtepi8_epi32(q8)));

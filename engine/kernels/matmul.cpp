@@ -122,9 +122,9 @@ void tiled_matmul(std::span<const matmul_output> outputs, tiled_fn kernel, const
       for (int64_t g = 0; g < n_tok; g += kTiledMaxTokens) {
         const int n = static_cast<int>(std::min<int64_t>(kTiledMaxTokens, n_tok - g));
         for (int64_t tile = b0; tile < b1; ++tile) {
-          // The first token group brings the tiles in: each asks for the one after it, a few
-          // lines per block while it computes (tile_prefetch), for any token count; the
-          // hardware prefetcher alone streams one token's weights well below the read bandwidth.
+          // The first token group brings the tiles in: each is offered the one after it, which
+          // the kernel asks for a few lines per block while it computes (tile_prefetch) or,
+          // where a one-pass step reads its records in order, leaves to the hardware prefetcher.
           const std::byte* next =
               g == 0 && tile + 1 < n_tiles ? o.w.tiled + static_cast<size_t>(tile + 1) * tile_bytes : nullptr;
           kernel(nb, o.w.tiled + static_cast<size_t>(tile) * tile_bytes, acts + static_cast<size_t>(g) * act_stride,

@@ -37,20 +37,24 @@ void scatter_dwords(const uint8_t* src, int n, uint8_t* rec, size_t at, int64_t 
   for (int k = 0; k < n; ++k) store_u32(rec + at + (static_cast<size_t>(k) * 16 + r) * 4, load_u32(src + 4 * k));
 }
 
-// Q4_K: one super-block of row r into a tiled record. The record's nibble pair (p, l, i)
-// (element 64p + 4l + i low, 64p + 32 + 4l + i high) is exactly byte 32p + 4l + i of qs,
-// so the quants move as they are; the 6-bit scales and mins are unpacked to bytes, a pair's
-// two mins side by side per row (one widening load gives the kernel its 16-bit pairs).
+// Q4_K: one super-block of row r into a tiled record (tiled_layout.h). The record's nibble
+// pair (p, l, i) (element 64p + 4l + i low, 64p + 32 + 4l + i high) is exactly byte
+// 32p + 4l + i of qs, so the quants move as they are; the 6-bit scales and mins are unpacked
+// to bytes, a pair's two mins side by side per row (one widening load gives the kernel its
+// 16-bit pairs).
 void tile_q4_k(const block_q4_k& blk, int64_t r, uint8_t* rec) {
-  scatter_dwords(blk.qs, 32, rec, 0, r);
-  for (int s = 0; s < 8; ++s) {
-    int sc, m;
-    k4_scale_min(s, blk.scales, sc, m);
-    rec[kTiledQ4_KScalesAt + s * 16 + r] = static_cast<uint8_t>(sc);
-    rec[kTiledQ4_KMinsAt + (s / 2) * 32 + r * 2 + s % 2] = static_cast<uint8_t>(m);
-  }
   std::memcpy(rec + kTiledQ4_KDAt + r * 2, &blk.d, 2);
   std::memcpy(rec + kTiledQ4_KDminAt + r * 2, &blk.dmin, 2);
+  for (int p = 0; p < 4; ++p) {
+    uint8_t* pair = rec + kTiledQ4_KFirstPairAt + p * kTiledQ4_KPairBytes;
+    scatter_dwords(blk.qs + 32 * p, 8, pair, kTiledQ4_KPairQsAt, r);
+    for (int s = 2 * p; s < 2 * p + 2; ++s) {
+      int sc, m;
+      k4_scale_min(s, blk.scales, sc, m);
+      pair[kTiledQ4_KPairScalesAt + (s % 2) * 16 + r] = static_cast<uint8_t>(sc);
+      pair[kTiledQ4_KPairMinsAt + r * 2 + s % 2] = static_cast<uint8_t>(m);
+    }
+  }
 }
 
 // Q6_K: one super-block of row r into a tiled record. Element e = 128h + 32s + x (x < 32)
@@ -69,11 +73,14 @@ void tile_q6_k(const block_q6_k& blk, int64_t r, uint8_t* rec) {
       const uint32_t a = load_u32(ql + 4 * l);
       const uint32_t b = load_u32(ql + 32 + 4 * l);
       const uint32_t v = p % 2 == 0 ? (a & kLow) | (b & kLow) << 4 : (a >> 4 & kLow) | (b & ~kLow);
-      store_u32(rec + (static_cast<size_t>(p * 8 + l) * 16 + r) * 4, v);
+      store_u32(rec + kTiledQ6_KLow.at[8 * p + l] + r * 4, v);
     }
   }
-  scatter_dwords(blk.qh, 16, rec, kTiledQ6_KHighAt, r);
-  for (int s = 0; s < 16; ++s) rec[kTiledQ6_KScalesAt + s * 16 + r] = static_cast<uint8_t>(blk.scales[s]);
+  for (int g = 0; g < 2; ++g) {
+    for (int l = 0; l < 8; ++l)
+      store_u32(rec + kTiledQ6_KHigh.at[8 * g + l] + r * 4, load_u32(blk.qh + 32 * g + 4 * l));
+  }
+  for (int s = 0; s < 16; ++s) rec[kTiledQ6_KScales.at[s] + r] = static_cast<uint8_t>(blk.scales[s]);
   std::memcpy(rec + kTiledQ6_KDAt + r * 2, &blk.d, 2);
 }
 
