@@ -754,21 +754,16 @@ void tiled_q8_0_tokens(int64_t nb, const std::byte* tile, const std::byte* const
   }
 }
 
-// Q8_0 tiles from this size up (4096-wide rows: 70 KB) stream faster without software prefetch;
-// 35 KB ones (2048-wide) 20% slower.
-constexpr size_t kLongTileBytes = 64 << 10;
-
 template <int N>
 void tiled_q8_0_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
                   int64_t y_stride, const std::byte* next_tile) {
   const std::byte* a[N];
   for (int t = 0; t < N; ++t) a[t] = acts + t * act_stride;
-  // One pass (N <= 2) over a long tile leaves the stream to the hardware prefetcher, as
-  // tiled_token_groups does; over short tiles (576-, 1536- and 2048-wide rows: 10, 26 and
-  // 35 KB) its ramp-up at every task's first tile costs more, and the next tile is asked for.
+  // Unlike Q4_0 and the K-quants, Q8_0 asks for the next tile even in one pass: one-thread
+  // decode on a Zen 4 core measured faster so on every shape, tiles of 10 KB to 244 KB (8B
+  // shape 15-20%, 1B 20%, SmolLM2 7%; docs/cpu_engine.md, "Prefetch").
   const size_t tile_bytes = static_cast<size_t>(nb) * kTiledQ8_0RecordBytes;
-  const bool hardware_streams = N <= 2 && tile_bytes >= kLongTileBytes;
-  tile_prefetch prefetch(hardware_streams ? nullptr : next_tile, tile_bytes, nb * ((N + 1) / 2));
+  tile_prefetch prefetch(next_tile, tile_bytes, nb * ((N + 1) / 2));
   int t = 0;
   for (; t + 2 <= N; t += 2) tiled_q8_0_tokens<2>(nb, tile, a + t, y + t * y_stride, y_stride, prefetch);
   if (t < N) tiled_q8_0_tokens<1>(nb, tile, a + t, y + t * y_stride, y_stride, prefetch);
@@ -779,7 +774,7 @@ void tiled_q8_0_n(int64_t nb, const std::byte* tile, const std::byte* acts, size
 // once, forward (these types' records are laid out in reading order, tiled_layout.h), and
 // asks for no software prefetch: on a Zen 4 core the hardware prefetcher streams such reads
 // 15-25% faster than prefetcht1 4 KiB or a tile ahead does (bench/matmul_bench, streamed;
-// Q8_0 likewise, while Q5_0 and Q4_1 measured the other way and keep theirs). A step of more
+// Q8_0, Q5_0 and Q4_1 measured the other way and keep theirs). A step of more
 // groups reads the tile again per group and asks for the next tile while it computes:
 // `steps` times per record (once per piece each kernel unpacks), so a 2-3 KB K-quant record
 // does not ask for its share in one burst.
