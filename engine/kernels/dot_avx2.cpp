@@ -8,6 +8,8 @@
 #include "engine/kernels/blocks.h"
 #include "engine/kernels/dot_kernels.h"
 #include "engine/kernels/fast_exp.h"
+#include "engine/kernels/tiled_dispatch.h"
+#include "engine/kernels/tiled_layout.h"
 
 namespace tandem::kernels {
 namespace {
@@ -118,12 +120,88 @@ void swiglu(int64_t n, float* gate, const float* up) {
   for (; i < n; ++i) gate[i] = fast_silu(gate[i]) * up[i];
 }
 
+// --- Tiled Q4_0 (tiled_layout.h): sixteen rows per record, as two halves of eight -----------
+//
+//   record: qs chunk c (c < 4) = 64 bytes [row 0 .. row 15][4 nibble pairs]   then d [16] f16
+//           half h of a chunk = bytes 32h .. 32h+31 = rows 8h .. 8h+7, one row per 32-bit lane
+//
+// The AVX-512 kernel's order (q4_0_rows, llama.cpp's repacked one): per (row, token) one
+// chain, each block adding float(its exact integer sum of (q - 8) * y) * (dw * da). Without
+// vpdpbusd the products go through maddubs into 16-bit pair sums, which add up exactly across
+// the block's eight groups of four (|sum| <= 8 * 2 * 15 * 127 = 30,480), then one madd
+// widens them: integer sums are the same whatever their order, so the bits are the AVX-512
+// table's. G tokens (1 or 2) share each unpacked chunk.
+template <int G>
+void tiled_q4_0_tokens(int64_t nb, const std::byte* tile, const std::byte* const* a, float* y, int64_t y_stride) {
+  __m256 acc[G][2];
+  for (auto& token : acc) token[0] = token[1] = _mm256_setzero_ps();
+  const __m256i low = _mm256_set1_epi8(0x0F);
+  const __m256i ones = _mm256_set1_epi16(1);
+  const int8_t* qs[G];
+  const float* d[G];
+  const int32_t* correction[G];
+  for (int t = 0; t < G; ++t) {
+    qs[t] = reinterpret_cast<const int8_t*>(a[t]);
+    d[t] = reinterpret_cast<const float*>(a[t] + nb * 32);
+    correction[t] = reinterpret_cast<const int32_t*>(a[t] + nb * 36);
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    const std::byte* rec = tile + b * kTiledQ4_0RecordBytes;
+    for (int h = 0; h < 2; ++h) {
+      __m256i pairs[G];
+      for (auto& p : pairs) p = _mm256_setzero_si256();
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) {
+        const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 64 * c + 32 * h));
+        const __m256i lo = _mm256_and_si256(packed, low);                          // elements 4c..4c+3
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low);  // 16+4c..16+4c+3
+        for (int t = 0; t < G; ++t) {
+          const int8_t* q = qs[t] + b * 32;
+          int32_t ql, qh;
+          std::memcpy(&ql, q + 4 * c, 4);
+          std::memcpy(&qh, q + 16 + 4 * c, 4);
+          pairs[t] = _mm256_add_epi16(pairs[t], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(ql)));
+          pairs[t] = _mm256_add_epi16(pairs[t], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(qh)));
+        }
+      }
+      const __m256 dw = _mm256_cvtph_ps(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + kTiledQ4_0ScalesAt + 16 * h)));
+      for (int t = 0; t < G; ++t) {
+        const __m256i sums = _mm256_add_epi32(_mm256_madd_epi16(pairs[t], ones), _mm256_set1_epi32(correction[t][b]));
+        acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(dw, _mm256_set1_ps(d[t][b])), acc[t][h]);
+      }
+    }
+  }
+  for (int t = 0; t < G; ++t) {
+    _mm256_storeu_ps(y + t * y_stride, acc[t][0]);
+    _mm256_storeu_ps(y + t * y_stride + 8, acc[t][1]);
+  }
+}
+
+// N tokens in pairs, then one: each pass reads the tile forward (the hardware prefetcher
+// streams it; later passes find it in L2).
+template <int N>
+void tiled_q4_0_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
+                  int64_t y_stride, const std::byte* /*next_tile*/) {
+  const std::byte* a[N];
+  for (int t = 0; t < N; ++t) a[t] = acts + t * act_stride;
+  int t = 0;
+  for (; t + 2 <= N; t += 2) tiled_q4_0_tokens<2>(nb, tile, a + t, y + t * y_stride, y_stride);
+  if (t < N) tiled_q4_0_tokens<1>(nb, tile, a + t, y + t * y_stride, y_stride);
+}
+
+TANDEM_TILED_DISPATCH(tiled_q4_0, tiled_q4_0_n)
+
 }  // namespace
 
 const dot_kernels& avx2_dot_kernels() {
-  static const dot_kernels table = with_quant_kernels(
-      dot_kernels{"avx2", dot_q4_0, dot_q4_1, dot_q8_0, dot_f16, dot_bf16, dot_f32, key_scores, weighted_values, sum16,
-                  exp_n, swiglu, nullptr, nullptr, nullptr, quantize_q8, to_f16});
+  static const dot_kernels table = [] {
+    dot_kernels t = with_quant_kernels(dot_kernels{"avx2", dot_q4_0, dot_q4_1, dot_q8_0, dot_f16, dot_bf16, dot_f32,
+                                                   key_scores, weighted_values, sum16, exp_n, swiglu, nullptr,
+                                                   nullptr, nullptr, quantize_q8, to_f16});
+    t.q4_0_tiled = tiled_q4_0;
+    return t;
+  }();
   return table;
 }
 

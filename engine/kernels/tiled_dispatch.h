@@ -1,0 +1,31 @@
+// One tiled_fn (dot_kernels.h) from a kernel template over the step's token count:
+//   TANDEM_TILED_DISPATCH(name, kernel)  defines  name(nb, tile, acts, act_stride, n_tok, ...)
+// calling kernel<n_tok>(nb, tile, acts, act_stride, y, y_stride, next) for n_tok = 1..8.
+// A macro, not a template, so that each kernel file (compiled with its own instruction set)
+// expands it into its own anonymous namespace and no inline definition is shared between them.
+#pragma once
+
+#define TANDEM_TILED_DISPATCH(name, kernel)                                                                   \
+  void name(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, int n_tok, float* y, \
+            int64_t y_stride, const std::byte* next) {                                                        \
+    switch (n_tok) {                                                                                          \
+      case 1:                                                                                                 \
+        return kernel<1>(nb, tile, acts, act_stride, y, y_stride, next);                                      \
+      case 2:                                                                                                 \
+        return kernel<2>(nb, tile, acts, act_stride, y, y_stride, next);                                      \
+      case 3:                                                                                                 \
+        return kernel<3>(nb, tile, acts, act_stride, y, y_stride, next);                                      \
+      case 4:                                                                                                 \
+        return kernel<4>(nb, tile, acts, act_stride, y, y_stride, next);                                      \
+      case 5:                                                                                                 \
+        return kernel<5>(nb, tile, acts, act_stride, y, y_stride, next);                                      \
+      case 6:                                                                                                 \
+        return kernel<6>(nb, tile, acts, act_stride, y, y_stride, next);                                      \
+      case 7:                                                                                                 \
+        return kernel<7>(nb, tile, acts, act_stride, y, y_stride, next);                                      \
+      case 8:                                                                                                 \
+        return kernel<8>(nb, tile, acts, act_stride, y, y_stride, next);                                      \
+      default:                                                                                                \
+        return;                                                                                               \
+    }                                                                                                         \
+  }
