@@ -192,6 +192,102 @@ void tiled_q4_0_n(int64_t nb, const std::byte* tile, const std::byte* acts, size
 
 TANDEM_TILED_DISPATCH(tiled_q4_0, tiled_q4_0_n)
 
+// --- Tiled Q4_K (tiled_layout.h), rows 8h..8h+7 of each record as half h --------------------
+//
+// The AVX-512 kernel's orders (q4_k_rows): per (row, token) and super-block the exact integer
+// totals of sc * (each sub-block's products) and of mn * B (B[s] = the activations' sum over
+// sub-block s, from bsums), each into its own FMA chain with d * dy and dmin * dy; small steps
+// take a super-block's totals in one FMA, large steps (kLarge) each pair's; y = acc - acc_min.
+// A sub-block's products add up in 16-bit pair sums over its eight lines of four (|.| <=
+// 8 * 2 * 15 * 127 = 30,480), and one madd against the row's scale in both halves of its lane
+// widens and scales them at once (exact), so the bits are the AVX-512 table's.
+struct q4_k_half {
+  __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
+};
+
+// Row r's byte of a 16-row u8 array, half h, as the pair (v, v) of 16-bit halves of lane r.
+inline __m256i scale_pairs(const std::byte* at) {
+  const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(at)));
+  return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
+}
+
+template <bool kLarge>
+void tiled_q4_k_token(int64_t nb, const std::byte* tile, const block_q8_k* a, float* y) {
+  q4_k_half half[2];
+  const __m256i low = _mm256_set1_epi8(0x0F);
+  for (int64_t b = 0; b < nb; ++b) {
+    const std::byte* rec = tile + b * kTiledQ4_KRecordBytes;
+    const block_q8_k& x = a[b];
+    const __m256 dy = _mm256_set1_ps(x.d);
+    for (int h = 0; h < 2; ++h) {
+      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + kTiledQ4_KDAt + 16 * h)));
+      const __m256 dmin =
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + kTiledQ4_KDminAt + 16 * h)));
+      __m256i total = _mm256_setzero_si256(), mins = _mm256_setzero_si256();
+      for (int p = 0; p < 4; ++p) {
+        const std::byte* pair = rec + kTiledQ4_KFirstPairAt + p * kTiledQ4_KPairBytes;
+        const int8_t* q = x.qs + 64 * p;
+        __m256i lo_pairs = _mm256_setzero_si256(), hi_pairs = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int l = 0; l < 8; ++l) {
+          const __m256i packed =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair + kTiledQ4_KPairQsAt + l * 64 + 32 * h));
+          int32_t ql, qh;
+          std::memcpy(&ql, q + 4 * l, 4);
+          std::memcpy(&qh, q + 32 + 4 * l, 4);
+          lo_pairs = _mm256_add_epi16(lo_pairs, _mm256_maddubs_epi16(_mm256_and_si256(packed, low), _mm256_set1_epi32(ql)));
+          hi_pairs = _mm256_add_epi16(
+              hi_pairs, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(packed, 4), low), _mm256_set1_epi32(qh)));
+        }
+        const __m256i s = _mm256_add_epi32(
+            _mm256_madd_epi16(lo_pairs, scale_pairs(pair + kTiledQ4_KPairScalesAt + 8 * h)),
+            _mm256_madd_epi16(hi_pairs, scale_pairs(pair + kTiledQ4_KPairScalesAt + 16 + 8 * h)));
+        // mn[2p] * B[2p] + mn[2p + 1] * B[2p + 1]: row r's two mins are the 16-bit halves of lane r.
+        const auto b0 = static_cast<uint32_t>(static_cast<uint16_t>(x.bsums[4 * p] + x.bsums[4 * p + 1]));
+        const auto b1 = static_cast<uint32_t>(static_cast<uint16_t>(x.bsums[4 * p + 2] + x.bsums[4 * p + 3]));
+        const __m256i mn = _mm256_cvtepu8_epi16(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(pair + kTiledQ4_KPairMinsAt + 16 * h)));
+        const __m256i m = _mm256_madd_epi16(mn, _mm256_set1_epi32(static_cast<int32_t>(b0 | b1 << 16)));
+        if constexpr (kLarge) {
+          half[h].acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, dy), half[h].acc);
+          half[h].acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dmin, dy), half[h].acc_min);
+        } else {
+          total = _mm256_add_epi32(total, s);
+          mins = _mm256_add_epi32(mins, m);
+        }
+      }
+      if constexpr (!kLarge) {
+        half[h].acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(dw, dy), half[h].acc);
+        half[h].acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_mul_ps(dmin, dy), half[h].acc_min);
+      }
+    }
+  }
+  for (int h = 0; h < 2; ++h) _mm256_storeu_ps(y + 8 * h, _mm256_sub_ps(half[h].acc, half[h].acc_min));
+}
+
+// One token at a time: a record is 2.3 KB, so a tile of a 4096-wide row (37 KB) is read from
+// L2 by every token after the first.
+template <int N, bool kLarge>
+void tiled_q4_k_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
+                  int64_t y_stride) {
+  for (int t = 0; t < N; ++t) {
+    tiled_q4_k_token<kLarge>(nb, tile, reinterpret_cast<const block_q8_k*>(acts + t * act_stride), y + t * y_stride);
+  }
+}
+template <int N>
+void tiled_q4_k_small_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
+                        int64_t y_stride, const std::byte* /*next_tile*/) {
+  tiled_q4_k_n<N, false>(nb, tile, acts, act_stride, y, y_stride);
+}
+template <int N>
+void tiled_q4_k_large_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
+                        int64_t y_stride, const std::byte* /*next_tile*/) {
+  tiled_q4_k_n<N, true>(nb, tile, acts, act_stride, y, y_stride);
+}
+
+TANDEM_TILED_DISPATCH(tiled_q4_k, tiled_q4_k_small_n)
+TANDEM_TILED_DISPATCH(tiled_q4_k_large, tiled_q4_k_large_n)
+
 }  // namespace
 
 const dot_kernels& avx2_dot_kernels() {
@@ -200,6 +296,8 @@ const dot_kernels& avx2_dot_kernels() {
                                                    key_scores, weighted_values, sum16, exp_n, swiglu, nullptr,
                                                    nullptr, nullptr, quantize_q8, to_f16});
     t.q4_0_tiled = tiled_q4_0;
+    t.q4_k_tiled = tiled_q4_k;
+    t.q4_k_tiled_large = tiled_q4_k_large;
     return t;
   }();
   return table;

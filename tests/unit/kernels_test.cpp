@@ -441,17 +441,22 @@ TEST(DotKernels, GroupKernelsEqualRowKernelsBitForBit) {
   }
 }
 
-// Every table's tiled kernels (the AVX2 table's Q4_0, the AVX-512 table's seven types) give
-// that table's row kernels' bits for steps of 1 to 8 tokens, called directly on two tiles, so
-// a machine with AVX-512 checks the AVX2 ones too (matmul only reaches the best table's).
+// Every table's tiled kernels (the AVX2 table's Q4_0 and Q4_K, the AVX-512 table's seven
+// types), in both orders of the K-quants, give that table's row kernels' bits in that order
+// for steps of 1 to 8 tokens, called directly on two tiles, so a machine with AVX-512 checks
+// the AVX2 ones too (matmul only reaches the best table's).
 TEST(DotKernels, TiledKernelsEqualRowKernelsInEveryTable) {
   std::mt19937 rng(29);
   int checked = 0;
   for (const dot_kernels* table : supported_tables()) {
-    for (tensor_type type : {tensor_type::q4_0, tensor_type::q4_1, tensor_type::q5_0, tensor_type::q5_1,
-                             tensor_type::q8_0, tensor_type::q4_k, tensor_type::q6_k}) {
-      const tiled_fn tiled_kernel = table->tiled_for_type(type);
+    for (const auto& [type, large] : std::vector<std::pair<tensor_type, bool>>{
+             {tensor_type::q4_0, false}, {tensor_type::q4_1, false}, {tensor_type::q5_0, false},
+             {tensor_type::q5_1, false}, {tensor_type::q8_0, false}, {tensor_type::q4_k, false},
+             {tensor_type::q4_k, true}, {tensor_type::q6_k, false}, {tensor_type::q6_k, true}}) {
+      const tiled_fn tiled_kernel = table->tiled_for_order(type, large);
       if (tiled_kernel == nullptr) continue;
+      const row_dot_fn row_kernel = large ? table->large_for_type(type) : table->for_type(type);
+      ASSERT_NE(row_kernel, nullptr);
       const int64_t cols = traits_of(type).block_size == 256 ? 768 : 576, rows = 2 * kTileRows;
       const auto wf = random_floats(static_cast<size_t>(cols * rows), rng);
       std::vector<std::byte> wdata(row_bytes(type, cols) * rows);
@@ -481,8 +486,9 @@ TEST(DotKernels, TiledKernelsEqualRowKernelsInEveryTable) {
         for (int t = 0; t < n_tok; ++t) {
           for (int64_t r = 0; r < rows; ++r) {
             float want = 0;
-            table->for_type(type)(cols, w.row(r), acts.data() + t * row_stride, row_stride, 1, &want);
-            ASSERT_EQ(got[t * rows + r], want) << table->isa << " " << traits_of(type).name << " tokens " << n_tok
+            row_kernel(cols, w.row(r), acts.data() + t * row_stride, row_stride, 1, &want);
+            ASSERT_EQ(got[t * rows + r], want) << table->isa << " " << traits_of(type).name << (large ? " large" : "")
+                                               << " tokens " << n_tok
                                                << " token " << t << " row " << r;
           }
         }
@@ -490,7 +496,7 @@ TEST(DotKernels, TiledKernelsEqualRowKernelsInEveryTable) {
       ++checked;
     }
   }
-  if (cpu_has_avx2()) EXPECT_GE(checked, 1) << "the AVX2 table's tiled Q4_0 kernel";
+  if (cpu_has_avx2()) EXPECT_GE(checked, 3) << "the AVX2 table's tiled Q4_0 and Q4_K kernels";
 }
 
 TEST(ThreadPool, RunsEveryTaskExactlyOnce) {
