@@ -30,6 +30,7 @@ sys.path.insert(0, HERE)
 from bench_docs import ROOT, cpu_name, write_section  # noqa: E402
 
 BEGIN, END = "<!-- quant-bench:begin -->", "<!-- quant-bench:end -->"
+DEFAULT_PLOT = os.path.join(ROOT, "docs", "bench", "quant_types.png")
 
 SHAPES = {
     "1b": ["--layers", "16", "--embd", "2048", "--heads", "32", "--kv-heads", "8", "--ff", "8192",
@@ -95,7 +96,7 @@ def main():
     ap.add_argument("--with-8b", action="store_true")
     ap.add_argument("--only", default="", help="comma-separated substrings of the file labels to run")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks.md"))
-    ap.add_argument("--plot", default=os.path.join(ROOT, "docs", "bench", "quant_types.png"))
+    ap.add_argument("--plot", default=DEFAULT_PLOT)
     a = ap.parse_args()
 
     tandem = os.path.join(a.build, "bin", "tandem")
@@ -148,9 +149,18 @@ def main():
         results.append(row)
         print(json.dumps(row), flush=True)
     load_after = os.getloadavg()[0]
+    # One section (table, JSON, plot) per kernel table: a machine without AVX-512 runs the AVX2
+    # kernels, whose figures are a different question from the AVX-512 ones, not a newer answer.
+    isa = results[0]["kernels"] if results else "avx512"
+    begin, end, heading = BEGIN, END, "## Quantized files vs llama-bench (issue 19)"
+    if isa != "avx512":
+        begin, end = BEGIN.replace("quant-bench", f"quant-bench-{isa}"), END.replace("quant-bench", f"quant-bench-{isa}")
+        heading = f"## Quantized files vs llama-bench, {isa.upper()} kernels (issue 19)"
+        if a.plot == DEFAULT_PLOT:
+            a.plot = DEFAULT_PLOT.replace(".png", f"_{isa}.png")
     # Rows of earlier runs that this one did not redo (--only, other thread counts) stay, in
     # the files' order: docs/bench/quant_types.json keeps every row.
-    saved = os.path.join(os.path.dirname(a.plot), "quant_types.json")
+    saved = os.path.splitext(a.plot)[0] + ".json"
     if os.path.exists(saved) and results:
         # Only rows taken on this CPU: a table mixing machines would compare nothing.
         fresh = {(r["label"], r["threads"]) for r in results}
@@ -177,8 +187,8 @@ def main():
     cmd = "\n".join(f"python3 bench/compare_quant_types.py --llama-bench PATH --threads {t} --reps {n} --with-8b"
                      for t, n in runs_by_threads)
     text = "\n".join([
-        BEGIN, "",
-        "## Quantized files vs llama-bench (issue 19)", "",
+        begin, "",
+        heading, "",
         f"{cpu_name()} ({os.cpu_count()} CPUs), {datetime.date.today().isoformat()}; "
         "each speed the median of the row's runs, engines alternating (Tandem `engine_bench` and `llama-bench -r 1`, "
         "who goes first swapping each round), each ratio the median of the rounds' ratios (for tg, the rounds' lowest "
@@ -206,12 +216,12 @@ def main():
         "ready s, re-tiled | first open s |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ] + rows + [
-        "", "![Tandem / llama.cpp per file](bench/quant_types.png)", "",
+        "", f"![Tandem / llama.cpp per file](bench/{os.path.basename(a.plot)})", "",
         f"Machine load (1-minute average) before / after: {load_before:.1f} / {load_after:.1f}.", "",
-        "Reproduce:", "", "```", cmd, "```", "", END])
+        "Reproduce:", "", "```", cmd, "```", "", end])
     print(text)
     if a.out and results:
-        write_section(text, BEGIN, END, a.out)
+        write_section(text, begin, end, a.out)
     if a.plot and results:
         plot(results, a.plot, a.pp, a.tg)
 
