@@ -288,6 +288,62 @@ void tiled_q4_k_large_n(int64_t nb, const std::byte* tile, const std::byte* acts
 TANDEM_TILED_DISPATCH(tiled_q4_k, tiled_q4_k_small_n)
 TANDEM_TILED_DISPATCH(tiled_q4_k_large, tiled_q4_k_large_n)
 
+// --- Q8_0 against packed groups of four tokens (prefill; matmul.cpp packs them) -------------
+//
+//   packed group: qs [nb][4 tokens][32] int8, then d [nb][4] f32 (the tokens' block scales)
+//
+// Per (row, token) the row kernel's order (q8_0_rows): eight lanes of four-product sums, one
+// FMA per block with dw * da (the same product whether scalar or in lanes), then hsum. What
+// the row kernel repeats per (row, token) is shared here: |w| per row, da already a float.
+template <int R>
+void q8_0_rows_by_group(int64_t k, const std::byte* w_rows, size_t w_stride, const std::byte* packed, float* out,
+                        int out_row_stride) {
+  const int64_t nb = k / kBlock;
+  const auto* qs = reinterpret_cast<const int8_t*>(packed);
+  const auto* da = reinterpret_cast<const float*>(packed + nb * 128);
+  const block_q8_0* w[R];
+  __m256 acc[R][4];
+  for (int r = 0; r < R; ++r) {
+    w[r] = reinterpret_cast<const block_q8_0*>(w_rows + r * w_stride);
+    for (auto& a : acc[r]) a = _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    __m256i x[R], ax[R];
+    __m256 dw[R];
+    for (int r = 0; r < R; ++r) {
+      x[r] = load32(w[r][b].qs);
+      ax[r] = _mm256_sign_epi8(x[r], x[r]);
+      dw[r] = _mm256_set1_ps(h2f(w[r][b].d));
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < 4; ++t) {
+      const __m256i y = load32(qs + (b * 4 + t) * 32);
+      const __m256 dy = _mm256_set1_ps(da[b * 4 + t]);
+      for (int r = 0; r < R; ++r) {
+        const __m256i p = dot_u8s8(ax[r], _mm256_sign_epi8(y, x[r]));
+        acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw[r], dy), _mm256_cvtepi32_ps(p), acc[r][t]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < 4; ++t) out[r * out_row_stride + t] = hsum(acc[r][t]);
+  }
+}
+
+void group_q8_0(int64_t k, const void* w_row, const std::byte* packed, float* out) {
+  q8_0_rows_by_group<1>(k, static_cast<const std::byte*>(w_row), 0, packed, out, 4);
+}
+
+// Four rows by two packed groups, out[row * 8 + token]: two rows at a time (their eight
+// accumulators per group stay in registers).
+void group4x2_q8_0(int64_t k, const std::byte* w_rows, size_t w_stride, const std::byte* packed_a,
+                   const std::byte* packed_b, float* out) {
+  for (int r = 0; r < 4; r += 2) {
+    q8_0_rows_by_group<2>(k, w_rows + r * w_stride, w_stride, packed_a, out + r * 8, 8);
+    q8_0_rows_by_group<2>(k, w_rows + r * w_stride, w_stride, packed_b, out + r * 8 + 4, 8);
+  }
+}
+
 }  // namespace
 
 const dot_kernels& avx2_dot_kernels() {
@@ -298,6 +354,8 @@ const dot_kernels& avx2_dot_kernels() {
     t.q4_0_tiled = tiled_q4_0;
     t.q4_k_tiled = tiled_q4_k;
     t.q4_k_tiled_large = tiled_q4_k_large;
+    t.q8_0_x4 = group_q8_0;
+    t.q8_0_x8_r4 = group4x2_q8_0;
     return t;
   }();
   return table;
