@@ -97,6 +97,8 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated substrings of the file labels to run")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks.md"))
     ap.add_argument("--plot", default=DEFAULT_PLOT)
+    ap.add_argument("--redraw", default="", metavar="ISA",
+                    help="run nothing: rewrite that kernel table's section and plot from its saved JSON")
     a = ap.parse_args()
 
     tandem = os.path.join(a.build, "bin", "tandem")
@@ -106,6 +108,8 @@ def main():
     results = []
     thread_counts = [int(t) for t in a.threads.split(",")]
     for (label, path, cmd), threads in [(f, t) for f in files(a.models_dir, tandem, a.with_8b) for t in thread_counts]:
+        if a.redraw:
+            break
         if a.only and not any(s in label for s in a.only.split(",")):
             continue
         make(path, [path + ".partial" if c is None else c for c in cmd])
@@ -151,7 +155,7 @@ def main():
     load_after = os.getloadavg()[0]
     # One section (table, JSON, plot) per kernel table: a machine without AVX-512 runs the AVX2
     # kernels, whose figures are a different question from the AVX-512 ones, not a newer answer.
-    isa = results[0]["kernels"] if results else "avx512"
+    isa = a.redraw or (results[0]["kernels"] if results else "avx512")
     begin, end, heading = BEGIN, END, "## Quantized files vs llama-bench (issue 19)"
     if isa != "avx512":
         begin, end = BEGIN.replace("quant-bench", f"quant-bench-{isa}"), END.replace("quant-bench", f"quant-bench-{isa}")
@@ -161,7 +165,9 @@ def main():
     # Rows of earlier runs that this one did not redo (--only, other thread counts) stay, in
     # the files' order: docs/bench/quant_types.json keeps every row.
     saved = os.path.splitext(a.plot)[0] + ".json"
-    if os.path.exists(saved) and results:
+    if a.redraw:
+        results = json.load(open(saved))
+    if os.path.exists(saved) and results and not a.redraw:
         # Only rows taken on this CPU: a table mixing machines would compare nothing.
         fresh = {(r["label"], r["threads"]) for r in results}
         old = [r for r in json.load(open(saved))
@@ -189,7 +195,8 @@ def main():
     text = "\n".join([
         begin, "",
         heading, "",
-        f"{cpu_name()} ({os.cpu_count()} CPUs), {datetime.date.today().isoformat()}; "
+        f"{results[0]['cpu'] if results else cpu_name()} ({os.cpu_count()} CPUs), "
+        f"{max(r['date'] for r in results) if results else datetime.date.today().isoformat()}; "
         "each speed the median of the row's runs, engines alternating (Tandem `engine_bench` and `llama-bench -r 1`, "
         "who goes first swapping each round), each ratio the median of the rounds' ratios (for tg, the rounds' lowest "
         "and highest in brackets), "
@@ -217,7 +224,8 @@ def main():
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ] + rows + [
         "", f"![Tandem / llama.cpp per file](bench/{os.path.basename(a.plot)})", "",
-        f"Machine load (1-minute average) before / after: {load_before:.1f} / {load_after:.1f}.", "",
+        (f"Machine load (1-minute average) before / after: {load_before:.1f} / {load_after:.1f}." if not a.redraw
+         else "Redrawn from the saved rows (--redraw); the machine load was not recorded with them."), "",
         "Reproduce:", "", "```", cmd, "```", "", end])
     print(text)
     if a.out and results:
