@@ -153,7 +153,7 @@ void tiled_q4_0_tokens(int64_t nb, const std::byte* tile, const std::byte* const
 #pragma GCC unroll 4
       for (int c = 0; c < 4; ++c) {
         const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 64 * c + 32 * h));
-        const __m256i lo = _mm256_and_si256(packed, low);                          // elements 4c..4c+3
+        const __m256i lo = _mm256_and_si256(packed, low);                        // elements 4c..4c+3
         const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low);  // 16+4c..16+4c+3
         for (int t = 0; t < G; ++t) {
           const int8_t* q = qs[t] + b * 32;
@@ -164,8 +164,8 @@ void tiled_q4_0_tokens(int64_t nb, const std::byte* tile, const std::byte* const
           pairs[t] = _mm256_add_epi16(pairs[t], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(qh)));
         }
       }
-      const __m256 dw = _mm256_cvtph_ps(
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + kTiledQ4_0ScalesAt + 16 * h)));
+      const __m256 dw =
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + kTiledQ4_0ScalesAt + 16 * h)));
       for (int t = 0; t < G; ++t) {
         const __m256i sums = _mm256_add_epi32(_mm256_madd_epi16(pairs[t], ones), _mm256_set1_epi32(correction[t][b]));
         acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(dw, _mm256_set1_ps(d[t][b])), acc[t][h]);
@@ -220,7 +220,8 @@ void tiled_q4_k_token(int64_t nb, const std::byte* tile, const block_q8_k* a, fl
     const block_q8_k& x = a[b];
     const __m256 dy = _mm256_set1_ps(x.d);
     for (int h = 0; h < 2; ++h) {
-      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + kTiledQ4_KDAt + 16 * h)));
+      const __m256 dw =
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + kTiledQ4_KDAt + 16 * h)));
       const __m256 dmin =
           _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + kTiledQ4_KDminAt + 16 * h)));
       __m256i total = _mm256_setzero_si256(), mins = _mm256_setzero_si256();
@@ -235,13 +236,15 @@ void tiled_q4_k_token(int64_t nb, const std::byte* tile, const block_q8_k* a, fl
           int32_t ql, qh;
           std::memcpy(&ql, q + 4 * l, 4);
           std::memcpy(&qh, q + 32 + 4 * l, 4);
-          lo_pairs = _mm256_add_epi16(lo_pairs, _mm256_maddubs_epi16(_mm256_and_si256(packed, low), _mm256_set1_epi32(ql)));
+          lo_pairs =
+              _mm256_add_epi16(lo_pairs, _mm256_maddubs_epi16(_mm256_and_si256(packed, low), _mm256_set1_epi32(ql)));
           hi_pairs = _mm256_add_epi16(
-              hi_pairs, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(packed, 4), low), _mm256_set1_epi32(qh)));
+              hi_pairs,
+              _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(packed, 4), low), _mm256_set1_epi32(qh)));
         }
-        const __m256i s = _mm256_add_epi32(
-            _mm256_madd_epi16(lo_pairs, scale_pairs(pair + kTiledQ4_KPairScalesAt + 8 * h)),
-            _mm256_madd_epi16(hi_pairs, scale_pairs(pair + kTiledQ4_KPairScalesAt + 16 + 8 * h)));
+        const __m256i s =
+            _mm256_add_epi32(_mm256_madd_epi16(lo_pairs, scale_pairs(pair + kTiledQ4_KPairScalesAt + 8 * h)),
+                             _mm256_madd_epi16(hi_pairs, scale_pairs(pair + kTiledQ4_KPairScalesAt + 16 + 8 * h)));
         // mn[2p] * B[2p] + mn[2p + 1] * B[2p + 1]: row r's two mins are the 16-bit halves of lane r.
         const auto b0 = static_cast<uint32_t>(static_cast<uint16_t>(x.bsums[4 * p] + x.bsums[4 * p + 1]));
         const auto b1 = static_cast<uint32_t>(static_cast<uint16_t>(x.bsums[4 * p + 2] + x.bsums[4 * p + 3]));
@@ -288,30 +291,44 @@ void tiled_q4_k_large_n(int64_t nb, const std::byte* tile, const std::byte* acts
 TANDEM_TILED_DISPATCH(tiled_q4_k, tiled_q4_k_small_n)
 TANDEM_TILED_DISPATCH(tiled_q4_k_large, tiled_q4_k_large_n)
 
-// --- Q8_0 against packed groups of four tokens (prefill; matmul.cpp packs them) -------------
+// --- Q8_0 and Q5_0 against packed groups of four tokens (prefill; matmul.cpp packs them) ----
 //
 //   packed group: qs [nb][4 tokens][32] int8, then d [nb][4] f32 (the tokens' block scales)
 //
-// Per (row, token) the row kernel's order (q8_0_rows): eight lanes of four-product sums, one
-// FMA per block with dw * da (the same product whether scalar or in lanes), then hsum. What
-// the row kernel repeats per (row, token) is shared here: |w| per row, da already a float.
-template <int R>
-void q8_0_rows_by_group(int64_t k, const std::byte* w_rows, size_t w_stride, const std::byte* packed, float* out,
-                        int out_row_stride) {
+// Per (row, token) the row kernels' order (q8_0_rows, q5_0_rows): eight lanes of
+// four-product sums, one FMA per block with dw * da (the same product whether scalar or in
+// lanes), then hsum. What the row kernel repeats per (row, token) is shared here: the block's
+// signed weights and their |w| per row, da already a float.
+struct q8_0_weights {
+  using block = block_q8_0;
+  static __m256i signed_bytes(const block& b) { return load32(b.qs); }
+};
+struct q5_0_weights {
+  using block = block_q5_0;
+  static __m256i signed_bytes(const block& b) {
+    const __m256i high = _mm256_and_si256(bits_to_bytes(load_u32(b.qh)), _mm256_set1_epi8(16));
+    return _mm256_sub_epi8(_mm256_or_si256(unpack_nibbles(b.qs), high), _mm256_set1_epi8(16));
+  }
+};
+
+template <class W, int R>
+void rows_by_group(int64_t k, const std::byte* w_rows, size_t w_stride, const std::byte* packed, float* out,
+                   int out_row_stride) {
+  using block = typename W::block;
   const int64_t nb = k / kBlock;
   const auto* qs = reinterpret_cast<const int8_t*>(packed);
   const auto* da = reinterpret_cast<const float*>(packed + nb * 128);
-  const block_q8_0* w[R];
+  const block* w[R];
   __m256 acc[R][4];
   for (int r = 0; r < R; ++r) {
-    w[r] = reinterpret_cast<const block_q8_0*>(w_rows + r * w_stride);
+    w[r] = reinterpret_cast<const block*>(w_rows + r * w_stride);
     for (auto& a : acc[r]) a = _mm256_setzero_ps();
   }
   for (int64_t b = 0; b < nb; ++b) {
     __m256i x[R], ax[R];
     __m256 dw[R];
     for (int r = 0; r < R; ++r) {
-      x[r] = load32(w[r][b].qs);
+      x[r] = W::signed_bytes(w[r][b]);
       ax[r] = _mm256_sign_epi8(x[r], x[r]);
       dw[r] = _mm256_set1_ps(h2f(w[r][b].d));
     }
@@ -330,17 +347,19 @@ void q8_0_rows_by_group(int64_t k, const std::byte* w_rows, size_t w_stride, con
   }
 }
 
-void group_q8_0(int64_t k, const void* w_row, const std::byte* packed, float* out) {
-  q8_0_rows_by_group<1>(k, static_cast<const std::byte*>(w_row), 0, packed, out, 4);
+template <class W>
+void group_x4(int64_t k, const void* w_row, const std::byte* packed, float* out) {
+  rows_by_group<W, 1>(k, static_cast<const std::byte*>(w_row), 0, packed, out, 4);
 }
 
 // Four rows by two packed groups, out[row * 8 + token]: two rows at a time (their eight
 // accumulators per group stay in registers).
-void group4x2_q8_0(int64_t k, const std::byte* w_rows, size_t w_stride, const std::byte* packed_a,
-                   const std::byte* packed_b, float* out) {
+template <class W>
+void group4x2(int64_t k, const std::byte* w_rows, size_t w_stride, const std::byte* packed_a, const std::byte* packed_b,
+              float* out) {
   for (int r = 0; r < 4; r += 2) {
-    q8_0_rows_by_group<2>(k, w_rows + r * w_stride, w_stride, packed_a, out + r * 8, 8);
-    q8_0_rows_by_group<2>(k, w_rows + r * w_stride, w_stride, packed_b, out + r * 8 + 4, 8);
+    rows_by_group<W, 2>(k, w_rows + r * w_stride, w_stride, packed_a, out + r * 8, 8);
+    rows_by_group<W, 2>(k, w_rows + r * w_stride, w_stride, packed_b, out + r * 8 + 4, 8);
   }
 }
 
@@ -349,13 +368,15 @@ void group4x2_q8_0(int64_t k, const std::byte* w_rows, size_t w_stride, const st
 const dot_kernels& avx2_dot_kernels() {
   static const dot_kernels table = [] {
     dot_kernels t = with_quant_kernels(dot_kernels{"avx2", dot_q4_0, dot_q4_1, dot_q8_0, dot_f16, dot_bf16, dot_f32,
-                                                   key_scores, weighted_values, sum16, exp_n, swiglu, nullptr,
-                                                   nullptr, nullptr, quantize_q8, to_f16});
+                                                   key_scores, weighted_values, sum16, exp_n, swiglu, nullptr, nullptr,
+                                                   nullptr, quantize_q8, to_f16});
     t.q4_0_tiled = tiled_q4_0;
     t.q4_k_tiled = tiled_q4_k;
     t.q4_k_tiled_large = tiled_q4_k_large;
-    t.q8_0_x4 = group_q8_0;
-    t.q8_0_x8_r4 = group4x2_q8_0;
+    t.q8_0_x4 = group_x4<q8_0_weights>;
+    t.q8_0_x8_r4 = group4x2<q8_0_weights>;
+    t.q5_0_x4 = group_x4<q5_0_weights>;
+    t.q5_0_x8_r4 = group4x2<q5_0_weights>;
     return t;
   }();
   return table;

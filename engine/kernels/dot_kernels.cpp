@@ -105,6 +105,8 @@ group_dot_fn dot_kernels::group_for_type(tensor_type type) const {
       return q4_1_x4;
     case tensor_type::q8_0:
       return q8_0_x4;
+    case tensor_type::q5_0:
+      return q5_0_x4;
     default:
       return nullptr;
   }

@@ -119,6 +119,9 @@ struct dot_kernels {
   // Row kernels of the later types (dot_generic_quants.h); a table leaves null the ones it
   // has no kernel of its own for, and for_type then gives the generic one.
   row_dot_fn q5_0 = nullptr;
+  // Q5_0 against packed groups (one row by four tokens; four rows by eight); null if absent.
+  group_dot_fn q5_0_x4 = nullptr;
+  group_rows4x2_fn q5_0_x8_r4 = nullptr;
   row_dot_fn q5_1 = nullptr;
   row_dot_fn iq4_nl = nullptr;
   row_dot_fn q2_k = nullptr;

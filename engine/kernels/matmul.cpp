@@ -173,6 +173,7 @@ void matmul_in_order(std::span<const matmul_output> outputs, const float* x, int
   const group_rows4_fn group4 = w.type == tensor_type::q4_1 ? kernels.q4_1_x4_r4 : nullptr;
   const group_rows4x2_fn group8 = w.type == tensor_type::q4_1   ? kernels.q4_1_x8_r4
                                   : w.type == tensor_type::q8_0 ? kernels.q8_0_x8_r4
+                                  : w.type == tensor_type::q5_0 ? kernels.q5_0_x8_r4
                                                                 : nullptr;
   const int64_t n_groups = group != nullptr ? n_tok / 4 : 0;
   const int64_t nb = w.cols / kBlock;

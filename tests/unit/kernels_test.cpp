@@ -415,7 +415,7 @@ TEST(DotKernels, Q8KActivationsAreBitIdenticalAcrossTables) {
 TEST(DotKernels, GroupKernelsEqualRowKernelsBitForBit) {
   std::mt19937 rng(17);
   for (const dot_kernels* table : supported_tables()) {
-    for (tensor_type type : {tensor_type::q4_0, tensor_type::q4_1, tensor_type::q8_0}) {
+    for (tensor_type type : {tensor_type::q4_0, tensor_type::q4_1, tensor_type::q8_0, tensor_type::q5_0}) {
       if (table->group_for_type(type) == nullptr) continue;
       thread_pool pool(1);
       matmul_scratch scratch;
@@ -449,10 +449,15 @@ TEST(DotKernels, TiledKernelsEqualRowKernelsInEveryTable) {
   std::mt19937 rng(29);
   int checked = 0;
   for (const dot_kernels* table : supported_tables()) {
-    for (const auto& [type, large] : std::vector<std::pair<tensor_type, bool>>{
-             {tensor_type::q4_0, false}, {tensor_type::q4_1, false}, {tensor_type::q5_0, false},
-             {tensor_type::q5_1, false}, {tensor_type::q8_0, false}, {tensor_type::q4_k, false},
-             {tensor_type::q4_k, true}, {tensor_type::q6_k, false}, {tensor_type::q6_k, true}}) {
+    for (const auto& [type, large] : std::vector<std::pair<tensor_type, bool>>{{tensor_type::q4_0, false},
+                                                                               {tensor_type::q4_1, false},
+                                                                               {tensor_type::q5_0, false},
+                                                                               {tensor_type::q5_1, false},
+                                                                               {tensor_type::q8_0, false},
+                                                                               {tensor_type::q4_k, false},
+                                                                               {tensor_type::q4_k, true},
+                                                                               {tensor_type::q6_k, false},
+                                                                               {tensor_type::q6_k, true}}) {
       const tiled_fn tiled_kernel = table->tiled_for_order(type, large);
       if (tiled_kernel == nullptr) continue;
       const row_dot_fn row_kernel = large ? table->large_for_type(type) : table->for_type(type);
@@ -488,8 +493,7 @@ TEST(DotKernels, TiledKernelsEqualRowKernelsInEveryTable) {
             float want = 0;
             row_kernel(cols, w.row(r), acts.data() + t * row_stride, row_stride, 1, &want);
             ASSERT_EQ(got[t * rows + r], want) << table->isa << " " << traits_of(type).name << (large ? " large" : "")
-                                               << " tokens " << n_tok
-                                               << " token " << t << " row " << r;
+                                               << " tokens " << n_tok << " token " << t << " row " << r;
           }
         }
       }
@@ -499,61 +503,71 @@ TEST(DotKernels, TiledKernelsEqualRowKernelsInEveryTable) {
   if (cpu_has_avx2()) EXPECT_GE(checked, 3) << "the AVX2 table's tiled Q4_0 and Q4_K kernels";
 }
 
-// Every table's Q8_0 group kernels (one row by four packed tokens; four rows by eight), called
-// directly, give that table's row kernel's bits per (row, token), so an AVX-512 machine checks
-// the AVX2 ones too.
-TEST(DotKernels, Q8_0GroupKernelsEqualRowKernelsInEveryTable) {
+// Every table's Q8_0 and Q5_0 group kernels (one row by four packed tokens; four rows by
+// eight), called directly, give that table's row kernel's bits per (row, token), so an AVX-512
+// machine checks the AVX2 ones too.
+TEST(DotKernels, Q8_0AndQ5_0GroupKernelsEqualRowKernelsInEveryTable) {
   std::mt19937 rng(31);
   const int64_t cols = 576, rows = 4, nb = cols / 32;
   int checked = 0;
   for (const dot_kernels* table : supported_tables()) {
-    if (table->q8_0_x4 == nullptr) continue;
-    const auto wf = random_floats(static_cast<size_t>(cols * rows), rng);
-    std::vector<std::byte> w(row_bytes(tensor_type::q8_0, cols) * rows);
-    for (int64_t r = 0; r < rows; ++r) {
-      quantize_row(tensor_type::q8_0, wf.data() + r * cols, cols, w.data() + r * row_bytes(tensor_type::q8_0, cols));
-    }
-    const size_t w_stride = row_bytes(tensor_type::q8_0, cols), act_stride = activation_row_bytes(activation_format::q8_0, cols);
-    const auto x = random_floats(static_cast<size_t>(cols * 8), rng);
-    std::vector<std::byte> acts(act_stride * 8);
-    for (int t = 0; t < 8; ++t) table->convert_activation(activation_format::q8_0, x.data() + t * cols, acts.data() + t * act_stride, cols);
-    // Two packed groups: qs [nb][4][32], d [nb][4] f32, s [nb][4] f32.
-    std::vector<std::byte> packed(2 * nb * kPackedX4BlockBytes);
-    for (int g = 0; g < 2; ++g) {
-      std::byte* p = packed.data() + g * nb * kPackedX4BlockBytes;
-      for (int i = 0; i < 4; ++i) {
-        const auto* blocks = reinterpret_cast<const block_q8_0*>(acts.data() + (g * 4 + i) * act_stride);
-        for (int64_t b = 0; b < nb; ++b) {
-          std::memcpy(p + (b * 4 + i) * 32, blocks[b].qs, 32);
-          const float d = f16_to_f32(blocks[b].d), zero = 0.0f;
-          std::memcpy(p + nb * 128 + (b * 4 + i) * 4, &d, 4);
-          std::memcpy(p + nb * 128 + nb * 16 + (b * 4 + i) * 4, &zero, 4);
+    for (tensor_type type : {tensor_type::q8_0, tensor_type::q5_0}) {
+      const group_dot_fn group = table->group_for_type(type);
+      const group_rows4x2_fn group8 = type == tensor_type::q8_0 ? table->q8_0_x8_r4 : table->q5_0_x8_r4;
+      if (group == nullptr) continue;
+      const auto wf = random_floats(static_cast<size_t>(cols * rows), rng);
+      std::vector<std::byte> w(row_bytes(type, cols) * rows);
+      for (int64_t r = 0; r < rows; ++r) {
+        quantize_row(type, wf.data() + r * cols, cols, w.data() + r * row_bytes(type, cols));
+      }
+      const size_t w_stride = row_bytes(type, cols), act_stride = activation_row_bytes(activation_format::q8_0, cols);
+      const auto x = random_floats(static_cast<size_t>(cols * 8), rng);
+      std::vector<std::byte> acts(act_stride * 8);
+      for (int t = 0; t < 8; ++t)
+        table->convert_activation(activation_format::q8_0, x.data() + t * cols, acts.data() + t * act_stride, cols);
+      // Two packed groups: qs [nb][4][32], d [nb][4] f32, s [nb][4] f32.
+      std::vector<std::byte> packed(2 * nb * kPackedX4BlockBytes);
+      for (int g = 0; g < 2; ++g) {
+        std::byte* p = packed.data() + g * nb * kPackedX4BlockBytes;
+        for (int i = 0; i < 4; ++i) {
+          const auto* blocks = reinterpret_cast<const block_q8_0*>(acts.data() + (g * 4 + i) * act_stride);
+          for (int64_t b = 0; b < nb; ++b) {
+            std::memcpy(p + (b * 4 + i) * 32, blocks[b].qs, 32);
+            const float d = f16_to_f32(blocks[b].d), zero = 0.0f;
+            std::memcpy(p + nb * 128 + (b * 4 + i) * 4, &d, 4);
+            std::memcpy(p + nb * 128 + nb * 16 + (b * 4 + i) * 4, &zero, 4);
+          }
         }
       }
-    }
-    float want[4][8];
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int t = 0; t < 8; ++t) {
-        table->q8_0(cols, w.data() + r * w_stride, acts.data() + t * act_stride, act_stride, 1, &want[r][t]);
-      }
-    }
-    for (int g = 0; g < 2; ++g) {
+      float want[4][8];
       for (int64_t r = 0; r < rows; ++r) {
-        float got[4];
-        table->q8_0_x4(cols, w.data() + r * w_stride, packed.data() + g * nb * kPackedX4BlockBytes, got);
-        for (int i = 0; i < 4; ++i) ASSERT_EQ(got[i], want[r][g * 4 + i]) << table->isa << " row " << r << " token " << g * 4 + i;
+        for (int t = 0; t < 8; ++t) {
+          table->for_type(type)(cols, w.data() + r * w_stride, acts.data() + t * act_stride, act_stride, 1,
+                                &want[r][t]);
+        }
       }
-    }
-    if (table->q8_0_x8_r4 != nullptr) {
-      float got[32];
-      table->q8_0_x8_r4(cols, w.data(), w_stride, packed.data(), packed.data() + nb * kPackedX4BlockBytes, got);
-      for (int64_t r = 0; r < rows; ++r) {
-        for (int t = 0; t < 8; ++t) ASSERT_EQ(got[r * 8 + t], want[r][t]) << table->isa << " four rows, row " << r << " token " << t;
+      for (int g = 0; g < 2; ++g) {
+        for (int64_t r = 0; r < rows; ++r) {
+          float got[4];
+          group(cols, w.data() + r * w_stride, packed.data() + g * nb * kPackedX4BlockBytes, got);
+          for (int i = 0; i < 4; ++i)
+            ASSERT_EQ(got[i], want[r][g * 4 + i])
+                << table->isa << " " << traits_of(type).name << " row " << r << " token " << g * 4 + i;
+        }
       }
+      if (group8 != nullptr) {
+        float got[32];
+        group8(cols, w.data(), w_stride, packed.data(), packed.data() + nb * kPackedX4BlockBytes, got);
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int t = 0; t < 8; ++t)
+            ASSERT_EQ(got[r * 8 + t], want[r][t])
+                << table->isa << " " << traits_of(type).name << " four rows, row " << r << " token " << t;
+        }
+      }
+      ++checked;
     }
-    ++checked;
   }
-  if (cpu_has_avx2()) EXPECT_GE(checked, 1) << "the AVX2 table's Q8_0 group kernels";
+  if (cpu_has_avx2()) EXPECT_GE(checked, 2) << "the AVX2 table's Q8_0 and Q5_0 group kernels";
 }
 
 TEST(ThreadPool, RunsEveryTaskExactlyOnce) {
