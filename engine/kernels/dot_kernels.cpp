@@ -112,6 +112,19 @@ group_dot_fn dot_kernels::group_for_type(tensor_type type) const {
   }
 }
 
+group_rows4x2_fn dot_kernels::group8_for_type(tensor_type type) const {
+  switch (type) {
+    case tensor_type::q4_1:
+      return q4_1_x8_r4;
+    case tensor_type::q8_0:
+      return q8_0_x8_r4;
+    case tensor_type::q5_0:
+      return q5_0_x8_r4;
+    default:
+      return nullptr;
+  }
+}
+
 bool cpu_has_avx2() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");

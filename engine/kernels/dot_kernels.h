@@ -201,7 +201,10 @@ struct dot_kernels {
   row_dot_fn for_type(tensor_type type) const;
   // This table's own row kernel for the type, without the generic fallback.
   row_dot_fn own_for_type(tensor_type type) const;
+  // The type's kernel for one row by a packed group of four tokens, and for four rows by two
+  // groups (eight tokens); null where the table has none.
   group_dot_fn group_for_type(tensor_type type) const;
+  group_rows4x2_fn group8_for_type(tensor_type type) const;
 };
 
 const dot_kernels& generic_dot_kernels();

@@ -10,14 +10,7 @@
 #include "engine/kernels/tiled_weights.h"
 
 namespace tandem::kernels {
-namespace {
 
-// Weight rows per cache tile of the matrix-matrix path: 64 rows are 23 KB of Q4_1 or 39 KB of
-// Q8_0 at SmolLM2's width (576), which the token groups then reuse from L1/L2.
-constexpr int64_t kRowTile = 64;
-
-// Four consecutive Q8 rows (row format, act_stride apart) into the packed layout that
-// group kernels read (dot_kernels.h): qs [nb][4][32], d [nb][4], s [nb][4].
 void pack_q8_x4(activation_format format, const std::byte* rows, size_t act_stride, int64_t nb, std::byte* dst) {
   auto* qs = reinterpret_cast<int8_t*>(dst);
   auto* d = reinterpret_cast<float*>(dst + nb * 128);
@@ -41,6 +34,12 @@ void pack_q8_x4(activation_format format, const std::byte* rows, size_t act_stri
     }
   }
 }
+
+namespace {
+
+// Weight rows per cache tile of the matrix-matrix path: 64 rows are 23 KB of Q4_1 or 39 KB of
+// Q8_0 at SmolLM2's width (576), which the token groups then reuse from L1/L2.
+constexpr int64_t kRowTile = 64;
 
 // Tiles per cache block of the tiled path: 64 rows, whose records (20 KB of Q4_1, 35 KB of
 // Q8_0 at width 576) each group of eight tokens passes over before the next group.
@@ -171,10 +170,7 @@ void matmul_in_order(std::span<const matmul_output> outputs, const float* x, int
   //    (and everything without one) goes through the row kernel. Both give the same bits.
   const group_dot_fn group = kernels.group_for_type(w.type);
   const group_rows4_fn group4 = w.type == tensor_type::q4_1 ? kernels.q4_1_x4_r4 : nullptr;
-  const group_rows4x2_fn group8 = w.type == tensor_type::q4_1   ? kernels.q4_1_x8_r4
-                                  : w.type == tensor_type::q8_0 ? kernels.q8_0_x8_r4
-                                  : w.type == tensor_type::q5_0 ? kernels.q5_0_x8_r4
-                                                                : nullptr;
+  const group_rows4x2_fn group8 = kernels.group8_for_type(w.type);
   const int64_t n_groups = group != nullptr ? n_tok / 4 : 0;
   const int64_t nb = w.cols / kBlock;
   const size_t group_bytes = static_cast<size_t>(nb) * kPackedX4BlockBytes;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/gguf/tensor_type.h"
+#include "engine/kernels/activation_format.h"
 #include "engine/platform/thread_pool.h"
 
 namespace tandem::kernels {
@@ -47,6 +48,10 @@ struct matmul_output {
   float* y = nullptr;
   int64_t y_stride = 0;
 };
+
+// Four consecutive Q8 rows (row format `format`, act_stride apart, nb blocks each) into the
+// packed layout that group kernels read (dot_kernels.h): qs [nb][4][32], d [nb][4], s [nb][4].
+void pack_q8_x4(activation_format format, const std::byte* rows, size_t act_stride, int64_t nb, std::byte* dst);
 
 // y[t * y_stride + r] = sum_c w[r][c] * x[t * x_stride + c]   for t < n_tok, r < w.rows.
 //   x: [n_tok, w.cols] floats, row stride x_stride;  y: [n_tok, w.rows], row stride y_stride.

@@ -513,7 +513,7 @@ TEST(DotKernels, Q8_0AndQ5_0GroupKernelsEqualRowKernelsInEveryTable) {
   for (const dot_kernels* table : supported_tables()) {
     for (tensor_type type : {tensor_type::q8_0, tensor_type::q5_0}) {
       const group_dot_fn group = table->group_for_type(type);
-      const group_rows4x2_fn group8 = type == tensor_type::q8_0 ? table->q8_0_x8_r4 : table->q5_0_x8_r4;
+      const group_rows4x2_fn group8 = table->group8_for_type(type);
       if (group == nullptr) continue;
       const auto wf = random_floats(static_cast<size_t>(cols * rows), rng);
       std::vector<std::byte> w(row_bytes(type, cols) * rows);
@@ -525,19 +525,11 @@ TEST(DotKernels, Q8_0AndQ5_0GroupKernelsEqualRowKernelsInEveryTable) {
       std::vector<std::byte> acts(act_stride * 8);
       for (int t = 0; t < 8; ++t)
         table->convert_activation(activation_format::q8_0, x.data() + t * cols, acts.data() + t * act_stride, cols);
-      // Two packed groups: qs [nb][4][32], d [nb][4] f32, s [nb][4] f32.
+      // Two packed groups of four tokens, as matmul packs them.
       std::vector<std::byte> packed(2 * nb * kPackedX4BlockBytes);
       for (int g = 0; g < 2; ++g) {
-        std::byte* p = packed.data() + g * nb * kPackedX4BlockBytes;
-        for (int i = 0; i < 4; ++i) {
-          const auto* blocks = reinterpret_cast<const block_q8_0*>(acts.data() + (g * 4 + i) * act_stride);
-          for (int64_t b = 0; b < nb; ++b) {
-            std::memcpy(p + (b * 4 + i) * 32, blocks[b].qs, 32);
-            const float d = f16_to_f32(blocks[b].d), zero = 0.0f;
-            std::memcpy(p + nb * 128 + (b * 4 + i) * 4, &d, 4);
-            std::memcpy(p + nb * 128 + nb * 16 + (b * 4 + i) * 4, &zero, 4);
-          }
-        }
+        pack_q8_x4(activation_format::q8_0, acts.data() + g * 4 * act_stride, act_stride, nb,
+                   packed.data() + g * nb * kPackedX4BlockBytes);
       }
       float want[4][8];
       for (int64_t r = 0; r < rows; ++r) {
