@@ -11,7 +11,11 @@
 // Streamed near read: memory bound, a faster kernel cannot help. In cache near streamed: the
 // kernel is the bound. Prints a Markdown table.
 //
-//   matmul_bench [--threads T] [--types q4_0,q8_0,q4_k,q6_k]
+// With --prompt N: an N-token step instead, in cache only, as multiply-adds per second (the
+// rate a prompt step's matmuls reach; types without a tiled kernel in this CPU's table go
+// through matmul's row and group kernels, as the model's do).
+//
+//   matmul_bench [--threads T] [--types q4_0,q8_0,q4_k,q6_k] [--prompt N]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -76,13 +80,16 @@ matrix_set make_matrices(tensor_type type, int64_t rows, int copies) {
   return {std::move(raw), std::move(out)};
 }
 
-// Median GB/s over 7 batches of `passes` passes, each pass multiplying by every matrix once.
-double rate_gbs(const std::vector<tiled_matrix>& ms, int passes, const float* x, float* y, thread_pool& pool,
-                matmul_scratch& scratch) {
-  size_t bytes = 0;
-  for (const auto& m : ms) bytes += m.memory.bytes();
+// Median of 7 batches of `passes` passes, each pass multiplying n_tok tokens by every matrix
+// once: GB/s of weights read, or with n_tok > 1 billions of multiply-adds per second.
+double rate(const std::vector<tiled_matrix>& ms, int passes, int64_t n_tok, const float* x, float* y,
+            thread_pool& pool, matmul_scratch& scratch) {
+  double work = 0;
+  for (const auto& m : ms) {
+    work += n_tok == 1 ? static_cast<double>(m.memory.bytes()) : static_cast<double>(m.view.rows) * kCols * n_tok;
+  }
   auto pass = [&] {
-    for (const auto& m : ms) matmul(m.view, x, kCols, 1, y, m.view.rows, pool, scratch);
+    for (const auto& m : ms) matmul(m.view, x, kCols, n_tok, y, m.view.rows, pool, scratch);
   };
   pass();  // warm: caches, the pool's threads, the scratch buffers
   std::vector<double> rates;
@@ -90,9 +97,37 @@ double rate_gbs(const std::vector<tiled_matrix>& ms, int passes, const float* x,
     const auto t0 = clock_type::now();
     for (int p = 0; p < passes; ++p) pass();
     const double s = std::chrono::duration<double>(clock_type::now() - t0).count();
-    rates.push_back(static_cast<double>(bytes) * passes / s / 1e9);
+    rates.push_back(work * passes / s / 1e9);
   }
   return bench::median(rates);
+}
+
+// The --prompt table: kPromptRows rows per thread (a few MB: in the last-level cache, and
+// enough rows that converting the activations is a small part, as in a model's matmuls),
+// tiled where this CPU's table has the kernel.
+constexpr int64_t kPromptRows = 1024;
+int prompt_table(const std::string& types, int64_t n_tok, const std::string& isa, const float* x, float* y,
+                 thread_pool& pool, matmul_scratch& scratch) {
+  std::printf("kernels: %s, threads: %d, %lld-token steps, %lld columns, in cache\n\n", isa.c_str(), pool.size(),
+              static_cast<long long>(n_tok), static_cast<long long>(kCols));
+  std::printf("| type | path | GMAC/s |\n|---|---|---:|\n");
+  std::stringstream list(types);
+  for (std::string name; std::getline(list, name, ',');) {
+    const auto type = parse_tensor_type(name);
+    if (!type || !tileable(weight_view(*type, kCols, 16, nullptr))) {
+      std::fprintf(stderr, "matmul_bench: %s has no tiled layout\n", name.c_str());
+      return 2;
+    }
+    matrix_set set = make_matrices(*type, kPromptRows * pool.size(), 1);
+    const bool tiled = best_dot_kernels().tiled_for_type(*type) != nullptr;
+    if (!tiled) set.tiled[0].view.tiled = nullptr;
+    const int passes = std::max<int>(1, static_cast<int>(256 / n_tok));
+    const double gmac = rate(set.tiled, passes, n_tok, x, y, pool, scratch);
+    std::printf("| %s | %s | %.1f |\n", ggml_type_name(static_cast<uint32_t>(*type)).c_str(), tiled ? "tiled" : "rows",
+                gmac);
+    std::fflush(stdout);
+  }
+  return 0;
 }
 
 }  // namespace
@@ -100,25 +135,29 @@ double rate_gbs(const std::vector<tiled_matrix>& ms, int passes, const float* x,
 int main(int argc, char** argv) {
   int threads = 1;
   std::string types = "q4_0,q8_0,q4_k,q6_k";
+  int64_t prompt = 0;
   for (int i = 1; i < argc; i += 2) {
     const std::string a = argv[i];
     if (i + 1 < argc && a == "--threads") {
       threads = std::atoi(argv[i + 1]);
     } else if (i + 1 < argc && a == "--types") {
       types = argv[i + 1];
+    } else if (i + 1 < argc && a == "--prompt" && std::atoi(argv[i + 1]) > 1) {
+      prompt = std::atoi(argv[i + 1]);
     } else {
-      std::fprintf(stderr, "usage: matmul_bench [--threads T] [--types q4_0,q8_0,q4_k,q6_k]\n");
+      std::fprintf(stderr, "usage: matmul_bench [--threads T] [--types q4_0,q8_0,q4_k,q6_k] [--prompt N > 1]\n");
       return 2;
     }
   }
   thread_pool pool(threads);
   matmul_scratch scratch;
-  std::vector<float> x(kCols), y(kCols);
+  std::vector<float> x(kCols * std::max<int64_t>(prompt, 1)), y(kCols * std::max<int64_t>(prompt, 1));
   std::mt19937 rng(11);
   std::normal_distribution<float> normal(0.f, 1.f);
   for (auto& v : x) v = normal(rng);
 
   const std::string isa(best_dot_kernels().isa);
+  if (prompt > 0) return prompt_table(types, prompt, isa, x.data(), y.data(), pool, scratch);
   std::printf("kernels: %s, threads: %d, one-token steps, %lld columns\n\n", isa.c_str(), pool.size(),
               static_cast<long long>(kCols));
   std::printf("| type | bits/weight | in cache GB/s | streamed GB/s | read GB/s | streamed / read |\n");
@@ -131,11 +170,11 @@ int main(int argc, char** argv) {
       return 2;
     }
     const matrix_set small = make_matrices(*type, 128 * pool.size(), 1);
-    const double in_cache = rate_gbs(small.tiled, 200, x.data(), y.data(), pool, scratch);
+    const double in_cache = rate(small.tiled, 200, 1, x.data(), y.data(), pool, scratch);
     const size_t one = tiled_bytes(weight_view(*type, kCols, kCols, nullptr));
     const int copies = static_cast<int>((size_t{384} << 20) / one + 1);
     const matrix_set big = make_matrices(*type, kCols, copies);
-    const double streamed = rate_gbs(big.tiled, 1, x.data(), y.data(), pool, scratch);
+    const double streamed = rate(big.tiled, 1, 1, x.data(), y.data(), pool, scratch);
     const double read = bench::read_bandwidth_gbs(pool.size());
     std::printf("| %s | %.2f | %.1f | %.1f | %.1f | %.0f%% |\n", ggml_type_name(static_cast<uint32_t>(*type)).c_str(),
                 8.0 * static_cast<double>(one) / (kCols * kCols), in_cache, streamed, read, 100 * streamed / read);

@@ -14,6 +14,11 @@
 namespace tandem::kernels {
 namespace {
 
+// An empty asm that claims to change v: the sums before it must be done, into a register, by
+// then. Without it GCC regroups a fully unrolled chain of 16-bit adds into a tree that holds
+// every product at once and spills most of them to the stack.
+inline void keep_in_register(__m256i& v) { asm("" : "+x"(v)); }
+
 // u8 x s8 -> 8 x int32 via 16-bit pair sums (no saturation: |u| <= 128, |s| <= 127).
 inline __m256i dot_u8s8(__m256i u, __m256i s) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
@@ -162,6 +167,7 @@ void tiled_q4_0_tokens(int64_t nb, const std::byte* tile, const std::byte* const
           std::memcpy(&qh, q + 16 + 4 * c, 4);
           pairs[t] = _mm256_add_epi16(pairs[t], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(ql)));
           pairs[t] = _mm256_add_epi16(pairs[t], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(qh)));
+          keep_in_register(pairs[t]);
         }
       }
       const __m256 dw =
@@ -211,71 +217,91 @@ inline __m256i scale_pairs(const std::byte* at) {
   return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
 }
 
-template <bool kLarge>
-void tiled_q4_k_token(int64_t nb, const std::byte* tile, const block_q8_k* a, float* y) {
-  q4_k_half half[2];
+// G tokens (1 or 2) share each unpacked line; a token's accumulators live in acc[t][h].
+template <int G, bool kLarge>
+void tiled_q4_k_tokens(int64_t nb, const std::byte* tile, const std::byte* const* a, float* y, int64_t y_stride) {
+  q4_k_half acc[G][2];
   const __m256i low = _mm256_set1_epi8(0x0F);
   for (int64_t b = 0; b < nb; ++b) {
     const std::byte* rec = tile + b * kTiledQ4_KRecordBytes;
-    const block_q8_k& x = a[b];
-    const __m256 dy = _mm256_set1_ps(x.d);
+    const block_q8_k* x[G];
+    for (int t = 0; t < G; ++t) x[t] = reinterpret_cast<const block_q8_k*>(a[t]) + b;
     for (int h = 0; h < 2; ++h) {
       const __m256 dw =
           _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + kTiledQ4_KDAt + 16 * h)));
       const __m256 dmin =
           _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + kTiledQ4_KDminAt + 16 * h)));
-      __m256i total = _mm256_setzero_si256(), mins = _mm256_setzero_si256();
+      __m256i total[G], mins[G];
+      for (int t = 0; t < G; ++t) total[t] = mins[t] = _mm256_setzero_si256();
       for (int p = 0; p < 4; ++p) {
         const std::byte* pair = rec + kTiledQ4_KFirstPairAt + p * kTiledQ4_KPairBytes;
-        const int8_t* q = x.qs + 64 * p;
-        __m256i lo_pairs = _mm256_setzero_si256(), hi_pairs = _mm256_setzero_si256();
+        __m256i lo_pairs[G], hi_pairs[G];
+        for (int t = 0; t < G; ++t) lo_pairs[t] = hi_pairs[t] = _mm256_setzero_si256();
 #pragma GCC unroll 8
         for (int l = 0; l < 8; ++l) {
           const __m256i packed =
               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair + kTiledQ4_KPairQsAt + l * 64 + 32 * h));
-          int32_t ql, qh;
-          std::memcpy(&ql, q + 4 * l, 4);
-          std::memcpy(&qh, q + 32 + 4 * l, 4);
-          lo_pairs =
-              _mm256_add_epi16(lo_pairs, _mm256_maddubs_epi16(_mm256_and_si256(packed, low), _mm256_set1_epi32(ql)));
-          hi_pairs = _mm256_add_epi16(
-              hi_pairs,
-              _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(packed, 4), low), _mm256_set1_epi32(qh)));
+          const __m256i lo = _mm256_and_si256(packed, low);
+          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low);
+          for (int t = 0; t < G; ++t) {
+            const int8_t* q = x[t]->qs + 64 * p;
+            int32_t ql, qh;
+            std::memcpy(&ql, q + 4 * l, 4);
+            std::memcpy(&qh, q + 32 + 4 * l, 4);
+            lo_pairs[t] = _mm256_add_epi16(lo_pairs[t], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(ql)));
+            hi_pairs[t] = _mm256_add_epi16(hi_pairs[t], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(qh)));
+            keep_in_register(lo_pairs[t]);
+            keep_in_register(hi_pairs[t]);
+          }
         }
-        const __m256i s =
-            _mm256_add_epi32(_mm256_madd_epi16(lo_pairs, scale_pairs(pair + kTiledQ4_KPairScalesAt + 8 * h)),
-                             _mm256_madd_epi16(hi_pairs, scale_pairs(pair + kTiledQ4_KPairScalesAt + 16 + 8 * h)));
-        // mn[2p] * B[2p] + mn[2p + 1] * B[2p + 1]: row r's two mins are the 16-bit halves of lane r.
-        const auto b0 = static_cast<uint32_t>(static_cast<uint16_t>(x.bsums[4 * p] + x.bsums[4 * p + 1]));
-        const auto b1 = static_cast<uint32_t>(static_cast<uint16_t>(x.bsums[4 * p + 2] + x.bsums[4 * p + 3]));
+        const __m256i sc_lo = scale_pairs(pair + kTiledQ4_KPairScalesAt + 8 * h);
+        const __m256i sc_hi = scale_pairs(pair + kTiledQ4_KPairScalesAt + 16 + 8 * h);
         const __m256i mn = _mm256_cvtepu8_epi16(
             _mm_loadu_si128(reinterpret_cast<const __m128i*>(pair + kTiledQ4_KPairMinsAt + 16 * h)));
-        const __m256i m = _mm256_madd_epi16(mn, _mm256_set1_epi32(static_cast<int32_t>(b0 | b1 << 16)));
-        if constexpr (kLarge) {
-          half[h].acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, dy), half[h].acc);
-          half[h].acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dmin, dy), half[h].acc_min);
-        } else {
-          total = _mm256_add_epi32(total, s);
-          mins = _mm256_add_epi32(mins, m);
+        for (int t = 0; t < G; ++t) {
+          const __m256i s =
+              _mm256_add_epi32(_mm256_madd_epi16(lo_pairs[t], sc_lo), _mm256_madd_epi16(hi_pairs[t], sc_hi));
+          // mn[2p] * B[2p] + mn[2p + 1] * B[2p + 1]: row r's two mins are the 16-bit halves of lane r.
+          const int16_t* bs = x[t]->bsums + 4 * p;
+          const auto b0 = static_cast<uint32_t>(static_cast<uint16_t>(bs[0] + bs[1]));
+          const auto b1 = static_cast<uint32_t>(static_cast<uint16_t>(bs[2] + bs[3]));
+          const __m256i m = _mm256_madd_epi16(mn, _mm256_set1_epi32(static_cast<int32_t>(b0 | b1 << 16)));
+          if constexpr (kLarge) {
+            const __m256 dy = _mm256_set1_ps(x[t]->d);
+            acc[t][h].acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, dy), acc[t][h].acc);
+            acc[t][h].acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dmin, dy), acc[t][h].acc_min);
+          } else {
+            total[t] = _mm256_add_epi32(total[t], s);
+            mins[t] = _mm256_add_epi32(mins[t], m);
+          }
         }
       }
       if constexpr (!kLarge) {
-        half[h].acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(dw, dy), half[h].acc);
-        half[h].acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_mul_ps(dmin, dy), half[h].acc_min);
+        for (int t = 0; t < G; ++t) {
+          const __m256 dy = _mm256_set1_ps(x[t]->d);
+          acc[t][h].acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total[t]), _mm256_mul_ps(dw, dy), acc[t][h].acc);
+          acc[t][h].acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins[t]), _mm256_mul_ps(dmin, dy), acc[t][h].acc_min);
+        }
       }
     }
   }
-  for (int h = 0; h < 2; ++h) _mm256_storeu_ps(y + 8 * h, _mm256_sub_ps(half[h].acc, half[h].acc_min));
+  for (int t = 0; t < G; ++t) {
+    for (int h = 0; h < 2; ++h) {
+      _mm256_storeu_ps(y + t * y_stride + 8 * h, _mm256_sub_ps(acc[t][h].acc, acc[t][h].acc_min));
+    }
+  }
 }
 
-// One token at a time: a record is 2.3 KB, so a tile of a 4096-wide row (37 KB) is read from
-// L2 by every token after the first.
+// Tokens in pairs, then one: a record is 2.3 KB, so a tile of a 4096-wide row (37 KB) is
+// read from L2 by every pass after the first.
 template <int N, bool kLarge>
 void tiled_q4_k_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
                   int64_t y_stride) {
-  for (int t = 0; t < N; ++t) {
-    tiled_q4_k_token<kLarge>(nb, tile, reinterpret_cast<const block_q8_k*>(acts + t * act_stride), y + t * y_stride);
-  }
+  const std::byte* a[N];
+  for (int t = 0; t < N; ++t) a[t] = acts + t * act_stride;
+  int t = 0;
+  for (; t + 2 <= N; t += 2) tiled_q4_k_tokens<2, kLarge>(nb, tile, a + t, y + t * y_stride, y_stride);
+  if (t < N) tiled_q4_k_tokens<1, kLarge>(nb, tile, a + t, y + t * y_stride, y_stride);
 }
 template <int N>
 void tiled_q4_k_small_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
