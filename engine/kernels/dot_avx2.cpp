@@ -24,6 +24,16 @@ inline __m256i dot_u8s8(__m256i u, __m256i s) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
 }
 
+// dot_u8s8 times integer scales, in one madd against them as 16-bit lanes (scale_lanes):
+// the same exact integers as widening first and multiplying after.
+inline __m256i scale_lanes(int s0, int s1) {
+  const auto a = static_cast<int16_t>(s0), b = static_cast<int16_t>(s1);
+  return _mm256_setr_epi16(a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b);
+}
+inline __m256i scaled_dot_u8s8(__m256i u, __m256i s, __m256i sc) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), sc);
+}
+
 #include "engine/kernels/dot_simd_body.inl"
 #include "engine/kernels/dot_simd_quants.inl"
 

@@ -25,6 +25,10 @@ namespace {
 
 inline __m256i dot_u8s8(__m256i u, __m256i s) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s); }
 
+// dot_u8s8 times integer scales (s0 on lanes 0-3, s1 on lanes 4-7).
+inline __m256i scale_lanes(int s0, int s1) { return _mm256_setr_epi32(s0, s0, s0, s0, s1, s1, s1, s1); }
+inline __m256i scaled_dot_u8s8(__m256i u, __m256i s, __m256i sc) { return _mm256_mullo_epi32(dot_u8s8(u, s), sc); }
+
 #include "engine/kernels/dot_simd_body.inl"
 #include "engine/kernels/dot_simd_quants.inl"
 

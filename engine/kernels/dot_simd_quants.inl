@@ -28,8 +28,14 @@ inline float add_super_block(float acc, int32_t s1, int32_t s2, float d, float d
   return std::fma(r, dy, acc);
 }
 
-// Scales of two 16-element sub-blocks over the lanes of one 32-element chunk.
-inline __m256i scales_2x4(int s0, int s1) { return _mm256_setr_epi32(s0, s0, s0, s0, s1, s1, s1, s1); }
+// Integer scales as the including file's scaled_dot_u8s8 takes them (scale_lanes(s0, s1):
+// s0 on lanes 0-3, s1 on lanes 4-7 of the result; two 16-element sub-blocks of one chunk).
+inline __m256i scale_lanes(int s) { return scale_lanes(s, s); }
+
+// x * y per lane of four, scaled: scaled_dot_u8s8 on |x| and y with x's signs.
+inline __m256i scaled_dot_s8s8(__m256i x, __m256i y, __m256i sc) {
+  return scaled_dot_u8s8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x), sc);
+}
 
 inline __m256i mask_bytes(__m256i v, int m) { return _mm256_and_si256(v, _mm256_set1_epi8(static_cast<char>(m))); }
 
@@ -127,7 +133,7 @@ void q2_k_rows(int64_t k, const block_q2_k* w, const std::byte* acts, size_t str
       for (int g = 0; g < 4; ++g) {
         const int c = 4 * h + g;
         q[c] = mask_bytes(_mm256_srli_epi16(bits, 2 * g), 3);
-        sc[c] = scales_2x4(w[b].scales[2 * c] & 15, w[b].scales[2 * c + 1] & 15);
+        sc[c] = scale_lanes(w[b].scales[2 * c] & 15, w[b].scales[2 * c + 1] & 15);
       }
     }
     const __m128i sm = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].scales));
@@ -138,7 +144,7 @@ void q2_k_rows(int64_t k, const block_q2_k* w, const std::byte* acts, size_t str
       const __m256i m = _mm256_madd_epi16(mins, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a->bsums)));
       __m256i sum = _mm256_setzero_si256();
       for (int c = 0; c < 8; ++c)
-        sum = _mm256_add_epi32(sum, _mm256_mullo_epi32(dot_u8s8(q[c], load_y(a, 32 * c)), sc[c]));
+        sum = _mm256_add_epi32(sum, scaled_dot_u8s8(q[c], load_y(a, 32 * c), sc[c]));
       if constexpr (kLarge) {
         large[i] = add_super_block(large[i], hsum_i32(sum), hsum_i32(m), d, dmin, true, a->d);
       } else {
@@ -165,7 +171,7 @@ void q3_k_rows(int64_t k, const block_q3_k* w, const std::byte* acts, size_t str
         const __m256i low = mask_bytes(_mm256_srli_epi16(bits, 2 * g), 3);
         const __m256i high = _mm256_slli_epi16(mask_bytes(_mm256_srli_epi16(hm, c), 1), 2);
         q[c] = _mm256_sub_epi8(_mm256_or_si256(low, high), _mm256_set1_epi8(4));
-        sc[c] = scales_2x4(q3_k_scale(2 * c, w[b].scales) - 32, q3_k_scale(2 * c + 1, w[b].scales) - 32);
+        sc[c] = scale_lanes(q3_k_scale(2 * c, w[b].scales) - 32, q3_k_scale(2 * c + 1, w[b].scales) - 32);
       }
     }
     const float d = h2f(w[b].d);
@@ -173,7 +179,7 @@ void q3_k_rows(int64_t k, const block_q3_k* w, const std::byte* acts, size_t str
       const block_q8_k* a = q8k_at(acts, stride, i, b);
       __m256i sum = _mm256_setzero_si256();
       for (int c = 0; c < 8; ++c)
-        sum = _mm256_add_epi32(sum, _mm256_mullo_epi32(dot_s8s8(q[c], load_y(a, 32 * c)), sc[c]));
+        sum = _mm256_add_epi32(sum, scaled_dot_s8s8(q[c], load_y(a, 32 * c), sc[c]));
       if constexpr (kLarge) {
         large[i] = add_super_block(large[i], hsum_i32(sum), 0, d, 0.0f, false, a->d);
       } else {
@@ -228,8 +234,8 @@ void q4_k_rows(int64_t k, const block_q4_k* w, const std::byte* acts, size_t str
       if constexpr (kLarge) {
         for (int p = 0; p < 4; ++p) {
           const __m256i sum = _mm256_add_epi32(
-              _mm256_mullo_epi32(dot_u8s8(q[2 * p], load_y(a, 64 * p)), _mm256_set1_epi32(sc[2 * p])),
-              _mm256_mullo_epi32(dot_u8s8(q[2 * p + 1], load_y(a, 64 * p + 32)), _mm256_set1_epi32(sc[2 * p + 1])));
+              scaled_dot_u8s8(q[2 * p], load_y(a, 64 * p), scale_lanes(sc[2 * p])),
+              scaled_dot_u8s8(q[2 * p + 1], load_y(a, 64 * p + 32), scale_lanes(sc[2 * p + 1])));
           acc[i] = std::fma(static_cast<float>(hsum_i32(sum)), d * a->d, acc[i]);
           acc_min[i] = std::fma(static_cast<float>(pairs[p]), dmin * a->d, acc_min[i]);
         }
@@ -237,7 +243,7 @@ void q4_k_rows(int64_t k, const block_q4_k* w, const std::byte* acts, size_t str
       }
       __m256i sum = _mm256_setzero_si256();
       for (int s = 0; s < 8; ++s) {
-        sum = _mm256_add_epi32(sum, _mm256_mullo_epi32(dot_u8s8(q[s], load_y(a, 32 * s)), _mm256_set1_epi32(sc[s])));
+        sum = _mm256_add_epi32(sum, scaled_dot_u8s8(q[s], load_y(a, 32 * s), scale_lanes(sc[s])));
       }
       acc[i] = std::fma(static_cast<float>(hsum_i32(sum)), d * a->d, acc[i]);
       acc_min[i] = std::fma(static_cast<float>(pairs[0] + pairs[1] + pairs[2] + pairs[3]), dmin * a->d, acc_min[i]);
@@ -268,7 +274,7 @@ void k4_rows(int64_t k, const Block* w, const std::byte* acts, size_t stride, fl
       if constexpr (kLarge) {
         __m256i sum = _mm256_setzero_si256();
         for (int s = 0; s < 8; ++s) {
-          sum = _mm256_add_epi32(sum, _mm256_mullo_epi32(dot_u8s8(q[s], load_y(a, 32 * s)), _mm256_set1_epi32(sc[s])));
+          sum = _mm256_add_epi32(sum, scaled_dot_u8s8(q[s], load_y(a, 32 * s), scale_lanes(sc[s])));
         }
         large[i] =
             add_super_block(large[i], hsum_i32(sum), pairs[0] + pairs[1] + pairs[2] + pairs[3], d, dmin_w, true, a->d);
@@ -281,7 +287,7 @@ void k4_rows(int64_t k, const Block* w, const std::byte* acts, size_t stride, fl
       }
       __m256i sum = _mm256_setzero_si256();
       for (int s = 0; s < 8; ++s) {
-        sum = _mm256_add_epi32(sum, _mm256_mullo_epi32(dot_u8s8(q[s], load_y(a, 32 * s)), _mm256_set1_epi32(sc[s])));
+        sum = _mm256_add_epi32(sum, scaled_dot_u8s8(q[s], load_y(a, 32 * s), scale_lanes(sc[s])));
       }
       acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(a->d * d), _mm256_cvtepi32_ps(sum), acc[i]);
     }
@@ -293,37 +299,45 @@ void k4_rows(int64_t k, const Block* w, const std::byte* acts, size_t stride, fl
   }
 }
 
+// Chunk by chunk, each unpacked chunk against all N tokens (their integer sums in registers:
+// q, its scales and N sums, where holding all eight chunks at once would spill).
 template <int N, bool kLarge>
 void q6_k_rows(int64_t k, const block_q6_k* w, const std::byte* acts, size_t stride, float* out) {
   __m256 acc[N];
   float large[N] = {};
   for (int i = 0; i < N; ++i) acc[i] = _mm256_setzero_ps();
   for (int64_t b = 0; b < k / kSuperBlock; ++b) {
-    __m256i q[8], sc[8];
+    const block_q8_k* a[N];
+    __m256i sum[N];
+    for (int i = 0; i < N; ++i) {
+      a[i] = q8k_at(acts, stride, i, b);
+      sum[i] = _mm256_setzero_si256();
+    }
     for (int h = 0; h < 2; ++h) {
       const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].ql + 64 * h));
       const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].ql + 64 * h + 32));
       const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qh + 32 * h));
       auto high = [&](int shift) { return _mm256_slli_epi16(mask_bytes(_mm256_srli_epi16(hb, shift), 3), 4); };
-      q[4 * h + 0] = _mm256_or_si256(mask_bytes(l0, 15), high(0));
-      q[4 * h + 1] = _mm256_or_si256(mask_bytes(l1, 15), high(2));
-      q[4 * h + 2] = _mm256_or_si256(mask_bytes(_mm256_srli_epi16(l0, 4), 15), high(4));
-      q[4 * h + 3] = _mm256_or_si256(mask_bytes(_mm256_srli_epi16(l1, 4), 15), high(6));
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        const int c = 4 * h + j;
+        const __m256i low = j % 2 == 0 ? l0 : l1;
+        const __m256i q =
+            _mm256_or_si256(mask_bytes(j < 2 ? low : _mm256_srli_epi16(low, 4), 15), high(2 * j));
+        const __m256i sc = scale_lanes(w[b].scales[2 * c], w[b].scales[2 * c + 1]);
+        for (int i = 0; i < N; ++i) sum[i] = _mm256_add_epi32(sum[i], scaled_dot_u8s8(q, load_y(a[i], 32 * c), sc));
+      }
     }
-    for (int c = 0; c < 8; ++c) sc[c] = scales_2x4(w[b].scales[2 * c], w[b].scales[2 * c + 1]);
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].scales)));
     const float d = h2f(w[b].d);
     for (int i = 0; i < N; ++i) {
-      const block_q8_k* a = q8k_at(acts, stride, i, b);
-      __m256i sum = _mm256_setzero_si256();
-      for (int c = 0; c < 8; ++c)
-        sum = _mm256_add_epi32(sum, _mm256_mullo_epi32(dot_u8s8(q[c], load_y(a, 32 * c)), sc[c]));
-      const __m256i bias =
-          _mm256_slli_epi32(_mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a->bsums)), sc16), 5);
+      const __m256i bias = _mm256_slli_epi32(
+          _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i]->bsums)), sc16), 5);
       if constexpr (kLarge) {
-        large[i] = add_super_block(large[i], hsum_i32(_mm256_sub_epi32(sum, bias)), 0, d, 0.0f, false, a->d);
+        large[i] = add_super_block(large[i], hsum_i32(_mm256_sub_epi32(sum[i], bias)), 0, d, 0.0f, false, a[i]->d);
       } else {
-        acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(a->d * d), _mm256_cvtepi32_ps(_mm256_sub_epi32(sum, bias)), acc[i]);
+        acc[i] =
+            _mm256_fmadd_ps(_mm256_set1_ps(a[i]->d * d), _mm256_cvtepi32_ps(_mm256_sub_epi32(sum[i], bias)), acc[i]);
       }
     }
   }
@@ -340,14 +354,14 @@ void iq4_xs_rows(int64_t k, const block_iq4_xs* w, const std::byte* acts, size_t
     for (int s = 0; s < 8; ++s) {
       q[s] = iq4_values(w[b].qs + 16 * s);
       const int ls = (w[b].scales_l[s / 2] >> (4 * (s % 2)) & 15) | (w[b].scales_h >> (2 * s) & 3) << 4;
-      sc[s] = _mm256_set1_epi32(ls - 32);
+      sc[s] = scale_lanes(ls - 32);
     }
     const float d = h2f(w[b].d);
     for (int i = 0; i < N; ++i) {
       const block_q8_k* a = q8k_at(acts, stride, i, b);
       __m256i sum = _mm256_setzero_si256();
       for (int s = 0; s < 8; ++s)
-        sum = _mm256_add_epi32(sum, _mm256_mullo_epi32(dot_s8s8(q[s], load_y(a, 32 * s)), sc[s]));
+        sum = _mm256_add_epi32(sum, scaled_dot_s8s8(q[s], load_y(a, 32 * s), sc[s]));
       if constexpr (kLarge) {
         large[i] = add_super_block(large[i], hsum_i32(sum), 0, d, 0.0f, false, a->d);
       } else {
