@@ -360,21 +360,21 @@ void rows_by_group(int64_t k, const std::byte* w_rows, size_t w_stride, const st
     w[r] = reinterpret_cast<const block*>(w_rows + r * w_stride);
     for (auto& a : acc[r]) a = _mm256_setzero_ps();
   }
+  alignas(16) float scale[R][4];  // dw * da per (row, token), broadcast from memory (a load, not an ALU op)
   for (int64_t b = 0; b < nb; ++b) {
     __m256i x[R], ax[R];
-    __m256 dw[R];
+    const __m128 dy = _mm_loadu_ps(da + b * 4);
     for (int r = 0; r < R; ++r) {
       x[r] = W::signed_bytes(w[r][b]);
       ax[r] = _mm256_sign_epi8(x[r], x[r]);
-      dw[r] = _mm256_set1_ps(h2f(w[r][b].d));
+      _mm_store_ps(scale[r], _mm_mul_ps(_mm_set1_ps(h2f(w[r][b].d)), dy));
     }
 #pragma GCC unroll 4
     for (int t = 0; t < 4; ++t) {
       const __m256i y = load32(qs + (b * 4 + t) * 32);
-      const __m256 dy = _mm256_set1_ps(da[b * 4 + t]);
       for (int r = 0; r < R; ++r) {
         const __m256i p = dot_u8s8(ax[r], _mm256_sign_epi8(y, x[r]));
-        acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw[r], dy), _mm256_cvtepi32_ps(p), acc[r][t]);
+        acc[r][t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&scale[r][t]), _mm256_cvtepi32_ps(p), acc[r][t]);
       }
     }
   }
