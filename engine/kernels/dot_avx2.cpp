@@ -91,6 +91,80 @@ void weighted_values(int64_t hd, const f16_bits* const* v_chunks, size_t v_strid
 
 float sum16(const float* x) { return sum_halves(_mm256_loadu_ps(x), _mm256_loadu_ps(x + 8)); }
 
+// Grouped-query forms (dot_kernels.h) for G heads, in the multi-token order only (one chain
+// per half, chunks in order, as key_scores and weighted_values keep it): each key or value
+// chunk is converted from half once and meets all G heads, whose 2G chains stay in registers.
+// The single-token order (four chains per half and head) would not fit in sixteen registers;
+// for it these return false and callers go head by head.
+template <int G>
+void key_scores_grouped(int64_t hd, const f16_bits* const* q, const f16_bits* keys, int n, float* const* out) {
+  alignas(32) float qf[G][256];  // the heads' queries in float, converted once
+  for (int h = 0; h < G; ++h) {
+    for (int64_t i = 0; i < hd; i += 8) _mm256_store_ps(qf[h] + i, load_f16x8_at(q[h] + i));
+  }
+  for (int j = 0; j < n; ++j) {
+    const f16_bits* k = keys + j * hd;
+    __m256 lo[G], hi[G];
+    for (int h = 0; h < G; ++h) lo[h] = hi[h] = _mm256_setzero_ps();
+    for (int64_t c = 0; c < hd / 16; ++c) {
+      const __m256 k_lo = load_f16x8_at(k + c * 16), k_hi = load_f16x8_at(k + c * 16 + 8);
+      for (int h = 0; h < G; ++h) {
+        lo[h] = _mm256_fmadd_ps(k_lo, _mm256_load_ps(qf[h] + c * 16), lo[h]);
+        hi[h] = _mm256_fmadd_ps(k_hi, _mm256_load_ps(qf[h] + c * 16 + 8), hi[h]);
+      }
+    }
+    for (int h = 0; h < G; ++h) out[h][j] = sum_halves(lo[h], hi[h]);
+  }
+}
+
+template <int G>
+void weighted_values_grouped(int64_t hd, const f16_bits* const* v_chunks, size_t v_stride, const float* const* p,
+                             int n_chunks, float* const* out) {
+  for (int64_t d = 0; d < hd; ++d) {
+    __m256 lo[G], hi[G];
+    for (int h = 0; h < G; ++h) lo[h] = hi[h] = _mm256_setzero_ps();
+    for (int c = 0; c < n_chunks; ++c) {
+      const f16_bits* v = v_chunks[c] + static_cast<size_t>(d) * v_stride;
+      const __m256 v_lo = load_f16x8_at(v), v_hi = load_f16x8_at(v + 8);
+      for (int h = 0; h < G; ++h) {
+        lo[h] = _mm256_fmadd_ps(v_lo, _mm256_loadu_ps(p[h] + c * 16), lo[h]);
+        hi[h] = _mm256_fmadd_ps(v_hi, _mm256_loadu_ps(p[h] + c * 16 + 8), hi[h]);
+      }
+    }
+    for (int h = 0; h < G; ++h) out[h][d] = sum_halves(lo[h], hi[h]);
+  }
+}
+
+bool key_scores_group(int64_t hd, const f16_bits* const* q, int n_q, const f16_bits* keys, int n,
+                      bool single_token_order, float* const* out) {
+  if (single_token_order || hd % 16 != 0 || hd > 256) return false;
+  switch (n_q) {
+    case 2:
+      return key_scores_grouped<2>(hd, q, keys, n, out), true;
+    case 3:
+      return key_scores_grouped<3>(hd, q, keys, n, out), true;
+    case 4:
+      return key_scores_grouped<4>(hd, q, keys, n, out), true;
+    default:
+      return false;
+  }
+}
+
+bool weighted_values_group(int64_t hd, const f16_bits* const* v_chunks, size_t v_stride, const float* const* p, int n_q,
+                           int n_chunks, bool single_token_order, float* const* out) {
+  if (single_token_order) return false;
+  switch (n_q) {
+    case 2:
+      return weighted_values_grouped<2>(hd, v_chunks, v_stride, p, n_chunks, out), true;
+    case 3:
+      return weighted_values_grouped<3>(hd, v_chunks, v_stride, p, n_chunks, out), true;
+    case 4:
+      return weighted_values_grouped<4>(hd, v_chunks, v_stride, p, n_chunks, out), true;
+    default:
+      return false;
+  }
+}
+
 // fast_exp on 8 lanes; false (and nothing stored) when a lane needs the scalar path
 // (results below the normal range, where two-step scaling could round twice).
 inline bool exp8(const float* x, float* y) {
@@ -406,6 +480,8 @@ const dot_kernels& avx2_dot_kernels() {
     dot_kernels t = with_quant_kernels(dot_kernels{"avx2", dot_q4_0, dot_q4_1, dot_q8_0, dot_f16, dot_bf16, dot_f32,
                                                    key_scores, weighted_values, sum16, exp_n, swiglu, nullptr, nullptr,
                                                    nullptr, quantize_q8, to_f16});
+    t.key_scores_group = key_scores_group;
+    t.weighted_values_group = weighted_values_group;
     t.q4_0_tiled = tiled_q4_0;
     t.q4_k_tiled = tiled_q4_k;
     t.q4_k_tiled_large = tiled_q4_k_large;
