@@ -186,14 +186,48 @@ inline bool exp8(const float* x, float* y) {
   return true;
 }
 
+// exp_n on eight lanes: exp8, or where it declines, fast_exp lane by lane.
+inline void exp8_or_scalar(const float* x, float* y) {
+  if (!exp8(x, y)) {
+    for (int l = 0; l < 8; ++l) y[l] = fast_exp(x[l]);
+  }
+}
+
 void exp_n(int64_t n, const float* x, float* y) {
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    if (!exp8(x + i, y + i)) {
-      for (int64_t l = i; l < i + 8; ++l) y[l] = fast_exp(x[l]);
-    }
-  }
+  for (; i + 8 <= n; i += 8) exp8_or_scalar(x + i, y + i);
   for (; i < n; ++i) y[i] = fast_exp(x[i]);
+}
+
+// softmax_reference (attention.cpp) in three passes over the scores, with its operations:
+// the scaled scores' max, exp_n's (two halves of eight) and sum16's per 16-lane chunk (sums added in double), then
+// p * float(1 / total) rounded to half and back.
+void softmax_half(float* s, int n_chunks, float scale) {
+  const int64_t n = static_cast<int64_t>(n_chunks) * 16;
+  const __m256 sc = _mm256_set1_ps(scale);
+  __m256 mx = _mm256_set1_ps(-INFINITY);
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(s + i), sc);
+    _mm256_storeu_ps(s + i, x);
+    mx = _mm256_max_ps(x, mx);
+  }
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  const __m256 max = _mm256_set1_ps(_mm_cvtss_f32(m4));
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; i += 16) {
+    _mm256_storeu_ps(s + i, _mm256_sub_ps(_mm256_loadu_ps(s + i), max));
+    _mm256_storeu_ps(s + i + 8, _mm256_sub_ps(_mm256_loadu_ps(s + i + 8), max));
+    exp8_or_scalar(s + i, s + i);
+    exp8_or_scalar(s + i + 8, s + i + 8);
+    sum += sum16(s + i);
+  }
+  const __m256 inv = _mm256_set1_ps(static_cast<float>(1.0 / sum));
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m128i half = _mm256_cvtps_ph(_mm256_mul_ps(_mm256_loadu_ps(s + i), inv), _MM_FROUND_TO_NEAREST_INT);
+    _mm256_storeu_ps(s + i, _mm256_cvtph_ps(half));
+  }
 }
 
 void swiglu(int64_t n, float* gate, const float* up) {
@@ -480,6 +514,7 @@ const dot_kernels& avx2_dot_kernels() {
     dot_kernels t = with_quant_kernels(dot_kernels{"avx2", dot_q4_0, dot_q4_1, dot_q8_0, dot_f16, dot_bf16, dot_f32,
                                                    key_scores, weighted_values, sum16, exp_n, swiglu, nullptr, nullptr,
                                                    nullptr, quantize_q8, to_f16});
+    t.softmax_half = softmax_half;
     t.key_scores_group = key_scores_group;
     t.weighted_values_group = weighted_values_group;
     t.q4_0_tiled = tiled_q4_0;
