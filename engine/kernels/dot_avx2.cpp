@@ -445,16 +445,26 @@ TANDEM_TILED_DISPATCH(tiled_q4_k_large, tiled_q4_k_large_n)
 // signed weights and their |w| per row, da already a float.
 struct q8_0_weights {
   using block = block_q8_0;
+  static constexpr int kRowsAtOnce = 2;
   static __m256i signed_bytes(const block& b) { return load32(b.qs); }
 };
 struct q5_0_weights {
   using block = block_q5_0;
+  static constexpr int kRowsAtOnce = 1;
   static __m256i signed_bytes(const block& b) {
     const __m256i high = _mm256_and_si256(bits_to_bytes(load_u32(b.qh)), _mm256_set1_epi8(16));
     return _mm256_sub_epi8(_mm256_or_si256(unpack_nibbles(b.qs), high), _mm256_set1_epi8(16));
   }
 };
 
+// One (row, token) pair of a block: acc += (dw * da) * float(x . y), the product from memory.
+inline void add_pair(__m256i ax, __m256i x, const int8_t* y, const float& scale, __m256& acc) {
+  const __m256i p = dot_u8s8(ax, _mm256_sign_epi8(load32(y), x));
+  acc = _mm256_fmadd_ps(_mm256_broadcast_ss(&scale), _mm256_cvtepi32_ps(p), acc);
+}
+
+// R rows (1 or 2) against one packed group: each token's activations loaded once for the R
+// rows, the 4R accumulators in registers.
 template <class W, int R>
 void rows_by_group(int64_t k, const std::byte* w_rows, size_t w_stride, const std::byte* packed, float* out,
                    int out_row_stride) {
@@ -468,7 +478,7 @@ void rows_by_group(int64_t k, const std::byte* w_rows, size_t w_stride, const st
     w[r] = reinterpret_cast<const block*>(w_rows + r * w_stride);
     for (auto& a : acc[r]) a = _mm256_setzero_ps();
   }
-  alignas(16) float scale[R][4];  // dw * da per (row, token), broadcast from memory (a load, not an ALU op)
+  alignas(16) float scale[R][4];  // dw * da per (row, token)
   for (int64_t b = 0; b < nb; ++b) {
     __m256i x[R], ax[R];
     const __m128 dy = _mm_loadu_ps(da + b * 4);
@@ -479,15 +489,42 @@ void rows_by_group(int64_t k, const std::byte* w_rows, size_t w_stride, const st
     }
 #pragma GCC unroll 4
     for (int t = 0; t < 4; ++t) {
-      const __m256i y = load32(qs + (b * 4 + t) * 32);
-      for (int r = 0; r < R; ++r) {
-        const __m256i p = dot_u8s8(ax[r], _mm256_sign_epi8(y, x[r]));
-        acc[r][t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&scale[r][t]), _mm256_cvtepi32_ps(p), acc[r][t]);
-      }
+      for (int r = 0; r < R; ++r) add_pair(ax[r], x[r], qs + (b * 4 + t) * 32, scale[r][t], acc[r][t]);
     }
   }
   for (int r = 0; r < R; ++r) {
     for (int t = 0; t < 4; ++t) out[r * out_row_stride + t] = hsum(acc[r][t]);
+  }
+}
+
+// One row against two packed groups (eight tokens): the row's block unpacked once for all
+// eight, their accumulators in registers.
+template <class W>
+void row_by_two_groups(int64_t k, const std::byte* w_row, const std::byte* packed_a, const std::byte* packed_b,
+                       float* out) {
+  using block = typename W::block;
+  const int64_t nb = k / kBlock;
+  const auto* w = reinterpret_cast<const block*>(w_row);
+  const int8_t* qs[2] = {reinterpret_cast<const int8_t*>(packed_a), reinterpret_cast<const int8_t*>(packed_b)};
+  const float* da[2] = {reinterpret_cast<const float*>(packed_a + nb * 128),
+                        reinterpret_cast<const float*>(packed_b + nb * 128)};
+  __m256 acc[2][4];
+  for (auto& group : acc) {
+    for (auto& a : group) a = _mm256_setzero_ps();
+  }
+  alignas(16) float scale[2][4];  // dw * da per token
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m256i x = W::signed_bytes(w[b]);
+    const __m256i ax = _mm256_sign_epi8(x, x);
+    const __m128 dw = _mm_set1_ps(h2f(w[b].d));
+    for (int g = 0; g < 2; ++g) _mm_store_ps(scale[g], _mm_mul_ps(dw, _mm_loadu_ps(da[g] + b * 4)));
+    for (int g = 0; g < 2; ++g) {
+#pragma GCC unroll 4
+      for (int t = 0; t < 4; ++t) add_pair(ax, x, qs[g] + (b * 4 + t) * 32, scale[g][t], acc[g][t]);
+    }
+  }
+  for (int g = 0; g < 2; ++g) {
+    for (int t = 0; t < 4; ++t) out[4 * g + t] = hsum(acc[g][t]);
   }
 }
 
@@ -496,14 +533,19 @@ void group_x4(int64_t k, const void* w_row, const std::byte* packed, float* out)
   rows_by_group<W, 1>(k, static_cast<const std::byte*>(w_row), 0, packed, out, 4);
 }
 
-// Four rows by two packed groups, out[row * 8 + token]: two rows at a time (their eight
-// accumulators per group stay in registers).
+// Four rows by two packed groups, out[row * 8 + token]. Q8_0 goes two rows at a time (its
+// unpacking is a load, so sharing each token's activations between two rows wins); Q5_0 one
+// row against both groups (its unpacking is most of its work: done once per eight tokens).
 template <class W>
 void group4x2(int64_t k, const std::byte* w_rows, size_t w_stride, const std::byte* packed_a, const std::byte* packed_b,
               float* out) {
-  for (int r = 0; r < 4; r += 2) {
-    rows_by_group<W, 2>(k, w_rows + r * w_stride, w_stride, packed_a, out + r * 8, 8);
-    rows_by_group<W, 2>(k, w_rows + r * w_stride, w_stride, packed_b, out + r * 8 + 4, 8);
+  if constexpr (W::kRowsAtOnce == 2) {
+    for (int r = 0; r < 4; r += 2) {
+      rows_by_group<W, 2>(k, w_rows + r * w_stride, w_stride, packed_a, out + r * 8, 8);
+      rows_by_group<W, 2>(k, w_rows + r * w_stride, w_stride, packed_b, out + r * 8 + 4, 8);
+    }
+  } else {
+    for (int r = 0; r < 4; ++r) row_by_two_groups<W>(k, w_rows + r * w_stride, packed_a, packed_b, out + r * 8);
   }
 }
 
