@@ -451,10 +451,7 @@ struct q8_0_weights {
 struct q5_0_weights {
   using block = block_q5_0;
   static constexpr int kRowsAtOnce = 1;
-  static __m256i signed_bytes(const block& b) {
-    const __m256i high = _mm256_and_si256(bits_to_bytes(load_u32(b.qh)), _mm256_set1_epi8(16));
-    return _mm256_sub_epi8(_mm256_or_si256(unpack_nibbles(b.qs), high), _mm256_set1_epi8(16));
-  }
+  static __m256i signed_bytes(const block& b) { return q5_0_values(b); }
 };
 
 // One (row, token) pair of a block: acc += (dw * da) * float(x . y), the product from memory.

@@ -39,13 +39,18 @@ inline __m256i scaled_dot_s8s8(__m256i x, __m256i y, __m256i sc) {
 
 inline __m256i mask_bytes(__m256i v, int m) { return _mm256_and_si256(v, _mm256_set1_epi8(static_cast<char>(m))); }
 
+// A Q5_0 block's quants q - 16, as nibble - 16 where the fifth bit is clear.
+inline __m256i q5_0_values(const block_q5_0& b) {
+  const __m256i fifth = bits_to_bytes(load_u32(b.qh));
+  return _mm256_sub_epi8(unpack_nibbles(b.qs), _mm256_andnot_si256(fifth, _mm256_set1_epi8(16)));
+}
+
 template <int N>
 void q5_0_rows(int64_t k, const block_q5_0* w, const std::byte* acts, size_t stride, float* out) {
   __m256 acc[N];
   for (int i = 0; i < N; ++i) acc[i] = _mm256_setzero_ps();
   for (int64_t b = 0; b < k / kBlock; ++b) {
-    const __m256i high = _mm256_and_si256(bits_to_bytes(load_u32(w[b].qh)), _mm256_set1_epi8(16));
-    const __m256i x = _mm256_sub_epi8(_mm256_or_si256(unpack_nibbles(w[b].qs), high), _mm256_set1_epi8(16));
+    const __m256i x = q5_0_values(w[b]);
     const float dw = h2f(w[b].d);
     for (int i = 0; i < N; ++i) {
       const auto* a = reinterpret_cast<const block_q8_0*>(acts + i * stride) + b;
