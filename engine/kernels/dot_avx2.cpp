@@ -19,6 +19,21 @@ namespace {
 // every product at once and spills most of them to the stack.
 inline void keep_in_register(__m256i& v) { asm("" : "+x"(v)); }
 
+// One line of a tiled nibble record (eight rows by four bytes) against one token: the low
+// nibbles times the four activation bytes at q_lo into lo_sum, the high nibbles times those
+// at q_hi into hi_sum, as 16-bit pair sums (lo_sum and hi_sum may be one variable). Each sum
+// is pinned after its add (keep_in_register).
+inline void add_nibble_line(__m256i lo, __m256i hi, const int8_t* q_lo, const int8_t* q_hi, __m256i& lo_sum,
+                            __m256i& hi_sum) {
+  int32_t ql, qh;
+  std::memcpy(&ql, q_lo, 4);
+  std::memcpy(&qh, q_hi, 4);
+  lo_sum = _mm256_add_epi16(lo_sum, _mm256_maddubs_epi16(lo, _mm256_set1_epi32(ql)));
+  keep_in_register(lo_sum);
+  hi_sum = _mm256_add_epi16(hi_sum, _mm256_maddubs_epi16(hi, _mm256_set1_epi32(qh)));
+  keep_in_register(hi_sum);
+}
+
 // u8 x s8 -> 8 x int32 via 16-bit pair sums (no saturation: |u| <= 128, |s| <= 127).
 inline __m256i dot_u8s8(__m256i u, __m256i s) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
@@ -280,12 +295,7 @@ void tiled_q4_0_tokens(int64_t nb, const std::byte* tile, const std::byte* const
         const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low);  // 16+4c..16+4c+3
         for (int t = 0; t < G; ++t) {
           const int8_t* q = qs[t] + b * 32;
-          int32_t ql, qh;
-          std::memcpy(&ql, q + 4 * c, 4);
-          std::memcpy(&qh, q + 16 + 4 * c, 4);
-          pairs[t] = _mm256_add_epi16(pairs[t], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(ql)));
-          pairs[t] = _mm256_add_epi16(pairs[t], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(qh)));
-          keep_in_register(pairs[t]);
+          add_nibble_line(lo, hi, q + 4 * c, q + 16 + 4 * c, pairs[t], pairs[t]);
         }
       }
       const __m256 dw =
@@ -363,13 +373,7 @@ void tiled_q4_k_tokens(int64_t nb, const std::byte* tile, const std::byte* const
           const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low);
           for (int t = 0; t < G; ++t) {
             const int8_t* q = x[t]->qs + 64 * p;
-            int32_t ql, qh;
-            std::memcpy(&ql, q + 4 * l, 4);
-            std::memcpy(&qh, q + 32 + 4 * l, 4);
-            lo_pairs[t] = _mm256_add_epi16(lo_pairs[t], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(ql)));
-            hi_pairs[t] = _mm256_add_epi16(hi_pairs[t], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(qh)));
-            keep_in_register(lo_pairs[t]);
-            keep_in_register(hi_pairs[t]);
+            add_nibble_line(lo, hi, q + 4 * l, q + 32 + 4 * l, lo_pairs[t], hi_pairs[t]);
           }
         }
         const __m256i sc_lo = scale_pairs(pair + kTiledQ4_KPairScalesAt + 8 * h);
