@@ -82,8 +82,8 @@ matrix_set make_matrices(tensor_type type, int64_t rows, int copies) {
 
 // Median of 7 batches of `passes` passes, each pass multiplying n_tok tokens by every matrix
 // once: GB/s of weights read, or with n_tok > 1 billions of multiply-adds per second.
-double rate(const std::vector<tiled_matrix>& ms, int passes, int64_t n_tok, const float* x, float* y,
-            thread_pool& pool, matmul_scratch& scratch) {
+double rate(const std::vector<tiled_matrix>& ms, int passes, int64_t n_tok, const float* x, float* y, thread_pool& pool,
+            matmul_scratch& scratch) {
   double work = 0;
   for (const auto& m : ms) {
     work += n_tok == 1 ? static_cast<double>(m.memory.bytes()) : static_cast<double>(m.view.rows) * kCols * n_tok;
@@ -102,28 +102,39 @@ double rate(const std::vector<tiled_matrix>& ms, int passes, int64_t n_tok, cons
   return bench::median(rates);
 }
 
-// The --prompt table: kPromptRows rows per thread (a few MB: in the last-level cache, and
-// enough rows that converting the activations is a small part, as in a model's matmuls),
-// tiled where this CPU's table has the kernel.
-constexpr int64_t kPromptRows = 1024;
-int prompt_table(const std::string& types, int64_t n_tok, const std::string& isa, const float* x, float* y,
-                 thread_pool& pool, matmul_scratch& scratch) {
-  std::printf("kernels: %s, threads: %d, %lld-token steps, %lld columns, in cache\n\n", isa.c_str(), pool.size(),
-              static_cast<long long>(n_tok), static_cast<long long>(kCols));
-  std::printf("| type | path | GMAC/s |\n|---|---|---:|\n");
-  std::stringstream list(types);
+// The comma-separated type names, each one with a tiled layout (as make_matrices needs); an
+// empty list after a message on stderr if any is not.
+std::vector<tensor_type> parse_types(const std::string& names) {
+  std::vector<tensor_type> types;
+  std::stringstream list(names);
   for (std::string name; std::getline(list, name, ',');) {
     const auto type = parse_tensor_type(name);
     if (!type || !tileable(weight_view(*type, kCols, 16, nullptr))) {
       std::fprintf(stderr, "matmul_bench: %s has no tiled layout\n", name.c_str());
-      return 2;
+      return {};
     }
-    matrix_set set = make_matrices(*type, kPromptRows * pool.size(), 1);
-    const bool tiled = best_dot_kernels().tiled_for_type(*type) != nullptr;
+    types.push_back(*type);
+  }
+  if (types.empty()) std::fprintf(stderr, "matmul_bench: no types given\n");
+  return types;
+}
+
+// The --prompt table: kPromptRows rows per thread (a few MB: in the last-level cache, and
+// enough rows that converting the activations is a small part, as in a model's matmuls),
+// tiled where this CPU's table has the kernel.
+constexpr int64_t kPromptRows = 1024;
+int prompt_table(const std::vector<tensor_type>& types, int64_t n_tok, const std::string& isa, const float* x, float* y,
+                 thread_pool& pool, matmul_scratch& scratch) {
+  std::printf("kernels: %s, threads: %d, %lld-token steps, %lld columns, in cache\n\n", isa.c_str(), pool.size(),
+              static_cast<long long>(n_tok), static_cast<long long>(kCols));
+  std::printf("| type | path | GMAC/s |\n|---|---|---:|\n");
+  for (const tensor_type type : types) {
+    matrix_set set = make_matrices(type, kPromptRows * pool.size(), 1);
+    const bool tiled = best_dot_kernels().tiled_for_type(type) != nullptr;
     if (!tiled) set.tiled[0].view.tiled = nullptr;
     const int passes = std::max<int>(1, static_cast<int>(256 / n_tok));
     const double gmac = rate(set.tiled, passes, n_tok, x, y, pool, scratch);
-    std::printf("| %s | %s | %.1f |\n", ggml_type_name(static_cast<uint32_t>(*type)).c_str(), tiled ? "tiled" : "rows",
+    std::printf("| %s | %s | %.1f |\n", ggml_type_name(static_cast<uint32_t>(type)).c_str(), tiled ? "tiled" : "rows",
                 gmac);
     std::fflush(stdout);
   }
@@ -156,27 +167,23 @@ int main(int argc, char** argv) {
   std::normal_distribution<float> normal(0.f, 1.f);
   for (auto& v : x) v = normal(rng);
 
+  const std::vector<tensor_type> type_list = parse_types(types);
+  if (type_list.empty()) return 2;
   const std::string isa(best_dot_kernels().isa);
-  if (prompt > 0) return prompt_table(types, prompt, isa, x.data(), y.data(), pool, scratch);
+  if (prompt > 0) return prompt_table(type_list, prompt, isa, x.data(), y.data(), pool, scratch);
   std::printf("kernels: %s, threads: %d, one-token steps, %lld columns\n\n", isa.c_str(), pool.size(),
               static_cast<long long>(kCols));
   std::printf("| type | bits/weight | in cache GB/s | streamed GB/s | read GB/s | streamed / read |\n");
   std::printf("|---|---:|---:|---:|---:|---:|\n");
-  std::stringstream list(types);
-  for (std::string name; std::getline(list, name, ',');) {
-    const auto type = parse_tensor_type(name);
-    if (!type || !tileable(weight_view(*type, kCols, 16, nullptr))) {
-      std::fprintf(stderr, "matmul_bench: %s has no tiled kernel\n", name.c_str());
-      return 2;
-    }
-    const matrix_set small = make_matrices(*type, 128 * pool.size(), 1);
+  for (const tensor_type type : type_list) {
+    const matrix_set small = make_matrices(type, 128 * pool.size(), 1);
     const double in_cache = rate(small.tiled, 200, 1, x.data(), y.data(), pool, scratch);
-    const size_t one = tiled_bytes(weight_view(*type, kCols, kCols, nullptr));
+    const size_t one = tiled_bytes(weight_view(type, kCols, kCols, nullptr));
     const int copies = static_cast<int>((size_t{384} << 20) / one + 1);
-    const matrix_set big = make_matrices(*type, kCols, copies);
+    const matrix_set big = make_matrices(type, kCols, copies);
     const double streamed = rate(big.tiled, 1, 1, x.data(), y.data(), pool, scratch);
     const double read = bench::read_bandwidth_gbs(pool.size());
-    std::printf("| %s | %.2f | %.1f | %.1f | %.1f | %.0f%% |\n", ggml_type_name(static_cast<uint32_t>(*type)).c_str(),
+    std::printf("| %s | %.2f | %.1f | %.1f | %.1f | %.0f%% |\n", ggml_type_name(static_cast<uint32_t>(type)).c_str(),
                 8.0 * static_cast<double>(one) / (kCols * kCols), in_cache, streamed, read, 100 * streamed / read);
     std::fflush(stdout);
   }
