@@ -215,8 +215,8 @@ void exp_n(int64_t n, const float* x, float* y) {
 }
 
 // softmax_reference (attention.cpp) in three passes over the scores, with its operations:
-// the scaled scores' max, exp_n's (two halves of eight) and sum16's per 16-lane chunk (sums added in double), then
-// p * float(1 / total) rounded to half and back.
+// the scaled scores' max, exp_n's (two halves of eight) and sum16's per 16-lane chunk (sums
+// added in double), then p * float(1 / total) rounded to half and back.
 void softmax_half(float* s, int n_chunks, float scale) {
   const int64_t n = static_cast<int64_t>(n_chunks) * 16;
   const __m256 sc = _mm256_set1_ps(scale);
