@@ -148,8 +148,7 @@ void q2_k_rows(int64_t k, const block_q2_k* w, const std::byte* acts, size_t str
       const block_q8_k* a = q8k_at(acts, stride, i, b);
       const __m256i m = _mm256_madd_epi16(mins, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a->bsums)));
       __m256i sum = _mm256_setzero_si256();
-      for (int c = 0; c < 8; ++c)
-        sum = _mm256_add_epi32(sum, scaled_dot_u8s8(q[c], load_y(a, 32 * c), sc[c]));
+      for (int c = 0; c < 8; ++c) sum = _mm256_add_epi32(sum, scaled_dot_u8s8(q[c], load_y(a, 32 * c), sc[c]));
       if constexpr (kLarge) {
         large[i] = add_super_block(large[i], hsum_i32(sum), hsum_i32(m), d, dmin, true, a->d);
       } else {
@@ -183,8 +182,7 @@ void q3_k_rows(int64_t k, const block_q3_k* w, const std::byte* acts, size_t str
     for (int i = 0; i < N; ++i) {
       const block_q8_k* a = q8k_at(acts, stride, i, b);
       __m256i sum = _mm256_setzero_si256();
-      for (int c = 0; c < 8; ++c)
-        sum = _mm256_add_epi32(sum, scaled_dot_s8s8(q[c], load_y(a, 32 * c), sc[c]));
+      for (int c = 0; c < 8; ++c) sum = _mm256_add_epi32(sum, scaled_dot_s8s8(q[c], load_y(a, 32 * c), sc[c]));
       if constexpr (kLarge) {
         large[i] = add_super_block(large[i], hsum_i32(sum), 0, d, 0.0f, false, a->d);
       } else {
@@ -238,9 +236,9 @@ void q4_k_rows(int64_t k, const block_q4_k* w, const std::byte* acts, size_t str
       min_pairs4(mins, a->bsums, pairs);
       if constexpr (kLarge) {
         for (int p = 0; p < 4; ++p) {
-          const __m256i sum = _mm256_add_epi32(
-              scaled_dot_u8s8(q[2 * p], load_y(a, 64 * p), scale_lanes(sc[2 * p])),
-              scaled_dot_u8s8(q[2 * p + 1], load_y(a, 64 * p + 32), scale_lanes(sc[2 * p + 1])));
+          const __m256i sum =
+              _mm256_add_epi32(scaled_dot_u8s8(q[2 * p], load_y(a, 64 * p), scale_lanes(sc[2 * p])),
+                               scaled_dot_u8s8(q[2 * p + 1], load_y(a, 64 * p + 32), scale_lanes(sc[2 * p + 1])));
           acc[i] = std::fma(static_cast<float>(hsum_i32(sum)), d * a->d, acc[i]);
           acc_min[i] = std::fma(static_cast<float>(pairs[p]), dmin * a->d, acc_min[i]);
         }
@@ -327,8 +325,7 @@ void q6_k_rows(int64_t k, const block_q6_k* w, const std::byte* acts, size_t str
       for (int j = 0; j < 4; ++j) {
         const int c = 4 * h + j;
         const __m256i low = j % 2 == 0 ? l0 : l1;
-        const __m256i q =
-            _mm256_or_si256(mask_bytes(j < 2 ? low : _mm256_srli_epi16(low, 4), 15), high(2 * j));
+        const __m256i q = _mm256_or_si256(mask_bytes(j < 2 ? low : _mm256_srli_epi16(low, 4), 15), high(2 * j));
         const __m256i sc = scale_lanes(w[b].scales[2 * c], w[b].scales[2 * c + 1]);
         for (int i = 0; i < N; ++i) sum[i] = _mm256_add_epi32(sum[i], scaled_dot_u8s8(q, load_y(a[i], 32 * c), sc));
       }
@@ -365,8 +362,7 @@ void iq4_xs_rows(int64_t k, const block_iq4_xs* w, const std::byte* acts, size_t
     for (int i = 0; i < N; ++i) {
       const block_q8_k* a = q8k_at(acts, stride, i, b);
       __m256i sum = _mm256_setzero_si256();
-      for (int s = 0; s < 8; ++s)
-        sum = _mm256_add_epi32(sum, scaled_dot_s8s8(q[s], load_y(a, 32 * s), sc[s]));
+      for (int s = 0; s < 8; ++s) sum = _mm256_add_epi32(sum, scaled_dot_s8s8(q[s], load_y(a, 32 * s), sc[s]));
       if constexpr (kLarge) {
         large[i] = add_super_block(large[i], hsum_i32(sum), 0, d, 0.0f, false, a->d);
       } else {
