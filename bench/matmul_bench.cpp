@@ -121,7 +121,7 @@ std::vector<tensor_type> parse_types(const std::string& names) {
 
 // The --prompt table: kPromptRows rows per thread (a few MB: in the last-level cache, and
 // enough rows that converting the activations is a small part, as in a model's matmuls),
-// tiled where this CPU's table has the kernel.
+// tiled where this CPU's table takes its tiled kernel for such steps.
 constexpr int64_t kPromptRows = 1024;
 int prompt_table(const std::vector<tensor_type>& types, int64_t n_tok, const std::string& isa, const float* x, float* y,
                  thread_pool& pool, matmul_scratch& scratch) {
@@ -130,7 +130,7 @@ int prompt_table(const std::vector<tensor_type>& types, int64_t n_tok, const std
   std::printf("| type | path | GMAC/s |\n|---|---|---:|\n");
   for (const tensor_type type : types) {
     matrix_set set = make_matrices(type, kPromptRows * pool.size(), 1);
-    const bool tiled = best_dot_kernels().tiled_for_type(type) != nullptr;
+    const bool tiled = best_dot_kernels().tiled_for_step(type, false, n_tok) != nullptr;
     if (!tiled) set.tiled[0].view.tiled = nullptr;
     const int passes = std::max<int>(1, static_cast<int>(256 / n_tok));
     const double gmac = rate(set.tiled, passes, n_tok, x, y, pool, scratch);

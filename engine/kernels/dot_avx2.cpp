@@ -326,6 +326,94 @@ void tiled_q4_0_n(int64_t nb, const std::byte* tile, const std::byte* acts, size
 
 TANDEM_TILED_DISPATCH(tiled_q4_0, tiled_q4_0_n)
 
+// --- Tiled Q5_0 (tiled_layout.h), for steps under a packed group's four tokens ------------
+//
+//   record: qs as Q4_0's, then qh [16] u32 (row r's fifth bits, bit e for element e), d [16] f16
+//
+// The row kernels' order (q5_0_rows, llama.cpp's vec_dot): per (row, token) eight lane chains,
+// lane l adding dw * da * float(its exact sum of (q - 16) * y over elements 4l..4l+3) block
+// after block, folded as hsum folds. That sum is q * y's (maddubs on the unsigned q) started at
+// the activation row's -16 * (the lane's four quants). One token's eight chains for eight rows
+// fill eight registers, so a pass takes one half tile and one token, and the group kernels
+// (which unpack a row once for eight tokens) serve larger steps (dot_kernels.h,
+// tiled_small_steps_only).
+
+// Lane l's fifth bits in place, 16 at byte i of row r's lane where bit 4l + i of r's qh word
+// is set. Those four bits are nibble l % 2 of byte l / 2: one shuffle spreads that byte over
+// the lane (from qh, or from qh4 = qh >> 4 for the high nibbles), one mask keeps bit i in
+// byte i, and a table turns each 1 << i into 16.
+inline __m256i fifth_bits(__m256i qh, __m256i qh4, int l) {
+  const int byte = 0x01010101 * (l / 2);
+  const __m256i spread = _mm256_shuffle_epi8(
+      l % 2 == 0 ? qh : qh4, _mm256_setr_epi32(byte, byte + 0x04040404, byte + 0x08080808, byte + 0x0c0c0c0c, byte,
+                                               byte + 0x04040404, byte + 0x08080808, byte + 0x0c0c0c0c));
+  const __m256i one_bit = _mm256_and_si256(spread, _mm256_set1_epi32(0x08040201));
+  const __m256i sixteen_where_set =
+      _mm256_setr_epi8(0, 16, 16, 0, 16, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 16, 16, 0, 16, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0);
+  return _mm256_shuffle_epi8(sixteen_where_set, one_bit);
+}
+
+// Rows 8h..8h+7 of a tile against one token's tiled activation row; y[0..7] = their dots.
+// With `next` non-null, also asks for that tile's record b into L2 at block b.
+void tiled_q5_0_half(int64_t nb, const std::byte* tile, int h, const std::byte* act, float* y,
+                     const std::byte* next) {
+  const auto* qs = reinterpret_cast<const int8_t*>(act);
+  const auto* da = reinterpret_cast<const float*>(act + nb * 32);
+  const auto* corrections = reinterpret_cast<const int32_t*>(act + nb * 36);
+  const __m256i low = _mm256_set1_epi8(0x0F);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[8];
+  for (auto& a : acc) a = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const std::byte* rec = tile + b * kTiledQ5_0RecordBytes;
+    if (next != nullptr) {
+      for (size_t line = 0; line < kTiledQ5_0RecordBytes; line += 64) {
+        __builtin_prefetch(next + b * kTiledQ5_0RecordBytes + line, 0, 2);
+      }
+    }
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + kTiledQ5_0HighAt + 32 * h));
+    const __m256i qh4 = _mm256_srli_epi32(qh, 4);
+    const __m256 scale = _mm256_mul_ps(
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + kTiledQ5_0ScalesAt + 16 * h))),
+        _mm256_set1_ps(da[b]));
+    const int8_t* q = qs + b * 32;
+    const int32_t* correction = corrections + b * 8;
+    // Lane l: w = q of elements 4l..4l+3 in each row (lanes 0-3 the chunks' low nibbles, 4-7 their high).
+    auto add_lane = [&](int l, __m256i nibbles) {
+      const __m256i w = _mm256_or_si256(nibbles, fifth_bits(qh, qh4, l));
+      int32_t y4;
+      std::memcpy(&y4, q + 4 * l, 4);
+      const __m256i sums = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(w, _mm256_set1_epi32(y4)), ones),
+                                            _mm256_set1_epi32(correction[l]));
+      acc[l] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(sums), acc[l]);
+    };
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 64 * c + 32 * h));
+      add_lane(c, _mm256_and_si256(packed, low));
+      add_lane(4 + c, _mm256_and_si256(_mm256_srli_epi16(packed, 4), low));
+    }
+  }
+  const __m256 sum = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6])),
+                                   _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7])));
+  _mm256_storeu_ps(y, sum);
+}
+
+// Token by token, half by half: the first pass reads the tile forward (the hardware
+// prefetcher streams it), the others find it in L1 or L2.
+template <int N>
+void tiled_q5_0_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
+                  int64_t y_stride, const std::byte* next_tile) {
+  for (int t = 0; t < N; ++t) {
+    for (int h = 0; h < 2; ++h) {
+      const std::byte* next = t == N - 1 && h == 1 ? next_tile : nullptr;
+      tiled_q5_0_half(nb, tile, h, acts + t * act_stride, y + t * y_stride + 8 * h, next);
+    }
+  }
+}
+
+TANDEM_TILED_DISPATCH(tiled_q5_0, tiled_q5_0_n)
+
 // --- Tiled Q4_K (tiled_layout.h), rows 8h..8h+7 of each record as half h --------------------
 //
 // The AVX-512 kernel's orders (q4_k_rows): per (row, token) and super-block the exact integer
@@ -561,6 +649,8 @@ const dot_kernels& avx2_dot_kernels() {
     t.key_scores_group = key_scores_group;
     t.weighted_values_group = weighted_values_group;
     t.q4_0_tiled = tiled_q4_0;
+    t.q5_0_tiled = tiled_q5_0;
+    t.tiled_small_steps_only = type_bit(tensor_type::q5_0);
     t.q4_k_tiled = tiled_q4_k;
     t.q4_k_tiled_large = tiled_q4_k_large;
     t.q8_0_x4 = group_x4<q8_0_weights>;

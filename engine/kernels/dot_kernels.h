@@ -56,6 +56,9 @@ inline constexpr int kTiledMaxTokens = 8;
 // (or, for Q4_K, repacked gemm) summation order (see dot_kernels::for_step).
 inline constexpr int64_t kLargeStepTokens = 8;
 
+// One bit per weight type (ggml's numbering is under 64), for sets of types.
+constexpr uint64_t type_bit(tensor_type type) { return uint64_t{1} << static_cast<uint32_t>(type); }
+
 struct dot_kernels {
   std::string_view isa;  // "generic", "avx2", "avx512"
   row_dot_fn q4_0 = nullptr;
@@ -169,11 +172,24 @@ struct dot_kernels {
   // This table's own large-step kernel of the type, or null.
   row_dot_fn own_large_for_type(tensor_type type) const;
 
+  // Types (type_bit) whose tiled kernel serves only steps too small for a packed group of
+  // four tokens, larger ones going to the group kernels on the weights' GGUF rows, which the
+  // tiled copy then does not replace: AVX2's tiled Q5_0 holds one token's eight lane chains
+  // per pass, where its group kernel unpacks each row once for eight tokens.
+  uint64_t tiled_small_steps_only = 0;
+
   tiled_fn tiled_for_order(tensor_type type, bool large) const {
     if (large)
       return type == tensor_type::q4_k ? q4_k_tiled_large : type == tensor_type::q6_k ? q6_k_tiled_large : nullptr;
     return tiled_for_type(type);
   }
+  // The tiled kernel matmul takes for a step of n_tok tokens in this order, or null.
+  tiled_fn tiled_for_step(tensor_type type, bool large, int64_t n_tok) const {
+    if (n_tok >= 4 && (tiled_small_steps_only & type_bit(type)) != 0) return nullptr;
+    return tiled_for_order(type, large);
+  }
+  // Whether a step can also read the GGUF rows of a tiled matrix of this type.
+  bool reads_rows_when_tiled(tensor_type type) const { return (tiled_small_steps_only & type_bit(type)) != 0; }
 
   tiled_fn tiled_for_type(tensor_type type) const {
     switch (type) {

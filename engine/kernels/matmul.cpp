@@ -149,7 +149,7 @@ void matmul_in_order(std::span<const matmul_output> outputs, const float* x, int
                      bool large, thread_pool& pool, matmul_scratch& scratch) {
   const weight_view& w = outputs[0].w;
   const dot_kernels& kernels = best_dot_kernels();
-  if (const tiled_fn kernel = kernels.tiled_for_order(w.type, large); kernel != nullptr) {
+  if (const tiled_fn kernel = kernels.tiled_for_step(w.type, large, n_tok); kernel != nullptr) {
     bool all_tiled = true;
     for (const auto& o : outputs) all_tiled = all_tiled && o.w.tiled != nullptr;
     if (all_tiled) return tiled_matmul(outputs, kernel, x, x_stride, n_tok, pool, scratch);

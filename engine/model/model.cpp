@@ -96,8 +96,11 @@ tiled_region tile_weights(model_weights& w, const kernels::dot_kernels& k, threa
   if (region.file != nullptr) {
     region.file->write_in_background(base);
     // The next start reads the cache file, not these ranges of the GGUF: under memory
-    // pressure the kernel should drop them first, not the file being written.
-    for (const auto* v : views) advise_cold(v->data, static_cast<size_t>(v->rows) * v->stride);
+    // pressure the kernel should drop them first, not the file being written (except where
+    // prompt steps still read the rows, dot_kernels::tiled_small_steps_only).
+    for (const auto* v : views) {
+      if (!k.reads_rows_when_tiled(v->type)) advise_cold(v->data, static_cast<size_t>(v->rows) * v->stride);
+    }
   }
   return region;
 }

@@ -441,7 +441,7 @@ TEST(DotKernels, GroupKernelsEqualRowKernelsBitForBit) {
   }
 }
 
-// Every table's tiled kernels (the AVX2 table's Q4_0 and Q4_K, the AVX-512 table's seven
+// Every table's tiled kernels (the AVX2 table's Q4_0, Q5_0 and Q4_K, the AVX-512 table's seven
 // types), in both orders of the K-quants, give that table's row kernels' bits in that order
 // for steps of 1 to 8 tokens, called directly on two tiles, so a machine with AVX-512 checks
 // the AVX2 ones too (matmul only reaches the best table's).
@@ -500,7 +500,7 @@ TEST(DotKernels, TiledKernelsEqualRowKernelsInEveryTable) {
       ++checked;
     }
   }
-  if (cpu_has_avx2()) EXPECT_GE(checked, 3) << "the AVX2 table's tiled Q4_0 and Q4_K kernels";
+  if (cpu_has_avx2()) EXPECT_GE(checked, 4) << "the AVX2 table's tiled Q4_0, Q5_0 and Q4_K kernels";
 }
 
 // Every table's Q8_0 and Q5_0 group kernels (one row by four packed tokens; four rows by
@@ -639,7 +639,7 @@ TEST(Matmul, BatchedEqualsRowByRow) {
 }
 
 // Tiled weights (the AVX-512 path for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K and Q6_K; the AVX2 path
-// for Q4_0), through matmul with the best table: every token's outputs have the
+// for Q4_0, Q4_K, and Q5_0 in steps under four tokens), through matmul with the best table: every token's outputs have the
 // same bits whatever the step's token count (1 to 17: partial and full groups of eight), and
 // match a double-precision reference on the decoded weights and activations, and give exactly
 // the untiled kernels' bits (llama.cpp's order, which greedy fidelity needs). Several outputs
