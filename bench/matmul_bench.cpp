@@ -74,7 +74,8 @@ matrix_set make_matrices(tensor_type type, int64_t rows, int copies) {
     } else {
       std::memcpy(m.memory.data(), out[0].memory.data(), m.memory.bytes());
     }
-    m.view.tiled = m.memory.as<std::byte>();
+    // Tiled where a model would tile it for this CPU's table (dot_kernels::tiles).
+    if (best_dot_kernels().tiles(type, kCols)) m.view.tiled = m.memory.as<std::byte>();
     out.push_back(std::move(m));
   }
   return {std::move(raw), std::move(out)};
@@ -130,8 +131,7 @@ int prompt_table(const std::vector<tensor_type>& types, int64_t n_tok, const std
   std::printf("| type | path | GMAC/s |\n|---|---|---:|\n");
   for (const tensor_type type : types) {
     matrix_set set = make_matrices(type, kPromptRows * pool.size(), 1);
-    const bool tiled = best_dot_kernels().tiled_for_step(type, false, n_tok) != nullptr;
-    if (!tiled) set.tiled[0].view.tiled = nullptr;
+    const bool tiled = set.tiled[0].view.tiled != nullptr && best_dot_kernels().tiled_for_step(type, false, n_tok);
     const int passes = std::max<int>(1, static_cast<int>(256 / n_tok));
     const double gmac = rate(set.tiled, passes, n_tok, x, y, pool, scratch);
     std::printf("| %s | %s | %.1f |\n", ggml_type_name(static_cast<uint32_t>(type)).c_str(), tiled ? "tiled" : "rows",

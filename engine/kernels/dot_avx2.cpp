@@ -326,17 +326,16 @@ void tiled_q4_0_n(int64_t nb, const std::byte* tile, const std::byte* acts, size
 
 TANDEM_TILED_DISPATCH(tiled_q4_0, tiled_q4_0_n)
 
-// --- Tiled Q5_0 (tiled_layout.h), for steps under a packed group's four tokens ------------
+// --- Tiled Q5_0 and Q8_0 (tiled_layout.h), for steps under a packed group's four tokens -------
 //
-//   record: qs as Q4_0's, then qh [16] u32 (row r's fifth bits, bit e for element e), d [16] f16
+//   Q5_0 record: qs as Q4_0's, then qh [16] u32 (row r's fifth bits, bit e for element e), d [16] f16
+//   Q8_0 record: qs [8][16][4] (line l: elements 4l..4l+3 of each row, + 128), then d [16] f16
 //
-// The row kernels' order (q5_0_rows, llama.cpp's vec_dot): per (row, token) eight lane chains,
-// lane l adding dw * da * float(its exact sum of (q - 16) * y over elements 4l..4l+3) block
-// after block, folded as hsum folds. That sum is q * y's (maddubs on the unsigned q) started at
-// the activation row's -16 * (the lane's four quants). One token's eight chains for eight rows
-// fill eight registers, so a pass takes one half tile and one token, and the group kernels
-// (which unpack a row once for eight tokens) serve larger steps (dot_kernels.h,
-// tiled_small_steps_only).
+// The row kernels' order (q5_0_rows, q8_0_rows: llama.cpp's vec_dot): per (row, token) eight
+// lane chains, lane l adding dw * da * float(its exact integer sum over elements 4l..4l+3)
+// block after block, folded as hsum folds. One token's eight chains for eight rows fill eight
+// registers, so a pass takes one half tile and one token, and the group kernels (which unpack
+// a row once for eight tokens) serve larger steps (dot_kernels.h, tiled_small_steps_only).
 
 // Lane l's fifth bits in place, 16 at byte i of row r's lane where bit 4l + i of r's qh word
 // is set. Those four bits are nibble l % 2 of byte l / 2: one shuffle spreads that byte over
@@ -353,66 +352,112 @@ inline __m256i fifth_bits(__m256i qh, __m256i qh4, int l) {
   return _mm256_shuffle_epi8(sixteen_where_set, one_bit);
 }
 
-// Rows 8h..8h+7 of a tile against one token's tiled activation row; y[0..7] = their dots.
-// With `next` non-null, also asks for that tile's record b into L2 at block b.
-void tiled_q5_0_half(int64_t nb, const std::byte* tile, int h, const std::byte* act, float* y,
-                     const std::byte* next) {
+inline __m256i broadcast_4(const int8_t* q) {
+  int32_t v;
+  std::memcpy(&v, q, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// Half h of one Q5_0 record: lane l's exact sums of (q - 16) * y for its eight rows, as q * y
+// (maddubs on the unsigned q) started at the activation row's -16 * (the lane's four quants).
+struct q5_0_half_block {
+  static constexpr size_t kRecordBytes = kTiledQ5_0RecordBytes, kScalesAt = kTiledQ5_0ScalesAt;
+  const std::byte* rec;
+  int h;
+  __m256i qh, qh4;
+  q5_0_half_block(const std::byte* record, int half)
+      : rec(record),
+        h(half),
+        qh(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(record + kTiledQ5_0HighAt + 32 * half))),
+        qh4(_mm256_srli_epi32(qh, 4)) {}
+  // Lanes 0-3 are the chunks' low nibbles, 4-7 their high ones.
+  __m256i lane(int l, const int8_t* q, const int32_t* correction) const {
+    const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 64 * (l % 4) + 32 * h));
+    const __m256i nibbles = _mm256_and_si256(l < 4 ? packed : _mm256_srli_epi16(packed, 4), _mm256_set1_epi8(0x0F));
+    const __m256i w = _mm256_or_si256(nibbles, fifth_bits(qh, qh4, l));
+    return _mm256_add_epi32(dot_u8s8(w, broadcast_4(q + 4 * l)), _mm256_set1_epi32(correction[l]));
+  }
+};
+
+// Half h of one Q8_0 record: lane l's exact sums of q * y, with the bias taken off the bytes
+// (maddubs on q + 128 could saturate its 16-bit pair sums) and x * y as |x| * (y with x's sign).
+struct q8_0_half_block {
+  static constexpr size_t kRecordBytes = kTiledQ8_0RecordBytes, kScalesAt = kTiledQ8_0ScalesAt;
+  const std::byte* rec;
+  int h;
+  q8_0_half_block(const std::byte* record, int half) : rec(record), h(half) {}
+  __m256i lane(int l, const int8_t* q, const int32_t* /*correction*/) const {
+    const __m256i biased = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 64 * l + 32 * h));
+    const __m256i x = _mm256_xor_si256(biased, _mm256_set1_epi8(static_cast<char>(0x80)));
+    return dot_u8s8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(broadcast_4(q + 4 * l), x));
+  }
+};
+
+// Rows 8h..8h+7 of a tile (kHalves = 1), or all 16 with h = 0 (kHalves = 2), against one
+// token's tiled activation row: y[8 * i + r] = row 8(h + i) + r's dot. Both halves in one pass
+// hold 16 chains, more than the registers, so some live on the stack between blocks; a pass
+// per half reads the tile's bytes twice, the second time from cache, with nothing to overlap
+// that pass's compute but `next` (non-null: that tile's record b asked into L2 at block b).
+// Q8_0 measured faster in one pass, Q5_0 (whose unpacking needs more registers) in two.
+template <class Half, int kHalves>
+void tiled_lanes(int64_t nb, const std::byte* tile, int h, const std::byte* act, float* y, const std::byte* next) {
   const auto* qs = reinterpret_cast<const int8_t*>(act);
   const auto* da = reinterpret_cast<const float*>(act + nb * 32);
   const auto* corrections = reinterpret_cast<const int32_t*>(act + nb * 36);
-  const __m256i low = _mm256_set1_epi8(0x0F);
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc[8];
-  for (auto& a : acc) a = _mm256_setzero_ps();
+  __m256 acc[kHalves][8];
+  for (auto& half : acc) {
+    for (auto& a : half) a = _mm256_setzero_ps();
+  }
   for (int64_t b = 0; b < nb; ++b) {
-    const std::byte* rec = tile + b * kTiledQ5_0RecordBytes;
+    const std::byte* rec = tile + b * Half::kRecordBytes;
     if (next != nullptr) {
-      for (size_t line = 0; line < kTiledQ5_0RecordBytes; line += 64) {
-        __builtin_prefetch(next + b * kTiledQ5_0RecordBytes + line, 0, 2);
+      for (size_t line = 0; line < Half::kRecordBytes; line += 64) {
+        __builtin_prefetch(next + b * Half::kRecordBytes + line, 0, 2);
       }
     }
-    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + kTiledQ5_0HighAt + 32 * h));
-    const __m256i qh4 = _mm256_srli_epi32(qh, 4);
-    const __m256 scale = _mm256_mul_ps(
-        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + kTiledQ5_0ScalesAt + 16 * h))),
-        _mm256_set1_ps(da[b]));
-    const int8_t* q = qs + b * 32;
-    const int32_t* correction = corrections + b * 8;
-    // Lane l: w = q of elements 4l..4l+3 in each row (lanes 0-3 the chunks' low nibbles, 4-7 their high).
-    auto add_lane = [&](int l, __m256i nibbles) {
-      const __m256i w = _mm256_or_si256(nibbles, fifth_bits(qh, qh4, l));
-      int32_t y4;
-      std::memcpy(&y4, q + 4 * l, 4);
-      const __m256i sums = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(w, _mm256_set1_epi32(y4)), ones),
-                                            _mm256_set1_epi32(correction[l]));
-      acc[l] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(sums), acc[l]);
-    };
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; ++c) {
-      const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 64 * c + 32 * h));
-      add_lane(c, _mm256_and_si256(packed, low));
-      add_lane(4 + c, _mm256_and_si256(_mm256_srli_epi16(packed, 4), low));
+    for (int i = 0; i < kHalves; ++i) {
+      const Half block(rec, h + i);
+      const __m256 scale = _mm256_mul_ps(
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + Half::kScalesAt + 16 * (h + i)))),
+          _mm256_set1_ps(da[b]));
+#pragma GCC unroll 8
+      for (int l = 0; l < 8; ++l) {
+        const __m256i sums = block.lane(l, qs + b * 32, corrections + b * 8);
+        acc[i][l] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(sums), acc[i][l]);
+      }
     }
   }
-  const __m256 sum = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6])),
-                                   _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7])));
-  _mm256_storeu_ps(y, sum);
+  for (int i = 0; i < kHalves; ++i) {
+    const __m256* a = acc[i];
+    const __m256 sum = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6])),
+                                     _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7])));
+    _mm256_storeu_ps(y + 8 * i, sum);
+  }
 }
 
-// Token by token, half by half: the first pass reads the tile forward (the hardware
-// prefetcher streams it), the others find it in L1 or L2.
+// Token by token. Q5_0 half by half: the first pass reads the tile forward (the hardware
+// prefetcher streams it), the second finds it in L1 or L2 and, for the last token, asks for
+// the next tile. Q8_0 in one pass per token, which the hardware prefetcher streams.
 template <int N>
 void tiled_q5_0_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
                   int64_t y_stride, const std::byte* next_tile) {
   for (int t = 0; t < N; ++t) {
     for (int h = 0; h < 2; ++h) {
       const std::byte* next = t == N - 1 && h == 1 ? next_tile : nullptr;
-      tiled_q5_0_half(nb, tile, h, acts + t * act_stride, y + t * y_stride + 8 * h, next);
+      tiled_lanes<q5_0_half_block, 1>(nb, tile, h, acts + t * act_stride, y + t * y_stride + 8 * h, next);
     }
+  }
+}
+template <int N>
+void tiled_q8_0_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
+                  int64_t y_stride, const std::byte* /*next_tile*/) {
+  for (int t = 0; t < N; ++t) {
+    tiled_lanes<q8_0_half_block, 2>(nb, tile, 0, acts + t * act_stride, y + t * y_stride, nullptr);
   }
 }
 
 TANDEM_TILED_DISPATCH(tiled_q5_0, tiled_q5_0_n)
+TANDEM_TILED_DISPATCH(tiled_q8_0, tiled_q8_0_n)
 
 // --- Tiled Q4_K (tiled_layout.h), rows 8h..8h+7 of each record as half h --------------------
 //
@@ -650,7 +695,9 @@ const dot_kernels& avx2_dot_kernels() {
     t.weighted_values_group = weighted_values_group;
     t.q4_0_tiled = tiled_q4_0;
     t.q5_0_tiled = tiled_q5_0;
-    t.tiled_small_steps_only = type_bit(tensor_type::q5_0);
+    t.q8_0_tiled = tiled_q8_0;
+    t.tiled_small_steps_only = type_bit(tensor_type::q5_0) | type_bit(tensor_type::q8_0);
+    t.tiled_narrow_rows_only = type_bit(tensor_type::q8_0);
     t.q4_k_tiled = tiled_q4_k;
     t.q4_k_tiled_large = tiled_q4_k_large;
     t.q8_0_x4 = group_x4<q8_0_weights>;

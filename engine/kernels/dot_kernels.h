@@ -178,6 +178,20 @@ struct dot_kernels {
   // per pass, where its group kernel unpacks each row once for eight tokens.
   uint64_t tiled_small_steps_only = 0;
 
+  // Types (type_bit) tiled only for rows under kNarrowTiledCols columns. With
+  // tiled_small_steps_only a tiled matrix is kept twice (prompt steps read the GGUF rows), which
+  // for AVX2's Q8_0 pays where rows are short: SmolLM2's one-token steps (576 and 1536 columns)
+  // ran 1.2x faster tiled, the row kernel's work per row (a call, a horizontal sum, one FMA
+  // chain) being large beside its 18-48 blocks; the 1B shape's (2048 and 8192) 1.0-1.15x,
+  // close to the memory limit either way, not worth a second 1 GB.
+  uint64_t tiled_narrow_rows_only = 0;
+  static constexpr int64_t kNarrowTiledCols = 2048;
+  // Whether this table takes matrices of this type and width tiled (model.cpp tiles those).
+  bool tiles(tensor_type type, int64_t cols) const {
+    return tiled_for_type(type) != nullptr &&
+           (cols < kNarrowTiledCols || (tiled_narrow_rows_only & type_bit(type)) == 0);
+  }
+
   tiled_fn tiled_for_order(tensor_type type, bool large) const {
     if (large)
       return type == tensor_type::q4_k ? q4_k_tiled_large : type == tensor_type::q6_k ? q6_k_tiled_large : nullptr;

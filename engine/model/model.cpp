@@ -45,7 +45,7 @@ tiled_region tile_weights(model_weights& w, const kernels::dot_kernels& k, threa
                           const std::filesystem::path& source, const std::filesystem::path& cache_dir) {
   std::vector<kernels::weight_view*> views;
   auto consider = [&](kernels::weight_view& v) {
-    if (k.tiled_for_type(v.type) != nullptr && kernels::tileable(v)) views.push_back(&v);
+    if (k.tiles(v.type, v.cols) && kernels::tileable(v)) views.push_back(&v);
   };
   for (auto& l : w.layers) {
     for (auto* v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) consider(*v);

@@ -441,7 +441,7 @@ TEST(DotKernels, GroupKernelsEqualRowKernelsBitForBit) {
   }
 }
 
-// Every table's tiled kernels (the AVX2 table's Q4_0, Q5_0 and Q4_K, the AVX-512 table's seven
+// Every table's tiled kernels (the AVX2 table's Q4_0, Q5_0, Q8_0 and Q4_K, the AVX-512 table's seven
 // types), in both orders of the K-quants, give that table's row kernels' bits in that order
 // for steps of 1 to 8 tokens, called directly on two tiles, so a machine with AVX-512 checks
 // the AVX2 ones too (matmul only reaches the best table's).
@@ -500,7 +500,31 @@ TEST(DotKernels, TiledKernelsEqualRowKernelsInEveryTable) {
       ++checked;
     }
   }
-  if (cpu_has_avx2()) EXPECT_GE(checked, 4) << "the AVX2 table's tiled Q4_0, Q5_0 and Q4_K kernels";
+  if (cpu_has_avx2()) {
+    EXPECT_GE(checked, 5) << "the AVX2 table's tiled Q4_0, Q5_0, Q8_0 and Q4_K kernels";
+  }
+}
+
+// Which steps and matrices take the AVX2 table's tiled Q5_0 and Q8_0 kernels: one-token to
+// three-token steps (a packed group's four tokens go to the group kernels), and for Q8_0 only
+// rows under kNarrowTiledCols; the other tiled types take every step and width.
+TEST(DotKernels, Avx2TilesQ5_0AndQ8_0ForSmallStepsOnly) {
+  if (!cpu_has_avx2()) GTEST_SKIP() << "no AVX2";
+  const dot_kernels& t = avx2_dot_kernels();
+  for (tensor_type type : {tensor_type::q5_0, tensor_type::q8_0}) {
+    for (int64_t n_tok = 1; n_tok < 4; ++n_tok) EXPECT_NE(t.tiled_for_step(type, false, n_tok), nullptr);
+    for (int64_t n_tok : {4, 8, 512}) EXPECT_EQ(t.tiled_for_step(type, false, n_tok), nullptr);
+    EXPECT_NE(t.group_for_type(type), nullptr) << "larger steps need the group kernel";
+    EXPECT_TRUE(t.reads_rows_when_tiled(type));
+  }
+  EXPECT_NE(t.tiled_for_step(tensor_type::q4_0, false, 512), nullptr);
+  EXPECT_FALSE(t.reads_rows_when_tiled(tensor_type::q4_0));
+  EXPECT_TRUE(t.tiles(tensor_type::q8_0, 576));
+  EXPECT_TRUE(t.tiles(tensor_type::q8_0, 1536));
+  EXPECT_FALSE(t.tiles(tensor_type::q8_0, dot_kernels::kNarrowTiledCols));
+  EXPECT_TRUE(t.tiles(tensor_type::q5_0, 4096));
+  EXPECT_TRUE(t.tiles(tensor_type::q4_0, 8192));
+  EXPECT_FALSE(t.tiles(tensor_type::q6_k, 576)) << "no AVX2 tiled Q6_K kernel";
 }
 
 // Every table's Q8_0 and Q5_0 group kernels (one row by four packed tokens; four rows by
@@ -639,7 +663,7 @@ TEST(Matmul, BatchedEqualsRowByRow) {
 }
 
 // Tiled weights (the AVX-512 path for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K and Q6_K; the AVX2 path
-// for Q4_0, Q4_K, and Q5_0 in steps under four tokens), through matmul with the best table: every token's outputs have the
+// for Q4_0, Q4_K, and Q5_0 and Q8_0 in steps under four tokens), through matmul with the best table: every token's outputs have the
 // same bits whatever the step's token count (1 to 17: partial and full groups of eight), and
 // match a double-precision reference on the decoded weights and activations, and give exactly
 // the untiled kernels' bits (llama.cpp's order, which greedy fidelity needs). Several outputs
