@@ -345,8 +345,9 @@ TANDEM_TILED_DISPATCH(tiled_q4_0, tiled_q4_0_n)
 // The row kernels' order (q5_0_rows, q8_0_rows: llama.cpp's vec_dot): per (row, token) eight
 // lane chains, lane l adding dw * da * float(its exact integer sum over elements 4l..4l+3)
 // block after block, folded as hsum folds. One token's eight chains for eight rows fill eight
-// registers, so a pass takes one half tile and one token, and the group kernels (which unpack
-// a row once for eight tokens) serve larger steps (dot_kernels.h, tiled_small_steps_only).
+// registers, so a pass takes one token (and one half tile, or both with some chains on the
+// stack), and the group kernels (which unpack a row once for eight tokens) serve larger steps
+// (dot_kernels.h, tiled_small_steps_only).
 
 // Lane l's fifth bits in place, 16 at byte i of row r's lane where bit 4l + i of r's qh word
 // is set. Those four bits are nibble l % 2 of byte l / 2: one shuffle spreads that byte over
@@ -359,7 +360,7 @@ inline __m256i fifth_bits(__m256i qh, __m256i qh4, int l) {
                                                byte + 0x04040404, byte + 0x08080808, byte + 0x0c0c0c0c));
   const __m256i one_bit = _mm256_and_si256(spread, _mm256_set1_epi32(0x08040201));
   const __m256i sixteen_where_set =
-      _mm256_setr_epi8(0, 16, 16, 0, 16, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 16, 16, 0, 16, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0);
+      _mm256_broadcastsi128_si256(_mm_setr_epi8(0, 16, 16, 0, 16, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0));
   return _mm256_shuffle_epi8(sixteen_where_set, one_bit);
 }
 
@@ -409,7 +410,8 @@ struct q8_0_half_block {
 // hold 16 chains, more than the registers, so some live on the stack between blocks; a pass
 // per half reads the tile's bytes twice, the second time from cache, with nothing to overlap
 // that pass's compute but `next` (non-null: that tile's record b asked into L2 at block b).
-// Q8_0 measured faster in one pass, Q5_0 (whose unpacking needs more registers) in two.
+// Q8_0 measured faster in one pass, Q5_0 (whose unpacking needs more registers) in two. The
+// pass that starts at half 0 reads from memory and asks 2 KiB ahead (prefetch_ahead).
 template <class Half, int kHalves>
 void tiled_lanes(int64_t nb, const std::byte* tile, int h, const std::byte* act, float* y, const std::byte* next) {
   const auto* qs = reinterpret_cast<const int8_t*>(act);
@@ -447,9 +449,8 @@ void tiled_lanes(int64_t nb, const std::byte* tile, int h, const std::byte* act,
   }
 }
 
-// Token by token. Q5_0 half by half: the first pass reads the tile forward (the hardware
-// prefetcher streams it), the second finds it in L1 or L2 and, for the last token, asks for
-// the next tile. Q8_0 in one pass per token, which the hardware prefetcher streams.
+// Token by token. Q5_0 half by half: the first pass reads the tile forward, the second finds
+// it in L1 or L2 and, for the last token, asks for the next tile. Q8_0 in one pass per token.
 template <int N>
 void tiled_q5_0_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
                   int64_t y_stride, const std::byte* next_tile) {

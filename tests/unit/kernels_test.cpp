@@ -663,11 +663,11 @@ TEST(Matmul, BatchedEqualsRowByRow) {
 }
 
 // Tiled weights (the AVX-512 path for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K and Q6_K; the AVX2 path
-// for Q4_0, Q4_K, and Q5_0 and Q8_0 in steps under four tokens), through matmul with the best table: every token's outputs have the
-// same bits whatever the step's token count (1 to 17: partial and full groups of eight), and
-// match a double-precision reference on the decoded weights and activations, and give exactly
-// the untiled kernels' bits (llama.cpp's order, which greedy fidelity needs). Several outputs
-// sharing one input (Q, K, V) give what each gives alone.
+// for Q4_0, Q4_K, and Q5_0 and Q8_0 in steps under four tokens), through matmul with the best
+// table: every token's outputs have the same bits whatever the step's token count (1 to 17:
+// partial and full groups of eight), and match a double-precision reference on the decoded
+// weights and activations, and give exactly the untiled kernels' bits (llama.cpp's order, which
+// greedy fidelity needs). Several outputs sharing one input (Q, K, V) give what each gives alone.
 TEST(Matmul, TiledWeightsAreBatchInvariantAndAccurate) {
   if (best_dot_kernels().q4_0_tiled == nullptr) GTEST_SKIP() << "no tiled kernels on this CPU";
   std::mt19937 rng(23);
