@@ -19,18 +19,22 @@ namespace {
 // every product at once and spills most of them to the stack.
 inline void keep_in_register(__m256i& v) { asm("" : "+x"(v)); }
 
+// Four activation bytes at q in every 32-bit lane (one token's bytes for a line of 4-byte rows).
+inline __m256i broadcast_4(const int8_t* q) {
+  int32_t v;
+  std::memcpy(&v, q, 4);
+  return _mm256_set1_epi32(v);
+}
+
 // One line of a tiled nibble record (eight rows by four bytes) against one token: the low
 // nibbles times the four activation bytes at q_lo into lo_sum, the high nibbles times those
 // at q_hi into hi_sum, as 16-bit pair sums (lo_sum and hi_sum may be one variable). Each sum
 // is pinned after its add (keep_in_register).
 inline void add_nibble_line(__m256i lo, __m256i hi, const int8_t* q_lo, const int8_t* q_hi, __m256i& lo_sum,
                             __m256i& hi_sum) {
-  int32_t ql, qh;
-  std::memcpy(&ql, q_lo, 4);
-  std::memcpy(&qh, q_hi, 4);
-  lo_sum = _mm256_add_epi16(lo_sum, _mm256_maddubs_epi16(lo, _mm256_set1_epi32(ql)));
+  lo_sum = _mm256_add_epi16(lo_sum, _mm256_maddubs_epi16(lo, broadcast_4(q_lo)));
   keep_in_register(lo_sum);
-  hi_sum = _mm256_add_epi16(hi_sum, _mm256_maddubs_epi16(hi, _mm256_set1_epi32(qh)));
+  hi_sum = _mm256_add_epi16(hi_sum, _mm256_maddubs_epi16(hi, broadcast_4(q_hi)));
   keep_in_register(hi_sum);
 }
 
@@ -263,8 +267,13 @@ void swiglu(int64_t n, float* gate, const float* up) {
 // 1 KB ahead and 3 KB measured slower than 2 KB). Past a tile's end it asks for the next
 // tile's first records, which follow in memory.
 constexpr size_t kAheadBytes = 2048;
+// Every cache line of `bytes` bytes at p, with __builtin_prefetch's locality (3: L1, 2: L2).
+template <int kLocality>
+inline void prefetch_lines(const std::byte* p, size_t bytes) {
+  for (size_t line = 0; line < bytes; line += 64) __builtin_prefetch(p + line, 0, kLocality);
+}
 inline void prefetch_ahead(const std::byte* rec, size_t record_bytes) {
-  for (size_t line = 0; line < record_bytes; line += 64) __builtin_prefetch(rec + kAheadBytes + line, 0, 3);
+  prefetch_lines<3>(rec + kAheadBytes, record_bytes);
 }
 
 // --- Tiled Q4_0 (tiled_layout.h): sixteen rows per record, as two halves of eight -----------
@@ -364,12 +373,6 @@ inline __m256i fifth_bits(__m256i qh, __m256i qh4, int l) {
   return _mm256_shuffle_epi8(sixteen_where_set, one_bit);
 }
 
-inline __m256i broadcast_4(const int8_t* q) {
-  int32_t v;
-  std::memcpy(&v, q, 4);
-  return _mm256_set1_epi32(v);
-}
-
 // Half h of one Q5_0 record: lane l's exact sums of (q - 16) * y for its eight rows, as q * y
 // (maddubs on the unsigned q) started at the activation row's -16 * (the lane's four quants).
 struct q5_0_half_block {
@@ -423,11 +426,7 @@ void tiled_lanes(int64_t nb, const std::byte* tile, int h, const std::byte* act,
   }
   for (int64_t b = 0; b < nb; ++b) {
     const std::byte* rec = tile + b * Half::kRecordBytes;
-    if (next != nullptr) {
-      for (size_t line = 0; line < Half::kRecordBytes; line += 64) {
-        __builtin_prefetch(next + b * Half::kRecordBytes + line, 0, 2);
-      }
-    }
+    if (next != nullptr) prefetch_lines<2>(next + b * Half::kRecordBytes, Half::kRecordBytes);
     if (h == 0) prefetch_ahead(rec, Half::kRecordBytes);
     for (int i = 0; i < kHalves; ++i) {
       const Half block(rec, h + i);

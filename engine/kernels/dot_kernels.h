@@ -199,7 +199,7 @@ struct dot_kernels {
   }
   // The tiled kernel matmul takes for a step of n_tok tokens in this order, or null.
   tiled_fn tiled_for_step(tensor_type type, bool large, int64_t n_tok) const {
-    if (n_tok >= 4 && (tiled_small_steps_only & type_bit(type)) != 0) return nullptr;
+    if (n_tok >= 4 && reads_rows_when_tiled(type)) return nullptr;
     return tiled_for_order(type, large);
   }
   // Whether a step can also read the GGUF rows of a tiled matrix of this type.
