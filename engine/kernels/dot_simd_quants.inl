@@ -316,17 +316,22 @@ void q6_k_rows(int64_t k, const block_q6_k* w, const std::byte* acts, size_t str
       a[i] = q8k_at(acts, stride, i, b);
       sum[i] = _mm256_setzero_si256();
     }
+    const chunk_scales scales(w[b].scales);
     for (int h = 0; h < 2; ++h) {
       const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].ql + 64 * h));
       const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].ql + 64 * h + 32));
       const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qh + 32 * h));
-      auto high = [&](int shift) { return _mm256_slli_epi16(mask_bytes(_mm256_srli_epi16(hb, shift), 3), 4); };
+      // Chunk j's two high bits (bits 2j and 2j + 1 of each byte) shifted to bits 4 and 5 of the
+      // same byte: a 16-bit shift by under 8 moves them within their byte, and 0x30 keeps them.
+      auto high = [&](int j) {
+        return mask_bytes(j < 2 ? _mm256_slli_epi16(hb, 4 - 2 * j) : j == 2 ? hb : _mm256_srli_epi16(hb, 2), 0x30);
+      };
 #pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) {
         const int c = 4 * h + j;
         const __m256i low = j % 2 == 0 ? l0 : l1;
-        const __m256i q = _mm256_or_si256(mask_bytes(j < 2 ? low : _mm256_srli_epi16(low, 4), 15), high(2 * j));
-        const __m256i sc = scale_lanes(w[b].scales[2 * c], w[b].scales[2 * c + 1]);
+        const __m256i q = _mm256_or_si256(mask_bytes(j < 2 ? low : _mm256_srli_epi16(low, 4), 15), high(j));
+        const __m256i sc = scales.chunk(c);
         for (int i = 0; i < N; ++i) sum[i] = _mm256_add_epi32(sum[i], scaled_dot_u8s8(q, load_y(a[i], 32 * c), sc));
       }
     }
