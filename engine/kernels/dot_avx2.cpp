@@ -69,7 +69,7 @@ class chunk_scales {
     const char w0 = static_cast<char>(4 * (c % 4)), w1 = static_cast<char>(w0 + 2);  // byte offsets
     const char a = static_cast<char>(w0 + 1), b = static_cast<char>(w1 + 1);
     return _mm256_shuffle_epi8(half_[c / 4], _mm256_setr_epi8(w0, a, w0, a, w0, a, w0, a, w0, a, w0, a, w0, a, w0, a,
-                                                             w1, b, w1, b, w1, b, w1, b, w1, b, w1, b, w1, b, w1, b));
+                                                              w1, b, w1, b, w1, b, w1, b, w1, b, w1, b, w1, b, w1, b));
   }
 
  private:
