@@ -285,24 +285,6 @@ void swiglu(int64_t n, float* gate, const float* up) {
   for (; i < n; ++i) gate[i] = fast_silu(gate[i]) * up[i];
 }
 
-// Asks for the record kAheadBytes past `rec` into L1 as a one-token step reads `rec`: on this
-// Zen 3 the hardware prefetcher alone kept SmolLM2's Q8_0 tiles 30% slower (engine_bench tg;
-// 1 KB ahead and 3 KB measured slower than 2 KB). Past a tile's end it asks for the next
-// tile's first records, which follow in memory.
-constexpr size_t kAheadBytes = 2048;
-// Every cache line of `bytes` bytes at p, with __builtin_prefetch's locality (3: L1, 2: L2).
-template <int kLocality>
-inline void prefetch_lines(const std::byte* p, size_t bytes) {
-  for (size_t line = 0; line < bytes; line += 64) __builtin_prefetch(p + line, 0, kLocality);
-}
-inline void prefetch_ahead(const std::byte* rec, size_t record_bytes) {
-  prefetch_lines<3>(rec + kAheadBytes, record_bytes);
-}
-// The same for one line, for records too long to ask for at once: Q4_K's 37 lines asked for
-// in one burst at each record's start streamed 30% slower (matmul_bench) than one line asked
-// for as each line is read, as if the burst filled the L1's miss buffers and stalled.
-inline void prefetch_line_ahead(const std::byte* line) { __builtin_prefetch(line + kAheadBytes, 0, 3); }
-
 // --- Tiled Q4_0 (tiled_layout.h): sixteen rows per record, as two halves of eight -----------
 //
 //   record: qs chunk c (c < 4) = 64 bytes [row 0 .. row 15][4 nibble pairs]   then d [16] f16

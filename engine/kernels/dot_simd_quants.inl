@@ -316,6 +316,7 @@ void q6_k_rows(int64_t k, const block_q6_k* w, const std::byte* acts, size_t str
       a[i] = q8k_at(acts, stride, i, b);
       sum[i] = _mm256_setzero_si256();
     }
+    prefetch_ahead(reinterpret_cast<const std::byte*>(w + b), sizeof(block_q6_k));
     const chunk_scales scales(w[b].scales);
     for (int h = 0; h < 2; ++h) {
       const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].ql + 64 * h));
