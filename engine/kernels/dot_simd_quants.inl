@@ -50,6 +50,7 @@ void q5_0_rows(int64_t k, const block_q5_0* w, const std::byte* acts, size_t str
   __m256 acc[N];
   for (int i = 0; i < N; ++i) acc[i] = _mm256_setzero_ps();
   for (int64_t b = 0; b < k / kBlock; ++b) {
+    prefetch_block_ahead(w + b);
     const __m256i x = q5_0_values(w[b]);
     const float dw = h2f(w[b].d);
     for (int i = 0; i < N; ++i) {
@@ -69,6 +70,7 @@ void q5_1_rows(int64_t k, const block_q5_1* w, const std::byte* acts, size_t str
     offsets[i] = 0.0f;
   }
   for (int64_t b = 0; b < k / kBlock; ++b) {
+    prefetch_block_ahead(w + b);
     const __m256i high = _mm256_and_si256(bits_to_bytes(load_u32(w[b].qh)), _mm256_set1_epi8(16));
     const __m256i x = _mm256_or_si256(unpack_nibbles(w[b].qs), high);
     const float dw = h2f(w[b].d), mw = h2f(w[b].m);
@@ -97,6 +99,7 @@ void iq4_nl_rows(int64_t k, const block_iq4_nl* w, const std::byte* acts, size_t
   for (int i = 0; i < N; ++i) even[i] = odd[i] = _mm256_setzero_ps();
   int64_t b = 0;
   for (; b + 1 < nb; b += 2) {
+    prefetch_block_ahead(w + b);  // two 18-byte blocks: one line or the start of the next
     const __m256i x0 = iq4_values(w[b].qs), x1 = iq4_values(w[b + 1].qs);
     const float d0 = h2f(w[b].d), d1 = h2f(w[b + 1].d);
     for (int i = 0; i < N; ++i) {
@@ -132,6 +135,7 @@ void q2_k_rows(int64_t k, const block_q2_k* w, const std::byte* acts, size_t str
   float large[N] = {};
   for (int i = 0; i < N; ++i) acc[i] = _mm256_setzero_ps();
   for (int64_t b = 0; b < k / kSuperBlock; ++b) {
+    prefetch_block_ahead(w + b);
     __m256i q[8], sc[8];
     for (int h = 0; h < 2; ++h) {
       const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * h));
@@ -166,6 +170,7 @@ void q3_k_rows(int64_t k, const block_q3_k* w, const std::byte* acts, size_t str
   float large[N] = {};
   for (int i = 0; i < N; ++i) acc[i] = _mm256_setzero_ps();
   for (int64_t b = 0; b < k / kSuperBlock; ++b) {
+    prefetch_block_ahead(w + b);
     __m256i q[8], sc[8];
     const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].hmask));
     for (int h = 0; h < 2; ++h) {
@@ -226,6 +231,7 @@ template <int N, bool kLarge>
 void q4_k_rows(int64_t k, const block_q4_k* w, const std::byte* acts, size_t stride, float* out) {
   float acc[N] = {}, acc_min[N] = {};
   for (int64_t b = 0; b < k / kSuperBlock; ++b) {
+    prefetch_block_ahead(w + b);
     __m256i q[8];
     int sc[8], mins[8];
     unpack_k4<false>(w[b].scales, w[b].qs, nullptr, q, sc, mins);
@@ -263,6 +269,7 @@ void k4_rows(int64_t k, const Block* w, const std::byte* acts, size_t stride, fl
   float large[N] = {};
   for (int i = 0; i < N; ++i) acc[i] = _mm256_setzero_ps();
   for (int64_t b = 0; b < k / kSuperBlock; ++b) {
+    prefetch_block_ahead(w + b);
     __m256i q[8];
     int sc[8], mins[8];
     const uint8_t* qh = nullptr;
@@ -316,7 +323,7 @@ void q6_k_rows(int64_t k, const block_q6_k* w, const std::byte* acts, size_t str
       a[i] = q8k_at(acts, stride, i, b);
       sum[i] = _mm256_setzero_si256();
     }
-    prefetch_ahead(reinterpret_cast<const std::byte*>(w + b), sizeof(block_q6_k));
+    prefetch_block_ahead(w + b);
     const chunk_scales scales(w[b].scales);
     for (int h = 0; h < 2; ++h) {
       const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].ql + 64 * h));
@@ -358,6 +365,7 @@ void iq4_xs_rows(int64_t k, const block_iq4_xs* w, const std::byte* acts, size_t
   float large[N] = {};
   for (int i = 0; i < N; ++i) acc[i] = _mm256_setzero_ps();
   for (int64_t b = 0; b < k / kSuperBlock; ++b) {
+    prefetch_block_ahead(w + b);
     __m256i q[8], sc[8];
     for (int s = 0; s < 8; ++s) {
       q[s] = iq4_values(w[b].qs + 16 * s);
