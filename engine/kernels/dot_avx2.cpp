@@ -699,10 +699,10 @@ struct q5_0_weights {
   static __m256i signed_bytes(const block& b) { return q5_0_values(b); }
 };
 
-// f(integral_constant<int, i>) for i = 0..N-1, in order. Loops over accumulator arrays written
-// this way index them with constants from the start, so GCC keeps the accumulators in
-// registers; a `#pragma GCC unroll` loop kept them there too but also stored every one back to
-// the stack after each FMA (llvm-mca: a sixth of the Q5_0 group kernel's cycles).
+// f(integral_constant<int, i>) for i = 0..N-1, in order. Every loop over an accumulator array
+// (the final horizontal sums too) is written this way, so that it is indexed by constants: one
+// loop with variable indices was enough for GCC to give the array a stack home and store each
+// accumulator back to it after every FMA (llvm-mca: a sixth of the Q5_0 group kernel's cycles).
 template <int N, class F>
 inline void for_each_index(F&& f) {
   [&]<int... i>(std::integer_sequence<int, i...>) { (f(std::integral_constant<int, i>{}), ...); }
