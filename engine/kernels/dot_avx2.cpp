@@ -83,10 +83,6 @@ class chunk_scales {
 // --- Attention and element-wise kernels: the AVX-512 table's operations on two 8-lane
 // halves (lanes 0-7 and 8-15), so the bits are the same (dot_kernels.h). -------------------
 
-inline __m256 load_f16x8_at(const f16_bits* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-
 // The 16-lane sum in _mm512_reduce_add_ps's order, from its two halves.
 inline float sum_halves(__m256 lo, __m256 hi) {
   const __m256 t8 = _mm256_add_ps(hi, lo);
@@ -102,8 +98,8 @@ void key_scores(int64_t hd, const f16_bits* q, const f16_bits* keys, int n, bool
     for (int a = 0; a < 4; ++a) lo[a] = hi[a] = _mm256_setzero_ps();
     for (int64_t c = 0; c < hd / 16; ++c) {
       const int a = single_token_order ? static_cast<int>(c % 4) : 0;
-      lo[a] = _mm256_fmadd_ps(load_f16x8_at(k + c * 16), load_f16x8_at(q + c * 16), lo[a]);
-      hi[a] = _mm256_fmadd_ps(load_f16x8_at(k + c * 16 + 8), load_f16x8_at(q + c * 16 + 8), hi[a]);
+      lo[a] = _mm256_fmadd_ps(load_f16x8(k + c * 16), load_f16x8(q + c * 16), lo[a]);
+      hi[a] = _mm256_fmadd_ps(load_f16x8(k + c * 16 + 8), load_f16x8(q + c * 16 + 8), hi[a]);
     }
     if (single_token_order) {
       lo[0] = _mm256_add_ps(_mm256_add_ps(lo[0], lo[2]), _mm256_add_ps(lo[1], lo[3]));
@@ -121,8 +117,8 @@ void weighted_values(int64_t hd, const f16_bits* const* v_chunks, size_t v_strid
     for (int c = 0; c < n_chunks; ++c) {
       const int a = single_token_order ? c % 4 : 0;
       const f16_bits* v = v_chunks[c] + static_cast<size_t>(d) * v_stride;
-      lo[a] = _mm256_fmadd_ps(load_f16x8_at(v), _mm256_loadu_ps(p + c * 16), lo[a]);
-      hi[a] = _mm256_fmadd_ps(load_f16x8_at(v + 8), _mm256_loadu_ps(p + c * 16 + 8), hi[a]);
+      lo[a] = _mm256_fmadd_ps(load_f16x8(v), _mm256_loadu_ps(p + c * 16), lo[a]);
+      hi[a] = _mm256_fmadd_ps(load_f16x8(v + 8), _mm256_loadu_ps(p + c * 16 + 8), hi[a]);
     }
     if (single_token_order) {
       lo[0] = _mm256_add_ps(_mm256_add_ps(lo[0], lo[2]), _mm256_add_ps(lo[1], lo[3]));
@@ -143,14 +139,14 @@ template <int G>
 void key_scores_grouped(int64_t hd, const f16_bits* const* q, const f16_bits* keys, int n, float* const* out) {
   alignas(32) float qf[G][256];  // the heads' queries in float, converted once
   for (int h = 0; h < G; ++h) {
-    for (int64_t i = 0; i < hd; i += 8) _mm256_store_ps(qf[h] + i, load_f16x8_at(q[h] + i));
+    for (int64_t i = 0; i < hd; i += 8) _mm256_store_ps(qf[h] + i, load_f16x8(q[h] + i));
   }
   for (int j = 0; j < n; ++j) {
     const f16_bits* k = keys + j * hd;
     __m256 lo[G], hi[G];
     for (int h = 0; h < G; ++h) lo[h] = hi[h] = _mm256_setzero_ps();
     for (int64_t c = 0; c < hd / 16; ++c) {
-      const __m256 k_lo = load_f16x8_at(k + c * 16), k_hi = load_f16x8_at(k + c * 16 + 8);
+      const __m256 k_lo = load_f16x8(k + c * 16), k_hi = load_f16x8(k + c * 16 + 8);
       for (int h = 0; h < G; ++h) {
         lo[h] = _mm256_fmadd_ps(k_lo, _mm256_load_ps(qf[h] + c * 16), lo[h]);
         hi[h] = _mm256_fmadd_ps(k_hi, _mm256_load_ps(qf[h] + c * 16 + 8), hi[h]);
@@ -168,7 +164,7 @@ void weighted_values_grouped(int64_t hd, const f16_bits* const* v_chunks, size_t
     for (int h = 0; h < G; ++h) lo[h] = hi[h] = _mm256_setzero_ps();
     for (int c = 0; c < n_chunks; ++c) {
       const f16_bits* v = v_chunks[c] + static_cast<size_t>(d) * v_stride;
-      const __m256 v_lo = load_f16x8_at(v), v_hi = load_f16x8_at(v + 8);
+      const __m256 v_lo = load_f16x8(v), v_hi = load_f16x8(v + 8);
       for (int h = 0; h < G; ++h) {
         lo[h] = _mm256_fmadd_ps(v_lo, _mm256_loadu_ps(p[h] + c * 16), lo[h]);
         hi[h] = _mm256_fmadd_ps(v_hi, _mm256_loadu_ps(p[h] + c * 16 + 8), hi[h]);
@@ -328,8 +324,7 @@ void tiled_q4_0_tokens(int64_t nb, const std::byte* tile, const std::byte* const
           add_nibble_line(lo, hi, q + 4 * c, q + 16 + 4 * c, pairs[t], pairs[t]);
         }
       }
-      const __m256 dw =
-          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + kTiledQ4_0ScalesAt + 16 * h)));
+      const __m256 dw = load_record_f16x8(rec + kTiledQ4_0ScalesAt + 16 * h);
       for (int t = 0; t < G; ++t) {
         const __m256i sums = _mm256_add_epi32(_mm256_madd_epi16(pairs[t], ones), _mm256_set1_epi32(correction[t][b]));
         acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(dw, _mm256_set1_ps(d[t][b])), acc[t][h]);
@@ -440,9 +435,8 @@ void tiled_lanes(int64_t nb, const std::byte* tile, int h, const std::byte* act,
     if (h == 0) prefetch_ahead(rec, Half::kRecordBytes);
     for (int i = 0; i < kHalves; ++i) {
       const Half block(rec, h + i);
-      const __m256 scale = _mm256_mul_ps(
-          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + Half::kScalesAt + 16 * (h + i)))),
-          _mm256_set1_ps(da[b]));
+      const __m256 scale =
+          _mm256_mul_ps(load_record_f16x8(rec + Half::kScalesAt + 16 * (h + i)), _mm256_set1_ps(da[b]));
 #pragma GCC unroll 8
       for (int l = 0; l < 8; ++l) {
         const __m256i sums = block.lane(l, qs + b * 32, corrections + b * 8);
@@ -500,6 +494,18 @@ inline __m256i scale_pairs(const std::byte* at) {
   return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
 }
 
+// Half h's sub-block scales of one pair, applied to a token's 16-bit pair sums of its low and
+// high sub-block: the exact sc[2p] * lo + sc[2p + 1] * hi per row.
+struct pair_scales {
+  pair_scales(const std::byte* pair, int h)
+      : lo(scale_pairs(pair + kTiledQ4_KPairScalesAt + 8 * h)),
+        hi(scale_pairs(pair + kTiledQ4_KPairScalesAt + 16 + 8 * h)) {}
+  __m256i apply(__m256i lo_pairs, __m256i hi_pairs) const {
+    return _mm256_add_epi32(_mm256_madd_epi16(lo_pairs, lo), _mm256_madd_epi16(hi_pairs, hi));
+  }
+  __m256i lo, hi;
+};
+
 // Half h's exact mn[2p] * B[2p] + mn[2p + 1] * B[2p + 1] for one pair of sub-blocks (bs: the
 // activations' four bsums over them): row r's two mins are the 16-bit halves of lane r.
 inline __m256i pair_mins(const std::byte* pair, int h, const int16_t* bs) {
@@ -524,10 +530,8 @@ void tiled_q4_k_tokens(int64_t nb, const std::byte* tile, const std::byte* const
     const block_q8_k* x[G];
     for (int t = 0; t < G; ++t) x[t] = reinterpret_cast<const block_q8_k*>(a[t]) + b;
     for (int h = 0; h < 2; ++h) {
-      const __m256 dw =
-          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + kTiledQ4_KDAt + 16 * h)));
-      const __m256 dmin =
-          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + kTiledQ4_KDminAt + 16 * h)));
+      const __m256 dw = load_record_f16x8(rec + kTiledQ4_KDAt + 16 * h);
+      const __m256 dmin = load_record_f16x8(rec + kTiledQ4_KDminAt + 16 * h);
       __m256i total[G], mins[G];
       for (int t = 0; t < G; ++t) total[t] = mins[t] = _mm256_setzero_si256();
       for (int p = 0; p < 4; ++p) {
@@ -547,11 +551,9 @@ void tiled_q4_k_tokens(int64_t nb, const std::byte* tile, const std::byte* const
           }
         }
         if (ahead && h == 0) prefetch_line_ahead(pair + kTiledQ4_KPairQsAt + 7 * 64);
-        const __m256i sc_lo = scale_pairs(pair + kTiledQ4_KPairScalesAt + 8 * h);
-        const __m256i sc_hi = scale_pairs(pair + kTiledQ4_KPairScalesAt + 16 + 8 * h);
+        const pair_scales sc(pair, h);
         for (int t = 0; t < G; ++t) {
-          const __m256i s =
-              _mm256_add_epi32(_mm256_madd_epi16(lo_pairs[t], sc_lo), _mm256_madd_epi16(hi_pairs[t], sc_hi));
+          const __m256i s = sc.apply(lo_pairs[t], hi_pairs[t]);
           const __m256i m = pair_mins(pair, h, x[t]->bsums + 4 * p);
           if constexpr (kLarge) {
             const __m256 dy = _mm256_set1_ps(x[t]->d);
@@ -595,10 +597,8 @@ void tiled_q4_k_one_token(int64_t nb, const std::byte* tile, const std::byte* ac
     const __m256 dy = _mm256_set1_ps(x->d);
     __m256 scale[2], min_scale[2];
     for (int h = 0; h < 2; ++h) {
-      const __m256 dw =
-          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + kTiledQ4_KDAt + 16 * h)));
-      const __m256 dmin =
-          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + kTiledQ4_KDminAt + 16 * h)));
+      const __m256 dw = load_record_f16x8(rec + kTiledQ4_KDAt + 16 * h);
+      const __m256 dmin = load_record_f16x8(rec + kTiledQ4_KDminAt + 16 * h);
       scale[h] = _mm256_mul_ps(dw, dy);
       min_scale[h] = _mm256_mul_ps(dmin, dy);
     }
@@ -625,10 +625,7 @@ void tiled_q4_k_one_token(int64_t nb, const std::byte* tile, const std::byte* ac
       }
       if (ahead) prefetch_line_ahead(pair + kTiledQ4_KPairQsAt + 7 * 64);
       for (int h = 0; h < 2; ++h) {
-        const __m256i sc_lo = scale_pairs(pair + kTiledQ4_KPairScalesAt + 8 * h);
-        const __m256i sc_hi = scale_pairs(pair + kTiledQ4_KPairScalesAt + 16 + 8 * h);
-        const __m256i s =
-            _mm256_add_epi32(_mm256_madd_epi16(lo_pairs[h], sc_lo), _mm256_madd_epi16(hi_pairs[h], sc_hi));
+        const __m256i s = pair_scales(pair, h).apply(lo_pairs[h], hi_pairs[h]);
         if constexpr (kLarge) {
           acc[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), scale[h], acc[h]);
         } else {

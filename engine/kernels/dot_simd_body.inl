@@ -139,6 +139,8 @@ void q8_0_rows(int64_t k, const block_q8_0* w, const std::byte* acts, size_t str
 inline __m256 load_f16x8(const f16_bits* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
+// Eight f16 at a byte offset inside a tiled record (its per-row scales).
+inline __m256 load_record_f16x8(const std::byte* p) { return load_f16x8(reinterpret_cast<const f16_bits*>(p)); }
 inline __m256 load_bf16x8(const bf16_bits* p) {
   const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
