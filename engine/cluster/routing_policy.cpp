@@ -31,11 +31,11 @@ int choose_node(routing_policy policy, std::span<const node_load> nodes, uint32_
   const auto cost = [&](const node_load& x) {
     switch (policy) {
       case routing_policy::kv_aware: {
-        const double cached = std::min<double>(prompt_tokens, double{x.cached_blocks} * block_size);
+        const double cached = std::min<double>(prompt_tokens, static_cast<double>(x.cached_blocks) * block_size);
         return (prompt_tokens - cached) + w.load_tokens * x.outstanding;
       }
       case routing_policy::least_loaded:
-        return double{x.outstanding};
+        return static_cast<double>(x.outstanding);
       case routing_policy::round_robin:
         return 0.0;
     }

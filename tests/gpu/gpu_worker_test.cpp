@@ -96,7 +96,9 @@ TEST_F(GpuWorker, DeviceAndHostSamplingAgreeAndErrorsAreReplies) {
     ASSERT_EQ(r.emitted.size(), step.seqs.size());
     ASSERT_EQ(r.emitted[0].size(), 1u);
     EXPECT_EQ(r.emitted[0], r.emitted[1]) << "step " << k;
-    if (k == 0) EXPECT_TRUE(r.emitted[2].empty());
+    if (k == 0) {
+      EXPECT_TRUE(r.emitted[2].empty());
+    }
     EXPECT_EQ(r.logprobs[1].token, r.emitted[1][0]);
     // Next: decode the emitted token.
     const uint32_t pos = step.seqs[0].start_pos + step.seqs[0].n_new;

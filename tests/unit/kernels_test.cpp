@@ -566,24 +566,28 @@ TEST(DotKernels, Q8_0AndQ5_0GroupKernelsEqualRowKernelsInEveryTable) {
         for (int64_t r = 0; r < rows; ++r) {
           float got[4];
           group(cols, w.data() + r * w_stride, packed.data() + g * nb * kPackedX4BlockBytes, got);
-          for (int i = 0; i < 4; ++i)
+          for (int i = 0; i < 4; ++i) {
             ASSERT_EQ(got[i], want[r][g * 4 + i])
                 << table->isa << " " << traits_of(type).name << " row " << r << " token " << g * 4 + i;
+          }
         }
       }
       if (group8 != nullptr) {
         float got[32];
         group8(cols, w.data(), w_stride, packed.data(), packed.data() + nb * kPackedX4BlockBytes, got);
         for (int64_t r = 0; r < rows; ++r) {
-          for (int t = 0; t < 8; ++t)
+          for (int t = 0; t < 8; ++t) {
             ASSERT_EQ(got[r * 8 + t], want[r][t])
                 << table->isa << " " << traits_of(type).name << " four rows, row " << r << " token " << t;
+          }
         }
       }
       ++checked;
     }
   }
-  if (cpu_has_avx2()) EXPECT_GE(checked, 2) << "the AVX2 table's Q8_0 and Q5_0 group kernels";
+  if (cpu_has_avx2()) {
+    EXPECT_GE(checked, 2) << "the AVX2 table's Q8_0 and Q5_0 group kernels";
+  }
 }
 
 TEST(ThreadPool, RunsEveryTaskExactlyOnce) {
