@@ -1,11 +1,16 @@
-// How fast this core issues the 512-bit instructions of the tiled Q4_1 kernel, alone and in
-// pairs, next to the kernel itself running from L1 (docs/cpu_engine.md, "Speed"):
+// How fast this core issues the instructions of its prompt kernels, alone and mixed, next to
+// the kernel itself running from L1 (docs/cpu_engine.md, "Speed"):
 //
 //   build/bin/vector_pipe_bench
 //
-// Each probe runs 8 independent chains per instruction kind, so latency never waits and
-// the figure is issue throughput: cycles per instruction are ns per instruction times the
-// clock, which the FMA probe gives (one FMA per cycle on Zen 4 and recent Intel cores).
+// With AVX-512 VNNI: the 512-bit instructions of the tiled Q4_1 kernel. Each probe runs 8
+// independent chains per instruction kind, so latency never waits and the figure is issue
+// throughput: cycles per instruction are ns per instruction times the clock, which the FMA
+// probe gives (one FMA per cycle on Zen 4 and recent Intel cores).
+//
+// With AVX2 only: the 256-bit instructions of one (row, token, block) pair of the Q8_0 group
+// kernel (engine/kernels/dot_avx2.cpp, rows_by_group), against the clock from a chain of
+// dependent integer adds (one per cycle on every x86 core).
 // GCC 12 reports -Wuninitialized inside the AVX-512 intrinsic headers (as in
 // engine/kernels/dot_avx512.cpp); nothing here reads an uninitialized value.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -13,6 +18,7 @@
 #include <immintrin.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <random>
 #include <vector>
@@ -21,6 +27,7 @@
 #include "engine/kernels/activation_format.h"
 #include "engine/kernels/blocks.h"
 #include "engine/kernels/dot_kernels.h"
+#include "engine/kernels/matmul.h"
 #include "engine/kernels/tiled_weights.h"
 
 namespace {
@@ -88,13 +95,138 @@ void print(const char* name, double ns, double cycle_ns) {
   std::printf("  %-34s %.3f ns = %.2f cycles per instruction\n", name, ns, ns / cycle_ns);
 }
 
+
+// --- AVX2: the Q8_0 group kernel's pair ------------------------------------------------------
+//
+// One (row, token, block) pair of rows_by_group is, in order:
+//   S  vpsignb     activation bytes with the weights' signs
+//   M  vpmaddubsw  |w| * that, pairs summed into 16 int16
+//   W  vpmaddwd    against ones: eight int32 lane sums of four products (llama.cpp's lanes)
+//   C  vcvtdq2ps   the lane sums to float
+//   F  vfmadd231ps acc += (d_w * d_a) * that, d_w * d_a a broadcast from memory (L)
+// with the activations a 32-byte load (V) shared by the kernel's two rows. The probes run
+// these as inline assembly, so that the compiler neither merges nor hoists them.
+
+// ns per step of `body`, `steps` times in one asm loop (best of five), with every vector
+// register zeroed first (no denormals, no NaNs) and %1 pointing at 320 readable bytes.
+#define TANDEM_ASM_LOOP(steps, body)                                                                  \
+  best_ns(steps, [&] {                                                                                \
+    long n = (steps);                                                                                 \
+    asm volatile("vpxor %%xmm0, %%xmm0, %%xmm0\n\tvmovaps %%ymm0, %%ymm1\n\tvmovaps %%ymm0, %%ymm2\n\t" \
+                 "vmovaps %%ymm0, %%ymm3\n\tvmovaps %%ymm0, %%ymm4\n\tvmovaps %%ymm0, %%ymm5\n\t"     \
+                 "vmovaps %%ymm0, %%ymm6\n\tvmovaps %%ymm0, %%ymm7\n\tvmovaps %%ymm0, %%ymm11\n\t"    \
+                 "vmovaps %%ymm0, %%ymm12\n\tvmovaps %%ymm0, %%ymm13\n\t"                              \
+                 "1:\n\t" body "dec %0\n\tjnz 1b\n\t"                                                 \
+                 : "+r"(n)                                                                            \
+                 : "r"(mem)                                                                           \
+                 : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",     \
+                   "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "cc");                       \
+  })
+
+// Eight copies of one instruction writing ymm0-7 from ymm12/ymm13 (no chain between copies
+// or steps: ymm12/13 are never written), or reading and writing their accumulator (FMA:
+// eight chains of one FMA per step, which the latency of four cycles does not hold back).
+#define TANDEM_X8(i) i(0) i(1) i(2) i(3) i(4) i(5) i(6) i(7)
+#define TANDEM_S(n) "vpsignb %%ymm12, %%ymm13, %%ymm" #n "\n\t"
+#define TANDEM_M(n) "vpmaddubsw %%ymm12, %%ymm13, %%ymm" #n "\n\t"
+#define TANDEM_W(n) "vpmaddwd %%ymm12, %%ymm13, %%ymm" #n "\n\t"
+#define TANDEM_C(n) "vcvtdq2ps %%ymm12, %%ymm" #n "\n\t"
+#define TANDEM_F(n) "vfmadd231ps %%ymm12, %%ymm13, %%ymm" #n "\n\t"
+// The five with no dependencies between them (temporaries ymm8-11, accumulators ymm0-7).
+#define TANDEM_SMWCF(n)                                                                        \
+  "vpsignb %%ymm12, %%ymm13, %%ymm8\n\tvpmaddubsw %%ymm12, %%ymm13, %%ymm9\n\t"               \
+  "vpmaddwd %%ymm12, %%ymm13, %%ymm10\n\tvcvtdq2ps %%ymm12, %%ymm11\n\t"                      \
+  "vfmadd231ps %%ymm12, %%ymm13, %%ymm" #n "\n\t"
+// ... plus the pair's two loads: the activations (V) and the scale broadcast (L).
+#define TANDEM_SMWCF_VL(n) TANDEM_SMWCF(n) "vmovdqu 32(%1), %%ymm14\n\tvbroadcastss 4(%1), %%ymm15\n\t"
+// One pair as the kernel runs it: a chain from the activation load to the FMA (ymm12 |w|,
+// ymm13 w, ymm11 the ones).
+#define TANDEM_PAIR(n)                                                                         \
+  "vmovdqu " #n "*32(%1), %%ymm8\n\tvpsignb %%ymm13, %%ymm8, %%ymm8\n\t"                    \
+  "vpmaddubsw %%ymm8, %%ymm12, %%ymm8\n\tvpmaddwd %%ymm11, %%ymm8, %%ymm8\n\t"                \
+  "vcvtdq2ps %%ymm8, %%ymm8\n\tvbroadcastss " #n "*4(%1), %%ymm9\n\t"                        \
+  "vfmadd231ps %%ymm8, %%ymm9, %%ymm" #n "\n\t"
+
+// ns per cycle: a chain of dependent adds, one per cycle.
+double cycle_ns_from_adds() {
+  constexpr long kSteps = 100'000'000;
+  uint64_t x = 0;
+  const double ns = best_ns(kSteps, [&] {
+    for (long it = 0; it < kSteps; ++it) asm volatile("add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0" : "+r"(x));
+  });
+  return ns / 4;
+}
+
+int avx2_q8_0_pair() {
+  using namespace tandem;
+  using namespace tandem::kernels;
+  const double cycle_ns = cycle_ns_from_adds();
+  std::printf("clock from a chain of dependent adds: %.2f GHz\n", 1.0 / cycle_ns);
+  alignas(64) static int8_t bytes[8 * 32 + 64] = {};
+  const int8_t* mem = bytes;
+  constexpr long kSteps = 20'000'000;
+  auto cycles = [&](double ns_per_step, int per_step) { return ns_per_step / per_step / cycle_ns; };
+  std::printf("256-bit instructions, 8 independent copies each, cycles per instruction:\n");
+  const double s = TANDEM_ASM_LOOP(kSteps, TANDEM_X8(TANDEM_S));
+  const double m = TANDEM_ASM_LOOP(kSteps, TANDEM_X8(TANDEM_M));
+  const double w = TANDEM_ASM_LOOP(kSteps, TANDEM_X8(TANDEM_W));
+  const double c = TANDEM_ASM_LOOP(kSteps, TANDEM_X8(TANDEM_C));
+  const double f = TANDEM_ASM_LOOP(kSteps, TANDEM_X8(TANDEM_F));
+  std::printf("  S vpsignb %.2f, M vpmaddubsw %.2f, W vpmaddwd %.2f, C vcvtdq2ps %.2f, F vfmadd231ps %.2f\n",
+              cycles(s, 8), cycles(m, 8), cycles(w, 8), cycles(c, 8), cycles(f, 8));
+  std::printf("cycles per (row, token, block) pair:\n");
+  const double mix = TANDEM_ASM_LOOP(kSteps, TANDEM_X8(TANDEM_SMWCF));
+  std::printf("  %-58s %.2f\n", "S M W C F, no dependencies (the issue limit of the five)", cycles(mix, 8));
+  const double mix_loads = TANDEM_ASM_LOOP(kSteps, TANDEM_X8(TANDEM_SMWCF_VL));
+  std::printf("  %-58s %.2f\n", "the same and the pair's two loads (V, L)", cycles(mix_loads, 8));
+  const double chain = TANDEM_ASM_LOOP(kSteps, TANDEM_X8(TANDEM_PAIR));
+  std::printf("  %-58s %.2f\n", "V S M W C L F as one dependent chain per pair", cycles(chain, 8));
+
+  // The engine's kernel: four rows by eight tokens (two packed groups), 576 columns, from L1.
+  const dot_kernels& k = best_dot_kernels();
+  if (k.q8_0_x8_r4 == nullptr) return 0;
+  const int64_t cols = 576, nb = cols / kBlock;
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  const size_t w_stride = row_bytes(tensor_type::q8_0, cols);
+  std::vector<float> row(static_cast<size_t>(cols));
+  std::vector<std::byte> wq(w_stride * 4);
+  for (int r = 0; r < 4; ++r) {
+    for (auto& v : row) v = normal(rng);
+    quantize_row(tensor_type::q8_0, row.data(), cols, wq.data() + r * w_stride);
+  }
+  const activation_format format = activation_format_for(tensor_type::q8_0);
+  const size_t act_stride = activation_row_bytes(format, cols);
+  std::vector<std::byte> acts(act_stride * 8), packed(static_cast<size_t>(nb) * kPackedX4BlockBytes * 2);
+  for (int t = 0; t < 8; ++t) {
+    for (auto& v : row) v = normal(rng);
+    k.convert_activation(format, row.data(), acts.data() + t * act_stride, cols);
+  }
+  for (int g = 0; g < 2; ++g) {
+    pack_q8_x4(format, acts.data() + 4 * g * act_stride, act_stride, nb,
+               packed.data() + static_cast<size_t>(g) * nb * kPackedX4BlockBytes);
+  }
+  float out[32];
+  constexpr long kCalls = 200'000;
+  const double ns = best_ns(kCalls, [&] {
+    for (long i = 0; i < kCalls; ++i) {
+      k.q8_0_x8_r4(cols, wq.data(), w_stride, packed.data(), packed.data() + nb * kPackedX4BlockBytes, out);
+      asm volatile("" ::: "memory");
+    }
+  });
+  std::printf("  %-58s %.2f\n", "the Q8_0 group kernel (4 rows x 8 tokens, 576 columns, L1)",
+              ns / static_cast<double>(4 * 8 * nb) / cycle_ns);
+  return 0;
+}
+
 }  // namespace
 
 int main() {
   using namespace tandem;
   using namespace tandem::kernels;
   if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512vnni")) {
-    std::printf("vector_pipe_bench: skipped, this CPU has no AVX-512 VNNI\n");
+    if (cpu_has_avx2()) return avx2_q8_0_pair();
+    std::printf("vector_pipe_bench: skipped, this CPU has neither AVX-512 VNNI nor AVX2\n");
     return 0;
   }
   const double cycle_ns = probe_ns<probe::fma>(1);  // the FMA defines the cycle
