@@ -95,7 +95,6 @@ void print(const char* name, double ns, double cycle_ns) {
   std::printf("  %-34s %.3f ns = %.2f cycles per instruction\n", name, ns, ns / cycle_ns);
 }
 
-
 // --- AVX2: the Q8_0 group kernel's pair ------------------------------------------------------
 //
 // One (row, token, block) pair of rows_by_group is, in order:
@@ -108,19 +107,20 @@ void print(const char* name, double ns, double cycle_ns) {
 // these as inline assembly, so that the compiler neither merges nor hoists them.
 
 // ns per step of `body`, `steps` times in one asm loop (best of five), with every vector
-// register zeroed first (no denormals, no NaNs) and %1 pointing at 320 readable bytes.
-#define TANDEM_ASM_LOOP(steps, body)                                                                  \
-  best_ns(steps, [&] {                                                                                \
-    long n = (steps);                                                                                 \
-    asm volatile("vpxor %%xmm0, %%xmm0, %%xmm0\n\tvmovaps %%ymm0, %%ymm1\n\tvmovaps %%ymm0, %%ymm2\n\t" \
-                 "vmovaps %%ymm0, %%ymm3\n\tvmovaps %%ymm0, %%ymm4\n\tvmovaps %%ymm0, %%ymm5\n\t"     \
-                 "vmovaps %%ymm0, %%ymm6\n\tvmovaps %%ymm0, %%ymm7\n\tvmovaps %%ymm0, %%ymm11\n\t"    \
-                 "vmovaps %%ymm0, %%ymm12\n\tvmovaps %%ymm0, %%ymm13\n\t"                              \
-                 "1:\n\t" body "dec %0\n\tjnz 1b\n\t"                                                 \
-                 : "+r"(n)                                                                            \
-                 : "r"(mem)                                                                           \
-                 : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",     \
-                   "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "cc");                       \
+// register zeroed first (no denormals, no NaNs) and %1 pointing at 1 KiB of zeros.
+#define TANDEM_ASM_LOOP(steps, body)                                                                                 \
+  best_ns(steps, [&] {                                                                                               \
+    long n = (steps);                                                                                                \
+    asm volatile(                                                                                                    \
+        "vpxor %%xmm0, %%xmm0, %%xmm0\n\tvmovaps %%ymm0, %%ymm1\n\tvmovaps %%ymm0, %%ymm2\n\t"                       \
+        "vmovaps %%ymm0, %%ymm3\n\tvmovaps %%ymm0, %%ymm4\n\tvmovaps %%ymm0, %%ymm5\n\t"                             \
+        "vmovaps %%ymm0, %%ymm6\n\tvmovaps %%ymm0, %%ymm7\n\tvmovaps %%ymm0, %%ymm11\n\t"                            \
+        "vmovaps %%ymm0, %%ymm12\n\tvmovaps %%ymm0, %%ymm13\n\t"                                                     \
+        "1:\n\t" body "dec %0\n\tjnz 1b\n\t"                                                                         \
+        : "+r"(n)                                                                                                    \
+        : "r"(mem)                                                                                                   \
+        : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", \
+          "xmm13", "xmm14", "xmm15", "cc", "memory");                                                                \
   })
 
 // Eight copies of one instruction writing ymm0-7 from ymm12/ymm13 (no chain between copies
@@ -133,19 +133,45 @@ void print(const char* name, double ns, double cycle_ns) {
 #define TANDEM_C(n) "vcvtdq2ps %%ymm12, %%ymm" #n "\n\t"
 #define TANDEM_F(n) "vfmadd231ps %%ymm12, %%ymm13, %%ymm" #n "\n\t"
 // The five with no dependencies between them (temporaries ymm8-11, accumulators ymm0-7).
-#define TANDEM_SMWCF(n)                                                                        \
-  "vpsignb %%ymm12, %%ymm13, %%ymm8\n\tvpmaddubsw %%ymm12, %%ymm13, %%ymm9\n\t"               \
-  "vpmaddwd %%ymm12, %%ymm13, %%ymm10\n\tvcvtdq2ps %%ymm12, %%ymm11\n\t"                      \
+#define TANDEM_SMWCF(n)                                                         \
+  "vpsignb %%ymm12, %%ymm13, %%ymm8\n\tvpmaddubsw %%ymm12, %%ymm13, %%ymm9\n\t" \
+  "vpmaddwd %%ymm12, %%ymm13, %%ymm10\n\tvcvtdq2ps %%ymm12, %%ymm11\n\t"        \
   "vfmadd231ps %%ymm12, %%ymm13, %%ymm" #n "\n\t"
 // ... plus the pair's two loads: the activations (V) and the scale broadcast (L).
 #define TANDEM_SMWCF_VL(n) TANDEM_SMWCF(n) "vmovdqu 32(%1), %%ymm14\n\tvbroadcastss 4(%1), %%ymm15\n\t"
-// One pair as the kernel runs it: a chain from the activation load to the FMA (ymm12 |w|,
-// ymm13 w, ymm11 the ones).
-#define TANDEM_PAIR(n)                                                                         \
-  "vmovdqu " #n "*32(%1), %%ymm8\n\tvpsignb %%ymm13, %%ymm8, %%ymm8\n\t"                    \
-  "vpmaddubsw %%ymm8, %%ymm12, %%ymm8\n\tvpmaddwd %%ymm11, %%ymm8, %%ymm8\n\t"                \
-  "vcvtdq2ps %%ymm8, %%ymm8\n\tvbroadcastss " #n "*4(%1), %%ymm9\n\t"                        \
-  "vfmadd231ps %%ymm8, %%ymm9, %%ymm" #n "\n\t"
+// One pair as the kernel runs it, a chain from the activation load to the FMA: activations
+// at ACT(%1) signed by the weights in ymm X, times |w| in ymm AX, against ymm11 (the ones),
+// the scale broadcast from S(%1), into accumulator ymm ACC.
+// clang-format off
+#define TANDEM_PAIR_OF(AX, X, ACT, S, ACC)                    \
+  "vmovdqu " #ACT "(%1), %%ymm8\n\t"                          \
+  "vpsignb %%ymm" #X ", %%ymm8, %%ymm8\n\t"                   \
+  "vpmaddubsw %%ymm8, %%ymm" #AX ", %%ymm8\n\t"               \
+  "vpmaddwd %%ymm11, %%ymm8, %%ymm8\n\t"                      \
+  "vcvtdq2ps %%ymm8, %%ymm8\n\t"                              \
+  "vbroadcastss " #S "(%1), %%ymm9\n\t"                       \
+  "vfmadd231ps %%ymm8, %%ymm9, %%ymm" #ACC "\n\t"
+#define TANDEM_PAIR(n) TANDEM_PAIR_OF(12, 13, n * 32, n * 4, n)
+// The kernel's step, one block of two rows by four tokens, its parts added one at a time.
+// The buffer at %1: activations [4][32] at 0, scales [2 rows][4] at 256, the tokens' d_a at
+// 320, row 0's block (d, then 32 quants) at 512, row 1's at 768.
+#define TANDEM_TWO_ROWS                                                              \
+  TANDEM_PAIR_OF(12, 13, 0, 256, 0)  TANDEM_PAIR_OF(14, 15, 0, 272, 1)               \
+  TANDEM_PAIR_OF(12, 13, 32, 260, 2) TANDEM_PAIR_OF(14, 15, 32, 276, 3)              \
+  TANDEM_PAIR_OF(12, 13, 64, 264, 4) TANDEM_PAIR_OF(14, 15, 64, 280, 5)              \
+  TANDEM_PAIR_OF(12, 13, 96, 268, 6) TANDEM_PAIR_OF(14, 15, 96, 284, 7)
+// clang-format on
+#define TANDEM_WEIGHTS                                       \
+  "vmovdqu 514(%1), %%ymm13\n\tvmovdqu 770(%1), %%ymm15\n\t" \
+  "vpsignb %%ymm13, %%ymm13, %%ymm12\n\tvpsignb %%ymm15, %%ymm15, %%ymm14\n\t"
+// d_w * d_a for both rows as the compiled kernel makes them: each half inserted, converted,
+// broadcast, multiplied by the four d_a, stored at TO(%1) (256: where the pairs read them).
+#define TANDEM_SCALES_TO(TO)                                                                   \
+  "vpxor %%xmm9, %%xmm9, %%xmm9\n\tvpinsrw $0, 512(%1), %%xmm9, %%xmm8\n\t"                    \
+  "vpinsrw $0, 768(%1), %%xmm9, %%xmm9\n\tvcvtph2ps %%xmm8, %%xmm8\n\t"                        \
+  "vbroadcastss %%xmm8, %%xmm8\n\tvcvtph2ps %%xmm9, %%xmm9\n\tvbroadcastss %%xmm9, %%xmm9\n\t" \
+  "vmulps 320(%1), %%xmm8, %%xmm8\n\tvmulps 320(%1), %%xmm9, %%xmm9\n\t"                       \
+  "vmovaps %%xmm8, " #TO "(%1)\n\tvmovaps %%xmm9, 16+" #TO "(%1)\n\t"
 
 // ns per cycle: a chain of dependent adds, one per cycle.
 double cycle_ns_from_adds() {
@@ -162,8 +188,8 @@ int avx2_q8_0_pair() {
   using namespace tandem::kernels;
   const double cycle_ns = cycle_ns_from_adds();
   std::printf("clock from a chain of dependent adds: %.2f GHz\n", 1.0 / cycle_ns);
-  alignas(64) static int8_t bytes[8 * 32 + 64] = {};
-  const int8_t* mem = bytes;
+  alignas(64) static int8_t bytes[1024] = {};
+  int8_t* mem = bytes;
   constexpr long kSteps = 20'000'000;
   auto cycles = [&](double ns_per_step, int per_step) { return ns_per_step / per_step / cycle_ns; };
   std::printf("256-bit instructions, 8 independent copies each, cycles per instruction:\n");
@@ -176,11 +202,18 @@ int avx2_q8_0_pair() {
               cycles(s, 8), cycles(m, 8), cycles(w, 8), cycles(c, 8), cycles(f, 8));
   std::printf("cycles per (row, token, block) pair:\n");
   const double mix = TANDEM_ASM_LOOP(kSteps, TANDEM_X8(TANDEM_SMWCF));
-  std::printf("  %-58s %.2f\n", "S M W C F, no dependencies (the issue limit of the five)", cycles(mix, 8));
+  std::printf("  %-60s %.2f\n", "S M W C F, no dependencies (the issue limit of the five)", cycles(mix, 8));
   const double mix_loads = TANDEM_ASM_LOOP(kSteps, TANDEM_X8(TANDEM_SMWCF_VL));
-  std::printf("  %-58s %.2f\n", "the same and the pair's two loads (V, L)", cycles(mix_loads, 8));
+  std::printf("  %-60s %.2f\n", "the same and the pair's two loads (V, L)", cycles(mix_loads, 8));
   const double chain = TANDEM_ASM_LOOP(kSteps, TANDEM_X8(TANDEM_PAIR));
-  std::printf("  %-58s %.2f\n", "V S M W C L F as one dependent chain per pair", cycles(chain, 8));
+  std::printf("  %-60s %.2f\n", "V S M W C L F as one dependent chain per pair", cycles(chain, 8));
+  std::printf("the kernel's block of two rows by four tokens, cycles per pair:\n");
+  const double two_rows = TANDEM_ASM_LOOP(kSteps, TANDEM_WEIGHTS TANDEM_TWO_ROWS);
+  std::printf("  %-60s %.2f\n", "the eight chains, each block's weights loaded and |w| taken", cycles(two_rows, 8));
+  const double scaled = TANDEM_ASM_LOOP(kSteps, TANDEM_SCALES_TO(256) TANDEM_WEIGHTS TANDEM_TWO_ROWS);
+  std::printf("  %-60s %.2f\n", "and its scales made and read back through memory", cycles(scaled, 8));
+  const double apart = TANDEM_ASM_LOOP(kSteps, TANDEM_SCALES_TO(288) TANDEM_WEIGHTS TANDEM_TWO_ROWS);
+  std::printf("  %-60s %.2f\n", "the same with the reads not waiting on the stores", cycles(apart, 8));
 
   // The engine's kernel: four rows by eight tokens (two packed groups), 576 columns, from L1.
   const dot_kernels& k = best_dot_kernels();
@@ -214,7 +247,7 @@ int avx2_q8_0_pair() {
       asm volatile("" ::: "memory");
     }
   });
-  std::printf("  %-58s %.2f\n", "the Q8_0 group kernel (4 rows x 8 tokens, 576 columns, L1)",
+  std::printf("  %-60s %.2f\n", "the Q8_0 group kernel (4 rows x 8 tokens, 576 columns, L1)",
               ns / static_cast<double>(4 * 8 * nb) / cycle_ns);
   return 0;
 }
