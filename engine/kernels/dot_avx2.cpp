@@ -516,12 +516,13 @@ inline __m256i pair_mins(const std::byte* pair, int h, const int16_t* bs) {
   return _mm256_madd_epi16(mn, _mm256_set1_epi32(static_cast<int32_t>(b0 | b1 << 16)));
 }
 
-// G tokens share each unpacked line, half by half (two tokens' chains for all 16 rows would
+// Two tokens share each unpacked line, half by half (two tokens' chains for all 16 rows would
 // not fit in the registers); a token's accumulators live in acc[t][h]. The first half pass
 // reads the record from memory and asks for each line 2 KiB ahead.
-template <int G, bool kLarge>
-void tiled_q4_k_tokens(int64_t nb, const std::byte* tile, const std::byte* const* a, float* y, int64_t y_stride,
-                       bool ahead) {
+template <bool kLarge>
+void tiled_q4_k_two_tokens(int64_t nb, const std::byte* tile, const std::byte* const* a, float* y, int64_t y_stride,
+                           bool ahead) {
+  constexpr int G = 2;
   q4_k_half acc[G][2];
   const __m256i low = _mm256_set1_epi8(0x0F);
   for (int64_t b = 0; b < nb; ++b) {
@@ -583,7 +584,7 @@ void tiled_q4_k_tokens(int64_t nb, const std::byte* tile, const std::byte* const
 
 // One token, both halves in one pass: each line's two broadcast activations meet all 16 rows,
 // and the record is read once, forward, asking for each line 2 KiB ahead as it goes. The same
-// exact integer totals and the same FMAs in the same order as tiled_q4_k_tokens; the mins'
+// exact integer totals and the same FMAs in the same order as tiled_q4_k_two_tokens; the mins'
 // (which need no quants) come after the quants', when the registers are free.
 template <bool kLarge>
 void tiled_q4_k_one_token(int64_t nb, const std::byte* tile, const std::byte* act, float* y, bool ahead) {
@@ -660,7 +661,7 @@ void tiled_q4_k_n(int64_t nb, const std::byte* tile, const std::byte* acts, size
   const std::byte* a[N];
   for (int t = 0; t < N; ++t) a[t] = acts + t * act_stride;
   int t = 0;
-  for (; t + 2 <= N; t += 2) tiled_q4_k_tokens<2, kLarge>(nb, tile, a + t, y + t * y_stride, y_stride, t == 0);
+  for (; t + 2 <= N; t += 2) tiled_q4_k_two_tokens<kLarge>(nb, tile, a + t, y + t * y_stride, y_stride, t == 0);
   if (t < N) tiled_q4_k_one_token<kLarge>(nb, tile, a[t], y + t * y_stride, t == 0);
 }
 template <int N>
