@@ -11,8 +11,10 @@ class byte_sink {
  public:
   template <class T>
   void put(T x) {
-    const auto* p = reinterpret_cast<const std::byte*>(&x);
-    out_.insert(out_.end(), p, p + sizeof(T));
+    // resize + memcpy: GCC 12 misreads a vector insert of sizeof(T) bytes as an overflow.
+    const size_t at = out_.size();
+    out_.resize(at + sizeof(T));
+    std::memcpy(out_.data() + at, &x, sizeof(T));
   }
   void put_string(const std::string& s) {
     put<uint64_t>(s.size());

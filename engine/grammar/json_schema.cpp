@@ -62,7 +62,11 @@ std::string uint_range(int64_t lo, int64_t hi) {
   std::vector<std::string> alts;
   size_t max_len = hi < 0 ? a.size() : std::to_string(hi).size();
   for (size_t n = a.size(); n <= max_len; ++n) {
-    std::string lo_n = n == a.size() ? a : "1" + std::string(n - 1, '0');
+    std::string lo_n = a;
+    if (n != a.size()) {  // 10...0 (not "1" + string: GCC 12 warns of an overlap there)
+      lo_n.assign(n, '0');
+      lo_n[0] = '1';
+    }
     std::string hi_n = std::string(n, '9');
     if (hi >= 0 && n == max_len) hi_n = std::to_string(hi);
     if (lo_n.size() == hi_n.size() && lo_n <= hi_n) alts.push_back(digit_range(lo_n, hi_n));

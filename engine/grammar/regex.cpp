@@ -426,7 +426,10 @@ std::string emit_set(const ranges& set) {
       if (x > y) continue;
       if (x >= 0xD800 && y <= 0xDFFF) continue;
       cls += gbnf_class_char(x);
-      if (y > x) cls += "-" + gbnf_class_char(y);
+      if (y > x) {
+        cls += '-';
+        cls += gbnf_class_char(y);
+      }
     }
     for (char32_t c = lo; c <= std::min<char32_t>(hi, 0x5C); ++c) {
       if (c == '"') alts.push_back(gbnf_literal("\\\""));

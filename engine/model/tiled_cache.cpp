@@ -155,7 +155,8 @@ std::unique_ptr<tiled_cache_file> tiled_cache_file::create(const std::filesystem
   const auto final_path = path_for(dir, source);
   prune(dir, final_path);
   auto tmp = final_path;
-  tmp += "." + std::to_string(::getpid()) + ".tmp";
+  tmp += ".";
+  tmp += std::to_string(::getpid()) + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return nullptr;
   // Reserve the blocks up front, so that a disk without room refuses now, not gigabytes in.
