@@ -18,8 +18,7 @@ class byte_sink {
   }
   void put_string(const std::string& s) {
     put<uint64_t>(s.size());
-    const auto* p = reinterpret_cast<const std::byte*>(s.data());
-    out_.insert(out_.end(), p, p + s.size());
+    put_bytes(std::as_bytes(std::span(s)));
   }
   void put_bytes(std::span<const std::byte> b) { out_.insert(out_.end(), b.begin(), b.end()); }
   void pad_to(uint64_t alignment) {
