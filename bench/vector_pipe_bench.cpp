@@ -9,8 +9,8 @@
 // probe gives (one FMA per cycle on Zen 4 and recent Intel cores).
 //
 // With AVX2 only: the 256-bit instructions of one (row, token, block) pair of the Q8_0 group
-// kernel (engine/kernels/dot_avx2.cpp, rows_by_group), against the clock from a chain of
-// dependent integer adds (one per cycle on every x86 core).
+// kernels (engine/kernels/dot_avx2.cpp), which pipes they share, and the kernel from L1,
+// against the clock from a chain of dependent integer adds (one per cycle on every x86 core).
 // GCC 12 reports -Wuninitialized inside the AVX-512 intrinsic headers (as in
 // engine/kernels/dot_avx512.cpp); nothing here reads an uninitialized value.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -97,14 +97,15 @@ void print(const char* name, double ns, double cycle_ns) {
 
 // --- AVX2: the Q8_0 group kernel's pair ------------------------------------------------------
 //
-// One (row, token, block) pair of rows_by_group is, in order:
+// One (row, token, block) pair of the Q8_0 group kernels is, in order:
 //   S  vpsignb     activation bytes with the weights' signs
 //   M  vpmaddubsw  |w| * that, pairs summed into 16 int16
 //   W  vpmaddwd    against ones: eight int32 lane sums of four products (llama.cpp's lanes)
 //   C  vcvtdq2ps   the lane sums to float
 //   F  vfmadd231ps acc += (d_w * d_a) * that, d_w * d_a a broadcast from memory (L)
-// with the activations a 32-byte load (V) shared by the kernel's two rows. The probes run
-// these as inline assembly, so that the compiler neither merges nor hoists them.
+// with the activations a 32-byte load (V), as the kernel before row_by_token_pairs ran it
+// (two rows by four tokens, the activations shared by the two rows). The probes run these as
+// inline assembly, so that the compiler neither merges nor hoists them.
 
 // ns per step of `body`, `steps` times in one asm loop (best of five), with every vector
 // register zeroed first (no denormals, no NaNs) and %1 pointing at 1 KiB of zeros.
@@ -127,6 +128,8 @@ void print(const char* name, double ns, double cycle_ns) {
 // or steps: ymm12/13 are never written), or reading and writing their accumulator (FMA:
 // eight chains of one FMA per step, which the latency of four cycles does not hold back).
 #define TANDEM_X8(i) i(0) i(1) i(2) i(3) i(4) i(5) i(6) i(7)
+// Eight copies writing ymm8-11 (the non-FMA half of a two-kind probe, beside FMAs into ymm0-7).
+#define TANDEM_X8_T(i) i(8) i(9) i(10) i(11) i(8) i(9) i(10) i(11)
 #define TANDEM_S(n) "vpsignb %%ymm12, %%ymm13, %%ymm" #n "\n\t"
 #define TANDEM_M(n) "vpmaddubsw %%ymm12, %%ymm13, %%ymm" #n "\n\t"
 #define TANDEM_W(n) "vpmaddwd %%ymm12, %%ymm13, %%ymm" #n "\n\t"
@@ -200,6 +203,17 @@ int avx2_q8_0_pair() {
   const double f = TANDEM_ASM_LOOP(kSteps, TANDEM_X8(TANDEM_F));
   std::printf("  S vpsignb %.2f, M vpmaddubsw %.2f, W vpmaddwd %.2f, C vcvtdq2ps %.2f, F vfmadd231ps %.2f\n",
               cycles(s, 8), cycles(m, 8), cycles(w, 8), cycles(c, 8), cycles(f, 8));
+  // Two kinds, eight of each per step: 0.50 cycles per one of each if they issue on different
+  // pipes, 1.00 if on the same two, 0.67 if they share one of their two.
+  std::printf("two kinds together, cycles per one of each (0.50 apart, 0.67 one pipe shared, 1.00 the same two):\n");
+  const double sf = TANDEM_ASM_LOOP(kSteps, TANDEM_X8_T(TANDEM_S) TANDEM_X8(TANDEM_F));
+  const double mf = TANDEM_ASM_LOOP(kSteps, TANDEM_X8_T(TANDEM_M) TANDEM_X8(TANDEM_F));
+  const double cf = TANDEM_ASM_LOOP(kSteps, TANDEM_X8_T(TANDEM_C) TANDEM_X8(TANDEM_F));
+  const double mw = TANDEM_ASM_LOOP(kSteps, TANDEM_X8_T(TANDEM_M) TANDEM_X8_T(TANDEM_W));
+  const double sm = TANDEM_ASM_LOOP(kSteps, TANDEM_X8_T(TANDEM_S) TANDEM_X8_T(TANDEM_M));
+  const double cm = TANDEM_ASM_LOOP(kSteps, TANDEM_X8_T(TANDEM_C) TANDEM_X8_T(TANDEM_M));
+  std::printf("  S+F %.2f, M+F %.2f, C+F %.2f, M+W %.2f, S+M %.2f, C+M %.2f\n", cycles(sf, 8), cycles(mf, 8),
+              cycles(cf, 8), cycles(mw, 8), cycles(sm, 8), cycles(cm, 8));
   std::printf("cycles per (row, token, block) pair:\n");
   const double mix = TANDEM_ASM_LOOP(kSteps, TANDEM_X8(TANDEM_SMWCF));
   std::printf("  %-60s %.2f\n", "S M W C F, no dependencies (the issue limit of the five)", cycles(mix, 8));
@@ -207,7 +221,7 @@ int avx2_q8_0_pair() {
   std::printf("  %-60s %.2f\n", "the same and the pair's two loads (V, L)", cycles(mix_loads, 8));
   const double chain = TANDEM_ASM_LOOP(kSteps, TANDEM_X8(TANDEM_PAIR));
   std::printf("  %-60s %.2f\n", "V S M W C L F as one dependent chain per pair", cycles(chain, 8));
-  std::printf("the kernel's block of two rows by four tokens, cycles per pair:\n");
+  std::printf("the former kernel's block of two rows by four tokens, cycles per pair:\n");
   const double two_rows = TANDEM_ASM_LOOP(kSteps, TANDEM_WEIGHTS TANDEM_TWO_ROWS);
   std::printf("  %-60s %.2f\n", "the eight chains, each block's weights loaded and |w| taken", cycles(two_rows, 8));
   const double scaled = TANDEM_ASM_LOOP(kSteps, TANDEM_SCALES_TO(256) TANDEM_WEIGHTS TANDEM_TWO_ROWS);
@@ -230,24 +244,26 @@ int avx2_q8_0_pair() {
   }
   const activation_format format = activation_format_for(tensor_type::q8_0);
   const size_t act_stride = activation_row_bytes(format, cols);
-  std::vector<std::byte> acts(act_stride * 8), packed(static_cast<size_t>(nb) * kPackedX4BlockBytes * 2);
+  const packed_layout layout = k.packed_layout_for(tensor_type::q8_0);
+  const size_t group_bytes = static_cast<size_t>(nb) * packed_block_bytes(layout);
+  std::vector<std::byte> acts(act_stride * 8), packed(group_bytes * 2);
   for (int t = 0; t < 8; ++t) {
     for (auto& v : row) v = normal(rng);
     k.convert_activation(format, row.data(), acts.data() + t * act_stride, cols);
   }
   for (int g = 0; g < 2; ++g) {
-    pack_q8_x4(format, acts.data() + 4 * g * act_stride, act_stride, nb,
-               packed.data() + static_cast<size_t>(g) * nb * kPackedX4BlockBytes);
+    pack_q8_x4(format, acts.data() + 4 * g * act_stride, act_stride, nb, packed.data() + g * group_bytes, layout,
+               g == 0 ? acts.data() + 4 * act_stride : nullptr);
   }
   float out[32];
   constexpr long kCalls = 200'000;
   const double ns = best_ns(kCalls, [&] {
     for (long i = 0; i < kCalls; ++i) {
-      k.q8_0_x8_r4(cols, wq.data(), w_stride, packed.data(), packed.data() + nb * kPackedX4BlockBytes, out);
+      k.q8_0_x8_r4(cols, wq.data(), w_stride, packed.data(), packed.data() + group_bytes, out);
       asm volatile("" ::: "memory");
     }
   });
-  std::printf("  %-60s %.2f\n", "the Q8_0 group kernel (4 rows x 8 tokens, 576 columns, L1)",
+  std::printf("  %-60s %.2f\n", "the Q8_0 group kernel (4 rows x 8 tokens in pairs, 576 columns, L1)",
               ns / static_cast<double>(4 * 8 * nb) / cycle_ns);
   return 0;
 }

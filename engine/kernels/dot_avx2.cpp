@@ -678,25 +678,6 @@ void tiled_q4_k_large_n(int64_t nb, const std::byte* tile, const std::byte* acts
 TANDEM_TILED_DISPATCH(tiled_q4_k, tiled_q4_k_small_n)
 TANDEM_TILED_DISPATCH(tiled_q4_k_large, tiled_q4_k_large_n)
 
-// --- Q8_0 and Q5_0 against packed groups of four tokens (prefill; matmul.cpp packs them) ----
-//
-//   packed group: qs [nb][4 tokens][32] int8, then d [nb][4] f32 (the tokens' block scales)
-//
-// Per (row, token) the row kernels' order (q8_0_rows, q5_0_rows): eight lanes of
-// four-product sums, one FMA per block with dw * da (the same product whether scalar or in
-// lanes), then hsum. What the row kernel repeats per (row, token) is shared here: the block's
-// signed weights and their |w| per row, da already a float.
-struct q8_0_weights {
-  using block = block_q8_0;
-  static constexpr int kRowsAtOnce = 2;
-  static __m256i signed_bytes(const block& b) { return load32(b.qs); }
-};
-struct q5_0_weights {
-  using block = block_q5_0;
-  static constexpr int kRowsAtOnce = 1;
-  static __m256i signed_bytes(const block& b) { return q5_0_values(b); }
-};
-
 // f(integral_constant<int, i>) for i = 0..N-1, in order. Every loop over an accumulator array
 // (the final horizontal sums too) is written this way, so that it is indexed by constants: one
 // loop with variable indices was enough for GCC to give the array a stack home and store each
@@ -707,89 +688,135 @@ inline void for_each_index(F&& f) {
   (std::make_integer_sequence<int, N>{});
 }
 
+// --- Q5_0 against packed groups of four tokens (prefill; matmul.cpp packs them) -------------
+//
+//   packed group: qs [nb][4 tokens][32] int8, then d [nb][4] f32 (the tokens' block scales)
+//
+// Per (row, token) the row kernel's order (q5_0_rows): eight lanes of four-product sums, one
+// FMA per block with dw * da (the same product whether scalar or in lanes), then hsum. What
+// the row kernel repeats per (row, token) is shared here: the block's unpacked weights and
+// their |w|, done once per row and block for all the tokens, da already a float.
+
 // One (row, token) pair of a block: acc += (dw * da) * float(x . y), the product from memory.
 inline void add_pair(__m256i ax, __m256i x, const int8_t* y, const float& scale, __m256& acc) {
   const __m256i p = dot_u8s8(ax, _mm256_sign_epi8(load32(y), x));
   acc = _mm256_fmadd_ps(_mm256_broadcast_ss(&scale), _mm256_cvtepi32_ps(p), acc);
 }
 
-// R rows (1 or 2) against one packed group: each token's activations loaded once for the R
-// rows, the 4R accumulators in registers.
-template <class W, int R>
-void rows_by_group(int64_t k, const std::byte* w_rows, size_t w_stride, const std::byte* packed, float* out,
-                   int out_row_stride) {
-  using block = typename W::block;
+// One row against G packed groups (four or eight tokens), their accumulators in registers.
+template <int G>
+void q5_0_row_by_groups(int64_t k, const block_q5_0* w, const std::byte* const* groups, float* out) {
   const int64_t nb = k / kBlock;
-  const auto* qs = reinterpret_cast<const int8_t*>(packed);
-  const auto* da = reinterpret_cast<const float*>(packed + nb * 128);
-  const block* w[R];
-  __m256 acc[R][4];
-  for (int r = 0; r < R; ++r) {
-    w[r] = reinterpret_cast<const block*>(w_rows + r * w_stride);
-    for (auto& a : acc[r]) a = _mm256_setzero_ps();
-  }
-  alignas(16) float scale[R][4];  // dw * da per (row, token)
-  for (int64_t b = 0; b < nb; ++b) {
-    __m256i x[R], ax[R];
-    const __m128 dy = _mm_loadu_ps(da + b * 4);
-    for (int r = 0; r < R; ++r) {
-      x[r] = W::signed_bytes(w[r][b]);
-      ax[r] = _mm256_sign_epi8(x[r], x[r]);
-      _mm_store_ps(scale[r], _mm_mul_ps(_mm_set1_ps(h2f(w[r][b].d)), dy));
-    }
-    for_each_index<4>([&](auto t) {
-      for_each_index<R>([&](auto r) { add_pair(ax[r], x[r], qs + (b * 4 + t) * 32, scale[r][t], acc[r][t]); });
-    });
-  }
-  for_each_index<R>([&](auto r) { for_each_index<4>([&](auto t) { out[r * out_row_stride + t] = hsum(acc[r][t]); }); });
-}
-
-// One row against two packed groups (eight tokens): the row's block unpacked once for all
-// eight, their accumulators in registers.
-template <class W>
-void row_by_two_groups(int64_t k, const std::byte* w_row, const std::byte* packed_a, const std::byte* packed_b,
-                       float* out) {
-  using block = typename W::block;
-  const int64_t nb = k / kBlock;
-  const auto* w = reinterpret_cast<const block*>(w_row);
-  const int8_t* qs[2] = {reinterpret_cast<const int8_t*>(packed_a), reinterpret_cast<const int8_t*>(packed_b)};
-  const float* da[2] = {reinterpret_cast<const float*>(packed_a + nb * 128),
-                        reinterpret_cast<const float*>(packed_b + nb * 128)};
-  __m256 acc[2][4];
+  __m256 acc[G][4];
   for (auto& group : acc) {
     for (auto& a : group) a = _mm256_setzero_ps();
   }
-  alignas(16) float scale[2][4];  // dw * da per token
+  alignas(16) float scale[G][4];  // dw * da per token
   for (int64_t b = 0; b < nb; ++b) {
-    const __m256i x = W::signed_bytes(w[b]);
+    const __m256i x = q5_0_values(w[b]);
     const __m256i ax = _mm256_sign_epi8(x, x);
     const __m128 dw = _mm_set1_ps(h2f(w[b].d));
-    for (int g = 0; g < 2; ++g) _mm_store_ps(scale[g], _mm_mul_ps(dw, _mm_loadu_ps(da[g] + b * 4)));
-    for_each_index<2>([&](auto g) {
-      for_each_index<4>([&](auto t) { add_pair(ax, x, qs[g] + (b * 4 + t) * 32, scale[g][t], acc[g][t]); });
+    for (int g = 0; g < G; ++g) {
+      const auto* da = reinterpret_cast<const float*>(groups[g] + nb * 128);
+      _mm_store_ps(scale[g], _mm_mul_ps(dw, _mm_loadu_ps(da + b * 4)));
+    }
+    for_each_index<G>([&](auto g) {
+      const auto* qs = reinterpret_cast<const int8_t*>(groups[g]);
+      for_each_index<4>([&](auto t) { add_pair(ax, x, qs + (b * 4 + t) * 32, scale[g][t], acc[g][t]); });
     });
   }
-  for_each_index<2>([&](auto g) { for_each_index<4>([&](auto t) { out[4 * g + t] = hsum(acc[g][t]); }); });
+  for_each_index<G>([&](auto g) { for_each_index<4>([&](auto t) { out[4 * g + t] = hsum(acc[g][t]); }); });
 }
 
-template <class W>
-void group_x4(int64_t k, const void* w_row, const std::byte* packed, float* out) {
-  rows_by_group<W, 1>(k, static_cast<const std::byte*>(w_row), 0, packed, out, 4);
+void q5_0_x4(int64_t k, const void* w_row, const std::byte* packed, float* out) {
+  const std::byte* groups[1] = {packed};
+  q5_0_row_by_groups<1>(k, static_cast<const block_q5_0*>(w_row), groups, out);
 }
 
-// Four rows by two packed groups, out[row * 8 + token]. Q8_0 goes two rows at a time (its
-// unpacking is a load, so sharing each token's activations between two rows wins); Q5_0 one
-// row against both groups (its unpacking is most of its work: done once per eight tokens).
-template <class W>
-void group4x2(int64_t k, const std::byte* w_rows, size_t w_stride, const std::byte* packed_a, const std::byte* packed_b,
-              float* out) {
-  if constexpr (W::kRowsAtOnce == 2) {
-    for (int r = 0; r < 4; r += 2) {
-      rows_by_group<W, 2>(k, w_rows + r * w_stride, w_stride, packed_a, out + r * 8, 8);
-      rows_by_group<W, 2>(k, w_rows + r * w_stride, w_stride, packed_b, out + r * 8 + 4, 8);
-    }
-  } else {
-    for (int r = 0; r < 4; ++r) row_by_two_groups<W>(k, w_rows + r * w_stride, packed_a, packed_b, out + r * 8);
+// Four rows by two packed groups, out[row * 8 + token]: each row against both groups, its
+// unpacking (most of the work) done once per eight tokens.
+void q5_0_x8_r4(int64_t k, const std::byte* w_rows, size_t w_stride, const std::byte* packed_a,
+                const std::byte* packed_b, float* out) {
+  const std::byte* groups[2] = {packed_a, packed_b};
+  for (int r = 0; r < 4; ++r) {
+    q5_0_row_by_groups<2>(k, reinterpret_cast<const block_q5_0*>(w_rows + r * w_stride), groups, out + r * 8);
+  }
+}
+
+// --- Q8_0 against packed groups in token pairs (prefill; packed_layout::token_pairs) --------
+//
+// The row kernel's eight lanes for a (row, token) pair are two halves: lanes 0-3 sum the
+// block's elements 0-15 four at a time, lanes 4-7 elements 16-31. Here one register holds a
+// half for both tokens of a pair p,
+//
+//   lo[p] = [ token 2p: lanes 0-3 | token 2p+1: lanes 0-3 ]     (elements 0-15)
+//   hi[p] = [ token 2p: lanes 4-7 | token 2p+1: lanes 4-7 ]     (elements 16-31)
+//
+// against the row's half-block broadcast to both 128-bit lanes, so both take one scale vector
+// [dw*da(2p) x4 | dw*da(2p+1) x4]: per block one multiply makes dw * da for all eight tokens
+// and an in-lane shuffle each pair's, where a kernel holding one (row, token) pair per
+// register broadcasts one stored product per pair. Per lane the same integers, the same
+// products and the same FMAs as the row kernel; at the end lo + hi is hsum's first add, then
+// its last two within each half.
+//
+// Every operation counts on a Zen 3: the five per pair (sign, vpmaddubsw, vpmaddwd, convert,
+// FMA) share three of the four vector pipes, and vector loads take issue slots too
+// (build/bin/vector_pipe_bench). Per eight pairs this loop has 58, the two-rows-by-four-tokens
+// kernel it replaced 66 (docs/cpu_engine.md).
+
+// 16-bit pair sums to 32-bit lanes, with the ones read from memory: as a register constant
+// they cost the eight accumulators one of their sixteen registers, and GCC then kept one of
+// them on the stack (a store and a load per block).
+alignas(32) constexpr int16_t kOnes16[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+inline __m256i widen_pairs(__m256i pairs) {
+  __m256i r;
+  asm("vpmaddwd %1, %2, %0" : "=x"(r) : "m"(kOnes16), "x"(pairs));
+  return r;
+}
+
+template <int P>  // token pairs: 2 (one packed group) or 4 (two)
+void row_by_token_pairs(int64_t k, const block_q8_0* w, const std::byte* const* groups, float* out) {
+  const int64_t nb = k / kBlock;
+  __m256 lo[P], hi[P];
+  for_each_index<P>([&](auto p) { lo[p] = hi[p] = _mm256_setzero_ps(); });
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m256i w_lo = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].qs)));
+    const __m256i w_hi = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].qs + 16)));
+    const __m256i abs_lo = _mm256_sign_epi8(w_lo, w_lo), abs_hi = _mm256_sign_epi8(w_hi, w_hi);
+    const __m256 dw = _mm256_broadcast_ss(f16_table + w[b].d);  // a load, where F16C's convert is two µops
+    // dw * da for all eight tokens, [t0 t2 t4 t6 | t1 t3 t5 t7] (the first group's record
+    // holds the second's scales too); pair p's scales are element p of each half.
+    const __m256 products = _mm256_mul_ps(
+        dw, _mm256_loadu_ps(reinterpret_cast<const float*>(groups[0] + b * kPackedPairsBlockBytes + 128)));
+    for_each_index<P>([&](auto p) {
+      const std::byte* record = groups[p / 2] + b * kPackedPairsBlockBytes;
+      const auto* q = reinterpret_cast<const int8_t*>(record) + (p % 2) * 64;
+      const __m256 scale = _mm256_permute_ps(products, p * 0x55);
+      const __m256i s_lo = widen_pairs(_mm256_maddubs_epi16(abs_lo, _mm256_sign_epi8(load32(q), w_lo)));
+      const __m256i s_hi = widen_pairs(_mm256_maddubs_epi16(abs_hi, _mm256_sign_epi8(load32(q + 32), w_hi)));
+      lo[p] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(s_lo), lo[p]);
+      hi[p] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(s_hi), hi[p]);
+    });
+  }
+  for_each_index<P>([&](auto p) {
+    const __m256 r = _mm256_add_ps(lo[p], hi[p]);  // per half: lanes i + (i + 4)
+    const __m256 r2 = _mm256_add_ps(r, _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(r), _mm256_castps_pd(r))));
+    const __m256 r3 = _mm256_add_ps(r2, _mm256_movehdup_ps(r2));
+    out[2 * p] = _mm256_cvtss_f32(r3);
+    out[2 * p + 1] = _mm_cvtss_f32(_mm256_extractf128_ps(r3, 1));
+  });
+}
+
+void q8_0_pairs_x4(int64_t k, const void* w_row, const std::byte* packed, float* out) {
+  const std::byte* groups[1] = {packed};
+  row_by_token_pairs<2>(k, static_cast<const block_q8_0*>(w_row), groups, out);
+}
+
+void q8_0_pairs_x8_r4(int64_t k, const std::byte* w_rows, size_t w_stride, const std::byte* packed_a,
+                      const std::byte* packed_b, float* out) {
+  const std::byte* groups[2] = {packed_a, packed_b};
+  for (int r = 0; r < 4; ++r) {
+    row_by_token_pairs<4>(k, reinterpret_cast<const block_q8_0*>(w_rows + r * w_stride), groups, out + r * 8);
   }
 }
 
@@ -810,10 +837,11 @@ const dot_kernels& avx2_dot_kernels() {
     t.tiled_narrow_rows_only = type_bit(tensor_type::q8_0);
     t.q4_k_tiled = tiled_q4_k;
     t.q4_k_tiled_large = tiled_q4_k_large;
-    t.q8_0_x4 = group_x4<q8_0_weights>;
-    t.q8_0_x8_r4 = group4x2<q8_0_weights>;
-    t.q5_0_x4 = group_x4<q5_0_weights>;
-    t.q5_0_x8_r4 = group4x2<q5_0_weights>;
+    t.q8_0_x4 = q8_0_pairs_x4;
+    t.q8_0_x8_r4 = q8_0_pairs_x8_r4;
+    t.packed_token_pairs = type_bit(tensor_type::q8_0);
+    t.q5_0_x4 = q5_0_x4;
+    t.q5_0_x8_r4 = q5_0_x8_r4;
     return t;
   }();
   return table;

@@ -28,6 +28,23 @@ inline constexpr int kMaxActsPerDot = 4;
 // scales are the same values the row kernels see.
 inline constexpr size_t kPackedX4BlockBytes = 4 * 32 + 4 * 4 + 4 * 4;
 
+// The same four Q8_0 rows in token pairs (packed_layout::token_pairs), one record per block:
+//
+//   block b: qs [2 pairs][2 halves][2 tokens][16] int8   pair p: tokens 2p, 2p+1;
+//                                                        half h: elements 16h .. 16h+15
+//            d  [8] float  [d0 d2 n0 n2 | d1 d3 n1 n3]   d: these four rows' scales,
+//                                                        n: the next four rows' (or zeros)
+//
+// so one 32-byte load gives a half of both tokens of a pair, and one multiply by the weight's
+// scale the products for eight tokens, element p of each 128-bit half belonging to pair p
+// (of the two groups): the layout of AVX2's Q8_0 group kernels (dot_avx2.cpp).
+inline constexpr size_t kPackedPairsBlockBytes = 4 * 32 + 8 * 4;
+
+enum class packed_layout { tokens, token_pairs };
+inline constexpr size_t packed_block_bytes(packed_layout layout) {
+  return layout == packed_layout::tokens ? kPackedX4BlockBytes : kPackedPairsBlockBytes;
+}
+
 // out[i] = dot(w_row, row i of the packed group), i < 4. Implementations sum in the same
 // order as the row kernels of their table, so both give bit-identical results: a token's
 // logits do not depend on how the step grouped it.
@@ -186,6 +203,13 @@ struct dot_kernels {
   // close to the memory limit either way, not worth a second 1 GB.
   uint64_t tiled_narrow_rows_only = 0;
   static constexpr int64_t kNarrowTiledCols = 2048;
+
+  // Types (type_bit, Q8_0 activations only) whose group kernels in this table read packed
+  // groups in packed_layout::token_pairs; the others read packed_layout::tokens.
+  uint64_t packed_token_pairs = 0;
+  packed_layout packed_layout_for(tensor_type type) const {
+    return (packed_token_pairs & type_bit(type)) != 0 ? packed_layout::token_pairs : packed_layout::tokens;
+  }
   // Whether this table takes matrices of this type and width tiled (model.cpp tiles those).
   bool tiles(tensor_type type, int64_t cols) const {
     return tiled_for_type(type) != nullptr &&

@@ -11,7 +11,36 @@
 
 namespace tandem::kernels {
 
-void pack_q8_x4(activation_format format, const std::byte* rows, size_t act_stride, int64_t nb, std::byte* dst) {
+namespace {
+
+void pack_q8_0_pairs(const std::byte* rows, const std::byte* next_rows, size_t act_stride, int64_t nb, std::byte* dst) {
+  for (int64_t b = 0; b < nb; ++b) {
+    std::byte* record = dst + static_cast<size_t>(b) * kPackedPairsBlockBytes;
+    auto* d = reinterpret_cast<float*>(record + 128);
+    std::fill(d, d + 8, 0.0f);
+    for (int i = 0; i < 4; ++i) {
+      const auto& own = reinterpret_cast<const block_q8_0*>(rows + static_cast<size_t>(i) * act_stride)[b];
+      auto* qs = reinterpret_cast<int8_t*>(record) + (i / 2) * 64 + (i % 2) * 16;
+      std::copy(own.qs, own.qs + 16, qs);
+      std::copy(own.qs + 16, own.qs + 32, qs + 32);
+      d[(i % 2) * 4 + i / 2] = f16_to_f32(own.d);
+      if (next_rows != nullptr) {
+        const auto& next = reinterpret_cast<const block_q8_0*>(next_rows + static_cast<size_t>(i) * act_stride)[b];
+        d[(i % 2) * 4 + 2 + i / 2] = f16_to_f32(next.d);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void pack_q8_x4(activation_format format, const std::byte* rows, size_t act_stride, int64_t nb, std::byte* dst,
+                packed_layout layout, const std::byte* next_rows) {
+  if (layout == packed_layout::token_pairs) {
+    if (format != activation_format::q8_0) throw std::invalid_argument("pack_q8_x4: token pairs hold Q8_0 only");
+    pack_q8_0_pairs(rows, next_rows, act_stride, nb, dst);
+    return;
+  }
   auto* qs = reinterpret_cast<int8_t*>(dst);
   auto* d = reinterpret_cast<float*>(dst + nb * 128);
   auto* s = reinterpret_cast<float*>(dst + nb * 128 + nb * 16);
@@ -36,6 +65,12 @@ void pack_q8_x4(activation_format format, const std::byte* rows, size_t act_stri
 }
 
 namespace {
+
+constexpr size_t kCacheLine = 64;
+std::byte* align_to_line(std::byte* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  return p + ((kCacheLine - a % kCacheLine) % kCacheLine);
+}
 
 // Weight rows per cache tile of the matrix-matrix path: 64 rows are 23 KB of Q4_1 or 39 KB of
 // Q8_0 at SmolLM2's width (576), which the token groups then reuse from L1/L2.
@@ -173,15 +208,20 @@ void matmul_in_order(std::span<const matmul_output> outputs, const float* x, int
   const group_rows4x2_fn group8 = kernels.group8_for_type(w.type);
   const int64_t n_groups = group != nullptr ? n_tok / 4 : 0;
   const int64_t nb = w.cols / kBlock;
-  const size_t group_bytes = static_cast<size_t>(nb) * kPackedX4BlockBytes;
+  const packed_layout layout = kernels.packed_layout_for(w.type);
+  const size_t group_bytes = static_cast<size_t>(nb) * packed_block_bytes(layout);
   if (n_groups > 0) {
-    scratch.packed.resize(group_bytes * static_cast<size_t>(n_groups));
+    scratch.packed.resize(group_bytes * static_cast<size_t>(n_groups) + kCacheLine);
+  }
+  // On a cache line: the group kernels' 32-byte loads then never straddle two lines.
+  std::byte* const packed = align_to_line(scratch.packed.data());
+  if (n_groups > 0) {
     pool.parallel_for(n_groups, [&](int64_t g, int) {
-      pack_q8_x4(format, acts + static_cast<size_t>(g * 4) * act_stride, act_stride, nb,
-                 scratch.packed.data() + static_cast<size_t>(g) * group_bytes);
+      const std::byte* rows = acts + static_cast<size_t>(g * 4) * act_stride;
+      pack_q8_x4(format, rows, act_stride, nb, packed + static_cast<size_t>(g) * group_bytes, layout,
+                 g + 1 < n_groups ? rows + 4 * act_stride : nullptr);
     });
   }
-  const std::byte* packed = scratch.packed.data();
 
   // 3. Output rows in chunks, one chunk per task, all outputs in one parallel pass. Within a
   //    chunk: for each token group, all the chunk's rows (the group's activations stay in L1

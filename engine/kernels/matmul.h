@@ -11,6 +11,7 @@
 
 #include "engine/gguf/tensor_type.h"
 #include "engine/kernels/activation_format.h"
+#include "engine/kernels/dot_kernels.h"
 #include "engine/platform/thread_pool.h"
 
 namespace tandem::kernels {
@@ -49,9 +50,14 @@ struct matmul_output {
   int64_t y_stride = 0;
 };
 
-// Four consecutive Q8 rows (row format `format`, act_stride apart, nb blocks each) into the
-// packed layout that group kernels read (dot_kernels.h): qs [nb][4][32], d [nb][4], s [nb][4].
-void pack_q8_x4(activation_format format, const std::byte* rows, size_t act_stride, int64_t nb, std::byte* dst);
+// Four consecutive Q8 rows (row format `format`, act_stride apart, nb blocks each) into a
+// packed layout that group kernels read (dot_kernels.h): in `tokens`, qs [nb][4][32],
+// d [nb][4], s [nb][4]; in `token_pairs` (Q8_0 only), nb records of kPackedPairsBlockBytes,
+// whose scales include those of the next four rows (next_rows, act_stride apart; zeros
+// if null), which the eight-token kernels read from the first group of the two.
+// dst holds nb * packed_block_bytes(layout) bytes.
+void pack_q8_x4(activation_format format, const std::byte* rows, size_t act_stride, int64_t nb, std::byte* dst,
+                packed_layout layout = packed_layout::tokens, const std::byte* next_rows = nullptr);
 
 // y[t * y_stride + r] = sum_c w[r][c] * x[t * x_stride + c]   for t < n_tok, r < w.rows.
 //   x: [n_tok, w.cols] floats, row stride x_stride;  y: [n_tok, w.rows], row stride y_stride.

@@ -550,10 +550,12 @@ TEST(DotKernels, Q8_0AndQ5_0GroupKernelsEqualRowKernelsInEveryTable) {
       for (int t = 0; t < 8; ++t)
         table->convert_activation(activation_format::q8_0, x.data() + t * cols, acts.data() + t * act_stride, cols);
       // Two packed groups of four tokens, as matmul packs them.
-      std::vector<std::byte> packed(2 * nb * kPackedX4BlockBytes);
+      const packed_layout layout = table->packed_layout_for(type);
+      const size_t group_bytes = nb * packed_block_bytes(layout);
+      std::vector<std::byte> packed(2 * group_bytes);
       for (int g = 0; g < 2; ++g) {
         pack_q8_x4(activation_format::q8_0, acts.data() + g * 4 * act_stride, act_stride, nb,
-                   packed.data() + g * nb * kPackedX4BlockBytes);
+                   packed.data() + g * group_bytes, layout, g == 0 ? acts.data() + 4 * act_stride : nullptr);
       }
       float want[4][8];
       for (int64_t r = 0; r < rows; ++r) {
@@ -565,7 +567,7 @@ TEST(DotKernels, Q8_0AndQ5_0GroupKernelsEqualRowKernelsInEveryTable) {
       for (int g = 0; g < 2; ++g) {
         for (int64_t r = 0; r < rows; ++r) {
           float got[4];
-          group(cols, w.data() + r * w_stride, packed.data() + g * nb * kPackedX4BlockBytes, got);
+          group(cols, w.data() + r * w_stride, packed.data() + g * group_bytes, got);
           for (int i = 0; i < 4; ++i) {
             ASSERT_EQ(got[i], want[r][g * 4 + i])
                 << table->isa << " " << traits_of(type).name << " row " << r << " token " << g * 4 + i;
@@ -574,7 +576,7 @@ TEST(DotKernels, Q8_0AndQ5_0GroupKernelsEqualRowKernelsInEveryTable) {
       }
       if (group8 != nullptr) {
         float got[32];
-        group8(cols, w.data(), w_stride, packed.data(), packed.data() + nb * kPackedX4BlockBytes, got);
+        group8(cols, w.data(), w_stride, packed.data(), packed.data() + group_bytes, got);
         for (int64_t r = 0; r < rows; ++r) {
           for (int t = 0; t < 8; ++t) {
             ASSERT_EQ(got[r * 8 + t], want[r][t])
@@ -653,7 +655,7 @@ TEST(Matmul, BatchedEqualsRowByRow) {
     const weight_view w{type, cols, rows, wdata.data()};
     // 9 and 19 tokens: full groups (pairs of packed groups of four, too) and a rest; the bits
     // must not depend on which kernel a token went through.
-    for (int64_t n_tok : {1, 3, 4, 9, 19}) {
+    for (int64_t n_tok : {1, 3, 4, 9, 14, 19}) {
       const auto x = random_floats(static_cast<size_t>(cols * n_tok), rng);
       std::vector<float> y(static_cast<size_t>(rows * n_tok));
       matmul(w, x.data(), cols, n_tok, y.data(), rows, pool, scratch);
