@@ -544,6 +544,13 @@ TEST(DotKernels, Q8_0AndQ5_0GroupKernelsEqualRowKernelsInEveryTable) {
       for (int64_t r = 0; r < rows; ++r) {
         quantize_row(type, wf.data() + r * cols, cols, w.data() + r * row_bytes(type, cols));
       }
+      if (type == tensor_type::q8_0) {
+        // Quants of -128, which no quantizer writes but a file may hold: |w| is 128 as a byte.
+        auto* blocks = reinterpret_cast<block_q8_0*>(w.data());
+        blocks[0].qs[3] = -128;
+        blocks[nb + 5].qs[20] = -128;
+        blocks[3 * nb + 17].qs[31] = -128;
+      }
       const size_t w_stride = row_bytes(type, cols), act_stride = activation_row_bytes(activation_format::q8_0, cols);
       const auto x = random_floats(static_cast<size_t>(cols * 8), rng);
       std::vector<std::byte> acts(act_stride * 8);
