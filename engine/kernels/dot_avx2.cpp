@@ -728,19 +728,20 @@ void q5_0_row_by_groups(int64_t k, const block_q5_0* w, const std::byte* const* 
   for_each_index<G>([&](auto g) { for_each_index<4>([&](auto t) { out[4 * g + t] = hsum(acc[g][t]); }); });
 }
 
-void q5_0_x4(int64_t k, const void* w_row, const std::byte* packed, float* out) {
+// The group kernels' table entries from a kernel of one row against one or two packed groups,
+// row(k, blocks, groups, out): one row by one group (group_dot_fn), and four rows by two
+// (group_rows4x2_fn, out[row * 8 + token]), each row against both groups so that its blocks
+// are read (and, for Q5_0, unpacked) once per eight tokens.
+template <class Block, auto row>
+void row_by_group(int64_t k, const void* w_row, const std::byte* packed, float* out) {
   const std::byte* groups[1] = {packed};
-  q5_0_row_by_groups<1>(k, static_cast<const block_q5_0*>(w_row), groups, out);
+  row(k, static_cast<const Block*>(w_row), groups, out);
 }
-
-// Four rows by two packed groups, out[row * 8 + token]: each row against both groups, its
-// unpacking (most of the work) done once per eight tokens.
-void q5_0_x8_r4(int64_t k, const std::byte* w_rows, size_t w_stride, const std::byte* packed_a,
-                const std::byte* packed_b, float* out) {
+template <class Block, auto row>
+void rows4_by_two_groups(int64_t k, const std::byte* w_rows, size_t w_stride, const std::byte* packed_a,
+                         const std::byte* packed_b, float* out) {
   const std::byte* groups[2] = {packed_a, packed_b};
-  for (int r = 0; r < 4; ++r) {
-    q5_0_row_by_groups<2>(k, reinterpret_cast<const block_q5_0*>(w_rows + r * w_stride), groups, out + r * 8);
-  }
+  for (int r = 0; r < 4; ++r) row(k, reinterpret_cast<const Block*>(w_rows + r * w_stride), groups, out + r * 8);
 }
 
 // --- Q8_0 against packed groups in token pairs (prefill; packed_layout::token_pairs) --------
@@ -807,19 +808,6 @@ void row_by_token_pairs(int64_t k, const block_q8_0* w, const std::byte* const* 
   });
 }
 
-void q8_0_pairs_x4(int64_t k, const void* w_row, const std::byte* packed, float* out) {
-  const std::byte* groups[1] = {packed};
-  row_by_token_pairs<2>(k, static_cast<const block_q8_0*>(w_row), groups, out);
-}
-
-void q8_0_pairs_x8_r4(int64_t k, const std::byte* w_rows, size_t w_stride, const std::byte* packed_a,
-                      const std::byte* packed_b, float* out) {
-  const std::byte* groups[2] = {packed_a, packed_b};
-  for (int r = 0; r < 4; ++r) {
-    row_by_token_pairs<4>(k, reinterpret_cast<const block_q8_0*>(w_rows + r * w_stride), groups, out + r * 8);
-  }
-}
-
 }  // namespace
 
 const dot_kernels& avx2_dot_kernels() {
@@ -837,11 +825,11 @@ const dot_kernels& avx2_dot_kernels() {
     t.tiled_narrow_rows_only = type_bit(tensor_type::q8_0);
     t.q4_k_tiled = tiled_q4_k;
     t.q4_k_tiled_large = tiled_q4_k_large;
-    t.q8_0_x4 = q8_0_pairs_x4;
-    t.q8_0_x8_r4 = q8_0_pairs_x8_r4;
+    t.q8_0_x4 = row_by_group<block_q8_0, row_by_token_pairs<2>>;
+    t.q8_0_x8_r4 = rows4_by_two_groups<block_q8_0, row_by_token_pairs<4>>;
     t.packed_token_pairs = type_bit(tensor_type::q8_0);
-    t.q5_0_x4 = q5_0_x4;
-    t.q5_0_x8_r4 = q5_0_x8_r4;
+    t.q5_0_x4 = row_by_group<block_q5_0, q5_0_row_by_groups<1>>;
+    t.q5_0_x8_r4 = rows4_by_two_groups<block_q5_0, q5_0_row_by_groups<2>>;
     return t;
   }();
   return table;

@@ -210,12 +210,11 @@ void matmul_in_order(std::span<const matmul_output> outputs, const float* x, int
   const int64_t nb = w.cols / kBlock;
   const packed_layout layout = kernels.packed_layout_for(w.type);
   const size_t group_bytes = static_cast<size_t>(nb) * packed_block_bytes(layout);
+  std::byte* packed = nullptr;
   if (n_groups > 0) {
+    // On a cache line: the group kernels' 32-byte loads then never straddle two lines.
     scratch.packed.resize(group_bytes * static_cast<size_t>(n_groups) + kCacheLine);
-  }
-  // On a cache line: the group kernels' 32-byte loads then never straddle two lines.
-  std::byte* const packed = align_to_line(scratch.packed.data());
-  if (n_groups > 0) {
+    packed = align_to_line(scratch.packed.data());
     pool.parallel_for(n_groups, [&](int64_t g, int) {
       const std::byte* rows = acts + static_cast<size_t>(g * 4) * act_stride;
       pack_q8_x4(format, rows, act_stride, nb, packed + static_cast<size_t>(g) * group_bytes, layout,
