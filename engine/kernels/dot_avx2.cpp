@@ -683,9 +683,10 @@ TANDEM_TILED_DISPATCH(tiled_q4_k_large, tiled_q4_k_large_n)
 // loop with variable indices was enough for GCC to give the array a stack home and store each
 // accumulator back to it after every FMA (llvm-mca: a sixth of the Q5_0 group kernel's cycles).
 template <int N, class F>
-inline void for_each_index(F&& f) {
-  [&]<int... i>(std::integer_sequence<int, i...>) { (f(std::integral_constant<int, i>{}), ...); }
-  (std::make_integer_sequence<int, N>{});
+[[gnu::always_inline]] inline void for_each_index(F&& f) {
+  [&]<int... i>(std::integer_sequence<int, i...>) __attribute__((always_inline)) {
+    (f(std::integral_constant<int, i>{}), ...);
+  }(std::make_integer_sequence<int, N>{});
 }
 
 // --- Q5_0 against packed groups of four tokens (prefill; matmul.cpp packs them) -------------
@@ -808,6 +809,90 @@ void row_by_token_pairs(int64_t k, const block_q8_0* w, const std::byte* const* 
   });
 }
 
+// --- Q6_K against groups of four tokens, large steps (q6_k_rows<N, true>'s order) --------
+//
+// That order keeps per (row, token) and super-block only an exact integer total S, then
+//   out = fma(float(S) * d, dy, out),
+// so the integers may be summed in any order. Here each 32-element chunk is unpacked once
+// for all T tokens of the call (the row kernel unpacks it per four), and the T totals leave
+// the integer sums together, as one vector of T lanes whose float steps are those of the row
+// kernel lane by lane. The bias of the quants' offset (q - 32) starts each sum:
+//   sum = bsums . (-32 * scales) + sum over chunks of scales . (q x y)
+// where -32 * scale fits 16 bits (|scale| <= 128) and each product pair 32 bits.
+
+// The totals of eight int32 vectors, lane t = all of s[t]'s lanes.
+inline __m256i transpose_sums(const __m256i (&s)[8]) {
+  const __m256i s01 = _mm256_hadd_epi32(s[0], s[1]), s23 = _mm256_hadd_epi32(s[2], s[3]);
+  const __m256i s45 = _mm256_hadd_epi32(s[4], s[5]), s67 = _mm256_hadd_epi32(s[6], s[7]);
+  const __m256i s0123 = _mm256_hadd_epi32(s01, s23), s4567 = _mm256_hadd_epi32(s45, s67);
+  // s0123 = [t0 t1 t2 t3 lanes 0-3 | t0 t1 t2 t3 lanes 4-7], s4567 the same for t4-t7
+  return _mm256_add_epi32(_mm256_permute2x128_si256(s0123, s4567, 0x20),
+                          _mm256_permute2x128_si256(s0123, s4567, 0x31));
+}
+inline __m128i transpose_sums(const __m256i (&s)[4]) {
+  const __m256i s0123 = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
+  return _mm_add_epi32(_mm256_castsi256_si128(s0123), _mm256_extracti128_si256(s0123, 1));
+}
+
+// One row against G packed groups (packed_layout::rows: four Q8_K rows each), T = 4G tokens.
+// Every loop over tokens or chunks is a for_each_index, so that the T sums stay in registers.
+template <int G>
+void q6_k_row_by_groups_large(int64_t k, const block_q6_k* w, const std::byte* const* groups, float* out) {
+  constexpr int T = 4 * G;
+  const int64_t nsb = k / kSuperBlock;
+  const size_t row_bytes = static_cast<size_t>(nsb) * sizeof(block_q8_k);
+  const std::byte* first = groups[0];
+  const std::byte* last = groups[G - 1];
+  // Token t's super-block b.
+  auto y = [&](auto t, int64_t b) __attribute__((always_inline)) {
+    return reinterpret_cast<const block_q8_k*>((t < 4 ? first : last) + (t % 4) * row_bytes) + b;
+  };
+  using fvec = decltype([] {
+    if constexpr (T == 8) return __m256{};
+    else return __m128{};
+  }());
+  fvec acc{};  // lane t: token t's sum over the super-blocks so far
+  for (int64_t b = 0; b < nsb; ++b) {
+    const block_q6_k& x = w[b];
+    const chunk_scales scales(x.scales);
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.scales)));
+    const __m256i bias_scales = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc16, 5));
+    __m256i sum[T];
+    for_each_index<T>([&](auto t) __attribute__((always_inline)) {
+      sum[t] = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y(t, b)->bsums)), bias_scales);
+    });
+    for_each_index<8>([&](auto c) __attribute__((always_inline)) {
+      constexpr int h = c / 4, j = c % 4;
+      const __m256i low = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.ql + 64 * h + 32 * (j % 2)));
+      const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qh + 32 * h));
+      // As in q6_k_rows: chunk j's high bits moved to bits 4 and 5 of their byte.
+      const __m256i high =
+          mask_bytes(j < 2 ? _mm256_slli_epi16(hb, 4 - 2 * j) : j == 2 ? hb : _mm256_srli_epi16(hb, 2), 0x30);
+      const __m256i q = _mm256_or_si256(mask_bytes(j < 2 ? low : _mm256_srli_epi16(low, 4), 15), high);
+      const __m256i sc = scales.chunk(c);
+      for_each_index<T>([&](auto t) __attribute__((always_inline)) {
+        sum[t] = _mm256_add_epi32(sum[t], scaled_dot_u8s8(q, load_y(y(t, b), 32 * c), sc));
+        keep_in_register(sum[t]);
+      });
+    });
+    const float d = h2f(x.d);
+    if constexpr (T == 8) {
+      const __m256 r = _mm256_mul_ps(_mm256_cvtepi32_ps(transpose_sums(sum)), _mm256_set1_ps(d));
+      const __m256 dy = _mm256_setr_ps(y(0, b)->d, y(1, b)->d, y(2, b)->d, y(3, b)->d, y(4, b)->d, y(5, b)->d,
+                                       y(6, b)->d, y(7, b)->d);
+      acc = _mm256_fmadd_ps(r, dy, acc);
+    } else {
+      const __m128 r = _mm_mul_ps(_mm_cvtepi32_ps(transpose_sums(sum)), _mm_set1_ps(d));
+      acc = _mm_fmadd_ps(r, _mm_setr_ps(y(0, b)->d, y(1, b)->d, y(2, b)->d, y(3, b)->d), acc);
+    }
+  }
+  if constexpr (T == 8) {
+    _mm256_storeu_ps(out, acc);
+  } else {
+    _mm_storeu_ps(out, acc);
+  }
+}
+
 }  // namespace
 
 const dot_kernels& avx2_dot_kernels() {
@@ -830,6 +915,8 @@ const dot_kernels& avx2_dot_kernels() {
     t.packed_token_pairs = type_bit(tensor_type::q8_0);
     t.q5_0_x4 = row_by_group<block_q5_0, q5_0_row_by_groups<1>>;
     t.q5_0_x8_r4 = rows4_by_two_groups<block_q5_0, q5_0_row_by_groups<2>>;
+    t.q6_k_x4_large = row_by_group<block_q6_k, q6_k_row_by_groups_large<1>>;
+    t.q6_k_x8_r4_large = rows4_by_two_groups<block_q6_k, q6_k_row_by_groups_large<2>>;
     return t;
   }();
   return table;

@@ -125,6 +125,16 @@ group_rows4x2_fn dot_kernels::group8_for_type(tensor_type type) const {
   }
 }
 
+group_dot_fn dot_kernels::group_for_order(tensor_type type, bool large) const {
+  if (!large) return group_for_type(type);
+  return type == tensor_type::q6_k ? q6_k_x4_large : nullptr;
+}
+
+group_rows4x2_fn dot_kernels::group8_for_order(tensor_type type, bool large) const {
+  if (!large) return group8_for_type(type);
+  return type == tensor_type::q6_k ? q6_k_x8_r4_large : nullptr;
+}
+
 bool cpu_has_avx2() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");

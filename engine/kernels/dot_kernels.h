@@ -40,9 +40,22 @@ inline constexpr size_t kPackedX4BlockBytes = 4 * 32 + 4 * 4 + 4 * 4;
 // (of the two groups): the layout of AVX2's Q8_0 group kernels (dot_avx2.cpp).
 inline constexpr size_t kPackedPairsBlockBytes = 4 * 32 + 8 * 4;
 
-enum class packed_layout { tokens, token_pairs };
+// Q8_K rows (the 256-element types' activations) are not repacked: a group is its four
+// tokens' converted rows, back to back (packed_layout::rows), which matmul's converted
+// activations already are. Per 32 elements that is four eighths of a block_q8_k.
+inline constexpr size_t kPackedRowsBlockBytes = 4 * (4 + 256 + 2 * 16) / 8;
+
+enum class packed_layout { tokens, token_pairs, rows };
 inline constexpr size_t packed_block_bytes(packed_layout layout) {
-  return layout == packed_layout::tokens ? kPackedX4BlockBytes : kPackedPairsBlockBytes;
+  switch (layout) {
+    case packed_layout::tokens:
+      return kPackedX4BlockBytes;
+    case packed_layout::token_pairs:
+      return kPackedPairsBlockBytes;
+    case packed_layout::rows:
+      return kPackedRowsBlockBytes;
+  }
+  return 0;
 }
 
 // out[i] = dot(w_row, row i of the packed group), i < 4. Implementations sum in the same
@@ -208,8 +221,14 @@ struct dot_kernels {
   // groups in packed_layout::token_pairs; the others read packed_layout::tokens.
   uint64_t packed_token_pairs = 0;
   packed_layout packed_layout_for(tensor_type type) const {
+    if (activation_format_for(type) == activation_format::q8_k) return packed_layout::rows;
     return (packed_token_pairs & type_bit(type)) != 0 ? packed_layout::token_pairs : packed_layout::tokens;
   }
+
+  // Q6_K weights against packed groups (packed_layout::rows) in the large-step order, as
+  // q6_k_large gives it: one row by four tokens, four rows by eight; null if absent.
+  group_dot_fn q6_k_x4_large = nullptr;
+  group_rows4x2_fn q6_k_x8_r4_large = nullptr;
   // Whether this table takes matrices of this type and width tiled (model.cpp tiles those).
   bool tiles(tensor_type type, int64_t cols) const {
     return tiled_for_type(type) != nullptr &&
@@ -259,6 +278,9 @@ struct dot_kernels {
   // groups (eight tokens); null where the table has none.
   group_dot_fn group_for_type(tensor_type type) const;
   group_rows4x2_fn group8_for_type(tensor_type type) const;
+  // The same in one summation order: the above, or for large the large-step group kernels.
+  group_dot_fn group_for_order(tensor_type type, bool large) const;
+  group_rows4x2_fn group8_for_order(tensor_type type, bool large) const;
 };
 
 const dot_kernels& generic_dot_kernels();

@@ -64,6 +64,9 @@ void pack_q8_x4(activation_format format, const std::byte* rows, size_t act_stri
   }
 }
 
+static_assert(kPackedRowsBlockBytes * (kSuperBlock / kBlock) == 4 * sizeof(block_q8_k),
+              "a packed_layout::rows group is four Q8_K rows");
+
 namespace {
 
 constexpr size_t kCacheLine = 64;
@@ -203,15 +206,18 @@ void matmul_in_order(std::span<const matmul_output> outputs, const float* x, int
 
   // 2. With a matrix-matrix kernel, full groups of four tokens are packed for it; the rest
   //    (and everything without one) goes through the row kernel. Both give the same bits.
-  const group_dot_fn group = kernels.group_for_type(w.type);
+  //    Q8_K rows need no packing: a group is four converted rows (packed_layout::rows).
+  const group_dot_fn group = kernels.group_for_order(w.type, large);
   const group_rows4_fn group4 = w.type == tensor_type::q4_1 ? kernels.q4_1_x4_r4 : nullptr;
-  const group_rows4x2_fn group8 = kernels.group8_for_type(w.type);
+  const group_rows4x2_fn group8 = kernels.group8_for_order(w.type, large);
   const int64_t n_groups = group != nullptr ? n_tok / 4 : 0;
   const int64_t nb = w.cols / kBlock;
   const packed_layout layout = kernels.packed_layout_for(w.type);
   const size_t group_bytes = static_cast<size_t>(nb) * packed_block_bytes(layout);
   std::byte* packed = nullptr;
-  if (n_groups > 0) {
+  if (n_groups > 0 && layout == packed_layout::rows) {
+    packed = acts;
+  } else if (n_groups > 0) {
     // On a cache line: the group kernels' 32-byte loads then never straddle two lines.
     scratch.packed.resize(group_bytes * static_cast<size_t>(n_groups) + kCacheLine);
     packed = align_to_line(scratch.packed.data());

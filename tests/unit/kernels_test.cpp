@@ -599,6 +599,109 @@ TEST(DotKernels, Q8_0AndQ5_0GroupKernelsEqualRowKernelsInEveryTable) {
   }
 }
 
+// Every table's Q6_K group kernels in the large-step order (one row by four tokens; four rows
+// by eight), called directly on groups of Q8_K rows (packed_layout::rows), give that table's
+// large-step row kernel's bits per (row, token), also at the extremes of both formats: a
+// sub-block scale of -128 over quants of 0 (the most negative values, q - 32 = -32) and
+// activation quants of -128.
+TEST(DotKernels, Q6_KLargeGroupKernelsEqualLargeRowKernelInEveryTable) {
+  std::mt19937 rng(37);
+  const tensor_type type = tensor_type::q6_k;
+  const int64_t cols = 768, rows = 4;
+  int checked = 0;
+  for (const dot_kernels* table : supported_tables()) {
+    const group_dot_fn group = table->group_for_order(type, true);
+    const group_rows4x2_fn group8 = table->group8_for_order(type, true);
+    if (group == nullptr) continue;
+    EXPECT_EQ(table->group_for_order(type, false), nullptr) << "the small-step order has no group kernel";
+    ASSERT_EQ(table->packed_layout_for(type), packed_layout::rows);
+    const auto wf = random_floats(static_cast<size_t>(cols * rows), rng);
+    const size_t w_stride = row_bytes(type, cols);
+    std::vector<std::byte> w(w_stride * rows);
+    for (int64_t r = 0; r < rows; ++r) quantize_row(type, wf.data() + r * cols, cols, w.data() + r * w_stride);
+    auto* blocks = reinterpret_cast<block_q6_k*>(w.data() + w_stride);  // row 1
+    blocks[1].scales[5] = -128;
+    for (int j = 0; j < 16; ++j) {  // elements 80..95 of super-block 1 (sub-block 5): quants of 0
+      blocks[1].ql[16 + j] &= 0x0f;
+      blocks[1].qh[16 + j] &= static_cast<uint8_t>(~0x30);
+    }
+    const size_t act_stride = activation_row_bytes(activation_format::q8_k, cols);
+    ASSERT_EQ(act_stride * 4, static_cast<size_t>(cols / 32) * packed_block_bytes(packed_layout::rows));
+    std::vector<std::byte> acts(act_stride * 8);
+    for (int t = 0; t < 8; ++t) {
+      const auto x = random_floats(static_cast<size_t>(cols), rng);
+      table->convert_activation(activation_format::q8_k, x.data(), acts.data() + t * act_stride, cols);
+      // A quant of -128 (the quantizer stops at -127; the kernels take the whole int8 range),
+      // its sub-block's sum kept with it.
+      auto& a = reinterpret_cast<block_q8_k*>(acts.data() + t * act_stride)[t % 3];
+      const int at = 37 * t % 256;
+      a.bsums[at / 16] = static_cast<int16_t>(a.bsums[at / 16] - a.qs[at] - 128);
+      a.qs[at] = -128;
+    }
+    float want[4][8];
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int t = 0; t < 8; ++t) {
+        table->large_for_type(type)(cols, w.data() + r * w_stride, acts.data() + t * act_stride, act_stride, 1,
+                                    &want[r][t]);
+      }
+    }
+    const std::byte* groups[2] = {acts.data(), acts.data() + 4 * act_stride};
+    for (int g = 0; g < 2; ++g) {
+      for (int64_t r = 0; r < rows; ++r) {
+        float got[4];
+        group(cols, w.data() + r * w_stride, groups[g], got);
+        for (int i = 0; i < 4; ++i) {
+          ASSERT_EQ(got[i], want[r][g * 4 + i]) << table->isa << " row " << r << " token " << g * 4 + i;
+        }
+      }
+    }
+    ASSERT_NE(group8, nullptr);
+    float got[32];
+    group8(cols, w.data(), w_stride, groups[0], groups[1], got);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int t = 0; t < 8; ++t) {
+        ASSERT_EQ(got[r * 8 + t], want[r][t]) << table->isa << " four rows, row " << r << " token " << t;
+      }
+    }
+    ++checked;
+  }
+  if (cpu_has_avx2()) {
+    EXPECT_GE(checked, 1) << "the AVX2 table's Q6_K group kernels";
+  }
+}
+
+// Large steps of Q6_K through matmul (untiled: packed groups of four Q8_K rows, pairs of them,
+// and tokens left for the row kernel) give each token the large-step row kernel's bits.
+TEST(Matmul, Q6_KLargeStepsEqualLargeRowKernel) {
+  std::mt19937 rng(41);
+  thread_pool pool(2);
+  matmul_scratch scratch;
+  const tensor_type type = tensor_type::q6_k;
+  const int64_t cols = 512, rows = 10;  // two four-row calls and two rows left over
+  const auto wf = random_floats(static_cast<size_t>(cols * rows), rng);
+  std::vector<std::byte> wdata(row_bytes(type, cols) * rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    quantize_row(type, wf.data() + r * cols, cols, wdata.data() + r * row_bytes(type, cols));
+  }
+  const weight_view w{type, cols, rows, wdata.data()};
+  const row_dot_fn large = best_dot_kernels().large_for_type(type);
+  std::vector<std::byte> act(activation_row_bytes(activation_format::q8_k, cols));
+  for (int64_t n_tok : {8, 12, 13, 19}) {
+    ASSERT_EQ(dot_kernels::large_order_tokens(type, n_tok), n_tok);
+    const auto x = random_floats(static_cast<size_t>(cols * n_tok), rng);
+    std::vector<float> y(static_cast<size_t>(rows * n_tok));
+    matmul(w, x.data(), cols, n_tok, y.data(), rows, pool, scratch);
+    for (int64_t t = 0; t < n_tok; ++t) {
+      best_dot_kernels().convert_activation(activation_format::q8_k, x.data() + t * cols, act.data(), cols);
+      for (int64_t r = 0; r < rows; ++r) {
+        float want = 0;
+        large(cols, w.row(r), act.data(), act.size(), 1, &want);
+        ASSERT_EQ(y[t * rows + r], want) << "tokens " << n_tok << " token " << t << " row " << r;
+      }
+    }
+  }
+}
+
 TEST(ThreadPool, RunsEveryTaskExactlyOnce) {
   thread_pool pool(3);
   for (int round = 0; round < 50; ++round) {
