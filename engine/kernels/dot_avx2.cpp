@@ -863,12 +863,9 @@ void q6_k_row_by_groups_large(int64_t k, const block_q6_k* w, const std::byte* c
     });
     for_each_index<8>([&](auto c) __attribute__((always_inline)) {
       constexpr int h = c / 4, j = c % 4;
-      const __m256i low = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.ql + 64 * h + 32 * (j % 2)));
-      const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qh + 32 * h));
-      // As in q6_k_rows: chunk j's high bits moved to bits 4 and 5 of their byte.
-      const __m256i high =
-          mask_bytes(j < 2 ? _mm256_slli_epi16(hb, 4 - 2 * j) : j == 2 ? hb : _mm256_srli_epi16(hb, 2), 0x30);
-      const __m256i q = _mm256_or_si256(mask_bytes(j < 2 ? low : _mm256_srli_epi16(low, 4), 15), high);
+      const __m256i q =
+          q6_k_chunk_quants(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.ql + 64 * h + 32 * (j % 2))),
+                     _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qh + 32 * h)), j);
       const __m256i sc = scales.chunk(c);
       for_each_index<T>([&](auto t) __attribute__((always_inline)) {
         sum[t] = _mm256_add_epi32(sum[t], scaled_dot_u8s8(q, load_y(y(t, b), 32 * c), sc));

@@ -309,6 +309,17 @@ void k4_rows(int64_t k, const Block* w, const std::byte* acts, size_t stride, fl
   }
 }
 
+// Chunk j (0-3) of one 128-element half of a Q6_K super-block, as bytes 0..63: the low four
+// bits from `low` (the half's ql bytes 0-31 for even j, 32-63 for odd; their high nibbles for
+// j >= 2), and the two high bits of qh (`hb`: bits 2j and 2j + 1 of each byte) shifted to bits
+// 4 and 5 of the same byte: a 16-bit shift by under 8 moves them within their byte, and 0x30
+// keeps them. j is a constant once the callers' chunk loops are unrolled.
+inline __m256i q6_k_chunk_quants(__m256i low, __m256i hb, int j) {
+  const __m256i high =
+      mask_bytes(j < 2 ? _mm256_slli_epi16(hb, 4 - 2 * j) : j == 2 ? hb : _mm256_srli_epi16(hb, 2), 0x30);
+  return _mm256_or_si256(mask_bytes(j < 2 ? low : _mm256_srli_epi16(low, 4), 15), high);
+}
+
 // Chunk by chunk, each unpacked chunk against all N tokens (their integer sums in registers:
 // q, its scales and N sums, where holding all eight chunks at once would spill).
 template <int N, bool kLarge>
@@ -329,16 +340,10 @@ void q6_k_rows(int64_t k, const block_q6_k* w, const std::byte* acts, size_t str
       const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].ql + 64 * h));
       const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].ql + 64 * h + 32));
       const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qh + 32 * h));
-      // Chunk j's two high bits (bits 2j and 2j + 1 of each byte) shifted to bits 4 and 5 of the
-      // same byte: a 16-bit shift by under 8 moves them within their byte, and 0x30 keeps them.
-      auto high = [&](int j) {
-        return mask_bytes(j < 2 ? _mm256_slli_epi16(hb, 4 - 2 * j) : j == 2 ? hb : _mm256_srli_epi16(hb, 2), 0x30);
-      };
 #pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) {
         const int c = 4 * h + j;
-        const __m256i low = j % 2 == 0 ? l0 : l1;
-        const __m256i q = _mm256_or_si256(mask_bytes(j < 2 ? low : _mm256_srli_epi16(low, 4), 15), high(j));
+        const __m256i q = q6_k_chunk_quants(j % 2 == 0 ? l0 : l1, hb, j);
         const __m256i sc = scales.chunk(c);
         for (int i = 0; i < N; ++i) sum[i] = _mm256_add_epi32(sum[i], scaled_dot_u8s8(q, load_y(a[i], 32 * c), sc));
       }
