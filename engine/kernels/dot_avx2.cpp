@@ -800,13 +800,28 @@ void row_by_token_pairs(int64_t k, const block_q8_0* w, const std::byte* const* 
       hi[p] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(s_hi), hi[p]);
     });
   }
-  for_each_index<P>([&](auto p) {
-    const __m256 r = _mm256_add_ps(lo[p], hi[p]);  // per half: lanes i + (i + 4)
-    const __m256 r2 = _mm256_add_ps(r, _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(r), _mm256_castps_pd(r))));
-    const __m256 r3 = _mm256_add_ps(r2, _mm256_movehdup_ps(r2));
-    out[2 * p] = _mm256_cvtss_f32(r3);
-    out[2 * p + 1] = _mm_cvtss_f32(_mm256_extractf128_ps(r3, 1));
-  });
+  __m256 r[P];  // per half: lanes i + (i + 4), hsum's first add
+  for_each_index<P>([&](auto p) { r[p] = _mm256_add_ps(lo[p], hi[p]); });
+  if constexpr (P == 4) {
+    // hsum's last two adds for all eight tokens at once, the same pairs transposed:
+    //   x01 = [p0: r0+r2 r1+r3  p1: r0+r2 r1+r3 | the same for the pairs' second tokens]
+    //   sums = x.0 + x.1 = [t0 t2 t4 t6 | t1 t3 t5 t7], then into token order
+    auto pairs = [](__m256 a, __m256 b) __attribute__((always_inline)) {
+      const __m256d ad = _mm256_castps_pd(a), bd = _mm256_castps_pd(b);
+      return _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(ad, bd)), _mm256_castpd_ps(_mm256_unpackhi_pd(ad, bd)));
+    };
+    const __m256 x01 = pairs(r[0], r[1]), x23 = pairs(r[2], r[3]);
+    const __m256 sums = _mm256_add_ps(_mm256_shuffle_ps(x01, x23, 0x88), _mm256_shuffle_ps(x01, x23, 0xDD));
+    _mm256_storeu_ps(out, _mm256_permutevar8x32_ps(sums, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  } else {
+    for_each_index<P>([&](auto p) {
+      const __m256d rd = _mm256_castps_pd(r[p]);
+      const __m256 r2 = _mm256_add_ps(r[p], _mm256_castpd_ps(_mm256_unpackhi_pd(rd, rd)));
+      const __m256 r3 = _mm256_add_ps(r2, _mm256_movehdup_ps(r2));
+      out[2 * p] = _mm256_cvtss_f32(r3);
+      out[2 * p + 1] = _mm_cvtss_f32(_mm256_extractf128_ps(r3, 1));
+    });
+  }
 }
 
 // --- Q6_K against groups of four tokens, large steps (q6_k_rows<N, true>'s order) --------

@@ -9,6 +9,10 @@ namespace tandem::kernels {
 
 // y[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]   (squares in float, their sum in double).
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
+// rms_norm on n_rows consecutive rows of n (row r at x + r * n and y + r * n), each with
+// rms_norm's bits. One row's sum is a chain of dependent double adds (latency-bound); here
+// four rows' chains run side by side.
+void rms_norm_rows(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps);
 
 // RoPE parameters: theta_i(pos) = pos * freq_scale * base^(-2i / n_rot) / freq_factor[i].
 struct rope_params {

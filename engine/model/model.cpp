@@ -226,6 +226,14 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
     }
   };
 
+  // h = norm(x) on every row, four rows per task (kernels::rms_norm_rows).
+  auto norm_rows = [&](const std::vector<float>& weight) {
+    for_rows((T + 3) / 4, [&](int64_t g) {
+      const int64_t t0 = 4 * g;
+      kernels::rms_norm_rows(&b.x[t0 * E], weight.data(), &b.h[t0 * E], std::min<int64_t>(4, T - t0), E, c.rms_eps);
+    });
+  };
+
   kernels::rope_params rope{static_cast<int32_t>(c.n_rot), c.rope_freq_base,
                             c.rope_scaling == rope_scaling_type::linear ? 1.0f / c.rope_scaling_factor : 1.0f,
                             weights_.rope_freqs, c.rope_attn_factor};
@@ -244,14 +252,14 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
     const layer_weights& w = weights_.layers[l];
 
     // Attention block: x += Wo · attn(rope(Wq h), rope(Wk h), Wv h), h = norm(x).
-    for_rows(T, [&](int64_t t) { kernels::rms_norm(&b.x[t * E], w.attn_norm.data(), &b.h[t * E], E, c.rms_eps); });
+    norm_rows(w.attn_norm);
     matmul_shared(b.h, T, {{w.wq, b.q.data(), Q}, {w.wk, b.k.data(), KV}, {w.wv, b.v.data(), KV}});
     attention_layer(l, in, cache, T);
     matmul(w.wo, b.attn, T, b.proj);
     add_sublayer_output(w.post_attn_norm, T);
 
     // Feed-forward block: x += W_down · (act(W_gate h) * (W_up h)), h = norm(x).
-    for_rows(T, [&](int64_t t) { kernels::rms_norm(&b.x[t * E], w.ffn_norm.data(), &b.h[t * E], E, c.rms_eps); });
+    norm_rows(w.ffn_norm);
     matmul_shared(b.h, T, {{w.w_gate, b.gate.data(), F}, {w.w_up, b.up.data(), F}});
     if (c.arch->activation == ffn_activation::gelu_tanh) {
       for_rows(T, [&](int64_t t) { kernels::geglu(F, &b.gate[t * F], &b.up[t * F]); });

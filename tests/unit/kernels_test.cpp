@@ -14,6 +14,7 @@
 #include "engine/kernels/blocks.h"
 #include "engine/kernels/dot_kernels.h"
 #include "engine/kernels/matmul.h"
+#include "engine/kernels/ops.h"
 #include "engine/kernels/tiled_weights.h"
 #include "engine/model/attention.h"
 #include "engine/platform/thread_pool.h"
@@ -67,6 +68,21 @@ std::vector<double> decode_activation(activation_format format, const std::byte*
   }
   for (int64_t i = 0; i < k; ++i) out[i] = tmp[i];
   return out;
+}
+
+// Rows normed four at a time give each row rms_norm's bits, whatever the row count (full
+// groups of four and the rows left over).
+TEST(RmsNorm, RowsTogetherEqualRowsOneByOne) {
+  std::mt19937 rng(3);
+  const int64_t n = 576;
+  const std::vector<float> w = random_floats(n, rng);
+  for (int64_t rows = 1; rows <= 9; ++rows) {
+    const std::vector<float> x = random_floats(static_cast<size_t>(rows * n), rng, 3.0f);
+    std::vector<float> got(x.size()), expected(x.size());
+    rms_norm_rows(x.data(), w.data(), got.data(), rows, n, 1e-5f);
+    for (int64_t r = 0; r < rows; ++r) rms_norm(&x[r * n], w.data(), &expected[r * n], n, 1e-5f);
+    ASSERT_EQ(got, expected) << rows << " rows";
+  }
 }
 
 TEST(Half, RoundTripsEveryFiniteHalf) {
