@@ -259,7 +259,7 @@ int avx2_q8_0_pair() {
   constexpr long kCalls = 200'000;
   const double ns = best_ns(kCalls, [&] {
     for (long i = 0; i < kCalls; ++i) {
-      k.q8_0_x8_r4(cols, wq.data(), w_stride, packed.data(), packed.data() + group_bytes, out);
+      k.q8_0_x8_r4(cols, wq.data(), w_stride, packed.data(), packed.data() + group_bytes, out, 4);
       asm volatile("" ::: "memory");
     }
   });

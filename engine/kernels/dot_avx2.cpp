@@ -686,7 +686,8 @@ template <int N, class F>
 [[gnu::always_inline]] inline void for_each_index(F&& f) {
   [&]<int... i>(std::integer_sequence<int, i...>) __attribute__((always_inline)) {
     (f(std::integral_constant<int, i>{}), ...);
-  }(std::make_integer_sequence<int, N>{});
+  }
+  (std::make_integer_sequence<int, N>{});
 }
 
 // --- Q5_0 against packed groups of four tokens (prefill; matmul.cpp packs them) -------------
@@ -731,8 +732,9 @@ void q5_0_row_by_groups(int64_t k, const block_q5_0* w, const std::byte* const* 
 
 // The group kernels' table entries from a kernel of one row against one or two packed groups,
 // row(k, blocks, groups, out): one row by one group (group_dot_fn), and four rows by two
-// (group_rows4x2_fn, out[row * 8 + token]), each row against both groups so that its blocks
-// are read (and, for Q5_0, unpacked) once per eight tokens.
+// (group_rows4x2_fn), each row against both groups so that its blocks are read (and, for
+// Q5_0, unpacked) once per eight tokens. The four rows' results, [row][token], are
+// transposed in registers to [token][row] and leave as eight four-float stores.
 template <class Block, auto row>
 void row_by_group(int64_t k, const void* w_row, const std::byte* packed, float* out) {
   const std::byte* groups[1] = {packed};
@@ -740,9 +742,22 @@ void row_by_group(int64_t k, const void* w_row, const std::byte* packed, float* 
 }
 template <class Block, auto row>
 void rows4_by_two_groups(int64_t k, const std::byte* w_rows, size_t w_stride, const std::byte* packed_a,
-                         const std::byte* packed_b, float* out) {
+                         const std::byte* packed_b, float* y, int64_t y_stride) {
   const std::byte* groups[2] = {packed_a, packed_b};
-  for (int r = 0; r < 4; ++r) row(k, reinterpret_cast<const Block*>(w_rows + r * w_stride), groups, out + r * 8);
+  alignas(32) float out[4][8];  // [row][token]
+  for (int r = 0; r < 4; ++r) row(k, reinterpret_cast<const Block*>(w_rows + r * w_stride), groups, out[r]);
+  const __m256 r0 = _mm256_load_ps(out[0]), r1 = _mm256_load_ps(out[1]);
+  const __m256 r2 = _mm256_load_ps(out[2]), r3 = _mm256_load_ps(out[3]);
+  // t01 = [r0 r1 of tokens 0, 1 | of 4, 5], t23 the same for tokens 2, 3 | 6, 7
+  const __m256 t01_a = _mm256_unpacklo_ps(r0, r1), t23_a = _mm256_unpackhi_ps(r0, r1);
+  const __m256 t01_b = _mm256_unpacklo_ps(r2, r3), t23_b = _mm256_unpackhi_ps(r2, r3);
+  const __m256 tokens[4] = {// token i's four rows | token i + 4's
+                            _mm256_shuffle_ps(t01_a, t01_b, 0x44), _mm256_shuffle_ps(t01_a, t01_b, 0xEE),
+                            _mm256_shuffle_ps(t23_a, t23_b, 0x44), _mm256_shuffle_ps(t23_a, t23_b, 0xEE)};
+  for (int i = 0; i < 4; ++i) {
+    _mm_storeu_ps(y + i * y_stride, _mm256_castps256_ps128(tokens[i]));
+    _mm_storeu_ps(y + (i + 4) * y_stride, _mm256_extractf128_ps(tokens[i], 1));
+  }
 }
 
 // --- Q8_0 against packed groups in token pairs (prefill; packed_layout::token_pairs) --------
@@ -841,8 +856,7 @@ inline __m256i transpose_sums(const __m256i (&s)[8]) {
   const __m256i s45 = _mm256_hadd_epi32(s[4], s[5]), s67 = _mm256_hadd_epi32(s[6], s[7]);
   const __m256i s0123 = _mm256_hadd_epi32(s01, s23), s4567 = _mm256_hadd_epi32(s45, s67);
   // s0123 = [t0 t1 t2 t3 lanes 0-3 | t0 t1 t2 t3 lanes 4-7], s4567 the same for t4-t7
-  return _mm256_add_epi32(_mm256_permute2x128_si256(s0123, s4567, 0x20),
-                          _mm256_permute2x128_si256(s0123, s4567, 0x31));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(s0123, s4567, 0x20), _mm256_permute2x128_si256(s0123, s4567, 0x31));
 }
 inline __m128i transpose_sums(const __m256i (&s)[4]) {
   const __m256i s0123 = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
@@ -863,8 +877,10 @@ void q6_k_row_by_groups_large(int64_t k, const block_q6_k* w, const std::byte* c
     return reinterpret_cast<const block_q8_k*>((t < 4 ? first : last) + (t % 4) * row_bytes) + b;
   };
   using fvec = decltype([] {
-    if constexpr (T == 8) return __m256{};
-    else return __m128{};
+    if constexpr (T == 8)
+      return __m256{};
+    else
+      return __m128{};
   }());
   fvec acc{};  // lane t: token t's sum over the super-blocks so far
   for (int64_t b = 0; b < nsb; ++b) {
@@ -880,7 +896,7 @@ void q6_k_row_by_groups_large(int64_t k, const block_q6_k* w, const std::byte* c
       constexpr int h = c / 4, j = c % 4;
       const __m256i q =
           q6_k_chunk_quants(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.ql + 64 * h + 32 * (j % 2))),
-                     _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qh + 32 * h)), j);
+                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qh + 32 * h)), j);
       const __m256i sc = scales.chunk(c);
       for_each_index<T>([&](auto t) __attribute__((always_inline)) {
         sum[t] = _mm256_add_epi32(sum[t], scaled_dot_u8s8(q, load_y(y(t, b), 32 * c), sc));

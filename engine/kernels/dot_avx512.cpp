@@ -149,11 +149,19 @@ void group4_q4_1(int64_t k, const std::byte* w_rows, size_t w_stride, const std:
   }
 }
 
+// out[row * 8 + token] into the output matrix, y[token * y_stride + row].
+inline void store_rows4x8(const float* out, float* y, int64_t y_stride) {
+  for (int i = 0; i < 8; ++i) {
+    for (int r = 0; r < 4; ++r) y[i * y_stride + r] = out[r * 8 + i];
+  }
+}
+
 // Four Q4_1 rows by eight tokens (two packed groups, a and b): each weight block is unpacked
 // once for eight tokens instead of four, which is most of the work per block in decode-sized
 // batches. Per (row, token) the operations and their order are group4_q4_1's: same bits.
 void group4x2_q4_1(int64_t k, const std::byte* w_rows, size_t w_stride, const std::byte* packed_a,
-                   const std::byte* packed_b, float* out) {
+                   const std::byte* packed_b, float* y, int64_t y_stride) {
+  float out[32];  // [row][token]
   const int64_t nb = k / kBlock;
   const packed_group ga(packed_a, nb), gb(packed_b, nb);
   const block_q4_1* w[4];
@@ -193,6 +201,7 @@ void group4x2_q4_1(int64_t k, const std::byte* w_rows, size_t w_stride, const st
     _mm256_storeu_ps(off, offsets[r]);
     for (int i = 0; i < 8; ++i) out[r * 8 + i] += off[i];
   }
+  store_rows4x8(out, y, y_stride);
 }
 
 void group_q8_0(int64_t k, const void* w_row, const std::byte* packed, float* out) {
@@ -221,7 +230,8 @@ void group_q8_0(int64_t k, const void* w_row, const std::byte* packed, float* ou
 // bias correction sum(128 * y) depends on the tokens only, so it is computed once per block
 // for all four rows (integer sums: exact, hence the same bits).
 void group4x2_q8_0(int64_t k, const std::byte* w_rows, size_t w_stride, const std::byte* packed_a,
-                   const std::byte* packed_b, float* out) {
+                   const std::byte* packed_b, float* y, int64_t y_stride) {
+  float out[32];  // [row][token]
   const int64_t nb = k / kBlock;
   const packed_group ga(packed_a, nb), gb(packed_b, nb);
   const block_q8_0* w[4];
@@ -244,8 +254,8 @@ void group4x2_q8_0(int64_t k, const std::byte* w_rows, size_t w_stride, const st
     for (int r = 0; r < 4; ++r) {
       const __m512i x = _mm512_xor_si512(broadcast256(load32(w[r][b].qs)), bias);
       const __m512 dw = _mm512_set1_ps(h2f(w[r][b].d));
-      const auto dot = [&](__m512i y, __m512i c) {
-        return _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), x, y), c));
+      const auto dot = [&](__m512i acts, __m512i c) {
+        return _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), x, acts), c));
       };
       a01[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, da01), dot(ya01, ca01), a01[r]);
       a23[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, da23), dot(ya23, ca23), a23[r]);
@@ -257,6 +267,7 @@ void group4x2_q8_0(int64_t k, const std::byte* w_rows, size_t w_stride, const st
     finish(a01[r], a23[r], out + r * 8);
     finish(b01[r], b23[r], out + r * 8 + 4);
   }
+  store_rows4x8(out, y, y_stride);
 }
 
 // --- Attention kernels (orders documented in dot_kernels.h). -----------------------------

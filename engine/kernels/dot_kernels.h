@@ -68,10 +68,11 @@ using group_dot_fn = void (*)(int64_t k, const void* w_row, const std::byte* pac
 using group_rows4_fn = void (*)(int64_t k, const std::byte* w_rows, size_t w_stride, const std::byte* packed,
                                 float* out);
 
-// Four weight rows against two packed groups (a: tokens 0-3, b: tokens 4-7):
-// out[r * 8 + i] = dot(weight row r, token i), each bit-identical to group_dot_fn's.
+// Four weight rows against two packed groups (a: tokens 0-3, b: tokens 4-7), into the
+// output matrix: y[i * y_stride + r] = dot(weight row r, token i), each bit-identical to
+// group_dot_fn's.
 using group_rows4x2_fn = void (*)(int64_t k, const std::byte* w_rows, size_t w_stride, const std::byte* packed_a,
-                                  const std::byte* packed_b, float* out);
+                                  const std::byte* packed_b, float* y, int64_t y_stride);
 
 // Tiled weights (engine/kernels/tiled_weights.h): one tile of 16 rows by n_tok <= 8 tokens,
 //   y[t * y_stride + i] = dot(row i of the tile, token t),   i < 16, t < n_tok,

@@ -599,10 +599,10 @@ TEST(DotKernels, Q8_0AndQ5_0GroupKernelsEqualRowKernelsInEveryTable) {
       }
       if (group8 != nullptr) {
         float got[32];
-        group8(cols, w.data(), w_stride, packed.data(), packed.data() + group_bytes, got);
+        group8(cols, w.data(), w_stride, packed.data(), packed.data() + group_bytes, got, 4);  // [token][row]
         for (int64_t r = 0; r < rows; ++r) {
           for (int t = 0; t < 8; ++t) {
-            ASSERT_EQ(got[r * 8 + t], want[r][t])
+            ASSERT_EQ(got[t * 4 + r], want[r][t])
                 << table->isa << " " << traits_of(type).name << " four rows, row " << r << " token " << t;
           }
         }
@@ -673,10 +673,10 @@ TEST(DotKernels, Q6_KLargeGroupKernelsEqualLargeRowKernelInEveryTable) {
     }
     ASSERT_NE(group8, nullptr);
     float got[32];
-    group8(cols, w.data(), w_stride, groups[0], groups[1], got);
+    group8(cols, w.data(), w_stride, groups[0], groups[1], got, 4);  // [token][row]
     for (int64_t r = 0; r < rows; ++r) {
       for (int t = 0; t < 8; ++t) {
-        ASSERT_EQ(got[r * 8 + t], want[r][t]) << table->isa << " four rows, row " << r << " token " << t;
+        ASSERT_EQ(got[t * 4 + r], want[r][t]) << table->isa << " four rows, row " << r << " token " << t;
       }
     }
     ++checked;
