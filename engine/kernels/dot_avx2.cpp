@@ -686,8 +686,7 @@ template <int N, class F>
 [[gnu::always_inline]] inline void for_each_index(F&& f) {
   [&]<int... i>(std::integer_sequence<int, i...>) __attribute__((always_inline)) {
     (f(std::integral_constant<int, i>{}), ...);
-  }
-  (std::make_integer_sequence<int, N>{});
+  }(std::make_integer_sequence<int, N>{});
 }
 
 // --- Q5_0 against packed groups of four tokens (prefill; matmul.cpp packs them) -------------
@@ -856,7 +855,8 @@ inline __m256i transpose_sums(const __m256i (&s)[8]) {
   const __m256i s45 = _mm256_hadd_epi32(s[4], s[5]), s67 = _mm256_hadd_epi32(s[6], s[7]);
   const __m256i s0123 = _mm256_hadd_epi32(s01, s23), s4567 = _mm256_hadd_epi32(s45, s67);
   // s0123 = [t0 t1 t2 t3 lanes 0-3 | t0 t1 t2 t3 lanes 4-7], s4567 the same for t4-t7
-  return _mm256_add_epi32(_mm256_permute2x128_si256(s0123, s4567, 0x20), _mm256_permute2x128_si256(s0123, s4567, 0x31));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(s0123, s4567, 0x20),
+                          _mm256_permute2x128_si256(s0123, s4567, 0x31));
 }
 inline __m128i transpose_sums(const __m256i (&s)[4]) {
   const __m256i s0123 = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
@@ -877,10 +877,8 @@ void q6_k_row_by_groups_large(int64_t k, const block_q6_k* w, const std::byte* c
     return reinterpret_cast<const block_q8_k*>((t < 4 ? first : last) + (t % 4) * row_bytes) + b;
   };
   using fvec = decltype([] {
-    if constexpr (T == 8)
-      return __m256{};
-    else
-      return __m128{};
+    if constexpr (T == 8) return __m256{};
+    else return __m128{};
   }());
   fvec acc{};  // lane t: token t's sum over the super-blocks so far
   for (int64_t b = 0; b < nsb; ++b) {

@@ -248,8 +248,9 @@ void matmul_in_order(std::span<const matmul_output> outputs, const float* x, int
         int64_t r = t0;
         if (group8 != nullptr && g + 1 < n_groups) {
           // Two groups at once (eight tokens); rows left over go through the group kernel.
-          for (; r + 4 <= t1; r += 4)
+          for (; r + 4 <= t1; r += 4) {
             group8(w.cols, row(r), wj.stride, p, p + group_bytes, y + g * 4 * y_stride + r, y_stride);
+          }
           for (; r < t1; ++r) {
             for (int h = 0; h < 2; ++h) {
               group(w.cols, row(r), p + h * group_bytes, out);
