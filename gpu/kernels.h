@@ -54,9 +54,14 @@ void launch_kv_store(const float* k, const float* v, const int32_t* slots, int32
 // Paged attention for decode, prefill chunks and verification alike: token t (of sequence
 // row_seq[t], at position positions[t]) attends keys [0, positions[t]] through its
 // sequence's block table (tables[row_seq[t]][0..table_width)): causal over the new tokens
-// because their keys are stored first. Split-K: each (token, head) pair's keys are cut into
-// n_splits partitions of keys_per_split (gpu/plan/launch_config.h); partials holds
-// n_tok * n_head * n_splits * (head_dim + 2) floats. head_dim <= 256, a multiple of 32.
+// because their keys are stored first. q is [n_tok][n_head][head_dim], out the same.
+// Query head h reads KV head h / (n_head / n_head_kv); a block reads each key and value of
+// a KV head once for up to kAttentionMaxGroup of its query heads (gpu/plan/launch_config.h).
+// Split-K: each token's keys are cut into n_splits partitions of keys_per_split, planned by
+// plan_attention_splits with n_pairs = n_tok * attention_blocks_per_token(n_head, n_head_kv);
+// with n_splits > 1, partials holds n_tok * n_head * n_splits * (head_dim + 2) floats (unused,
+// may be null, with one split). head_dim a multiple of 8 up to 256; n_head a multiple of
+// n_head_kv; q and the cache 16-byte aligned.
 struct attention_args {
   int32_t n_head = 0;
   float scale = 1.0f;

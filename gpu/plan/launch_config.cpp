@@ -22,6 +22,24 @@ launch_dims row_launch(uint32_t n_rows, uint32_t row_len) {
   return d;
 }
 
+gqa_groups plan_gqa_groups(uint32_t n_head, uint32_t n_head_kv) {
+  const uint32_t g = std::max(n_head / std::max(n_head_kv, 1u), 1u);
+  gqa_groups r;
+  while (r.bucket < std::min(g, kAttentionMaxGroup)) r.bucket *= 2;
+  r.n_chunks = ceil_div(g, r.bucket);
+  return r;
+}
+
+uint32_t attention_blocks_per_token(uint32_t n_head, uint32_t n_head_kv) {
+  return std::max(n_head_kv, 1u) * plan_gqa_groups(n_head, n_head_kv).n_chunks;
+}
+
+uint32_t attention_lanes_per_key(uint32_t head_dim) {
+  uint32_t lanes = 4;
+  while (lanes * 8 < head_dim) lanes *= 2;
+  return lanes;
+}
+
 split_plan plan_attention_splits(uint32_t n_pairs, uint32_t max_keys, uint32_t block_tokens, uint32_t n_sm,
                                  uint32_t max_splits, uint32_t min_keys_per_split) {
   split_plan p;

@@ -25,8 +25,29 @@ launch_dims gemv_launch(uint32_t rows, uint32_t n_tokens);
 // Row-wise kernels (RMSNorm, residual): one block per token row, threads striding the row.
 launch_dims row_launch(uint32_t n_rows, uint32_t row_len);
 
-// Split-K decode attention: how many partitions each (token, query head) pair's keys are
-// cut into so the grid fills the device. Long contexts get more splits; never a split of
+// Decode attention with grouped queries (GQA): a block reads the keys and values of one KV
+// head once and scores them against up to kAttentionMaxGroup of the query heads that share
+// that KV head. The kernel is compiled for group buckets 1, 2, 4 and 8: a group of G query
+// heads runs as n_chunks chunks of `bucket` heads (the last chunk may hold fewer; its spare
+// slots compute nothing that is written).
+inline constexpr uint32_t kAttentionMaxGroup = 8;
+struct gqa_groups {
+  uint32_t bucket = 1;    // 1, 2, 4 or 8: the kernel's compiled group size
+  uint32_t n_chunks = 1;  // ceil(G / bucket)
+};
+// G = n_head / n_head_kv (n_head a multiple of n_head_kv, both > 0).
+gqa_groups plan_gqa_groups(uint32_t n_head, uint32_t n_head_kv);
+// Blocks of one token (per split): n_head_kv * n_chunks. This is plan_attention_splits's
+// n_pairs per token.
+uint32_t attention_blocks_per_token(uint32_t n_head, uint32_t n_head_kv);
+// Lanes that hold one key (8 halves each, one 16-byte load): head_dim / 8 rounded up to a
+// power of two, at least 4 (head_dim a multiple of 8, at most 256).
+uint32_t attention_lanes_per_key(uint32_t head_dim);
+
+// Split-K decode attention: how many partitions each (token, KV head group) block's keys
+// are cut into so the grid fills the device. n_pairs is the number of blocks before
+// splitting: n_tokens * attention_blocks_per_token(n_head, n_head_kv), i.e. (token, KV
+// head) pairs when G <= kAttentionMaxGroup. Long contexts get more splits; never a split of
 // fewer than min_keys_per_split keys, never more than max_splits.
 struct split_plan {
   uint32_t n_splits = 1;

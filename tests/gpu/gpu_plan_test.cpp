@@ -467,5 +467,51 @@ TEST(LaunchConfig, SplitsFillTheDeviceForLongContexts) {
   EXPECT_LE(plan_attention_splits(1, 1 << 20, 16, 132, 16).n_splits, 16u);
 }
 
+// --- Attention launch planning: GQA groups, lanes per key, splits per KV head ---------------
+
+TEST(AttentionPlan, GroupsBucketTheQueryHeadsOfAKvHead) {
+  struct want {
+    uint32_t n_head, n_kv, bucket, chunks;
+  };
+  for (const want& w :
+       {want{32, 32, 1, 1}, want{32, 16, 2, 1}, want{12, 4, 4, 1}, want{32, 8, 4, 1}, want{40, 8, 8, 1},
+        want{28, 4, 8, 1}, want{64, 8, 8, 1}, want{24, 2, 8, 2}, want{64, 4, 8, 2}, want{32, 1, 8, 4}}) {
+    const gqa_groups g = plan_gqa_groups(w.n_head, w.n_kv);
+    EXPECT_EQ(g.bucket, w.bucket) << w.n_head << "/" << w.n_kv;
+    EXPECT_EQ(g.n_chunks, w.chunks) << w.n_head << "/" << w.n_kv;
+    // The chunks cover the group, and no chunk is empty.
+    EXPECT_GE(g.bucket * g.n_chunks, w.n_head / w.n_kv);
+    EXPECT_LT(g.bucket * (g.n_chunks - 1), w.n_head / w.n_kv);
+    EXPECT_EQ(attention_blocks_per_token(w.n_head, w.n_kv), w.n_kv * w.chunks);
+  }
+}
+
+TEST(AttentionPlan, LanesPerKeyHoldEightDimensionsEach) {
+  const std::pair<uint32_t, uint32_t> cases[] = {{8, 4},    {32, 4},   {64, 8},   {80, 16}, {96, 16},
+                                                 {128, 16}, {160, 32}, {192, 32}, {256, 32}};
+  for (const auto& [hd, lanes] : cases) {
+    EXPECT_EQ(attention_lanes_per_key(hd), lanes) << hd;
+    EXPECT_GE(attention_lanes_per_key(hd) * 8, hd);
+    EXPECT_EQ(32 % attention_lanes_per_key(hd), 0u);
+  }
+}
+
+TEST(AttentionPlan, SplitsCountKvHeadBlocks) {
+  // Llama-3-8B at batch 1 (8 KV heads, one block each): a 32k context fills 264 block slots
+  // of 132 SMs with the cap of 16 splits.
+  const uint32_t per_token = attention_blocks_per_token(32, 8);
+  EXPECT_EQ(per_token, 8u);
+  split_plan p = plan_attention_splits(per_token, 32768, 16, 132, 16);
+  EXPECT_EQ(p.n_splits, 16u);
+  EXPECT_EQ(p.keys_per_split, 2048u);
+  // 1,000 keys: no split under 256 keys.
+  p = plan_attention_splits(per_token, 1000, 16, 132, 16);
+  EXPECT_EQ(p.n_splits, 3u);
+  EXPECT_EQ(p.keys_per_split % 16, 0u);
+  EXPECT_GE(p.n_splits * p.keys_per_split, 1000u);
+  // Batch 64 of 4,096 keys: 512 blocks already fill two waves.
+  EXPECT_EQ(plan_attention_splits(64 * per_token, 4096, 16, 132, 16).n_splits, 1u);
+}
+
 }  // namespace
 }  // namespace tandem::gpu
