@@ -82,8 +82,8 @@ __global__ void __launch_bounds__(kDecodeThreads, 2)
   constexpr int kGroups = kDecodeWarps * kKeysPerWarp;  // sub-groups per block
   constexpr int kStep = kGroups * NK;                   // keys per block and step
   __shared__ float s_m[kDecodeWarps][GB], s_l[kDecodeWarps][GB];
-  extern __shared__ float4 s_raw[];
-  float* s_acc = reinterpret_cast<float*>(s_raw);  // [kDecodeWarps][GB][head_dim]
+  extern __shared__ float4 s_decode_raw[];
+  float* s_acc = reinterpret_cast<float*>(s_decode_raw);  // [kDecodeWarps][GB][head_dim]
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int j = lane % LPK;                         // lane within the sub-group

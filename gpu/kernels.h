@@ -72,6 +72,20 @@ void launch_paged_attention(const float* q, const int32_t* positions, const int3
                             int32_t n_tok, const kv_layer& kv, const attention_args& a, float* partials, float* out,
                             stream_handle s);
 
+// Tiled (flash) attention on the tensor cores for prefill chunks and mixed steps, with the
+// semantics of launch_paged_attention: row t attends keys [0, positions[t]] of its
+// sequence through tables[seq][0..table_width). `tiles` (device, n_tiles of them) come from
+// plan_prefill_tiles (gpu/plan/launch_config.h) over the step's rows with
+// prefill_tile_tokens(n_head, n_head_kv) rows per tile; every row of the step must be in
+// one tile. Q is rounded to F16; S and the output accumulate in F32, P is rounded to F16.
+// Needs prefill_attention_supported(head_dim, n_head, n_head_kv); a.n_splits and
+// a.keys_per_split are not used. q and out [n_tok][n_head][head_dim]; q and the cache
+// 16-byte aligned.
+struct prefill_tile;
+void launch_prefill_attention(const float* q, const int32_t* positions, const int32_t* tables,
+                              const prefill_tile* tiles, int32_t n_tiles, const kv_layer& kv, const attention_args& a,
+                              float* out, stream_handle s);
+
 // Sampling where the logits are: one token id per row of logits [n_rows][n_vocab], -1 when
 // every logit is NaN or -inf. The distribution is engine/sampling/sampler.h's distribution() for
 // the same options (after penalties, which launch_penalties applies beforehand).

@@ -58,4 +58,43 @@ split_plan plan_attention_splits(uint32_t n_pairs, uint32_t max_keys, uint32_t b
   return p;
 }
 
+uint32_t prefill_tile_tokens(uint32_t n_head, uint32_t n_head_kv) {
+  const uint32_t g = std::max(n_head / std::max(n_head_kv, 1u), 1u);
+  return kPrefillTileRows / g;
+}
+
+bool prefill_attention_supported(uint32_t head_dim, uint32_t n_head, uint32_t n_head_kv) {
+  const bool dims = head_dim == 64 || head_dim == 128 || head_dim == 256;
+  return dims && n_head_kv > 0 && n_head % n_head_kv == 0 && prefill_tile_tokens(n_head, n_head_kv) > 0;
+}
+
+std::vector<prefill_tile> plan_prefill_tiles(const int32_t* row_seq, const int32_t* positions, int64_t n_tokens,
+                                             uint32_t tile_tokens) {
+  std::vector<prefill_tile> tiles;
+  const int64_t tt = std::max<int64_t>(tile_tokens, 1);
+  for (int64_t run = 0; run < n_tokens;) {
+    int64_t end = run + 1;
+    while (end < n_tokens && row_seq[end] == row_seq[run]) ++end;
+    for (int64_t first = run; first < end; first += tt) {
+      tiles.push_back({row_seq[run], static_cast<int32_t>(first), static_cast<int32_t>(std::min(tt, end - first))});
+    }
+    run = end;
+  }
+  auto last_position = [&](const prefill_tile& t) {
+    int32_t p = positions[t.first_row];
+    for (int32_t r = 1; r < t.n_rows; ++r) p = std::max(p, positions[t.first_row + r]);
+    return p;
+  };
+  std::stable_sort(tiles.begin(), tiles.end(),
+                   [&](const prefill_tile& a, const prefill_tile& b) { return last_position(a) > last_position(b); });
+  return tiles;
+}
+
+uint32_t max_prefill_tiles(uint32_t max_tokens, uint32_t max_seqs, uint32_t tile_tokens) {
+  // Sum over sequences of ceil(n_i / tt) <= sum (n_i / tt + 1) = tokens / tt + sequences,
+  // and never more tiles than rows.
+  const uint32_t tt = std::max(tile_tokens, 1u);
+  return std::min(max_tokens, max_tokens / tt + std::min(max_seqs, max_tokens));
+}
+
 }  // namespace tandem::gpu

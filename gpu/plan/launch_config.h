@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace tandem::gpu {
 
@@ -55,5 +56,37 @@ struct split_plan {
 };
 split_plan plan_attention_splits(uint32_t n_pairs, uint32_t max_keys, uint32_t block_tokens, uint32_t n_sm,
                                  uint32_t max_splits, uint32_t min_keys_per_split = 256);
+
+// Query tiles of the tiled prefill attention (gpu/attention_prefill.cu). A tile is up to
+// prefill_tile_tokens(n_head, n_head_kv) consecutive rows of ONE sequence of a packed step
+// (gpu/plan/step_packing.h: each sequence's tokens are consecutive rows). The kernel runs one
+// block per (tile, KV head) and packs the tile's rows with the G query heads of that KV head
+// into kPrefillTileRows matrix rows: packed row r is token first_row + r / G, query head
+// kv_head * G + r % G.
+inline constexpr uint32_t kPrefillTileRows = 64;  // (token, query head) rows per block
+
+struct prefill_tile {
+  int32_t seq = 0;        // the sequence (its block-table row)
+  int32_t first_row = 0;  // the tile's first row of the step
+  int32_t n_rows = 0;     // consecutive rows, 1 .. prefill_tile_tokens
+};
+
+// Tokens per tile: kPrefillTileRows / G, G = n_head / n_head_kv; 0 when G > kPrefillTileRows
+// (the tiled kernel does not serve that model).
+uint32_t prefill_tile_tokens(uint32_t n_head, uint32_t n_head_kv);
+
+// Whether launch_prefill_attention serves this model: head_dim 64, 128 or 256 and
+// prefill_tile_tokens > 0. Otherwise launch_paged_attention serves every step.
+bool prefill_attention_supported(uint32_t head_dim, uint32_t n_head, uint32_t n_head_kv);
+
+// The tiles of a step of n_tokens rows (host arrays, as packed): each run of rows with the
+// same row_seq cut into tiles of at most tile_tokens rows, ordered by descending last
+// position (the tiles with the most keys start first), ties by first row.
+std::vector<prefill_tile> plan_prefill_tiles(const int32_t* row_seq, const int32_t* positions, int64_t n_tokens,
+                                             uint32_t tile_tokens);
+
+// The most tiles a step of at most max_tokens rows and max_seqs sequences can need: every
+// sequence's rows cut into ceil(rows / tile_tokens) tiles.
+uint32_t max_prefill_tiles(uint32_t max_tokens, uint32_t max_seqs, uint32_t tile_tokens);
 
 }  // namespace tandem::gpu

@@ -159,6 +159,21 @@ class Attention : public CudaTest {
                            c.n_rows(), d.kv, a, partials.as<float>(), out.as<float>(), s());
     return download<float>(out, n_out);
   }
+
+  // launch_prefill_attention over plan_prefill_tiles's tiles of the case's rows, output
+  // poisoned.
+  std::vector<float> run_prefill(const paged_case& c, device_case& d) {
+    const uint32_t tt = prefill_tile_tokens(static_cast<uint32_t>(c.n_head), static_cast<uint32_t>(c.n_kv));
+    const auto tiles = plan_prefill_tiles(c.row_seq.data(), c.positions.data(), c.n_rows(), tt);
+    auto dtiles = upload(tiles);
+    const attention_args a{c.n_head, static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.hd))), c.width, 1, 0};
+    const size_t n_out = static_cast<size_t>(c.n_rows()) * c.n_head * c.hd;
+    auto out = poisoned<float>(n_out);
+    launch_prefill_attention(d.q.as<float>(), d.positions.as<int32_t>(), d.tables.as<int32_t>(),
+                             dtiles.as<prefill_tile>(), static_cast<int32_t>(tiles.size()), d.kv, a, out.as<float>(),
+                             s());
+    return download<float>(out, n_out);
+  }
 };
 
 // Decode rows of several sequences (context 1, 300, 3,000), a prefill chunk of 33 tokens
@@ -220,6 +235,59 @@ TEST_F(Attention, KvStoreWritesThePagedLayout) {
   launch_kv_store(dk.as<float>(), dv.as<float>(), dslots.as<int32_t>(), n, kv, s());
   EXPECT_EQ(download<uint16_t>(dk_pool, c.k_pool.size()), c.k_pool);
   EXPECT_EQ(download<uint16_t>(dv_pool, c.v_pool.size()), c.v_pool);
+}
+
+// The tiled prefill kernel rounds Q to F16 (as the reference does here) and P to F16 before
+// the P V product; S and O accumulate in F32. Rounding P moves each weight by at most 2^-11
+// of itself, so the output, a weighted mean of values in [-1, 1], moves by at most
+// 2^-11 max|v| ~ 4.9e-4: an error on the scale of the values, not of the output (which may
+// be near zero). Bound: |got - ref| <= 2e-3 (|ref| + max|v|), four times that.
+constexpr double kPrefillBound = 2e-3;
+constexpr double kValueScale = 1.0;  // max |v| of random_floats(..., 1.0)
+
+std::vector<float> rounded_to_f16(const std::vector<float>& x) {
+  std::vector<float> r(x.size());
+  for (size_t i = 0; i < x.size(); ++i) r[i] = kernels::f16_to_f32(kernels::f32_to_f16(x[i]));
+  return r;
+}
+
+// Prompts of 1, 17, 64 and 200 tokens, from position 0 and after a cached prefix (one step
+// each), and a mixed step (a 70-token chunk after 50 cached, decode rows, a 4-token
+// verification); GQA 4 and 1 at head sizes 64 and 128, then groups of 7 and 8, head size 256
+// and blocks of 32 tokens.
+TEST_F(Attention, PrefillTilesMatchReference) {
+  struct shape {
+    int32_t n_head, n_kv, hd, bt;
+  };
+  const std::vector<shape> shapes = {{8, 2, 64, 16},   {8, 2, 128, 16},  {4, 4, 64, 16},  {4, 4, 128, 16},
+                                     {14, 2, 128, 16}, {16, 2, 256, 16}, {8, 8, 256, 32}, {8, 2, 128, 32}};
+  const std::vector<std::vector<seq_spec>> steps = {
+      {{1, 1}, {17, 17}, {64, 64}, {200, 200}},
+      {{151, 1}, {57, 17}, {164, 64}, {533, 200}},
+      {{300, 1}, {120, 70}, {1000, 1}, {45, 4}, {1, 1}},
+  };
+  uint32_t seed = 50;
+  for (const shape& sh : shapes) {
+    for (const auto& step : steps) {
+      const paged_case c = make_case(sh.n_head, sh.n_kv, sh.hd, sh.bt, step, seed++);
+      const auto ref = reference(c, rounded_to_f16(c.q));
+      device_case d = upload_case(c);
+      const auto got = run_prefill(c, d);
+      EXPECT_LT(max_rel_error(got, ref, kValueScale), kPrefillBound)
+          << describe(c) << " step of " << c.n_rows() << " rows";
+    }
+  }
+}
+
+// The decode kernel and the tiled kernel agree on a mixed step (the model may run a step's
+// layers through either).
+TEST_F(Attention, PrefillAgreesWithDecodeKernel) {
+  const paged_case c = make_case(32, 8, 128, 16, {{600, 90}, {77, 1}, {1300, 1}}, 77);
+  device_case d = upload_case(c);
+  const auto tiled = run_prefill(c, d);
+  const auto paged = run_paged(c, d, 1, static_cast<uint32_t>(c.max_keys()));
+  std::vector<double> paged_d(paged.begin(), paged.end());
+  EXPECT_LT(max_rel_error(tiled, paged_d, kValueScale), kPrefillBound);
 }
 
 }  // namespace

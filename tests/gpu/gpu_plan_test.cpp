@@ -513,5 +513,83 @@ TEST(AttentionPlan, SplitsCountKvHeadBlocks) {
   EXPECT_EQ(plan_attention_splits(64 * per_token, 4096, 16, 132, 16).n_splits, 1u);
 }
 
+TEST(AttentionPlan, PrefillTilesPackTheGroupIntoSixtyFourRows) {
+  EXPECT_EQ(prefill_tile_tokens(32, 32), 64u);
+  EXPECT_EQ(prefill_tile_tokens(32, 8), 16u);
+  EXPECT_EQ(prefill_tile_tokens(28, 4), 9u);  // G = 7: 63 of 64 rows
+  EXPECT_EQ(prefill_tile_tokens(64, 1), 1u);
+  EXPECT_EQ(prefill_tile_tokens(128, 1), 0u);
+  EXPECT_TRUE(prefill_attention_supported(128, 32, 8));
+  EXPECT_TRUE(prefill_attention_supported(64, 28, 4));
+  EXPECT_TRUE(prefill_attention_supported(256, 8, 4));
+  EXPECT_FALSE(prefill_attention_supported(96, 32, 32));
+  EXPECT_FALSE(prefill_attention_supported(128, 128, 1));
+  EXPECT_FALSE(prefill_attention_supported(128, 30, 8));
+}
+
+// Tiles over what pack_step really writes: a prompt chunk after a cached prefix, decode rows,
+// a verification; every row in exactly one tile of one sequence, the heaviest tiles first.
+TEST(AttentionPlan, PrefillTilesCoverAPackedStep) {
+  step_input in;
+  seq_step chunk;
+  chunk.seq = 1;
+  chunk.tokens.assign(37, 3);
+  chunk.start_pos = 20;
+  chunk.blocks = {1, 2, 3, 4};
+  seq_step verify = decode_seq(3, 4, 30, {7, 8, 9});
+  verify.tokens = {4, 5, 6, 7};
+  verify.want_all_logits = true;
+  in.seqs = {decode_seq(2, 9, 5, {5}), chunk, decode_seq(4, 9, 70, {10, 11, 12, 13, 14}), verify};
+  pack_options o = packing_options();
+  packing p(64, 8);
+  const packed_step ps = pack_step(in, o, p.arrays());
+  ASSERT_EQ(ps.n_tokens, 43);
+  const uint32_t tt = 16;
+  const auto tiles = plan_prefill_tiles(p.row_seq.data(), p.positions.data(), ps.n_tokens, tt);
+  // 1 + ceil(37 / 16) + 1 + 1.
+  ASSERT_EQ(tiles.size(), 6u);
+  EXPECT_LE(tiles.size(), max_prefill_tiles(o.limits.max_tokens, o.limits.max_seqs, tt));
+  std::vector<int> seen(static_cast<size_t>(ps.n_tokens), 0);
+  int32_t last = INT32_MAX;
+  for (const prefill_tile& t : tiles) {
+    ASSERT_GE(t.n_rows, 1);
+    ASSERT_LE(t.n_rows, static_cast<int32_t>(tt));
+    int32_t tile_last = -1;
+    for (int32_t r = t.first_row; r < t.first_row + t.n_rows; ++r) {
+      ++seen[static_cast<size_t>(r)];
+      EXPECT_EQ(p.row_seq[static_cast<size_t>(r)], t.seq);
+      tile_last = std::max(tile_last, p.positions[static_cast<size_t>(r)]);
+    }
+    EXPECT_LE(tile_last, last);
+    last = tile_last;
+  }
+  EXPECT_EQ(seen, std::vector<int>(seen.size(), 1));
+  // The decode row at position 70 first; the chunk's tiles are rows 1-16, 17-32, 33-37.
+  EXPECT_EQ(tiles[0].first_row, 38);
+  EXPECT_EQ(tiles[1].first_row, 33);
+  EXPECT_EQ(tiles[1].n_rows, 5);
+  EXPECT_EQ(tiles[2].first_row, 17);
+}
+
+TEST(AttentionPlan, PrefillTileBoundHoldsForRandomSteps) {
+  std::mt19937 rng(4);
+  for (int trial = 0; trial < 200; ++trial) {
+    const uint32_t tt = 1u << (rng() % 7);  // 1 .. 64
+    const int n_seqs = 1 + static_cast<int>(rng() % 12);
+    std::vector<int32_t> row_seq, positions;
+    for (int i = 0; i < n_seqs; ++i) {
+      const int n = 1 + static_cast<int>(rng() % 150);
+      const int start = static_cast<int>(rng() % 500);
+      for (int j = 0; j < n; ++j) row_seq.push_back(i), positions.push_back(start + j);
+    }
+    const auto n = static_cast<uint32_t>(row_seq.size());
+    const auto tiles = plan_prefill_tiles(row_seq.data(), positions.data(), n, tt);
+    EXPECT_LE(tiles.size(), max_prefill_tiles(n, static_cast<uint32_t>(n_seqs), tt));
+    size_t rows = 0;
+    for (const auto& t : tiles) rows += static_cast<size_t>(t.n_rows);
+    EXPECT_EQ(rows, row_seq.size());
+  }
+}
+
 }  // namespace
 }  // namespace tandem::gpu

@@ -1,0 +1,276 @@
+// Tiled (flash) attention over the paged KV cache for prefill chunks and mixed steps, on the
+// tensor cores (mma.sync m16n8k16: F16 inputs, F32 accumulation).
+//
+// Grid (n_tiles, n_head_kv), kPrefillWarps warps per block. A block owns one query tile
+// (gpu/plan/launch_config.h: up to 64 / G consecutive rows of one sequence) and one KV head,
+// and packs the tile's tokens with the G query heads of that KV head into 64 matrix rows
+// (packed row r = token first_row + r / G, query head kv_head * G + r % G; rows past
+// n_rows * G are padding with position -1). Warp w owns packed rows [16w, 16w + 16).
+//
+// Shared memory (F16, rows padded to HD + 8 halves so that every ldmatrix phase touches 32
+// distinct banks):
+//   sQ [64][HD + 8]   the tile's queries, rounded to F16 once
+//   sK [kKeys][HD + 8], sV [kKeys][HD + 8]   one chunk of keys and values
+//   s_pos [64]        each packed row's position
+// The block walks the keys [0, max position of the tile] in chunks of kKeys (64, or 32 for
+// HD = 256), reading each chunk from the cache once: keys past the tile's last position are
+// stored as zeros (stale cache bytes may be NaN). Per chunk, each warp computes
+// S = Q K^T (16 x kKeys) with ldmatrix fragments, scales it to base 2, masks key > position
+// with -inf, updates its rows' running max m and sum l, and adds P V to its F32 output
+// fragments, P rounded to F16 in registers (the accumulator layout of S is the A-operand
+// layout of P). A warp skips a chunk that starts after all of its rows' positions.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cfloat>
+#include <cstdint>
+
+#include "gpu/kernels.h"
+#include "gpu/plan/launch_config.h"
+
+namespace tandem::gpu {
+namespace {
+
+constexpr int kPrefillWarps = 4;
+constexpr int kPrefillThreads = kPrefillWarps * 32;
+constexpr int kRows = static_cast<int>(kPrefillTileRows);  // 16 per warp
+static_assert(kRows == 16 * kPrefillWarps, "each warp owns one m16 row block");
+constexpr float kLog2e = 1.4426950408889634f;
+
+template <int HD>
+struct prefill_shape {
+  static constexpr int kKeys = HD <= 128 ? 64 : 32;  // keys per chunk
+  static constexpr int kStride = HD + 8;             // halves per shared row
+  static constexpr size_t kSharedBytes =
+      static_cast<size_t>(kRows + 2 * kKeys) * kStride * sizeof(__half) + kRows * sizeof(int32_t);
+};
+
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Four 8x8 F16 matrices; lanes 8i..8i+7 give the row addresses of matrix i, and lane l
+// receives (row l / 4, columns 2 (l % 4), 2 (l % 4) + 1) of each (with .trans: rows
+// 2 (l % 4), 2 (l % 4) + 1 of column l / 4).
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const __half* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address(p))
+               : "memory");
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const __half* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address(p))
+               : "memory");
+}
+
+// d += a b for one m16n8k16 tile. Lane l = 4 g + t holds a = {A[g][2t..], A[g+8][2t..],
+// A[g][8+2t..], A[g+8][8+2t..]}, b = {B[2t..][g], B[8+2t..][g]} (pairs of F16, the lower
+// index in the low half) and d = {D[g][2t], D[g][2t+1], D[g+8][2t], D[g+8][2t+1]}.
+__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);  // lo in the low 16 bits
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+template <int HD>
+__global__ void __launch_bounds__(kPrefillThreads)
+    prefill_attention_kernel(const float* __restrict__ q, const int32_t* __restrict__ positions,
+                             const int32_t* __restrict__ tables, const prefill_tile* __restrict__ tiles, kv_layer kv,
+                             attention_args a, float* __restrict__ out) {
+  constexpr int kKeys = prefill_shape<HD>::kKeys, kStride = prefill_shape<HD>::kStride;
+  extern __shared__ uint4 s_prefill_raw[];
+  __half* sQ = reinterpret_cast<__half*>(s_prefill_raw);
+  __half* sK = sQ + kRows * kStride;
+  __half* sV = sK + kKeys * kStride;
+  int32_t* s_pos = reinterpret_cast<int32_t*>(sV + kKeys * kStride);
+
+  const prefill_tile tile = tiles[blockIdx.x];
+  const int32_t kvh = static_cast<int32_t>(blockIdx.y), n_kv = kv.n_head_kv, bt = kv.block_tokens;
+  const int32_t G = a.n_head / n_kv;
+  const int32_t n_packed = tile.n_rows * G;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t4 = lane % 4;  // fragment row and column pair
+
+  // The tile's queries, F16, and each packed row's position.
+  for (int i = threadIdx.x; i < kRows * (HD / 4); i += kPrefillThreads) {
+    const int r = i / (HD / 4), c = (i % (HD / 4)) * 4;
+    float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (r < n_packed) {
+      const int64_t row = tile.first_row + r / G, head = static_cast<int64_t>(kvh) * G + r % G;
+      x = *reinterpret_cast<const float4*>(q + (row * a.n_head + head) * HD + c);
+    }
+    __half2* dst = reinterpret_cast<__half2*>(sQ + r * kStride + c);
+    dst[0] = __floats2half2_rn(x.x, x.y);
+    dst[1] = __floats2half2_rn(x.z, x.w);
+  }
+  for (int r = threadIdx.x; r < kRows; r += kPrefillThreads) {
+    s_pos[r] = r < n_packed ? positions[tile.first_row + r / G] : -1;
+  }
+  __syncthreads();
+  int32_t n_keys = 0, warp_last = -1;  // the tile's keys [0, n_keys); this warp's last position
+  for (int r = 0; r < kRows; ++r) n_keys = max(n_keys, s_pos[r] + 1);
+  for (int r = 0; r < 16; ++r) warp_last = max(warp_last, s_pos[warp * 16 + r]);
+  const int32_t pos[2] = {s_pos[warp * 16 + g], s_pos[warp * 16 + g + 8]};
+
+  const int32_t* table = tables + static_cast<int64_t>(tile.seq) * a.table_width;
+  const int64_t block_stride = static_cast<int64_t>(n_kv) * bt * HD;  // halves per KV block
+  const uint16_t* k_head = kv.k + static_cast<int64_t>(kvh) * bt * HD;
+  const uint16_t* v_head = kv.v + static_cast<int64_t>(kvh) * bt * HD;
+  const float scale = a.scale * kLog2e;
+
+  float o[HD / 8][4];  // output fragments: dimensions [8n, 8n + 8) of rows g and g + 8
+#pragma unroll
+  for (int n = 0; n < HD / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float m[2] = {-FLT_MAX, -FLT_MAX}, l[2] = {0.0f, 0.0f};  // l: this lane's columns only
+
+  for (int32_t kb = 0; kb < n_keys; kb += kKeys) {
+    __syncthreads();  // the previous chunk is no longer read
+    for (int i = threadIdx.x; i < kKeys * (HD / 8); i += kPrefillThreads) {
+      const int kr = i / (HD / 8), c = (i % (HD / 8)) * 8;
+      const int32_t key = kb + kr;
+      uint4 kx = make_uint4(0u, 0u, 0u, 0u), vx = kx;
+      if (key < n_keys) {
+        const int64_t at = table[key / bt] * block_stride + static_cast<int64_t>(key % bt) * HD + c;
+        kx = __ldg(reinterpret_cast<const uint4*>(k_head + at));
+        vx = __ldg(reinterpret_cast<const uint4*>(v_head + at));
+      }
+      *reinterpret_cast<uint4*>(sK + kr * kStride + c) = kx;
+      *reinterpret_cast<uint4*>(sV + kr * kStride + c) = vx;
+    }
+    __syncthreads();
+    if (kb > warp_last) continue;  // every key of the chunk is after every row of this warp
+
+    // S = Q K^T: n-tile n holds keys kb + [8n, 8n + 8).
+    float s[kKeys / 8][4];
+#pragma unroll
+    for (int n = 0; n < kKeys / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; ++kk) {
+      uint32_t qa[4];
+      ldmatrix_x4(qa, sQ + (warp * 16 + (lane & 15)) * kStride + kk * 16 + (lane >> 4) * 8);
+#pragma unroll
+      for (int n = 0; n < kKeys / 8; n += 2) {
+        uint32_t kf[4];  // b0, b1 of n-tiles n and n + 1
+        ldmatrix_x4(kf, sK + (n * 8 + (lane & 7) + (lane >> 4) * 8) * kStride + kk * 16 + ((lane >> 3) & 1) * 8);
+        mma_16816(s[n], qa, kf[0], kf[1]);
+        mma_16816(s[n + 1], qa, kf[2], kf[3]);
+      }
+    }
+
+    // Base-2 scores, causal mask, and the rows' new maxima (a row's 4 lanes agree on it).
+    float mx[2] = {m[0], m[1]};
+#pragma unroll
+    for (int n = 0; n < kKeys / 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int32_t key = kb + n * 8 + t4 * 2 + (e & 1);
+        s[n][e] = key <= pos[e >> 1] ? s[n][e] * scale : -INFINITY;
+        mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+      const float corr = exp2f(m[h] - mx[h]);
+      l[h] *= corr;
+#pragma unroll
+      for (int n = 0; n < HD / 8; ++n) o[n][2 * h] *= corr, o[n][2 * h + 1] *= corr;
+      m[h] = mx[h];
+    }
+
+    // P = 2^(S - m) as F16 A fragments: keys [16j, 16j + 16) are n-tiles 2j and 2j + 1.
+    uint32_t pa[kKeys / 16][4];
+#pragma unroll
+    for (int n = 0; n < kKeys / 8; ++n) {
+      float p[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) p[e] = exp2f(s[n][e] - m[e >> 1]);  // 0 where masked
+      l[0] += p[0] + p[1];
+      l[1] += p[2] + p[3];
+      pa[n / 2][(n % 2) * 2] = pack_half2(p[0], p[1]);
+      pa[n / 2][(n % 2) * 2 + 1] = pack_half2(p[2], p[3]);
+    }
+
+    // O += P V: ldmatrix.trans gives V's B fragments for dimensions [16d, 16d + 16).
+#pragma unroll
+    for (int j = 0; j < kKeys / 16; ++j) {
+#pragma unroll
+      for (int d = 0; d < HD / 16; ++d) {
+        uint32_t vf[4];  // b0, b1 of dimension tiles 2d and 2d + 1
+        ldmatrix_x4_trans(vf, sV + (j * 16 + (lane & 15)) * kStride + d * 16 + (lane >> 4) * 8);
+        mma_16816(o[2 * d], pa[j], vf[0], vf[1]);
+        mma_16816(o[2 * d + 1], pa[j], vf[2], vf[3]);
+      }
+    }
+  }
+
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    if (pos[h] < 0) continue;  // padding row
+    const int r = warp * 16 + g + 8 * h;
+    const int64_t row = tile.first_row + r / G, head = static_cast<int64_t>(kvh) * G + r % G;
+    const float inv = 1.0f / l[h];  // > 0: key 0 is never masked
+    float* dst = out + (row * a.n_head + head) * HD + t4 * 2;
+#pragma unroll
+    for (int n = 0; n < HD / 8; ++n) {
+      *reinterpret_cast<float2*>(dst + n * 8) = make_float2(o[n][2 * h] * inv, o[n][2 * h + 1] * inv);
+    }
+  }
+}
+
+template <int HD>
+void launch_prefill_hd(const float* q, const int32_t* positions, const int32_t* tables, const prefill_tile* tiles,
+                       int32_t n_tiles, const kv_layer& kv, const attention_args& a, float* out, stream_handle s) {
+  constexpr size_t bytes = prefill_shape<HD>::kSharedBytes;
+  // Above the default 48 KiB a kernel must opt in (per device; a host-side call, not a
+  // stream operation).
+  check_cuda(cudaFuncSetAttribute(prefill_attention_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(bytes)),
+             "prefill attention: shared memory");
+  const dim3 grid(static_cast<uint32_t>(n_tiles), static_cast<uint32_t>(kv.n_head_kv));
+  prefill_attention_kernel<HD><<<grid, kPrefillThreads, bytes, s>>>(q, positions, tables, tiles, kv, a, out);
+}
+
+}  // namespace
+
+void launch_prefill_attention(const float* q, const int32_t* positions, const int32_t* tables,
+                              const prefill_tile* tiles, int32_t n_tiles, const kv_layer& kv, const attention_args& a,
+                              float* out, stream_handle s) {
+  if (n_tiles <= 0) return;
+  if (!prefill_attention_supported(static_cast<uint32_t>(kv.head_dim), static_cast<uint32_t>(a.n_head),
+                                   static_cast<uint32_t>(kv.n_head_kv))) {
+    throw cuda_error("prefill attention: needs head_dim 64, 128 or 256 and at most 64 query heads per KV head");
+  }
+  if (kv.n_head_kv > 65535) throw cuda_error("prefill attention: too many KV heads for the grid");
+  if ((reinterpret_cast<uintptr_t>(kv.k) | reinterpret_cast<uintptr_t>(kv.v) | reinterpret_cast<uintptr_t>(q)) % 16) {
+    throw cuda_error("prefill attention: q and the KV cache must be 16-byte aligned");
+  }
+  switch (kv.head_dim) {
+    case 64:
+      launch_prefill_hd<64>(q, positions, tables, tiles, n_tiles, kv, a, out, s);
+      break;
+    case 128:
+      launch_prefill_hd<128>(q, positions, tables, tiles, n_tiles, kv, a, out, s);
+      break;
+    default:
+      launch_prefill_hd<256>(q, positions, tables, tiles, n_tiles, kv, a, out, s);
+      break;
+  }
+  check_launch("prefill_attention");
+}
+
+}  // namespace tandem::gpu
