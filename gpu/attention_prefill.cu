@@ -10,11 +10,12 @@
 // Shared memory (F16, rows padded to HD + 8 halves so that every ldmatrix phase touches 32
 // distinct banks):
 //   sQ [64][HD + 8]   the tile's queries, rounded to F16 once
-//   sK [kKeys][HD + 8], sV [kKeys][HD + 8]   one chunk of keys and values
+//   sK [2][kKeys][HD + 8], sV [2][kKeys][HD + 8]   two chunks of keys and values
 //   s_pos [64]        each packed row's position
 // The block walks the keys [0, max position of the tile] in chunks of kKeys (64, or 32 for
-// HD = 256), reading each chunk from the cache once: keys past the tile's last position are
-// stored as zeros (stale cache bytes may be NaN). Per chunk, each warp computes
+// HD = 256), reading each chunk from the cache once, by cp.async into one buffer while the
+// other is used: keys past the tile's last position are zero-filled (stale cache bytes may
+// be NaN). Per chunk, each warp computes
 // S = Q K^T (16 x kKeys) with ldmatrix fragments, scales it to base 2, masks key > position
 // with -inf, updates its rows' running max m and sum l, and adds P V to its F32 output
 // fragments, P rounded to F16 in registers (the accumulator layout of S is the A-operand
@@ -42,7 +43,7 @@ struct prefill_shape {
   static constexpr int kKeys = HD <= 128 ? 64 : 32;  // keys per chunk
   static constexpr int kStride = HD + 8;             // halves per shared row
   static constexpr size_t kSharedBytes =
-      static_cast<size_t>(kRows + 2 * kKeys) * kStride * sizeof(__half) + kRows * sizeof(int32_t);
+      static_cast<size_t>(kRows + 4 * kKeys) * kStride * sizeof(__half) + kRows * sizeof(int32_t);
 };
 
 __device__ __forceinline__ uint32_t shared_address(const void* p) {
@@ -75,9 +76,97 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// 16 bytes global -> shared without a register round trip; bytes = 0 writes zeros and reads
+// nothing. Completion: cp_async_commit closes a group, cp_async_wait<n> waits until at most
+// n of this thread's groups are pending.
+__device__ __forceinline__ void cp_async_16(__half* dst, const uint16_t* src, uint32_t bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst)), "l"(src), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
   const __half2 h = __floats2half2_rn(lo, hi);  // lo in the low 16 bits
   return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// One chunk of kKeys keys (sK, sV: [kKeys][HD + 8] from key kb on) for the warp's 16 rows:
+// S = Q K^T, base-2 scores masked by position, the running max m and sum l (this lane's
+// columns), and O += P V. o, m and l as in prefill_attention_kernel.
+template <int HD>
+__device__ __forceinline__ void attend_chunk(const __half* sQ, const __half* sK, const __half* sV, int32_t kb,
+                                             const int32_t (&pos)[2], float scale, float (&o)[HD / 8][4], float (&m)[2],
+                                             float (&l)[2]) {
+  constexpr int kKeys = prefill_shape<HD>::kKeys, kStride = prefill_shape<HD>::kStride;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int t4 = lane % 4;
+  // S = Q K^T: n-tile n holds keys kb + [8n, 8n + 8).
+  float s[kKeys / 8][4];
+#pragma unroll
+  for (int n = 0; n < kKeys / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+  for (int kk = 0; kk < HD / 16; ++kk) {
+    uint32_t qa[4];
+    ldmatrix_x4(qa, sQ + (warp * 16 + (lane & 15)) * kStride + kk * 16 + (lane >> 4) * 8);
+#pragma unroll
+    for (int n = 0; n < kKeys / 8; n += 2) {
+      uint32_t kf[4];  // b0, b1 of n-tiles n and n + 1
+      ldmatrix_x4(kf, sK + (n * 8 + (lane & 7) + (lane >> 4) * 8) * kStride + kk * 16 + ((lane >> 3) & 1) * 8);
+      mma_16816(s[n], qa, kf[0], kf[1]);
+      mma_16816(s[n + 1], qa, kf[2], kf[3]);
+    }
+  }
+
+  // Base-2 scores, causal mask, and the rows' new maxima (a row's 4 lanes agree on it).
+  float mx[2] = {m[0], m[1]};
+#pragma unroll
+  for (int n = 0; n < kKeys / 8; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int32_t key = kb + n * 8 + t4 * 2 + (e & 1);
+      s[n][e] = key <= pos[e >> 1] ? s[n][e] * scale : -INFINITY;
+      mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
+    }
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+    const float corr = exp2f(m[h] - mx[h]);
+    l[h] *= corr;
+#pragma unroll
+    for (int n = 0; n < HD / 8; ++n) o[n][2 * h] *= corr, o[n][2 * h + 1] *= corr;
+    m[h] = mx[h];
+  }
+
+  // P = 2^(S - m) as F16 A fragments: keys [16j, 16j + 16) are n-tiles 2j and 2j + 1.
+  uint32_t pa[kKeys / 16][4];
+#pragma unroll
+  for (int n = 0; n < kKeys / 8; ++n) {
+    float p[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) p[e] = exp2f(s[n][e] - m[e >> 1]);  // 0 where masked
+    l[0] += p[0] + p[1];
+    l[1] += p[2] + p[3];
+    pa[n / 2][(n % 2) * 2] = pack_half2(p[0], p[1]);
+    pa[n / 2][(n % 2) * 2 + 1] = pack_half2(p[2], p[3]);
+  }
+
+  // O += P V: ldmatrix.trans gives V's B fragments for dimensions [16d, 16d + 16).
+#pragma unroll
+  for (int j = 0; j < kKeys / 16; ++j) {
+#pragma unroll
+    for (int d = 0; d < HD / 16; ++d) {
+      uint32_t vf[4];  // b0, b1 of dimension tiles 2d and 2d + 1
+      ldmatrix_x4_trans(vf, sV + (j * 16 + (lane & 15)) * kStride + d * 16 + (lane >> 4) * 8);
+      mma_16816(o[2 * d], pa[j], vf[0], vf[1]);
+      mma_16816(o[2 * d + 1], pa[j], vf[2], vf[3]);
+    }
+  }
 }
 
 template <int HD>
@@ -89,8 +178,8 @@ __global__ void __launch_bounds__(kPrefillThreads)
   extern __shared__ uint4 s_prefill_raw[];
   __half* sQ = reinterpret_cast<__half*>(s_prefill_raw);
   __half* sK = sQ + kRows * kStride;
-  __half* sV = sK + kKeys * kStride;
-  int32_t* s_pos = reinterpret_cast<int32_t*>(sV + kKeys * kStride);
+  __half* sV = sK + 2 * kKeys * kStride;
+  int32_t* s_pos = reinterpret_cast<int32_t*>(sV + 2 * kKeys * kStride);
 
   const prefill_tile tile = tiles[blockIdx.x];
   const int32_t kvh = static_cast<int32_t>(blockIdx.y), n_kv = kv.n_head_kv, bt = kv.block_tokens;
@@ -131,86 +220,35 @@ __global__ void __launch_bounds__(kPrefillThreads)
   for (int n = 0; n < HD / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   float m[2] = {-FLT_MAX, -FLT_MAX}, l[2] = {0.0f, 0.0f};  // l: this lane's columns only
 
-  for (int32_t kb = 0; kb < n_keys; kb += kKeys) {
-    __syncthreads();  // the previous chunk is no longer read
+  // Chunk i of the keys goes to buffer i % 2, chunk i + 1 is in flight while chunk i is
+  // used. Keys at or past n_keys are zero-filled.
+  auto load_chunk = [&](int32_t kb, int buf) {
+    __half* dk = sK + buf * kKeys * kStride;
+    __half* dv = sV + buf * kKeys * kStride;
     for (int i = threadIdx.x; i < kKeys * (HD / 8); i += kPrefillThreads) {
       const int kr = i / (HD / 8), c = (i % (HD / 8)) * 8;
       const int32_t key = kb + kr;
-      uint4 kx = make_uint4(0u, 0u, 0u, 0u), vx = kx;
-      if (key < n_keys) {
-        const int64_t at = table[key / bt] * block_stride + static_cast<int64_t>(key % bt) * HD + c;
-        kx = __ldg(reinterpret_cast<const uint4*>(k_head + at));
-        vx = __ldg(reinterpret_cast<const uint4*>(v_head + at));
-      }
-      *reinterpret_cast<uint4*>(sK + kr * kStride + c) = kx;
-      *reinterpret_cast<uint4*>(sV + kr * kStride + c) = vx;
+      int64_t at = 0;  // a valid address even where nothing is read
+      if (key < n_keys) at = table[key / bt] * block_stride + static_cast<int64_t>(key % bt) * HD + c;
+      const uint32_t bytes = key < n_keys ? 16u : 0u;
+      cp_async_16(dk + kr * kStride + c, k_head + at, bytes);
+      cp_async_16(dv + kr * kStride + c, v_head + at, bytes);
     }
-    __syncthreads();
-    if (kb > warp_last) continue;  // every key of the chunk is after every row of this warp
-
-    // S = Q K^T: n-tile n holds keys kb + [8n, 8n + 8).
-    float s[kKeys / 8][4];
-#pragma unroll
-    for (int n = 0; n < kKeys / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < HD / 16; ++kk) {
-      uint32_t qa[4];
-      ldmatrix_x4(qa, sQ + (warp * 16 + (lane & 15)) * kStride + kk * 16 + (lane >> 4) * 8);
-#pragma unroll
-      for (int n = 0; n < kKeys / 8; n += 2) {
-        uint32_t kf[4];  // b0, b1 of n-tiles n and n + 1
-        ldmatrix_x4(kf, sK + (n * 8 + (lane & 7) + (lane >> 4) * 8) * kStride + kk * 16 + ((lane >> 3) & 1) * 8);
-        mma_16816(s[n], qa, kf[0], kf[1]);
-        mma_16816(s[n + 1], qa, kf[2], kf[3]);
-      }
+    cp_async_commit();
+  };
+  load_chunk(0, 0);
+  for (int32_t kb = 0, buf = 0; kb < n_keys; kb += kKeys, buf ^= 1) {
+    if (kb + kKeys < n_keys) {
+      load_chunk(kb + kKeys, buf ^ 1);
+    } else {
+      cp_async_commit();  // an empty group: chunk kb's is still the second newest
     }
-
-    // Base-2 scores, causal mask, and the rows' new maxima (a row's 4 lanes agree on it).
-    float mx[2] = {m[0], m[1]};
-#pragma unroll
-    for (int n = 0; n < kKeys / 8; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int32_t key = kb + n * 8 + t4 * 2 + (e & 1);
-        s[n][e] = key <= pos[e >> 1] ? s[n][e] * scale : -INFINITY;
-        mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
-      }
-    }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-      const float corr = exp2f(m[h] - mx[h]);
-      l[h] *= corr;
-#pragma unroll
-      for (int n = 0; n < HD / 8; ++n) o[n][2 * h] *= corr, o[n][2 * h + 1] *= corr;
-      m[h] = mx[h];
-    }
-
-    // P = 2^(S - m) as F16 A fragments: keys [16j, 16j + 16) are n-tiles 2j and 2j + 1.
-    uint32_t pa[kKeys / 16][4];
-#pragma unroll
-    for (int n = 0; n < kKeys / 8; ++n) {
-      float p[4];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) p[e] = exp2f(s[n][e] - m[e >> 1]);  // 0 where masked
-      l[0] += p[0] + p[1];
-      l[1] += p[2] + p[3];
-      pa[n / 2][(n % 2) * 2] = pack_half2(p[0], p[1]);
-      pa[n / 2][(n % 2) * 2 + 1] = pack_half2(p[2], p[3]);
-    }
-
-    // O += P V: ldmatrix.trans gives V's B fragments for dimensions [16d, 16d + 16).
-#pragma unroll
-    for (int j = 0; j < kKeys / 16; ++j) {
-#pragma unroll
-      for (int d = 0; d < HD / 16; ++d) {
-        uint32_t vf[4];  // b0, b1 of dimension tiles 2d and 2d + 1
-        ldmatrix_x4_trans(vf, sV + (j * 16 + (lane & 15)) * kStride + d * 16 + (lane >> 4) * 8);
-        mma_16816(o[2 * d], pa[j], vf[0], vf[1]);
-        mma_16816(o[2 * d + 1], pa[j], vf[2], vf[3]);
-      }
-    }
+    cp_async_wait<1>();  // this thread's copies of chunk kb have landed
+    __syncthreads();     // and every thread's
+    // A warp skips a chunk whose every key is after every row of the warp.
+    if (kb <= warp_last)
+      attend_chunk<HD>(sQ, sK + buf * kKeys * kStride, sV + buf * kKeys * kStride, kb, pos, scale, o, m, l);
+    __syncthreads();  // buffer buf is read before chunk kb + 2 overwrites it
   }
 
 #pragma unroll
