@@ -1,21 +1,11 @@
-// Row-wise and element-wise kernels: embedding gather, RMSNorm, RoPE, SwiGLU, residual add.
+// Row-wise and element-wise kernels: RMSNorm, RoPE, SwiGLU, residual add, row gather.
 #include <cuda_runtime.h>
 
 #include "gpu/kernels.h"
 #include "gpu/plan/launch_config.h"
-#include "gpu/weight_load.cuh"
 
 namespace tandem::gpu {
 namespace {
-
-__global__ void embed_rows_kernel(uint32_t type_id, const uint8_t* table, const int32_t* tokens, int32_t n_embd,
-                                  float* out) {
-  const int32_t t = blockIdx.x;
-  const uint8_t* row = table + static_cast<int64_t>(tokens[t]) * weight_row_bytes(type_id, n_embd);
-  for (int32_t i = threadIdx.x; i < n_embd; i += blockDim.x) {
-    out[static_cast<int64_t>(t) * n_embd + i] = load_weight(type_id, row, i);
-  }
-}
 
 // Sum over the block; every thread gets the result. scratch: one float per warp.
 __device__ float block_sum(float v, float* scratch) {
@@ -84,14 +74,6 @@ __global__ void gather_rows_kernel(const float* src, const int32_t* rows, int32_
 uint32_t flat_grid(size_t n) { return static_cast<uint32_t>(std::min<size_t>((n + 255) / 256, 65535 * 8)); }
 
 }  // namespace
-
-void launch_embed_rows(tensor_type type, const void* table, const int32_t* tokens, int32_t n_tok, int32_t n_embd,
-                       float* out, stream_handle s) {
-  if (n_tok <= 0) return;
-  embed_rows_kernel<<<n_tok, 256, 0, s>>>(static_cast<uint32_t>(type), static_cast<const uint8_t*>(table), tokens,
-                                          n_embd, out);
-  check_launch("embed_rows");
-}
 
 void launch_rms_norm(const float* x, const float* w, float* y, int32_t n_rows, int32_t n, float eps, stream_handle s) {
   if (n_rows <= 0) return;

@@ -39,29 +39,30 @@ void gemm_engine::bind_stream(stream_handle s) {
   stream_set_ = true;
 }
 
-void gemm_engine::matmul(tensor_type type, const void* w, int32_t rows, int32_t cols, const float* x, int32_t n_tok,
-                         float* y, stream_handle s) {
+void gemm_engine::matmul(const matrix_layout& w, const void* base, int64_t row0, int32_t rows, const float* x,
+                         int32_t n_tok, float* y, stream_handle s) {
   if (rows <= 0 || n_tok <= 0) return;
+  if (row0 < 0 || row0 + rows > w.rows) throw cuda_error("gemm: rows out of range");
   bind_stream(s);
   auto* h = static_cast<cublasHandle_t>(handle_);
   const float one = 1.0f, zero = 0.0f;
-  const void* a = w;
+  const auto cols = static_cast<int32_t>(w.cols);
+  // Float layouts are ggml's rows, so a row range is an offset.
+  const void* a = static_cast<const char*>(base) + w.plane_offset[0] + row0 * w.plane_row_bytes(0);
   const void* b = x;
   cudaDataType_t ab_type = CUDA_R_32F;
-  if (type == tensor_type::f32) {
-    ab_type = CUDA_R_32F;
-  } else {
+  if (w.type != tensor_type::f32) {
     const size_t n_act = static_cast<size_t>(n_tok) * cols;
     if (n_act * 2 > act_scratch_.bytes()) throw cuda_error("gemm: activation scratch too small");
-    const bool bf16 = type != tensor_type::f16;
+    const bool bf16 = w.type != tensor_type::f16;
     launch_to_half(x, n_act, act_scratch_.as<uint16_t>(), bf16, s);
     b = act_scratch_.data();
     ab_type = bf16 ? CUDA_R_16BF : CUDA_R_16F;
-    if (type != tensor_type::f16 && type != tensor_type::bf16) {
+    if (w.type != tensor_type::f16 && w.type != tensor_type::bf16) {
       if (static_cast<size_t>(rows) * cols * 2 > weight_scratch_.bytes()) {
         throw cuda_error("gemm: weight scratch too small");
       }
-      launch_dequantize_bf16(type, w, rows, cols, weight_scratch_.as<uint16_t>(), s);
+      launch_dequantize_bf16(w, base, row0, rows, weight_scratch_.as<uint16_t>(), s);
       a = weight_scratch_.data();
     }
   }

@@ -4,7 +4,7 @@
 //   F32 weights:   SGEMM-equivalent GemmEx (32F inputs, no TF32)
 //   F16 weights:   x -> F16, F16 x F16 -> F32
 //   BF16 weights:  x -> BF16, BF16 x BF16 -> F32
-//   Q4_0/Q4_1/Q8_0: W dequantized to BF16 into scratch first, then as BF16
+//   quantized:     W's rows dequantized to BF16 into scratch first, then as BF16
 //
 // cuBLAS is column-major: the row-major W[rows][cols] is a column-major cols x rows
 // matrix, so C (rows x T, = row-major y[T][rows]) = op_T(W) . x with lda = ldb = cols.
@@ -16,6 +16,7 @@
 
 #include "engine/gguf/tensor_type.h"
 #include "gpu/device.h"
+#include "gpu/formats/weight_layout.h"
 
 namespace tandem::gpu {
 
@@ -30,8 +31,10 @@ class gemm_engine {
 
   size_t scratch_bytes() const { return weight_scratch_.bytes() + act_scratch_.bytes() + cublas_workspace_.bytes(); }
 
-  void matmul(tensor_type type, const void* w, int32_t rows, int32_t cols, const float* x, int32_t n_tok, float* y,
-              stream_handle s);
+  // y[T][rows] = x . W[row0 .. row0 + rows)^T, W in its device layout at `base` (a row range
+  // serves one part of a fused matrix).
+  void matmul(const matrix_layout& w, const void* base, int64_t row0, int32_t rows, const float* x, int32_t n_tok,
+              float* y, stream_handle s);
   // Binds the cuBLAS handle to `s` with this engine's workspace (matmul does it when the
   // stream changes; call it before a graph capture so that the capture records no setup).
   void bind_stream(stream_handle s);

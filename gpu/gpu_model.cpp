@@ -17,51 +17,102 @@ device_buffer upload_now(const void* host, size_t bytes, stream_handle s) {
   return b;
 }
 
-device_buffer upload_matrix(const kernels::weight_view& w, stream_handle s, size_t& total) {
-  const size_t bytes = w.stride * static_cast<size_t>(w.rows);
-  total += bytes;
-  return upload_now(w.data, bytes, s);
-}
-
 device_buffer upload_floats(const std::vector<float>& v, stream_handle s, size_t& total) {
   total += v.size() * sizeof(float);
   return upload_now(v.data(), v.size() * sizeof(float), s);
 }
 
+// The layout of `parts` stacked by rows; names the matrix in the error when the device
+// cannot read it.
+matrix_layout stacked_layout(tensor_type type, int64_t rows, int64_t cols, const std::string& what) {
+  try {
+    return layout_of(type, rows, cols);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("gpu_model: " + what + ": " + e.what());
+  }
+}
+
 }  // namespace
+
+std::vector<std::vector<size_t>> gpu_model::stack_groups(const std::vector<part_shape>& parts) {
+  std::vector<std::vector<size_t>> groups;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const bool joins = !groups.empty() && parts[groups.back().front()].type == parts[i].type &&
+                       parts[groups.back().front()].cols == parts[i].cols &&
+                       groups.back().size() < static_cast<size_t>(kMaxGemvOutputs);
+    if (joins) {
+      groups.back().push_back(i);
+    } else {
+      groups.push_back({i});
+    }
+  }
+  return groups;
+}
+
+void gpu_model::finish_matrix(device_matrix& m, const std::vector<part_shape>& parts) {
+  m.n_parts = static_cast<int32_t>(parts.size());
+  int64_t end = 0;
+  for (size_t i = 0; i < parts.size(); ++i) m.part_end[i] = static_cast<int32_t>(end += parts[i].rows);
+  for (int k = 0; k < 4; ++k) {
+    m.variant[k] = pick_gemv_variant(m.layout.type, static_cast<int32_t>(m.layout.rows),
+                                     static_cast<int32_t>(m.layout.cols), 1 << k, sm_count_);
+  }
+  weight_bytes_ += m.layout.bytes;
+}
 
 gpu_model::gpu_model(const model_config& config, const model_weights& weights, const gpu_model_options& options)
     : config_(config), options_(options) {
   check_shape();
   stream up;
-  // Weights, once. Host memory here is the mapped GGUF file (pageable): start-up only.
-  token_embd_ = upload_matrix(weights.token_embd, up.handle(), weight_bytes_);
-  embd_type_ = weights.token_embd.type;
+  // Each matrix is repacked on the host into its device layout, then copied (start-up only).
+  std::vector<std::byte> staging;
+  auto upload = [&](const std::vector<const kernels::weight_view*>& views, const std::string& what) {
+    std::vector<part_shape> parts;
+    for (const auto* v : views) parts.push_back({v->type, v->rows, v->cols});
+    std::vector<device_matrix> out;
+    for (const auto& g : stack_groups(parts)) {
+      std::vector<part_shape> gp;
+      int64_t rows = 0;
+      for (size_t i : g) gp.push_back(parts[i]), rows += parts[i].rows;
+      device_matrix m;
+      m.layout = stacked_layout(gp[0].type, rows, gp[0].cols, what);
+      staging.assign(m.layout.bytes, std::byte{0});
+      int64_t row0 = 0;
+      for (size_t i : g) {
+        const kernels::weight_view& v = *views[i];
+        if (v.stride != row_bytes(v.type, v.cols)) throw std::invalid_argument("gpu_model: " + what + ": padded rows");
+        repack_rows(m.layout, row0, v.rows, v.data, staging.data());
+        row0 += v.rows;
+      }
+      m.bytes = upload_now(staging.data(), staging.size(), up.handle());
+      up.synchronize();  // the staging buffer is reused by the next matrix
+      finish_matrix(m, gp);
+      out.push_back(std::move(m));
+    }
+    return out;
+  };
+  token_embd_ = std::move(upload({&weights.token_embd}, "token_embd")[0]);
   output_norm_ = upload_floats(weights.output_norm, up.handle(), weight_bytes_);
   tied_ = weights.output.data == weights.token_embd.data;
-  output_type_ = weights.output.type;
-  if (!tied_) output_ = upload_matrix(weights.output, up.handle(), weight_bytes_);
+  if (!tied_) output_ = std::move(upload({&weights.output}, "output")[0]);
   if (!weights.rope_freqs.empty()) rope_freqs_ = upload_floats(weights.rope_freqs, up.handle(), weight_bytes_);
-  for (const layer_weights& w : weights.layers) {
+  for (size_t i = 0; i < weights.layers.size(); ++i) {
+    const layer_weights& w = weights.layers[i];
+    const std::string at = "layer " + std::to_string(i) + " ";
     layer l;
     l.attn_norm = upload_floats(w.attn_norm, up.handle(), weight_bytes_);
     l.ffn_norm = upload_floats(w.ffn_norm, up.handle(), weight_bytes_);
-    l.wq = upload_matrix(w.wq, up.handle(), weight_bytes_), l.tq = w.wq.type;
-    l.wk = upload_matrix(w.wk, up.handle(), weight_bytes_), l.tk = w.wk.type;
-    l.wv = upload_matrix(w.wv, up.handle(), weight_bytes_), l.tv = w.wv.type;
-    l.wo = upload_matrix(w.wo, up.handle(), weight_bytes_), l.to = w.wo.type;
-    l.w_gate = upload_matrix(w.w_gate, up.handle(), weight_bytes_), l.tg = w.w_gate.type;
-    l.w_up = upload_matrix(w.w_up, up.handle(), weight_bytes_), l.tu = w.w_up.type;
-    l.w_down = upload_matrix(w.w_down, up.handle(), weight_bytes_), l.td = w.w_down.type;
+    l.qkv = upload({&w.wq, &w.wk, &w.wv}, at + "attention q/k/v");
+    l.wo = std::move(upload({&w.wo}, at + "attn_output")[0]);
+    l.gate_up = upload({&w.w_gate, &w.w_up}, at + "ffn gate/up");
+    l.w_down = std::move(upload({&w.w_down}, at + "ffn_down")[0]);
     layers_.push_back(std::move(l));
   }
   up.synchronize();
 
   size_t max_w = 0;
   auto consider = [&](const kernels::weight_view& w) {
-    if (w.type != tensor_type::f32 && w.type != tensor_type::f16 && w.type != tensor_type::bf16) {
-      max_w = std::max(max_w, static_cast<size_t>(w.rows * w.cols));
-    }
+    if (device_matrix::fmt_is_quantized(w.type)) max_w = std::max(max_w, static_cast<size_t>(w.rows * w.cols));
   };
   consider(weights.output);
   for (const layer_weights& w : weights.layers) {
@@ -76,38 +127,57 @@ gpu_model::gpu_model(const model_config& config, const synthetic_weights& sw, co
   const model_config& c = config_;
   stream up;
   uint64_t seed = sw.seed;
-  auto random_matrix = [&](tensor_type type, int64_t rows, int64_t cols) {
-    device_buffer b(row_bytes(type, cols) * static_cast<size_t>(rows));
-    launch_random_weights(type, b.data(), rows, cols, seed++, up.handle());
-    weight_bytes_ += b.bytes();
-    return b;
+  auto random = [&](const std::vector<part_shape>& parts, const std::string& what) {
+    std::vector<device_matrix> out;
+    for (const auto& g : stack_groups(parts)) {
+      std::vector<part_shape> gp;
+      int64_t rows = 0;
+      for (size_t i : g) gp.push_back(parts[i]), rows += parts[i].rows;
+      device_matrix m;
+      m.layout = stacked_layout(gp[0].type, rows, gp[0].cols, what);
+      m.bytes = device_buffer(m.layout.bytes);
+      launch_random_weights(m.layout, m.bytes.data(), seed++, up.handle());
+      finish_matrix(m, gp);
+      out.push_back(std::move(m));
+    }
+    return out;
   };
   const std::vector<float> ones(c.n_embd, 1.0f);
   const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff, V = c.n_vocab;
-  embd_type_ = output_type_ = sw.head_type;
-  token_embd_ = random_matrix(sw.head_type, V, E);
+  auto type_of = [&](const std::vector<tensor_type>& per_layer, tensor_type fallback, uint32_t i) {
+    return per_layer.empty() ? fallback : per_layer[i % per_layer.size()];
+  };
+  token_embd_ = std::move(random({{sw.head_type, V, E}}, "token_embd")[0]);
   tied_ = c.tied_output;
-  if (!tied_) output_ = random_matrix(sw.head_type, V, E);
+  if (!tied_) output_ = std::move(random({{sw.output_type.value_or(sw.head_type), V, E}}, "output")[0]);
   output_norm_ = upload_floats(ones, up.handle(), weight_bytes_);
-  const tensor_type t = sw.weight_type;
   for (uint32_t i = 0; i < c.n_layer; ++i) {
+    const tensor_type t = sw.weight_type;
     layer l;
     l.attn_norm = upload_floats(ones, up.handle(), weight_bytes_);
     l.ffn_norm = upload_floats(ones, up.handle(), weight_bytes_);
-    l.wq = random_matrix(t, Q, E), l.tq = t;
-    l.wk = random_matrix(t, KV, E), l.tk = t;
-    l.wv = random_matrix(t, KV, E), l.tv = t;
-    l.wo = random_matrix(t, E, Q), l.to = t;
-    l.w_gate = random_matrix(t, F, E), l.tg = t;
-    l.w_up = random_matrix(t, F, E), l.tu = t;
-    l.w_down = random_matrix(t, E, F), l.td = t;
+    l.qkv = random({{t, Q, E}, {t, KV, E}, {type_of(sw.attn_v_types, t, i), KV, E}}, "attention q/k/v");
+    l.wo = std::move(random({{t, E, Q}}, "attn_output")[0]);
+    l.gate_up = random({{t, F, E}, {t, F, E}}, "ffn gate/up");
+    l.w_down = std::move(random({{type_of(sw.ffn_down_types, t, i), E, F}}, "ffn_down")[0]);
     layers_.push_back(std::move(l));
   }
   up.synchronize();
-  auto quant = [](tensor_type x) { return x != tensor_type::f32 && x != tensor_type::f16 && x != tensor_type::bf16; };
   size_t max_w = 0;
-  if (quant(t)) max_w = static_cast<size_t>(std::max({Q * E, F * E}));
-  if (quant(sw.head_type)) max_w = std::max(max_w, static_cast<size_t>(V * E));
+  auto consider = [&](const device_matrix& m) {
+    if (!m.quantized()) return;
+    for (int k = 0; k < m.n_parts; ++k) {
+      const int32_t rows = m.part_end[k] - (k ? m.part_end[k - 1] : 0);
+      max_w = std::max(max_w, static_cast<size_t>(rows) * static_cast<size_t>(m.layout.cols));
+    }
+  };
+  consider(token_embd_);
+  if (!tied_) consider(output_);
+  for (const layer& l : layers_) {
+    for (const auto& m : l.qkv) consider(m);
+    for (const auto& m : l.gate_up) consider(m);
+    consider(l.wo), consider(l.w_down);
+  }
   finish_setup(max_w);
 }
 
@@ -176,13 +246,46 @@ kv_layer gpu_model::kv_of(uint32_t l) const {
           static_cast<int32_t>(options_.block_tokens)};
 }
 
-void gpu_model::matmul(tensor_type type, const device_buffer& w, int32_t rows, int32_t cols, const float* x,
-                       int32_t n_tok, float* y, stream_handle s) {
-  if (n_tok >= options_.gemm_min_tokens) {
-    gemm_->matmul(type, w.data(), rows, cols, x, n_tok, y, s);
-  } else {
-    launch_gemv(type, w.data(), rows, cols, x, n_tok, y, s);
+void gpu_model::project(const device_matrix* const* ms, size_t n, const float* x, int32_t n_tok, float* const* outs,
+                        stream_handle s) {
+  const bool gemm = n_tok >= options_.gemm_min_tokens;
+  gemv_activations acts{x, nullptr, nullptr};
+  for (size_t i = 0; i < n && !gemm; ++i) {
+    if (ms[i]->quantized() && acts.q == nullptr) {
+      auto* q = reinterpret_cast<int8_t*>(static_cast<char*>(work_.data()) + plan_.act_q);
+      launch_quantize_q8(x, n_tok, static_cast<int32_t>(ms[i]->layout.cols), q, fbuf(plan_.act_ds), s);
+      acts.q = q, acts.ds = fbuf(plan_.act_ds);
+    }
   }
+  int tile_index = 0;
+  while ((1 << tile_index) < gemv_token_tile(n_tok)) ++tile_index;
+  size_t o = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const device_matrix& m = *ms[i];
+    if (gemm) {
+      for (int32_t k = 0; k < m.n_parts; ++k) {
+        const int32_t row0 = k ? m.part_end[k - 1] : 0;
+        gemm_->matmul(m.layout, m.bytes.data(), row0, m.part_end[k] - row0, x, n_tok, outs[o++], s);
+      }
+    } else {
+      gemv_outputs go;
+      go.n = m.n_parts;
+      for (int32_t k = 0; k < m.n_parts; ++k) go.y[k] = outs[o++], go.end[k] = m.part_end[k];
+      launch_gemv(m.layout, m.bytes.data(), acts, n_tok, go, m.variant[tile_index], s);
+    }
+  }
+}
+
+void gpu_model::project(const std::vector<device_matrix>& ms, const float* x, int32_t n_tok, float* const* outs,
+                        stream_handle s) {
+  const device_matrix* ptrs[kMaxGemvOutputs];
+  for (size_t i = 0; i < ms.size(); ++i) ptrs[i] = &ms[i];
+  project(ptrs, ms.size(), x, n_tok, outs, s);
+}
+
+void gpu_model::matmul(const device_matrix& w, const float* x, int32_t n_tok, float* y, stream_handle s) {
+  const device_matrix* ptr = &w;
+  project(&ptr, 1, x, n_tok, &y, s);
 }
 
 void gpu_model::enqueue_copy_block(int32_t src, int32_t dst, stream_handle s) {
@@ -255,15 +358,14 @@ step_rows gpu_model::enqueue_forward(const step_input& in, stream_handle s, uint
 
 void gpu_model::enqueue_packed(const packed_step& ps, const pinned_buffer& stage, stream_handle s) {
   const model_config& c = config_;
-  const int32_t E = static_cast<int32_t>(c.n_embd), Q = static_cast<int32_t>(c.q_dim());
-  const int32_t KV = static_cast<int32_t>(c.kv_dim()), F = static_cast<int32_t>(c.n_ff);
+  const int32_t E = static_cast<int32_t>(c.n_embd), F = static_cast<int32_t>(c.n_ff);
   const int64_t T = ps.n_tokens;
   copy_to_device_async(ibuf(plan_.tokens), stage.data(), plan_.sampled - plan_.tokens, s);
 
   float *x = fbuf(plan_.x), *h = fbuf(plan_.h), *q = fbuf(plan_.q), *k = fbuf(plan_.k), *v = fbuf(plan_.v);
   float *attn = fbuf(plan_.attn), *gate = fbuf(plan_.gate), *up = fbuf(plan_.up);
   const int32_t nt = static_cast<int32_t>(T);
-  launch_embed_rows(embd_type_, token_embd_.data(), ibuf(plan_.tokens), nt, E, x, s);
+  launch_embed_rows(token_embd_.layout, token_embd_.bytes.data(), ibuf(plan_.tokens), nt, x, s);
 
   const float freq_scale = c.rope_scaling == rope_scaling_type::linear ? 1.0f / c.rope_scaling_factor : 1.0f;
   const auto* factors = rope_freqs_.bytes() ? rope_freqs_.as<float>() : nullptr;
@@ -286,23 +388,22 @@ void gpu_model::enqueue_packed(const packed_step& ps, const pinned_buffer& stage
   for (uint32_t li = 0; li < n_run; ++li) {
     const layer& w = layers_[li];
     launch_rms_norm(x, w.attn_norm.as<float>(), h, nt, E, c.rms_eps, s);
-    matmul(w.tq, w.wq, Q, E, h, nt, q, s);
-    matmul(w.tk, w.wk, KV, E, h, nt, k, s);
-    matmul(w.tv, w.wv, KV, E, h, nt, v, s);
+    float* const qkv[3] = {q, k, v};
+    project(w.qkv, h, nt, qkv, s);
     launch_rope(q, ibuf(plan_.positions), nt, rq, s);
     launch_rope(k, ibuf(plan_.positions), nt, rk, s);
     const kv_layer kv = kv_of(li);
     launch_kv_store(k, v, ibuf(plan_.slots), nt, kv, s);
     launch_paged_attention(q, ibuf(plan_.positions), ibuf(plan_.row_seq), ibuf(plan_.tables), nt, kv, aa,
                            fbuf(plan_.partials), attn, s);
-    matmul(w.to, w.wo, E, Q, attn, nt, h, s);
+    matmul(w.wo, attn, nt, h, s);
     launch_add(x, h, static_cast<size_t>(T) * E, s);
 
     launch_rms_norm(x, w.ffn_norm.as<float>(), h, nt, E, c.rms_eps, s);
-    matmul(w.tg, w.w_gate, F, E, h, nt, gate, s);
-    matmul(w.tu, w.w_up, F, E, h, nt, up, s);
+    float* const gate_up[2] = {gate, up};
+    project(w.gate_up, h, nt, gate_up, s);
     launch_swiglu(gate, up, static_cast<size_t>(T) * F, s);
-    matmul(w.td, w.w_down, E, F, gate, nt, h, s);
+    matmul(w.w_down, gate, nt, h, s);
     launch_add(x, h, static_cast<size_t>(T) * E, s);
   }
 
@@ -310,7 +411,7 @@ void gpu_model::enqueue_packed(const packed_step& ps, const pinned_buffer& stage
   const int32_t no = static_cast<int32_t>(ps.n_rows);
   launch_gather_rows(x, ibuf(plan_.out_rows), no, E, h, s);
   launch_rms_norm(h, output_norm_.as<float>(), h, no, E, c.rms_eps, s);
-  matmul(output_type_, tied_ ? token_embd_ : output_, static_cast<int32_t>(c.n_vocab), E, h, no, fbuf(plan_.logits), s);
+  matmul(tied_ ? token_embd_ : output_, h, no, fbuf(plan_.logits), s);
 }
 
 void gpu_model::forward(const step_input& in, stream& s, step_output& out) {

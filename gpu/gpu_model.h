@@ -8,6 +8,10 @@
 //               h = norm(x); gate, up = Wg h, Wu h; gate = silu(gate) * up; x += Wd gate
 //   logits = Wout norm(x[rows that want logits])
 //
+// Weights live in the device layouts of gpu/formats/weight_layout.h. Matrices that read the
+// same input and share a type are stacked into one (Wq|Wk|Wv, Wg|Wu), so a decode step
+// reads each input once and launches one GEMV for them; the product writes each part to its
+// own output.
 // Plain C++ (no CAF, no CUDA headers): the kernels are behind gpu/kernels.h. Enqueueing
 // never waits for the device; the host part of a step (validation, packing the integer
 // inputs into pinned memory) runs before anything is enqueued.
@@ -15,6 +19,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "engine/model/model_config.h"
@@ -30,6 +35,20 @@
 #include "gpu/plan/workspace_plan.h"
 
 namespace tandem::gpu {
+
+// A weight matrix on the device: one or more source matrices stacked by rows.
+struct device_matrix {
+  matrix_layout layout;
+  device_buffer bytes;
+  int32_t n_parts = 1;
+  int32_t part_end[kMaxGemvOutputs] = {0, 0, 0};  // cumulative rows of the parts
+  gemv_variant variant[4];                        // per GEMV token tile 1, 2, 4, 8
+
+  bool quantized() const { return fmt_is_quantized(layout.type); }
+  static bool fmt_is_quantized(tensor_type t) {
+    return t != tensor_type::f32 && t != tensor_type::f16 && t != tensor_type::bf16;
+  }
+};
 
 struct gpu_model_options {
   uint32_t block_tokens = 16;
@@ -64,8 +83,12 @@ class gpu_model {
   // weight_type, embedding and output head in head_type (untied unless config says tied).
   struct synthetic_weights {
     tensor_type weight_type = tensor_type::bf16;
-    tensor_type head_type = tensor_type::bf16;
+    tensor_type head_type = tensor_type::bf16;  // the embedding (and the head unless output_type is set)
     uint64_t seed = 1;
+    std::optional<tensor_type> output_type;
+    // Per-layer types of attn_v and ffn_down (layer i takes entry i), as a file type's
+    // mixture gives them (Q4_K_M: Q6_K in some layers); empty: weight_type.
+    std::vector<tensor_type> attn_v_types, ffn_down_types;
   };
   gpu_model(const model_config& config, const synthetic_weights& weights, const gpu_model_options& options = {});
 
@@ -94,9 +117,25 @@ class gpu_model {
 
  private:
   struct layer {
-    device_buffer attn_norm, ffn_norm, wq, wk, wv, wo, w_gate, w_up, w_down;
-    tensor_type tq{}, tk{}, tv{}, to{}, tg{}, tu{}, td{};
+    device_buffer attn_norm, ffn_norm;
+    std::vector<device_matrix> qkv;      // q, k, v in order, stacked where their types agree
+    std::vector<device_matrix> gate_up;  // gate, up
+    device_matrix wo, w_down;
   };
+  // One matrix per part (parts: the source matrices' types and shapes, in order) made from
+  // `make(layout, parts)`, stacking consecutive parts that share a type.
+  struct part_shape {
+    tensor_type type;
+    int64_t rows, cols;
+  };
+  static std::vector<std::vector<size_t>> stack_groups(const std::vector<part_shape>& parts);
+  void finish_matrix(device_matrix& m, const std::vector<part_shape>& parts);
+  // y_i = W_i x for every part of every matrix in `ms` (which all read x [n_tok][cols]):
+  // x quantized once for the quantized ones when the step is small enough for the GEMV.
+  void project(const device_matrix* const* ms, size_t n, const float* x, int32_t n_tok, float* const* outs,
+               stream_handle s);
+  void project(const std::vector<device_matrix>& ms, const float* x, int32_t n_tok, float* const* outs,
+               stream_handle s);
   float* fbuf(size_t offset) const { return reinterpret_cast<float*>(static_cast<char*>(work_.data()) + offset); }
   int32_t* ibuf(size_t offset) const { return reinterpret_cast<int32_t*>(static_cast<char*>(work_.data()) + offset); }
   kv_layer kv_of(uint32_t l) const;
@@ -106,14 +145,13 @@ class gpu_model {
   void check_shape();
   // Workspace, KV pool, GEMM scratch and staging, once the weights are on the device.
   void finish_setup(size_t max_quant_weight_elems);
-  void matmul(tensor_type type, const device_buffer& w, int32_t rows, int32_t cols, const float* x, int32_t n_tok,
-              float* y, stream_handle s);
+  void matmul(const device_matrix& w, const float* x, int32_t n_tok, float* y, stream_handle s);
 
   model_config config_;
   gpu_model_options options_;
   std::vector<layer> layers_;
-  device_buffer token_embd_, output_norm_, output_, rope_freqs_;
-  tensor_type embd_type_{}, output_type_{};
+  device_matrix token_embd_, output_;
+  device_buffer output_norm_, rope_freqs_;
   bool tied_ = false;
   size_t weight_bytes_ = 0;
 

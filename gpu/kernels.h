@@ -8,13 +8,15 @@
 
 #include "engine/gguf/tensor_type.h"
 #include "gpu/device.h"
+#include "gpu/formats/weight_layout.h"
+#include "gpu/plan/gemv_tuning.h"
 
 namespace tandem::gpu {
 
-// out[t][0..n_embd) = dequantized row tokens[t] of `table` (rows of row_bytes(type, n_embd)).
-// Q4_0, Q4_1, Q8_0, F16, BF16, F32.
-void launch_embed_rows(tensor_type type, const void* table, const int32_t* tokens, int32_t n_tok, int32_t n_embd,
-                       float* out, stream_handle s);
+// out[t][0..n_embd) = dequantized row tokens[t] of `table` (a device layout,
+// gpu/formats/weight_layout.h, of n_vocab x n_embd).
+void launch_embed_rows(const matrix_layout& table, const void* base, const int32_t* tokens, int32_t n_tok, float* out,
+                       stream_handle s);
 
 // y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w, for n_rows rows of n elements.
 void launch_rms_norm(const float* x, const float* w, float* y, int32_t n_rows, int32_t n, float eps, stream_handle s);
@@ -34,10 +36,30 @@ void launch_swiglu(float* gate, const float* up, size_t n, stream_handle s);
 // x[i] += y[i].
 void launch_add(float* x, const float* y, size_t n, stream_handle s);
 
-// y[t][r] = sum_c W[r][c] * x[t][c] for n_tok tokens (y is [n_tok][rows]); W in `type`,
-// dequantized on the fly. Decode (n_tok small) reads every weight byte once.
-void launch_gemv(tensor_type type, const void* w, int32_t rows, int32_t cols, const float* x, int32_t n_tok, float* y,
-                 stream_handle s);
+// Activations of a matrix product, [n_tok][cols]: the floats (F32/F16/BF16 weights read
+// them) and their q8 runs from launch_quantize_q8 (the quantized formats read those).
+struct gemv_activations {
+  const float* f = nullptr;
+  const int8_t* q = nullptr;   // [n_tok][cols]
+  const float* ds = nullptr;   // [n_tok][cols / 32][2]: d, s
+};
+// q, ds of x [n_tok][cols] (cols a multiple of 32), as gpu/formats/block_math.h's
+// quantize_run: per run of 32, d = max|x| / 127, q = rint(x / d), s = d * sum(q).
+void launch_quantize_q8(const float* x, int32_t n_tok, int32_t cols, int8_t* q, float* ds, stream_handle s);
+
+// Where a product's rows go: rows [end[k-1], end[k]) of the (possibly fused) matrix to
+// y[k], laid out [n_tok][end[k] - end[k-1]] (end[-1] = 0). One output: {{y}, {rows}, 1}.
+inline constexpr int kMaxGemvOutputs = 3;
+struct gemv_outputs {
+  float* y[kMaxGemvOutputs] = {nullptr, nullptr, nullptr};
+  int32_t end[kMaxGemvOutputs] = {0, 0, 0};
+  int32_t n = 1;
+};
+// y = W x for n_tok tokens (decode and small batches: the weights are read once per tile
+// of gemv_token_tile(n_tok) tokens), W in its device layout at `base`; `v` from
+// pick_gemv_variant (gpu/plan/gemv_tuning.h).
+void launch_gemv(const matrix_layout& w, const void* base, const gemv_activations& x, int32_t n_tok,
+                 const gemv_outputs& out, gemv_variant v, stream_handle s);
 
 // The paged KV cache of one layer on the device: keys and values both F16,
 //   [n_blocks][n_head_kv][block_tokens][head_dim]
@@ -127,15 +149,17 @@ namespace tandem::gpu {
 
 // out[i] = x[i] rounded to BF16 (bf16 = true) or F16, as raw bits.
 void launch_to_half(const float* x, size_t n, uint16_t* out, bool bf16, stream_handle s);
-// W (rows x cols in `type`) dequantized to BF16 bits, row-major.
-void launch_dequantize_bf16(tensor_type type, const void* w, int32_t rows, int32_t cols, uint16_t* out,
+// Rows [row0, row0 + n_rows) of W (a device layout at `base`) dequantized to BF16 bits,
+// [n_rows][cols] row-major.
+void launch_dequantize_bf16(const matrix_layout& w, const void* base, int64_t row0, int64_t n_rows, uint16_t* out,
                             stream_handle s);
 
 }  // namespace tandem::gpu
 
 namespace tandem::gpu {
 
-// Fills a rows x cols matrix of `type` with reproducible random weights (benchmarks).
-void launch_random_weights(tensor_type type, void* w, int64_t rows, int64_t cols, uint64_t seed, stream_handle s);
+// Fills a matrix in its device layout with reproducible random weights (benchmarks): values
+// of magnitude up to about 0.05, scales chosen so every format decodes to that range.
+void launch_random_weights(const matrix_layout& w, void* base, uint64_t seed, stream_handle s);
 
 }  // namespace tandem::gpu

@@ -9,15 +9,22 @@
 // Every step samples on the device (argmax) and copies only token ids back, as the worker
 // does. A time budget (--budget-s) skips what would not fit; skipped cells print "-".
 // Decode steps run as CUDA graphs (gpu/plan/graph_cache.h) unless --enforce-eager.
-// Usage: gpu_bench [--budget-s 360] [--types bf16,q8_0,q4_1] [--enforce-eager] | --probe
+//   GEMV launch variants per shape and type (gpu/bench/gemv_bench.cpp); the winners serve the
+//   rest of the run and are written out for gpu/plan/gemv_table.inc
+// Usage: gpu_bench [--budget-s 360] [--types bf16,q8_0,q4_0,q4_k_m] [--enforce-eager]
+//                  [--no-tune] [--tune-out FILE] [--torch FILE] | --probe
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "engine/gguf/quant_mixture.h"
+#include "gpu/bench/gemv_bench.h"
 #include "gpu/gpu_model.h"
 #include "gpu/kernels.h"
 #include "gpu/plan/launch_config.h"
@@ -36,6 +43,42 @@ model_config llama3_8b() {
   c.n_layer = 32, c.n_embd = 4096, c.n_head = 32, c.n_head_kv = 8, c.head_dim = 128, c.n_ff = 14336;
   c.n_vocab = 128256, c.n_ctx_train = 8192, c.n_rot = 128, c.rope_freq_base = 500000.0f, c.rms_eps = 1e-5f;
   return c;
+}
+
+// The weights of a synthetic model of `c`'s shape in `name`: one weight type ("bf16",
+// "q8_0", ...), or a file type's mixture ("q4_k_m": llama-quantize's per-tensor rule, as
+// engine/gguf/quant_mixture.h gives it for these shapes).
+std::optional<gpu_model::synthetic_weights> synthetic_for(const std::string& name, const model_config& c) {
+  gpu_model::synthetic_weights sw;
+  if (const auto t = parse_tensor_type(name)) {
+    sw.weight_type = *t;
+    sw.head_type = *t == tensor_type::bf16 || *t == tensor_type::f16 ? *t : tensor_type::q8_0;
+    return sw;
+  }
+  const auto ft = gguf::parse_file_type(name);
+  if (!ft) return std::nullopt;
+  std::vector<gguf::tensor_desc> descs;
+  descs.push_back({"output.weight", 2, c.n_embd, tensor_type::f32});
+  descs.push_back({"token_embd.weight", 2, c.n_embd, tensor_type::f32});
+  for (uint32_t i = 0; i < c.n_layer; ++i) {
+    const std::string b = "blk." + std::to_string(i) + ".";
+    for (const char* m : {"attn_k", "attn_output", "attn_q", "attn_v", "ffn_down", "ffn_gate", "ffn_up"}) {
+      descs.push_back(
+          {b + m + ".weight", 2, std::string(m) == "ffn_down" ? int64_t{c.n_ff} : int64_t{c.n_embd}, tensor_type::f32});
+    }
+  }
+  std::sort(descs.begin(), descs.end(),
+            [](const auto& a, const auto& b) { return gguf::llama_tensor_order(a.name, b.name); });
+  const auto types = gguf::plan_tensor_types(*ft, descs, {c.n_layer, c.n_head, c.n_head_kv});
+  sw.weight_type = ft->default_type;
+  for (size_t i = 0; i < descs.size(); ++i) {
+    const std::string& n = descs[i].name;
+    if (n == "token_embd.weight") sw.head_type = types[i];
+    if (n == "output.weight") sw.output_type = types[i];
+    if (n.find(".attn_v.") != std::string::npos) sw.attn_v_types.push_back(types[i]);
+    if (n.find(".ffn_down.") != std::string::npos) sw.ffn_down_types.push_back(types[i]);
+  }
+  return sw;
 }
 
 double copy_bandwidth(stream& st) {
@@ -130,9 +173,9 @@ void attention_bandwidth(stream& st, int32_t n_seq, int32_t ctx, int sm_count) {
   const int32_t n_head = 32, n_kv = 8, hd = 128, bt = 16, width = ctx / bt, n_blocks = n_seq * width;
   const size_t elems = static_cast<size_t>(n_blocks) * n_kv * bt * hd;
   device_buffer k(elems * 2), v(elems * 2), q(static_cast<size_t>(n_seq) * n_head * hd * 4);
-  launch_random_weights(tensor_type::f16, k.data(), 1, static_cast<int64_t>(elems), 3, st.handle());
-  launch_random_weights(tensor_type::f16, v.data(), 1, static_cast<int64_t>(elems), 4, st.handle());
-  launch_random_weights(tensor_type::f32, q.data(), 1, static_cast<int64_t>(n_seq) * n_head * hd, 5, st.handle());
+  launch_random_weights(layout_of(tensor_type::f16, 1, static_cast<int64_t>(elems)), k.data(), 3, st.handle());
+  launch_random_weights(layout_of(tensor_type::f16, 1, static_cast<int64_t>(elems)), v.data(), 4, st.handle());
+  launch_random_weights(layout_of(tensor_type::f32, 1, int64_t{n_seq} * n_head * hd), q.data(), 5, st.handle());
   std::vector<int32_t> pos(static_cast<size_t>(n_seq), ctx - 1), seq(static_cast<size_t>(n_seq)),
       tables(static_cast<size_t>(n_blocks));
   for (int32_t i = 0; i < n_seq; ++i) seq[static_cast<size_t>(i)] = i;
@@ -172,12 +215,17 @@ int run(int argc, char** argv) {
     }
   }
   double budget_s = 360;
-  std::string types = "bf16,q8_0,q4_1";
-  bool graphs = true;
+  std::string types = "bf16,q8_0,q4_0,q4_k_m";
+  bool graphs = true, tune = true;
+  gemv_bench_options gemv;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--enforce-eager")) graphs = false;
+    if (!std::strcmp(argv[i], "--no-tune")) tune = false;
     if (i + 1 < argc && !std::strcmp(argv[i], "--budget-s")) budget_s = std::atof(argv[++i]);
     if (i + 1 < argc && !std::strcmp(argv[i], "--types")) types = argv[++i];
+    if (i + 1 < argc && !std::strcmp(argv[i], "--tune-out")) gemv.table_out = argv[++i];
+    if (i + 1 < argc && !std::strcmp(argv[i], "--torch")) gemv.torch_file = argv[++i];
+    if (i + 1 < argc && !std::strcmp(argv[i], "--gemv-types")) gemv.types = argv[++i];
   }
   if (!cuda_available()) {
     std::printf("no CUDA device\n");
@@ -192,30 +240,32 @@ int run(int argc, char** argv) {
       "(read + write)\n\n",
       mem.sm_count, mem.total_bytes / double(1 << 30), bw / 1e9);
 
-  std::printf("| kind | configuration | time | figure |\n|---|---|---|---|\n");
+  if (tune) run_gemv_bench(st, mem, bw, gemv);
+
+  std::printf("\n| kind | configuration | time | figure |\n|---|---|---|---|\n");
   attention_bandwidth(st, 64, 4096, mem.sm_count);
   attention_bandwidth(st, 1, 32768, mem.sm_count);
 
   const model_config c = llama3_8b();
   std::printf(
-      "\n| weights | batch-1 decode tok/s | roofline tok/s | %% of roofline | TTFT 1000 tok (ms) |"
-      " 128/128 tok/s at batch 1, 8, 32, 64, 128, 256 | 1000/1000 tok/s at batch 1, 8, 32, 64, 128, 256 |\n"
-      "|---|---|---|---|---|---|---|\n");
+      "\n| weights | batch-1 decode tok/s | roofline tok/s | %% of roofline | batch-8 decode tok/s (x batch 1) |"
+      " TTFT 1000 tok (ms) | 128/128 tok/s at batch 1, 8, 32, 64, 128, 256 |"
+      " 1000/1000 tok/s at batch 1, 8, 32, 64, 128, 256 |\n"
+      "|---|---|---|---|---|---|---|---|\n");
   size_t at = 0;
   while (at < types.size()) {
     const size_t comma = std::min(types.find(',', at), types.size());
     const std::string name = types.substr(at, comma - at);
     at = comma + 1;
-    const auto type = parse_tensor_type(name);
-    if (!type) continue;
+    const auto sw = synthetic_for(name, c);
+    if (!sw) continue;
     gpu_model_options opt;
     opt.limits.max_tokens = 2048;
     opt.limits.max_logit_rows = 256;
     opt.limits.max_seqs = 256;
     opt.limits.max_table_width = 128;  // 2,048 tokens per sequence
     opt.cuda_graphs = graphs;
-    const tensor_type head = *type == tensor_type::bf16 ? tensor_type::bf16 : tensor_type::q8_0;
-    gpu_model m(c, gpu_model::synthetic_weights{*type, head, 1}, opt);
+    gpu_model m(c, *sw, opt);
     driver d(m, st);
     // Batch-1 decode at a 128-token context: bytes read per step = every matrix + one
     // embedding row + the K/V of the context.
@@ -223,9 +273,12 @@ int run(int argc, char** argv) {
     d.run(1, 128, 2, 2048, pre, dec);  // warm-up
     d.run(1, 128, 129, 2048, pre, dec);
     const double tok_s = 128 / dec;
-    const double bytes = static_cast<double>(m.weight_bytes() - row_bytes(head, c.n_embd) * (c.n_vocab - 1)) +
+    const double bytes = static_cast<double>(m.weight_bytes() - row_bytes(sw->head_type, c.n_embd) * (c.n_vocab - 1)) +
                          192.0 * c.kv_bytes_per_token(2);
     const double roof = bw / bytes;
+    // Batch 8 at the same context: every weight byte now serves eight tokens.
+    d.run(8, 128, 129, 2048, pre, dec);
+    const double tok_s8 = 8 * 128 / dec;
     double ttft = 0;
     d.run(1, 1000, 1, 2048, ttft, dec);
     std::string series[2];
@@ -240,12 +293,13 @@ int run(int argc, char** argv) {
         series[k] += (series[k].empty() ? "" : ", ") + (ok ? cell(B * shapes[k][1] / (p + q)) : std::string("-"));
       }
     }
-    std::printf("| %s | %.1f | %.1f | %.0f%% | %.1f | %s | %s |\n", name.c_str(), tok_s, roof, 100 * tok_s / roof,
-                ttft * 1e3, series[0].c_str(), series[1].c_str());
+    std::printf("| %s | %.1f | %.1f | %.0f%% | %.0f (%.1fx) | %.1f | %s | %s |\n", name.c_str(), tok_s, roof,
+                100 * tok_s / roof, tok_s8, tok_s8 / tok_s, ttft * 1e3, series[0].c_str(), series[1].c_str());
     std::fflush(stdout);
   }
   std::printf(
-      "\nWeights %s; embedding and output head BF16 (BF16 model) or Q8_0; KV cache F16; %s; argmax "
+      "\nWeights %s (q4_k_m: llama-quantize's Q4_K_M mixture, Q6_K head); embedding and head BF16 (BF16 model) or "
+      "Q8_0; KV cache F16; %s; argmax "
       "sampling on the device; total %.0f s.\n",
       types.c_str(), graphs ? "decode steps as CUDA graphs (captures included in the times)" : "eager launches",
       seconds_since(start));

@@ -1,5 +1,7 @@
 #include "gpu/plan/workspace_plan.h"
 
+#include <algorithm>
+
 namespace tandem::gpu {
 namespace {
 
@@ -26,6 +28,10 @@ workspace_plan plan_workspace(const model_shape& m, const step_limits& lim) {
   take(p.logits, size_t{lim.max_logit_rows} * m.n_vocab * f);
   // One partial (running max, running sum, hd accumulators) per token, query head and split.
   take(p.partials, T * m.n_head * lim.max_splits * (m.head_dim + 2) * f);
+  const size_t rows = std::max<size_t>(T, lim.max_logit_rows);
+  const size_t widest = std::max({m.n_embd, m.q_dim(), m.n_ff});
+  take(p.act_q, rows * widest);
+  take(p.act_ds, rows * (widest / 32) * 2 * f);
   take(p.tokens, T * i);
   take(p.positions, T * i);
   take(p.row_seq, T * i);

@@ -3,6 +3,7 @@
 //
 //   [x T*E f32][h T*E f32][q T*Q f32][k T*KV f32][v T*KV f32][attn T*Q f32]
 //   [gate T*F f32][up T*F f32][logits R*V f32][split partials S*(hd+2) f32]
+//   [activation quants M*W i8][their scales M*W/32 x 2 f32]   (M = max(T, R), W = widest input)
 //   [token ids T][positions T][row->seq T][KV slots T][logit rows R]
 //   [block tables B*W i32][sampled R i32]
 #pragma once
@@ -29,6 +30,8 @@ struct step_limits {
 struct workspace_plan {
   // Byte offsets into the one allocation.
   size_t x = 0, h = 0, q = 0, k = 0, v = 0, attn = 0, gate = 0, up = 0, logits = 0, partials = 0;
+  // The q8 runs of a matrix product's input (quantized weights' integer dot products).
+  size_t act_q = 0, act_ds = 0;
   // The integer part [tokens, sampled) is filled by one host-to-device copy per step.
   size_t tokens = 0, positions = 0, row_seq = 0, slots = 0, out_rows = 0, tables = 0, sampled = 0;
   size_t total = 0;

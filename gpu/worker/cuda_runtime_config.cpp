@@ -9,6 +9,7 @@
 #include "engine/model/model_path.h"
 #include "gpu/cuda_device.h"
 #include "gpu/device.h"
+#include "gpu/formats/weight_layout.h"
 #include "gpu/plan/gpu_sizing.h"
 
 namespace tandem {
@@ -34,7 +35,14 @@ std::string configure_cuda_runtime(runtime_config& cfg, const cuda_runtime_optio
   gpu::gpu_sizing_request r;
   r.shape = {mc.n_layer, mc.n_embd, mc.n_head, mc.n_head_kv, mc.head_dim, mc.n_ff, mc.n_vocab};
   for (const auto& t : file.tensors()) {
-    r.weight_bytes += t.nbytes;
+    r.weight_bytes += t.nbytes + size_t{256} * gpu::kMaxPlanes;  // device layouts align their planes
+    if (t.n_dims == 2) {  // a matrix: refused here, in one line, when the device cannot read it
+      try {
+        (void)gpu::layout_of(t.type, t.n_rows(), t.ne[0]);
+      } catch (const std::invalid_argument& e) {
+        throw std::runtime_error("--device cuda: " + t.name + ": " + e.what());
+      }
+    }
     if (t.n_dims == 2 && is_quantized(t.type)) {
       r.max_quant_weight_elems = std::max(r.max_quant_weight_elems, static_cast<size_t>(t.n_elements()));
     }

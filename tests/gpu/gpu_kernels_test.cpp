@@ -11,6 +11,8 @@
 #include "engine/kernels/ops.h"
 #include "engine/sampling/sampler.h"
 #include "gpu/device_sampler.h"
+#include "gpu/formats/block_math.h"
+#include "gpu/formats/weight_layout.h"
 #include "gpu/gemm.h"
 #include "gpu/kernels.h"
 #include "gpu/plan/launch_config.h"
@@ -23,8 +25,12 @@ using testing::CudaTest;
 using testing::max_rel_error;
 using testing::random_floats;
 
-constexpr tensor_type kAllTypes[] = {tensor_type::q4_0, tensor_type::q4_1, tensor_type::q8_0,
-                                     tensor_type::f16,  tensor_type::bf16, tensor_type::f32};
+// Every weight type the device reads (gpu/formats/weight_layout.h).
+constexpr tensor_type kAllTypes[] = {tensor_type::q4_0, tensor_type::q4_1, tensor_type::q5_0, tensor_type::q8_0,
+                                     tensor_type::q4_k, tensor_type::q5_k, tensor_type::q6_k, tensor_type::f16,
+                                     tensor_type::bf16, tensor_type::f32};
+
+bool is_quantized(tensor_type t) { return t != tensor_type::f32 && t != tensor_type::f16 && t != tensor_type::bf16; }
 
 std::vector<std::byte> quantize_matrix(tensor_type type, const std::vector<float>& w, int64_t rows, int64_t cols) {
   const size_t rb = row_bytes(type, cols);
@@ -40,24 +46,187 @@ std::vector<float> dequantize_matrix(tensor_type type, const std::vector<std::by
   return out;
 }
 
-class Kernels : public CudaTest {};
+// The activations as the integer dot products see them: each run of 32 quantized as
+// gpu/formats/block_math.h's quantize_run, then d * q.
+std::vector<float> q8_rounded(const std::vector<float>& x) {
+  std::vector<float> out(x.size());
+  for (size_t b = 0; b < x.size() / 32; ++b) {
+    fmt::q8_run r{};
+    fmt::quantize_run(&x[32 * b], r);
+    for (int i = 0; i < 32; ++i) out[32 * b + i] = r.d * static_cast<float>(static_cast<int8_t>(r.q[i / 4] >> (8 * (i % 4))));
+  }
+  return out;
+}
+
+class Kernels : public CudaTest {
+ protected:
+  // A matrix in its device layout: ggml rows repacked on the host, then uploaded.
+  struct device_weights {
+    matrix_layout layout;
+    device_buffer bytes;
+  };
+  device_weights upload_layout(tensor_type type, const std::vector<std::byte>& ggml, int64_t rows, int64_t cols) {
+    device_weights d{layout_of(type, rows, cols), {}};
+    std::vector<std::byte> host(d.layout.bytes);
+    repack_rows(d.layout, 0, rows, ggml.data(), host.data());
+    d.bytes = upload(host);
+    return d;
+  }
+};
 
 TEST_F(Kernels, EmbeddingGatherEveryType) {
-  const int32_t V = 37, E = 256;
+  const int32_t V = 37, E = 512;
   const std::vector<int32_t> tokens = {5, 0, 36, 5, 17};
   for (tensor_type type : kAllTypes) {
     const auto table = quantize_matrix(type, random_floats(V * E, 1), V, E);
     const auto ref = dequantize_matrix(type, table, V, E);
-    auto d_table = upload(table);
+    const auto d_table = upload_layout(type, table, V, E);
     auto d_tok = upload(tokens);
     auto d_out = poisoned<float>(tokens.size() * E);
-    launch_embed_rows(type, d_table.data(), d_tok.as<int32_t>(), static_cast<int32_t>(tokens.size()), E,
+    launch_embed_rows(d_table.layout, d_table.bytes.data(), d_tok.as<int32_t>(), static_cast<int32_t>(tokens.size()),
                       d_out.as<float>(), s());
     const auto got = download<float>(d_out, tokens.size() * E);
     for (size_t t = 0; t < tokens.size(); ++t) {
       for (int32_t i = 0; i < E; ++i) {
         ASSERT_EQ(got[t * E + i], ref[static_cast<size_t>(tokens[t]) * E + i])
             << traits_of(type).name << " token " << t << " element " << i;
+      }
+    }
+  }
+}
+
+// The device's activation quantizer, bit for bit the host's (the CPU tests' reference).
+TEST_F(Kernels, QuantizeQ8MatchesHost) {
+  const int32_t T = 3, cols = 4096;
+  auto x = random_floats(static_cast<size_t>(T) * cols, 31, 4.0f);
+  for (int i = 0; i < 32; ++i) x[64 + i] = 0.0f;  // an all-zero run: d = 0
+  auto dx = upload(x);
+  auto dq = poisoned<int8_t>(x.size());
+  auto dds = poisoned<float>(x.size() / 32 * 2);
+  launch_quantize_q8(dx.as<float>(), T, cols, dq.as<int8_t>(), dds.as<float>(), s());
+  const auto q = download<int8_t>(dq, x.size());
+  const auto ds = download<float>(dds, x.size() / 32 * 2);
+  for (size_t b = 0; b < x.size() / 32; ++b) {
+    fmt::q8_run r{};
+    fmt::quantize_run(&x[32 * b], r);
+    ASSERT_EQ(ds[2 * b], r.d) << b;
+    ASSERT_EQ(ds[2 * b + 1], r.s) << b;
+    for (int i = 0; i < 32; ++i) ASSERT_EQ(q[32 * b + i], static_cast<int8_t>(r.q[i / 4] >> (8 * (i % 4)))) << b;
+  }
+}
+
+// y = W x against a double-precision sum over the dequantized weights and the activations
+// as the kernel reads them (q8-rounded for the quantized formats), for every type, every
+// compiled launch variant, and token counts of each tile (1, 2, 4, 8) and past it.
+TEST_F(Kernels, GemvEveryTypeVariantAndTokenCount) {
+  struct shape {
+    int32_t rows, cols;
+  };
+  for (const shape sh : {shape{96, 256}, shape{1003, 4096}}) {
+    for (tensor_type type : kAllTypes) {
+      const auto wq = quantize_matrix(type, random_floats(static_cast<size_t>(sh.rows) * sh.cols, 7), sh.rows, sh.cols);
+      const auto w = dequantize_matrix(type, wq, sh.rows, sh.cols);
+      const auto dw = upload_layout(type, wq, sh.rows, sh.cols);
+      for (int32_t T : {1, 2, 3, 5, 8, 9, 15}) {
+        const auto x = random_floats(static_cast<size_t>(T) * sh.cols, 8 + T);
+        const auto xs = is_quantized(type) ? q8_rounded(x) : x;
+        std::vector<double> ref(static_cast<size_t>(T) * sh.rows), mag(ref.size());
+        for (int32_t t = 0; t < T; ++t) {
+          for (int32_t r = 0; r < sh.rows; ++r) {
+            double acc = 0, m = 0;
+            for (int32_t c = 0; c < sh.cols; ++c) {
+              const double p =
+                  static_cast<double>(w[static_cast<size_t>(r) * sh.cols + c]) * xs[static_cast<size_t>(t) * sh.cols + c];
+              acc += p, m += std::abs(p);
+            }
+            ref[static_cast<size_t>(t) * sh.rows + r] = acc;
+            mag[static_cast<size_t>(t) * sh.rows + r] = m;
+          }
+        }
+        auto dx = upload(x);
+        auto dq = poisoned<int8_t>(x.size());
+        auto dds = poisoned<float>(x.size() / 32 * 2);
+        launch_quantize_q8(dx.as<float>(), T, sh.cols, dq.as<int8_t>(), dds.as<float>(), s());
+        const gemv_activations acts{dx.as<float>(), dq.as<int8_t>(), dds.as<float>()};
+        for (const gemv_variant v : gemv_variants()) {
+          auto dy = poisoned<float>(ref.size());
+          gemv_outputs out;
+          out.y[0] = dy.as<float>(), out.end[0] = sh.rows;
+          launch_gemv(dw.layout, dw.bytes.data(), acts, T, out, v, s());
+          const auto got = download<float>(dy, ref.size());
+          for (size_t i = 0; i < ref.size(); ++i) {
+            // Float accumulation of exact integer (or float) products: relative to sum |products|.
+            ASSERT_LE(std::abs(got[i] - ref[i]), 1e-5 * mag[i] + 1e-6)
+                << traits_of(type).name << " " << sh.rows << "x" << sh.cols << " T=" << T << " variant "
+                << int(v.rows_per_warp) << "/" << int(v.warps_per_row) << " i=" << i << " got " << got[i];
+          }
+        }
+      }
+    }
+  }
+}
+
+// A stacked matrix (q | k | v) writes each part to its own output; nothing else is written.
+TEST_F(Kernels, GemvStackedPartsGoToTheirOutputs) {
+  const int32_t cols = 512, T = 3;
+  const int32_t part_rows[3] = {128, 32, 33};
+  const int32_t rows = part_rows[0] + part_rows[1] + part_rows[2];
+  for (tensor_type type : {tensor_type::q4_k, tensor_type::bf16}) {
+    const auto wq = quantize_matrix(type, random_floats(static_cast<size_t>(rows) * cols, 41), rows, cols);
+    const auto dw = upload_layout(type, wq, rows, cols);
+    const auto x = random_floats(static_cast<size_t>(T) * cols, 42);
+    auto dx = upload(x);
+    auto dq = poisoned<int8_t>(x.size());
+    auto dds = poisoned<float>(x.size() / 32 * 2);
+    launch_quantize_q8(dx.as<float>(), T, cols, dq.as<int8_t>(), dds.as<float>(), s());
+    const gemv_activations acts{dx.as<float>(), dq.as<int8_t>(), dds.as<float>()};
+    // The whole matrix into one output is the reference for the parts.
+    auto whole = poisoned<float>(static_cast<size_t>(T) * rows);
+    gemv_outputs one;
+    one.y[0] = whole.as<float>(), one.end[0] = rows;
+    launch_gemv(dw.layout, dw.bytes.data(), acts, T, one, {1, 1}, s());
+    const auto ref = download<float>(whole, static_cast<size_t>(T) * rows);
+    for (const gemv_variant v : gemv_variants()) {
+      std::vector<device_buffer> parts;
+      gemv_outputs out;
+      out.n = 3;
+      int32_t end = 0;
+      for (int k = 0; k < 3; ++k) {
+        parts.push_back(poisoned<float>(static_cast<size_t>(T) * part_rows[k] + 7));
+        out.y[k] = parts.back().as<float>();
+        out.end[k] = end += part_rows[k];
+      }
+      launch_gemv(dw.layout, dw.bytes.data(), acts, T, out, v, s());
+      int32_t start = 0;
+      for (int k = 0; k < 3; ++k) {
+        const auto got = download<float>(parts[static_cast<size_t>(k)], static_cast<size_t>(T) * part_rows[k] + 7);
+        for (int32_t t = 0; t < T; ++t) {
+          for (int32_t r = 0; r < part_rows[k]; ++r) {
+            ASSERT_EQ(got[static_cast<size_t>(t) * part_rows[k] + r], ref[static_cast<size_t>(t) * rows + start + r])
+                << traits_of(type).name << " part " << k << " t " << t << " r " << r;
+          }
+        }
+        for (int i = 0; i < 7; ++i) EXPECT_TRUE(std::isnan(got[static_cast<size_t>(T) * part_rows[k] + i])) << k;
+        start += part_rows[k];
+      }
+    }
+  }
+}
+
+// Rows of a device layout dequantized to BF16: the CPU's values rounded to BF16.
+TEST_F(Kernels, DequantizeBf16RowRange) {
+  const int32_t rows = 40, cols = 512, row0 = 9, n = 17;
+  for (tensor_type type : kAllTypes) {
+    const auto wq = quantize_matrix(type, random_floats(static_cast<size_t>(rows) * cols, 51), rows, cols);
+    const auto w = dequantize_matrix(type, wq, rows, cols);
+    const auto dw = upload_layout(type, wq, rows, cols);
+    auto out = poisoned<uint16_t>(static_cast<size_t>(n) * cols);
+    launch_dequantize_bf16(dw.layout, dw.bytes.data(), row0, n, out.as<uint16_t>(), s());
+    const auto got = download<uint16_t>(out, static_cast<size_t>(n) * cols);
+    for (int32_t r = 0; r < n; ++r) {
+      for (int32_t c = 0; c < cols; ++c) {
+        ASSERT_EQ(got[static_cast<size_t>(r) * cols + c], kernels::f32_to_bf16(w[static_cast<size_t>(r + row0) * cols + c]))
+            << traits_of(type).name << " row " << r << " col " << c;
       }
     }
   }
@@ -122,73 +291,31 @@ TEST_F(Kernels, SwigluAndAdd) {
   EXPECT_LT(max_rel_error(got, ref, 1e-3), 1e-5);
 }
 
-// Dequantizing GEMV/GEMM against dequantize + double dot, for every type, decode (1 token)
-// and prefill (several token tiles, a partial last tile).
-TEST_F(Kernels, GemvEveryTypeAndTokenCount) {
-  struct shape {
-    int32_t rows, cols;
-  };
-  for (const shape sh : {shape{96, 256}, shape{1003, 4096}}) {
-    for (tensor_type type : kAllTypes) {
-      const auto wq = quantize_matrix(type, random_floats(static_cast<size_t>(sh.rows) * sh.cols, 7), sh.rows, sh.cols);
-      const auto w = dequantize_matrix(type, wq, sh.rows, sh.cols);
-      auto dw = upload(wq);
-      for (int32_t T : {1, 3, 9, 17}) {
-        const auto x = random_floats(static_cast<size_t>(T) * sh.cols, 8 + T);
-        std::vector<double> ref(static_cast<size_t>(T) * sh.rows), mag(ref.size());
-        for (int32_t t = 0; t < T; ++t) {
-          for (int32_t r = 0; r < sh.rows; ++r) {
-            double acc = 0, m = 0;
-            for (int32_t c = 0; c < sh.cols; ++c) {
-              acc += static_cast<double>(w[static_cast<size_t>(r) * sh.cols + c]) *
-                     x[static_cast<size_t>(t) * sh.cols + c];
-              m += std::abs(static_cast<double>(w[static_cast<size_t>(r) * sh.cols + c]) *
-                            x[static_cast<size_t>(t) * sh.cols + c]);
-            }
-            ref[static_cast<size_t>(t) * sh.rows + r] = acc;
-            mag[static_cast<size_t>(t) * sh.rows + r] = m;
-          }
-        }
-        auto dx = upload(x);
-        auto dy = poisoned<float>(ref.size());
-        launch_gemv(type, dw.data(), sh.rows, sh.cols, dx.as<float>(), T, dy.as<float>(), s());
-        const auto got = download<float>(dy, ref.size());
-        for (size_t i = 0; i < ref.size(); ++i) {
-          ASSERT_TRUE(std::isfinite(got[i])) << traits_of(type).name << " T=" << T << " i=" << i;
-          // float accumulation: error relative to the sum of |products|.
-          ASSERT_LE(std::abs(got[i] - ref[i]), 2e-6 * mag[i] + 1e-6)
-              << traits_of(type).name << " " << sh.rows << "x" << sh.cols << " T=" << T << " i=" << i;
-        }
-      }
-    }
-  }
-}
-
 // The cuBLAS path (prefill and large batches) against dequantize + double dot. Inputs are
 // rounded to 16 bits (BF16: 8 mantissa bits) except for F32 weights.
 TEST_F(Kernels, GemmEveryType) {
-  const int32_t rows = 300, cols = 512, T = 33;
+  const int32_t rows = 300, cols = 512, T = 33, row0 = 44, n = 200;  // a part of a stacked matrix
   gemm_engine gemm(static_cast<size_t>(rows) * cols, static_cast<size_t>(T) * cols);
   const auto x = random_floats(static_cast<size_t>(T) * cols, 21);
   auto dx = upload(x);
   for (tensor_type type : kAllTypes) {
     const auto wq = quantize_matrix(type, random_floats(static_cast<size_t>(rows) * cols, 22), rows, cols);
     const auto w = dequantize_matrix(type, wq, rows, cols);
-    auto dw = upload(wq);
-    auto dy = poisoned<float>(static_cast<size_t>(T) * rows);
-    gemm.matmul(type, dw.data(), rows, cols, dx.as<float>(), T, dy.as<float>(), s());
-    const auto got = download<float>(dy, static_cast<size_t>(T) * rows);
+    const auto dw = upload_layout(type, wq, rows, cols);
+    auto dy = poisoned<float>(static_cast<size_t>(T) * n);
+    gemm.matmul(dw.layout, dw.bytes.data(), row0, n, dx.as<float>(), T, dy.as<float>(), s());
+    const auto got = download<float>(dy, static_cast<size_t>(T) * n);
     const double rel = type == tensor_type::f32 ? 1e-5 : type == tensor_type::f16 ? 2e-3 : 1e-2;
     for (int32_t t = 0; t < T; ++t) {
-      for (int32_t r = 0; r < rows; ++r) {
+      for (int32_t r = 0; r < n; ++r) {
         double acc = 0, mag = 0;
         for (int32_t c = 0; c < cols; ++c) {
           const double p =
-              static_cast<double>(w[static_cast<size_t>(r) * cols + c]) * x[static_cast<size_t>(t) * cols + c];
+              static_cast<double>(w[static_cast<size_t>(r + row0) * cols + c]) * x[static_cast<size_t>(t) * cols + c];
           acc += p;
           mag += std::abs(p);
         }
-        ASSERT_LE(std::abs(got[static_cast<size_t>(t) * rows + r] - acc), rel * mag + 1e-6)
+        ASSERT_LE(std::abs(got[static_cast<size_t>(t) * n + r] - acc), rel * mag + 1e-6)
             << traits_of(type).name << " t=" << t << " r=" << r;
       }
     }

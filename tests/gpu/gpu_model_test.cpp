@@ -8,6 +8,7 @@
 #include <random>
 #include <string>
 
+#include "engine/gguf/quant_mixture.h"
 #include "engine/model/model.h"
 #include "engine/model/synthetic_model.h"
 #include "gpu/gpu_model.h"
@@ -21,14 +22,16 @@ struct shape_case {
   uint32_t n_embd, n_head, n_head_kv, n_ff;
   tensor_type weights;
   bool tied;
+  const char* file_type = nullptr;  // a mixture (Q4_K_M, ...) instead of one type
 };
 
 // Test names show the case's name (not its bytes).
 void PrintTo(const shape_case& c, std::ostream* os) { *os << c.name; }
 
-// Max |gpu - cpu| over a row, relative to the row's largest |cpu logit|. The CPU quantizes
-// activations to 8 bits for quantized weights (llama.cpp's numerics); the GPU keeps them
-// in float, so the bound is the CPU engine's own against its reference (model_test).
+// Max |gpu - cpu| over a row, relative to the row's largest |cpu logit|. Both quantize the
+// activations of quantized weights to 8 bits, the CPU per 32 or 256 elements (llama.cpp's
+// Q8_0 / Q8_K numerics), the GPU per 32, so the bound is the CPU engine's own against its
+// reference (model_test).
 double tolerance(tensor_type t) {
   return t == tensor_type::f32 || t == tensor_type::f16 || t == tensor_type::bf16 ? 0.01 : 0.04;
 }
@@ -75,6 +78,7 @@ TEST_P(GpuForward, PrefillThenDecodeMatchesCpu) {
   spec.weight_type = sc.weights;
   spec.tied_output = sc.tied;
   spec.seed = 7;
+  if (sc.file_type) spec.file_type = gguf::parse_file_type(sc.file_type);
   const auto bytes = make_synthetic_model(spec).serialize();
   const gguf::file file = gguf::file::parse(bytes);
   model cpu(file, model_options{2});
@@ -194,7 +198,16 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GpuForward,
                                            shape_case{"q8_0_hd64", 256, 4, 1, 384, tensor_type::q8_0, true},
                                            shape_case{"f16", 128, 2, 2, 256, tensor_type::f16, false},
                                            shape_case{"bf16_hd128", 256, 2, 1, 512, tensor_type::bf16, false},
-                                           shape_case{"f32", 128, 4, 2, 256, tensor_type::f32, true}),
+                                           shape_case{"f32", 128, 4, 2, 256, tensor_type::f32, true},
+                                           // The mixtures people download: Q4_K and Q6_K (attn_v and
+                                           // ffn_down of layer 1, the head), Q5_K, and Q4_K_M on a
+                                           // width that is not a multiple of 256 (Q5_0 and Q8_0
+                                           // fallbacks, as in Qwen2.5-0.5B's 896).
+                                           shape_case{"q4_k_m", 256, 4, 2, 512, tensor_type::q4_k, false, "Q4_K_M"},
+                                           shape_case{"q5_k_m_tied", 256, 4, 1, 768, tensor_type::q5_k, true, "Q5_K_M"},
+                                           shape_case{"q6_k", 256, 2, 2, 512, tensor_type::q6_k, false, "Q6_K"},
+                                           shape_case{"q4_k_m_q5_0", 192, 3, 1, 512, tensor_type::q4_k, false,
+                                                      "Q4_K_M"}),
                          [](const auto& case_info) { return std::string(case_info.param.name); });
 
 // The CUDA backend runs llama only: every other architecture is refused by name when the

@@ -221,9 +221,9 @@ TEST(Workspace, AlignedAndDisjoint) {
   lim.max_logit_rows = 256;
   lim.max_table_width = 512;
   const workspace_plan p = plan_workspace(m, lim);
-  const size_t offs[] = {p.x,       p.h,     p.q,        p.k,        p.v,      p.attn,
-                         p.gate,    p.up,    p.logits,   p.partials, p.tokens, p.positions,
-                         p.row_seq, p.slots, p.out_rows, p.tables,   p.sampled};
+  const size_t offs[] = {p.x,      p.h,      p.q,      p.k,         p.v,       p.attn,     p.gate,
+                         p.up,     p.logits, p.partials, p.act_q,   p.act_ds,  p.tokens,   p.positions,
+                         p.row_seq, p.slots, p.out_rows, p.tables,  p.sampled};
   for (size_t i = 0; i < std::size(offs); ++i) {
     EXPECT_EQ(offs[i] % kWorkspaceAlign, 0u) << i;
     if (i > 0) {
@@ -232,6 +232,10 @@ TEST(Workspace, AlignedAndDisjoint) {
   }
   EXPECT_EQ(p.h - p.x, size_t{512} * 4096 * 4);
   EXPECT_EQ(p.partials - p.logits, size_t{256} * 128256 * 4);
+  // The q8 runs of the widest input (the FFN's 14,336) for every token row: a byte per
+  // element, then (d, s) per 32.
+  EXPECT_EQ(p.act_ds - p.act_q, size_t{512} * 14336);
+  EXPECT_GE(p.tokens - p.act_ds, size_t{512} * 14336 / 32 * 8);
   EXPECT_GE(p.total, p.sampled + 256 * 4);
 }
 
