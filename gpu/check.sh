@@ -9,7 +9,10 @@
 #   2. parity tests: gpu_plan_test, gpu_kernels_test (every kernel vs the CPU reference),
 #      gpu_model_test (whole prefill + decode steps vs the CPU engine), gpu_worker_test
 #      (the actor protocol; its CAF libraries travel in gpu/.bin/lib).
-#   3. gpu_bench: the benchmark table (markdown) for docs/benchmarks.md.
+#   3. torch's BF16 GEMV on the same shapes (gpu/bench/torch_gemv.py), the reference column.
+#   4. gpu_bench: GEMV launch variants timed and the winners written to $OUT/gemv_table.inc
+#      (paste into gpu/plan/gemv_table.inc), then the benchmark table (markdown) for
+#      docs/benchmarks.md.
 #
 # Everything it prints also lands in $OUT (check.log, bench.md, *.xml, nvidia-smi.txt).
 # Usage there:  bash gpu/check.sh [bench budget seconds, default 330]
@@ -43,7 +46,8 @@ if ! "$BIN/gpu_bench" --probe >/dev/null 2>&1; then
   for f in gpu/*.cu; do
     nvcc -O3 -std=c++17 -arch=sm_90 -I. -c "$f" -o "$BIN/obj/$(basename "$f").o" || exit 1
   done
-  for f in gpu/*.cpp gpu/plan/*.cpp engine/gguf/tensor_type.cpp gpu/bench/gpu_bench.cpp; do
+  for f in gpu/*.cpp gpu/plan/*.cpp gpu/formats/*.cpp engine/gguf/tensor_type.cpp engine/gguf/quant_mixture.cpp \
+    gpu/bench/gpu_bench.cpp gpu/bench/gemv_bench.cpp; do
     g++ -O2 -std=c++20 -I. -Iinclude -I"$CUDA_INC" -c "$f" -o "$BIN/obj/$(basename "$f").o" || exit 1
   done
   g++ -o "$BIN/gpu_bench" "$BIN"/obj/*.o -L/usr/local/cuda/lib64 -L/usr/local/cuda/lib ${CUBLAS_PY:+-L$CUBLAS_PY} \
@@ -61,8 +65,12 @@ for t in gpu_plan_test gpu_kernels_test gpu_model_test gpu_worker_test; do
   fi
 done
 
+stamp "torch reference (bf16 GEMV)"
+timeout 120 python3 gpu/bench/torch_gemv.py --out "$OUT/torch_gemv.txt" | tee "$OUT/torch_gemv.md"
+
 stamp "gpu_bench (budget ${BUDGET} s)"
-timeout $(( BUDGET + 120 )) "$BIN/gpu_bench" --budget-s "$BUDGET" | tee "$OUT/bench.md"
+timeout $(( BUDGET + 120 )) "$BIN/gpu_bench" --budget-s "$BUDGET" --tune-out "$OUT/gemv_table.inc" \
+  --torch "$OUT/torch_gemv.txt" | tee "$OUT/bench.md"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 stamp "done, status $status"
 exit $status
