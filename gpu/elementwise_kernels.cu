@@ -1,4 +1,6 @@
-// Row-wise and element-wise kernels: RMSNorm, RoPE, SwiGLU, residual add, row gather.
+// Row-wise and element-wise kernels: RMSNorm, RoPE, SwiGLU and GeGLU, biases, scaling,
+// soft-capping, residual add, row gather.
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include "gpu/kernels.h"
@@ -29,7 +31,8 @@ __global__ void rms_norm_kernel(const float* x, const float* w, float* y, int32_
   for (int32_t i = threadIdx.x; i < n; i += blockDim.x) y[base + i] = (x[base + i] * scale) * w[i];
 }
 
-// One block per token; thread p handles pair p % (n_rot/2) of head p / (n_rot/2).
+// One block per token; thread p handles pair p % (n_rot/2) of head p / (n_rot/2): the pair
+// (2i, 2i + 1) in the normal style, (i, i + n_rot/2) in the NeoX style.
 __global__ void rope_kernel(float* x, const int32_t* positions, rope_args a) {
   const int32_t t = blockIdx.x;
   const int32_t half_rot = a.n_rot / 2;
@@ -43,10 +46,12 @@ __global__ void rope_kernel(float* x, const int32_t* positions, rope_args a) {
     const float angle = a.freq_scale * (theta / factor);
     float sn, cs;
     sincosf(angle, &sn, &cs);
+    sn *= a.mscale, cs *= a.mscale;
     float* v = x + (static_cast<int64_t>(t) * a.n_heads + h) * a.head_dim;
-    const float u = v[2 * i], w = v[2 * i + 1];
-    v[2 * i] = fmaf(u, cs, -(w * sn));
-    v[2 * i + 1] = fmaf(u, sn, w * cs);
+    const int32_t i0 = a.neox ? i : 2 * i, i1 = a.neox ? i + half_rot : 2 * i + 1;
+    const float u = v[i0], w = v[i1];
+    v[i0] = fmaf(u, cs, -(w * sn));
+    v[i1] = fmaf(u, sn, w * cs);
   }
 }
 
@@ -55,6 +60,49 @@ __global__ void swiglu_kernel(float* gate, const float* up, size_t n) {
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     const float g = gate[i];
     gate[i] = g / (1.0f + expf(-g)) * up[i];
+  }
+}
+
+// GELU with the tanh approximation as the CPU engine's table holds it: the input rounded to
+// half, gelu of that in float, the result rounded to half (engine/kernels/ops.cpp).
+__global__ void geglu_kernel(float* gate, const float* up, size_t n) {
+  constexpr float kCoefA = 0.044715f, kSqrt2OverPi = 0.79788456080286535587989211986876f;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const float x = gate[i];
+    float g;
+    if (x <= -10.0f) {
+      g = 0.0f;
+    } else if (x >= 10.0f) {
+      g = x;
+    } else {
+      const float h = __half2float(__float2half_rn(x));
+      const float inner = fmaf(kCoefA * h, h, 1.0f);
+      g = __half2float(__float2half_rn(0.5f * h * (1.0f + tanhf(kSqrt2OverPi * h * inner))));
+    }
+    gate[i] = g * up[i];
+  }
+}
+
+__global__ void add_bias_kernel(float* y, const float* bias, int64_t n, int32_t width) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    y[i] += bias[i % width];
+  }
+}
+
+__global__ void scale_kernel(float* x, size_t n, float scale) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    x[i] *= scale;
+  }
+}
+
+__global__ void softcap_kernel(float* x, size_t n, float cap) {
+  const float inv = 1.0f / cap;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    x[i] = tanhf(x[i] * inv) * cap;
   }
 }
 
@@ -93,6 +141,31 @@ void launch_swiglu(float* gate, const float* up, size_t n, stream_handle s) {
   if (n == 0) return;
   swiglu_kernel<<<flat_grid(n), 256, 0, s>>>(gate, up, n);
   check_launch("swiglu");
+}
+
+void launch_geglu(float* gate, const float* up, size_t n, stream_handle s) {
+  if (n == 0) return;
+  geglu_kernel<<<flat_grid(n), 256, 0, s>>>(gate, up, n);
+  check_launch("geglu");
+}
+
+void launch_add_bias(float* y, const float* bias, int32_t n_rows, int32_t width, stream_handle s) {
+  const size_t n = static_cast<size_t>(n_rows) * width;
+  if (n == 0) return;
+  add_bias_kernel<<<flat_grid(n), 256, 0, s>>>(y, bias, static_cast<int64_t>(n), width);
+  check_launch("add_bias");
+}
+
+void launch_scale(float* x, size_t n, float scale, stream_handle s) {
+  if (n == 0) return;
+  scale_kernel<<<flat_grid(n), 256, 0, s>>>(x, n, scale);
+  check_launch("scale");
+}
+
+void launch_softcap(float* x, size_t n, float cap, stream_handle s) {
+  if (n == 0) return;
+  softcap_kernel<<<flat_grid(n), 256, 0, s>>>(x, n, cap);
+  check_launch("softcap");
 }
 
 void launch_add(float* x, const float* y, size_t n, stream_handle s) {

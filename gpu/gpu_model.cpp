@@ -7,6 +7,7 @@
 #include <string>
 
 #include "gpu/plan/launch_config.h"
+#include "gpu/plan/matrix_stacks.h"
 
 namespace tandem::gpu {
 namespace {
@@ -34,22 +35,7 @@ matrix_layout stacked_layout(tensor_type type, int64_t rows, int64_t cols, const
 
 }  // namespace
 
-std::vector<std::vector<size_t>> gpu_model::stack_groups(const std::vector<part_shape>& parts) {
-  std::vector<std::vector<size_t>> groups;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    const bool joins = !groups.empty() && parts[groups.back().front()].type == parts[i].type &&
-                       parts[groups.back().front()].cols == parts[i].cols &&
-                       groups.back().size() < static_cast<size_t>(kMaxGemvOutputs);
-    if (joins) {
-      groups.back().push_back(i);
-    } else {
-      groups.push_back({i});
-    }
-  }
-  return groups;
-}
-
-void gpu_model::finish_matrix(device_matrix& m, const std::vector<part_shape>& parts) {
+void gpu_model::finish_matrix(device_matrix& m, const std::vector<matrix_part>& parts) {
   m.n_parts = static_cast<int32_t>(parts.size());
   int64_t end = 0;
   for (size_t i = 0; i < parts.size(); ++i) m.part_end[i] = static_cast<int32_t>(end += parts[i].rows);
@@ -67,11 +53,11 @@ gpu_model::gpu_model(const model_config& config, const model_weights& weights, c
   // Each matrix is repacked on the host into its device layout, then copied (start-up only).
   std::vector<std::byte> staging;
   auto upload = [&](const std::vector<const kernels::weight_view*>& views, const std::string& what) {
-    std::vector<part_shape> parts;
+    std::vector<matrix_part> parts;
     for (const auto* v : views) parts.push_back({v->type, v->rows, v->cols});
     std::vector<device_matrix> out;
-    for (const auto& g : stack_groups(parts)) {
-      std::vector<part_shape> gp;
+    for (const auto& g : plan_matrix_stacks(parts, kMaxGemvOutputs)) {
+      std::vector<matrix_part> gp;
       int64_t rows = 0;
       for (size_t i : g) gp.push_back(parts[i]), rows += parts[i].rows;
       device_matrix m;
@@ -102,6 +88,12 @@ gpu_model::gpu_model(const model_config& config, const model_weights& weights, c
     layer l;
     l.attn_norm = upload_floats(w.attn_norm, up.handle(), weight_bytes_);
     l.ffn_norm = upload_floats(w.ffn_norm, up.handle(), weight_bytes_);
+    auto optional = [&](const std::vector<float>& v) {
+      return v.empty() ? device_buffer{} : upload_floats(v, up.handle(), weight_bytes_);
+    };
+    l.bq = optional(w.bq), l.bk = optional(w.bk), l.bv = optional(w.bv);
+    l.q_norm = optional(w.q_norm), l.k_norm = optional(w.k_norm);
+    l.post_attn_norm = optional(w.post_attn_norm), l.post_ffn_norm = optional(w.post_ffn_norm);
     l.qkv = upload({&w.wq, &w.wk, &w.wv}, at + "attention q/k/v");
     l.wo = std::move(upload({&w.wo}, at + "attn_output")[0]);
     l.gate_up = upload({&w.w_gate, &w.w_up}, at + "ffn gate/up");
@@ -127,10 +119,10 @@ gpu_model::gpu_model(const model_config& config, const synthetic_weights& sw, co
   const model_config& c = config_;
   stream up;
   uint64_t seed = sw.seed;
-  auto random = [&](const std::vector<part_shape>& parts, const std::string& what) {
+  auto random = [&](const std::vector<matrix_part>& parts, const std::string& what) {
     std::vector<device_matrix> out;
-    for (const auto& g : stack_groups(parts)) {
-      std::vector<part_shape> gp;
+    for (const auto& g : plan_matrix_stacks(parts, kMaxGemvOutputs)) {
+      std::vector<matrix_part> gp;
       int64_t rows = 0;
       for (size_t i : g) gp.push_back(parts[i]), rows += parts[i].rows;
       device_matrix m;
@@ -183,9 +175,13 @@ gpu_model::gpu_model(const model_config& config, const synthetic_weights& sw, co
 
 void gpu_model::check_shape() {
   const model_config& c = config_;
-  if (c.architecture != "llama") {
-    throw std::invalid_argument("gpu_model: the CUDA backend runs the llama architecture only, not '" + c.architecture +
-                                "' (run it on the CPU backend)");
+  if (c.arch == nullptr) {
+    throw std::invalid_argument("gpu_model: unknown architecture '" + c.architecture + "'");
+  }
+  if (c.has_swa()) {
+    throw std::invalid_argument("gpu_model: the CUDA backend does not run sliding-window layers yet ('" +
+                                c.architecture + "' with a window of " + std::to_string(c.n_swa) +
+                                "; run it on the CPU backend)");
   }
   if (c.head_dim % 32 != 0 || c.head_dim > 256) {
     throw std::invalid_argument("gpu_model: head size " + std::to_string(c.head_dim) +
@@ -366,23 +362,38 @@ void gpu_model::enqueue_packed(const packed_step& ps, const pinned_buffer& stage
   float *attn = fbuf(plan_.attn), *gate = fbuf(plan_.gate), *up = fbuf(plan_.up);
   const int32_t nt = static_cast<int32_t>(T);
   launch_embed_rows(token_embd_.layout, token_embd_.bytes.data(), ibuf(plan_.tokens), nt, x, s);
+  const architecture_traits& arch = *c.arch;
+  if (arch.scale_embeddings) launch_scale(x, static_cast<size_t>(T) * E, std::sqrt(static_cast<float>(E)), s);
 
   const float freq_scale = c.rope_scaling == rope_scaling_type::linear ? 1.0f / c.rope_scaling_factor : 1.0f;
   const auto* factors = rope_freqs_.bytes() ? rope_freqs_.as<float>() : nullptr;
-  const rope_args rq{static_cast<int32_t>(c.n_head),
-                     static_cast<int32_t>(c.head_dim),
-                     static_cast<int32_t>(c.n_rot),
-                     c.rope_freq_base,
-                     freq_scale,
-                     factors};
+  rope_args rq;
+  rq.n_heads = static_cast<int32_t>(c.n_head);
+  rq.head_dim = static_cast<int32_t>(c.head_dim);
+  rq.n_rot = static_cast<int32_t>(c.n_rot);
+  rq.freq_base = c.rope_freq_base;
+  rq.freq_scale = freq_scale;
+  rq.freq_factors = factors;
+  rq.mscale = c.rope_attn_factor;
+  rq.neox = arch.rope == rope_style::neox;
   rope_args rk = rq;
   rk.n_heads = static_cast<int32_t>(c.n_head_kv);
   const split_plan sp =
-      plan_attention_splits(static_cast<uint32_t>(T * c.n_head), static_cast<uint32_t>(ps.max_keys),
+      plan_attention_splits(static_cast<uint32_t>(T) * attention_blocks_per_token(c.n_head, c.n_head_kv),
+                            static_cast<uint32_t>(ps.max_keys),
                             options_.block_tokens, static_cast<uint32_t>(sm_count_), options_.limits.max_splits);
-  const attention_args aa{static_cast<int32_t>(c.n_head), 1.0f / std::sqrt(static_cast<float>(c.head_dim)),
-                          static_cast<int32_t>(ps.table_width), static_cast<int32_t>(sp.n_splits),
-                          static_cast<int32_t>(sp.keys_per_split)};
+  // The scale multiplies q before the dot products (the kernel folds it into q), which is
+  // the query pre-scaling gemma3 asks for too.
+  const float scale = c.attention_scale > 0.0f ? c.attention_scale : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  const attention_args aa{static_cast<int32_t>(c.n_head), scale, static_cast<int32_t>(ps.table_width),
+                          static_cast<int32_t>(sp.n_splits), static_cast<int32_t>(sp.keys_per_split)};
+  const int32_t hd = static_cast<int32_t>(c.head_dim);
+
+  // h = norm(h) when the file has a post-norm, then x += h.
+  auto add_sublayer = [&](const device_buffer& post_norm) {
+    if (post_norm.bytes()) launch_rms_norm(h, post_norm.as<float>(), h, nt, E, c.rms_eps, s);
+    launch_add(x, h, static_cast<size_t>(T) * E, s);
+  };
 
   const uint32_t n_run = ps.n_layers > 0 ? std::min(ps.n_layers, c.n_layer) : c.n_layer;
   for (uint32_t li = 0; li < n_run; ++li) {
@@ -390,6 +401,13 @@ void gpu_model::enqueue_packed(const packed_step& ps, const pinned_buffer& stage
     launch_rms_norm(x, w.attn_norm.as<float>(), h, nt, E, c.rms_eps, s);
     float* const qkv[3] = {q, k, v};
     project(w.qkv, h, nt, qkv, s);
+    if (w.bq.bytes()) launch_add_bias(q, w.bq.as<float>(), nt, static_cast<int32_t>(c.q_dim()), s);
+    if (w.bk.bytes()) launch_add_bias(k, w.bk.as<float>(), nt, static_cast<int32_t>(c.kv_dim()), s);
+    if (w.bv.bytes()) launch_add_bias(v, w.bv.as<float>(), nt, static_cast<int32_t>(c.kv_dim()), s);
+    if (w.q_norm.bytes()) {
+      launch_rms_norm(q, w.q_norm.as<float>(), q, nt * static_cast<int32_t>(c.n_head), hd, c.rms_eps, s);
+      launch_rms_norm(k, w.k_norm.as<float>(), k, nt * static_cast<int32_t>(c.n_head_kv), hd, c.rms_eps, s);
+    }
     launch_rope(q, ibuf(plan_.positions), nt, rq, s);
     launch_rope(k, ibuf(plan_.positions), nt, rk, s);
     const kv_layer kv = kv_of(li);
@@ -397,14 +415,18 @@ void gpu_model::enqueue_packed(const packed_step& ps, const pinned_buffer& stage
     launch_paged_attention(q, ibuf(plan_.positions), ibuf(plan_.row_seq), ibuf(plan_.tables), nt, kv, aa,
                            fbuf(plan_.partials), attn, s);
     matmul(w.wo, attn, nt, h, s);
-    launch_add(x, h, static_cast<size_t>(T) * E, s);
+    add_sublayer(w.post_attn_norm);
 
     launch_rms_norm(x, w.ffn_norm.as<float>(), h, nt, E, c.rms_eps, s);
     float* const gate_up[2] = {gate, up};
     project(w.gate_up, h, nt, gate_up, s);
-    launch_swiglu(gate, up, static_cast<size_t>(T) * F, s);
+    if (arch.activation == ffn_activation::gelu_tanh) {
+      launch_geglu(gate, up, static_cast<size_t>(T) * F, s);
+    } else {
+      launch_swiglu(gate, up, static_cast<size_t>(T) * F, s);
+    }
     matmul(w.w_down, gate, nt, h, s);
-    launch_add(x, h, static_cast<size_t>(T) * E, s);
+    add_sublayer(w.post_ffn_norm);
   }
 
   // Output head on the rows that want logits.
@@ -412,6 +434,9 @@ void gpu_model::enqueue_packed(const packed_step& ps, const pinned_buffer& stage
   launch_gather_rows(x, ibuf(plan_.out_rows), no, E, h, s);
   launch_rms_norm(h, output_norm_.as<float>(), h, no, E, c.rms_eps, s);
   matmul(tied_ ? token_embd_ : output_, h, no, fbuf(plan_.logits), s);
+  if (c.final_logit_softcap > 0.0f) {
+    launch_softcap(fbuf(plan_.logits), static_cast<size_t>(no) * c.n_vocab, c.final_logit_softcap, s);
+  }
 }
 
 void gpu_model::forward(const step_input& in, stream& s, step_output& out) {

@@ -2,11 +2,15 @@
 // memory, and the forward pass of one step (engine/model/step.h) enqueued on a caller's stream,
 // mirroring engine/model/model.cpp layer by layer:
 //
-//   x = embed(tokens)
-//   per layer:  h = norm(x); q,k,v = Wq h, Wk h, Wv h; rope(q, k); store k, v in the cache;
-//               attn = paged_attention(q); x += Wo attn
-//               h = norm(x); gate, up = Wg h, Wu h; gate = silu(gate) * up; x += Wd gate
-//   logits = Wout norm(x[rows that want logits])
+//   x = embed(tokens) [* sqrt(n_embd)]
+//   per layer:  h = norm(x); q,k,v = Wq h [+ bq], Wk h [+ bk], Wv h [+ bv];
+//               [per-head norm(q), norm(k)]; rope(q, k); store k, v in the cache;
+//               attn = paged_attention(q); x += [norm](Wo attn)
+//               h = norm(x); gate, up = Wg h, Wu h; gate = act(gate) * up; x += [norm](Wd gate)
+//   logits = Wout norm(x[rows that want logits]) [soft-capped]
+//
+// The bracketed steps are the architecture's (engine/model/architecture.h: the same row of
+// traits the CPU forward pass reads), and the biases and norms the file has.
 //
 // Weights live in the device layouts of gpu/formats/weight_layout.h. Matrices that read the
 // same input and share a type are stacked into one (Wq|Wk|Wv, Wg|Wu), so a decode step
@@ -31,6 +35,7 @@
 #include "gpu/kernels.h"
 #include "gpu/plan/graph_cache.h"
 #include "gpu/plan/kv_budget.h"
+#include "gpu/plan/matrix_stacks.h"
 #include "gpu/plan/step_packing.h"
 #include "gpu/plan/workspace_plan.h"
 
@@ -118,18 +123,14 @@ class gpu_model {
  private:
   struct layer {
     device_buffer attn_norm, ffn_norm;
+    device_buffer bq, bk, bv;                       // qwen2 (empty when the file has none)
+    device_buffer q_norm, k_norm;                   // qwen3, gemma3: per-head RMSNorm weights
+    device_buffer post_attn_norm, post_ffn_norm;    // gemma3
     std::vector<device_matrix> qkv;      // q, k, v in order, stacked where their types agree
     std::vector<device_matrix> gate_up;  // gate, up
     device_matrix wo, w_down;
   };
-  // One matrix per part (parts: the source matrices' types and shapes, in order) made from
-  // `make(layout, parts)`, stacking consecutive parts that share a type.
-  struct part_shape {
-    tensor_type type;
-    int64_t rows, cols;
-  };
-  static std::vector<std::vector<size_t>> stack_groups(const std::vector<part_shape>& parts);
-  void finish_matrix(device_matrix& m, const std::vector<part_shape>& parts);
+  void finish_matrix(device_matrix& m, const std::vector<matrix_part>& parts);
   // y_i = W_i x for every part of every matrix in `ms` (which all read x [n_tok][cols]):
   // x quantized once for the quantized ones when the step is small enough for the GEMV.
   void project(const device_matrix* const* ms, size_t n, const float* x, int32_t n_tok, float* const* outs,

@@ -21,20 +21,31 @@ void launch_embed_rows(const matrix_layout& table, const void* base, const int32
 // y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w, for n_rows rows of n elements.
 void launch_rms_norm(const float* x, const float* w, float* y, int32_t n_rows, int32_t n, float eps, stream_handle s);
 
-// Llama's NORM-ordered RoPE (pairs (2i, 2i+1) of each head), in place, as
-// engine/kernels/ops.h: theta_i = pos * base^(-2i/n_rot) by repeated float multiplication,
-// angle = freq_scale * theta_i / factor_i (factors nullable). x is [n_tok][n_heads*head_dim].
+// RoPE in place, as engine/kernels/ops.h: theta_i = pos * base^(-2i/n_rot) by repeated
+// float multiplication, angle = freq_scale * theta_i / factor_i (factors nullable), cos and
+// sin times mscale; pairs (2i, 2i+1) of each head (Llama's normal style) or (i, i + n_rot/2)
+// (NeoX: qwen2, qwen3, gemma3, phi3). x is [n_tok][n_heads*head_dim].
 struct rope_args {
   int32_t n_heads = 0, head_dim = 0, n_rot = 0;
   float freq_base = 10000.0f, freq_scale = 1.0f;
   const float* freq_factors = nullptr;  // [n_rot / 2] device, or null
+  float mscale = 1.0f;                  // Phi-3 LongRoPE's attention factor
+  bool neox = false;
 };
 void launch_rope(float* x, const int32_t* positions, int32_t n_tok, const rope_args& a, stream_handle s);
 
 // gate[i] = silu(gate[i]) * up[i].
 void launch_swiglu(float* gate, const float* up, size_t n, stream_handle s);
+// gate[i] = gelu_tanh(gate[i]) * up[i], GELU as the CPU engine's half-precision table.
+void launch_geglu(float* gate, const float* up, size_t n, stream_handle s);
 // x[i] += y[i].
 void launch_add(float* x, const float* y, size_t n, stream_handle s);
+// y[r][i] += bias[i] for n_rows rows of `width`.
+void launch_add_bias(float* y, const float* bias, int32_t n_rows, int32_t width, stream_handle s);
+// x[i] *= scale.
+void launch_scale(float* x, size_t n, float scale, stream_handle s);
+// x[i] = cap * tanh(x[i] / cap).
+void launch_softcap(float* x, size_t n, float cap, stream_handle s);
 
 // Activations of a matrix product, [n_tok][cols]: the floats (F32/F16/BF16 weights read
 // them) and their q8 runs from launch_quantize_q8 (the quantized formats read those).

@@ -248,12 +248,17 @@ TEST_F(Kernels, RmsNormMatchesCpu) {
   }
 }
 
-TEST_F(Kernels, RopeMatchesCpuNormOrdering) {
+// Both pairings (normal: (2i, 2i+1); NeoX: (i, i + n_rot/2)), partial rotation, frequency
+// factors and LongRoPE's magnitude factor, against the CPU's angles and rotation.
+TEST_F(Kernels, RopeMatchesCpuBothStyles) {
   struct shape {
     int32_t heads, hd, rot;
-    bool factors;
+    bool factors, neox;
+    float mscale;
   };
-  for (const shape sh : {shape{4, 64, 64, false}, shape{8, 128, 128, true}, shape{2, 128, 64, false}}) {
+  for (const shape sh : {shape{4, 64, 64, false, false, 1.0f}, shape{8, 128, 128, true, false, 1.0f},
+                         shape{2, 128, 64, false, false, 1.0f}, shape{4, 64, 64, false, true, 1.0f},
+                         shape{2, 128, 64, true, true, 1.19f}}) {
     const std::vector<int32_t> pos = {0, 1, 17, 1000, 8191};
     const int32_t T = static_cast<int32_t>(pos.size());
     const auto x = random_floats(static_cast<size_t>(T) * sh.heads * sh.hd, 4);
@@ -262,17 +267,57 @@ TEST_F(Kernels, RopeMatchesCpuNormOrdering) {
       factors.resize(sh.rot / 2);
       for (size_t i = 0; i < factors.size(); ++i) factors[i] = 1.0f + static_cast<float>(i % 5);
     }
-    kernels::rope_params p{sh.rot, 500000.0f, 0.5f, factors};
+    kernels::rope_params p{sh.rot, 500000.0f, 0.5f, factors, sh.mscale};
     std::vector<float> ref = x, cs(sh.rot);
+    const auto apply = sh.neox ? kernels::rope_apply_neox : kernels::rope_apply;
     for (int32_t t = 0; t < T; ++t) {
       kernels::rope_angles(p, pos[t], cs.data());
-      kernels::rope_apply(&ref[static_cast<size_t>(t) * sh.heads * sh.hd], sh.heads, sh.hd, sh.rot, cs.data());
+      apply(&ref[static_cast<size_t>(t) * sh.heads * sh.hd], sh.heads, sh.hd, sh.rot, cs.data());
     }
     auto dx = upload(x), dpos = upload(pos), dfac = upload(factors);
-    rope_args a{sh.heads, sh.hd, sh.rot, 500000.0f, 0.5f, sh.factors ? dfac.as<float>() : nullptr};
+    rope_args a;
+    a.n_heads = sh.heads, a.head_dim = sh.hd, a.n_rot = sh.rot, a.freq_base = 500000.0f, a.freq_scale = 0.5f;
+    a.freq_factors = sh.factors ? dfac.as<float>() : nullptr;
+    a.mscale = sh.mscale, a.neox = sh.neox;
     launch_rope(dx.as<float>(), dpos.as<int32_t>(), T, a, s());
     const auto got = download<float>(dx, x.size());
-    EXPECT_LT(max_rel_error(got, std::vector<double>(ref.begin(), ref.end()), 1e-2), 1e-4) << sh.heads << "/" << sh.hd;
+    EXPECT_LT(max_rel_error(got, std::vector<double>(ref.begin(), ref.end()), 1e-2), 1e-4)
+        << sh.heads << "/" << sh.hd << (sh.neox ? " neox" : " normal");
+  }
+}
+
+// GeGLU as the CPU's half-precision GELU table; bias rows, scaling and soft-capping.
+TEST_F(Kernels, GegluBiasScaleSoftcap) {
+  const size_t n = 3 * 1024 + 5;
+  auto g = random_floats(n, 61, 12.0f);  // past +-10 too, where the table is not used
+  g[0] = -10.0f, g[1] = 10.0f, g[2] = 0.0f;
+  const auto u = random_floats(n, 62);
+  auto dg = upload(g), du = upload(u);
+  launch_geglu(dg.as<float>(), du.as<float>(), n, s());
+  auto got = download<float>(dg, n);
+  std::vector<float> want = g;
+  kernels::geglu(static_cast<int64_t>(n), want.data(), u.data());
+  for (size_t i = 0; i < n; ++i) {
+    // tanhf on the device may differ from the host's by an ulp before the half rounding.
+    ASSERT_LE(std::abs(got[i] - want[i]), 1e-3 * std::abs(want[i]) + 1e-7) << i << " x=" << g[i];
+  }
+
+  const int32_t rows = 5, width = 96;
+  const auto y = random_floats(static_cast<size_t>(rows) * width, 63), bias = random_floats(width, 64);
+  auto dy = upload(y), db = upload(bias);
+  launch_add_bias(dy.as<float>(), db.as<float>(), rows, width, s());
+  launch_scale(dy.as<float>(), y.size(), 3.0f, s());
+  got = download<float>(dy, y.size());
+  for (int32_t r = 0; r < rows; ++r) {
+    for (int32_t i = 0; i < width; ++i) {
+      ASSERT_EQ(got[static_cast<size_t>(r) * width + i], (y[static_cast<size_t>(r) * width + i] + bias[i]) * 3.0f);
+    }
+  }
+  launch_softcap(dy.as<float>(), y.size(), 2.5f, s());
+  const auto capped = download<float>(dy, y.size());
+  for (size_t i = 0; i < y.size(); ++i) {
+    ASSERT_NEAR(capped[i], std::tanh(got[i] / 2.5f) * 2.5f, 1e-6) << i;
+    ASSERT_LE(std::abs(capped[i]), 2.5f);
   }
 }
 

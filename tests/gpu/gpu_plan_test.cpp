@@ -17,6 +17,7 @@
 #include "gpu/plan/sampling_cut.h"
 #include "gpu/plan/sampling_inputs.h"
 #include "gpu/plan/step_packing.h"
+#include "gpu/plan/matrix_stacks.h"
 #include "gpu/plan/workspace_plan.h"
 
 namespace tandem::gpu {
@@ -593,6 +594,27 @@ TEST(AttentionPlan, PrefillTileBoundHoldsForRandomSteps) {
     for (const auto& t : tiles) rows += static_cast<size_t>(t.n_rows);
     EXPECT_EQ(rows, row_seq.size());
   }
+}
+
+// --- Stacked weight matrices (gpu/plan/matrix_stacks.h) -------------------------------------
+
+TEST(MatrixStacks, ConsecutiveMatricesOfOneTypeAndWidthStack) {
+  using P = matrix_part;
+  const auto q4k = tensor_type::q4_k, q6k = tensor_type::q6_k, bf16 = tensor_type::bf16;
+  // Llama q, k, v of one type: one stack of three.
+  EXPECT_EQ(plan_matrix_stacks({P{q4k, 4096, 4096}, P{q4k, 1024, 4096}, P{q4k, 1024, 4096}}, 3),
+            (std::vector<std::vector<size_t>>{{0, 1, 2}}));
+  // Q4_K_M's v in Q6_K: q|k and v.
+  EXPECT_EQ(plan_matrix_stacks({P{q4k, 4096, 4096}, P{q4k, 1024, 4096}, P{q6k, 1024, 4096}}, 3),
+            (std::vector<std::vector<size_t>>{{0, 1}, {2}}));
+  // q alone, k|v: stacking is of neighbours only.
+  EXPECT_EQ(plan_matrix_stacks({P{q6k, 64, 256}, P{q4k, 32, 256}, P{q4k, 32, 256}}, 3),
+            (std::vector<std::vector<size_t>>{{0}, {1, 2}}));
+  // Widths must agree; the limit cuts a run.
+  EXPECT_EQ(plan_matrix_stacks({P{bf16, 8, 256}, P{bf16, 8, 512}}, 3), (std::vector<std::vector<size_t>>{{0}, {1}}));
+  EXPECT_EQ(plan_matrix_stacks({P{bf16, 8, 64}, P{bf16, 8, 64}, P{bf16, 8, 64}}, 2),
+            (std::vector<std::vector<size_t>>{{0, 1}, {2}}));
+  EXPECT_TRUE(plan_matrix_stacks({}, 3).empty());
 }
 
 }  // namespace
