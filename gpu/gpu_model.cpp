@@ -378,10 +378,9 @@ void gpu_model::enqueue_packed(const packed_step& ps, const pinned_buffer& stage
   rq.neox = arch.rope == rope_style::neox;
   rope_args rk = rq;
   rk.n_heads = static_cast<int32_t>(c.n_head_kv);
-  const split_plan sp =
-      plan_attention_splits(static_cast<uint32_t>(T) * attention_blocks_per_token(c.n_head, c.n_head_kv),
-                            static_cast<uint32_t>(ps.max_keys),
-                            options_.block_tokens, static_cast<uint32_t>(sm_count_), options_.limits.max_splits);
+  const split_plan sp = plan_attention_splits(
+      static_cast<uint32_t>(T) * attention_blocks_per_token(c.n_head, c.n_head_kv), static_cast<uint32_t>(ps.max_keys),
+      options_.block_tokens, static_cast<uint32_t>(sm_count_), options_.limits.max_splits);
   // The scale multiplies q before the dot products (the kernel folds it into q), which is
   // the query pre-scaling gemma3 asks for too.
   const float scale = c.attention_scale > 0.0f ? c.attention_scale : 1.0f / std::sqrt(static_cast<float>(c.head_dim));

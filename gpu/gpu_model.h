@@ -123,11 +123,11 @@ class gpu_model {
  private:
   struct layer {
     device_buffer attn_norm, ffn_norm;
-    device_buffer bq, bk, bv;                       // qwen2 (empty when the file has none)
-    device_buffer q_norm, k_norm;                   // qwen3, gemma3: per-head RMSNorm weights
-    device_buffer post_attn_norm, post_ffn_norm;    // gemma3
-    std::vector<device_matrix> qkv;      // q, k, v in order, stacked where their types agree
-    std::vector<device_matrix> gate_up;  // gate, up
+    device_buffer bq, bk, bv;                     // qwen2 (empty when the file has none)
+    device_buffer q_norm, k_norm;                 // qwen3, gemma3: per-head RMSNorm weights
+    device_buffer post_attn_norm, post_ffn_norm;  // gemma3
+    std::vector<device_matrix> qkv;               // q, k, v in order, stacked where their types agree
+    std::vector<device_matrix> gate_up;           // gate, up
     device_matrix wo, w_down;
   };
   void finish_matrix(device_matrix& m, const std::vector<matrix_part>& parts);

@@ -196,34 +196,32 @@ TEST_F(GpuGraphs, DecodeGraphsMatchEagerAndCpu) {
   EXPECT_EQ(eager.graphs().captures + eager.graphs().replays, 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, GpuForward,
-                         ::testing::Values(shape_case{"q4_1_gqa_tied", 128, 4, 2, 256, tensor_type::q4_1, true},
-                                           shape_case{"q4_0_mha", 256, 4, 4, 512, tensor_type::q4_0, false},
-                                           shape_case{"q8_0_hd64", 256, 4, 1, 384, tensor_type::q8_0, true},
-                                           shape_case{"f16", 128, 2, 2, 256, tensor_type::f16, false},
-                                           shape_case{"bf16_hd128", 256, 2, 1, 512, tensor_type::bf16, false},
-                                           shape_case{"f32", 128, 4, 2, 256, tensor_type::f32, true},
-                                           // The mixtures people download: Q4_K and Q6_K (attn_v and
-                                           // ffn_down of layer 1, the head), Q5_K, and Q4_K_M on a
-                                           // width that is not a multiple of 256 (Q5_0 and Q8_0
-                                           // fallbacks, as in Qwen2.5-0.5B's 896).
-                                           shape_case{"q4_k_m", 256, 4, 2, 512, tensor_type::q4_k, false, "Q4_K_M"},
-                                           shape_case{"q5_k_m_tied", 256, 4, 1, 768, tensor_type::q5_k, true, "Q5_K_M"},
-                                           shape_case{"q6_k", 256, 2, 2, 512, tensor_type::q6_k, false, "Q6_K"},
-                                           shape_case{"q4_k_m_q5_0", 192, 3, 1, 512, tensor_type::q4_k, false,
-                                                      "Q4_K_M"},
-                                           // Every architecture as data plus hooks: qwen2's biases,
-                                           // qwen3's per-head norms, gemma3's scaled embeddings, GeGLU
-                                           // and post-norms, phi3's fused q|k|v and gate|up and
-                                           // LongRoPE, NeoX RoPE in all four.
-                                           shape_case{"qwen2", 256, 4, 2, 512, tensor_type::q8_0, true, nullptr, "qwen2"},
-                                           shape_case{"qwen3_q4_k_m", 256, 4, 2, 512, tensor_type::q4_k, false, "Q4_K_M",
-                                                      "qwen3"},
-                                           shape_case{"gemma3", 256, 4, 1, 512, tensor_type::bf16, true, nullptr, "gemma3"},
-                                           shape_case{"phi3", 256, 4, 4, 512, tensor_type::q4_0, false, nullptr, "phi3"},
-                                           shape_case{"phi3_longrope", 256, 4, 4, 512, tensor_type::q8_0, false, nullptr,
-                                                      "phi3", 1024}),
-                         [](const auto& case_info) { return std::string(case_info.param.name); });
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, GpuForward,
+    ::testing::Values(shape_case{"q4_1_gqa_tied", 128, 4, 2, 256, tensor_type::q4_1, true},
+                      shape_case{"q4_0_mha", 256, 4, 4, 512, tensor_type::q4_0, false},
+                      shape_case{"q8_0_hd64", 256, 4, 1, 384, tensor_type::q8_0, true},
+                      shape_case{"f16", 128, 2, 2, 256, tensor_type::f16, false},
+                      shape_case{"bf16_hd128", 256, 2, 1, 512, tensor_type::bf16, false},
+                      shape_case{"f32", 128, 4, 2, 256, tensor_type::f32, true},
+                      // The mixtures people download: Q4_K and Q6_K (attn_v and
+                      // ffn_down of layer 1, the head), Q5_K, and Q4_K_M on a
+                      // width that is not a multiple of 256 (Q5_0 and Q8_0
+                      // fallbacks, as in Qwen2.5-0.5B's 896).
+                      shape_case{"q4_k_m", 256, 4, 2, 512, tensor_type::q4_k, false, "Q4_K_M"},
+                      shape_case{"q5_k_m_tied", 256, 4, 1, 768, tensor_type::q5_k, true, "Q5_K_M"},
+                      shape_case{"q6_k", 256, 2, 2, 512, tensor_type::q6_k, false, "Q6_K"},
+                      shape_case{"q4_k_m_q5_0", 192, 3, 1, 512, tensor_type::q4_k, false, "Q4_K_M"},
+                      // Every architecture as data plus hooks: qwen2's biases,
+                      // qwen3's per-head norms, gemma3's scaled embeddings, GeGLU
+                      // and post-norms, phi3's fused q|k|v and gate|up and
+                      // LongRoPE, NeoX RoPE in all four.
+                      shape_case{"qwen2", 256, 4, 2, 512, tensor_type::q8_0, true, nullptr, "qwen2"},
+                      shape_case{"qwen3_q4_k_m", 256, 4, 2, 512, tensor_type::q4_k, false, "Q4_K_M", "qwen3"},
+                      shape_case{"gemma3", 256, 4, 1, 512, tensor_type::bf16, true, nullptr, "gemma3"},
+                      shape_case{"phi3", 256, 4, 4, 512, tensor_type::q4_0, false, nullptr, "phi3"},
+                      shape_case{"phi3_longrope", 256, 4, 4, 512, tensor_type::q8_0, false, nullptr, "phi3", 1024}),
+    [](const auto& case_info) { return std::string(case_info.param.name); });
 
 // Sliding-window layers (gemma3 with a window) are refused by name when the model is built,
 // before anything touches the device (so this runs without a GPU too).
