@@ -194,13 +194,39 @@ void gpu_model::check_shape() {
   sm_count_ = memory_info().sm_count;
 }
 
+void gpu_model::for_each_matrix(const std::function<void(device_matrix&)>& fn) {
+  fn(token_embd_);
+  if (!tied_) fn(output_);
+  for (layer& l : layers_) {
+    for (auto& m : l.qkv) fn(m);
+    fn(l.wo);
+    for (auto& m : l.gate_up) fn(m);
+    fn(l.w_down);
+  }
+}
+
 void gpu_model::finish_setup(size_t max_w) {
   const model_config& c = config_;
   // Workspace for the largest step, then the KV pool from what is left.
   const model_shape shape{c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim, c.n_ff, c.n_vocab};
   plan_ = plan_workspace(shape, options_.limits);
   work_ = device_buffer(plan_.total);
-  // GEMM scratch: the largest quantized matrix as BF16, the largest activation as 16 bits.
+  if (options_.bf16_shadow) {
+    // Large steps multiply BF16 copies of the quantized matrices, made once here, instead of
+    // dequantizing a whole matrix into scratch before every product.
+    stream up;
+    for_each_matrix([&](device_matrix& m) {
+      // An untied embedding is only gathered from, never multiplied.
+      if (!m.quantized() || (&m == &token_embd_ && !tied_)) return;
+      m.shadow = device_buffer(static_cast<size_t>(m.layout.rows) * static_cast<size_t>(m.layout.cols) * 2);
+      launch_dequantize_bf16(m.layout, m.bytes.data(), 0, m.layout.rows, m.shadow.as<uint16_t>(), up.handle());
+      weight_bytes_ += m.shadow.bytes();
+    });
+    up.synchronize();
+    if (!options_.keep_dequantize_scratch) max_w = 0;
+  }
+  // GEMM scratch: the largest quantized matrix as BF16 (none with the copies, as gpu_sizing
+  // plans it), the largest activation as 16 bits.
   const size_t max_rows = std::max(options_.limits.max_tokens, options_.limits.max_logit_rows);
   gemm_ = std::make_unique<gemm_engine>(max_w, max_rows * std::max({c.n_embd, c.q_dim(), c.n_ff}));
   const size_t scratch_bytes = plan_.total + gemm_->scratch_bytes();
@@ -259,9 +285,12 @@ void gpu_model::project(const device_matrix* const* ms, size_t n, const float* x
   for (size_t i = 0; i < n; ++i) {
     const device_matrix& m = *ms[i];
     if (gemm) {
+      const bool shadow = use_shadow_ && m.shadow.bytes() > 0;
+      const matrix_layout dense = shadow ? layout_of(tensor_type::bf16, m.layout.rows, m.layout.cols) : m.layout;
       for (int32_t k = 0; k < m.n_parts; ++k) {
         const int32_t row0 = k ? m.part_end[k - 1] : 0;
-        gemm_->matmul(m.layout, m.bytes.data(), row0, m.part_end[k] - row0, x, n_tok, outs[o++], s);
+        gemm_->matmul(dense, shadow ? m.shadow.data() : m.bytes.data(), row0, m.part_end[k] - row0, x, n_tok, outs[o++],
+                      s);
       }
     } else {
       gemv_outputs go;

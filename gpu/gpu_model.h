@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -48,6 +49,8 @@ struct device_matrix {
   int32_t n_parts = 1;
   int32_t part_end[kMaxGemvOutputs] = {0, 0, 0};  // cumulative rows of the parts
   gemv_variant variant[4];                        // per GEMV token tile 1, 2, 4, 8
+  // With gpu_model_options::bf16_shadow, a quantized matrix's BF16 copy [rows][cols].
+  device_buffer shadow;
 
   bool quantized() const { return fmt_is_quantized(layout.type); }
   static bool fmt_is_quantized(tensor_type t) {
@@ -67,6 +70,13 @@ struct gpu_model_options {
   // Decode steps (one token per sequence) as CUDA graphs, padded to a bucket; off: every
   // step launches its kernels one by one (--enforce-eager).
   bool cuda_graphs = false;
+  // Keep a BF16 copy of every quantized matrix for the tensor-core GEMM of large steps
+  // (prefill), instead of dequantizing each matrix into scratch before every product; the
+  // GEMV of decode steps keeps reading the quantized weights. gpu_sizing decides it
+  // (gpu/plan/gpu_sizing.h: when the copies leave the KV pool at least half its size).
+  bool bf16_shadow = false;
+  // Benchmarks: keep the dequantization scratch beside the copies (use_bf16_shadow(false)).
+  bool keep_dequantize_scratch = false;
 };
 
 struct graph_counts {
@@ -117,6 +127,12 @@ class gpu_model {
   // Device buffer for sampled ids, one per logit row.
   int32_t* sampled() const;
 
+  // Benchmarks: large steps read the BF16 copies (when made, the default) or dequantize
+  // each quantized matrix before its product (needs keep_dequantize_scratch), to measure one
+  // against the other.
+  void use_bf16_shadow(bool on) { use_shadow_ = on; }
+  bool has_bf16_shadow() const { return options_.bf16_shadow; }
+
   // Tests and benchmarks: runs a step and copies the logits into `out` (blocks on `s`).
   void forward(const step_input& in, stream& s, step_output& out);
 
@@ -131,6 +147,8 @@ class gpu_model {
     device_matrix wo, w_down;
   };
   void finish_matrix(device_matrix& m, const std::vector<matrix_part>& parts);
+  // Every weight matrix the model holds (token_embd, output when untied, then each layer's).
+  void for_each_matrix(const std::function<void(device_matrix&)>& fn);
   // y_i = W_i x for every part of every matrix in `ms` (which all read x [n_tok][cols]):
   // x quantized once for the quantized ones when the step is small enough for the GEMV.
   void project(const device_matrix* const* ms, size_t n, const float* x, int32_t n_tok, float* const* outs,
@@ -165,6 +183,7 @@ class gpu_model {
   std::unique_ptr<gemm_engine> gemm_;
   std::unique_ptr<graph_cache<cuda_graph>> graphs_;  // null: eager only
   graph_counts graph_counts_;
+  bool use_shadow_ = true;
 };
 
 }  // namespace tandem::gpu

@@ -23,19 +23,20 @@ std::string gpu_memory_utilization_error(double u) {
   return buf;
 }
 
-gpu_sizing size_gpu_runtime(const gpu_sizing_request& r) {
+namespace {
+
+// The sizing with the BF16 copies kept (shadow) or not.
+gpu_sizing size_with(const gpu_sizing_request& r, bool shadow) {
   gpu_sizing out;
-  if (auto e = gpu_memory_utilization_error(r.utilization); !e.empty()) {
-    out.error = "--gpu-memory-utilization " + e;
-    return out;
-  }
-  out.scratch_bytes = gpu_scratch_bytes(r.shape, r.limits, r.max_quant_weight_elems);
+  out.bf16_shadow = shadow;
+  // With the copies, no product dequantizes a matrix into scratch.
+  out.scratch_bytes = gpu_scratch_bytes(r.shape, r.limits, shadow ? 0 : r.max_quant_weight_elems);
   const kv_geometry geo{r.shape.n_layer, r.shape.n_head_kv, r.shape.head_dim, r.block_tokens, 2};
   memory_budget budget;
   budget.total_bytes = r.total_bytes;
   budget.free_bytes = r.free_bytes;
   budget.utilization = r.utilization;
-  budget.weight_bytes = r.weight_bytes;
+  budget.weight_bytes = r.weight_bytes + (shadow ? r.bf16_shadow_bytes : 0);
   budget.workspace_bytes = out.scratch_bytes;
   out.kv = plan_kv_pool(geo, budget);
   char util[32];
@@ -65,6 +66,23 @@ gpu_sizing size_gpu_runtime(const gpu_sizing_request& r) {
   }
   out.kv_tokens = blocks * r.block_tokens;
   return out;
+}
+
+}  // namespace
+
+gpu_sizing size_gpu_runtime(const gpu_sizing_request& r) {
+  if (auto e = gpu_memory_utilization_error(r.utilization); !e.empty()) {
+    gpu_sizing out;
+    out.error = "--gpu-memory-utilization " + e;
+    return out;
+  }
+  using policy = gpu_sizing_request::shadow_policy;
+  const gpu_sizing without = size_with(r, false);
+  if (r.bf16_shadow_bytes == 0 || r.shadow == policy::never) return without;
+  const gpu_sizing with = size_with(r, true);
+  if (r.shadow == policy::always) return with;
+  const bool keeps_half = with.error.empty() && with.kv.n_blocks >= without.kv.n_blocks / 2;
+  return keeps_half ? with : without;
 }
 
 }  // namespace tandem::gpu

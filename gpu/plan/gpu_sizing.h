@@ -36,13 +36,19 @@ struct gpu_sizing_request {
   double utilization = 0.9;
   uint64_t kv_tokens_requested = 0;        // --kv-cache-tokens; 0 = all that fits
   size_t total_bytes = 0, free_bytes = 0;  // the device's, at start-up
+  // BF16 copies of the quantized matrices for the GEMM of large steps (gpu_model_options::
+  // bf16_shadow): their bytes, and whether to keep them. Auto keeps them when the KV pool
+  // with them is at least half the pool without (and holds a requested --kv-cache-tokens).
+  size_t bf16_shadow_bytes = 0;
+  enum class shadow_policy { automatic, always, never } shadow = shadow_policy::automatic;
 };
 
 struct gpu_sizing {
   uint64_t kv_tokens = 0;  // whole blocks for the scheduler; 0 when error is set
   kv_plan kv;              // the pool the budget allows (the scheduler's blocks + 1 scratch block)
   size_t scratch_bytes = 0;
-  std::string error;  // one line, naming the flag to change
+  bool bf16_shadow = false;  // keep the BF16 copies (their bytes are then in the weights)
+  std::string error;         // one line, naming the flag to change
 };
 
 gpu_sizing size_gpu_runtime(const gpu_sizing_request& r);

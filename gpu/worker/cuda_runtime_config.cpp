@@ -45,6 +45,10 @@ std::string configure_cuda_runtime(runtime_config& cfg, const cuda_runtime_optio
     }
     if (t.n_dims == 2 && is_quantized(t.type)) {
       r.max_quant_weight_elems = std::max(r.max_quant_weight_elems, static_cast<size_t>(t.n_elements()));
+      // gpu_model copies every quantized matrix a product reads (not an untied embedding).
+      if (t.name != "token_embd.weight" || !file.find_tensor("output.weight")) {
+        r.bf16_shadow_bytes += static_cast<size_t>(t.n_elements()) * 2;
+      }
     }
   }
   const uint32_t max_len = cfg.max_model_len > 0 ? std::min(cfg.max_model_len, mc.n_ctx_train) : mc.n_ctx_train;

@@ -196,6 +196,43 @@ TEST_F(GpuGraphs, DecodeGraphsMatchEagerAndCpu) {
   EXPECT_EQ(eager.graphs().captures + eager.graphs().replays, 0u);
 }
 
+// Large steps multiply BF16 copies of the quantized matrices made once at load: the same
+// values the per-product dequantization makes, so the same logits (the copies are exact).
+TEST_F(GpuGraphs, Bf16CopiesGiveThePerProductDequantization) {
+  synthetic_model_spec spec;
+  spec.n_layer = 2;
+  spec.n_embd = 256;
+  spec.n_head = 4;
+  spec.n_head_kv = 2;
+  spec.n_ff = 512;
+  spec.n_vocab = 512;
+  spec.tied_output = false;
+  spec.file_type = gguf::parse_file_type("Q4_K_M");
+  spec.seed = 13;
+  const auto bytes = make_synthetic_model(spec).serialize();
+  const gguf::file file = gguf::file::parse(bytes);
+  model cpu(file, model_options{2});
+  kv_pool cache(cpu.config(), kv_pool_options{16, 64 * 16, 0});
+  gpu_model_options opt = small_model_options(4);
+  opt.bf16_shadow = true;
+  opt.keep_dequantize_scratch = true;
+  gpu_model gpu(cpu.config(), cpu.weights(), opt);
+  ASSERT_TRUE(gpu.has_bf16_shadow());
+  stream st;
+  std::mt19937 rng(17);
+  std::vector<int32_t> prompt(40);
+  for (auto& t : prompt) t = static_cast<int32_t>(rng() % spec.n_vocab);
+  step_input in;
+  in.seqs.push_back({1, prompt, 0, {3, 1, 4}, true, false});  // 40 tokens: the GEMM path
+  step_output with, without, want;
+  gpu.forward(in, st, with);
+  gpu.use_bf16_shadow(false);
+  gpu.forward(in, st, without);
+  cpu.forward(in, cache, want);
+  expect_rows_close(with, without, 1e-5, "copies vs dequantizing");
+  expect_rows_close(with, want, tolerance(tensor_type::q4_k), "copies vs the CPU engine");
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Shapes, GpuForward,
     ::testing::Values(shape_case{"q4_1_gqa_tied", 128, 4, 2, 256, tensor_type::q4_1, true},

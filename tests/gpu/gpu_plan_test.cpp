@@ -617,5 +617,37 @@ TEST(MatrixStacks, ConsecutiveMatricesOfOneTypeAndWidthStack) {
   EXPECT_TRUE(plan_matrix_stacks({}, 3).empty());
 }
 
+// --- BF16 copies of quantized matrices for the GEMM of large steps (gpu_sizing) -------------
+
+TEST(GpuSizing, Bf16CopiesKeptWhereTheyLeaveHalfTheKvPool) {
+  // Llama-3-8B in Q4_K_M: 4.9 GB of weights, 15 GB as BF16 copies.
+  gpu_sizing_request r = llama3_8b_on_h200();
+  r.weight_bytes = size_t{4920} << 20;
+  r.max_quant_weight_elems = size_t{128256} * 4096;  // the Q6_K head
+  r.bf16_shadow_bytes = size_t{15} * kGiB;
+  const gpu_sizing h200 = size_gpu_runtime(r);
+  ASSERT_EQ(h200.error, "");
+  EXPECT_TRUE(h200.bf16_shadow);  // ~100 GB of KV either way
+  // The copies replace the per-product dequantization scratch (the head's 1 GB).
+  gpu_sizing_request never = r;
+  never.shadow = gpu_sizing_request::shadow_policy::never;
+  const gpu_sizing without = size_gpu_runtime(never);
+  EXPECT_FALSE(without.bf16_shadow);
+  EXPECT_EQ(without.scratch_bytes - h200.scratch_bytes, r.max_quant_weight_elems * 2);
+  EXPECT_GT(without.kv_tokens, h200.kv_tokens);
+
+  // A 24 GB card: the copies would take most of the KV pool, so they are not kept.
+  r.total_bytes = 24 * kGiB;
+  r.free_bytes = 23 * kGiB;
+  const gpu_sizing small = size_gpu_runtime(r);
+  ASSERT_EQ(small.error, "");
+  EXPECT_FALSE(small.bf16_shadow);
+  r.shadow = gpu_sizing_request::shadow_policy::always;
+  EXPECT_TRUE(size_gpu_runtime(r).bf16_shadow);
+  // A BF16 model has nothing to copy.
+  gpu_sizing_request bf16 = llama3_8b_on_h200();
+  EXPECT_FALSE(size_gpu_runtime(bf16).bf16_shadow);
+}
+
 }  // namespace
 }  // namespace tandem::gpu
