@@ -358,9 +358,19 @@ step_rows gpu_model::enqueue_forward(const step_input& in, stream_handle s, uint
   packed_step ps = pack_step(in, po,
                              {host(plan_.tokens), host(plan_.positions), host(plan_.row_seq), host(plan_.slots),
                               host(plan_.out_rows), host(plan_.tables)});
+  // Prompt chunks, verification and mixed steps: the tiled attention's tiles travel in the
+  // same copy. Decode steps (graphed or not) keep the split-K decode kernel.
+  int32_t n_tiles = 0;
+  if (plan_.max_tiles > 0 && !is_decode_step(in)) {
+    const auto tiles = plan_prefill_tiles(host(plan_.row_seq), host(plan_.positions), ps.n_tokens,
+                                          prefill_tile_tokens(config_.n_head, config_.n_head_kv));
+    if (tiles.size() > plan_.max_tiles) throw std::logic_error("gpu_model: more prefill tiles than planned");
+    std::memcpy(host(plan_.tiles), tiles.data(), tiles.size() * sizeof(prefill_tile));
+    n_tiles = static_cast<int32_t>(tiles.size());
+  }
   switch (d.action) {
     case graph_action::eager:
-      enqueue_packed(ps, stage, s);
+      enqueue_packed(ps, stage, n_tiles, s);
       ++graph_counts_.eager;
       break;
     case graph_action::replay:
@@ -372,7 +382,7 @@ step_rows gpu_model::enqueue_forward(const step_input& in, stream_handle s, uint
       // attention split plan covers the width's whole capacity, not this step's context.
       ps.max_keys = static_cast<int32_t>(d.width * options_.block_tokens);
       gemm_->bind_stream(s);
-      cuda_graph g = cuda_graph::capture(s, [&] { enqueue_packed(ps, stage, s); });
+      cuda_graph g = cuda_graph::capture(s, [&] { enqueue_packed(ps, stage, n_tiles, s); });
       graphs_->store(slot, d, std::move(g)).launch(s);
       ++graph_counts_.captures;
       break;
@@ -381,7 +391,7 @@ step_rows gpu_model::enqueue_forward(const step_input& in, stream_handle s, uint
   return rows;
 }
 
-void gpu_model::enqueue_packed(const packed_step& ps, const pinned_buffer& stage, stream_handle s) {
+void gpu_model::enqueue_packed(const packed_step& ps, const pinned_buffer& stage, int32_t n_tiles, stream_handle s) {
   const model_config& c = config_;
   const int32_t E = static_cast<int32_t>(c.n_embd), F = static_cast<int32_t>(c.n_ff);
   const int64_t T = ps.n_tokens;
@@ -440,8 +450,13 @@ void gpu_model::enqueue_packed(const packed_step& ps, const pinned_buffer& stage
     launch_rope(k, ibuf(plan_.positions), nt, rk, s);
     const kv_layer kv = kv_of(li);
     launch_kv_store(k, v, ibuf(plan_.slots), nt, kv, s);
-    launch_paged_attention(q, ibuf(plan_.positions), ibuf(plan_.row_seq), ibuf(plan_.tables), nt, kv, aa,
-                           fbuf(plan_.partials), attn, s);
+    if (n_tiles > 0) {
+      launch_prefill_attention(q, ibuf(plan_.positions), ibuf(plan_.tables),
+                               reinterpret_cast<const prefill_tile*>(ibuf(plan_.tiles)), n_tiles, kv, aa, attn, s);
+    } else {
+      launch_paged_attention(q, ibuf(plan_.positions), ibuf(plan_.row_seq), ibuf(plan_.tables), nt, kv, aa,
+                             fbuf(plan_.partials), attn, s);
+    }
     matmul(w.wo, attn, nt, h, s);
     add_sublayer(w.post_attn_norm);
 

@@ -159,8 +159,9 @@ class gpu_model {
   int32_t* ibuf(size_t offset) const { return reinterpret_cast<int32_t*>(static_cast<char*>(work_.data()) + offset); }
   kv_layer kv_of(uint32_t l) const;
   // The copy of the packed inputs and every kernel of a packed step (captured as a graph
-  // for decode steps).
-  void enqueue_packed(const packed_step& ps, const pinned_buffer& stage, stream_handle s);
+  // for decode steps); n_tiles > 0: attention by the tiled prefill kernel over that many
+  // tiles (staged with the inputs).
+  void enqueue_packed(const packed_step& ps, const pinned_buffer& stage, int32_t n_tiles, stream_handle s);
   void check_shape();
   // Workspace, KV pool, GEMM scratch and staging, once the weights are on the device.
   void finish_setup(size_t max_quant_weight_elems);

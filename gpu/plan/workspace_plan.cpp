@@ -1,5 +1,7 @@
 #include "gpu/plan/workspace_plan.h"
 
+#include "gpu/plan/launch_config.h"
+
 #include <algorithm>
 
 namespace tandem::gpu {
@@ -38,6 +40,10 @@ workspace_plan plan_workspace(const model_shape& m, const step_limits& lim) {
   take(p.slots, T * i);
   take(p.out_rows, size_t{lim.max_logit_rows} * i);
   take(p.tables, size_t{lim.max_seqs} * lim.max_table_width * i);
+  if (prefill_attention_supported(m.head_dim, m.n_head, m.n_head_kv)) {
+    p.max_tiles = max_prefill_tiles(lim.max_tokens, lim.max_seqs, prefill_tile_tokens(m.n_head, m.n_head_kv));
+  }
+  take(p.tiles, size_t{p.max_tiles} * sizeof(prefill_tile));
   take(p.sampled, size_t{lim.max_logit_rows} * i);
   p.total = at;
   return p;

@@ -5,7 +5,7 @@
 //   [gate T*F f32][up T*F f32][logits R*V f32][split partials S*(hd+2) f32]
 //   [activation quants M*W i8][their scales M*W/32 x 2 f32]   (M = max(T, R), W = widest input)
 //   [token ids T][positions T][row->seq T][KV slots T][logit rows R]
-//   [block tables B*W i32][sampled R i32]
+//   [block tables B*W i32][prefill tiles P x 3 i32][sampled R i32]
 #pragma once
 
 #include <cstddef>
@@ -33,7 +33,8 @@ struct workspace_plan {
   // The q8 runs of a matrix product's input (quantized weights' integer dot products).
   size_t act_q = 0, act_ds = 0;
   // The integer part [tokens, sampled) is filled by one host-to-device copy per step.
-  size_t tokens = 0, positions = 0, row_seq = 0, slots = 0, out_rows = 0, tables = 0, sampled = 0;
+  size_t tokens = 0, positions = 0, row_seq = 0, slots = 0, out_rows = 0, tables = 0, tiles = 0, sampled = 0;
+  uint32_t max_tiles = 0;  // prefill attention tiles (gpu/plan/launch_config.h) a step may need
   size_t total = 0;
 };
 

@@ -14,10 +14,10 @@
 #include "gpu/plan/graph_policy.h"
 #include "gpu/plan/kv_budget.h"
 #include "gpu/plan/launch_config.h"
+#include "gpu/plan/matrix_stacks.h"
 #include "gpu/plan/sampling_cut.h"
 #include "gpu/plan/sampling_inputs.h"
 #include "gpu/plan/step_packing.h"
-#include "gpu/plan/matrix_stacks.h"
 #include "gpu/plan/workspace_plan.h"
 
 namespace tandem::gpu {
@@ -222,9 +222,9 @@ TEST(Workspace, AlignedAndDisjoint) {
   lim.max_logit_rows = 256;
   lim.max_table_width = 512;
   const workspace_plan p = plan_workspace(m, lim);
-  const size_t offs[] = {p.x,      p.h,      p.q,      p.k,         p.v,       p.attn,     p.gate,
-                         p.up,     p.logits, p.partials, p.act_q,   p.act_ds,  p.tokens,   p.positions,
-                         p.row_seq, p.slots, p.out_rows, p.tables,  p.sampled};
+  const size_t offs[] = {p.x,       p.h,      p.q,        p.k,      p.v,      p.attn,   p.gate,
+                         p.up,      p.logits, p.partials, p.act_q,  p.act_ds, p.tokens, p.positions,
+                         p.row_seq, p.slots,  p.out_rows, p.tables, p.tiles,  p.sampled};
   for (size_t i = 0; i < std::size(offs); ++i) {
     EXPECT_EQ(offs[i] % kWorkspaceAlign, 0u) << i;
     if (i > 0) {
@@ -237,6 +237,11 @@ TEST(Workspace, AlignedAndDisjoint) {
   // element, then (d, s) per 32.
   EXPECT_EQ(p.act_ds - p.act_q, size_t{512} * 14336);
   EXPECT_GE(p.tokens - p.act_ds, size_t{512} * 14336 / 32 * 8);
+  // Tiles of the prefill attention for the worst step: 16 tokens a tile at 32/8 heads (64
+  // matrix rows / 4 query heads per KV head), every sequence cut separately.
+  EXPECT_EQ(p.max_tiles, max_prefill_tiles(512, lim.max_seqs, prefill_tile_tokens(32, 8)));
+  EXPECT_GT(p.max_tiles, 0u);
+  EXPECT_GE(p.sampled - p.tiles, size_t{p.max_tiles} * 12);
   EXPECT_GE(p.total, p.sampled + 256 * 4);
 }
 
