@@ -174,3 +174,35 @@ namespace tandem::gpu {
 void launch_random_weights(const matrix_layout& w, void* base, uint64_t seed, stream_handle s);
 
 }  // namespace tandem::gpu
+
+// --- Sampling additions: logit bias and log-probabilities on the device ------------------
+namespace tandem::gpu {
+
+// Logit bias, then repetition / frequency / presence penalties, in place, from each row's
+// adjusted tokens in CSR form (gpu/plan/sampling_inputs.h, logit_adjust_csr): entry j of row r
+// (j in [offsets[r], offsets[r+1])) is token tokens[j], seen counts[j] times (0: no penalty),
+// with bias[j] added first. saved[j] receives the token's raw logit, for launch_logprobs.
+// Rounding as the CPU sampler's (no fused multiply-add).
+void launch_adjust_logits(float* logits, int32_t n_rows, int32_t n_vocab, const int32_t* offsets, const int32_t* tokens,
+                          const int32_t* counts, const float* bias, const penalty_params* params, float* saved,
+                          stream_handle s);
+
+// Log-probabilities of the raw logits (the model's distribution, before bias, penalties and
+// temperature), as engine/sampling/sampler.h reports them: of the sampled token and of the
+// top_n best (logit descending, lower id first on ties; then, when fewer are usable, the
+// unusable ones by id at -inf).
+inline constexpr int32_t kMaxTopLogprobs = 20;
+struct row_logprobs {
+  float logprob = 0.0f;  // of the sampled token (0 when nothing was sampled)
+  int32_t n_top = 0;
+  int32_t top_ids[kMaxTopLogprobs];
+  float top_logprobs[kMaxTopLogprobs];
+};
+// For each row r with top_n[r] >= 0 (at most kMaxTopLogprobs): restores the raw logits the
+// adjustment changed (offsets/tokens/saved as launch_adjust_logits had them; offsets null:
+// none), then fills out[r] for the token sampled[r]. Other rows are left alone.
+void launch_logprobs(float* logits, int32_t n_rows, int32_t n_vocab, const int32_t* offsets, const int32_t* tokens,
+                     const float* saved, const int32_t* sampled, const int32_t* top_n, row_logprobs* out,
+                     stream_handle s);
+
+}  // namespace tandem::gpu

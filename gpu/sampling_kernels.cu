@@ -1,8 +1,9 @@
 // Sampling on the device: greedy argmax, Gumbel-max categorical draws (temperature, top-k,
-// top-p, min-p) and repetition/frequency/presence penalties. One block per row; CUB's
+// top-p, min-p), logit bias with repetition/frequency/presence penalties, and the raw
+// row's log-probabilities (sampled token and top-N). One block per row; CUB's
 // BlockReduce merges the threads' candidates; top-k and top-p find their cut by a radix
 // select on the logits' bits (weighted by count or by probability), without sorting the
-// row. Only token ids leave the device.
+// row. Only token ids (and asked-for log-probabilities) leave the device.
 #include <cuda_runtime.h>
 
 #include <cfloat>
@@ -246,6 +247,156 @@ __global__ void penalties_kernel(float* logits, int32_t n_vocab, const int32_t* 
   }
 }
 
+// Logit bias then penalties, entry by entry (each token once per row, so no two threads
+// write one logit), the raw value saved first. The rounding is the CPU sampler's: x + bias,
+// then x / r or x * r, then x - (presence + frequency * count), each rounded on its own.
+__global__ void adjust_kernel(float* logits, int32_t n_vocab, const int32_t* offsets, const int32_t* tokens,
+                              const int32_t* counts, const float* bias, const penalty_params* params, float* saved) {
+  const penalty_params p = params[blockIdx.x];
+  float* row = logits + static_cast<int64_t>(blockIdx.x) * n_vocab;
+  for (int32_t j = offsets[blockIdx.x] + threadIdx.x; j < offsets[blockIdx.x + 1]; j += blockDim.x) {
+    const int32_t tok = tokens[j];
+    if (tok < 0 || tok >= n_vocab) continue;
+    const float raw = row[tok];
+    saved[j] = raw;
+    float x = __fadd_rn(raw, bias[j]);
+    if (counts[j] > 0) {
+      x = x > 0.0f ? __fdiv_rn(x, p.repetition) : __fmul_rn(x, p.repetition);
+      x = __fsub_rn(x, __fadd_rn(p.presence, __fmul_rn(p.frequency, static_cast<float>(counts[j]))));
+    }
+    row[tok] = x;
+  }
+}
+
+// Log-probabilities of one row's raw logits, as engine/sampling/sampler.h's sample(): the
+// log-sum-exp over the usable logits (NaN and -inf excluded), logprob(x) = x - max - log sum
+// in double; with a +inf logit, 0 for the +inf ones and -inf for the rest.
+__global__ void logprobs_kernel(float* logits, int32_t n_vocab, const int32_t* offsets, const int32_t* tokens,
+                                const float* saved, const int32_t* sampled, const int32_t* top_n, row_logprobs* out) {
+  using reduce_f = cub::BlockReduce<float, kThreads>;
+  using reduce_i = cub::BlockReduce<int32_t, kThreads>;
+  using reduce_d = cub::BlockReduce<double, kThreads>;
+  __shared__ typename reduce_f::TempStorage tmp_f;
+  __shared__ typename reduce_i::TempStorage tmp_i;
+  __shared__ typename reduce_d::TempStorage tmp_d;
+  __shared__ select_shared sel;
+  __shared__ float s_max;
+  __shared__ int32_t s_usable;
+  __shared__ double s_log_sum;
+  __shared__ int32_t s_n;
+  __shared__ int32_t s_ids[kMaxTopLogprobs];
+  const int32_t asked = top_n[blockIdx.x];
+  if (asked < 0) return;  // the whole block leaves: no logprobs for this row
+  float* row = logits + static_cast<int64_t>(blockIdx.x) * n_vocab;
+  if (offsets != nullptr) {  // the raw logits back where bias and penalties changed them
+    for (int32_t j = offsets[blockIdx.x] + threadIdx.x; j < offsets[blockIdx.x + 1]; j += kThreads) {
+      if (tokens[j] >= 0 && tokens[j] < n_vocab) row[tokens[j]] = saved[j];
+    }
+  }
+  __syncthreads();
+  float mx = -INFINITY;
+  int32_t usable = 0;
+  for (int32_t i = threadIdx.x; i < n_vocab; i += kThreads) {
+    if (usable_logit(row[i])) {
+      mx = fmaxf(mx, row[i]);
+      ++usable;
+    }
+  }
+  mx = reduce_f(tmp_f).Reduce(mx, max_op{});
+  usable = reduce_i(tmp_i).Sum(usable);
+  if (threadIdx.x == 0) {
+    s_max = mx;
+    s_usable = usable;
+  }
+  __syncthreads();
+  mx = s_max;
+  usable = s_usable;
+  const bool finite_max = usable > 0 && mx < INFINITY;
+  double mass = 0.0;
+  if (finite_max) {
+    for (int32_t i = threadIdx.x; i < n_vocab; i += kThreads) {
+      if (usable_logit(row[i])) mass += static_cast<double>(expf(row[i] - mx));
+    }
+  }
+  mass = reduce_d(tmp_d).Sum(mass);
+  if (threadIdx.x == 0) s_log_sum = finite_max ? log(mass) : 0.0;
+  __syncthreads();
+  const double log_sum = s_log_sum;
+  auto log_prob = [&](float x) -> float {
+    if (!usable_logit(x)) return -INFINITY;
+    if (mx == INFINITY) return x == INFINITY ? 0.0f : -INFINITY;
+    return static_cast<float>(static_cast<double>(x) - static_cast<double>(mx) - log_sum);
+  };
+  row_logprobs& o = out[blockIdx.x];
+  if (threadIdx.x == 0) {
+    const int32_t t = sampled[blockIdx.x];
+    o.logprob = t >= 0 && t < n_vocab ? log_prob(row[t]) : 0.0f;
+  }
+  const int32_t want = min(min(asked, kMaxTopLogprobs), n_vocab);
+  // The best `want` usable tokens as a cut of the (logit descending, id ascending) order, or
+  // every usable token when there are no more than that.
+  prefix_cut cut;
+  if (want > 0 && want < usable) {
+    auto usable_key = [&](int32_t i, uint32_t& key) {
+      const float x = row[i];
+      if (!usable_logit(x)) return false;
+      key = order_key(x);
+      return true;
+    };
+    radix_select(
+        n_vocab, usable_key, [](int32_t) { return 1.0; }, static_cast<double>(want), sel);
+    cut = prefix_cut{sel.prefix, INT32_MAX};
+    const double need = want - sel.above, ties = sel.at;
+    if (need < ties) cut.id = tie_limit(row, n_vocab, cut.key, need, sel);
+  }
+  if (threadIdx.x == 0) s_n = 0;
+  __syncthreads();
+  if (want > 0) {
+    for (int32_t i = threadIdx.x; i < n_vocab; i += kThreads) {
+      const float x = row[i];
+      if (!usable_logit(x) || !cut.keeps(order_key(x), i)) continue;
+      const int32_t k = atomicAdd(&s_n, 1);
+      if (k < want) s_ids[k] = i;
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {  // at most kMaxTopLogprobs: insertion sort, best first
+    const int32_t n = min(s_n, want);
+    for (int32_t a = 1; a < n; ++a) {
+      const int32_t id = s_ids[a];
+      const uint32_t k = order_key(row[id]);
+      int32_t b = a;
+      for (; b > 0; --b) {
+        const uint32_t kb = order_key(row[s_ids[b - 1]]);
+        if (kb > k || (kb == k && s_ids[b - 1] < id)) break;
+        s_ids[b] = s_ids[b - 1];
+      }
+      s_ids[b] = id;
+    }
+    s_n = n;
+  }
+  __syncthreads();
+  if (threadIdx.x < 32 && s_n < want) {  // fewer usable than asked: the unusable ones by id
+    int32_t n = s_n;
+    for (int32_t base = 0; base < n_vocab && n < want; base += 32) {
+      const int32_t i = base + static_cast<int32_t>(threadIdx.x);
+      unsigned bad = __ballot_sync(0xFFFFFFFFu, i < n_vocab && !usable_logit(row[i]));
+      for (; bad != 0 && n < want; bad &= bad - 1) {
+        if (threadIdx.x == 0) s_ids[n] = base + __ffs(bad) - 1;
+        ++n;
+      }
+    }
+    __syncwarp();
+    if (threadIdx.x == 0) s_n = n;
+  }
+  __syncthreads();
+  if (threadIdx.x < s_n) {
+    o.top_ids[threadIdx.x] = s_ids[threadIdx.x];
+    o.top_logprobs[threadIdx.x] = log_prob(row[s_ids[threadIdx.x]]);
+  }
+  if (threadIdx.x == 0) o.n_top = s_n;
+}
+
 }  // namespace
 
 void launch_argmax(const float* logits, int32_t n_rows, int32_t n_vocab, int32_t* out, stream_handle s) {
@@ -266,6 +417,22 @@ void launch_penalties(float* logits, int32_t n_rows, int32_t n_vocab, const int3
   if (n_rows <= 0) return;
   penalties_kernel<<<n_rows, 128, 0, s>>>(logits, n_vocab, offsets, tokens, counts, params);
   check_launch("penalties");
+}
+
+void launch_adjust_logits(float* logits, int32_t n_rows, int32_t n_vocab, const int32_t* offsets, const int32_t* tokens,
+                          const int32_t* counts, const float* bias, const penalty_params* params, float* saved,
+                          stream_handle s) {
+  if (n_rows <= 0) return;
+  adjust_kernel<<<n_rows, 128, 0, s>>>(logits, n_vocab, offsets, tokens, counts, bias, params, saved);
+  check_launch("adjust_logits");
+}
+
+void launch_logprobs(float* logits, int32_t n_rows, int32_t n_vocab, const int32_t* offsets, const int32_t* tokens,
+                     const float* saved, const int32_t* sampled, const int32_t* top_n, row_logprobs* out,
+                     stream_handle s) {
+  if (n_rows <= 0) return;
+  logprobs_kernel<<<n_rows, kThreads, 0, s>>>(logits, n_vocab, offsets, tokens, saved, sampled, top_n, out);
+  check_launch("logprobs");
 }
 
 }  // namespace tandem::gpu

@@ -681,5 +681,247 @@ TEST_F(DeviceSampling, SamplingSkipsUnusableLogits) {
   for (int32_t t : draw(masked, sample_params{1.0f, 0.0f, 1, 0, 5, 0.5f}, 4)) EXPECT_EQ(t, -1);
 }
 
+// --- Logit bias and log-probabilities on the device against engine/sampling/sampler.h --------
+
+// One row of a device sampling step and the CPU sampler that should agree with it.
+struct lp_row {
+  std::vector<float> logits;
+  sample_params p{0.0f, 0.0f, 1, 0, 0, 1.0f};
+  penalty_params pen{};
+  std::vector<int32_t> history;
+  std::vector<int32_t> bias_ids;
+  std::vector<float> bias_values;
+  int32_t top_n = -1;  // -1: no logprobs
+
+  sampling_params cpu() const {
+    sampling_params c;
+    c.temperature = p.temperature;
+    c.min_p = p.min_p;
+    c.top_k = p.top_k;
+    c.top_p = p.top_p;
+    c.repetition_penalty = pen.repetition;
+    c.frequency_penalty = pen.frequency;
+    c.presence_penalty = pen.presence;
+    for (size_t i = 0; i < bias_ids.size(); ++i) c.logit_bias[bias_ids[i]] = bias_values[i];
+    c.logprobs = top_n >= 0;
+    c.top_logprobs = std::max(top_n, 0);
+    c.seed = 1;
+    return c;
+  }
+};
+
+struct lp_step {
+  std::vector<int32_t> ids;
+  std::vector<row_logprobs> lp;
+  std::vector<float> logits;  // after the step (adjusted rows, restored where logprobs were asked)
+};
+
+class DeviceLogprobs : public CudaTest {
+ protected:
+  lp_step run(const std::vector<lp_row>& rows) {
+    const auto V = static_cast<int32_t>(rows[0].logits.size());
+    const auto n = static_cast<int32_t>(rows.size());
+    std::vector<float> logits;
+    for (const auto& r : rows) logits.insert(logits.end(), r.logits.begin(), r.logits.end());
+    device_sampler ds(1);
+    ds.begin(n);
+    for (int32_t i = 0; i < n; ++i) {
+      const auto& r = rows[static_cast<size_t>(i)];
+      ds.set_row(i, r.p);
+      ds.set_penalties(i, r.pen, r.history);
+      ds.set_logit_bias(i, r.bias_ids, r.bias_values);
+      if (r.top_n >= 0) ds.set_logprobs(i, r.top_n);
+    }
+    auto dl = upload(logits);
+    auto dout = poisoned<int32_t>(rows.size());
+    ds.enqueue(dl.as<float>(), V, dout.as<int32_t>(), 0, s());
+    lp_step out;
+    out.ids = download<int32_t>(dout, rows.size());  // synchronises: the logprobs are back too
+    out.logits = download<float>(dl, logits.size());
+    for (int32_t i = 0; i < n; ++i) {
+      out.lp.push_back(rows[static_cast<size_t>(i)].top_n >= 0 ? ds.logprobs(0, i) : row_logprobs{});
+    }
+    return out;
+  }
+};
+
+// The CPU sampler's log-probability of `token` from the raw row, in double: the reference for
+// sampled rows, whose token the device draws from its own random stream.
+double raw_logprob(const std::vector<float>& row, int32_t token) {
+  double mx = -INFINITY;
+  for (float x : row) {
+    if (x > -INFINITY) mx = std::max(mx, static_cast<double>(x));
+  }
+  double sum = 0.0;
+  for (float x : row) {
+    if (x > -INFINITY) sum += std::exp(static_cast<double>(x) - mx);
+  }
+  return static_cast<double>(row[static_cast<size_t>(token)]) - mx - std::log(sum);
+}
+
+constexpr double kLogprobTolerance = 2e-5;
+
+// The host sampler's token (greedy rows), logprob and top-N (ids exactly, values within the
+// tolerance), as device_sequences reports them.
+void expect_host_logprobs(const lp_row& r, int32_t id, const row_logprobs& lp, bool greedy) {
+  sampler cpu(r.cpu());
+  const auto want = cpu.sample(r.logits, r.history);
+  if (greedy) {
+    ASSERT_EQ(id, want.token);
+  }
+  ASSERT_GE(id, 0);
+  if (greedy) {
+    EXPECT_NEAR(lp.logprob, want.logprob, kLogprobTolerance);
+  } else {
+    EXPECT_NEAR(lp.logprob, raw_logprob(r.logits, id), kLogprobTolerance);
+  }
+  ASSERT_EQ(lp.n_top, static_cast<int32_t>(want.top.size()));
+  for (int32_t k = 0; k < lp.n_top; ++k) {
+    EXPECT_EQ(lp.top_ids[k], want.top[static_cast<size_t>(k)].token) << "rank " << k;
+    if (std::isinf(want.top[static_cast<size_t>(k)].logprob)) {
+      EXPECT_EQ(lp.top_logprobs[k], want.top[static_cast<size_t>(k)].logprob) << "rank " << k;
+    } else {
+      EXPECT_NEAR(lp.top_logprobs[k], want.top[static_cast<size_t>(k)].logprob, kLogprobTolerance) << "rank " << k;
+    }
+  }
+}
+
+std::vector<int32_t> repeats(int32_t n, int32_t mod) {
+  std::vector<int32_t> h;
+  for (int32_t i = 0; i < n; ++i) h.push_back((i * 37) % mod);
+  return h;
+}
+
+// Greedy rows with bias and penalties, several top-N, a 128K vocabulary among them: the token,
+// its logprob and the top-N of the raw logits are the host sampler's; a row without logprobs
+// in the same step keeps its adjusted logits, exactly as the CPU adjusts them.
+TEST_F(DeviceLogprobs, GreedyWithBiasAndPenaltiesMatchesHostSampler) {
+  for (const int32_t V : {512, 128256}) {
+    SCOPED_TRACE(::testing::Message() << "vocabulary " << V);
+    std::vector<lp_row> rows(5);
+    for (size_t i = 0; i < rows.size(); ++i) rows[i].logits = random_floats(static_cast<size_t>(V), 31 + i, 6.0f);
+    rows[0].top_n = 0;
+    rows[1].top_n = 5;
+    rows[1].bias_ids = {3, 77, 3, V - 1, V + 5};  // a repeat (the last counts) and an id outside
+    rows[1].bias_values = {50.0f, -100.0f, 100.0f, 2.5f, 9.0f};
+    rows[2].top_n = 20;
+    rows[2].pen = {1.3f, 0.2f, 0.5f};
+    rows[2].history = repeats(40, 60);
+    rows[2].bias_ids = {10, 11, 12};
+    rows[2].bias_values = {-1.0f, 1.0f, 7.5f};
+    rows[3].top_n = 1;  // bias only: the biased token wins, its logprob is of the raw row
+    rows[3].bias_ids = {V / 2};
+    rows[3].bias_values = {100.0f};
+    rows[4].pen = {1.8f, 0.7f, 0.4f};  // no logprobs: left adjusted
+    rows[4].history = repeats(30, 50);
+    rows[4].bias_ids = {1, 2};
+    rows[4].bias_values = {-3.0f, 4.0f};
+    const auto got = run(rows);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      SCOPED_TRACE(::testing::Message() << "row " << i);
+      if (rows[i].top_n >= 0) {
+        expect_host_logprobs(rows[i], got.ids[i], got.lp[i], true);
+        const std::vector<float> after(got.logits.begin() + static_cast<std::ptrdiff_t>(i * V),
+                                       got.logits.begin() + static_cast<std::ptrdiff_t>((i + 1) * V));
+        EXPECT_EQ(after, rows[i].logits) << "raw logits restored";
+      } else {
+        sampler cpu(rows[i].cpu());
+        EXPECT_EQ(got.ids[i], cpu.sample(rows[i].logits, rows[i].history).token);
+      }
+    }
+    EXPECT_EQ(got.ids[3], V / 2);
+    // Row 4's logits as the CPU sampler adjusts them (bias, then penalties), bit for bit.
+    std::vector<float> want = rows[4].logits;
+    std::vector<int32_t> count(static_cast<size_t>(V), 0);
+    for (int32_t t : rows[4].history) ++count[static_cast<size_t>(t)];
+    want[1] += -3.0f;
+    want[2] += 4.0f;
+    for (int32_t t = 0; t < V; ++t) {
+      const int32_t c = count[static_cast<size_t>(t)];
+      if (c == 0) continue;
+      float& x = want[static_cast<size_t>(t)];
+      x = x > 0.0f ? x / rows[4].pen.repetition : x * rows[4].pen.repetition;
+      x -= rows[4].pen.presence + rows[4].pen.frequency * static_cast<float>(c);
+    }
+    const std::vector<float> after(got.logits.begin() + 4 * static_cast<std::ptrdiff_t>(V), got.logits.end());
+    EXPECT_EQ(after, want);
+  }
+}
+
+// Exact ties: the top-N of equal logits keeps the lower ids first, across the cut too.
+TEST_F(DeviceLogprobs, TopNTiesKeepLowerIdsFirst) {
+  std::vector<lp_row> rows(3);
+  rows[0].logits = flat_row(1000, -2.0f, {{900, 3.0f}, {800, 1.0f}, {40, 1.0f}, {500, 1.0f}, {7, 1.0f}});
+  rows[0].top_n = 3;  // 900, then 7 and 40 of the four tied at 1.0
+  rows[1].logits = flat_row(1000, 0.5f, {});
+  rows[1].top_n = 20;  // all tied: ids 0..19
+  rows[2].logits = flat_row(1000, -1.0f, {{999, -0.0f}, {4, 0.0f}, {3, -0.0f}});
+  rows[2].top_n = 2;  // signed zeros tie: 3 and 4
+  const auto got = run(rows);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    SCOPED_TRACE(::testing::Message() << "row " << i);
+    expect_host_logprobs(rows[i], got.ids[i], got.lp[i], true);
+  }
+  EXPECT_EQ(std::vector<int32_t>(got.lp[0].top_ids, got.lp[0].top_ids + 3), (std::vector<int32_t>{900, 7, 40}));
+  EXPECT_EQ(std::vector<int32_t>(got.lp[2].top_ids, got.lp[2].top_ids + 2), (std::vector<int32_t>{3, 4}));
+}
+
+// NaN and -inf are not usable: with fewer usable tokens than asked, the unusable ones follow
+// by id at -inf; a +inf logit takes all the probability; a row with nothing usable samples -1
+// and reports nothing.
+TEST_F(DeviceLogprobs, UnusableAndInfiniteLogits) {
+  const float nan = std::nanf(""), ninf = -INFINITY, pinf = INFINITY;
+  std::vector<lp_row> rows(4);
+  rows[0].logits = flat_row(300, ninf, {{250, 1.0f}, {4, nan}, {100, 2.0f}});
+  rows[0].top_n = 6;  // 100, 250, then 0, 1, 2, 3 (4 is NaN: unusable, but 0..3 come first)
+  rows[1].logits = flat_row(300, 0.25f, {{17, pinf}, {18, nan}, {19, ninf}});
+  rows[1].top_n = 3;
+  rows[2].logits = flat_row(300, ninf, {{9, nan}});
+  rows[2].top_n = 4;
+  rows[3].logits = random_floats(300, 41, 3.0f);
+  rows[3].logits[5] = nan, rows[3].logits[6] = ninf;
+  rows[3].top_n = 20;
+  const auto got = run(rows);
+  for (size_t i : {0u, 1u, 3u}) {
+    SCOPED_TRACE(::testing::Message() << "row " << i);
+    expect_host_logprobs(rows[i], got.ids[i], got.lp[i], true);
+  }
+  EXPECT_EQ(got.ids[2], -1);
+  EXPECT_EQ(got.lp[2].logprob, 0.0f);
+  EXPECT_EQ(got.ids[1], 17);
+  EXPECT_EQ(got.lp[1].logprob, 0.0f);
+}
+
+// Sampled rows (temperature, top-k, top-p, with bias and penalties): every draw is in the host
+// sampler's support, its logprob is that of the raw row, and the top-N are the host's.
+TEST_F(DeviceLogprobs, SampledRowsReportRawLogprobs) {
+  const int32_t V = 4096;
+  std::vector<lp_row> rows(64);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    auto& r = rows[i];
+    r.logits = random_floats(static_cast<size_t>(V), 51 + i, 5.0f);
+    r.p = sample_params{0.7f + 0.01f * static_cast<float>(i),
+                        0.0f,
+                        9,
+                        i,
+                        static_cast<int32_t>(i % 3 == 0 ? 40 : 0),
+                        i % 2 == 0 ? 0.9f : 1.0f};
+    r.pen = {1.1f, 0.3f, 0.2f};
+    r.history = repeats(static_cast<int32_t>(i % 20), 100);
+    r.bias_ids = {static_cast<int32_t>(i), 4000};
+    r.bias_values = {5.0f, -50.0f};
+    r.top_n = static_cast<int32_t>(i % 21);
+  }
+  const auto got = run(rows);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    SCOPED_TRACE(::testing::Message() << "row " << i);
+    sampler cpu(rows[i].cpu());
+    const auto& dist = cpu.distribution(rows[i].logits, rows[i].history);
+    EXPECT_TRUE(std::any_of(dist.begin(), dist.end(), [&](const token_prob& t) { return t.token == got.ids[i]; }))
+        << "token " << got.ids[i] << " is outside the host sampler's support";
+    expect_host_logprobs(rows[i], got.ids[i], got.lp[i], false);
+  }
+}
+
 }  // namespace
 }  // namespace tandem::gpu
