@@ -17,11 +17,14 @@ namespace {
 
 using gpu_done_atom = caf::atom_constant<caf::atom("gpudone")>;
 using gpu_worker_actor = device_worker_actor::extend<caf::reacts_to<gpu_done_atom, uint64_t>>;
-// What the device sampler covers (gpu/device_sampler.h): temperature, top-k, top-p, min-p
-// and penalties. Log-probabilities, logit bias, grammar masks and draft verification stay on
-// the host.
-bool device_samples(const sampling_options& o, const device_seq& p) {
-  return p.draft.empty() && !o.logprobs && o.logit_bias_ids.empty();
+// What the device sampler covers (gpu/device_sampler.h): temperature, top-k, top-p, min-p,
+// logit bias, penalties and logprobs (up to kMaxTopLogprobs alternatives). Grammar masks and
+// draft verification stay on the host.
+bool device_samples(const device_sequences::sequence& sq, const device_seq& p, bool device_logprobs) {
+  const auto& o = sq.options;
+  if (!p.draft.empty() || sq.grammar) return false;
+  if (!device_logprobs) return !o.logprobs && o.logit_bias_ids.empty();
+  return !o.logprobs || o.top_logprobs <= gpu::kMaxTopLogprobs;
 }
 
 // The step on the stream. The scheduler sends one step at a time (it plans after each
@@ -49,6 +52,7 @@ struct gpu_worker_state {
   step_input input;
   device_stats stats;
   size_t max_rows = 0;
+  bool device_logprobs = true;
   static inline const char* name = "tandem.device_worker.cuda";
 };
 
@@ -85,12 +89,15 @@ void enqueue(gpu_worker_state& st, in_flight& f) {
     if (!p.sample || f.rows.n_rows_of[i] == 0) continue;
     auto& sq = st.seqs.at(p.seq);
     const auto& o = sq.options;
-    if (device_samples(o, p) && !sq.grammar) {
+    if (device_samples(sq, p, st.device_logprobs)) {
       f.on_device[i] = 1;
       const int32_t row = f.rows.first_row[i] + f.rows.n_rows_of[i] - 1;
       st.sampler.set_row(row, gpu::sample_params{o.temperature, o.min_p, sq.seed, sq.draws++, o.top_k, o.top_p});
       st.sampler.set_penalties(row, gpu::penalty_params{o.repetition_penalty, o.frequency_penalty, o.presence_penalty},
                                st.seqs.history(p));
+      // The options live in the sequence's copy, which stays put until the next step begins.
+      st.sampler.set_logit_bias(row, o.logit_bias_ids, o.logit_bias_values);
+      if (o.logprobs) st.sampler.set_logprobs(row, o.top_logprobs);
     } else {
       // Logits of this sequence's rows come back for the host sampler.
       const size_t bytes = static_cast<size_t>(f.rows.n_rows_of[i]) * V * sizeof(float);
@@ -147,6 +154,16 @@ device_step_result finish(gpu_worker_state& st, in_flight& f) {
       const int32_t tok = st.ids->as<int32_t>()[row];
       if (tok >= 0 && tok < V) res.emitted[i] = {tok};
       st.seqs.record(p, res.emitted[i]);
+      if (st.seqs.at(p.seq).options.logprobs) {  // as the host sampler reports them
+        auto& lp = res.logprobs[i];
+        lp.token = tok >= 0 && tok < V ? tok : -1;
+        if (lp.token >= 0) {
+          const gpu::row_logprobs& d = st.sampler.logprobs(0, row);
+          lp.logprob = d.logprob;
+          lp.top_ids.assign(d.top_ids, d.top_ids + d.n_top);
+          lp.top_logprobs.assign(d.top_logprobs, d.top_logprobs + d.n_top);
+        }
+      }
       continue;
     }
     rows.clear();
@@ -182,6 +199,7 @@ gpu_worker_actor::behavior_type gpu_device_worker(gpu_worker_actor::stateful_poi
   st.m = std::move(res->m);
   st.host_model = std::move(m);
   st.max_rows = options.limits.max_logit_rows;
+  st.device_logprobs = options.device_logprobs;
   const size_t V = st.m->config().n_vocab;
   st.ids = std::make_unique<gpu::pinned_buffer>(st.max_rows * sizeof(int32_t));
   st.logits = std::make_unique<gpu::pinned_buffer>(V * sizeof(float));

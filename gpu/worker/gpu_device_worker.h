@@ -12,9 +12,10 @@
 // changes to the sequences it holds (actors/device_sequences.h) apply in order.
 //
 // Sampling: rows whose options the device sampler covers (greedy or temperature, top-k,
-// top-p, min-p, repetition/frequency/presence penalties; no logprobs, logit bias or drafts)
-// are sampled on the GPU (gpu/device_sampler.h) and only their ids come back; other rows
-// copy their logits back and use the host sampling the CPU worker uses
+// top-p, min-p, logit bias, repetition/frequency/presence penalties, logprobs with up to
+// kMaxTopLogprobs alternatives) are sampled on the GPU (gpu/device_sampler.h) and only their
+// ids, with the log-probabilities asked for, come back; rows that verify drafts or follow a
+// grammar copy their logits back and use the host sampling the CPU worker uses
 // (actors/device_sequences.h, speculative acceptance included).
 //
 // Decode steps (one token per sequence) run as CUDA graphs unless options.cuda_graphs is
@@ -41,6 +42,9 @@ struct gpu_worker_options {
   uint32_t block_size = 16;
   gpu::step_limits limits;
   bool cuda_graphs = true;  // decode steps as CUDA graphs; false: --enforce-eager
+  // Rows asking for logprobs or carrying a logit bias are sampled on the device; false sends
+  // them through the host sampler instead (the tests compare the two paths).
+  bool device_logprobs = true;
 };
 
 // Spawns the worker (detached: its own thread, so host-side sampling never occupies a CAF

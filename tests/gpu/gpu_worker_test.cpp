@@ -2,6 +2,8 @@
 // scoped_actor like the scheduler drives it. Skips with "no CUDA device".
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <caf/all.hpp>
 
 #include "engine/model/model.h"
@@ -63,6 +65,9 @@ gpu_worker_options small_worker_options() {
   opt.limits.max_logit_rows = 64;
   opt.limits.max_seqs = 8;
   opt.limits.max_table_width = 32;
+  // The tests below compare the device sampler with the host one by asking for logprobs,
+  // which then take the host path.
+  opt.device_logprobs = false;
   return opt;
 }
 
@@ -157,6 +162,129 @@ TEST_F(GpuWorker, DevicePenaltiesAndTopKMatchTheHostSampler) {
     // Each continues with the token it emitted (the same three, as checked above), so all
     // three keep the same history.
     for (size_t i = 0; i < 3; ++i) step.seqs[i] = next(i + 1, pos, 2);
+  }
+  self->send_exit(w, caf::exit_reason::user_shutdown);
+}
+
+// Two workers on one model run the same steps: one samples rows with logprobs and logit bias
+// on the device (ids and log-probabilities come back), the other copies those rows' logits
+// to the host sampler. Greedy rows must emit the same tokens with the same log-probabilities
+// and top alternatives, bias and penalties included, while the history grows.
+TEST_F(GpuWorker, DeviceLogprobsAndLogitBiasAgreeWithTheHostPath) {
+  fixture fx;
+  caf::actor_system_config cfg;
+  caf::actor_system sys(cfg);
+  gpu_worker_options on_device = small_worker_options();
+  on_device.device_logprobs = true;
+  auto dev = spawn_gpu_device_worker(sys, fx.m, on_device);
+  auto host = spawn_gpu_device_worker(sys, fx.m, small_worker_options());
+  caf::scoped_actor self(sys);
+
+  sampling_options lp5;
+  lp5.temperature = 0;
+  lp5.logprobs = true;
+  lp5.top_logprobs = 5;
+  sampling_options biased = lp5;  // bias, penalties, 20 alternatives
+  biased.top_logprobs = 20;
+  biased.repetition_penalty = 1.5f;
+  biased.frequency_penalty = 0.5f;
+  biased.presence_penalty = 0.3f;
+  biased.logit_bias_ids = {42, 17, 300, 42};
+  biased.logit_bias_values = {-100.0f, 3.0f, 2.0f, 4.0f};
+  sampling_options bias_only;  // no logprobs: only the bias makes it a host row on `host`
+  bias_only.temperature = 0;
+  bias_only.logit_bias_ids = {5};
+  bias_only.logit_bias_values = {100.0f};
+
+  const std::vector<token_id> prompt = {1, 7, 42, 99, 3, 250, 17, 8, 64, 5, 11, 300, 2, 9, 77, 31, 400};
+  device_step step;
+  step.step = 1;
+  step.started = {{1, lp5, 17, nullptr}, {2, biased, 17, nullptr}, {3, bias_only, 17, nullptr}};
+  step.seqs = {first(1, prompt, {0, 1}, true), first(2, prompt, {5, 6}, true), first(3, prompt, {10, 11}, true)};
+  for (int k = 0; k < 8; ++k) {
+    SCOPED_TRACE(::testing::Message() << "step " << k);
+    const auto a = run(self, dev, step);
+    const auto b = run(self, host, step);
+    ASSERT_TRUE(a.error.empty()) << a.error;
+    ASSERT_TRUE(b.error.empty()) << b.error;
+    ASSERT_EQ(a.emitted.size(), 3u);
+    ASSERT_EQ(b.emitted.size(), 3u);
+    for (size_t i = 0; i < 3; ++i) {
+      SCOPED_TRACE(::testing::Message() << "sequence " << i + 1);
+      ASSERT_EQ(a.emitted[i].size(), 1u);
+      EXPECT_EQ(a.emitted[i], b.emitted[i]);
+    }
+    EXPECT_EQ(a.emitted[2], std::vector<token_id>{5});  // +100 wins
+    for (size_t i = 0; i < 2; ++i) {
+      SCOPED_TRACE(::testing::Message() << "sequence " << i + 1);
+      const auto &x = a.logprobs[i], &y = b.logprobs[i];
+      EXPECT_EQ(x.token, a.emitted[i][0]);
+      EXPECT_EQ(x.token, y.token);
+      EXPECT_NEAR(x.logprob, y.logprob, 1e-4);
+      EXPECT_EQ(x.top_ids, y.top_ids);
+      ASSERT_EQ(x.top_logprobs.size(), y.top_logprobs.size());
+      EXPECT_EQ(x.top_ids.size(), i == 0 ? 5u : 20u);
+      for (size_t j = 0; j < x.top_logprobs.size(); ++j) EXPECT_NEAR(x.top_logprobs[j], y.top_logprobs[j], 1e-4);
+    }
+    const uint32_t pos = step.seqs[0].start_pos + step.seqs[0].n_new;
+    step.step++;
+    step.started.clear();
+    for (size_t i = 0; i < 3; ++i) step.seqs[i] = next(i + 1, pos, 2);
+  }
+  self->send_exit(dev, caf::exit_reason::user_shutdown);
+  self->send_exit(host, caf::exit_reason::user_shutdown);
+}
+
+// Sampled rows with logprobs on the device: each step reports the emitted token with a
+// logprob <= 0 and its alternatives best first; more alternatives than the device keeps
+// (kMaxTopLogprobs) take the host path and still come back in full.
+TEST_F(GpuWorker, SampledDeviceLogprobsAndTheHostFallback) {
+  fixture fx;
+  caf::actor_system_config cfg;
+  caf::actor_system sys(cfg);
+  gpu_worker_options on_device = small_worker_options();
+  on_device.device_logprobs = true;
+  auto w = spawn_gpu_device_worker(sys, fx.m, on_device);
+  caf::scoped_actor self(sys);
+
+  sampling_options sampled;
+  sampled.temperature = 0.8f;
+  sampled.top_p = 0.95f;
+  sampled.seed = 3;
+  sampled.logprobs = true;
+  sampled.top_logprobs = 3;
+  sampling_options many = sampled;
+  many.top_logprobs = 25;
+
+  const std::vector<token_id> prompt = {1, 7, 42, 99, 3, 250, 17, 8};
+  device_step step;
+  step.step = 1;
+  step.started = {{1, sampled, 8, nullptr}, {2, many, 8, nullptr}};
+  step.seqs = {first(1, prompt, {0}, true), first(2, prompt, {5}, true)};
+  for (int k = 0; k < 6; ++k) {
+    SCOPED_TRACE(::testing::Message() << "step " << k);
+    const auto r = run(self, w, step);
+    ASSERT_TRUE(r.error.empty()) << r.error;
+    for (size_t i = 0; i < 2; ++i) {
+      ASSERT_EQ(r.emitted[i].size(), 1u);
+      const auto& lp = r.logprobs[i];
+      EXPECT_EQ(lp.token, r.emitted[i][0]);
+      EXPECT_LE(lp.logprob, 0.0f);
+      ASSERT_EQ(lp.top_ids.size(), i == 0 ? 3u : 25u);
+      EXPECT_TRUE(std::is_sorted(lp.top_logprobs.rbegin(), lp.top_logprobs.rend()));
+      // The emitted token is among the alternatives exactly when its logprob reaches the last one.
+      const bool listed = std::find(lp.top_ids.begin(), lp.top_ids.end(), lp.token) != lp.top_ids.end();
+      if (lp.logprob > lp.top_logprobs.back() + 1e-4f) {
+        EXPECT_TRUE(listed);
+      }
+      if (lp.logprob < lp.top_logprobs.back() - 1e-4f) {
+        EXPECT_FALSE(listed);
+      }
+    }
+    const uint32_t pos = step.seqs[0].start_pos + step.seqs[0].n_new;
+    step.step++;
+    step.started.clear();
+    for (size_t i = 0; i < 2; ++i) step.seqs[i] = next(i + 1, pos, 1);
   }
   self->send_exit(w, caf::exit_reason::user_shutdown);
 }
