@@ -221,6 +221,7 @@ void gpu_model::finish_setup(size_t max_w) {
       m.shadow = device_buffer(static_cast<size_t>(m.layout.rows) * static_cast<size_t>(m.layout.cols) * 2);
       launch_dequantize_bf16(m.layout, m.bytes.data(), 0, m.layout.rows, m.shadow.as<uint16_t>(), up.handle());
       weight_bytes_ += m.shadow.bytes();
+      shadow_bytes_ += m.shadow.bytes();
     });
     up.synchronize();
     if (!options_.keep_dequantize_scratch) max_w = 0;

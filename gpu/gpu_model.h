@@ -132,6 +132,7 @@ class gpu_model {
   // against the other.
   void use_bf16_shadow(bool on) { use_shadow_ = on; }
   bool has_bf16_shadow() const { return options_.bf16_shadow; }
+  size_t bf16_shadow_bytes() const { return shadow_bytes_; }  // included in weight_bytes()
 
   // Tests and benchmarks: runs a step and copies the logits into `out` (blocks on `s`).
   void forward(const step_input& in, stream& s, step_output& out);
@@ -185,6 +186,7 @@ class gpu_model {
   std::unique_ptr<graph_cache<cuda_graph>> graphs_;  // null: eager only
   graph_counts graph_counts_;
   bool use_shadow_ = true;
+  size_t shadow_bytes_ = 0;
 };
 
 }  // namespace tandem::gpu

@@ -125,6 +125,19 @@ class driver {
     auto t0 = clock_type::now();
     std::vector<int32_t> next(static_cast<size_t>(B));
     for (int32_t i = 0; i < B;) {  // prefill: whole prompts, several per step
+      if (n_in > max_tokens) {     // a long prompt alone, in chunks of max_tokens
+        auto s = seqs[static_cast<size_t>(i)];
+        for (int32_t at = 0; at < n_in; at += max_tokens) {
+          step_input in;
+          in.seqs.push_back(s);
+          in.seqs[0].start_pos = at;
+          const int32_t n = std::min(max_tokens, n_in - at);
+          in.seqs[0].tokens.assign(s.tokens.begin() + at, s.tokens.begin() + at + n);
+          next[static_cast<size_t>(i)] = step(in)[0];
+        }
+        ++i;
+        continue;
+      }
       step_input in;
       int32_t used = 0;
       std::vector<int32_t> members;
@@ -247,11 +260,22 @@ int run(int argc, char** argv) {
   attention_bandwidth(st, 1, 32768, mem.sm_count);
 
   const model_config c = llama3_8b();
+  // Dense tensor-core peaks of the SXM H100 / H200 (132 SMs), the prefill's denominators;
+  // other cards print no percentage.
+  const bool sxm = mem.sm_count == 132;
+  const double bf16_peak = sxm ? 989.4e12 : 0, fp8_peak = sxm ? 1978.9e12 : 0;
+  // FLOPs of a prompt of L tokens: every matrix once per token (2 per weight), attention's
+  // QK^T and PV over the causal context (2 x q_dim x (p + 1) each at position p), one head row.
+  const double matrix_params = static_cast<double>(c.n_layer) * c.block_matrix_macs();
+  auto prompt_flops = [&](double L) {
+    return 2 * matrix_params * L + 2.0 * c.n_layer * c.q_dim() * L * (L + 1) + 2 * c.head_macs();
+  };
+  // TensorRT-LLM's offline shapes (input/output at batch 64 and 256).
+  const int32_t offline[4][2] = {{128, 128}, {128, 2048}, {1000, 1000}, {2048, 2048}};
+  std::string prefill_rows, offline_rows;
   std::printf(
       "\n| weights | batch-1 decode tok/s | roofline tok/s | %% of roofline | batch-8 decode tok/s (x batch 1) |"
-      " TTFT 1000 tok (ms) | 128/128 tok/s at batch 1, 8, 32, 64, 128, 256 |"
-      " 1000/1000 tok/s at batch 1, 8, 32, 64, 128, 256 |\n"
-      "|---|---|---|---|---|---|---|---|\n");
+      " TTFT 1000 tok (ms) |\n|---|---|---|---|---|---|\n");
   size_t at = 0;
   while (at < types.size()) {
     const size_t comma = std::min(types.find(',', at), types.size());
@@ -263,7 +287,7 @@ int run(int argc, char** argv) {
     opt.limits.max_tokens = 2048;
     opt.limits.max_logit_rows = 256;
     opt.limits.max_seqs = 256;
-    opt.limits.max_table_width = 128;  // 2,048 tokens per sequence
+    opt.limits.max_table_width = 576;  // 9,216 tokens per sequence: the 8,192-token prompt
     opt.cuda_graphs = graphs;
     // Quantized weights: BF16 copies for the prefill GEMM, and the per-product dequantization
     // kept too, for the TTFT of each.
@@ -279,7 +303,7 @@ int run(int argc, char** argv) {
     const double tok_s = 128 / dec;
     const double bytes = static_cast<double>(m.weight_bytes() - row_bytes(sw->head_type, c.n_embd) * (c.n_vocab - 1)) +
                          192.0 * c.kv_bytes_per_token(2);
-    const double roof = bw / bytes;
+    const double roof = bw / (bytes - static_cast<double>(m.bf16_shadow_bytes()));  // decode never reads the copies
     // Batch 8 at the same context: every weight byte now serves eight tokens.
     d.run(8, 128, 129, 2048, pre, dec);
     const double tok_s8 = 8 * 128 / dec;
@@ -290,24 +314,51 @@ int run(int argc, char** argv) {
       d.run(1, 1000, 1, 2048, ttft_dequant, dec);
       m.use_bf16_shadow(true);
     }
-    std::string series[2];
-    const int32_t shapes[2][2] = {{128, 128}, {1000, 1000}};
-    for (int k = 0; k < 2; ++k) {
-      for (int32_t B : {1, 8, 32, 64, 128, 256}) {
+    char line[512];
+    std::snprintf(line, sizeof line, "| %s | %.1f | %.1f | %.0f%% | %.0f (%.1fx) | %.1f%s |\n", name.c_str(), tok_s,
+                  roof, 100 * tok_s / roof, tok_s8, tok_s8 / tok_s, ttft * 1e3,
+                  ttft_dequant > 0 ? (" (" + cell(ttft_dequant * 1e3, "%.1f") + " dequantizing)").c_str() : "");
+    std::printf("%s", line);
+    std::fflush(stdout);
+
+    // Prefill: one prompt of L tokens, in steps of up to 2,048.
+    std::string pf;
+    for (int32_t L : {512, 2048, 8192}) {
+      double p = 0, q = 0;
+      const bool ok = budget_s - seconds_since(start) > 20 && d.run(1, L, 1, 2048, p, q);
+      const double flops = ok ? prompt_flops(L) / p : 0;
+      char c1[96];
+      std::snprintf(c1, sizeof c1, " %s tok/s (%s) |", ok ? cell(L / p).c_str() : "-",
+                    ok && bf16_peak > 0 ? (cell(100 * flops / bf16_peak, "%.0f") + "% of BF16 peak").c_str() : "-");
+      pf += c1;
+    }
+    prefill_rows.append("| ").append(name).append(" |").append(pf).append("\n");
+
+    // Offline throughput at TensorRT-LLM's shapes; skipped when the budget or the KV pool
+    // would not hold them.
+    std::string off;
+    for (const auto& sh : offline) {
+      for (int32_t B : {64, 256}) {
         double p = 0, q = 0;
         const double left = budget_s - seconds_since(start);
-        // Skip what would not fit: estimate from the decode rate (one step per output token).
-        const bool fits = left > 30 && (shapes[k][1] / tok_s) * (1 + B / 64.0) < left / 3;
-        const bool ok = fits && d.run(B, shapes[k][0], shapes[k][1], 2048, p, q);
-        series[k] += (series[k].empty() ? "" : ", ") + (ok ? cell(B * shapes[k][1] / (p + q)) : std::string("-"));
+        // Estimate from the decode rate (one step per output token, slower at larger batches).
+        const bool fits = left > 30 && (sh[1] / tok_s) * (1 + B / 64.0) < left / 3;
+        const bool ok = fits && d.run(B, sh[0], sh[1], 2048, p, q);
+        off.append(" ").append(ok ? cell(B * sh[1] / (p + q)) : std::string("-")).append(" |");
       }
     }
-    std::printf("| %s | %.1f | %.1f | %.0f%% | %.0f (%.1fx) | %.1f%s | %s | %s |\n", name.c_str(), tok_s, roof,
-                100 * tok_s / roof, tok_s8, tok_s8 / tok_s, ttft * 1e3,
-                ttft_dequant > 0 ? (" (" + cell(ttft_dequant * 1e3, "%.1f") + " dequantizing)").c_str() : "",
-                series[0].c_str(), series[1].c_str());
-    std::fflush(stdout);
+    offline_rows.append("| ").append(name).append(" |").append(off).append("\n");
   }
+  std::printf(
+      "\n### Prefill (one prompt, steps of up to 2,048 tokens; model FLOPs / time against the dense peak%s)\n\n"
+      "| weights | 512 | 2,048 | 8,192 |\n|---|---|---|---|\n%s",
+      sxm ? ": BF16 989 TFLOPS, FP8 1,979 TFLOPS (SXM H100/H200)" : "", prefill_rows.c_str());
+  (void)fp8_peak;
+  std::printf(
+      "\n### Offline throughput (output tok/s; input/output, batch)\n\n"
+      "| weights | 128/128 x64 | x256 | 128/2048 x64 | x256 | 1000/1000 x64 | x256 | 2048/2048 x64 | x256 |\n"
+      "|---|---|---|---|---|---|---|---|---|\n%s",
+      offline_rows.c_str());
   std::printf(
       "\nWeights %s (q4_k_m: llama-quantize's Q4_K_M mixture, Q6_K head); embedding and head BF16 (BF16 model) or "
       "Q8_0; KV cache F16; %s; argmax "
