@@ -73,18 +73,20 @@ std::string configure_cuda_runtime(runtime_config& cfg, const cuda_runtime_optio
   wo.gpu_memory_utilization = options.gpu_memory_utilization;
   wo.limits = r.limits;
   wo.cuda_graphs = !options.enforce_eager;
+  wo.bf16_shadow = sized.bf16_shadow;
   device.spawn = gpu_device_worker_factory(wo);
 
   const auto& d = devices[static_cast<size_t>(options.device)];
   const double block_bytes = static_cast<double>(sized.kv.pool_bytes) / sized.kv.n_blocks;
   const double kv_gib = static_cast<double>(sized.kv_tokens / cfg.block_size) * block_bytes / (1 << 30);
-  char line[384];
+  char line[448];
   std::snprintf(line, sizeof line,
                 "cuda device %d: %s (sm_%d%d, %.1f GiB); KV cache %llu tokens (%.1f GiB) with "
-                "--gpu-memory-utilization %g; decode steps %s",
+                "--gpu-memory-utilization %g; decode steps %s%s",
                 d.index, d.name.c_str(), d.sm_major, d.sm_minor, static_cast<double>(d.total_memory) / (1 << 30),
                 static_cast<unsigned long long>(sized.kv_tokens), kv_gib, options.gpu_memory_utilization,
-                options.enforce_eager ? "eager" : "as CUDA graphs");
+                options.enforce_eager ? "eager" : "as CUDA graphs",
+                sized.bf16_shadow ? "; prefill reads BF16 copies of the quantized weights" : "");
   return line;
 }
 

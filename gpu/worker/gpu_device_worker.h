@@ -45,6 +45,8 @@ struct gpu_worker_options {
   // Rows asking for logprobs or carrying a logit bias are sampled on the device; false sends
   // them through the host sampler instead (the tests compare the two paths).
   bool device_logprobs = true;
+  // BF16 copies of the quantized matrices for the GEMM of prefill steps (gpu_sizing decides).
+  bool bf16_shadow = false;
 };
 
 // Spawns the worker (detached: its own thread, so host-side sampling never occupies a CAF
