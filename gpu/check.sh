@@ -15,7 +15,7 @@
 #      docs/benchmarks.md.
 #
 # Everything it prints also lands in $OUT (check.log, bench.md, *.xml, nvidia-smi.txt).
-# Usage there:  bash gpu/check.sh [bench budget seconds, default 330]
+# Usage there:  bash gpu/check.sh [bench budget seconds, default 330] [serve_check budget, default 0: none]
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/tandem-gpu-check}
@@ -72,5 +72,13 @@ stamp "gpu_bench (budget ${BUDGET} s)"
 timeout $(( BUDGET + 120 )) "$BIN/gpu_bench" --budget-s "$BUDGET" --tune-out "$OUT/gemv_table.inc" \
   --torch "$OUT/torch_gemv.txt" | tee "$OUT/bench.md"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+
+# `tandem serve --device cuda` end to end (issue 49: gpu/serve_check.sh, its output under
+# $OUT/serve), when a second argument gives its budget in seconds.
+SERVE_BUDGET=${2:-0}
+if [ "$SERVE_BUDGET" -gt 0 ]; then
+  stamp "serve_check (budget ${SERVE_BUDGET} s)"
+  OUT="$OUT/serve" bash gpu/serve_check.sh "$SERVE_BUDGET" || status=1
+fi
 stamp "done, status $status"
 exit $status
