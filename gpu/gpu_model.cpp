@@ -35,15 +35,23 @@ matrix_layout stacked_layout(tensor_type type, int64_t rows, int64_t cols, const
 
 }  // namespace
 
-void gpu_model::finish_matrix(device_matrix& m, const std::vector<matrix_part>& parts) {
-  m.n_parts = static_cast<int32_t>(parts.size());
-  int64_t end = 0;
-  for (size_t i = 0; i < parts.size(); ++i) m.part_end[i] = static_cast<int32_t>(end += parts[i].rows);
-  for (int k = 0; k < 4; ++k) {
-    m.variant[k] = pick_gemv_variant(m.layout.type, static_cast<int32_t>(m.layout.rows),
-                                     static_cast<int32_t>(m.layout.cols), 1 << k, sm_count_);
+std::vector<device_matrix> gpu_model::make_stacks(const std::vector<matrix_part>& parts, const std::string& what,
+                                                  const fill_fn& fill) {
+  std::vector<device_matrix> out;
+  for (const auto& g : plan_matrix_stacks(parts, kMaxGemvOutputs)) {
+    device_matrix m;
+    int64_t rows = 0;
+    for (size_t i : g) m.part_end[m.n_parts++] = static_cast<int32_t>(rows += parts[i].rows);
+    m.layout = stacked_layout(parts[g[0]].type, rows, parts[g[0]].cols, what);
+    fill(m, g);
+    for (int k = 0; k < 4; ++k) {
+      m.variant[k] = pick_gemv_variant(m.layout.type, static_cast<int32_t>(m.layout.rows),
+                                       static_cast<int32_t>(m.layout.cols), 1 << k, sm_count_);
+    }
+    weight_bytes_ += m.layout.bytes;
+    out.push_back(std::move(m));
   }
-  weight_bytes_ += m.layout.bytes;
+  return out;
 }
 
 gpu_model::gpu_model(const model_config& config, const model_weights& weights, const gpu_model_options& options)
@@ -55,16 +63,10 @@ gpu_model::gpu_model(const model_config& config, const model_weights& weights, c
   auto upload = [&](const std::vector<const kernels::weight_view*>& views, const std::string& what) {
     std::vector<matrix_part> parts;
     for (const auto* v : views) parts.push_back({v->type, v->rows, v->cols});
-    std::vector<device_matrix> out;
-    for (const auto& g : plan_matrix_stacks(parts, kMaxGemvOutputs)) {
-      std::vector<matrix_part> gp;
-      int64_t rows = 0;
-      for (size_t i : g) gp.push_back(parts[i]), rows += parts[i].rows;
-      device_matrix m;
-      m.layout = stacked_layout(gp[0].type, rows, gp[0].cols, what);
+    return make_stacks(parts, what, [&](device_matrix& m, const std::vector<size_t>& members) {
       staging.assign(m.layout.bytes, std::byte{0});
       int64_t row0 = 0;
-      for (size_t i : g) {
+      for (size_t i : members) {
         const kernels::weight_view& v = *views[i];
         if (v.stride != row_bytes(v.type, v.cols)) throw std::invalid_argument("gpu_model: " + what + ": padded rows");
         repack_rows(m.layout, row0, v.rows, v.data, staging.data());
@@ -72,10 +74,7 @@ gpu_model::gpu_model(const model_config& config, const model_weights& weights, c
       }
       m.bytes = upload_now(staging.data(), staging.size(), up.handle());
       up.synchronize();  // the staging buffer is reused by the next matrix
-      finish_matrix(m, gp);
-      out.push_back(std::move(m));
-    }
-    return out;
+    });
   };
   token_embd_ = std::move(upload({&weights.token_embd}, "token_embd")[0]);
   output_norm_ = upload_floats(weights.output_norm, up.handle(), weight_bytes_);
@@ -120,19 +119,10 @@ gpu_model::gpu_model(const model_config& config, const synthetic_weights& sw, co
   stream up;
   uint64_t seed = sw.seed;
   auto random = [&](const std::vector<matrix_part>& parts, const std::string& what) {
-    std::vector<device_matrix> out;
-    for (const auto& g : plan_matrix_stacks(parts, kMaxGemvOutputs)) {
-      std::vector<matrix_part> gp;
-      int64_t rows = 0;
-      for (size_t i : g) gp.push_back(parts[i]), rows += parts[i].rows;
-      device_matrix m;
-      m.layout = stacked_layout(gp[0].type, rows, gp[0].cols, what);
+    return make_stacks(parts, what, [&](device_matrix& m, const std::vector<size_t>&) {
       m.bytes = device_buffer(m.layout.bytes);
       launch_random_weights(m.layout, m.bytes.data(), seed++, up.handle());
-      finish_matrix(m, gp);
-      out.push_back(std::move(m));
-    }
-    return out;
+    });
   };
   const std::vector<float> ones(c.n_embd, 1.0f);
   const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff, V = c.n_vocab;

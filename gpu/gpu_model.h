@@ -25,6 +25,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "engine/model/model_config.h"
@@ -147,7 +148,12 @@ class gpu_model {
     std::vector<device_matrix> gate_up;           // gate, up
     device_matrix wo, w_down;
   };
-  void finish_matrix(device_matrix& m, const std::vector<matrix_part>& parts);
+  // The device matrices of `parts` (consecutive source matrices reading one input) stacked
+  // by gpu/plan/matrix_stacks.h; `fill` allocates and fills each one's bytes given the
+  // indexes of the parts it holds.
+  using fill_fn = std::function<void(device_matrix&, const std::vector<size_t>&)>;
+  std::vector<device_matrix> make_stacks(const std::vector<matrix_part>& parts, const std::string& what,
+                                         const fill_fn& fill);
   // Every weight matrix the model holds (token_embd, output when untied, then each layer's).
   void for_each_matrix(const std::function<void(device_matrix&)>& fn);
   // y_i = W_i x for every part of every matrix in `ms` (which all read x [n_tok][cols]):

@@ -51,6 +51,30 @@ std::vector<std::byte> repacked(const matrix_layout& l, const matrix& m) {
   return out;
 }
 
+// fn(T, regs, row, chunk) for every chunk of every row of a device layout, loaded as the
+// kernels load it (T as a std::integral_constant for the format).
+template <class Fn>
+void for_each_chunk(const matrix_layout& l, const fmt::matrix_view& v, Fn&& fn) {
+  fmt::with_format(l.type, [&](auto tc) {
+    using F = fmt::format<decltype(tc)::value>;
+    for (int64_t r = 0; r < l.rows; ++r) {
+      for (int64_t c = 0; c < l.n_chunks(); ++c) {
+        typename F::regs w{};
+        F::load(v, r, c, w);
+        fn(tc, w, r, c);
+      }
+    }
+  });
+}
+
+// The chunk's 64 elements as floats (y[32k + i] = element run_start(c, k) + i).
+template <class TC, class Regs>
+std::vector<float> dequantized(TC, const Regs& w, int64_t c) {
+  std::vector<float> y(fmt::kChunk);
+  fmt::dequant<TC::value>(w, c, y.data());
+  return y;
+}
+
 int64_t cols_for(tensor_type type, int k) {
   const bool super = type == tensor_type::q4_k || type == tensor_type::q5_k || type == tensor_type::q6_k;
   return super ? 256 * k : 64 * (2 * k + 1);  // odd chunk counts for the 32-element types
@@ -91,43 +115,33 @@ TEST(DeviceLayout, RefusesWhatItCannotRead) {
   EXPECT_TRUE(device_supports(tensor_type::q6_k));
 }
 
-// Every element of every chunk, read as the kernels read it, equals dequantize_row's.
+// Every element of every chunk, read as the kernels read it, equals dequantize_row's, and
+// every element is some chunk's exactly once.
 TEST(DeviceFormats, ChunksDequantizeAsTheCpuEngine) {
   for (tensor_type type : kDeviceTypes) {
     const int64_t rows = 3, cols = cols_for(type, 2);
     const matrix m = make_matrix(type, rows, cols, 11);
     const matrix_layout l = layout_of(type, rows, cols);
     const auto dev = repacked(l, m);
-    const fmt::matrix_view v = view_of(l, dev.data());
-    fmt::with_format(type, [&](auto tc) {
-      constexpr tensor_type T = decltype(tc)::value;
-      using F = fmt::format<T>;
-      std::vector<int> seen(static_cast<size_t>(cols));
-      for (int64_t r = 0; r < rows; ++r) {
-        std::fill(seen.begin(), seen.end(), 0);
-        for (int64_t c = 0; c < l.n_chunks(); ++c) {
-          typename F::regs w{};
-          F::load(v, r, c, w);
-          float y[fmt::kChunk];
-          fmt::dequant<T>(w, c, y);
-          for (int k = 0; k < 2; ++k) {
-            const int64_t at = F::run_start(c, k);
-            ASSERT_EQ(at % fmt::kRun, 0);
-            for (int i = 0; i < fmt::kRun; ++i) {
-              ++seen[static_cast<size_t>(at + i)];
-              ASSERT_EQ(y[fmt::kRun * k + i], m.ref[static_cast<size_t>(r * cols + at + i)])
-                  << traits_of(type).name << " row " << r << " chunk " << c << " run " << k << " element " << i;
-            }
-          }
+    std::vector<int> seen(static_cast<size_t>(rows * cols));
+    for_each_chunk(l, view_of(l, dev.data()), [&](auto tc, const auto& w, int64_t r, int64_t c) {
+      using F = fmt::format<decltype(tc)::value>;
+      const auto y = dequantized(tc, w, c);
+      for (int k = 0; k < 2; ++k) {
+        const int64_t at = F::run_start(c, k);
+        ASSERT_EQ(at % fmt::kRun, 0);
+        for (int i = 0; i < fmt::kRun; ++i) {
+          ++seen[static_cast<size_t>(r * cols + at + i)];
+          ASSERT_EQ(y[static_cast<size_t>(fmt::kRun * k + i)], m.ref[static_cast<size_t>(r * cols + at + i)])
+              << traits_of(type).name << " row " << r << " chunk " << c << " run " << k << " element " << i;
         }
-        for (int64_t i = 0; i < cols; ++i)
-          ASSERT_EQ(seen[static_cast<size_t>(i)], 1) << traits_of(type).name << " " << i;
       }
     });
+    for (size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], 1) << traits_of(type).name << " " << i;
   }
 }
 
-// Rows repacked at an offset (the fused QKV and gate/up matrices) read back in place.
+// Rows repacked at an offset (the stacked q|k|v and gate|up matrices) read back in place.
 TEST(DeviceLayout, RowRangesRepackIntoPlace) {
   for (tensor_type type : {tensor_type::q5_0, tensor_type::q6_k, tensor_type::bf16}) {
     const int64_t cols = cols_for(type, 1);
@@ -136,23 +150,15 @@ TEST(DeviceLayout, RowRangesRepackIntoPlace) {
     std::vector<std::byte> dev(l.bytes);
     repack_rows(l, 0, 2, a.ggml.data(), dev.data());
     repack_rows(l, 2, 3, b.ggml.data(), dev.data());
-    const fmt::matrix_view v = view_of(l, dev.data());
-    fmt::with_format(type, [&](auto tc) {
-      constexpr tensor_type T = decltype(tc)::value;
-      using F = fmt::format<T>;
-      for (int64_t r = 0; r < 5; ++r) {
-        const matrix& src = r < 2 ? a : b;
-        const int64_t sr = r < 2 ? r : r - 2;
-        for (int64_t c = 0; c < l.n_chunks(); ++c) {
-          typename F::regs w{};
-          F::load(v, r, c, w);
-          float y[fmt::kChunk];
-          fmt::dequant<T>(w, c, y);
-          for (int k = 0; k < 2; ++k) {
-            for (int i = 0; i < fmt::kRun; ++i) {
-              ASSERT_EQ(y[fmt::kRun * k + i], src.ref[static_cast<size_t>(sr * cols + F::run_start(c, k) + i)]);
-            }
-          }
+    for_each_chunk(l, view_of(l, dev.data()), [&](auto tc, const auto& w, int64_t r, int64_t c) {
+      using F = fmt::format<decltype(tc)::value>;
+      const matrix& src = r < 2 ? a : b;
+      const int64_t sr = r < 2 ? r : r - 2;
+      const auto y = dequantized(tc, w, c);
+      for (int k = 0; k < 2; ++k) {
+        for (int i = 0; i < fmt::kRun; ++i) {
+          ASSERT_EQ(y[static_cast<size_t>(fmt::kRun * k + i)],
+                    src.ref[static_cast<size_t>(sr * cols + F::run_start(c, k) + i)]);
         }
       }
     });
@@ -198,45 +204,34 @@ TEST(DeviceFormats, ChunkDotsMatchDoubleSums) {
     const fmt::matrix_view v = view_of(l, dev.data());
     const auto x = random_floats(static_cast<size_t>(cols), 22);
     std::vector<fmt::q8_run> runs(static_cast<size_t>(cols / 32));
-    std::vector<double> xq(static_cast<size_t>(cols));
+    std::vector<double> xq(static_cast<size_t>(cols)), xf(x.begin(), x.end());
     for (size_t b = 0; b < runs.size(); ++b) {
       fmt::quantize_run(&x[32 * b], runs[b]);
       for (int i = 0; i < 32; ++i) {
         xq[32 * b + i] = static_cast<double>(runs[b].d) * static_cast<int8_t>(runs[b].q[i / 4] >> (8 * (i % 4)));
       }
     }
-    fmt::with_format(type, [&](auto tc) {
+    for_each_chunk(l, v, [&](auto tc, const auto& w, int64_t r, int64_t c) {
       constexpr tensor_type T = decltype(tc)::value;
       using F = fmt::format<T>;
-      for (int64_t r = 0; r < rows; ++r) {
-        for (int64_t c = 0; c < l.n_chunks(); ++c) {
-          typename F::regs w{};
-          F::load(v, r, c, w);
-          const int64_t a0 = F::run_start(c, 0), a1 = F::run_start(c, 1);
-          double want = 0, mag = 0;
-          float got;
-          if constexpr (F::kIntDot) {
-            got = fmt::dot_q8<T>(w, c, runs[static_cast<size_t>(a0 / 32)], runs[static_cast<size_t>(a1 / 32)]);
-            for (int64_t a : {a0, a1}) {
-              for (int i = 0; i < 32; ++i) {
-                const double p = m.ref[static_cast<size_t>(r * cols + a + i)] * xq[static_cast<size_t>(a + i)];
-                want += p, mag += std::fabs(p);
-              }
-            }
-          } else {
-            got = F::dot(w, &x[static_cast<size_t>(a0)], &x[static_cast<size_t>(a1)]);
-            for (int64_t a : {a0, a1}) {
-              for (int i = 0; i < 32; ++i) {
-                const double p =
-                    static_cast<double>(m.ref[static_cast<size_t>(r * cols + a + i)]) * x[static_cast<size_t>(a + i)];
-                want += p, mag += std::fabs(p);
-              }
-            }
-          }
-          ASSERT_LE(std::fabs(got - want), 1e-5 * mag + 1e-30)
-              << traits_of(type).name << " row " << r << " chunk " << c << ": " << got << " vs " << want;
+      const int64_t a0 = F::run_start(c, 0), a1 = F::run_start(c, 1);
+      double want = 0, mag = 0;
+      float got;
+      if constexpr (F::kIntDot) {
+        got = fmt::dot_q8<T>(w, c, runs[static_cast<size_t>(a0 / 32)], runs[static_cast<size_t>(a1 / 32)]);
+      } else {
+        got = F::dot(w, &x[static_cast<size_t>(a0)], &x[static_cast<size_t>(a1)]);
+      }
+      // The activations as the dot product sees them: q8-rounded for the integer formats.
+      const auto& act = F::kIntDot ? xq : xf;
+      for (int64_t at : {a0, a1}) {
+        for (int i = 0; i < 32; ++i) {
+          const double p = m.ref[static_cast<size_t>(r * cols + at + i)] * act[static_cast<size_t>(at + i)];
+          want += p, mag += std::fabs(p);
         }
       }
+      ASSERT_LE(std::fabs(got - want), 1e-5 * mag + 1e-30)
+          << traits_of(type).name << " row " << r << " chunk " << c << ": " << got << " vs " << want;
     });
   }
 }
