@@ -14,7 +14,8 @@ void device_sampler::begin(int32_t n_rows) {
   bias_ids_.assign(rows, {});
   bias_values_.assign(rows, {});
   top_n_.assign(rows, -1);
-  any_adjust_ = any_logprobs_ = false;
+  drafts_.assign(rows, -1);
+  any_adjust_ = any_logprobs_ = any_draft_ = false;
 }
 
 void device_sampler::set_penalties(int32_t row, const penalty_params& p, std::span<const int32_t> history) {
@@ -37,6 +38,15 @@ void device_sampler::set_logprobs(int32_t row, int32_t top_n) {
   any_logprobs_ = true;
 }
 
+void device_sampler::set_draft(int32_t row, int32_t token) {
+  drafts_[static_cast<size_t>(row)] = token;
+  any_draft_ = true;
+}
+
+const draft_verdict& device_sampler::verdict(uint32_t slot, int32_t row) const {
+  return buffers_[slot % slots_].verdicts.as<draft_verdict>()[row];
+}
+
 const row_logprobs& device_sampler::logprobs(uint32_t slot, int32_t row) const {
   return buffers_[slot % slots_].logprobs.as<row_logprobs>()[row];
 }
@@ -50,8 +60,8 @@ void device_sampler::enqueue(float* logits, int32_t n_vocab, int32_t* out, uint3
   }
   const size_t entries = csr_.entries();
   const bool adjust = entries > 0;
-  const device_sampling_layout l =
-      plan_device_sampling(rows, entries, sizeof(sample_params), sizeof(penalty_params), sizeof(row_logprobs));
+  const device_sampling_layout l = plan_device_sampling(rows, entries, sizeof(sample_params), sizeof(penalty_params),
+                                                        sizeof(row_logprobs), sizeof(draft_verdict));
   if (buffers_.size() < slots_) buffers_.resize(slots_);
   slot_buffers& b = buffers_[slot % slots_];
   if (b.host.bytes() < l.inputs || b.dev.bytes() < l.total) {  // grown with headroom; the slot's last step is done
@@ -61,12 +71,16 @@ void device_sampler::enqueue(float* logits, int32_t n_vocab, int32_t* out, uint3
   if (any_logprobs_ && b.logprobs.bytes() < rows * sizeof(row_logprobs)) {
     b.logprobs = pinned_buffer(rows * sizeof(row_logprobs) * 2);
   }
+  if (any_draft_ && b.verdicts.bytes() < rows * sizeof(draft_verdict)) {
+    b.verdicts = pinned_buffer(rows * sizeof(draft_verdict) * 2);
+  }
   auto* base = b.host.as<char>();
   std::memcpy(base + l.params, params_.data(), rows * sizeof(sample_params));
   size_t bytes = l.params + rows * sizeof(sample_params);
-  if (adjust || any_logprobs_) {
+  if (adjust || any_logprobs_ || any_draft_) {
     std::memcpy(base + l.penalties, penalties_.data(), rows * sizeof(penalty_params));
     std::memcpy(base + l.top_n, top_n_.data(), rows * sizeof(int32_t));
+    std::memcpy(base + l.drafts, drafts_.data(), rows * sizeof(int32_t));
     if (adjust) {
       std::memcpy(base + l.offsets, csr_.offsets().data(), (rows + 1) * sizeof(int32_t));
       std::memcpy(base + l.tokens, csr_.tokens().data(), entries * sizeof(int32_t));
@@ -85,7 +99,14 @@ void device_sampler::enqueue(float* logits, int32_t n_vocab, int32_t* out, uint3
                          reinterpret_cast<const float*>(dev + l.bias),
                          reinterpret_cast<const penalty_params*>(dev + l.penalties), saved, s);
   }
-  launch_sample(logits, reinterpret_cast<const sample_params*>(dev + l.params), n_rows_, n_vocab, out, s);
+  const auto* params = reinterpret_cast<const sample_params*>(dev + l.params);
+  if (any_draft_) {
+    auto* verdicts = reinterpret_cast<draft_verdict*>(dev + l.verdicts);
+    launch_verify(logits, params, reinterpret_cast<const int32_t*>(dev + l.drafts), n_rows_, n_vocab, out, verdicts, s);
+    copy_to_host_async(b.verdicts.data(), verdicts, rows * sizeof(draft_verdict), s);
+  } else {
+    launch_sample(logits, params, n_rows_, n_vocab, out, s);
+  }
   if (any_logprobs_) {
     auto* lp = reinterpret_cast<row_logprobs*>(dev + l.logprobs);
     launch_logprobs(logits, n_rows_, n_vocab, adjust ? offsets : nullptr, tokens, saved, out,

@@ -2,9 +2,10 @@
 // adjusted tokens (logit bias, and the seen tokens when it has penalties) and whether it
 // wants log-probabilities, packed into pinned memory (gpu/plan/sampling_inputs.h,
 // plan_device_sampling), carried by ONE host-to-device copy; then launch_adjust_logits (when
-// a row has bias or penalties), launch_sample, and launch_logprobs (when a row asks). Token
-// ids come back through the caller's copy; the asked-for log-probabilities through this
-// sampler's pinned buffer, read with logprobs() once the step has completed.
+// a row has bias or penalties), launch_sample (launch_verify when a row has a draft), and
+// launch_logprobs (when a row asks). Token ids come back through the caller's copy; the
+// asked-for log-probabilities and the drafts' verdicts through this sampler's pinned
+// buffers, read with logprobs() and verdict() once the step has completed.
 //
 // Buffers are per slot (the caller's ticket slot): a slot's buffers are rewritten, or grown,
 // only once the step that last used the slot has completed on the stream.
@@ -37,6 +38,9 @@ class device_sampler {
   // Log-probabilities of the row's raw logits: of the sampled token, and of the top_n best
   // (clamped to [0, kMaxTopLogprobs]).
   void set_logprobs(int32_t row, int32_t top_n);
+  // Speculative verification: the row's drafted token (its verdict, and a draw without it,
+  // come back: launch_verify); -1 marks a bonus row, which draws as usual but has a verdict.
+  void set_draft(int32_t row, int32_t token);
 
   // Bias and penalties in place on logits [n_rows][n_vocab], one id per row into out, then
   // the log-probabilities asked for (the adjusted logits are restored to their raw values in
@@ -46,12 +50,15 @@ class device_sampler {
   // The log-probabilities of a row set_logprobs() asked for, once the step enqueued on
   // `slot` has completed (valid until that slot is enqueued again).
   const row_logprobs& logprobs(uint32_t slot, int32_t row) const;
+  // The verdict of a row of a step with drafts, under the same conditions.
+  const draft_verdict& verdict(uint32_t slot, int32_t row) const;
 
  private:
   struct slot_buffers {
     pinned_buffer host;
     device_buffer dev;
     pinned_buffer logprobs;  // rows x row_logprobs, copied back
+    pinned_buffer verdicts;  // rows x draft_verdict, copied back
   };
   uint32_t slots_;
   std::vector<slot_buffers> buffers_;
@@ -62,7 +69,8 @@ class device_sampler {
   std::vector<std::span<const int32_t>> bias_ids_;
   std::vector<std::span<const float>> bias_values_;
   std::vector<int32_t> top_n_;
-  bool any_adjust_ = false, any_logprobs_ = false;
+  std::vector<int32_t> drafts_;
+  bool any_adjust_ = false, any_logprobs_ = false, any_draft_ = false;
   logit_adjust_csr csr_;
 };
 

@@ -205,4 +205,16 @@ void launch_logprobs(float* logits, int32_t n_rows, int32_t n_vocab, const int32
                      const float* saved, const int32_t* sampled, const int32_t* top_n, row_logprobs* out,
                      stream_handle s);
 
+// Speculative verification of point-mass drafts (engine/sampling/speculative.h) on the
+// device: launch_sample's distribution p per row and, for a row with drafts[r] = x >= 0,
+// p(x), the verdict (accepted with probability p(x), from the row's seed and counter) and in
+// out[r] a draw from p without x (what a rejection emits). Rows with drafts[r] < 0 draw as
+// launch_sample does (a bonus row). Greedy rows accept exactly the argmax.
+struct draft_verdict {
+  int32_t verdict = -1;  // 1 accepted (or, without a draft, drawn), 0 rejected, -1 nothing usable
+  float p_draft = 0.0f;  // p(x)
+};
+void launch_verify(const float* logits, const sample_params* params, const int32_t* drafts, int32_t n_rows,
+                   int32_t n_vocab, int32_t* out, draft_verdict* verdicts, stream_handle s);
+
 }  // namespace tandem::gpu

@@ -145,7 +145,13 @@ __device__ int32_t tie_limit(const float* row, int32_t n, uint32_t k, double m, 
 // One row's sampling, as engine/sampling/sampler.h's distribution() then a draw: greedy; or top-k,
 // then top-p over the tempered probabilities, then min-p, then a Gumbel-max draw among the
 // survivors (the renormalised distribution the CPU sampler draws from).
-__global__ void sample_kernel(const float* logits, const sample_params* params, int32_t n_vocab, int32_t* out) {
+// With drafts (speculative verification, drafts non-null) and drafts[row] = x >= 0: p(x) of
+// that distribution, the verdict (accept with probability p(x)), and the draw made among the
+// survivors other than x (the residual norm(max(0, p - q)) of a point-mass draft q); a row
+// with drafts[row] < 0 draws as without drafts. verdicts[row]: 1 accepted (or drawn), 0
+// rejected, -1 nothing to sample.
+__global__ void sample_kernel(const float* logits, const sample_params* params, int32_t n_vocab, int32_t* out,
+                              const int32_t* drafts, draft_verdict* verdicts) {
   using reduce_c = cub::BlockReduce<candidate, kThreads>;
   using reduce_f = cub::BlockReduce<float, kThreads>;
   using reduce_d = cub::BlockReduce<double, kThreads>;
@@ -157,13 +163,32 @@ __global__ void sample_kernel(const float* logits, const sample_params* params, 
   __shared__ double s_sum;
   const sample_params p = params[blockIdx.x];
   const float* row = logits + static_cast<int64_t>(blockIdx.x) * n_vocab;
+  const int32_t draft = drafts != nullptr ? drafts[blockIdx.x] : -1;
+  // The verdict of a drawn token `id` (-1: nothing to sample) given p(draft).
+  auto give_verdict = [&](int32_t id, float p_draft) {
+    if (drafts == nullptr) return;
+    int32_t v = id >= 0 ? 1 : -1;
+    if (draft >= 0 && id >= 0) {
+      const float u = uniform01(p.seed, p.counter, -1);  // an id no token's noise uses
+      v = p_draft >= 1.0f || u < p_draft ? 1 : 0;
+    } else if (draft >= 0 && p_draft > 0.0f) {
+      v = 1;  // the draft is the only survivor: nothing else to draw, and it is accepted
+    }
+    verdicts[blockIdx.x] = draft_verdict{v, p_draft};
+  };
   if (!(p.temperature > 0.0f)) {  // greedy: the first maximum, NaN and -inf never chosen
     candidate best{-FLT_MAX, INT32_MAX};
     for (int32_t i = threadIdx.x; i < n_vocab; i += kThreads) {
       if (usable_logit(row[i])) best = better_candidate{}(best, {row[i], i});
     }
     const candidate r = reduce_c(tmp_c).Reduce(best, better_candidate{});
-    if (threadIdx.x == 0) out[blockIdx.x] = r.id < n_vocab ? r.id : -1;
+    if (threadIdx.x == 0) {
+      const int32_t id = r.id < n_vocab ? r.id : -1;
+      out[blockIdx.x] = id;  // a point mass: accepted exactly when the draft is the argmax
+      if (drafts != nullptr) {
+        verdicts[blockIdx.x] = draft_verdict{id < 0 ? -1 : (draft < 0 || id == draft ? 1 : 0), id == draft ? 1.0f : 0.0f};
+      }
+    }
     return;
   }
   float mx = -INFINITY;
@@ -175,7 +200,10 @@ __global__ void sample_kernel(const float* logits, const sample_params* params, 
   __syncthreads();
   mx = s_max;
   if (mx == -INFINITY) {  // every token masked: nothing to sample (the CPU sampler's -1)
-    if (threadIdx.x == 0) out[blockIdx.x] = -1;
+    if (threadIdx.x == 0) {
+      out[blockIdx.x] = -1;
+      give_verdict(-1, 0.0f);
+    }
     return;
   }
   const float inv_t = 1.0f / p.temperature;
@@ -221,16 +249,31 @@ __global__ void sample_kernel(const float* logits, const sample_params* params, 
     }
   }
   const float floor = min_p_floor(mx, p.temperature, p.min_p);
-  candidate best{-FLT_MAX, INT32_MAX};
-  for (int32_t i = threadIdx.x; i < n_vocab; i += kThreads) {
+  auto kept = [&](int32_t i) {
     const float x = row[i];
-    if (!usable_logit(x) || x < floor || !cut.keeps(order_key(x), i)) continue;
+    return usable_logit(x) && x >= floor && cut.keeps(order_key(x), i);
+  };
+  candidate best{-FLT_MAX, INT32_MAX};
+  double kept_mass = 0.0;  // with a draft: the survivors' weight, p(x)'s denominator
+  for (int32_t i = threadIdx.x; i < n_vocab; i += kThreads) {
+    if (!kept(i)) continue;
+    if (draft >= 0) kept_mass += static_cast<double>(expf((row[i] - mx) * inv_t));
+    if (i == draft) continue;  // a rejected draft is redrawn from the survivors without it
     // Gumbel(0,1) noise: -log(-log(u)); argmax of logit/T + noise ~ softmax(logit/T).
-    const float score = x * inv_t - logf(-logf(uniform01(p.seed, p.counter, i)));
+    const float score = row[i] * inv_t - logf(-logf(uniform01(p.seed, p.counter, i)));
     best = better_candidate{}(best, {score, i});
   }
   const candidate r = reduce_c(tmp_c).Reduce(best, better_candidate{});
-  if (threadIdx.x == 0) out[blockIdx.x] = r.id < n_vocab ? r.id : -1;
+  if (draft >= 0) kept_mass = reduce_d(tmp_d).Sum(kept_mass);  // uniform: draft is per row
+  if (threadIdx.x == 0) {
+    const int32_t id = r.id < n_vocab ? r.id : -1;
+    out[blockIdx.x] = id;
+    float p_draft = 0.0f;
+    if (draft >= 0 && draft < n_vocab && kept(draft)) {
+      p_draft = static_cast<float>(static_cast<double>(expf((row[draft] - mx) * inv_t)) / kept_mass);
+    }
+    give_verdict(id, p_draft);
+  }
 }
 
 __global__ void penalties_kernel(float* logits, int32_t n_vocab, const int32_t* offsets, const int32_t* tokens,
@@ -408,8 +451,15 @@ void launch_argmax(const float* logits, int32_t n_rows, int32_t n_vocab, int32_t
 void launch_sample(const float* logits, const sample_params* params, int32_t n_rows, int32_t n_vocab, int32_t* out,
                    stream_handle s) {
   if (n_rows <= 0) return;
-  sample_kernel<<<n_rows, kThreads, 0, s>>>(logits, params, n_vocab, out);
+  sample_kernel<<<n_rows, kThreads, 0, s>>>(logits, params, n_vocab, out, nullptr, nullptr);
   check_launch("sample");
+}
+
+void launch_verify(const float* logits, const sample_params* params, const int32_t* drafts, int32_t n_rows,
+                   int32_t n_vocab, int32_t* out, draft_verdict* verdicts, stream_handle s) {
+  if (n_rows <= 0) return;
+  sample_kernel<<<n_rows, kThreads, 0, s>>>(logits, params, n_vocab, out, drafts, verdicts);
+  check_launch("verify");
 }
 
 void launch_penalties(float* logits, int32_t n_rows, int32_t n_vocab, const int32_t* offsets, const int32_t* tokens,

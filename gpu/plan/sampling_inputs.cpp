@@ -49,7 +49,7 @@ void penalty_csr::add_row(std::span<const int32_t> history, int32_t n_vocab) {
 }
 
 device_sampling_layout plan_device_sampling(size_t rows, size_t entries, size_t param_bytes, size_t penalty_bytes,
-                                            size_t logprob_bytes) {
+                                            size_t logprob_bytes, size_t verdict_bytes) {
   device_sampling_layout l;
   size_t at = 0;
   auto take = [&](size_t& field, size_t bytes) {
@@ -59,6 +59,7 @@ device_sampling_layout plan_device_sampling(size_t rows, size_t entries, size_t 
   take(l.params, rows * param_bytes);
   take(l.penalties, rows * penalty_bytes);
   take(l.top_n, rows * sizeof(int32_t));
+  take(l.drafts, rows * sizeof(int32_t));
   take(l.offsets, (rows + 1) * sizeof(int32_t));
   take(l.tokens, entries * sizeof(int32_t));
   take(l.counts, entries * sizeof(int32_t));
@@ -66,6 +67,7 @@ device_sampling_layout plan_device_sampling(size_t rows, size_t entries, size_t 
   l.inputs = at;
   take(l.saved, entries * sizeof(float));
   take(l.logprobs, rows * logprob_bytes);
+  take(l.verdicts, rows * verdict_bytes);
   l.total = at;
   return l;
 }

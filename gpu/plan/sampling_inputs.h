@@ -10,9 +10,9 @@
 // adjustments are one CSR of (token, count, bias) entries instead, and the device keeps
 // the raw logits of the adjusted tokens (log-probabilities are of the raw row):
 //
-//   copied:      [sample_params R][penalty_params R][top_n R i32][offsets R+1 i32]
-//                [tokens N i32][counts N i32][bias N f32]
-//   device only: [saved N f32][logprobs R x logprob_bytes]
+//   copied:      [sample_params R][penalty_params R][top_n R i32][drafts R i32]
+//                [offsets R+1 i32][tokens N i32][counts N i32][bias N f32]
+//   device only: [saved N f32][logprobs R x logprob_bytes][verdicts R x verdict_bytes]
 #pragma once
 
 #include <cstddef>
@@ -51,15 +51,17 @@ class penalty_csr {
 };
 
 struct device_sampling_layout {
-  size_t params = 0, penalties = 0, top_n = 0, offsets = 0, tokens = 0, counts = 0, bias = 0;  // copied
-  size_t inputs = 0;                                                                           // bytes copied
-  size_t saved = 0, logprobs = 0;                                                              // device only
+  // copied
+  size_t params = 0, penalties = 0, top_n = 0, drafts = 0, offsets = 0, tokens = 0, counts = 0, bias = 0;
+  size_t inputs = 0;  // bytes copied
+  // device only
+  size_t saved = 0, logprobs = 0, verdicts = 0;
   size_t total = 0;
 };
 
 // Every part 16-byte aligned; the copied parts first, so one copy of `inputs` bytes fills them.
 device_sampling_layout plan_device_sampling(size_t rows, size_t entries, size_t param_bytes, size_t penalty_bytes,
-                                            size_t logprob_bytes);
+                                            size_t logprob_bytes, size_t verdict_bytes);
 
 // Per row, the tokens whose logits change before sampling, in ascending order, each once:
 // count = its occurrences in the history (0: biased only), bias = its logit bias (0: none).

@@ -17,14 +17,28 @@ namespace {
 
 using gpu_done_atom = caf::atom_constant<caf::atom("gpudone")>;
 using gpu_worker_actor = device_worker_actor::extend<caf::reacts_to<gpu_done_atom, uint64_t>>;
-// What the device sampler covers (gpu/device_sampler.h): temperature, top-k, top-p, min-p,
-// logit bias, penalties and logprobs (up to kMaxTopLogprobs alternatives). Grammar masks and
-// draft verification stay on the host.
-bool device_samples(const device_sequences::sequence& sq, const device_seq& p, bool device_logprobs) {
+// Where a planned sequence's rows are sampled.
+enum class where : char {
+  host,    // its logits come back for the host sampler (actors/device_sequences.h)
+  device,  // one row sampled on the device (gpu/device_sampler.h)
+  verify,  // its drafts verified on the device: K + 1 rows, verdicts and draws come back
+};
+
+// What the device sampler covers: temperature, top-k, top-p, min-p, logit bias, penalties,
+// logprobs (up to kMaxTopLogprobs alternatives) and the verification of point-mass drafts
+// (the host path reports no logprobs for drafted rows, so those stay with it). Grammar masks
+// stay on the host.
+where sampled_where(const device_sequences::sequence& sq, const device_seq& p, int32_t n_rows,
+                    const gpu_worker_options& opt) {
   const auto& o = sq.options;
-  if (!p.draft.empty() || sq.grammar) return false;
-  if (!device_logprobs) return !o.logprobs && o.logit_bias_ids.empty();
-  return !o.logprobs || o.top_logprobs <= gpu::kMaxTopLogprobs;
+  if (sq.grammar) return where::host;
+  if (!p.draft.empty()) {
+    const bool ok = opt.device_verification && !o.logprobs && n_rows == static_cast<int32_t>(p.draft.size()) + 1 &&
+                    (opt.device_logprobs || o.logit_bias_ids.empty());
+    return ok ? where::verify : where::host;
+  }
+  if (!opt.device_logprobs) return !o.logprobs && o.logit_bias_ids.empty() ? where::device : where::host;
+  return !o.logprobs || o.top_logprobs <= gpu::kMaxTopLogprobs ? where::device : where::host;
 }
 
 // The step on the stream. The scheduler sends one step at a time (it plans after each
@@ -35,7 +49,10 @@ struct in_flight {
   device_step step;
   caf::typed_response_promise<device_step_result> rp;
   gpu::step_rows rows;
-  std::vector<char> on_device;  // per sequence: sampled on the GPU
+  std::vector<where> sampled;  // per sequence
+  // The penalties' history of each verification row (the drafts before it included); a
+  // deque, so the spans the sampler holds stay valid while it grows.
+  std::deque<std::vector<token_id>> draft_histories;
   clock_type::time_point start;
 };
 
@@ -52,7 +69,7 @@ struct gpu_worker_state {
   step_input input;
   device_stats stats;
   size_t max_rows = 0;
-  bool device_logprobs = true;
+  gpu_worker_options options;
   static inline const char* name = "tandem.device_worker.cuda";
 };
 
@@ -79,7 +96,8 @@ void enqueue(gpu_worker_state& st, in_flight& f) {
   const int32_t V = static_cast<int32_t>(st.m->config().n_vocab);
   // Per-row device sampling parameters (rows not sampled on the device stay greedy: ignored).
   st.sampler.begin(f.rows.n_rows);
-  f.on_device.assign(step.seqs.size(), 0);
+  f.sampled.assign(step.seqs.size(), where::host);
+  f.draft_histories.clear();
   // Pinned room for the logits that come back (grown on demand: the previous step has been
   // delivered, since one step runs at a time).
   const size_t need = static_cast<size_t>(f.rows.n_rows) * V * sizeof(float);
@@ -89,15 +107,28 @@ void enqueue(gpu_worker_state& st, in_flight& f) {
     if (!p.sample || f.rows.n_rows_of[i] == 0) continue;
     auto& sq = st.seqs.at(p.seq);
     const auto& o = sq.options;
-    if (device_samples(sq, p, st.device_logprobs)) {
-      f.on_device[i] = 1;
+    f.sampled[i] = sampled_where(sq, p, f.rows.n_rows_of[i], st.options);
+    const gpu::penalty_params pen{o.repetition_penalty, o.frequency_penalty, o.presence_penalty};
+    if (f.sampled[i] == where::device) {
       const int32_t row = f.rows.first_row[i] + f.rows.n_rows_of[i] - 1;
       st.sampler.set_row(row, gpu::sample_params{o.temperature, o.min_p, sq.seed, sq.draws++, o.top_k, o.top_p});
-      st.sampler.set_penalties(row, gpu::penalty_params{o.repetition_penalty, o.frequency_penalty, o.presence_penalty},
-                               st.seqs.history(p));
+      st.sampler.set_penalties(row, pen, st.seqs.history(p));
       // The options live in the sequence's copy, which stays put until the next step begins.
       st.sampler.set_logit_bias(row, o.logit_bias_ids, o.logit_bias_values);
       if (o.logprobs) st.sampler.set_logprobs(row, o.top_logprobs);
+    } else if (f.sampled[i] == where::verify) {
+      // Row j verifies draft j with the history the host sampler would have then (the
+      // drafts before it accepted); row K is the bonus row.
+      const auto hist = st.seqs.history(p);
+      for (size_t j = 0; j <= p.draft.size(); ++j) {
+        const int32_t row = f.rows.first_row[i] + static_cast<int32_t>(j);
+        st.sampler.set_row(row, gpu::sample_params{o.temperature, o.min_p, sq.seed, sq.draws++, o.top_k, o.top_p});
+        auto& seen = f.draft_histories.emplace_back(hist.begin(), hist.end());
+        seen.insert(seen.end(), p.draft.begin(), p.draft.begin() + static_cast<std::ptrdiff_t>(j));
+        st.sampler.set_penalties(row, pen, seen);
+        st.sampler.set_logit_bias(row, o.logit_bias_ids, o.logit_bias_values);
+        st.sampler.set_draft(row, j < p.draft.size() ? p.draft[j] : -1);
+      }
     } else {
       // Logits of this sequence's rows come back for the host sampler.
       const size_t bytes = static_cast<size_t>(f.rows.n_rows_of[i]) * V * sizeof(float);
@@ -149,7 +180,26 @@ device_step_result finish(gpu_worker_state& st, in_flight& f) {
   for (size_t i = 0; i < step.seqs.size(); ++i) {
     const auto& p = step.seqs[i];
     if (!p.sample || f.rows.n_rows_of[i] == 0) continue;
-    if (f.on_device[i]) {
+    if (f.sampled[i] == where::verify) {
+      // As engine/sampling/speculative.h's accept_drafts: the accepted drafts, then the draw
+      // of the first rejecting row or of the bonus row; nothing usable ends the sequence.
+      auto& out = res.emitted[i];
+      const int32_t* ids = st.ids->as<int32_t>();
+      for (size_t j = 0; j <= p.draft.size(); ++j) {
+        const int32_t row = f.rows.first_row[i] + static_cast<int32_t>(j);
+        const gpu::draft_verdict& v = st.sampler.verdict(0, row);
+        if (v.verdict < 0) break;
+        if (j < p.draft.size() && v.verdict == 1) {
+          out.push_back(p.draft[j]);
+          continue;
+        }
+        if (ids[row] >= 0 && ids[row] < V) out.push_back(ids[row]);
+        break;
+      }
+      st.seqs.record(p, out);
+      continue;
+    }
+    if (f.sampled[i] == where::device) {
       const int32_t row = f.rows.first_row[i] + f.rows.n_rows_of[i] - 1;
       const int32_t tok = st.ids->as<int32_t>()[row];
       if (tok >= 0 && tok < V) res.emitted[i] = {tok};
@@ -199,7 +249,7 @@ gpu_worker_actor::behavior_type gpu_device_worker(gpu_worker_actor::stateful_poi
   st.m = std::move(res->m);
   st.host_model = std::move(m);
   st.max_rows = options.limits.max_logit_rows;
-  st.device_logprobs = options.device_logprobs;
+  st.options = options;
   const size_t V = st.m->config().n_vocab;
   st.ids = std::make_unique<gpu::pinned_buffer>(st.max_rows * sizeof(int32_t));
   st.logits = std::make_unique<gpu::pinned_buffer>(V * sizeof(float));

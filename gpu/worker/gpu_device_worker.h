@@ -13,10 +13,10 @@
 //
 // Sampling: rows whose options the device sampler covers (greedy or temperature, top-k,
 // top-p, min-p, logit bias, repetition/frequency/presence penalties, logprobs with up to
-// kMaxTopLogprobs alternatives) are sampled on the GPU (gpu/device_sampler.h) and only their
-// ids, with the log-probabilities asked for, come back; rows that verify drafts or follow a
-// grammar copy their logits back and use the host sampling the CPU worker uses
-// (actors/device_sequences.h, speculative acceptance included).
+// kMaxTopLogprobs alternatives, and the verification of drafted tokens) are sampled on the
+// GPU (gpu/device_sampler.h) and only their ids, with the log-probabilities and verdicts
+// asked for, come back; rows that follow a grammar copy their logits back and use the host
+// sampling the CPU worker uses (actors/device_sequences.h, speculative acceptance included).
 //
 // Decode steps (one token per sequence) run as CUDA graphs unless options.cuda_graphs is
 // false (--enforce-eager): gpu_model pads them to a batch bucket and captures or replays
@@ -42,9 +42,11 @@ struct gpu_worker_options {
   uint32_t block_size = 16;
   gpu::step_limits limits;
   bool cuda_graphs = true;  // decode steps as CUDA graphs; false: --enforce-eager
-  // Rows asking for logprobs or carrying a logit bias are sampled on the device; false sends
-  // them through the host sampler instead (the tests compare the two paths).
+  // Rows asking for logprobs or carrying a logit bias are sampled on the device, and drafts
+  // are verified there; false sends them through the host sampler instead (the tests
+  // compare the two paths).
   bool device_logprobs = true;
+  bool device_verification = true;
   // BF16 copies of the quantized matrices for the GEMM of prefill steps (gpu_sizing decides).
   bool bf16_shadow = false;
 };

@@ -923,5 +923,112 @@ TEST_F(DeviceLogprobs, SampledRowsReportRawLogprobs) {
   }
 }
 
+// Speculative verification on the device (launch_verify through device_sampler) against
+// engine/sampling/speculative.h's rule for a point-mass draft x: accepted with probability
+// p(x), and a rejection emits a draw from p without x.
+class DeviceVerify : public CudaTest {
+ protected:
+  struct result {
+    std::vector<int32_t> ids;
+    std::vector<draft_verdict> verdicts;
+  };
+  // `draws` copies of one row, each with its own counter, all verifying `draft`.
+  result verify(const std::vector<float>& row, const sample_params& p, int32_t draft, int32_t draws) {
+    const auto V = static_cast<int32_t>(row.size());
+    std::vector<float> logits;
+    for (int32_t r = 0; r < draws; ++r) logits.insert(logits.end(), row.begin(), row.end());
+    device_sampler ds(1);
+    ds.begin(draws);
+    for (int32_t r = 0; r < draws; ++r) {
+      sample_params q = p;
+      q.counter = static_cast<uint64_t>(r);
+      ds.set_row(r, q);
+      ds.set_draft(r, draft);
+    }
+    auto dl = upload(logits);
+    auto dout = poisoned<int32_t>(static_cast<size_t>(draws));
+    ds.enqueue(dl.as<float>(), V, dout.as<int32_t>(), 0, s());
+    result out;
+    out.ids = download<int32_t>(dout, static_cast<size_t>(draws));
+    for (int32_t r = 0; r < draws; ++r) out.verdicts.push_back(ds.verdict(0, r));
+    return out;
+  }
+};
+
+// Greedy: the argmax is accepted, anything else is rejected with the argmax drawn; a bonus
+// row (-1) draws the argmax; a row with nothing usable has verdict -1.
+TEST_F(DeviceVerify, GreedyAcceptsExactlyTheArgmax) {
+  const auto row = flat_row(500, -1.0f, {{7, 3.0f}, {9, 2.0f}});
+  const sample_params g{0.0f, 0.0f, 1, 0, 0, 1.0f};
+  auto r = verify(row, g, 7, 2);
+  EXPECT_EQ(r.verdicts[0].verdict, 1);
+  EXPECT_EQ(r.verdicts[0].p_draft, 1.0f);
+  EXPECT_EQ(r.ids[0], 7);
+  r = verify(row, g, 9, 2);
+  EXPECT_EQ(r.verdicts[0].verdict, 0);
+  EXPECT_EQ(r.ids[0], 7);
+  r = verify(row, g, -1, 2);
+  EXPECT_EQ(r.verdicts[0].verdict, 1);
+  EXPECT_EQ(r.ids[0], 7);
+  r = verify(flat_row(500, -INFINITY, {}), g, 3, 2);
+  EXPECT_EQ(r.verdicts[0].verdict, -1);
+  r = verify(flat_row(500, -INFINITY, {}), sample_params{1.0f, 0.0f, 1, 0, 0, 1.0f}, 3, 2);
+  EXPECT_EQ(r.verdicts[0].verdict, -1);
+  EXPECT_EQ(r.ids[0], -1);
+}
+
+// Sampled rows (with top-k / top-p cuts): p(x) is the host sampler's, drafts are accepted at
+// that rate (5 sigma), rejections draw from p without x, a draft outside the cut is always
+// rejected, and the only survivor is always accepted.
+TEST_F(DeviceVerify, SampledAcceptanceFollowsTheHostDistribution) {
+  const int32_t V = 1024;
+  const auto row = random_floats(static_cast<size_t>(V), 61, 3.0f);
+  const sample_params cases[] = {{1.0f, 0.0f, 3, 0, 0, 1.0f}, {0.7f, 0.0f, 4, 0, 8, 1.0f}, {1.2f, 0.0f, 5, 0, 0, 0.8f}};
+  for (const auto& p : cases) {
+    SCOPED_TRACE(::testing::Message() << "T " << p.temperature << " top_k " << p.top_k << " top_p " << p.top_p);
+    sampler cpu(cpu_params(p));
+    const std::vector<token_prob> dist = cpu.distribution(row);
+    ASSERT_GE(dist.size(), 2u);
+    for (const int32_t x : {dist[0].token, dist[1].token}) {
+      const double px = dist[x == dist[0].token ? 0 : 1].prob;
+      const auto r = verify(row, p, x, kDraws);
+      int accepted = 0;
+      std::vector<int32_t> redrawn;
+      for (int32_t k = 0; k < kDraws; ++k) {
+        ASSERT_NEAR(r.verdicts[static_cast<size_t>(k)].p_draft, px, 1e-5);
+        if (r.verdicts[static_cast<size_t>(k)].verdict == 1) {
+          ++accepted;
+        } else {
+          ASSERT_EQ(r.verdicts[static_cast<size_t>(k)].verdict, 0);
+          redrawn.push_back(r.ids[static_cast<size_t>(k)]);
+        }
+      }
+      EXPECT_NEAR(accepted, kDraws * px, 5 * std::sqrt(kDraws * px * (1 - px)) + 3);
+      std::vector<token_prob> without;
+      for (const auto& c : dist) {
+        if (c.token != x) without.push_back({c.token, static_cast<float>(c.prob / (1.0 - px))});
+      }
+      expect_follows(redrawn, without, V);
+    }
+  }
+  // Outside top-k 8: p(x) = 0, always rejected, the draws follow p.
+  const sample_params k8{0.7f, 0.0f, 6, 0, 8, 1.0f};
+  sampler cpu(cpu_params(k8));
+  const auto dist = cpu.distribution(row);
+  int32_t outside = 0;
+  while (std::any_of(dist.begin(), dist.end(), [&](const token_prob& c) { return c.token == outside; })) ++outside;
+  const auto r = verify(row, k8, outside, 4000);
+  for (const auto& v : r.verdicts) {
+    ASSERT_EQ(v.verdict, 0);
+    ASSERT_EQ(v.p_draft, 0.0f);
+  }
+  expect_follows(r.ids, dist, V);
+  // top-k 1: the draft is the only survivor and always accepted.
+  const sample_params k1{1.0f, 0.0f, 7, 0, 1, 1.0f};
+  sampler top1(cpu_params(k1));
+  const int32_t best = top1.distribution(row)[0].token;
+  for (const auto& v : verify(row, k1, best, 100).verdicts) EXPECT_EQ(v.verdict, 1);
+}
+
 }  // namespace
 }  // namespace tandem::gpu

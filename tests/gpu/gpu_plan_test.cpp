@@ -539,9 +539,10 @@ TEST(SamplingInputs, LogitAdjustEntriesReproduceTheCpuSamplersRow) {
 }
 
 TEST(SamplingInputs, DeviceSamplingLayoutCopiesInputsFirst) {
-  const device_sampling_layout l = plan_device_sampling(5, 11, 32, 12, 168);
-  const size_t starts[] = {l.params, l.penalties, l.top_n, l.offsets, l.tokens, l.counts, l.bias, l.saved, l.logprobs};
-  const size_t sizes[] = {5 * 32, 5 * 12, 5 * 4, 6 * 4, 11 * 4, 11 * 4, 11 * 4, 11 * 4, 5 * 168};
+  const device_sampling_layout l = plan_device_sampling(5, 11, 32, 12, 168, 8);
+  const size_t starts[] = {l.params, l.penalties, l.top_n, l.drafts, l.offsets,  l.tokens,
+                           l.counts, l.bias,      l.saved, l.logprobs, l.verdicts};
+  const size_t sizes[] = {5 * 32, 5 * 12, 5 * 4, 5 * 4, 6 * 4, 11 * 4, 11 * 4, 11 * 4, 11 * 4, 5 * 168, 5 * 8};
   for (size_t i = 0; i < std::size(starts); ++i) {
     EXPECT_EQ(starts[i] % 16, 0u) << i;
     const size_t end = i + 1 < std::size(starts) ? starts[i + 1] : l.total;
@@ -550,7 +551,7 @@ TEST(SamplingInputs, DeviceSamplingLayoutCopiesInputsFirst) {
   EXPECT_EQ(l.params, 0u);
   EXPECT_EQ(l.inputs, l.saved);  // one copy fills every input, nothing of the outputs
   EXPECT_GE(l.inputs, l.bias + 11 * 4);
-  EXPECT_EQ(plan_device_sampling(0, 0, 32, 12, 168).total, 16u);  // the one offset
+  EXPECT_EQ(plan_device_sampling(0, 0, 32, 12, 168, 8).total, 16u);  // the one offset
 }
 
 // --- Attention launch planning: GQA groups, lanes per key, splits per KV head ---------------

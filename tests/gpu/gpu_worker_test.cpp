@@ -289,5 +289,85 @@ TEST_F(GpuWorker, SampledDeviceLogprobsAndTheHostFallback) {
   self->send_exit(w, caf::exit_reason::user_shutdown);
 }
 
+// Drafts verified on the device against the host's accept_drafts over the same logits: two
+// workers run the same steps (a greedy and a penalised sequence, each first decoding a few
+// tokens, then verifying drafts of which some are right and one is wrong) and must emit the
+// same tokens.
+TEST_F(GpuWorker, DeviceVerificationAgreesWithTheHostPath) {
+  fixture fx;
+  caf::actor_system_config cfg;
+  caf::actor_system sys(cfg);
+  gpu_worker_options on_device = small_worker_options();
+  on_device.device_logprobs = true;
+  on_device.device_verification = true;
+  gpu_worker_options on_host = small_worker_options();
+  on_host.device_verification = false;
+  auto dev = spawn_gpu_device_worker(sys, fx.m, on_device);
+  auto host = spawn_gpu_device_worker(sys, fx.m, on_host);
+  caf::scoped_actor self(sys);
+
+  sampling_options greedy;
+  greedy.temperature = 0;
+  sampling_options penalised = greedy;
+  penalised.repetition_penalty = 1.4f;
+  penalised.frequency_penalty = 0.3f;
+  penalised.logit_bias_ids = {7};
+  penalised.logit_bias_values = {1.5f};
+
+  const std::vector<token_id> prompt = {1, 7, 42, 99, 3, 250, 17, 8, 64, 5, 11, 300, 2, 9, 77, 31, 400};
+  device_step step;
+  step.step = 1;
+  step.started = {{1, greedy, 17, nullptr}, {2, penalised, 17, nullptr}};
+  step.seqs = {first(1, prompt, {0, 1}, true), first(2, prompt, {5, 6}, true)};
+  std::vector<std::vector<token_id>> out(2);
+  uint32_t pos = 17;
+  for (int k = 0; k < 3; ++k) {  // prefill, then two decode steps
+    const auto a = run(self, dev, step);
+    const auto b = run(self, host, step);
+    ASSERT_TRUE(a.error.empty()) << a.error;
+    ASSERT_TRUE(b.error.empty()) << b.error;
+    for (size_t i = 0; i < 2; ++i) {
+      ASSERT_EQ(a.emitted[i].size(), 1u);
+      ASSERT_EQ(a.emitted[i], b.emitted[i]);
+      out[i].push_back(a.emitted[i][0]);
+    }
+    pos = step.seqs[0].start_pos + step.seqs[0].n_new;
+    step.step++;
+    step.started.clear();
+    for (size_t i = 0; i < 2; ++i) step.seqs[i] = next(i + 1, pos, 2);
+  }
+  // Verification steps: drafts copied from each sequence's own recent output (sometimes
+  // right), then one token nobody expects.
+  for (int k = 0; k < 4; ++k) {
+    SCOPED_TRACE(::testing::Message() << "verification step " << k);
+    for (size_t i = 0; i < 2; ++i) {
+      const auto& o = out[i];
+      step.seqs[i].draft = {o[o.size() - 2], o[o.size() - 1], static_cast<token_id>(500 - k)};
+    }
+    const auto a = run(self, dev, step);
+    const auto b = run(self, host, step);
+    ASSERT_TRUE(a.error.empty()) << a.error;
+    ASSERT_TRUE(b.error.empty()) << b.error;
+    for (size_t i = 0; i < 2; ++i) {
+      SCOPED_TRACE(::testing::Message() << "sequence " << i + 1);
+      EXPECT_EQ(a.emitted[i], b.emitted[i]);
+      ASSERT_GE(a.emitted[i].size(), 1u);
+      ASSERT_LE(a.emitted[i].size(), 4u);
+      out[i].insert(out[i].end(), a.emitted[i].begin(), a.emitted[i].end());
+    }
+    // Both sequences go on from what they emitted: its count may differ between them, so
+    // each is planned from its own position (the device holds the emitted tokens).
+    step.step++;
+    for (size_t i = 0; i < 2; ++i) {
+      const uint32_t at = static_cast<uint32_t>(prompt.size() + out[i].size()) - 1;
+      step.seqs[i] = next(i + 1, at, 3);
+      step.seqs[i].new_blocks = {static_cast<uint32_t>(i == 0 ? 2 : 7)};
+      step.seqs[i].table_keep = 2;
+    }
+  }
+  self->send_exit(dev, caf::exit_reason::user_shutdown);
+  self->send_exit(host, caf::exit_reason::user_shutdown);
+}
+
 }  // namespace
 }  // namespace tandem
