@@ -186,7 +186,8 @@ __global__ void sample_kernel(const float* logits, const sample_params* params, 
       const int32_t id = r.id < n_vocab ? r.id : -1;
       out[blockIdx.x] = id;  // a point mass: accepted exactly when the draft is the argmax
       if (drafts != nullptr) {
-        verdicts[blockIdx.x] = draft_verdict{id < 0 ? -1 : (draft < 0 || id == draft ? 1 : 0), id == draft ? 1.0f : 0.0f};
+        verdicts[blockIdx.x] =
+            draft_verdict{id < 0 ? -1 : (draft < 0 || id == draft ? 1 : 0), id == draft ? 1.0f : 0.0f};
       }
     }
     return;
