@@ -733,3 +733,120 @@ TEST(GpuSizing, Bf16CopiesKeptWhereTheyLeaveHalfTheKvPool) {
 
 }  // namespace
 }  // namespace tandem::gpu
+
+// --- The FP8 E4M3 KV cache (gpu/plan/kv_dtype.h) -------------------------------------------
+
+#include "gpu/plan/kv_dtype.h"
+
+namespace tandem::gpu {
+namespace {
+
+TEST(KvDtype, NamesAndSizes) {
+  EXPECT_EQ(parse_kv_cache_dtype("auto"), kv_dtype::f16);
+  EXPECT_EQ(parse_kv_cache_dtype("fp8"), kv_dtype::fp8_e4m3);
+  EXPECT_EQ(parse_kv_cache_dtype("fp8_e4m3"), kv_dtype::fp8_e4m3);
+  EXPECT_EQ(parse_kv_cache_dtype("fp8_e5m2"), std::nullopt);
+  EXPECT_EQ(parse_kv_cache_dtype("bfloat16"), std::nullopt);
+  EXPECT_EQ(parse_kv_cache_dtype(""), std::nullopt);
+  EXPECT_EQ(kv_dtype_bytes(kv_dtype::f16), 2u);
+  EXPECT_EQ(kv_dtype_bytes(kv_dtype::fp8_e4m3), 1u);
+}
+
+// Llama-3-8B: 2 (K, V) x 32 layers x 8 KV heads x 128 dimensions per token, 128 KiB in F16
+// and 64 KiB in E4M3; the same budget holds twice the blocks.
+TEST(KvDtype, Llama3KvBytesPerTokenHalveInFp8) {
+  kv_geometry f16 = llama3_8b_kv(), fp8 = llama3_8b_kv();
+  f16.elem_bytes = kv_dtype_bytes(kv_dtype::f16);
+  fp8.elem_bytes = kv_dtype_bytes(kv_dtype::fp8_e4m3);
+  EXPECT_EQ(f16.block_bytes() / f16.block_tokens, 131072u);
+  EXPECT_EQ(fp8.block_bytes() / fp8.block_tokens, 65536u);
+  memory_budget b;
+  b.total_bytes = b.free_bytes = 80 * kGiB;
+  b.weight_bytes = 16 * kGiB;
+  const size_t rest = static_cast<size_t>(80 * kGiB * b.utilization) - b.weight_bytes - b.reserve_bytes;
+  EXPECT_EQ(static_cast<size_t>(plan_kv_pool(f16, b).n_blocks), rest / f16.block_bytes());
+  EXPECT_EQ(static_cast<size_t>(plan_kv_pool(fp8, b).n_blocks), rest / fp8.block_bytes());
+}
+
+// Values worked out by hand from the format: (1 + m/8) 2^(e-7), subnormals m 2^-9.
+TEST(KvDtype, E4M3HandComputedValues) {
+  struct want {
+    float x;
+    uint8_t b;
+    const char* why;
+  };
+  const want cases[] = {
+      {0.0f, 0x00, "zero"},
+      {-0.0f, 0x80, "negative zero"},
+      {1.0f, 0x38, "exponent field 7"},
+      {-2.0f, 0xc0, "exponent field 8, negative"},
+      {0x1p-9f, 0x01, "the smallest subnormal"},
+      {0x7p-9f, 0x07, "the largest subnormal"},
+      {0x1p-6f, 0x08, "the smallest normal"},
+      {0x1p-10f, 0x00, "half the smallest subnormal: a tie, to even (zero)"},
+      {0x3p-10f, 0x02, "1.5 quanta: a tie, to even (2)"},
+      {-0x5p-10f, 0x82, "-2.5 quanta: a tie, to even (-2)"},
+      {0x1.0cp-10f, 0x01, "just past the tie: up"},
+      {0x1.fp-7f, 0x08, "7.75 quanta: up into the normals"},
+      {1.0625f, 0x38, "1 + 1/16: a tie between 1 and 1.125, to even (1)"},
+      {1.1875f, 0x3a, "1 + 3/16: a tie between 1.125 and 1.25, to even (1.25)"},
+      {1.9375f, 0x40, "a tie between 1.875 and 2: to even (2), the next binade"},
+      {0.3f, 0x2a, "1.2 x 2^-2 to 1.25 x 2^-2"},
+      {368.0f, 0x7c, "1.4375 x 2^8: a tie, to even (1.5 x 2^8)"},
+      {240.0f, 0x77, "1.875 x 2^7"},
+      {448.0f, 0x7e, "the largest finite value"},
+      {449.0f, 0x7e, "saturates"},
+      {464.0f, 0x7e, "the tie with 480, which is no value (0x7f is NaN)"},
+      {1e9f, 0x7e, "saturates"},
+      {-1e9f, 0xfe, "saturates, negative"},
+      {INFINITY, 0x7e, "saturates"},
+      {-INFINITY, 0xfe, "saturates, negative"},
+      {NAN, 0x7f, "NaN"},
+      {1e-30f, 0x00, "underflows to zero"},
+      {-1e-30f, 0x80, "underflows to negative zero"},
+  };
+  for (const want& w : cases) {
+    EXPECT_EQ(e4m3_from_float(w.x), w.b) << w.x << ": " << w.why;
+  }
+  EXPECT_EQ(e4m3_to_float(0x38), 1.0f);
+  EXPECT_EQ(e4m3_to_float(0x7e), 448.0f);
+  EXPECT_EQ(e4m3_to_float(0xfe), -448.0f);
+  EXPECT_EQ(e4m3_to_float(0x01), 0x1p-9f);
+  EXPECT_EQ(e4m3_to_float(0x08), 0x1p-6f);
+  EXPECT_EQ(e4m3_to_float(0x2a), 0.3125f);
+  EXPECT_TRUE(std::signbit(e4m3_to_float(0x80)));
+  EXPECT_TRUE(std::isnan(e4m3_to_float(0x7f)));
+  EXPECT_TRUE(std::isnan(e4m3_to_float(0xff)));
+}
+
+// Every finite code decodes and encodes back to itself, and the encoder picks the nearest
+// of the 127 non-negative finite values (ties to the even code), found here by search, for
+// random floats of every exponent; past 448 it saturates.
+TEST(KvDtype, E4M3IsRoundToNearestEvenOverTheWholeRange) {
+  std::vector<std::pair<float, uint8_t>> finite;  // (value, code) of the non-negative values
+  for (int b = 0; b < 256; ++b) {
+    const auto code = static_cast<uint8_t>(b);
+    if ((code & 0x7f) == 0x7f) continue;
+    EXPECT_EQ(e4m3_from_float(e4m3_to_float(code)), code) << b;
+    if (code < 0x80) finite.emplace_back(e4m3_to_float(code), code);
+  }
+  ASSERT_EQ(finite.size(), 127u);
+  std::mt19937 rng(12);
+  std::uniform_real_distribution<float> mant(1.0f, 2.0f);
+  for (int i = 0; i < 200000; ++i) {
+    const float a = std::ldexp(mant(rng), static_cast<int>(rng() % 24) - 14);  // 2^-14 .. 2^10
+    uint8_t best = 0x7e;
+    if (a < 448.0f) {
+      double dist = INFINITY;
+      for (const auto& [v, code] : finite) {
+        const double d = std::abs(static_cast<double>(a) - v);
+        if (d < dist || (d == dist && (code & 1) == 0)) dist = d, best = code;
+      }
+    }
+    const float x = (rng() & 1) ? -a : a;
+    ASSERT_EQ(e4m3_from_float(x), static_cast<uint8_t>(best | (x < 0 ? 0x80 : 0))) << x;
+  }
+}
+
+}  // namespace
+}  // namespace tandem::gpu
