@@ -5,10 +5,13 @@
 // Pass 1, grid (n_tok * n_head_kv * n_chunks, n_splits), kDecodeWarps warps per block. A
 // block owns one token t, one KV head, a chunk of GB of the G query heads that share that KV
 // head (plan_gqa_groups in gpu/plan/launch_config.h) and the keys
-// [split * keys_per_split, (split + 1) * keys_per_split) of t's context [0, positions[t]].
+// [lo + split * keys_per_split, lo + (split + 1) * keys_per_split) of t's visible keys
+// [lo, p], p = positions[t], lo = max(0, p - window + 1) with a window and 0 without. Keys
+// outside [lo, p] are never loaded, nor their block-table entries.
 // Inside the block the keys are dealt to sub-groups of LPK lanes (attention_lanes_per_key):
-// lane j of a sub-group holds dimensions [8j, 8j + 8) of a key and of its value (one 16-byte
-// load each; lanes with 8j >= head_dim hold nothing) and of the GB query rows (registers,
+// lane j of a sub-group holds dimensions [8j, 8j + 8) of a key and of its value (one load
+// each: 16 bytes of F16 or 8 bytes of E4M3, converted to floats exactly; lanes with
+// 8j >= head_dim hold nothing) and of the GB query rows (registers,
 // pre-scaled by scale * log2(e), so scores are in base 2). A sub-group takes NK keys per
 // step, reduces each key's GB dot products over its lanes by shuffles, and folds them into GB
 // running softmax states (m, l, acc[8 dimensions per lane]); every key and value is read
@@ -24,6 +27,7 @@
 // Pass 2 (n_splits > 1), one block per (token, query head):
 //   out = sum_s acc_s 2^(m_s - M) / sum_s l_s 2^(m_s - M),  M = max_s m_s.
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cfloat>
@@ -40,19 +44,43 @@ constexpr int kDecodeThreads = kDecodeWarps * 32;
 constexpr int kMaxHeadDim = 256;
 constexpr float kLog2e = 1.4426950408889634f;
 
+// The cache's elements: `elem` is one stored value, `raw` one load of 8 of them.
+template <kv_dtype E>
+struct kv_elems;
+template <>
+struct kv_elems<kv_dtype::f16> {
+  using elem = uint16_t;
+  using raw = uint4;
+};
+template <>
+struct kv_elems<kv_dtype::fp8_e4m3> {
+  using elem = uint8_t;
+  using raw = uint2;
+};
+
+__device__ __forceinline__ uint16_t to_elem(float x, uint16_t*) { return __half_as_ushort(__float2half_rn(x)); }
+__device__ __forceinline__ uint8_t to_elem(float x, uint8_t*) {
+  return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
+}
+
+// One block per token: its n_head_kv * head_dim keys and values to their slot.
+template <kv_dtype E>
 __global__ void kv_store_kernel(const float* k, const float* v, const int32_t* slots, kv_layer kv) {
+  using elem = typename kv_elems<E>::elem;
+  elem* kc = reinterpret_cast<elem*>(kv.k);
+  elem* vc = reinterpret_cast<elem*>(kv.v);
   const int32_t t = blockIdx.x;
   const int32_t kv_dim = kv.n_head_kv * kv.head_dim;
   const int64_t block = slots[t] / kv.block_tokens, slot = slots[t] % kv.block_tokens;
   for (int32_t i = threadIdx.x; i < kv_dim; i += blockDim.x) {
     const int32_t h = i / kv.head_dim, d = i % kv.head_dim;
     const int64_t at = ((block * kv.n_head_kv + h) * kv.block_tokens + slot) * kv.head_dim + d;
-    kv.k[at] = __half_as_ushort(__float2half_rn(k[static_cast<int64_t>(t) * kv_dim + i]));
-    kv.v[at] = __half_as_ushort(__float2half_rn(v[static_cast<int64_t>(t) * kv_dim + i]));
+    kc[at] = to_elem(k[static_cast<int64_t>(t) * kv_dim + i], kc);
+    vc[at] = to_elem(v[static_cast<int64_t>(t) * kv_dim + i], vc);
   }
 }
 
-// The eight halves of a 16-byte load, as floats.
+// Eight cached elements of one load, as floats (exact for both types).
 __device__ __forceinline__ float2 half2_bits_to_float2(uint32_t w) {
   return make_float2(__half2float(__ushort_as_half(static_cast<unsigned short>(w & 0xffffu))),
                      __half2float(__ushort_as_half(static_cast<unsigned short>(w >> 16))));
@@ -60,6 +88,16 @@ __device__ __forceinline__ float2 half2_bits_to_float2(uint32_t w) {
 __device__ __forceinline__ void unpack8(const uint4& r, float (&f)[8]) {
   const float2 a = half2_bits_to_float2(r.x), b = half2_bits_to_float2(r.y);
   const float2 c = half2_bits_to_float2(r.z), d = half2_bits_to_float2(r.w);
+  f[0] = a.x, f[1] = a.y, f[2] = b.x, f[3] = b.y, f[4] = c.x, f[5] = c.y, f[6] = d.x, f[7] = d.y;
+}
+// Two E4M3 bytes (the lower one first) as floats, through F16 (cvt.rn.f16x2.e4m3x2).
+__device__ __forceinline__ float2 e4m3x2_to_float2(uint32_t w) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w & 0xffffu), __NV_E4M3);
+  return __half22float2(__half2(h));
+}
+__device__ __forceinline__ void unpack8(const uint2& r, float (&f)[8]) {
+  const float2 a = e4m3x2_to_float2(r.x), b = e4m3x2_to_float2(r.x >> 16);
+  const float2 c = e4m3x2_to_float2(r.y), d = e4m3x2_to_float2(r.y >> 16);
   f[0] = a.x, f[1] = a.y, f[2] = b.x, f[3] = b.y, f[4] = c.x, f[5] = c.y, f[6] = d.x, f[7] = d.y;
 }
 
@@ -71,13 +109,16 @@ __device__ __forceinline__ float group_sum(float x) {
   return x;
 }
 
-// LPK lanes per key (4, 8, 16 or 32), GB query heads per block (1, 2, 4 or 8), NK keys per
-// sub-group and step. Dynamic shared memory: kDecodeWarps * GB * head_dim floats.
-template <int LPK, int GB, int NK>
+// E the cache's element type, LPK lanes per key (4, 8, 16 or 32), GB query heads per block
+// (1, 2, 4 or 8), NK keys per sub-group and step. Dynamic shared memory:
+// kDecodeWarps * GB * head_dim floats.
+template <kv_dtype E, int LPK, int GB, int NK>
 __global__ void __launch_bounds__(kDecodeThreads, 2)
     decode_attention_kernel(const float* __restrict__ q, const int32_t* __restrict__ positions,
                             const int32_t* __restrict__ row_seq, const int32_t* __restrict__ tables, kv_layer kv,
                             attention_args a, int32_t n_chunks, float* __restrict__ partials, float* __restrict__ out) {
+  using elem = typename kv_elems<E>::elem;
+  using raw = typename kv_elems<E>::raw;
   constexpr int kKeysPerWarp = 32 / LPK;
   constexpr int kGroups = kDecodeWarps * kKeysPerWarp;  // sub-groups per block
   constexpr int kStep = kGroups * NK;                   // keys per block and step
@@ -115,24 +156,28 @@ __global__ void __launch_bounds__(kDecodeThreads, 2)
     l[g] = 0.0f;
   }
 
-  const int32_t n_keys = positions[t] + 1;
-  const int32_t k_begin = static_cast<int32_t>(blockIdx.y) * a.keys_per_split;
-  const int32_t k_end = min(n_keys, k_begin + a.keys_per_split);
+  // The split's keys [k_begin, k_end) of the visible keys [lo, pos].
+  const int32_t pos = positions[t];
+  const int32_t lo = a.window > 0 ? max(0, pos - a.window + 1) : 0;
+  const int32_t k_begin = lo + static_cast<int32_t>(blockIdx.y) * a.keys_per_split;
+  const int32_t k_end = min(pos + 1, k_begin + a.keys_per_split);
   const int32_t* table = tables + static_cast<int64_t>(row_seq[t]) * a.table_width;
-  const int64_t block_stride = static_cast<int64_t>(n_kv) * bt * hd;  // halves per KV block
+  const elem* kc = reinterpret_cast<const elem*>(kv.k);
+  const elem* vc = reinterpret_cast<const elem*>(kv.v);
+  const int64_t block_stride = static_cast<int64_t>(n_kv) * bt * hd;  // elements per KV block
   const int64_t head_offset = static_cast<int64_t>(kvh) * bt * hd + j * 8;
 
   // The loop bounds are the same for the whole block, so every lane reaches the shuffles.
   for (int32_t base = k_begin; base < k_end; base += kStep) {
-    uint4 kr[NK], vr[NK];
+    raw kr[NK], vr[NK];
 #pragma unroll
     for (int c = 0; c < NK; ++c) {
       const int32_t key = base + c * kGroups + sg;
-      kr[c] = vr[c] = make_uint4(0u, 0u, 0u, 0u);
+      kr[c] = vr[c] = raw{};
       if (key < k_end && active) {
         const int64_t at = table[key / bt] * block_stride + head_offset + static_cast<int64_t>(key % bt) * hd;
-        kr[c] = __ldg(reinterpret_cast<const uint4*>(kv.k + at));
-        vr[c] = __ldg(reinterpret_cast<const uint4*>(kv.v + at));
+        kr[c] = __ldg(reinterpret_cast<const raw*>(kc + at));
+        vr[c] = __ldg(reinterpret_cast<const raw*>(vc + at));
       }
     }
     float s[NK][GB];
@@ -251,33 +296,54 @@ __global__ void attention_combine_kernel(const float* partials, int32_t n_splits
   }
 }
 
-template <int LPK, int GB>
-void launch_decode_group(dim3 grid, size_t shared, const float* q, const int32_t* positions, const int32_t* row_seq,
-                         const int32_t* tables, const kv_layer& kv, const attention_args& a, int32_t n_chunks,
-                         float* partials, float* out, stream_handle s) {
-  // Fewer keys in flight per step where the GB states already take the registers.
-  constexpr int kKeys = GB >= 8 ? 2 : 4;
-  decode_attention_kernel<LPK, GB, kKeys>
-      <<<grid, kDecodeThreads, shared, s>>>(q, positions, row_seq, tables, kv, a, n_chunks, partials, out);
+// A launch's arguments; the templates below pick the element type, lanes per key and group
+// bucket the kernel is compiled for.
+struct decode_launch {
+  dim3 grid;
+  size_t shared = 0;
+  const float* q = nullptr;
+  const int32_t *positions = nullptr, *row_seq = nullptr, *tables = nullptr;
+  kv_layer kv;
+  attention_args a;
+  int32_t n_chunks = 1;
+  float *partials = nullptr, *out = nullptr;
+  stream_handle s = nullptr;
+};
+
+template <kv_dtype E, int LPK, int GB>
+void launch_decode_group(const decode_launch& l) {
+  // Fewer keys in flight per step where the GB states already take the registers; twice as
+  // many of E4M3's 8-byte loads as of F16's 16-byte ones, the same bytes in flight.
+  constexpr int kKeys = (GB >= 8 ? 2 : 4) * (E == kv_dtype::fp8_e4m3 ? 2 : 1);
+  decode_attention_kernel<E, LPK, GB, kKeys><<<l.grid, kDecodeThreads, l.shared, l.s>>>(
+      l.q, l.positions, l.row_seq, l.tables, l.kv, l.a, l.n_chunks, l.partials, l.out);
 }
 
-template <int LPK>
-void launch_decode_lanes(uint32_t bucket, dim3 grid, size_t shared, const float* q, const int32_t* positions,
-                         const int32_t* row_seq, const int32_t* tables, const kv_layer& kv, const attention_args& a,
-                         int32_t n_chunks, float* partials, float* out, stream_handle s) {
+template <kv_dtype E, int LPK>
+void launch_decode_lanes(uint32_t bucket, const decode_launch& l) {
   switch (bucket) {
     case 1:
-      return launch_decode_group<LPK, 1>(grid, shared, q, positions, row_seq, tables, kv, a, n_chunks, partials, out,
-                                         s);
+      return launch_decode_group<E, LPK, 1>(l);
     case 2:
-      return launch_decode_group<LPK, 2>(grid, shared, q, positions, row_seq, tables, kv, a, n_chunks, partials, out,
-                                         s);
+      return launch_decode_group<E, LPK, 2>(l);
     case 4:
-      return launch_decode_group<LPK, 4>(grid, shared, q, positions, row_seq, tables, kv, a, n_chunks, partials, out,
-                                         s);
+      return launch_decode_group<E, LPK, 4>(l);
     default:
-      return launch_decode_group<LPK, 8>(grid, shared, q, positions, row_seq, tables, kv, a, n_chunks, partials, out,
-                                         s);
+      return launch_decode_group<E, LPK, 8>(l);
+  }
+}
+
+template <kv_dtype E>
+void launch_decode_type(uint32_t lanes, uint32_t bucket, const decode_launch& l) {
+  switch (lanes) {
+    case 4:
+      return launch_decode_lanes<E, 4>(bucket, l);
+    case 8:
+      return launch_decode_lanes<E, 8>(bucket, l);
+    case 16:
+      return launch_decode_lanes<E, 16>(bucket, l);
+    default:
+      return launch_decode_lanes<E, 32>(bucket, l);
   }
 }
 
@@ -286,7 +352,11 @@ void launch_decode_lanes(uint32_t bucket, dim3 grid, size_t shared, const float*
 void launch_kv_store(const float* k, const float* v, const int32_t* slots, int32_t n_tok, const kv_layer& kv,
                      stream_handle s) {
   if (n_tok <= 0) return;
-  kv_store_kernel<<<n_tok, 256, 0, s>>>(k, v, slots, kv);
+  if (kv.dtype == kv_dtype::fp8_e4m3) {
+    kv_store_kernel<kv_dtype::fp8_e4m3><<<n_tok, 256, 0, s>>>(k, v, slots, kv);
+  } else {
+    kv_store_kernel<kv_dtype::f16><<<n_tok, 256, 0, s>>>(k, v, slots, kv);
+  }
   check_launch("kv_store");
 }
 
@@ -301,31 +371,24 @@ void launch_paged_attention(const float* q, const int32_t* positions, const int3
   if (kv.n_head_kv < 1 || a.n_head < kv.n_head_kv || a.n_head % kv.n_head_kv != 0) {
     throw cuda_error("paged attention: n_head must be a multiple of n_head_kv");
   }
-  if (a.n_splits < 1 || a.n_splits > 65535 || a.keys_per_split < 1) {
+  if (a.n_splits < 1 || a.n_splits > 65535 || a.keys_per_split < 1 || a.window < 0) {
     throw cuda_error("paged attention: bad split plan");
   }
   if ((reinterpret_cast<uintptr_t>(kv.k) | reinterpret_cast<uintptr_t>(kv.v) | reinterpret_cast<uintptr_t>(q)) % 16) {
     throw cuda_error("paged attention: q and the KV cache must be 16-byte aligned");
   }
   const gqa_groups gg = plan_gqa_groups(static_cast<uint32_t>(a.n_head), static_cast<uint32_t>(kv.n_head_kv));
-  const auto n_chunks = static_cast<int32_t>(gg.n_chunks);
-  const dim3 grid(static_cast<uint32_t>(n_tok) * kv.n_head_kv * gg.n_chunks, static_cast<uint32_t>(a.n_splits));
-  const size_t shared = static_cast<size_t>(kDecodeWarps) * gg.bucket * hd * sizeof(float);
-  switch (attention_lanes_per_key(static_cast<uint32_t>(hd))) {
-    case 4:
-      launch_decode_lanes<4>(gg.bucket, grid, shared, q, positions, row_seq, tables, kv, a, n_chunks, partials, out, s);
-      break;
-    case 8:
-      launch_decode_lanes<8>(gg.bucket, grid, shared, q, positions, row_seq, tables, kv, a, n_chunks, partials, out, s);
-      break;
-    case 16:
-      launch_decode_lanes<16>(gg.bucket, grid, shared, q, positions, row_seq, tables, kv, a, n_chunks, partials, out,
-                              s);
-      break;
-    default:
-      launch_decode_lanes<32>(gg.bucket, grid, shared, q, positions, row_seq, tables, kv, a, n_chunks, partials, out,
-                              s);
-      break;
+  decode_launch l;
+  l.grid = dim3(static_cast<uint32_t>(n_tok) * kv.n_head_kv * gg.n_chunks, static_cast<uint32_t>(a.n_splits));
+  l.shared = static_cast<size_t>(kDecodeWarps) * gg.bucket * hd * sizeof(float);
+  l.q = q, l.positions = positions, l.row_seq = row_seq, l.tables = tables;
+  l.kv = kv, l.a = a, l.n_chunks = static_cast<int32_t>(gg.n_chunks);
+  l.partials = partials, l.out = out, l.s = s;
+  const uint32_t lanes = attention_lanes_per_key(static_cast<uint32_t>(hd));
+  if (kv.dtype == kv_dtype::fp8_e4m3) {
+    launch_decode_type<kv_dtype::fp8_e4m3>(lanes, gg.bucket, l);
+  } else {
+    launch_decode_type<kv_dtype::f16>(lanes, gg.bucket, l);
   }
   check_launch("paged_attention");
   if (a.n_splits > 1) {

@@ -10,6 +10,7 @@
 #include "gpu/device.h"
 #include "gpu/formats/weight_layout.h"
 #include "gpu/plan/gemv_tuning.h"
+#include "gpu/plan/kv_dtype.h"
 
 namespace tandem::gpu {
 
@@ -72,48 +73,62 @@ struct gemv_outputs {
 void launch_gemv(const matrix_layout& w, const void* base, const gemv_activations& x, int32_t n_tok,
                  const gemv_outputs& out, gemv_variant v, stream_handle s);
 
-// The paged KV cache of one layer on the device: keys and values both F16,
-//   [n_blocks][n_head_kv][block_tokens][head_dim]
+// The paged KV cache of one layer on the device: keys and values, each
+//   [n_blocks][n_head_kv][block_tokens][head_dim] elements of `dtype` (gpu/plan/kv_dtype.h:
+//   F16, or FP8 E4M3 of one byte with no scale)
 // (V is not transposed here, unlike the CPU pool: a warp reads one position's head_dim
-// values contiguously). Token t goes to slot slots[t] = block * block_tokens + pos % block_tokens.
+// values contiguously). k and v are the layer's first element whatever the dtype (for FP8 a
+// byte address): block b of a layer starts kv_dtype_bytes(dtype) * b * n_head_kv *
+// block_tokens * head_dim bytes after it. Token t goes to slot slots[t] = block *
+// block_tokens + pos % block_tokens.
 struct kv_layer {
   uint16_t* k = nullptr;
   uint16_t* v = nullptr;
   int32_t n_head_kv = 0, head_dim = 0, block_tokens = 16;
+  kv_dtype dtype = kv_dtype::f16;
 };
+// Converts n_tok rows of k and v ([n_tok][n_head_kv * head_dim] floats) to the cache's dtype
+// and stores them: F16 round to nearest even (overflow to infinity, as __float2half_rn);
+// E4M3 as e4m3_from_float (round to nearest even, saturating at +-448, NaN stays NaN).
 void launch_kv_store(const float* k, const float* v, const int32_t* slots, int32_t n_tok, const kv_layer& kv,
                      stream_handle s);
 
 // Paged attention for decode, prefill chunks and verification alike: token t (of sequence
-// row_seq[t], at position positions[t]) attends keys [0, positions[t]] through its
-// sequence's block table (tables[row_seq[t]][0..table_width)): causal over the new tokens
-// because their keys are stored first. q is [n_tok][n_head][head_dim], out the same.
-// Query head h reads KV head h / (n_head / n_head_kv); a block reads each key and value of
-// a KV head once for up to kAttentionMaxGroup of its query heads (gpu/plan/launch_config.h).
-// Split-K: each token's keys are cut into n_splits partitions of keys_per_split, planned by
-// plan_attention_splits with n_pairs = n_tok * attention_blocks_per_token(n_head, n_head_kv);
-// with n_splits > 1, partials holds n_tok * n_head * n_splits * (head_dim + 2) floats (unused,
-// may be null, with one split). head_dim a multiple of 8 up to 256; n_head a multiple of
-// n_head_kv; q and the cache 16-byte aligned.
+// row_seq[t], at position p = positions[t]) attends keys [lo, p] through its sequence's
+// block table (tables[row_seq[t]][0..table_width)), lo = max(0, p - window + 1) on a
+// sliding-window layer (a.window > 0) and 0 otherwise: causal over the new tokens because
+// their keys are stored first. Only the table entries of the blocks holding keys [lo, p]
+// are read (entries before lo's block may hold anything, such as the engine's kNoBlock).
+// q is [n_tok][n_head][head_dim], out the same. Query head h reads KV head
+// h / (n_head / n_head_kv); a block reads each key and value of a KV head once for up to
+// kAttentionMaxGroup of its query heads (gpu/plan/launch_config.h). Split-K: each token's
+// keys [lo, p] are cut, from lo on, into n_splits partitions of keys_per_split, planned by
+// plan_attention_splits with n_pairs = n_tok * attention_blocks_per_token(n_head, n_head_kv)
+// and max_keys = attention_visible_keys(longest context, window); with n_splits > 1,
+// partials holds n_tok * n_head * n_splits * (head_dim + 2) floats (unused, may be null,
+// with one split). head_dim a multiple of 8 up to 256; n_head a multiple of n_head_kv; q and
+// the cache 16-byte aligned.
 struct attention_args {
   int32_t n_head = 0;
   float scale = 1.0f;
   int32_t table_width = 0;
   int32_t n_splits = 1, keys_per_split = 0;
+  int32_t window = 0;  // > 0: a sliding-window layer's keys per query, its own included
 };
 void launch_paged_attention(const float* q, const int32_t* positions, const int32_t* row_seq, const int32_t* tables,
                             int32_t n_tok, const kv_layer& kv, const attention_args& a, float* partials, float* out,
                             stream_handle s);
 
 // Tiled (flash) attention on the tensor cores for prefill chunks and mixed steps, with the
-// semantics of launch_paged_attention: row t attends keys [0, positions[t]] of its
-// sequence through tables[seq][0..table_width). `tiles` (device, n_tiles of them) come from
-// plan_prefill_tiles (gpu/plan/launch_config.h) over the step's rows with
-// prefill_tile_tokens(n_head, n_head_kv) rows per tile; every row of the step must be in
-// one tile. Q is rounded to F16; S and the output accumulate in F32, P is rounded to F16.
-// Needs prefill_attention_supported(head_dim, n_head, n_head_kv); a.n_splits and
-// a.keys_per_split are not used. q and out [n_tok][n_head][head_dim]; q and the cache
-// 16-byte aligned.
+// semantics of launch_paged_attention: row t attends keys [lo, positions[t]] of its
+// sequence through tables[seq][0..table_width), window included, reading only the table
+// entries of the blocks from the earliest visible key of each tile on. `tiles` (device,
+// n_tiles of them) come from plan_prefill_tiles (gpu/plan/launch_config.h) over the step's
+// rows with prefill_tile_tokens(n_head, n_head_kv) rows per tile; every row of the step must
+// be in one tile. Q is rounded to F16 (FP8 keys and values are converted to F16 exactly); S
+// and the output accumulate in F32, P is rounded to F16. Needs
+// prefill_attention_supported(head_dim, n_head, n_head_kv); a.n_splits and a.keys_per_split
+// are not used. q and out [n_tok][n_head][head_dim]; q and the cache 16-byte aligned.
 struct prefill_tile;
 void launch_prefill_attention(const float* q, const int32_t* positions, const int32_t* tables,
                               const prefill_tile* tiles, int32_t n_tiles, const kv_layer& kv, const attention_args& a,

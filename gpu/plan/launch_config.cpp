@@ -58,6 +58,10 @@ split_plan plan_attention_splits(uint32_t n_pairs, uint32_t max_keys, uint32_t b
   return p;
 }
 
+uint32_t attention_visible_keys(uint32_t max_keys, uint32_t window) {
+  return window > 0 ? std::min(max_keys, window) : max_keys;
+}
+
 uint32_t prefill_tile_tokens(uint32_t n_head, uint32_t n_head_kv) {
   const uint32_t g = std::max(n_head / std::max(n_head_kv, 1u), 1u);
   return kPrefillTileRows / g;

@@ -57,6 +57,12 @@ struct split_plan {
 split_plan plan_attention_splits(uint32_t n_pairs, uint32_t max_keys, uint32_t block_tokens, uint32_t n_sm,
                                  uint32_t max_splits, uint32_t min_keys_per_split = 256);
 
+// Keys one row of a layer attends at most, the max_keys of that layer's split plan: a row at
+// position p sees keys [0, p], or on a sliding-window layer (window > 0) the window's keys
+// [max(0, p - window + 1), p]; max_keys is the step's longest context (largest p + 1). The
+// decode kernel cuts each row's visible keys, from its first one, into the plan's splits.
+uint32_t attention_visible_keys(uint32_t max_keys, uint32_t window);
+
 // Query tiles of the tiled prefill attention (gpu/attention_prefill.cu). A tile is up to
 // prefill_tile_tokens(n_head, n_head_kv) consecutive rows of ONE sequence of a packed step
 // (gpu/plan/step_packing.h: each sequence's tokens are consecutive rows). The kernel runs one

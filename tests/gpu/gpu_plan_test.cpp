@@ -734,12 +734,57 @@ TEST(GpuSizing, Bf16CopiesKeptWhereTheyLeaveHalfTheKvPool) {
 }  // namespace
 }  // namespace tandem::gpu
 
-// --- The FP8 E4M3 KV cache (gpu/plan/kv_dtype.h) -------------------------------------------
+// --- Attention: sliding-window splits and the FP8 E4M3 KV cache (gpu/plan/kv_dtype.h) ------
 
+#include "engine/kv/kv_window.h"
 #include "gpu/plan/kv_dtype.h"
 
 namespace tandem::gpu {
 namespace {
+
+TEST(AttentionWindow, VisibleKeysAreTheWindowAtMost) {
+  EXPECT_EQ(attention_visible_keys(32768, 0), 32768u);
+  EXPECT_EQ(attention_visible_keys(32768, 4096), 4096u);
+  EXPECT_EQ(attention_visible_keys(100, 4096), 100u);
+  EXPECT_EQ(attention_visible_keys(5000, 1), 1u);
+  // Gemma-3-27B at batch 1 (32 query heads on 16 KV heads), 32k context on 132 SMs: the
+  // global layers split 32,768 keys, the local ones (window 1,024) only 1,024.
+  const uint32_t per_token = attention_blocks_per_token(32, 16);
+  const split_plan global = plan_attention_splits(per_token, attention_visible_keys(32768, 0), 16, 132, 16);
+  const split_plan local = plan_attention_splits(per_token, attention_visible_keys(32768, 1024), 16, 132, 16);
+  EXPECT_EQ(global.n_splits, 16u);
+  EXPECT_EQ(local.n_splits, 4u);  // no split under 256 keys
+  EXPECT_GE(local.n_splits * local.keys_per_split, 1024u);
+  EXPECT_LT(local.keys_per_split, global.keys_per_split);
+}
+
+// The decode kernel's reads, modelled on the host: row p's split s covers keys
+// [lo + s kps, lo + (s + 1) kps) of [lo, p]. Every visible key is in exactly one split, and
+// no key (so no table entry) before the engine's first_read of the step's first position is
+// touched: those local blocks may be freed (kNoBlock).
+TEST(AttentionWindow, SplitsReadOnlyTheWindowOfEachRow) {
+  std::mt19937 rng(8);
+  for (int trial = 0; trial < 2000; ++trial) {
+    const uint32_t window = 1 + rng() % 600, bt = 16u << (rng() % 3);
+    const uint32_t start = rng() % 5000, n_new = 1 + rng() % 80;
+    const kv_window kw{window};
+    const uint32_t max_keys = start + n_new;
+    const split_plan sp =
+        plan_attention_splits(1 + rng() % 64, attention_visible_keys(max_keys, window), bt, 132, 16, 1 + rng() % 300);
+    for (uint32_t p = start; p < start + n_new; ++p) {
+      const uint32_t lo = p + 1 > window ? p + 1 - window : 0;
+      uint64_t covered = 0;
+      for (uint32_t s = 0; s < sp.n_splits; ++s) {
+        const uint64_t begin = lo + uint64_t{s} * sp.keys_per_split;
+        const uint64_t end = std::min<uint64_t>(p + 1, begin + sp.keys_per_split);
+        if (begin >= end) continue;
+        ASSERT_GE(begin / bt, kw.first_read(start) / bt) << "window " << window << " p " << p;
+        covered += end - begin;
+      }
+      ASSERT_EQ(covered, p + 1 - lo) << "window " << window << " p " << p << " splits " << sp.n_splits;
+    }
+  }
+}
 
 TEST(KvDtype, NamesAndSizes) {
   EXPECT_EQ(parse_kv_cache_dtype("auto"), kv_dtype::f16);
