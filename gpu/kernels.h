@@ -52,8 +52,8 @@ void launch_softcap(float* x, size_t n, float cap, stream_handle s);
 // them) and their q8 runs from launch_quantize_q8 (the quantized formats read those).
 struct gemv_activations {
   const float* f = nullptr;
-  const int8_t* q = nullptr;   // [n_tok][cols]
-  const float* ds = nullptr;   // [n_tok][cols / 32][2]: d, s
+  const int8_t* q = nullptr;  // [n_tok][cols]
+  const float* ds = nullptr;  // [n_tok][cols / 32][2]: d, s
 };
 // q, ds of x [n_tok][cols] (cols a multiple of 32), as gpu/formats/block_math.h's
 // quantize_run: per run of 32, d = max|x| / 127, q = rint(x / d), s = d * sum(q).
@@ -136,7 +136,7 @@ void launch_prefill_attention(const float* q, const int32_t* positions, const in
 
 // Sampling where the logits are: one token id per row of logits [n_rows][n_vocab], -1 when
 // every logit is NaN or -inf. The distribution is engine/sampling/sampler.h's distribution() for
-// the same options (after penalties, which launch_penalties applies beforehand).
+// the same options (after bias and penalties, which launch_adjust_logits applies beforehand).
 struct sample_params {
   float temperature = 1.0f;  // <= 0: greedy (argmax, lowest id on ties)
   float min_p = 0.0f;        // keep tokens with p >= min_p * p_max
@@ -153,14 +153,12 @@ void launch_argmax(const float* logits, int32_t n_rows, int32_t n_vocab, int32_t
 void launch_sample(const float* logits, const sample_params* params, int32_t n_rows, int32_t n_vocab, int32_t* out,
                    stream_handle s);
 
-// Repetition / frequency / presence penalties, in place, from each row's seen tokens in CSR
-// form: row r's (token, count) pairs are [offsets[r], offsets[r+1]). Repetition divides a
-// positive logit and multiplies a negative one; frequency subtracts count * f; presence p.
+// Repetition / frequency / presence penalties (launch_adjust_logits applies them):
+// repetition divides a positive logit and multiplies a negative one; frequency subtracts
+// count * f; presence p.
 struct penalty_params {
   float repetition = 1.0f, frequency = 0.0f, presence = 0.0f;
 };
-void launch_penalties(float* logits, int32_t n_rows, int32_t n_vocab, const int32_t* offsets, const int32_t* tokens,
-                      const int32_t* counts, const penalty_params* params, stream_handle s);
 
 }  // namespace tandem::gpu
 

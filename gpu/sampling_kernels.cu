@@ -277,20 +277,6 @@ __global__ void sample_kernel(const float* logits, const sample_params* params, 
   }
 }
 
-__global__ void penalties_kernel(float* logits, int32_t n_vocab, const int32_t* offsets, const int32_t* tokens,
-                                 const int32_t* counts, const penalty_params* params) {
-  const penalty_params p = params[blockIdx.x];
-  float* row = logits + static_cast<int64_t>(blockIdx.x) * n_vocab;
-  for (int32_t j = offsets[blockIdx.x] + threadIdx.x; j < offsets[blockIdx.x + 1]; j += blockDim.x) {
-    const int32_t tok = tokens[j];
-    if (tok < 0 || tok >= n_vocab || counts[j] <= 0) continue;
-    float x = row[tok];
-    x = x > 0.0f ? x / p.repetition : x * p.repetition;
-    x -= static_cast<float>(counts[j]) * p.frequency + p.presence;
-    row[tok] = x;  // each token appears once per row, so no two threads write one logit
-  }
-}
-
 // Logit bias then penalties, entry by entry (each token once per row, so no two threads
 // write one logit), the raw value saved first. The rounding is the CPU sampler's: x + bias,
 // then x / r or x * r, then x - (presence + frequency * count), each rounded on its own.
@@ -461,13 +447,6 @@ void launch_verify(const float* logits, const sample_params* params, const int32
   if (n_rows <= 0) return;
   sample_kernel<<<n_rows, kThreads, 0, s>>>(logits, params, n_vocab, out, drafts, verdicts);
   check_launch("verify");
-}
-
-void launch_penalties(float* logits, int32_t n_rows, int32_t n_vocab, const int32_t* offsets, const int32_t* tokens,
-                      const int32_t* counts, const penalty_params* params, stream_handle s) {
-  if (n_rows <= 0) return;
-  penalties_kernel<<<n_rows, 128, 0, s>>>(logits, n_vocab, offsets, tokens, counts, params);
-  check_launch("penalties");
 }
 
 void launch_adjust_logits(float* logits, int32_t n_rows, int32_t n_vocab, const int32_t* offsets, const int32_t* tokens,

@@ -132,35 +132,6 @@ TEST(GpuSizing, TooSmallADeviceNamesTheFlag) {
   EXPECT_EQ(s.error, "--gpu-memory-utilization must be in (0, 1], got 2");
 }
 
-TEST(SamplingInputs, PenaltyRowsCountDistinctTokens) {
-  penalty_csr csr;
-  const std::vector<int32_t> a = {7, 3, 7, 99, 7, -1, 100, 3};  // -1 and 100 are outside a 100-token vocabulary
-  csr.add_row(a, 100);
-  csr.add_empty_row();
-  csr.add_row(std::vector<int32_t>{5}, 100);
-  EXPECT_EQ(csr.rows(), 3u);
-  EXPECT_EQ(csr.offsets(), (std::vector<int32_t>{0, 3, 3, 4}));
-  EXPECT_EQ(csr.tokens(), (std::vector<int32_t>{3, 7, 99, 5}));
-  EXPECT_EQ(csr.counts(), (std::vector<int32_t>{2, 3, 1, 1}));
-  csr.clear();
-  EXPECT_EQ(csr.rows(), 0u);
-  EXPECT_EQ(csr.entries(), 0u);
-  EXPECT_EQ(csr.offsets(), (std::vector<int32_t>{0}));
-}
-
-TEST(SamplingInputs, LayoutAlignedAndDisjoint) {
-  const sampling_layout l = plan_sampling_inputs(5, 11, 32, 12);
-  const size_t starts[] = {l.params, l.penalties, l.offsets, l.tokens, l.counts};
-  const size_t sizes[] = {5 * 32, 5 * 12, 6 * 4, 11 * 4, 11 * 4};
-  for (size_t i = 0; i < 5; ++i) {
-    EXPECT_EQ(starts[i] % 16, 0u) << i;
-    const size_t end = i + 1 < 5 ? starts[i + 1] : l.total;
-    EXPECT_GE(end, starts[i] + sizes[i]) << i;
-  }
-  EXPECT_EQ(l.params, 0u);
-  EXPECT_EQ(plan_sampling_inputs(0, 0, 32, 12).total, 16u);  // the one offset
-}
-
 TEST(SamplingCut, OrderKeysSortLikeFloats) {
   const float xs[] = {-INFINITY, -3e38f, -2.5f, -1.0f, -1e-30f, 0.0f, 1e-30f, 1.0f, 2.5f, 3e38f};
   for (size_t i = 0; i + 1 < std::size(xs); ++i) EXPECT_LT(order_key(xs[i]), order_key(xs[i + 1])) << xs[i];
@@ -540,7 +511,7 @@ TEST(SamplingInputs, LogitAdjustEntriesReproduceTheCpuSamplersRow) {
 
 TEST(SamplingInputs, DeviceSamplingLayoutCopiesInputsFirst) {
   const device_sampling_layout l = plan_device_sampling(5, 11, 32, 12, 168, 8);
-  const size_t starts[] = {l.params, l.penalties, l.top_n, l.drafts, l.offsets,  l.tokens,
+  const size_t starts[] = {l.params, l.penalties, l.top_n, l.drafts,   l.offsets, l.tokens,
                            l.counts, l.bias,      l.saved, l.logprobs, l.verdicts};
   const size_t sizes[] = {5 * 32, 5 * 12, 5 * 4, 5 * 4, 6 * 4, 11 * 4, 11 * 4, 11 * 4, 11 * 4, 5 * 168, 5 * 8};
   for (size_t i = 0; i < std::size(starts); ++i) {
