@@ -78,11 +78,9 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
                                         const device_factory* device) {
   check_unique(cfg.tenants);
   if (!cfg.nodes.empty()) return start_router(sys, cfg);
-  const kv_cache_dtype kv_dtype = parse_kv_cache_dtype(cfg.kv_cache_dtype);
-  if (device != nullptr && kv_dtype != kv_cache_dtype::f16) {
-    throw std::invalid_argument("--kv-cache-dtype " + cfg.kv_cache_dtype +
-                                ": the CUDA device keeps its KV cache in f16 only (use auto or f16 there)");
-  }
+  // A custom device worker (CUDA) chose its own cache type (gpu/worker/cuda_runtime_config);
+  // the CPU worker's is parsed here.
+  const kv_cache_dtype kv_dtype = device != nullptr ? kv_cache_dtype::f16 : parse_kv_cache_dtype(cfg.kv_cache_dtype);
   std::unique_ptr<runtime> rt(new runtime());
   auto& actors = *rt->actors_;
   rt->cfg_ = cfg;
@@ -193,13 +191,14 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
 caf::actor runtime::node_gate() const { return caf::actor_cast<caf::actor>(actors_->node_gate); }
 
 runtime::~runtime() {
+  // start() may throw before the shared parts exist (a model that does not load).
   const auto& x = *actors_;
   for (const caf::actor& a :
        {caf::actor_cast<caf::actor>(x.admission), caf::actor_cast<caf::actor>(x.scheduler),
         caf::actor_cast<caf::actor>(x.cache_manager), caf::actor_cast<caf::actor>(x.device_worker),
         caf::actor_cast<caf::actor>(x.drafter), caf::actor_cast<caf::actor>(x.verifier),
         caf::actor_cast<caf::actor>(x.router), caf::actor_cast<caf::actor>(x.node_gate),
-        caf::actor_cast<caf::actor>(shared_->grammar_compiler)}) {
+        shared_ ? caf::actor_cast<caf::actor>(shared_->grammar_compiler) : caf::actor{}}) {
     if (a) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   }
 }
