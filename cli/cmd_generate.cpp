@@ -218,8 +218,9 @@ void register_generate(CLI::App& app) {
   sub->add_option("--threads", o->threads, "CPU threads (default: one per core)");
   add_tiled_cache_options(sub, o->rt);
   sub->add_option("--kv-cache-dtype", o->rt.kv_cache_dtype,
-                  "KV cache element type: auto (= f16), f16, or q8_0 (1.88x the tokens per byte; CPU only)")
-      ->check(CLI::IsMember({"auto", "f16", "q8_0"}))
+                  "KV cache element type: auto (= f16), f16, q8_0 (1.88x the tokens per byte; CPU only), or fp8 "
+                  "(E4M3, 2x the tokens per byte; --device cuda only)")
+      ->check(CLI::IsMember({"auto", "f16", "q8_0", "fp8", "fp8_e4m3"}))
       ->capture_default_str();
   add_device_options(sub, o->device);
   sub->add_flag("--ignore-eos", o->ignore_eos, "Keep going past end-of-generation tokens");

@@ -251,8 +251,9 @@ void register_serve(CLI::App& app) {
       "KV cache size in tokens (0 = automatic: with --device cuda, all that --gpu-memory-utilization leaves)");
   cmd->add_option("--block-size", o->rt.block_size, "Tokens per KV block")->capture_default_str();
   cmd->add_option("--kv-cache-dtype", o->rt.kv_cache_dtype,
-                  "KV cache element type: auto (= f16), f16, or q8_0 (1.88x the tokens per byte; CPU only)")
-      ->check(CLI::IsMember({"auto", "f16", "q8_0"}))
+                  "KV cache element type: auto (= f16), f16, q8_0 (1.88x the tokens per byte; CPU only), or fp8 "
+                  "(E4M3, 2x the tokens per byte; --device cuda only)")
+      ->check(CLI::IsMember({"auto", "f16", "q8_0", "fp8", "fp8_e4m3"}))
       ->capture_default_str();
   cmd->add_option("--max-in-flight", o->rt.max_in_flight, "Accepted unfinished requests at most (then 503)")
       ->capture_default_str();

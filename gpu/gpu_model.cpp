@@ -168,11 +168,6 @@ void gpu_model::check_shape() {
   if (c.arch == nullptr) {
     throw std::invalid_argument("gpu_model: unknown architecture '" + c.architecture + "'");
   }
-  if (c.has_swa()) {
-    throw std::invalid_argument("gpu_model: the CUDA backend does not run sliding-window layers yet ('" +
-                                c.architecture + "' with a window of " + std::to_string(c.n_swa) +
-                                "; run it on the CPU backend)");
-  }
   if (c.head_dim % 32 != 0 || c.head_dim > 256) {
     throw std::invalid_argument("gpu_model: head size " + std::to_string(c.head_dim) +
                                 " is not a multiple of 32 up to 256");
@@ -221,7 +216,7 @@ void gpu_model::finish_setup(size_t max_w) {
   const size_t max_rows = std::max(options_.limits.max_tokens, options_.limits.max_logit_rows);
   gemm_ = std::make_unique<gemm_engine>(max_w, max_rows * std::max({c.n_embd, c.q_dim(), c.n_ff}));
   const size_t scratch_bytes = plan_.total + gemm_->scratch_bytes();
-  const kv_geometry geo{c.n_layer, c.n_head_kv, c.head_dim, options_.block_tokens, 2};
+  const kv_geometry geo{c.n_layer, c.n_head_kv, c.head_dim, options_.block_tokens, kv_dtype_bytes(options_.kv_dtype)};
   n_blocks_ = options_.n_blocks;
   if (n_blocks_ <= 0) {
     const device_memory_info mem = memory_info();
@@ -252,11 +247,20 @@ void gpu_model::finish_setup(size_t max_w) {
 }
 
 kv_layer gpu_model::kv_of(uint32_t l) const {
+  // Layer l's K then V, each [n_blocks + 1][n_head_kv][block_tokens][head_dim] elements of
+  // the cache's type (the kernels take byte addresses through the uint16_t pointers).
+  const size_t eb = kv_dtype_bytes(options_.kv_dtype);
   const size_t per =
-      (static_cast<size_t>(n_blocks_) + 1) * config_.n_head_kv * options_.block_tokens * config_.head_dim;
-  auto* base = kv_.as<uint16_t>() + size_t{2} * l * per;
-  return {base, base + per, static_cast<int32_t>(config_.n_head_kv), static_cast<int32_t>(config_.head_dim),
-          static_cast<int32_t>(options_.block_tokens)};
+      (static_cast<size_t>(n_blocks_) + 1) * config_.n_head_kv * options_.block_tokens * config_.head_dim * eb;
+  auto* base = kv_.as<char>() + size_t{2} * l * per;
+  kv_layer kv;
+  kv.k = reinterpret_cast<uint16_t*>(base);
+  kv.v = reinterpret_cast<uint16_t*>(base + per);
+  kv.n_head_kv = static_cast<int32_t>(config_.n_head_kv);
+  kv.head_dim = static_cast<int32_t>(config_.head_dim);
+  kv.block_tokens = static_cast<int32_t>(options_.block_tokens);
+  kv.dtype = options_.kv_dtype;
+  return kv;
 }
 
 void gpu_model::project(const device_matrix* const* ms, size_t n, const float* x, int32_t n_tok, float* const* outs,
@@ -308,12 +312,13 @@ void gpu_model::enqueue_copy_block(int32_t src, int32_t dst, stream_handle s) {
   if (src < 0 || dst < 0 || src >= n_blocks_ || dst >= n_blocks_)
     throw std::invalid_argument("copy_block: bad block id");
   // A block is contiguous within each layer's K and V: [n_head_kv][block_tokens][head_dim].
-  const size_t block_elems = static_cast<size_t>(config_.n_head_kv) * options_.block_tokens * config_.head_dim;
+  const size_t block_bytes = static_cast<size_t>(config_.n_head_kv) * options_.block_tokens * config_.head_dim *
+                             kv_dtype_bytes(options_.kv_dtype);
   for (uint32_t l = 0; l < config_.n_layer; ++l) {
     const kv_layer kv = kv_of(l);
-    for (uint16_t* base : {kv.k, kv.v}) {
-      copy_on_device_async(base + static_cast<size_t>(dst) * block_elems, base + static_cast<size_t>(src) * block_elems,
-                           block_elems * sizeof(uint16_t), s);
+    for (auto* base : {reinterpret_cast<char*>(kv.k), reinterpret_cast<char*>(kv.v)}) {
+      copy_on_device_async(base + static_cast<size_t>(dst) * block_bytes, base + static_cast<size_t>(src) * block_bytes,
+                           block_bytes, s);
     }
   }
 }
@@ -408,14 +413,30 @@ void gpu_model::enqueue_packed(const packed_step& ps, const pinned_buffer& stage
   rq.neox = arch.rope == rope_style::neox;
   rope_args rk = rq;
   rk.n_heads = static_cast<int32_t>(c.n_head_kv);
-  const split_plan sp = plan_attention_splits(
-      static_cast<uint32_t>(T) * attention_blocks_per_token(c.n_head, c.n_head_kv), static_cast<uint32_t>(ps.max_keys),
-      options_.block_tokens, static_cast<uint32_t>(sm_count_), options_.limits.max_splits);
+  // Sliding-window layers: their own RoPE base and scale, and attention over the window
+  // only (splits planned over the visible keys; the table entries before the window are
+  // never read).
+  rope_args rq_local = rq, rk_local = rk;
+  rq_local.freq_base = rk_local.freq_base = c.rope_freq_base_swa;
+  rq_local.freq_scale = rk_local.freq_scale = c.rope_freq_scale_swa;
   // The scale multiplies q before the dot products (the kernel folds it into q), which is
   // the query pre-scaling gemma3 asks for too.
   const float scale = c.attention_scale > 0.0f ? c.attention_scale : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  const attention_args aa{static_cast<int32_t>(c.n_head), scale, static_cast<int32_t>(ps.table_width),
-                          static_cast<int32_t>(sp.n_splits), static_cast<int32_t>(sp.keys_per_split)};
+  auto attention_for = [&](uint32_t window) {
+    const split_plan sp =
+        plan_attention_splits(static_cast<uint32_t>(T) * attention_blocks_per_token(c.n_head, c.n_head_kv),
+                              attention_visible_keys(static_cast<uint32_t>(ps.max_keys), window), options_.block_tokens,
+                              static_cast<uint32_t>(sm_count_), options_.limits.max_splits);
+    attention_args a;
+    a.n_head = static_cast<int32_t>(c.n_head);
+    a.scale = scale;
+    a.table_width = static_cast<int32_t>(ps.table_width);
+    a.n_splits = static_cast<int32_t>(sp.n_splits);
+    a.keys_per_split = static_cast<int32_t>(sp.keys_per_split);
+    a.window = static_cast<int32_t>(window);
+    return a;
+  };
+  const attention_args aa_global = attention_for(0), aa_local = attention_for(c.n_swa);
   const int32_t hd = static_cast<int32_t>(c.head_dim);
 
   // h = norm(h) when the file has a post-norm, then x += h.
@@ -437,8 +458,10 @@ void gpu_model::enqueue_packed(const packed_step& ps, const pinned_buffer& stage
       launch_rms_norm(q, w.q_norm.as<float>(), q, nt * static_cast<int32_t>(c.n_head), hd, c.rms_eps, s);
       launch_rms_norm(k, w.k_norm.as<float>(), k, nt * static_cast<int32_t>(c.n_head_kv), hd, c.rms_eps, s);
     }
-    launch_rope(q, ibuf(plan_.positions), nt, rq, s);
-    launch_rope(k, ibuf(plan_.positions), nt, rk, s);
+    const bool local = c.is_swa(li);
+    const attention_args& aa = local ? aa_local : aa_global;
+    launch_rope(q, ibuf(plan_.positions), nt, local ? rq_local : rq, s);
+    launch_rope(k, ibuf(plan_.positions), nt, local ? rk_local : rk, s);
     const kv_layer kv = kv_of(li);
     launch_kv_store(k, v, ibuf(plan_.slots), nt, kv, s);
     if (n_tiles > 0) {

@@ -76,6 +76,8 @@ struct gpu_model_options {
   // GEMV of decode steps keeps reading the quantized weights. gpu_sizing decides it
   // (gpu/plan/gpu_sizing.h: when the copies leave the KV pool at least half its size).
   bool bf16_shadow = false;
+  // The KV cache's element type (--kv-cache-dtype: F16, or FP8 E4M3 at half the bytes).
+  gpu::kv_dtype kv_dtype = gpu::kv_dtype::f16;
   // Benchmarks: keep the dequantization scratch beside the copies (use_bf16_shadow(false)).
   bool keep_dequantize_scratch = false;
 };

@@ -8,6 +8,10 @@ namespace tandem {
 kv_cache_dtype parse_kv_cache_dtype(std::string_view name) {
   if (name == "auto" || name == "f16") return kv_cache_dtype::f16;
   if (name == "q8_0") return kv_cache_dtype::q8_0;
+  if (name == "fp8" || name == "fp8_e4m3") {
+    throw std::invalid_argument("--kv-cache-dtype " + std::string(name) +
+                                ": FP8 is the CUDA device's (--device cuda); the CPU keeps auto, f16 or q8_0");
+  }
   throw std::invalid_argument("--kv-cache-dtype: unknown type '" + std::string(name) + "' (auto, f16, q8_0)");
 }
 

@@ -31,7 +31,7 @@ gpu_sizing size_with(const gpu_sizing_request& r, bool shadow) {
   out.bf16_shadow = shadow;
   // With the copies, no product dequantizes a matrix into scratch.
   out.scratch_bytes = gpu_scratch_bytes(r.shape, r.limits, shadow ? 0 : r.max_quant_weight_elems);
-  const kv_geometry geo{r.shape.n_layer, r.shape.n_head_kv, r.shape.head_dim, r.block_tokens, 2};
+  const kv_geometry geo{r.shape.n_layer, r.shape.n_head_kv, r.shape.head_dim, r.block_tokens, r.kv_elem_bytes};
   memory_budget budget;
   budget.total_bytes = r.total_bytes;
   budget.free_bytes = r.free_bytes;

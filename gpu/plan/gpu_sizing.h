@@ -33,6 +33,7 @@ struct gpu_sizing_request {
   size_t max_quant_weight_elems = 0;  // largest quantized matrix (rows x cols), 0 if none
   step_limits limits;                 // max_table_width must be set
   uint32_t block_tokens = 16;
+  uint32_t kv_elem_bytes = 2;  // F16; 1 for FP8 (--kv-cache-dtype fp8)
   double utilization = 0.9;
   uint64_t kv_tokens_requested = 0;        // --kv-cache-tokens; 0 = all that fits
   size_t total_bytes = 0, free_bytes = 0;  // the device's, at start-up

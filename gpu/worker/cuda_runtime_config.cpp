@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <stdexcept>
 
 #include "engine/gguf/gguf.h"
@@ -32,8 +33,16 @@ std::string configure_cuda_runtime(runtime_config& cfg, const cuda_runtime_optio
   // Shapes and weight bytes from the GGUF header and tensor table (the file is mapped, not read).
   const auto file = gguf::file::open(resolve_model_path(cfg.model));
   const model_config mc = read_model_config(file);
+  // --kv-cache-dtype on the device: F16 (auto, f16) or FP8 E4M3 (fp8, fp8_e4m3).
+  const auto kv_dtype =
+      cfg.kv_cache_dtype == "f16" ? std::optional(gpu::kv_dtype::f16) : gpu::parse_kv_cache_dtype(cfg.kv_cache_dtype);
+  if (!kv_dtype) {
+    throw std::runtime_error("--kv-cache-dtype " + cfg.kv_cache_dtype +
+                             ": the CUDA device keeps its KV cache in f16 or fp8 (auto, f16, fp8, fp8_e4m3)");
+  }
   gpu::gpu_sizing_request r;
   r.shape = {mc.n_layer, mc.n_embd, mc.n_head, mc.n_head_kv, mc.head_dim, mc.n_ff, mc.n_vocab};
+  r.kv_elem_bytes = gpu::kv_dtype_bytes(*kv_dtype);
   for (const auto& t : file.tensors()) {
     r.weight_bytes += t.nbytes + size_t{256} * gpu::kMaxPlanes;  // device layouts align their planes
     if (t.n_dims == 2) {  // a matrix: refused here, in one line, when the device cannot read it
@@ -74,6 +83,7 @@ std::string configure_cuda_runtime(runtime_config& cfg, const cuda_runtime_optio
   wo.limits = r.limits;
   wo.cuda_graphs = !options.enforce_eager;
   wo.bf16_shadow = sized.bf16_shadow;
+  wo.kv_dtype = *kv_dtype;
   device.spawn = gpu_device_worker_factory(wo);
 
   const auto& d = devices[static_cast<size_t>(options.device)];
@@ -81,10 +91,11 @@ std::string configure_cuda_runtime(runtime_config& cfg, const cuda_runtime_optio
   const double kv_gib = static_cast<double>(sized.kv_tokens / cfg.block_size) * block_bytes / (1 << 30);
   char line[448];
   std::snprintf(line, sizeof line,
-                "cuda device %d: %s (sm_%d%d, %.1f GiB); KV cache %llu tokens (%.1f GiB) with "
+                "cuda device %d: %s (sm_%d%d, %.1f GiB); KV cache %llu tokens (%.1f GiB, %s) with "
                 "--gpu-memory-utilization %g; decode steps %s%s",
                 d.index, d.name.c_str(), d.sm_major, d.sm_minor, static_cast<double>(d.total_memory) / (1 << 30),
-                static_cast<unsigned long long>(sized.kv_tokens), kv_gib, options.gpu_memory_utilization,
+                static_cast<unsigned long long>(sized.kv_tokens), kv_gib,
+                *kv_dtype == gpu::kv_dtype::fp8_e4m3 ? "fp8 e4m3" : "f16", options.gpu_memory_utilization,
                 options.enforce_eager ? "eager" : "as CUDA graphs",
                 sized.bf16_shadow ? "; prefill reads BF16 copies of the quantized weights" : "");
   return line;

@@ -289,6 +289,7 @@ device_worker_actor spawn_gpu_device_worker(caf::actor_system& sys, std::shared_
   mo.limits = options.limits;
   mo.cuda_graphs = options.cuda_graphs;
   mo.bf16_shadow = options.bf16_shadow;
+  mo.kv_dtype = options.kv_dtype;
   mo.staging_slots = 1;  // one step on the stream at a time
   res->m = std::make_unique<gpu::gpu_model>(m->config(), m->weights(), mo);
   return sys.spawn<caf::detached>(gpu_device_worker, std::move(m), std::move(res), options);

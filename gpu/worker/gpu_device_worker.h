@@ -29,6 +29,7 @@
 #include <memory>
 
 #include "actors/device_worker.h"
+#include "gpu/plan/kv_dtype.h"
 #include "gpu/plan/workspace_plan.h"
 
 namespace tandem {
@@ -49,6 +50,7 @@ struct gpu_worker_options {
   bool device_verification = true;
   // BF16 copies of the quantized matrices for the GEMM of prefill steps (gpu_sizing decides).
   bool bf16_shadow = false;
+  gpu::kv_dtype kv_dtype = gpu::kv_dtype::f16;  // --kv-cache-dtype
 };
 
 // Spawns the worker (detached: its own thread, so host-side sampling never occupies a CAF

@@ -670,6 +670,17 @@ TEST(MatrixStacks, ConsecutiveMatricesOfOneTypeAndWidthStack) {
   EXPECT_TRUE(plan_matrix_stacks({}, 3).empty());
 }
 
+TEST(GpuSizing, Fp8KvHoldsTwiceTheTokens) {
+  gpu_sizing_request r = llama3_8b_on_h200();
+  const gpu_sizing f16 = size_gpu_runtime(r);
+  r.kv_elem_bytes = 1;
+  const gpu_sizing fp8 = size_gpu_runtime(r);
+  ASSERT_EQ(fp8.error, "");
+  // The same bytes for the pool, half the bytes a block: twice the blocks, to a block.
+  EXPECT_NEAR(static_cast<double>(fp8.kv.n_blocks), 2.0 * f16.kv.n_blocks, 2.0);
+  EXPECT_EQ(fp8.kv.pool_bytes / fp8.kv.n_blocks, size_t{1} << 20);  // 16 tokens x 64 KiB
+}
+
 // --- BF16 copies of quantized matrices for the GEMM of large steps (gpu_sizing) -------------
 
 TEST(GpuSizing, Bf16CopiesKeptWhereTheyLeaveHalfTheKvPool) {
