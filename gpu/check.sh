@@ -2,7 +2,7 @@
 # gpu/check.sh: the one prepared GPU check of issue 7, for the device tool's H200 machine
 # (no package registry there; no CAF or Boost). Runs from the repository root:
 #
-#   1. binaries: gpu/.bin/ as made here by gpu/pack.sh and carried (CUDA runtime and
+#   1. binaries: gpu/.bin/ as made here by gpu/pack.sh and carried as gpu/.bin.tgz (CUDA runtime and
 #      GoogleTest linked in; they need glibc >= 2.34, libstdc++ and the machine's libcublas);
 #      when they are missing or do not start, builds gpu_bench there with nvcc and g++
 #      (the parity tests need GoogleTest, which only travels inside the carried binaries).
@@ -16,11 +16,16 @@
 #
 # Everything it prints also lands in $OUT (check.log, bench.md, *.xml, nvidia-smi.txt).
 # Usage there:  bash gpu/check.sh [bench budget seconds, default 330] [serve_check budget, default 0: none]
+#   STAGES="tests torch bench serve" picks stages (default: tests torch bench, plus serve when
+#   its budget is given), so a 15-minute lease can split them over two calls.
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/tandem-gpu-check}
 mkdir -p "$OUT"
 BUDGET=${1:-330}
+SERVE_BUDGET=${2:-0}
+STAGES=${STAGES:-"tests torch bench $([ "$SERVE_BUDGET" -gt 0 ] && echo serve)"}
+want() { case " $STAGES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 exec > >(tee "$OUT/check.log") 2>&1
 T0=$(date +%s)
 stamp() { echo "== [$(( $(date +%s) - T0 )) s] $*"; }
@@ -38,6 +43,8 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max
 command -v nvcc && nvcc --version | tail -2
 
 BIN=gpu/.bin
+# The binaries travel as one archive (gpu/pack.sh: the carry limit is 64 MiB).
+if [ -f gpu/.bin.tgz ] && [ ! -x "$BIN/gpu_bench" ]; then tar -xzf gpu/.bin.tgz -C gpu; fi
 if ! "$BIN/gpu_bench" --probe >/dev/null 2>&1; then
   stamp "no carried binaries: building gpu_bench here"
   BIN=/tmp/tandem-gpu-build
@@ -55,7 +62,8 @@ if ! "$BIN/gpu_bench" --probe >/dev/null 2>&1; then
 fi
 
 status=0
-for t in gpu_plan_test gpu_kernels_test gpu_model_test gpu_worker_test; do
+for t in gpu_plan_test gpu_kernels_test gpu_attention_test gpu_sampling_test gpu_model_test gpu_worker_test; do
+  want tests || break
   if [ -x "$BIN/$t" ]; then
     stamp "$t"
     LD_LIBRARY_PATH="$WORKER_LIBS:$LD_LIBRARY_PATH" timeout 150 "$BIN/$t" --gtest_output="xml:$OUT/$t.xml" 2>&1 | grep -E '^\[( +OK|  FAILED|  SKIPPED|  PASSED|==========)|Failure|Expected|Which is|actual|error' | tail -60
@@ -65,18 +73,21 @@ for t in gpu_plan_test gpu_kernels_test gpu_model_test gpu_worker_test; do
   fi
 done
 
-stamp "torch reference (bf16 GEMV)"
-timeout 120 python3 gpu/bench/torch_gemv.py --out "$OUT/torch_gemv.txt" | tee "$OUT/torch_gemv.md"
+if want torch; then
+  stamp "torch reference (bf16 GEMV)"
+  timeout 120 python3 gpu/bench/torch_gemv.py --out "$OUT/torch_gemv.txt" | tee "$OUT/torch_gemv.md"
+fi
 
-stamp "gpu_bench (budget ${BUDGET} s)"
-timeout $(( BUDGET + 120 )) "$BIN/gpu_bench" --budget-s "$BUDGET" --tune-out "$OUT/gemv_table.inc" \
-  --torch "$OUT/torch_gemv.txt" | tee "$OUT/bench.md"
-[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+if want bench; then
+  stamp "gpu_bench (budget ${BUDGET} s)"
+  timeout $(( BUDGET + 120 )) "$BIN/gpu_bench" --budget-s "$BUDGET" --tune-out "$OUT/gemv_table.inc" \
+    --torch "$OUT/torch_gemv.txt" | tee "$OUT/bench.md"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+fi
 
 # `tandem serve --device cuda` end to end (issue 49: gpu/serve_check.sh, its output under
 # $OUT/serve), when a second argument gives its budget in seconds.
-SERVE_BUDGET=${2:-0}
-if [ "$SERVE_BUDGET" -gt 0 ]; then
+if want serve && [ "$SERVE_BUDGET" -gt 0 ]; then
   stamp "serve_check (budget ${SERVE_BUDGET} s)"
   OUT="$OUT/serve" bash gpu/serve_check.sh "$SERVE_BUDGET" || status=1
 fi

@@ -58,6 +58,8 @@ stamp() { echo "== [$(now) s] $*"; }
 
 CUBLAS_PY=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null || true)
 export LD_LIBRARY_PATH="$PWD/gpu/.bin/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${CUBLAS_PY}:${LD_LIBRARY_PATH:-}"
+# The binaries travel as one archive (gpu/pack.sh: the carry limit is 64 MiB).
+if [ -f gpu/.bin.tgz ] && [ ! -x gpu/.bin/tandem ]; then tar -xzf gpu/.bin.tgz -C gpu; fi
 BIN=${TANDEM_BIN:-gpu/.bin/tandem}
 [ -x "$BIN" ] || BIN=build/bin/tandem
 DEVICE_ARGS=()
