@@ -90,7 +90,7 @@ double rate(const std::vector<tiled_matrix>& ms, int passes, int64_t n_tok, cons
     work += n_tok == 1 ? static_cast<double>(m.memory.bytes()) : static_cast<double>(m.view.rows) * kCols * n_tok;
   }
   auto pass = [&] {
-    for (const auto& m : ms) matmul(m.view, x, kCols, n_tok, y, m.view.rows, pool, scratch);
+    for (const auto& m : ms) matmul(m.view, x, kCols, n_tok, y, m.view.rows, best_dot_kernels(), pool, scratch);
   };
   pass();  // warm: caches, the pool's threads, the scratch buffers
   std::vector<double> rates;

@@ -131,9 +131,8 @@ struct task_split {
 
 // The tiled path (tiled_weights.h): activations into tiled rows, then per task a run of
 // tiles, each block of tiles passed over by every group of up to eight tokens.
-void tiled_matmul(std::span<const matmul_output> outputs, tiled_fn kernel, const float* x, int64_t x_stride,
-                  int64_t n_tok, thread_pool& pool, matmul_scratch& scratch) {
-  const dot_kernels& kernels = best_dot_kernels();
+void tiled_matmul(std::span<const matmul_output> outputs, const dot_kernels& kernels, tiled_fn kernel, const float* x,
+                  int64_t x_stride, int64_t n_tok, thread_pool& pool, matmul_scratch& scratch) {
   const weight_view& w = outputs[0].w;
   const activation_format format = activation_format_for(w.type);
   const size_t row_stride = activation_row_bytes(format, w.cols);
@@ -175,22 +174,21 @@ void tiled_matmul(std::span<const matmul_output> outputs, tiled_fn kernel, const
 }  // namespace
 
 void matmul(const weight_view& w, const float* x, int64_t x_stride, int64_t n_tok, float* y, int64_t y_stride,
-            thread_pool& pool, matmul_scratch& scratch) {
+            const dot_kernels& kernels, thread_pool& pool, matmul_scratch& scratch) {
   const matmul_output out{w, y, y_stride};
-  matmul(std::span<const matmul_output>(&out, 1), x, x_stride, n_tok, pool, scratch);
+  matmul(std::span<const matmul_output>(&out, 1), x, x_stride, n_tok, kernels, pool, scratch);
 }
 
 namespace {
 
 // One summation order for all n_tok tokens (large: the large-step kernels, dot_kernels.h).
 void matmul_in_order(std::span<const matmul_output> outputs, const float* x, int64_t x_stride, int64_t n_tok,
-                     bool large, thread_pool& pool, matmul_scratch& scratch) {
+                     bool large, const dot_kernels& kernels, thread_pool& pool, matmul_scratch& scratch) {
   const weight_view& w = outputs[0].w;
-  const dot_kernels& kernels = best_dot_kernels();
   if (const tiled_fn kernel = kernels.tiled_for_step(w.type, large, n_tok); kernel != nullptr) {
     bool all_tiled = true;
     for (const auto& o : outputs) all_tiled = all_tiled && o.w.tiled != nullptr;
-    if (all_tiled) return tiled_matmul(outputs, kernel, x, x_stride, n_tok, pool, scratch);
+    if (all_tiled) return tiled_matmul(outputs, kernels, kernel, x, x_stride, n_tok, pool, scratch);
   }
   const row_dot_fn dot = large ? kernels.large_for_type(w.type) : kernels.for_type(w.type);
   if (dot == nullptr) throw std::runtime_error("matmul: unsupported weight type");
@@ -290,8 +288,8 @@ void matmul_in_order(std::span<const matmul_output> outputs, const float* x, int
 
 }  // namespace
 
-void matmul(std::span<const matmul_output> outputs, const float* x, int64_t x_stride, int64_t n_tok, thread_pool& pool,
-            matmul_scratch& scratch) {
+void matmul(std::span<const matmul_output> outputs, const float* x, int64_t x_stride, int64_t n_tok,
+            const dot_kernels& kernels, thread_pool& pool, matmul_scratch& scratch) {
   if (n_tok <= 0 || outputs.empty()) return;
   const weight_view& w = outputs[0].w;
   for (const auto& o : outputs) {
@@ -301,11 +299,11 @@ void matmul(std::span<const matmul_output> outputs, const float* x, int64_t x_st
   }
   // The step's leading tokens in llama.cpp's large-step order, the rest in the ordinary one.
   const int64_t n_large = dot_kernels::large_order_tokens(w.type, n_tok);
-  if (n_large > 0) matmul_in_order(outputs, x, x_stride, n_large, true, pool, scratch);
+  if (n_large > 0) matmul_in_order(outputs, x, x_stride, n_large, true, kernels, pool, scratch);
   if (n_large == n_tok) return;
   std::vector<matmul_output> rest(outputs.begin(), outputs.end());
   for (auto& o : rest) o.y += n_large * o.y_stride;
-  matmul_in_order(rest, x + n_large * x_stride, x_stride, n_tok - n_large, false, pool, scratch);
+  matmul_in_order(rest, x + n_large * x_stride, x_stride, n_tok - n_large, false, kernels, pool, scratch);
 }
 
 }  // namespace tandem::kernels

@@ -59,15 +59,17 @@ struct matmul_output {
 void pack_q8_x4(activation_format format, const std::byte* rows, size_t act_stride, int64_t nb, std::byte* dst,
                 packed_layout layout = packed_layout::tokens, const std::byte* next_rows = nullptr);
 
-// y[t * y_stride + r] = sum_c w[r][c] * x[t * x_stride + c]   for t < n_tok, r < w.rows.
+// y[t * y_stride + r] = sum_c w[r][c] * x[t * x_stride + c]   for t < n_tok, r < w.rows,
+// by the kernels of `kernels` (the caller's table: the model's, or a test's).
 //   x: [n_tok, w.cols] floats, row stride x_stride;  y: [n_tok, w.rows], row stride y_stride.
+// Tiled weights (w.tiled) must be tiled for that table (dot_kernels::tiles).
 void matmul(const weight_view& w, const float* x, int64_t x_stride, int64_t n_tok, float* y, int64_t y_stride,
-            thread_pool& pool, matmul_scratch& scratch);
+            const dot_kernels& kernels, thread_pool& pool, matmul_scratch& scratch);
 
 // Several weights applied to the same input (e.g. Q, K and V): the input is converted once
 // and all outputs' rows share one parallel pass. The weights must have one type and width
 // (std::invalid_argument otherwise). Each output gets the bits a single matmul would give.
-void matmul(std::span<const matmul_output> outputs, const float* x, int64_t x_stride, int64_t n_tok, thread_pool& pool,
-            matmul_scratch& scratch);
+void matmul(std::span<const matmul_output> outputs, const float* x, int64_t x_stride, int64_t n_tok,
+            const dot_kernels& kernels, thread_pool& pool, matmul_scratch& scratch);
 
 }  // namespace tandem::kernels

@@ -132,7 +132,7 @@ std::unique_ptr<model> model::open(const std::filesystem::path& path, const mode
 }
 
 void model::matmul(const kernels::weight_view& w, const std::vector<float>& x, int64_t n_tok, std::vector<float>& y) {
-  kernels::matmul(w, x.data(), w.cols, n_tok, y.data(), w.rows, pool_, buf_.mm);
+  kernels::matmul(w, x.data(), w.cols, n_tok, y.data(), w.rows, kernels_, pool_, buf_.mm);
 }
 
 void model::matmul_shared(const std::vector<float>& x, int64_t n_tok,
@@ -142,10 +142,10 @@ void model::matmul_shared(const std::vector<float>& x, int64_t n_tok,
   for (const auto& o : outputs) same = same && o.w.type == first.w.type && o.w.cols == first.w.cols;
   if (same) {
     kernels::matmul(std::span<const kernels::matmul_output>(outputs.begin(), outputs.size()), x.data(), first.w.cols,
-                    n_tok, pool_, buf_.mm);
+                    n_tok, kernels_, pool_, buf_.mm);
   } else {
     for (const auto& o : outputs) {
-      kernels::matmul(o.w, x.data(), o.w.cols, n_tok, o.y, o.y_stride, pool_, buf_.mm);
+      kernels::matmul(o.w, x.data(), o.w.cols, n_tok, o.y, o.y_stride, kernels_, pool_, buf_.mm);
     }
   }
 }
@@ -286,7 +286,7 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
     }
   }
   out.logits.resize(static_cast<size_t>(n_out) * c.n_vocab);
-  kernels::matmul(weights_.output, b.h.data(), E, n_out, out.logits.data(), c.n_vocab, pool_, b.mm);
+  kernels::matmul(weights_.output, b.h.data(), E, n_out, out.logits.data(), c.n_vocab, kernels_, pool_, b.mm);
   if (c.final_logit_softcap > 0.0f) {
     const float cap = c.final_logit_softcap, inv = 1.0f / cap;
     for (float& l : out.logits) l = std::tanh(l * inv) * cap;

@@ -447,9 +447,9 @@ TEST(DotKernels, GroupKernelsEqualRowKernelsBitForBit) {
       for (int64_t n_tok : {8, 12, 13}) {
         const auto x = random_floats(static_cast<size_t>(cols * n_tok), rng);
         std::vector<float> batched(rows * n_tok), single(rows);
-        matmul(w, x.data(), cols, n_tok, batched.data(), rows, pool, scratch);
+        matmul(w, x.data(), cols, n_tok, batched.data(), rows, *table, pool, scratch);
         for (int64_t t = 0; t < n_tok; ++t) {
-          matmul(w, x.data() + t * cols, cols, 1, single.data(), rows, pool, scratch);
+          matmul(w, x.data() + t * cols, cols, 1, single.data(), rows, *table, pool, scratch);
           for (int64_t r = 0; r < rows; ++r) ASSERT_EQ(batched[t * rows + r], single[r]) << table->isa << " " << n_tok;
         }
       }
@@ -706,7 +706,7 @@ TEST(Matmul, Q6_KLargeStepsEqualLargeRowKernel) {
     ASSERT_EQ(dot_kernels::large_order_tokens(type, n_tok), n_tok);
     const auto x = random_floats(static_cast<size_t>(cols * n_tok), rng);
     std::vector<float> y(static_cast<size_t>(rows * n_tok));
-    matmul(w, x.data(), cols, n_tok, y.data(), rows, pool, scratch);
+    matmul(w, x.data(), cols, n_tok, y.data(), rows, best_dot_kernels(), pool, scratch);
     for (int64_t t = 0; t < n_tok; ++t) {
       best_dot_kernels().convert_activation(activation_format::q8_k, x.data() + t * cols, act.data(), cols);
       for (int64_t r = 0; r < rows; ++r) {
@@ -784,10 +784,10 @@ TEST(Matmul, BatchedEqualsRowByRow) {
     for (int64_t n_tok : {1, 3, 4, 9, 14, 19}) {
       const auto x = random_floats(static_cast<size_t>(cols * n_tok), rng);
       std::vector<float> y(static_cast<size_t>(rows * n_tok));
-      matmul(w, x.data(), cols, n_tok, y.data(), rows, pool, scratch);
+      matmul(w, x.data(), cols, n_tok, y.data(), rows, best_dot_kernels(), pool, scratch);
       for (int64_t t = 0; t < n_tok; ++t) {
         std::vector<float> single(static_cast<size_t>(rows));
-        matmul(w, x.data() + t * cols, cols, 1, single.data(), rows, pool, scratch);
+        matmul(w, x.data() + t * cols, cols, 1, single.data(), rows, best_dot_kernels(), pool, scratch);
         for (int64_t r = 0; r < rows; ++r) {
           ASSERT_EQ(y[t * rows + r], single[r]) << traits_of(type).name << " tokens " << n_tok << " token " << t;
         }
@@ -833,12 +833,12 @@ TEST(Matmul, TiledWeightsAreBatchInvariantAndAccurate) {
     for (int64_t n_tok : {1, 2, 3, 5, 8, 9, 16, 17}) {
       const auto x = random_floats(static_cast<size_t>(cols * n_tok), rng);
       std::vector<float> batched(static_cast<size_t>(rows * n_tok)), single(static_cast<size_t>(rows));
-      matmul(w, x.data(), cols, n_tok, batched.data(), rows, pool, scratch);
+      matmul(w, x.data(), cols, n_tok, batched.data(), rows, best_dot_kernels(), pool, scratch);
       {  // the row kernels' order: the same bits tiled or not
         weight_view untiled = w;
         untiled.tiled = nullptr;
         std::vector<float> expected(batched.size());
-        matmul(untiled, x.data(), cols, n_tok, expected.data(), rows, pool, scratch);
+        matmul(untiled, x.data(), cols, n_tok, expected.data(), rows, best_dot_kernels(), pool, scratch);
         ASSERT_EQ(batched, expected) << traits_of(type).name << " tokens " << n_tok;
       }
       std::vector<std::byte> act(activation_row_bytes(format, cols));
@@ -846,7 +846,7 @@ TEST(Matmul, TiledWeightsAreBatchInvariantAndAccurate) {
       // untiled kernels above, not with one token alone.
       const bool large = dot_kernels::large_order_tokens(type, n_tok) > 0;
       for (int64_t t = 0; t < n_tok && !large; ++t) {
-        matmul(w, x.data() + t * cols, cols, 1, single.data(), rows, pool, scratch);
+        matmul(w, x.data() + t * cols, cols, 1, single.data(), rows, best_dot_kernels(), pool, scratch);
         convert_activation_row(format, x.data() + t * cols, act.data(), cols);
         const auto xd = decode_activation(format, act.data(), cols);
         for (int64_t r = 0; r < rows; ++r) {
@@ -873,7 +873,7 @@ TEST(Matmul, TiledWeightsAreBatchInvariantAndAccurate) {
       // Shared input: two tiled outputs in one pass give each one's own bits.
       std::vector<float> y1(static_cast<size_t>(rows * n_tok)), y2(static_cast<size_t>(rows * n_tok));
       const matmul_output outs[2] = {{w, y1.data(), rows}, {w, y2.data(), rows}};
-      matmul(std::span<const matmul_output>(outs, 2), x.data(), cols, n_tok, pool, scratch);
+      matmul(std::span<const matmul_output>(outs, 2), x.data(), cols, n_tok, best_dot_kernels(), pool, scratch);
       ASSERT_EQ(y1, batched);
       ASSERT_EQ(y2, batched);
     }
