@@ -76,39 +76,69 @@ gpu_model::gpu_model(const model_config& config, const model_weights& weights, c
       up.synchronize();  // the staging buffer is reused by the next matrix
     });
   };
-  token_embd_ = std::move(upload({&weights.token_embd}, "token_embd")[0]);
-  output_norm_ = upload_floats(weights.output_norm, up.handle(), weight_bytes_);
+  // The matrices as for_each_matrix walks them: consecutive ones that read one input become
+  // one group (stacked where their types agree), placed by the group's first role. A role
+  // this backend has no place for is refused by name, not left behind.
+  std::vector<std::vector<const kernels::weight_view*>> groups;
+  std::vector<std::pair<matrix_role, int32_t>> group_of;  // (first role, layer)
+  size_t max_w = 0;
+  tandem::for_each_matrix(weights, [&](const const_matrix_ref& m) {
+    const bool joins = !groups.empty() && group_of.back().second == m.layer &&
+                       matrix_input_group(group_of.back().first) == matrix_input_group(m.role);
+    if (!joins) groups.emplace_back(), group_of.emplace_back(m.role, m.layer);
+    groups.back().push_back(&m.view);
+    const bool multiplied = m.role != matrix_role::token_embd;
+    if (multiplied && device_matrix::fmt_is_quantized(m.view.type)) {
+      max_w = std::max(max_w, static_cast<size_t>(m.view.rows * m.view.cols));
+    }
+  });
   tied_ = weights.output.data == weights.token_embd.data;
-  if (!tied_) output_ = std::move(upload({&weights.output}, "output")[0]);
+  layers_.resize(weights.layers.size());
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const auto [role, li] = group_of[g];
+    const std::string what =
+        (li >= 0 ? "layer " + std::to_string(li) + " " : std::string()) + std::string(matrix_role_name(role));
+    if (role == matrix_role::output && tied_) continue;  // the head is token_embd's bytes
+    auto stacks = upload(groups[g], what);
+    switch (role) {
+      case matrix_role::token_embd:
+        token_embd_ = std::move(stacks[0]);
+        break;
+      case matrix_role::output:
+        output_ = std::move(stacks[0]);
+        break;
+      case matrix_role::attn_q:
+        layers_[static_cast<size_t>(li)].qkv = std::move(stacks);
+        break;
+      case matrix_role::attn_output:
+        layers_[static_cast<size_t>(li)].wo = std::move(stacks[0]);
+        break;
+      case matrix_role::ffn_gate:
+        layers_[static_cast<size_t>(li)].gate_up = std::move(stacks);
+        break;
+      case matrix_role::ffn_down:
+        layers_[static_cast<size_t>(li)].w_down = std::move(stacks[0]);
+        break;
+      default:
+        throw std::invalid_argument("gpu_model: the CUDA backend has no place for " + what + " matrices");
+    }
+  }
+  output_norm_ = upload_floats(weights.output_norm, up.handle(), weight_bytes_);
   if (!weights.rope_freqs.empty()) rope_freqs_ = upload_floats(weights.rope_freqs, up.handle(), weight_bytes_);
   for (size_t i = 0; i < weights.layers.size(); ++i) {
     const layer_weights& w = weights.layers[i];
-    const std::string at = "layer " + std::to_string(i) + " ";
-    layer l;
-    l.attn_norm = upload_floats(w.attn_norm, up.handle(), weight_bytes_);
-    l.ffn_norm = upload_floats(w.ffn_norm, up.handle(), weight_bytes_);
+    layer& l = layers_[i];
+    if (w.ffn != ffn_kind::dense) throw std::invalid_argument("gpu_model: the CUDA backend runs dense FFN layers only");
     auto optional = [&](const std::vector<float>& v) {
       return v.empty() ? device_buffer{} : upload_floats(v, up.handle(), weight_bytes_);
     };
+    l.attn_norm = upload_floats(w.attn_norm, up.handle(), weight_bytes_);
+    l.ffn_norm = upload_floats(w.ffn_norm, up.handle(), weight_bytes_);
     l.bq = optional(w.bq), l.bk = optional(w.bk), l.bv = optional(w.bv);
     l.q_norm = optional(w.q_norm), l.k_norm = optional(w.k_norm);
     l.post_attn_norm = optional(w.post_attn_norm), l.post_ffn_norm = optional(w.post_ffn_norm);
-    l.qkv = upload({&w.wq, &w.wk, &w.wv}, at + "attention q/k/v");
-    l.wo = std::move(upload({&w.wo}, at + "attn_output")[0]);
-    l.gate_up = upload({&w.w_gate, &w.w_up}, at + "ffn gate/up");
-    l.w_down = std::move(upload({&w.w_down}, at + "ffn_down")[0]);
-    layers_.push_back(std::move(l));
   }
   up.synchronize();
-
-  size_t max_w = 0;
-  auto consider = [&](const kernels::weight_view& w) {
-    if (device_matrix::fmt_is_quantized(w.type)) max_w = std::max(max_w, static_cast<size_t>(w.rows * w.cols));
-  };
-  consider(weights.output);
-  for (const layer_weights& w : weights.layers) {
-    for (const auto* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) consider(*m);
-  }
   finish_setup(max_w);
 }
 
@@ -179,7 +209,7 @@ void gpu_model::check_shape() {
   sm_count_ = memory_info().sm_count;
 }
 
-void gpu_model::for_each_matrix(const std::function<void(device_matrix&)>& fn) {
+void gpu_model::for_each_device_matrix(const std::function<void(device_matrix&)>& fn) {
   fn(token_embd_);
   if (!tied_) fn(output_);
   for (layer& l : layers_) {
@@ -200,7 +230,7 @@ void gpu_model::finish_setup(size_t max_w) {
     // Large steps multiply BF16 copies of the quantized matrices, made once here, instead of
     // dequantizing a whole matrix into scratch before every product.
     stream up;
-    for_each_matrix([&](device_matrix& m) {
+    for_each_device_matrix([&](device_matrix& m) {
       // An untied embedding is only gathered from, never multiplied.
       if (!m.quantized() || (&m == &token_embd_ && !tied_)) return;
       m.shadow = device_buffer(static_cast<size_t>(m.layout.rows) * static_cast<size_t>(m.layout.cols) * 2);
@@ -327,6 +357,11 @@ float* gpu_model::logits() const { return fbuf(plan_.logits); }
 int32_t* gpu_model::sampled() const { return ibuf(plan_.sampled); }
 
 step_rows gpu_model::enqueue_forward(const step_input& in, stream_handle s, uint32_t slot) {
+  for (const seq_step& sq : in.seqs) {
+    if (!sq.embeddings.empty()) {
+      throw std::invalid_argument("gpu_model: the CUDA backend does not take embedding rows yet");
+    }
+  }
   pack_options po;
   po.block_tokens = options_.block_tokens;
   po.n_blocks = n_blocks_;
@@ -389,12 +424,12 @@ step_rows gpu_model::enqueue_forward(const step_input& in, stream_handle s, uint
 
 void gpu_model::enqueue_packed(const packed_step& ps, const pinned_buffer& stage, int32_t n_tiles, stream_handle s) {
   const model_config& c = config_;
-  const int32_t E = static_cast<int32_t>(c.n_embd), F = static_cast<int32_t>(c.n_ff);
+  const int32_t E = static_cast<int32_t>(c.n_embd);
   const int64_t T = ps.n_tokens;
   copy_to_device_async(ibuf(plan_.tokens), stage.data(), plan_.sampled - plan_.tokens, s);
 
   float *x = fbuf(plan_.x), *h = fbuf(plan_.h), *q = fbuf(plan_.q), *k = fbuf(plan_.k), *v = fbuf(plan_.v);
-  float *attn = fbuf(plan_.attn), *gate = fbuf(plan_.gate), *up = fbuf(plan_.up);
+  float* attn = fbuf(plan_.attn);
   const int32_t nt = static_cast<int32_t>(T);
   launch_embed_rows(token_embd_.layout, token_embd_.bytes.data(), ibuf(plan_.tokens), nt, x, s);
   const architecture_traits& arch = *c.arch;
@@ -474,15 +509,9 @@ void gpu_model::enqueue_packed(const packed_step& ps, const pinned_buffer& stage
     matmul(w.wo, attn, nt, h, s);
     add_sublayer(w.post_attn_norm);
 
+    // Feed-forward block through the layer kind's hook (dense only on the device so far).
     launch_rms_norm(x, w.ffn_norm.as<float>(), h, nt, E, c.rms_eps, s);
-    float* const gate_up[2] = {gate, up};
-    project(w.gate_up, h, nt, gate_up, s);
-    if (arch.activation == ffn_activation::gelu_tanh) {
-      launch_geglu(gate, up, static_cast<size_t>(T) * F, s);
-    } else {
-      launch_swiglu(gate, up, static_cast<size_t>(T) * F, s);
-    }
-    matmul(w.w_down, gate, nt, h, s);
+    enqueue_ffn_dense(w, h, nt, s);
     add_sublayer(w.post_ffn_norm);
   }
 
@@ -494,6 +523,19 @@ void gpu_model::enqueue_packed(const packed_step& ps, const pinned_buffer& stage
   if (c.final_logit_softcap > 0.0f) {
     launch_softcap(fbuf(plan_.logits), static_cast<size_t>(no) * c.n_vocab, c.final_logit_softcap, s);
   }
+}
+
+void gpu_model::enqueue_ffn_dense(const layer& w, float* h, int32_t nt, stream_handle s) {
+  float *gate = fbuf(plan_.gate), *up = fbuf(plan_.up);
+  const size_t n = static_cast<size_t>(nt) * config_.n_ff;
+  float* const gate_up[2] = {gate, up};
+  project(w.gate_up, h, nt, gate_up, s);
+  if (config_.arch->activation == ffn_activation::gelu_tanh) {
+    launch_geglu(gate, up, n, s);
+  } else {
+    launch_swiglu(gate, up, n, s);
+  }
+  matmul(w.w_down, gate, nt, h, s);
 }
 
 void gpu_model::forward(const step_input& in, stream& s, step_output& out) {

@@ -157,7 +157,7 @@ class gpu_model {
   std::vector<device_matrix> make_stacks(const std::vector<matrix_part>& parts, const std::string& what,
                                          const fill_fn& fill);
   // Every weight matrix the model holds (token_embd, output when untied, then each layer's).
-  void for_each_matrix(const std::function<void(device_matrix&)>& fn);
+  void for_each_device_matrix(const std::function<void(device_matrix&)>& fn);
   // y_i = W_i x for every part of every matrix in `ms` (which all read x [n_tok][cols]):
   // x quantized once for the quantized ones when the step is small enough for the GEMV.
   void project(const device_matrix* const* ms, size_t n, const float* x, int32_t n_tok, float* const* outs,
@@ -175,6 +175,8 @@ class gpu_model {
   // Workspace, KV pool, GEMM scratch and staging, once the weights are on the device.
   void finish_setup(size_t max_quant_weight_elems);
   void matmul(const device_matrix& w, const float* x, int32_t n_tok, float* y, stream_handle s);
+  // The feed-forward hook of a dense layer: h = W_down (act(W_gate h) * (W_up h)).
+  void enqueue_ffn_dense(const layer& w, float* h, int32_t nt, stream_handle s);
 
   model_config config_;
   gpu_model_options options_;

@@ -43,14 +43,14 @@ struct tiled_region {
 // is mapped instead of tiling; else the tiled region is written to a new one meanwhile.
 tiled_region tile_weights(model_weights& w, const kernels::dot_kernels& k, thread_pool& pool,
                           const std::filesystem::path& source, const std::filesystem::path& cache_dir) {
+  // Every matrix a product reads: all but the embedding table, which is gathered by row (a
+  // tied head is `output`, a view of the same bytes).
   std::vector<kernels::weight_view*> views;
-  auto consider = [&](kernels::weight_view& v) {
-    if (k.tiles(v.type, v.cols) && kernels::tileable(v)) views.push_back(&v);
-  };
-  for (auto& l : w.layers) {
-    for (auto* v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) consider(*v);
-  }
-  consider(w.output);
+  for_each_matrix(w, [&](const matrix_ref& m) {
+    if (m.role != matrix_role::token_embd && k.tiles(m.view.type, m.view.cols) && kernels::tileable(m.view)) {
+      views.push_back(&m.view);
+    }
+  });
   // The plan: each matrix's type, shape and offset in the region (the cache file checks it).
   std::vector<size_t> offset;
   std::vector<uint64_t> plan;
@@ -107,11 +107,29 @@ tiled_region tile_weights(model_weights& w, const kernels::dot_kernels& k, threa
 
 }  // namespace
 
+std::vector<const float*> embedding_row_pointers(const seq_step& s, int64_t n_embd) {
+  std::vector<const float*> rows(s.tokens.size(), nullptr);
+  for (const embedding_rows& e : s.embeddings) {
+    const bool fits = e.offset >= 0 && e.count > 0 && static_cast<size_t>(e.offset) + e.count <= s.tokens.size();
+    if (!fits || e.rows == nullptr || e.rows->size() != static_cast<size_t>(e.count) * static_cast<size_t>(n_embd)) {
+      throw std::invalid_argument("forward: embedding rows of sequence " + std::to_string(s.seq) +
+                                  " do not fit its new tokens or the model's width");
+    }
+    for (int32_t k = 0; k < e.count; ++k) {
+      const float*& slot = rows[static_cast<size_t>(e.offset + k)];
+      if (slot != nullptr) throw std::invalid_argument("forward: overlapping embedding rows");
+      slot = e.rows->data() + static_cast<size_t>(k) * static_cast<size_t>(n_embd);
+    }
+  }
+  return rows;
+}
+
 model::model(gguf::file file, const model_options& options)
     : file_(std::move(file)),
       config_(read_model_config(file_)),
       weights_(model_weights::from_gguf(file_, config_, options.context_length)),
-      pool_(options.n_threads),
+      pool_owner_(options.pool ? options.pool : shared_thread_pool(options.n_threads)),
+      pool_(*pool_owner_),
       llama_cpp_order_(options.llama_cpp_attention_order),
       kernels_(kernels::best_dot_kernels()) {
   if (config_.head_dim % 16 != 0 || config_.head_dim > static_cast<uint32_t>(kMaxHeadDim)) {
@@ -197,12 +215,19 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
   b.pos.resize(T);
   b.seq.resize(T);
 
-  // Token embeddings and per-token positions.
+  // Token embeddings (or the step's embedding rows) and per-token positions.
   {
     int64_t t = 0;
     for (size_t i = 0; i < in.seqs.size(); ++i) {
       const auto& s = in.seqs[i];
+      const std::vector<const float*> given = embedding_row_pointers(s, E);
       for (size_t j = 0; j < s.tokens.size(); ++j, ++t) {
+        b.pos[t] = s.start_pos + static_cast<int32_t>(j);
+        b.seq[t] = static_cast<int32_t>(i);
+        if (given[j] != nullptr) {  // already in embedding space: no lookup, no scaling
+          std::copy(given[j], given[j] + E, &b.x[t * E]);
+          continue;
+        }
         const int32_t tok = s.tokens[j];
         if (tok < 0 || static_cast<uint32_t>(tok) >= c.n_vocab) {
           throw std::invalid_argument("forward: token id " + std::to_string(tok) + " outside the vocabulary");
@@ -212,8 +237,6 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
           const float scale = std::sqrt(static_cast<float>(E));
           for (int64_t e = 0; e < E; ++e) b.x[t * E + e] *= scale;
         }
-        b.pos[t] = s.start_pos + static_cast<int32_t>(j);
-        b.seq[t] = static_cast<int32_t>(i);
       }
     }
   }
@@ -258,15 +281,13 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
     matmul(w.wo, b.attn, T, b.proj);
     add_sublayer_output(w.post_attn_norm, T);
 
-    // Feed-forward block: x += W_down · (act(W_gate h) * (W_up h)), h = norm(x).
+    // Feed-forward block: x += ffn(norm(x)), through the layer kind's hook.
     norm_rows(w.ffn_norm);
-    matmul_shared(b.h, T, {{w.w_gate, b.gate.data(), F}, {w.w_up, b.up.data(), F}});
-    if (c.arch->activation == ffn_activation::gelu_tanh) {
-      for_rows(T, [&](int64_t t) { kernels::geglu(F, &b.gate[t * F], &b.up[t * F]); });
-    } else {
-      for_rows(T, [&](int64_t t) { kernels_.swiglu(F, &b.gate[t * F], &b.up[t * F]); });
+    switch (w.ffn) {
+      case ffn_kind::dense:
+        ffn_dense(w, T);
+        break;
     }
-    matmul(w.w_down, b.gate, T, b.proj);
     add_sublayer_output(w.post_ffn_norm, T);
   }
 
@@ -312,6 +333,26 @@ void model::check_local_table(const seq_step& s, const kv_pool& cache) const {
                                   " lacks a block its window reads, or names one outside the pool");
     }
   }
+}
+
+// b.proj = W_down (act(W_gate h) * (W_up h)) for the T rows of b.h.
+void model::ffn_dense(const layer_weights& w, int64_t T) {
+  const int64_t F = config_.n_ff;
+  auto& b = buf_;
+  matmul_shared(b.h, T, {{w.w_gate, b.gate.data(), F}, {w.w_up, b.up.data(), F}});
+  auto act = [&](int64_t t) {
+    if (config_.arch->activation == ffn_activation::gelu_tanh) {
+      kernels::geglu(F, &b.gate[t * F], &b.up[t * F]);
+    } else {
+      kernels_.swiglu(F, &b.gate[t * F], &b.up[t * F]);
+    }
+  };
+  if (T < kParallelRowThreshold) {
+    for (int64_t t = 0; t < T; ++t) act(t);
+  } else {
+    pool_.parallel_for(T, [&](int64_t t, int) { act(t); });
+  }
+  matmul(w.w_down, b.gate, T, b.proj);
 }
 
 void model::add_sublayer_output(const std::vector<float>& post_norm, int64_t T) {

@@ -32,6 +32,9 @@ enum class tiled_origin {
 
 struct model_options {
   int n_threads = 0;  // <= 0: one per hardware thread
+  // The compute pool: null means the process's pool of n_threads (shared_thread_pool), which
+  // every engine and drafter of the process shares.
+  std::shared_ptr<thread_pool> pool = nullptr;
   // llama.cpp sums attention in one order for a single new token and in another for a
   // batch (engine/model/attention.h). true: follow it per sequence (a sequence bringing one token
   // gets the single-token order), which is what matching its greedy output needs. false:
@@ -49,6 +52,11 @@ struct model_options {
   // LongRoPE reads it (long factors past the original context, as llama.cpp picks them).
   uint32_t context_length = 0;
 };
+
+// For each new token of `s`, its embedding row when a run of s.embeddings gives one, else
+// null. Throws std::invalid_argument for a run outside the new tokens, of the wrong width, or
+// overlapping another.
+std::vector<const float*> embedding_row_pointers(const seq_step& s, int64_t n_embd);
 
 class model {
  public:
@@ -100,13 +108,16 @@ class model {
   void matmul_shared(const std::vector<float>& x, int64_t n_tok, std::initializer_list<kernels::matmul_output> outputs);
   void attention_layer(uint32_t layer, const step_input& in, kv_pool& cache, int64_t n_tok);
   void check_local_table(const seq_step& s, const kv_pool& cache) const;
+  // The feed-forward hook of a dense layer: b.proj from b.h (kinds: layer_weights::ffn).
+  void ffn_dense(const layer_weights& w, int64_t n_tok);
   // Residual add of a sub-layer's output (b.proj), through its post-norm when it has one.
   void add_sublayer_output(const std::vector<float>& post_norm, int64_t n_tok);
 
   gguf::file file_;
   model_config config_;
   model_weights weights_;
-  thread_pool pool_;
+  std::shared_ptr<thread_pool> pool_owner_;
+  thread_pool& pool_;
   bool llama_cpp_order_;
   bool swa_rope_differs_ = false;  // the local layers have a RoPE of their own (gemma3)
   const kernels::dot_kernels& kernels_;

@@ -104,4 +104,42 @@ model_weights model_weights::from_gguf(const gguf::file& file, const model_confi
   return w;
 }
 
+std::string_view matrix_role_name(matrix_role role) {
+  switch (role) {
+    case matrix_role::token_embd:
+      return "token_embd";
+    case matrix_role::output:
+      return "output";
+    case matrix_role::attn_q:
+      return "attn_q";
+    case matrix_role::attn_k:
+      return "attn_k";
+    case matrix_role::attn_v:
+      return "attn_v";
+    case matrix_role::attn_output:
+      return "attn_output";
+    case matrix_role::ffn_gate:
+      return "ffn_gate";
+    case matrix_role::ffn_up:
+      return "ffn_up";
+    case matrix_role::ffn_down:
+      return "ffn_down";
+  }
+  return "?";
+}
+
+int matrix_input_group(matrix_role role) {
+  switch (role) {
+    case matrix_role::attn_q:
+    case matrix_role::attn_k:
+    case matrix_role::attn_v:
+      return 1;  // the attention's normed input
+    case matrix_role::ffn_gate:
+    case matrix_role::ffn_up:
+      return 2;  // the FFN's normed input
+    default:
+      return 10 + static_cast<int>(role);  // its own
+  }
+}
+
 }  // namespace tandem

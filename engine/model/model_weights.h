@@ -3,6 +3,9 @@
 // ffn_up holding gate and up) is viewed as its parts, row ranges of the one tensor.
 #pragma once
 
+#include <cstdint>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "engine/gguf/gguf.h"
@@ -11,8 +14,15 @@
 
 namespace tandem {
 
+// What a layer's feed-forward block is: the forward passes (CPU and GPU) run it through one
+// hook per kind. Dense today; mixtures of experts are the next kind.
+enum class ffn_kind : uint8_t {
+  dense,  // down(act(gate x) * up x)
+};
+
 // Optional vectors are empty when the file (or the architecture) has none.
 struct layer_weights {
+  ffn_kind ffn = ffn_kind::dense;
   std::vector<float> attn_norm;       // [n_embd]
   kernels::weight_view wq;            // [q_dim rows][n_embd]
   kernels::weight_view wk;            // [kv_dim rows][n_embd]
@@ -40,5 +50,59 @@ struct model_weights {
   // picks Phi-3's long RoPE factors when it exceeds the original context, as llama.cpp does.
   static model_weights from_gguf(const gguf::file& file, const model_config& config, uint32_t context_length = 0);
 };
+
+// What a weight matrix is for. Whatever lays matrices out (the CPU's tiled relayout and its
+// cache, the GPU upload) walks them with for_each_matrix and decides by the role, so a new
+// kind of matrix reaches every one of them (or is refused by name) instead of being left out
+// of a hand-written list.
+enum class matrix_role : uint8_t {
+  token_embd,  // gathered by row; multiplied only as a tied head (then `output` views it too)
+  output,
+  attn_q,
+  attn_k,
+  attn_v,
+  attn_output,
+  ffn_gate,
+  ffn_up,
+  ffn_down,
+};
+std::string_view matrix_role_name(matrix_role role);  // GGUF's: "attn_q", "ffn_down", ...
+
+// The matrices that read the same input, consecutive in for_each_matrix's order: the
+// attention's q, k, v, and the FFN's gate and up.
+int matrix_input_group(matrix_role role);  // the same number for roles that read one input
+
+template <class View>
+struct basic_matrix_ref {
+  matrix_role role;
+  int32_t layer;  // -1 for token_embd and output
+  View& view;
+};
+using matrix_ref = basic_matrix_ref<kernels::weight_view>;
+using const_matrix_ref = basic_matrix_ref<const kernels::weight_view>;
+
+// fn(ref) for every matrix: token_embd, output (tied or not), then each layer's in the
+// order of matrix_role.
+template <class Weights, class Fn>
+void for_each_matrix(Weights& w, Fn&& fn) {
+  using view_t = std::conditional_t<std::is_const_v<Weights>, const kernels::weight_view, kernels::weight_view>;
+  fn(basic_matrix_ref<view_t>{matrix_role::token_embd, -1, w.token_embd});
+  fn(basic_matrix_ref<view_t>{matrix_role::output, -1, w.output});
+  for (size_t i = 0; i < w.layers.size(); ++i) {
+    auto& l = w.layers[i];
+    const auto li = static_cast<int32_t>(i);
+    fn(basic_matrix_ref<view_t>{matrix_role::attn_q, li, l.wq});
+    fn(basic_matrix_ref<view_t>{matrix_role::attn_k, li, l.wk});
+    fn(basic_matrix_ref<view_t>{matrix_role::attn_v, li, l.wv});
+    fn(basic_matrix_ref<view_t>{matrix_role::attn_output, li, l.wo});
+    switch (l.ffn) {
+      case ffn_kind::dense:
+        fn(basic_matrix_ref<view_t>{matrix_role::ffn_gate, li, l.w_gate});
+        fn(basic_matrix_ref<view_t>{matrix_role::ffn_up, li, l.w_up});
+        fn(basic_matrix_ref<view_t>{matrix_role::ffn_down, li, l.w_down});
+        break;
+    }
+  }
+}
 
 }  // namespace tandem

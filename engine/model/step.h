@@ -5,12 +5,23 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "engine/ids.h"
 
 namespace tandem {
+
+// Rows that enter a step as embeddings instead of token lookups (an image's projected
+// patches): new tokens [offset, offset + count) of the sequence take the n_embd-float rows of
+// `rows` in order; their token ids are placeholders, not looked up (nor checked against the
+// vocabulary). The rows are shared, not copied, as a step travels.
+struct embedding_rows {
+  int32_t offset = 0;
+  int32_t count = 0;
+  std::shared_ptr<const std::vector<float>> rows;  // [count][n_embd]
+};
 
 struct seq_step {
   seq_id seq = 0;
@@ -25,6 +36,8 @@ struct seq_step {
   // layers' table, entry for entry with `blocks` over that pool's ids; entries the window
   // has passed may be kNoBlock (engine/kv/kv_window.h). Unused without one.
   block_table local_blocks = {};
+  // Disjoint runs of new tokens given as embedding rows; empty for text.
+  std::vector<embedding_rows> embeddings = {};
 };
 
 struct step_input {

@@ -4,6 +4,8 @@
 #include <pthread.h>
 
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 
 namespace tandem {
@@ -22,6 +24,18 @@ constexpr int kSpinsPerYield = 256;
 inline uint64_t pack(uint32_t begin, uint32_t end) { return begin | (static_cast<uint64_t>(end) << 32); }
 
 }  // namespace
+
+std::shared_ptr<thread_pool> shared_thread_pool(int n_threads) {
+  const int n = n_threads > 0 ? n_threads : thread_pool::default_thread_count();
+  // Made and looked up once per engine start, never on a step's path.
+  static std::mutex mutex;
+  static std::map<int, std::weak_ptr<thread_pool>> pools;
+  const std::lock_guard<std::mutex> lock(mutex);
+  auto& slot = pools[n];
+  auto pool = slot.lock();
+  if (!pool) slot = pool = std::make_shared<thread_pool>(n);
+  return pool;
+}
 
 int thread_pool::default_thread_count() {
   const unsigned n = std::thread::hardware_concurrency();
@@ -91,10 +105,14 @@ void thread_pool::worker_loop(int thread_index) {
 
 void thread_pool::parallel_for(int64_t n_tasks, const std::function<void(int64_t, int)>& task) {
   if (n_tasks <= 0) return;
-  if (workers_.empty() || n_tasks == 1) {
+  if (workers_.empty() || n_tasks == 1 || in_use_.exchange(true, std::memory_order_acquire)) {
     for (int64_t i = 0; i < n_tasks; ++i) task(i, 0);
     return;
   }
+  struct release {
+    std::atomic<bool>& flag;
+    ~release() { flag.store(false, std::memory_order_release); }
+  } done{in_use_};
   if (n_tasks > UINT32_MAX) throw std::length_error("thread_pool: more than 2^32 tasks");
   task_ = &task;
   // Shares as equal as whole tasks allow; published by the generation bump below.

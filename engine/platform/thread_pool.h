@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -34,8 +35,10 @@ class thread_pool {
   int size() const { return n_threads_; }
 
   // Runs task(i, thread_index) for every i in [0, n_tasks), spread over the threads as
-  // described above, and returns when all are done. Not reentrant: one parallel_for at a
-  // time, from one thread.
+  // described above, and returns when all are done. One job at a time: a caller that finds
+  // the pool running another's job (a drafter beside the device worker, two models of one
+  // process) runs its tasks on its own thread, as thread 0, instead of waiting, so the
+  // process never runs more than size() + its callers' threads.
   void parallel_for(int64_t n_tasks, const std::function<void(int64_t, int)>& task);
 
   static int default_thread_count();
@@ -60,6 +63,11 @@ class thread_pool {
   std::atomic<int> busy_workers_{0};     // workers still inside the current job
   std::atomic<int> sleepers_{0};         // workers blocked in generation_.wait
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> in_use_{false};  // a job is running (its caller owns ranges_ and task_)
 };
+
+// The process's pool of n_threads (<= 0: one per hardware thread), made on first use and
+// shared by every model engine and drafter that asks for that size while one holds it.
+std::shared_ptr<thread_pool> shared_thread_pool(int n_threads = 0);
 
 }  // namespace tandem

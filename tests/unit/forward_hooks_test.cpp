@@ -1,0 +1,167 @@
+// The seams the forward pass gives the features that come next: the walk over a model's
+// matrices (for_each_matrix), embedding rows as step inputs, and one compute pool per
+// process shared by every engine.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "engine/gguf/quantize.h"
+#include "engine/model/model.h"
+#include "engine/model/synthetic_model.h"
+#include "engine/platform/thread_pool.h"
+
+namespace tandem {
+namespace {
+
+std::vector<std::byte> model_bytes(const char* arch, bool tied) {
+  synthetic_model_spec spec;
+  spec.architecture = arch;
+  spec.n_layer = 2;
+  spec.n_embd = 128;
+  spec.n_ff = 256;
+  spec.tied_output = tied;
+  spec.seed = 5;
+  return make_synthetic_model(spec).serialize();
+}
+
+TEST(ForEachMatrix, VisitsEveryMatrixOnceInOrderWithItsRole) {
+  for (const char* arch : {"llama", "phi3"}) {  // phi3: fused q|k|v and gate|up tensors
+    const auto bytes = model_bytes(arch, false);
+    const auto file = gguf::file::parse(bytes);
+    const model_config c = read_model_config(file);
+    model_weights w = model_weights::from_gguf(file, c);
+    std::vector<std::pair<matrix_role, int32_t>> seen;
+    std::set<const kernels::weight_view*> views;
+    for_each_matrix(w, [&](const matrix_ref& m) {
+      seen.emplace_back(m.role, m.layer);
+      views.insert(&m.view);
+    });
+    const std::vector<matrix_role> per_layer = {matrix_role::attn_q,      matrix_role::attn_k,   matrix_role::attn_v,
+                                                matrix_role::attn_output, matrix_role::ffn_gate, matrix_role::ffn_up,
+                                                matrix_role::ffn_down};
+    ASSERT_EQ(seen.size(), 2 + 2 * per_layer.size()) << arch;
+    EXPECT_EQ(views.size(), seen.size()) << arch;  // every view once
+    EXPECT_EQ(seen[0], std::make_pair(matrix_role::token_embd, -1));
+    EXPECT_EQ(seen[1], std::make_pair(matrix_role::output, -1));
+    for (int32_t l = 0; l < 2; ++l) {
+      for (size_t i = 0; i < per_layer.size(); ++i) {
+        EXPECT_EQ(seen[2 + l * per_layer.size() + i], std::make_pair(per_layer[i], l)) << arch;
+      }
+    }
+    // The const walk sees the same views.
+    size_t n = 0;
+    const model_weights& cw = w;
+    for_each_matrix(cw, [&](const const_matrix_ref& m) { n += views.count(&m.view); });
+    EXPECT_EQ(n, seen.size());
+  }
+}
+
+TEST(ForEachMatrix, InputGroupsJoinWhatReadsOneInput) {
+  EXPECT_EQ(matrix_input_group(matrix_role::attn_q), matrix_input_group(matrix_role::attn_v));
+  EXPECT_EQ(matrix_input_group(matrix_role::ffn_gate), matrix_input_group(matrix_role::ffn_up));
+  EXPECT_NE(matrix_input_group(matrix_role::attn_q), matrix_input_group(matrix_role::ffn_gate));
+  EXPECT_NE(matrix_input_group(matrix_role::attn_output), matrix_input_group(matrix_role::attn_q));
+  EXPECT_NE(matrix_input_group(matrix_role::ffn_down), matrix_input_group(matrix_role::ffn_up));
+  EXPECT_NE(matrix_input_group(matrix_role::token_embd), matrix_input_group(matrix_role::output));
+  EXPECT_EQ(matrix_role_name(matrix_role::ffn_down), "ffn_down");
+}
+
+// Rows given as embeddings enter the step as the token lookups would have: the same logits,
+// bit for bit, when the rows are the embedding table's own.
+TEST(EmbeddingRows, TableRowsGiveTheTokensLogits) {
+  const auto bytes = model_bytes("llama", true);
+  model m(gguf::file::parse(bytes), model_options{2});
+  const int64_t E = m.config().n_embd;
+  const std::vector<int32_t> prompt = {5, 17, 3, 99, 42, 7, 250, 1};
+  auto rows = std::make_shared<std::vector<float>>(3 * E);
+  for (int k = 0; k < 3; ++k) {
+    const auto& te = m.weights().token_embd;
+    dequantize_row(te.type, te.row(prompt[2 + k]), E, rows->data() + k * E);
+  }
+  step_input text, image;
+  text.seqs.push_back({1, prompt, 0, {0}, true, false});
+  image.seqs.push_back(text.seqs[0]);
+  auto& s = image.seqs[0];
+  for (int k = 0; k < 3; ++k) s.tokens[static_cast<size_t>(2 + k)] = -1;  // placeholders: never looked up
+  s.embeddings.push_back({2, 3, rows});
+  kv_pool a(m.config(), kv_pool_options{16, 64, 0}), b(m.config(), kv_pool_options{16, 64, 0});
+  step_output want, got;
+  m.forward(text, a, want);
+  m.forward(image, b, got);
+  ASSERT_EQ(got.logits.size(), want.logits.size());
+  for (size_t i = 0; i < want.logits.size(); ++i) ASSERT_EQ(got.logits[i], want.logits[i]) << i;
+
+  // A placeholder outside a run is an ordinary (bad) token id.
+  step_input bad = image;
+  bad.seqs[0].embeddings.clear();
+  EXPECT_THROW(m.forward(bad, b, got), std::invalid_argument);
+}
+
+TEST(EmbeddingRows, RunsMustFitTheTokensAndTheWidth) {
+  seq_step s;
+  s.tokens = {1, 2, 3, 4};
+  const int64_t E = 8;
+  auto rows = [&](int32_t n) { return std::make_shared<const std::vector<float>>(static_cast<size_t>(n) * E, 0.5f); };
+  s.embeddings = {{1, 2, rows(2)}};
+  const auto p = embedding_row_pointers(s, E);
+  EXPECT_EQ(p[0], nullptr);
+  EXPECT_EQ(p[1], s.embeddings[0].rows->data());
+  EXPECT_EQ(p[2], s.embeddings[0].rows->data() + E);
+  EXPECT_EQ(p[3], nullptr);
+  for (const embedding_rows& bad :
+       {embedding_rows{3, 2, rows(2)}, embedding_rows{-1, 1, rows(1)}, embedding_rows{0, 0, rows(0)},
+        embedding_rows{0, 2, rows(3)}, embedding_rows{0, 1, nullptr}}) {
+    s.embeddings = {bad};
+    EXPECT_THROW(embedding_row_pointers(s, E), std::invalid_argument) << bad.offset << "+" << bad.count;
+  }
+  s.embeddings = {{0, 2, rows(2)}, {1, 1, rows(1)}};  // overlapping
+  EXPECT_THROW(embedding_row_pointers(s, E), std::invalid_argument);
+}
+
+// One pool per process: every model asking for a size shares it; a second caller while a job
+// runs does its tasks on its own thread, and both jobs complete.
+TEST(SharedPool, ModelsShareOnePoolAndConcurrentJobsComplete) {
+  const auto bytes = model_bytes("llama", true);
+  model a(gguf::file::parse(bytes), model_options{3}), b(gguf::file::parse(bytes), model_options{3});
+  EXPECT_EQ(&a.pool(), &b.pool());
+  EXPECT_EQ(a.pool().size(), 3);
+  EXPECT_EQ(shared_thread_pool(3).get(), &a.pool());
+  EXPECT_NE(shared_thread_pool(2).get(), &a.pool());
+
+  thread_pool& pool = a.pool();
+  std::atomic<int> started{0};
+  std::vector<int> first(3000, 0), second(3000, 0);
+  std::atomic<bool> release{false};
+  std::thread other([&] {
+    // A long job: its first task waits until the main thread has run its own job.
+    pool.parallel_for(static_cast<int64_t>(first.size()), [&](int64_t i, int) {
+      if (i == 0) {
+        started = 1;
+        while (!release.load()) std::this_thread::yield();
+      }
+      ++first[static_cast<size_t>(i)];
+    });
+  });
+  while (started.load() == 0) std::this_thread::yield();
+  std::set<std::thread::id> ran_on;
+  pool.parallel_for(static_cast<int64_t>(second.size()), [&](int64_t i, int t) {
+    EXPECT_EQ(t, 0);
+    ran_on.insert(std::this_thread::get_id());
+    ++second[static_cast<size_t>(i)];
+  });
+  release = true;
+  other.join();
+  EXPECT_EQ(ran_on, std::set<std::thread::id>{std::this_thread::get_id()});  // inline: the pool was busy
+  for (size_t i = 0; i < first.size(); ++i) ASSERT_EQ(first[i], 1) << i;
+  for (size_t i = 0; i < second.size(); ++i) ASSERT_EQ(second[i], 1) << i;
+  // Free again: the next job uses the workers.
+  std::atomic<int> n{0};
+  pool.parallel_for(64, [&](int64_t, int) { ++n; });
+  EXPECT_EQ(n.load(), 64);
+}
+
+}  // namespace
+}  // namespace tandem
