@@ -3,6 +3,15 @@
 namespace tandem::net {
 namespace {
 
+// Admission's answer when it gave none (it is gone, or the request timed out): 503, try again.
+submit_reply no_answer(caf::actor_system& sys, const caf::error& e) {
+  submit_reply r;
+  r.status = 503;
+  r.error = "the runtime did not answer: " + sys.render(e);
+  r.retry_after_s = 1;
+  return r;
+}
+
 struct sink_state {
   request_id id = 0;
   bool replied = false;
@@ -36,11 +45,7 @@ caf::behavior request_sink(caf::stateful_actor<sink_state>* self, admission_acto
             finish_if_complete();
           },
           [self, callback](caf::error& e) {
-            submit_reply r;
-            r.status = 503;
-            r.error = "the runtime did not answer: " + self->system().render(e);
-            r.retry_after_s = 1;
-            callback(std::move(r));
+            callback(no_answer(self->system(), e));
             self->quit();
           });
   return {
@@ -68,13 +73,7 @@ void authenticate(caf::actor_system& sys, admission_actor admission, std::string
   sys.spawn([admission, key = std::move(key), done = std::move(done)](caf::event_based_actor* self) {
     self->request(admission, std::chrono::seconds(10), auth_atom::value, key)
         .then([done](submit_reply& r) { done(std::move(r)); },
-              [self, done](caf::error& e) {
-                submit_reply r;
-                r.status = 503;
-                r.error = "the runtime did not answer: " + self->system().render(e);
-                r.retry_after_s = 1;
-                done(std::move(r));
-              });
+              [self, done](caf::error& e) { done(no_answer(self->system(), e)); });
   });
 }
 
