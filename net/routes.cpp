@@ -6,6 +6,7 @@
 #include "engine/chat/chat_template.h"
 #include "engine/chat/prompt_encoder.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "net/generation_job.h"
 #include "tandem/runtime.h"
 
 namespace tandem::net {
@@ -24,6 +25,7 @@ constexpr route kRoutes[] = {
     {"/v1/chat/completions", true, route_kind::chat_completions, true},
     {"/v1/completions", true, route_kind::completions, true},
     {"/v1/responses", true, route_kind::responses, true},
+    {"/v1/responses/", false, route_kind::stored_response, true, true, true},
 };
 
 http_reply json_reply(const json::value& v) {
@@ -36,9 +38,23 @@ http_reply json_reply(const json::value& v) {
 
 const route* find_route(std::string_view path) {
   for (const auto& r : kRoutes) {
-    if (r.path == path) return &r;
+    if (r.takes_id ? path.size() > r.path.size() && path.starts_with(r.path) : r.path == path) return &r;
   }
   return nullptr;
+}
+
+std::string_view route_id(const route& r, std::string_view path) {
+  return r.takes_id ? path.substr(r.path.size()) : std::string_view();
+}
+
+std::optional<api_error> refuse_method(const route& r, std::string_view method) {
+  const bool get = method == "GET" || method == "HEAD";
+  if (r.post ? method == "POST" : get || (r.deletes && method == "DELETE")) return std::nullopt;
+  return api_error(405, std::string("use ") +
+                            (r.post      ? "POST"
+                             : r.deletes ? "GET or DELETE"
+                                         : "GET") +
+                            " for " + std::string(r.path) + (r.takes_id ? "{id}" : ""));
 }
 
 http_reply error_reply(const api_error& e) {
@@ -62,11 +78,41 @@ void add_rate_limit_headers(std::vector<std::pair<std::string, std::string>>& he
   }
 }
 
+http_reply immediate_reply(const route& r, const runtime* rt, const std::string& chat_page,
+                           const std::string& served_model_name) {
+  switch (r.kind) {
+    case route_kind::health:
+      return health_reply(rt);
+    case route_kind::chat_page:
+      if (chat_page.empty()) throw api_error(404, "no chat page configured");
+      return http_reply{200, "text/html; charset=utf-8", chat_page, {}};
+    case route_kind::models:
+      return models_reply(*rt, served_model_name);
+    default:
+      throw api_error(404, "no such endpoint");
+  }
+}
+
+http_reply generation_reply(const generation_job& job) {
+  http_reply reply;
+  if (job.failure()) {
+    reply = error_reply(*job.failure());
+  } else {
+    reply.body = job.json_body();
+  }
+  add_rate_limit_headers(reply.headers, job.limits());
+  return reply;
+}
+
 http_reply health_reply(const runtime* rt) {
   http_reply r;
   r.status = rt ? 200 : 503;
   r.body = rt ? "{\"status\":\"ok\"}" : "{\"status\":\"loading\"}";
   return r;
+}
+
+http_reply deleted_response_reply(const std::string& id) {
+  return json_reply(json::object{{"id", id}, {"object", "response"}, {"deleted", true}});
 }
 
 http_reply models_reply(const runtime& rt, const std::string& served_model_name) {

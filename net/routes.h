@@ -1,6 +1,7 @@
-// The HTTP routes: one table of every path the server answers, and the replies of the routes
-// that need no waiting, as plain data (no Beast here: the sessions turn a reply into a
-// response, and the unit tests call these directly).
+// The HTTP routes: one table of every path the server answers and the methods each takes,
+// and the replies that need no waiting (a finished generation's included), as plain data (no
+// Beast here: the sessions turn a reply into a response, and the unit tests call these
+// directly).
 //
 //   path                    method  kind              needs the model
 //   /health                 GET     health            no (503 while loading)
@@ -12,11 +13,13 @@
 //   /v1/chat/completions    POST    chat_completions  yes (a generation: sse_stream.h)
 //   /v1/completions         POST    completions       yes (a generation: sse_stream.h)
 //   /v1/responses           POST    responses         yes (a generation: sse_stream.h)
-//   /v1/responses/{id}      GET, DELETE: the stored response (http_session.cpp)
+//   /v1/responses/{id}      GET,    stored_response   yes (waits for the response store)
+//                           DELETE
 //   /v1/ws                  GET + Upgrade: websocket_session.cpp
 //   /v1/responses           GET + Upgrade: the Responses API's WebSocket mode (websocket_session.cpp)
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -32,6 +35,8 @@ class runtime;
 
 namespace tandem::net {
 
+class generation_job;
+
 enum class route_kind {
   health,
   chat_page,
@@ -41,7 +46,8 @@ enum class route_kind {
   detokenize,
   chat_completions,
   completions,
-  responses
+  responses,
+  stored_response
 };
 
 struct route {
@@ -49,10 +55,18 @@ struct route {
   bool post = false;  // POST; otherwise GET (or HEAD)
   route_kind kind;
   bool needs_model = true;
+  bool takes_id = false;  // `path` is a prefix: the rest of the request's path, not empty, is an id
+  bool deletes = false;   // DELETE as well as GET
 };
 
 // The route for a path (without its query), or nullptr.
 const route* find_route(std::string_view path);
+// The id in `path` of a takes_id route ("/v1/responses/resp_1" -> "resp_1").
+std::string_view route_id(const route& r, std::string_view path);
+
+// The 405 for a method ("GET", "HEAD" as GET, "POST", "DELETE", ...) the route does not
+// take ("use POST for /v1/completions"), or none.
+std::optional<api_error> refuse_method(const route& r, std::string_view method);
 
 // What a route answers; the session adds the server and connection headers.
 struct http_reply {
@@ -67,7 +81,18 @@ http_reply error_reply(const api_error& e);
 // The caller's rate-limit figures as x-ratelimit-* headers (OpenAI's names), when it has limits.
 void add_rate_limit_headers(std::vector<std::pair<std::string, std::string>>& headers, const submit_reply& r);
 
+// The reply of a route that needs no waiting (health, chat_page, models); throws api_error
+// 404 for the chat page when none is configured (`chat_page` empty).
+http_reply immediate_reply(const route& r, const runtime* rt, const std::string& chat_page,
+                           const std::string& served_model_name);
+
+// The answer of a generation that is not streamed (or failed before its stream began), once
+// finished: its JSON body or its error, with the caller's rate-limit headers.
+http_reply generation_reply(const generation_job& job);
+
 http_reply health_reply(const runtime* rt);
+// DELETE /v1/responses/{id} once the store dropped it.
+http_reply deleted_response_reply(const std::string& id);
 http_reply models_reply(const runtime& rt, const std::string& served_model_name);
 // POST /tokenize {"prompt": "..."} or {"messages": [...]}; add_special_tokens (default true).
 // Throws api_error 400 naming the field.

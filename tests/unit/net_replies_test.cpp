@@ -212,3 +212,71 @@ TEST(GenerationJob, AnErrorBeforeOutputIsTheResponse) {
   EXPECT_EQ(j.failure()->status, 400);
   EXPECT_EQ(j.failure()->param, "messages");
 }
+
+TEST(Routes, StoredResponsesTakeTheirIdFromThePath) {
+  const route* r = find_route("/v1/responses/resp_1");
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->kind, route_kind::stored_response);
+  EXPECT_EQ(route_id(*r, "/v1/responses/resp_1"), "resp_1");
+  EXPECT_EQ(find_route("/v1/responses")->kind, route_kind::responses) << "POST /v1/responses creates one";
+  EXPECT_EQ(find_route("/v1/responses/"), nullptr) << "no id";
+  EXPECT_EQ(route_id(*find_route("/v1/models"), "/v1/models"), "");
+}
+
+TEST(Routes, EachRouteTakesItsMethods) {
+  EXPECT_FALSE(refuse_method(*find_route("/v1/models"), "GET"));
+  EXPECT_FALSE(refuse_method(*find_route("/health"), "HEAD")) << "HEAD is a GET";
+  EXPECT_FALSE(refuse_method(*find_route("/v1/chat/completions"), "POST"));
+  const auto get_a_post = refuse_method(*find_route("/v1/chat/completions"), "GET");
+  ASSERT_TRUE(get_a_post);
+  EXPECT_EQ(get_a_post->status, 405);
+  EXPECT_EQ(std::string(get_a_post->what()), "use POST for /v1/chat/completions");
+  EXPECT_EQ(std::string(refuse_method(*find_route("/v1/models"), "DELETE")->what()), "use GET for /v1/models");
+
+  const route& stored = *find_route("/v1/responses/resp_1");
+  EXPECT_FALSE(refuse_method(stored, "GET"));
+  EXPECT_FALSE(refuse_method(stored, "DELETE"));
+  const auto post_stored = refuse_method(stored, "POST");
+  ASSERT_TRUE(post_stored);
+  EXPECT_EQ(std::string(post_stored->what()), "use GET or DELETE for /v1/responses/{id}");
+}
+
+TEST(Routes, ImmediateRepliesNeedNoWaiting) {
+  EXPECT_EQ(immediate_reply(*find_route("/health"), nullptr, "", "m").status, 503) << "the model is loading";
+  const auto page = immediate_reply(*find_route("/"), nullptr, "<html></html>", "m");
+  EXPECT_EQ(page.status, 200);
+  EXPECT_EQ(page.content_type, "text/html; charset=utf-8");
+  EXPECT_EQ(page.body, "<html></html>");
+  try {
+    immediate_reply(*find_route("/index.html"), nullptr, "", "m");
+    ADD_FAILURE() << "no page configured, yet a page";
+  } catch (const api_error& e) {
+    EXPECT_EQ(e.status, 404);
+  }
+  EXPECT_EQ(deleted_response_reply("resp_\"1").body, R"({"id":"resp_\"1","object":"response","deleted":true})");
+}
+
+TEST(Routes, AFinishedGenerationIsItsJsonBodyWithTheCallersLimits) {
+  auto j = job(job_format::completion_json);
+  j.on_event(0, accepted(60));
+  j.on_event(0, delta("hi", {1}));
+  j.on_event(0, done(finish_reason::stop, 1, 1));
+  const auto r = generation_reply(j);
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, j.json_body());
+  EXPECT_EQ(header(r.headers, "x-ratelimit-limit-requests"), "60");
+  EXPECT_EQ(header(r.headers, "x-ratelimit-remaining-requests"), "59");
+}
+
+TEST(Routes, AGenerationThatFailedIsItsError) {
+  auto j = job(job_format::chat_sse);
+  submit_reply over;  // refused (accepted is false)
+  over.status = 429;
+  over.error = "over the limit";
+  over.retry_after_s = 3;
+  j.on_event(0, over);
+  const auto r = generation_reply(j);
+  EXPECT_EQ(r.status, 429);
+  EXPECT_EQ(header(r.headers, "Retry-After"), "3");
+  EXPECT_EQ(json::parse(r.body).as_object().at("error").as_object().at("message").as_string(), "over the limit");
+}
