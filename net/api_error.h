@@ -17,6 +17,13 @@ struct api_error : std::runtime_error {
   double retry_after_s = 0;
 };
 
+// 503 while the model loads: try again in a second.
+inline api_error model_loading() {
+  api_error e(503, "the model is still loading");
+  e.retry_after_s = 1;
+  return e;
+}
+
 // The error type OpenAI uses for `status`.
 const char* error_type_for(int status);
 

@@ -22,15 +22,6 @@ using tcp = asio::ip::tcp;
 
 namespace {
 
-void log_exception(std::exception_ptr e) {
-  if (!e) return;
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& x) {
-    spdlog::error("the listener stopped: {}", x.what());
-  }
-}
-
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return {};
@@ -79,7 +70,7 @@ void http_server::start() {
   s.port = s.acceptor.local_endpoint().port();
   s.ctx->port = s.port;
   s.work.emplace(s.ioc.get_executor());
-  asio::co_spawn(s.ioc, accept_loop(s.acceptor, s.ioc, s.ctx), log_exception);
+  asio::co_spawn(s.ioc, accept_loop(s.acceptor, s.ioc, s.ctx), log_listener_exception);
   for (int i = 0; i < std::max(1, s.ctx->opts.io_threads); ++i) {
     s.threads.emplace_back([&s] {
       pthread_setname_np(pthread_self(), "tandem-http");  // for profilers and bench/serve_bench.py

@@ -13,6 +13,15 @@
 namespace tandem::net {
 namespace {
 
+void log_exception(std::exception_ptr e, spdlog::level::level_enum level, const char* ended) {
+  if (!e) return;
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    spdlog::log(level, "{}: {}", ended, x.what());
+  }
+}
+
 // A connection over a limit: a short 503, then what the client sent is read (up to a bound,
 // for a second at most) before the close, so the client gets the status instead of a reset.
 asio::awaitable<void> refuse_connection(tcp::socket socket, std::string why) {
@@ -27,6 +36,9 @@ asio::awaitable<void> refuse_connection(tcp::socket socket, std::string why) {
 }
 
 }  // namespace
+
+void log_session_exception(std::exception_ptr e) { log_exception(e, spdlog::level::warn, "session ended"); }
+void log_listener_exception(std::exception_ptr e) { log_exception(e, spdlog::level::err, "the listener stopped"); }
 
 asio::awaitable<void> drain_and_close(tcp::socket& socket) {
   boost::system::error_code ec;

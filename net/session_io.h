@@ -13,6 +13,7 @@
 #include <boost/beast/http.hpp>
 #include <memory>
 
+#include "net/await_actor.h"
 #include "net/routes.h"
 #include "net/server_context.h"
 
@@ -42,9 +43,6 @@ inline string_response to_response(const http_request& req, http_reply reply) {
 // parsed (a chunk header, a trailer). Body bytes pass through it into the body.
 inline size_t read_buffer_limit(const server_options& o) { return o.max_header_bytes + (16 << 10); }
 
-// Logs why a session coroutine ended with an exception (co_spawn's completion handler).
-void log_session_exception(std::exception_ptr e);
-
 // The HTTP session of one accepted connection, on the socket's strand (http_session.cpp).
 // `address` is the peer's, counted in ctx's per-address slots until the session ends.
 void start_http_session(tcp::socket socket, std::shared_ptr<server_context> ctx, std::string address);
@@ -55,43 +53,6 @@ void start_http_session(tcp::socket socket, std::shared_ptr<server_context> ctx,
 // responses_mode: /v1/responses, the Responses API's WebSocket mode; otherwise /v1/ws.
 asio::awaitable<void> run_websocket_session(beast::tcp_stream& stream, http_request& upgrade,
                                             const std::shared_ptr<server_context>& ctx, bool responses_mode);
-
-// A timer used as a wake-up signal on a strand: wait() returns when notify() is called
-// (or at once if it was called since the last wait). Both run on the same strand.
-class strand_signal {
- public:
-  explicit strand_signal(const asio::any_io_executor& ex) : timer_(ex) {}
-  void notify() {
-    pending_ = true;
-    timer_.cancel();
-  }
-  asio::awaitable<void> wait() {
-    while (!pending_) {
-      timer_.expires_at(asio::steady_timer::time_point::max());
-      boost::system::error_code ec;
-      co_await timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-    }
-    pending_ = false;
-  }
-
- private:
-  asio::steady_timer timer_;
-  bool pending_ = false;
-};
-
-// Asks admission whether `key` may use the runtime (accepted, or 401), waiting on the
-// caller's strand.
-asio::awaitable<void> check_key(const std::shared_ptr<server_context>& ctx, const runtime& rt, const std::string& key,
-                                submit_reply& out);
-
-// The tenant `key` belongs to ("default" in open mode), from admission; throws api_error 401.
-asio::awaitable<void> caller_tenant(const std::shared_ptr<server_context>& ctx, const runtime& rt,
-                                    const std::string& key, std::string& out);
-
-// The tenant's stored response `id` (the Responses API); throws api_error 404 naming `param`
-// when the store has none (unknown, expired, or another tenant's).
-asio::awaitable<void> find_response(const std::shared_ptr<server_context>& ctx, const std::string& tenant,
-                                    const std::string& id, const std::string& param, stored_response& out);
 
 // The API key of a request: "Authorization: Bearer KEY".
 inline std::string bearer_key(const http_request& req) {

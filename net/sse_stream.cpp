@@ -7,9 +7,11 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <optional>
+#include <utility>
 
+#include "net/generation_request.h"
 #include "net/live_job.h"
-#include "net/responses_job.h"
 #include "tandem/runtime.h"
 
 namespace tandem::net {
@@ -19,14 +21,17 @@ namespace {
 // each one frames the job's new output as an HTTP chunk and sends it right there when the
 // socket takes it (non-blocking), so a token costs no coroutine round trip. What the socket
 // cannot take waits in `rest` for the session's coroutine, which owns every asynchronous
-// write; while one is under way, events only queue output in the job.
+// write (start(), drain()); while one is under way, events only queue output in the job.
 struct sse_writer {
-  explicit sse_writer(tcp::socket& s) : socket(s) {}
-  tcp::socket& socket;
+  explicit sse_writer(beast::tcp_stream& s) : stream(s) {}
+  beast::tcp_stream& stream;
   bool started = false;  // the header is out and the socket non-blocking: chunks may follow
   bool writing = false;  // the coroutine's asynchronous write is under way
   std::string rest;      // framed bytes not sent yet
   boost::system::error_code error;
+  std::optional<http::response<http::empty_body>> header;
+  std::optional<http::response_serializer<http::empty_body>> serializer;
+  std::chrono::steady_clock::time_point deadline;  // of the stream's writes
 
   // The job's pending output as one chunk ("<size>\r\n<data>\r\n"), then the last chunk.
   static std::string frame(generation_job& job, bool last) {
@@ -51,10 +56,49 @@ struct sse_writer {
       return false;
     }
     if (f.empty()) return true;
-    const size_t sent = socket.write_some(asio::buffer(f), error);
+    const size_t sent = stream.socket().write_some(asio::buffer(f), error);
     if (error == asio::error::would_block || error == asio::error::try_again) error.clear();
     if (sent < f.size()) rest.append(f, sent, std::string::npos);
     return rest.empty() && !error;
+  }
+
+  // Writes the header (200, text/event-stream, chunked, the caller's rate-limit figures),
+  // then lets events send chunks.
+  asio::awaitable<void> start(const http_request& req, const generation_job& job, std::chrono::seconds timeout) {
+    header.emplace(http::status::ok, req.version());
+    header->set(http::field::server, "tandem");
+    header->set(http::field::content_type, "text/event-stream");
+    header->set(http::field::cache_control, "no-cache");
+    std::vector<std::pair<std::string, std::string>> limit_headers;
+    add_rate_limit_headers(limit_headers, job.limits());
+    for (const auto& [name, value] : limit_headers) header->set(name, value);
+    header->keep_alive(req.keep_alive());
+    header->chunked(true);
+    serializer.emplace(*header);
+    deadline = std::chrono::steady_clock::now() + timeout;
+    stream.expires_at(deadline);
+    co_await http::async_write_header(stream, *serializer, asio::use_awaitable);
+    stream.socket().non_blocking(true);  // for flush()'s sends
+    started = true;
+  }
+
+  // Writes what waits in `rest`, events adding to it meanwhile; throws when the socket failed.
+  asio::awaitable<void> drain(std::chrono::seconds timeout) {
+    while (!error && !rest.empty()) {
+      // The stream's deadline bounds every write until it changes. Moving it costs timer
+      // queue work, so move it only when less than half of the timeout is left (a stuck
+      // reader still fails within the timeout).
+      const auto now = std::chrono::steady_clock::now();
+      if (deadline - now < timeout / 2) {
+        deadline = now + timeout;
+        stream.expires_at(deadline);
+      }
+      const std::string out_bytes = std::exchange(rest, {});
+      writing = true;
+      co_await asio::async_write(stream, asio::buffer(out_bytes), asio::use_awaitable);
+      writing = false;
+    }
+    if (error) throw boost::system::system_error(error);
   }
 };
 
@@ -95,53 +139,23 @@ asio::awaitable<void> serve_generation(beast::tcp_stream& socket_stream, beast::
                                        http_request& req, api_kind kind, const std::shared_ptr<server_context>& ctx,
                                        bool& streamed, string_response& out) {
   const runtime& rt = *ctx->rt.load();
-  const auto body = parse_json_body(req.body());
-  api_request areq;
-  job_context jc;
-  job_format format;
-  if (kind == api_kind::responses) {
-    // Translated into a chat request; a continuation first finds its predecessor, which
-    // only the caller's tenant can see.
-    const responses_request rr = parse_responses_request(body, ctx->limits());
-    stored_response previous;
-    if (!rr.previous_response_id.empty()) {
-      // Named locals: GCC 12 mishandles temporaries passed into a coroutine call in co_await.
-      const std::string key = bearer_key(req);
-      const std::string param = "previous_response_id";
-      std::string tenant;
-      co_await caller_tenant(ctx, rt, key, tenant);
-      co_await find_response(ctx, tenant, rr.previous_response_id, param, previous);
-    }
-    prepared_response p = prepare_response(rr, previous, *ctx, rt);
-    areq = std::move(p.req);
-    jc = std::move(p.ctx);
-    format = rr.stream ? job_format::responses_sse : job_format::responses_json;
-  } else {
-    areq = parse_api_request(body, kind, ctx->limits());
-    if (areq.model.empty()) areq.model = ctx->opts.served_model_name;
-    jc.tok = &rt.tok();
-    jc.metrics = &ctx->metrics;
-    jc.model_name = areq.model;
-    jc.response_id = ctx->new_id(kind == api_kind::chat ? "chatcmpl" : "cmpl");
-    jc.created =
-        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-    format = kind == api_kind::chat ? (areq.stream ? job_format::chat_sse : job_format::chat_json)
-                                    : (areq.stream ? job_format::completion_sse : job_format::completion_json);
-  }
-  const bool stream = areq.stream;
+  const std::string key = bearer_key(req);
+  generation_plan plan;
+  co_await read_generation_request(req.body(), key, kind, ctx, plan);
+  const bool stream = plan.req.stream;
 
   const auto ex = co_await asio::this_coro::executor;
   strand_signal signal(ex);
-  auto lj = std::make_shared<live_job>(generation_job(std::move(areq), format, std::move(jc)));
+  auto lj = std::make_shared<live_job>(generation_job(std::move(plan.req), plan.format, std::move(plan.ctx)));
   auto gone = std::make_shared<bool>(false);
-  sse_writer sse_out{socket_stream.socket()};
+  sse_writer sse{socket_stream};
   // Runs on the strand after each event: streaming tokens go out from here; everything
   // else (the header, errors, the end, a full socket) wakes the loop below.
-  lj->notify = [&signal, &sse_out, job = &lj->job, gone] {
-    if (sse_out.started && !*gone && !job->finished() && sse_out.flush(*job, false)) return;
+  lj->notify = [&signal, &sse, job = &lj->job, gone] {
+    if (sse.started && !*gone && !job->finished() && sse.flush(*job, false)) return;
     signal.notify();
   };
-  start_live_job(lj, ex, *ctx, rt, bearer_key(req));
+  start_live_job(lj, ex, *ctx, rt, key);
   std::weak_ptr<live_job> weak_job = lj;
   asio::co_spawn(ex, watch_for_disconnect(socket_stream.socket(), pipelined, gone, weak_job), asio::detached);
   struct stop_watch {
@@ -152,64 +166,33 @@ asio::awaitable<void> serve_generation(beast::tcp_stream& socket_stream, beast::
     }
   } stop_watch_on_exit{socket_stream.socket()};
 
+  // A stream begins with the first output once every choice has admission's answer (its
+  // rate-limit figures go in the header); anything else is answered once finished, as JSON.
   auto& job = lj->job;
-  std::optional<http::response<http::empty_body>> sse_header;
-  std::optional<http::response_serializer<http::empty_body>> sse;
-  std::chrono::steady_clock::time_point write_deadline;
   for (;;) {
-    if (*gone) {
+    if (*gone) {  // nothing more is written: the client is gone
       lj->cancel();
       ctx->metrics.count_request(job.tenant(), 499);
-      string_response res = to_response(req, http_reply{400, "application/json", "", {}});
-      res.keep_alive(false);
-      streamed = true;  // nothing more is written: the client is gone
-      out = std::move(res);
+      out = to_response(req, http_reply{400, "application/json", "", {}});
+      out.keep_alive(false);
+      streamed = true;
       co_return;
     }
-    if (stream && !sse && job.failure()) break;  // nothing sent yet: an error response
-    if (stream && !sse && job.output_started() && job.all_replied()) {
-      sse_header.emplace(http::status::ok, req.version());
-      sse_header->set(http::field::server, "tandem");
-      sse_header->set(http::field::content_type, "text/event-stream");
-      sse_header->set(http::field::cache_control, "no-cache");
-      std::vector<std::pair<std::string, std::string>> limit_headers;
-      add_rate_limit_headers(limit_headers, job.limits());
-      for (const auto& [name, value] : limit_headers) sse_header->set(name, value);
-      sse_header->keep_alive(req.keep_alive());
-      sse_header->chunked(true);
-      sse.emplace(*sse_header);
+    if (stream && !sse.started && job.failure()) break;  // nothing sent yet: an error response
+    if (stream && !sse.started && job.output_started() && job.all_replied()) {
       streamed = true;
-      write_deadline = std::chrono::steady_clock::now() + ctx->opts.write_timeout;
-      socket_stream.expires_at(write_deadline);
-      co_await http::async_write_header(socket_stream, *sse, asio::use_awaitable);
-      socket_stream.socket().non_blocking(true);  // for sse_writer's sends
-      sse_out.started = true;
+      co_await sse.start(req, job, ctx->opts.write_timeout);
     }
-    if (sse) {
+    if (sse.started) {
       // Read finished() before taking the output: events that arrive while the write below
       // is under way add output that the next round must still send.
       const bool finished = job.finished();
-      sse_out.flush(job, finished);
-      while (!sse_out.error && !sse_out.rest.empty()) {
-        // The stream's deadline bounds every write until it changes. Moving it costs timer
-        // queue work, so move it only when less than half of write_timeout is left (a
-        // stuck reader still fails within the timeout).
-        const auto now = std::chrono::steady_clock::now();
-        if (write_deadline - now < ctx->opts.write_timeout / 2) {
-          write_deadline = now + ctx->opts.write_timeout;
-          socket_stream.expires_at(write_deadline);
-        }
-        const std::string out_bytes = std::exchange(sse_out.rest, {});
-        sse_out.writing = true;
-        co_await asio::async_write(socket_stream, asio::buffer(out_bytes), asio::use_awaitable);
-        sse_out.writing = false;
-      }
-      if (sse_out.error) throw boost::system::system_error(sse_out.error);
+      sse.flush(job, finished);
+      co_await sse.drain(ctx->opts.write_timeout);
       if (finished) {
         ctx->metrics.count_request(job.tenant(), job.final_status());
-        string_response res{http::status::ok, req.version()};
-        res.keep_alive(req.keep_alive());
-        out = std::move(res);
+        out = string_response{http::status::ok, req.version()};
+        out.keep_alive(req.keep_alive());
         co_return;
       }
     } else if (job.finished()) {
@@ -218,14 +201,7 @@ asio::awaitable<void> serve_generation(beast::tcp_stream& socket_stream, beast::
     co_await signal.wait();
   }
   ctx->metrics.count_request(job.tenant(), job.final_status());
-  http_reply reply;
-  if (job.failure()) {
-    reply = error_reply(*job.failure());
-  } else {
-    reply.body = job.json_body();
-  }
-  add_rate_limit_headers(reply.headers, job.limits());
-  out = to_response(req, std::move(reply));
+  out = to_response(req, generation_reply(job));
 }
 
 }  // namespace tandem::net

@@ -1,12 +1,13 @@
-// One generation request on an HTTP session (POST /v1/chat/completions, /v1/completions):
-// a JSON answer, or an SSE stream. Events arrive as handlers on the session's strand and
-// are framed as HTTP chunks right there when the socket takes them; what it cannot take
-// waits for the session's coroutine, which owns every asynchronous write (each with its own
-// timeout, so a reader that stops reading is dropped instead of growing memory). While it
-// runs, a watcher reads what the client sends: a read error means the client is gone, and the
-// generation is cancelled at once (its KV blocks freed); end of stream is a half-close,
-// which is legal: the answer is still written (a client that closed altogether is found by
-// the failed writes of a stream).
+// One generation request on an HTTP session (POST /v1/chat/completions, /v1/completions,
+// /v1/responses), read by generation_request.h, answered here: a JSON answer once it is
+// finished (routes.h: generation_reply), or an SSE stream. Events arrive as handlers on the
+// session's strand and are framed as HTTP chunks right there when the socket takes them; what
+// it cannot take waits for the session's coroutine, which owns every asynchronous write (each
+// with its own timeout, so a reader that stops reading is dropped instead of growing memory).
+// While it runs, a watcher reads what the client sends: a read error means the client is gone,
+// and the generation is cancelled at once (its KV blocks freed); end of stream is a
+// half-close, which is legal: the answer is still written (a client that closed altogether is
+// found by the failed writes of a stream).
 #pragma once
 
 #include <memory>

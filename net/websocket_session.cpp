@@ -18,6 +18,7 @@
 #include <map>
 
 #include "engine/tokenizer/tokenizer.h"
+#include "net/generation_request.h"
 #include "net/live_job.h"
 #include "net/responses_job.h"
 #include "net/session_io.h"
@@ -231,11 +232,7 @@ class websocket_session : public std::enable_shared_from_this<websocket_session>
 
   void start(const std::string& id, const json::value& frame) {
     const runtime* rt = ctx_->rt.load();
-    if (!rt) {
-      api_error e(503, "the model is still loading");
-      e.retry_after_s = 1;
-      throw e;
-    }
+    if (!rt) throw model_loading();
     if (jobs_.count(id)) throw api_error(400, "a generation with id '" + id + "' is still running", "id");
     const auto& o = frame.as_object();
     const api_kind kind = o.contains("messages") || !o.contains("prompt") ? api_kind::chat : api_kind::completion;
@@ -248,16 +245,10 @@ class websocket_session : public std::enable_shared_from_this<websocket_session>
                                " choices of generations may run at once on one socket (" + std::to_string(running) +
                                " run now)");
     }
-    if (req.model.empty()) req.model = ctx_->opts.served_model_name;
     std::string key = api_key_;
     if (const auto k = o.find("api_key"); k != o.end() && k->value().is_string())
       key = std::string(k->value().get_string());
-
-    job_context jc;
-    jc.tok = &rt->tok();
-    jc.metrics = &ctx_->metrics;
-    jc.model_name = req.model;
-    jc.response_id = id;
+    job_context jc = completion_context(req, *ctx_, *rt, id);
     auto lj = std::make_shared<live_job>(generation_job(std::move(req), job_format::websocket, std::move(jc)));
     std::weak_ptr<websocket_session> weak = shared_from_this();
     lj->notify = [weak, id] {
@@ -283,11 +274,7 @@ class websocket_session : public std::enable_shared_from_this<websocket_session>
       throw api_error(400, "'type' must be 'response.create' or 'response.cancel' (got '" + type + "')", "type");
     }
     const runtime* rt = ctx_->rt.load();
-    if (!rt) {
-      api_error e(503, "the model is still loading");
-      e.retry_after_s = 1;
-      throw e;
-    }
+    if (!rt) throw model_loading();
     const responses_request rr = parse_responses_request(frame, ctx_->limits());
     if (const auto busy = lanes_.find(rr.stream_id); busy != lanes_.end()) {
       throw api_error(409,
