@@ -68,8 +68,7 @@ void device_sequences::begin(const device_step& step, step_input& in) {
     }
     auto& sq = it->second;
     sq.tokens.insert(sq.tokens.end(), p.new_tokens.begin(), p.new_tokens.end());
-    apply_grant(sq.table, p.table_keep, p.new_blocks);
-    apply_local_grant(sq.local_table, p.local_first, p.local_keep, p.local_new);
+    p.delta.apply(sq.table, sq.local_table);
     const size_t end = static_cast<size_t>(p.start_pos) + p.n_new;
     if (sq.tokens.size() < end) {
       throw std::invalid_argument("step for sequence " + std::to_string(p.seq) + " computes up to position " +

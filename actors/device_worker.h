@@ -16,6 +16,7 @@
 
 #include "engine/ids.h"
 #include "engine/kv/block_copy.h"
+#include "engine/kv/table_delta.h"
 #include "tandem/api.h"
 
 namespace tandem {
@@ -38,8 +39,7 @@ struct device_seq_start {
 //
 //   tokens  the device appends new_tokens to the tokens it holds, and later every token it
 //           emits; a token crosses once (the prompt chunk by chunk, as it is computed)
-//   table   it keeps the first table_keep entries of its block table, then new_blocks;
-//           the local table (sliding-window layers) alike, then frees its first local_first
+//   tables  it applies delta to its block tables (engine/kv/table_delta.h)
 //   step    it computes tokens[start_pos, start_pos + n_new), then the drafts
 struct device_seq {
   seq_id seq = 0;
@@ -48,11 +48,7 @@ struct device_seq {
   std::vector<token_id> draft;
   bool sample = false;  // the computed tokens reach the end: sample (or verify the drafts)
   std::vector<token_id> new_tokens;
-  uint32_t table_keep = 0;
-  block_table new_blocks;
-  uint32_t local_first = 0;
-  uint32_t local_keep = 0;
-  block_table local_new = {};
+  table_delta delta;
   uint32_t n_fed() const { return n_new + static_cast<uint32_t>(draft.size()); }
 };
 

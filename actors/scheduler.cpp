@@ -272,15 +272,11 @@ device_step device_step_of(scheduler_state& st, step_plan_core& plan) {
     d.n_new = p.n_new;
     d.draft = p.draft;
     d.sample = p.sample;
-    d.local_first = p.local_first;
     if (info.on_device_table) {
-      d.table_keep = p.table_keep;
-      d.new_blocks = std::move(p.new_blocks);  // applied to the planner's table already
-      d.local_keep = p.local_keep;
-      d.local_new = std::move(p.local_new);
+      d.delta = std::move(p.delta);  // applied to the planner's table already
     } else {
-      d.new_blocks = st.planner->table(p.seq);  // a forked sequence's table began as its parent's
-      d.local_new = st.planner->local_table(p.seq);
+      // A forked sequence's table began as its parent's: the device gets the whole tables.
+      d.delta = table_delta::whole(st.planner->table(p.seq), st.planner->local_table(p.seq), p.delta.local_first);
       info.on_device_table = true;
     }
     const uint32_t end = p.start_pos + p.n_new;

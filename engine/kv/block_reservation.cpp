@@ -9,16 +9,17 @@ reserve_grant block_reservations::grant(seq_id seq, uint32_t n_cached, uint32_t 
   const auto& table = kv_.table(seq);
   reserve_grant g;
   g.seq = seq;
-  g.table_keep = std::min<uint32_t>(k.table_reported, static_cast<uint32_t>(table.size()));
-  g.new_blocks.assign(table.begin() + g.table_keep, table.end());
+  auto& d = g.delta;
+  d.table_keep = std::min<uint32_t>(k.table_reported, static_cast<uint32_t>(table.size()));
+  d.new_blocks.assign(table.begin() + d.table_keep, table.end());
   g.n_cached = n_cached;
   g.n_tokens = n_tokens;
   k.table_reported = static_cast<uint32_t>(table.size());
   if (kv_.has_local_pool()) {
     const auto& local = kv_.local_table(seq);
-    g.local_first = kv_.local_first(seq);
-    g.local_keep = std::min<uint32_t>(k.local_reported, static_cast<uint32_t>(local.size()));
-    g.local_new.assign(local.begin() + g.local_keep, local.end());
+    d.local_first = kv_.local_first(seq);
+    d.local_keep = std::min<uint32_t>(k.local_reported, static_cast<uint32_t>(local.size()));
+    d.local_new.assign(local.begin() + d.local_keep, local.end());
     k.local_reported = static_cast<uint32_t>(local.size());
   }
   return g;

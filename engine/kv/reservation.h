@@ -16,22 +16,19 @@
 // Both sides keep copies, so the messages carry only what changed:
 //   tokens  a sequence's tokens cross to the cache manager once: each request or commit
 //           carries those the cache manager has not seen (new_tokens)
-//   tables  a grant says how many entries of the table the scheduler last heard of stay
-//           (table_keep) and which blocks follow (new_blocks); a decoding sequence's grant
-//           is usually "keep all, nothing new". With a sliding window the local table
-//           (kv_block_manager.h) changes alike (local_keep, local_new), and local_first says
-//           how many leading entries are freed now (kNoBlock): freeing never resends blocks
+//   tables  a grant carries the change to the tables the scheduler last heard of
+//           (table_delta.h): entries kept, blocks that follow, local entries freed now;
+//           freeing never resends blocks
 //
 // The messages are plain data; engine/kv/block_reservation.h answers them.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <vector>
 
 #include "engine/ids.h"
 #include "engine/kv/block_copy.h"
-#include "engine/kv/kv_window.h"
+#include "engine/kv/table_delta.h"
 
 namespace tandem {
 
@@ -57,18 +54,11 @@ struct reserve_request {
   std::vector<reserve_item> waiting;
 };
 
-// A sequence's table after the grant: the first table_keep entries of the table the
-// scheduler last heard of, then new_blocks.
 struct reserve_grant {
   seq_id seq = 0;
-  uint32_t table_keep = 0;
-  block_table new_blocks;
+  table_delta delta;      // its tables' change since the scheduler last heard of them
   uint32_t n_cached = 0;  // waiting only: tokens adopted from the prefix cache
   uint32_t n_tokens = 0;  // the sequence may compute up to here in this step
-  // The local table's change (no local pool: all zero and empty).
-  uint32_t local_first = 0;
-  uint32_t local_keep = 0;
-  block_table local_new = {};
 };
 
 struct reserve_result {
@@ -77,17 +67,5 @@ struct reserve_result {
   std::vector<reserve_grant> admitted;  // a prefix of the waiting list
   std::vector<block_copy> copies;       // copy-on-write work for the device, before the step
 };
-
-// Applies a grant to the scheduler's (or the device's) copy of a table.
-inline void apply_grant(block_table& table, uint32_t table_keep, const block_table& new_blocks) {
-  table.resize(std::min<size_t>(table.size(), table_keep));
-  table.insert(table.end(), new_blocks.begin(), new_blocks.end());
-}
-// The same for a local table: then its first `local_first` entries are freed.
-inline void apply_local_grant(block_table& table, uint32_t local_first, uint32_t local_keep,
-                              const block_table& local_new) {
-  apply_grant(table, local_keep, local_new);
-  std::fill(table.begin(), table.begin() + std::min<size_t>(table.size(), local_first), kNoBlock);
-}
 
 }  // namespace tandem

@@ -205,8 +205,7 @@ step_plan_core step_planner::finalize(const reserve_result& granted) {
 
   const auto add_planned = [&](const reserve_grant& g, uint32_t n_cached) {
     auto& s = seqs_.at(g.seq);
-    apply_grant(s.table, g.table_keep, g.new_blocks);
-    apply_local_grant(s.local_table, g.local_first, g.local_keep, g.local_new);
+    g.delta.apply(s.table, s.local_table);
     planned_seq p;
     p.seq = g.seq;
     p.start_pos = s.n_computed;
@@ -218,11 +217,7 @@ step_plan_core step_planner::finalize(const reserve_result& granted) {
     }
     s.draft.clear();
     p.n_cached = n_cached;
-    p.table_keep = g.table_keep;
-    p.new_blocks = g.new_blocks;
-    p.local_first = g.local_first;
-    p.local_keep = g.local_keep;
-    p.local_new = g.local_new;
+    p.delta = g.delta;
     plan.seqs.push_back(std::move(p));
   };
   for (const auto& g : granted.running) {

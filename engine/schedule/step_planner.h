@@ -67,13 +67,7 @@ struct planned_seq {
   std::vector<token_id> draft;
   bool sample = false;    // the chunk reaches the end: sample the next token
   uint32_t n_cached = 0;  // prefix-cache hit when admitted in this step
-  // The grant's change to the table (reserve_grant): keep table_keep entries, then new_blocks.
-  uint32_t table_keep = 0;
-  block_table new_blocks;
-  // The same for the local table (sliding-window layers; reserve_grant).
-  uint32_t local_first = 0;
-  uint32_t local_keep = 0;
-  block_table local_new = {};
+  table_delta delta;      // the grant's change to the tables, applied to table() already
 
   uint32_t n_fed() const { return n_new + static_cast<uint32_t>(draft.size()); }
 };

@@ -33,7 +33,7 @@ device_seq first(seq_id id, std::vector<token_id> tokens, block_table table, boo
   p.seq = id;
   p.n_new = static_cast<uint32_t>(tokens.size());
   p.new_tokens = std::move(tokens);
-  p.new_blocks = std::move(table);
+  p.delta.new_blocks = std::move(table);
   p.sample = sample;
   return p;
 }
@@ -44,7 +44,7 @@ device_seq next(seq_id id, uint32_t pos, uint32_t table_size) {
   p.seq = id;
   p.start_pos = pos;
   p.n_new = 1;
-  p.table_keep = table_size;
+  p.delta.table_keep = table_size;
   p.sample = true;
   return p;
 }
@@ -361,8 +361,8 @@ TEST_F(GpuWorker, DeviceVerificationAgreesWithTheHostPath) {
     for (size_t i = 0; i < 2; ++i) {
       const uint32_t at = static_cast<uint32_t>(prompt.size() + out[i].size()) - 1;
       step.seqs[i] = next(i + 1, at, 3);
-      step.seqs[i].new_blocks = {static_cast<uint32_t>(i == 0 ? 2 : 7)};
-      step.seqs[i].table_keep = 2;
+      step.seqs[i].delta.new_blocks = {static_cast<uint32_t>(i == 0 ? 2 : 7)};
+      step.seqs[i].delta.table_keep = 2;
     }
   }
   self->send_exit(dev, caf::exit_reason::user_shutdown);

@@ -203,8 +203,7 @@ TEST(KvWindowReservations, GrantsKeepTheSchedulersLocalTableInStep) {
   auto r = book.reserve(admit);
   ASSERT_EQ(r.admitted.size(), 1u);
   ids global, local;
-  apply_grant(global, r.admitted[0].table_keep, r.admitted[0].new_blocks);
-  apply_local_grant(local, r.admitted[0].local_first, r.admitted[0].local_keep, r.admitted[0].local_new);
+  r.admitted[0].delta.apply(global, local);
   EXPECT_EQ(local, m.local_table(1));
   for (uint32_t p = 40; p < 300; ++p) {
     reserve_request step;
@@ -212,9 +211,8 @@ TEST(KvWindowReservations, GrantsKeepTheSchedulersLocalTableInStep) {
     r = book.reserve(step);
     ASSERT_EQ(r.running.size(), 1u);
     const auto& g = r.running[0];
-    EXPECT_LE(g.local_new.size(), 1u) << p;
-    apply_grant(global, g.table_keep, g.new_blocks);
-    apply_local_grant(local, g.local_first, g.local_keep, g.local_new);
+    EXPECT_LE(g.delta.local_new.size(), 1u) << p;
+    g.delta.apply(global, local);
     ASSERT_EQ(local, m.local_table(1)) << p;
     ASSERT_EQ(global, m.table(1)) << p;
   }
