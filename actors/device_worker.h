@@ -16,7 +16,7 @@
 
 #include "engine/ids.h"
 #include "engine/kv/block_copy.h"
-#include "engine/kv/table_delta.h"
+#include "engine/schedule/device_mirror.h"
 #include "tandem/api.h"
 
 namespace tandem {
@@ -35,25 +35,9 @@ struct device_seq_start {
   std::shared_ptr<const grammar::compiled_grammar> grammar;
 };
 
-// One sequence in a step, as a change to the device's copy of it (actors/device_sequences.h):
-//
-//   tokens  the device appends new_tokens to the tokens it holds, and later every token it
-//           emits; a token crosses once (the prompt chunk by chunk, as it is computed)
-//   tables  it applies delta to its block tables (engine/kv/table_delta.h)
-//   step    it computes tokens[start_pos, start_pos + n_new), then the drafts
-struct device_seq {
-  seq_id seq = 0;
-  uint32_t start_pos = 0;
-  uint32_t n_new = 0;
-  std::vector<token_id> draft;
-  bool sample = false;  // the computed tokens reach the end: sample (or verify the drafts)
-  std::vector<token_id> new_tokens;
-  table_delta delta;
-  uint32_t n_fed() const { return n_new + static_cast<uint32_t>(draft.size()); }
-};
-
 // The scheduler's plan as the device sees it (vLLM v1's SchedulerOutput: what changed since
-// the last step, not everything again).
+// the last step, not everything again; engine/schedule/device_mirror.h makes it, device_seq
+// is there).
 struct device_step {
   uint64_t step = 0;
   std::vector<device_seq_start> started;  // before seqs: sequences new to the device

@@ -165,6 +165,7 @@ reserve_request step_planner::request() const {
 
 reserve_request step_planner::propose() {
   auto req = request();
+  proposed_head_ = req.waiting.empty() ? std::nullopt : std::optional<seq_id>(req.waiting.front().seq);
   for (auto& item : req.waiting) {
     auto& s = seqs_.at(item.seq);
     item.new_tokens.assign(s.tokens.begin() + s.n_sent, s.tokens.end());
@@ -241,6 +242,8 @@ step_plan_core step_planner::finalize(const reserve_result& granted) {
     running_.push_back(g.seq);
     add_planned(g, g.n_cached);
   }
+  const bool stuck = plan.seqs.empty() && plan.preempted.empty() && plan.orphaned.empty() && running_.empty();
+  if (stuck && proposed_head_ && seqs_.count(*proposed_head_)) plan.unservable = proposed_head_;
   return plan;
 }
 

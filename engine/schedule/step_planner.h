@@ -78,6 +78,9 @@ struct step_plan_core {
   std::vector<block_copy> copies;  // copy-on-write, before the step
   std::vector<seq_id> preempted;
   std::vector<seq_id> orphaned;  // granted blocks, but removed meanwhile: free them
+  // Nothing fits and nothing runs: the head of the proposal's waiting sequences, which this
+  // pool can never serve (it would wait forever).
+  std::optional<seq_id> unservable;
   uint32_t n_tokens() const {
     uint32_t n = 0;
     for (const auto& s : seqs) n += s.n_fed();
@@ -179,6 +182,7 @@ class step_planner {
   std::vector<seq_id> running_;  // admission order: oldest first
   std::map<std::string, tenant_state> tenants_;
   size_t n_waiting_ = 0;
+  std::optional<seq_id> proposed_head_;  // the last proposal's first waiting sequence
 };
 
 }  // namespace tandem

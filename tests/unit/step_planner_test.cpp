@@ -517,3 +517,20 @@ TEST(StepPlanner, ATenantsLastSequenceProgressesPastItsQuota) {
   EXPECT_EQ(h.finished.size(), 2u);
   h.expect_all_blocks_free_or_cached();
 }
+
+// Nothing fits and nothing runs: the planner names the head of the queue, which this pool
+// can never serve (the scheduler ends it rather than let it wait forever). Once something
+// runs, or the head fits, it names none.
+TEST(StepPlanner, NamesTheHeadOfTheQueueWhenThePoolCanNeverServeIt) {
+  harness h({4, 64, 64}, 2, 4);  // 8 tokens of KV; a first chunk is the whole prompt
+  h.add(1, 12, 1);
+  auto plan = h.step();
+  EXPECT_TRUE(plan.seqs.empty());
+  ASSERT_TRUE(plan.unservable);
+  EXPECT_EQ(*plan.unservable, 1u);
+  h.abort(1);
+  h.add(2, 6, 3);
+  plan = h.step();
+  EXPECT_EQ(plan.seqs.size(), 1u);
+  EXPECT_FALSE(plan.unservable);
+}
