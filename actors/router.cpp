@@ -295,6 +295,7 @@ router_actor::behavior_type router(self_ptr self, router_config cfg, std::vector
         }
         return sum;
       },
+      [](spec_stats_atom) -> speculation_stats { return {}; },  // the nodes speculate, each alone
       [self](nodes_atom) -> cluster_stats {
         auto out = self->state.counters;
         for (const auto& slot : self->state.nodes) out.nodes.push_back(slot.fig);

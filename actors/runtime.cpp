@@ -133,7 +133,7 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
       };
   actors.device_worker = spawn_device();
   actors.cache_manager = spawn_cache_manager(sys, {rt->kv_blocks_, cfg.block_size, cfg.enable_prefix_caching, local});
-  speculation_actors spec;
+  speculation_setup spec;
   if (cfg.speculative != "none" && !cfg.speculative.empty()) {
     speculation_config sc;
     sc.k = cfg.num_speculative_tokens;
@@ -145,7 +145,6 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
     if (cfg.speculative == "ngram") {
       spec.drafter = spawn_ngram_drafter(sys);
       spec.drafts_first = true;
-      spec.k_max = std::max({sc.k_max, sc.k_min, 1u});
     } else if (cfg.speculative == "layer-skip") {
       // Its own instance over the same file (the mapping shares the pages): a model runs
       // one forward at a time, and the drafter runs beside the device worker.
@@ -164,9 +163,8 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
       throw std::runtime_error("--speculative: unknown method '" + cfg.speculative +
                                "' (none, ngram, layer-skip, draft)");
     }
-    spec.verifier = spawn_verifier(sys, sc);
+    spec.policy = sc;
     actors.drafter = spec.drafter;
-    actors.verifier = spec.verifier;
   }
   actors.scheduler = spawn_scheduler(sys, pc, cfg.block_size, rt->kv_blocks_ * cfg.block_size, actors.cache_manager,
                                      actors.device_worker, spec, spawn_device);
@@ -193,12 +191,11 @@ caf::actor runtime::node_gate() const { return caf::actor_cast<caf::actor>(actor
 runtime::~runtime() {
   // start() may throw before the shared parts exist (a model that does not load).
   const auto& x = *actors_;
-  for (const caf::actor& a :
-       {caf::actor_cast<caf::actor>(x.admission), caf::actor_cast<caf::actor>(x.scheduler),
-        caf::actor_cast<caf::actor>(x.cache_manager), caf::actor_cast<caf::actor>(x.device_worker),
-        caf::actor_cast<caf::actor>(x.drafter), caf::actor_cast<caf::actor>(x.verifier),
-        caf::actor_cast<caf::actor>(x.router), caf::actor_cast<caf::actor>(x.node_gate),
-        shared_ ? caf::actor_cast<caf::actor>(shared_->grammar_compiler) : caf::actor{}}) {
+  for (const caf::actor& a : {caf::actor_cast<caf::actor>(x.admission), caf::actor_cast<caf::actor>(x.scheduler),
+                              caf::actor_cast<caf::actor>(x.cache_manager),
+                              caf::actor_cast<caf::actor>(x.device_worker), caf::actor_cast<caf::actor>(x.drafter),
+                              caf::actor_cast<caf::actor>(x.router), caf::actor_cast<caf::actor>(x.node_gate),
+                              shared_ ? caf::actor_cast<caf::actor>(shared_->grammar_compiler) : caf::actor{}}) {
     if (a) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   }
 }

@@ -13,7 +13,6 @@
 #include "actors/drafter.h"
 #include "actors/router.h"
 #include "actors/scheduler.h"
-#include "actors/verifier.h"
 #include "tandem/runtime.h"
 
 namespace tandem {
@@ -25,8 +24,7 @@ struct runtime_actors {
   scheduler_actor scheduler;
   cache_manager_actor cache_manager;
   device_worker_actor device_worker;
-  drafter_actor drafter;    // null without speculative decoding
-  verifier_actor verifier;  // null without speculative decoding
+  drafter_actor drafter;  // null without speculative decoding (the scheduler runs its policy)
   // Cluster mode: a router has `router` (also in `scheduler`, as what streamers talk to) and
   // no cache manager, device worker or drafter; a node has `node_gate`.
   router_actor router;

@@ -1,13 +1,16 @@
-// scheduler actor: owns the waiting and running sequences and the step loop.
+// scheduler actor: owns the waiting and running sequences and the step loop (nano-vllm's
+// shape: kick, reserve, run, apply). Its plain logic lives in engine/schedule/: the policy
+// (step_planner), what the device holds (device_mirror), a step's tokens (postprocess),
+// the choices of one request (prompt_groups) and speculative decoding (drafting).
 //
 //   streamer --enqueue(sequence_request)--> scheduler
 //   loop:  propose -> cache_manager.reserve -> finalize -> device_worker.run_step -> apply
 //          apply: tokens --> each sequence's streamer; finished/aborted --> cache_manager.release
 //   admission/streamer --abort(seq)--> scheduler: removed at once, blocks released
 //
-//   with speculative decoding, before each step: verifier.plan_k -> drafter.draft (a model
-//   drafter) or drafter.draft -> verifier.trim_drafts (n-gram); the drafts ride along in
-//   the plan; after it: verifier.report(outcomes), cache_manager.trim
+//   with speculative decoding, before each step: drafter.draft (K set by the policy first
+//   for a model drafter; n-gram drafts trimmed by it after); the drafts ride along in the
+//   plan; after it: the policy learns the outcomes, cache_manager.trim
 //
 // One step is in flight at a time: the next plan is made when the result is back (planning
 // takes microseconds next to a CPU forward pass of milliseconds; docs/architecture.md).
@@ -19,6 +22,7 @@
 #include "actors/streamer.h"
 #include "engine/grammar/grammar_cache.h"
 #include "engine/ids.h"
+#include "engine/speculation/speculation_policy.h"
 #include "tandem/api.h"
 
 namespace tandem {
@@ -77,6 +81,9 @@ typename Inspector::result_type inspect(Inspector& f, scheduler_stats& x) {
 using scheduler_actor =
     caf::typed_actor<caf::reacts_to<enqueue_atom, sequence_request>, caf::reacts_to<abort_atom, seq_id>,
                      caf::reacts_to<force_atom, seq_id, std::vector<token_id>>,
-                     caf::replies_to<stats_atom>::with<scheduler_stats>>;
+                     caf::replies_to<stats_atom>::with<scheduler_stats>,
+                     caf::replies_to<spec_stats_atom>::with<speculation_stats>>;
 
 }  // namespace tandem
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::speculation_stats)

@@ -3,7 +3,7 @@
 // runtime (actors/runtime.cpp) wires them together; tests and benchmarks may spawn one alone.
 //
 //   admission --spawns--> streamer (one per request) --enqueue--> scheduler
-//   scheduler --> cache manager, device worker, [drafter, verifier]
+//   scheduler --> cache manager, device worker, [drafter]
 #pragma once
 
 #include <caf/all.hpp>
@@ -15,7 +15,6 @@
 #include "actors/drafter.h"
 #include "actors/scheduler.h"
 #include "actors/streamer.h"
-#include "actors/verifier.h"
 #include "engine/kv/kv_block_manager.h"
 #include "engine/model/kv_cache_dtype.h"
 #include "engine/schedule/step_planner.h"
@@ -45,14 +44,14 @@ streamer_actor spawn_streamer(caf::actor_system& sys, request_id id, generate_re
 
 // --- scheduler ---------------------------------------------------------------------------
 
-// The drafter and verifier of speculative decoding; both null = no speculation.
-struct speculation_actors {
+// Speculative decoding: the drafter (null: none) and the policy the scheduler runs
+// (engine/schedule/drafting.h).
+struct speculation_setup {
   drafter_actor drafter;
-  verifier_actor verifier;
+  speculation_config policy;
   // The drafter reports evidence and costs next to nothing (n-gram): ask it first, for up to
-  // k_max tokens, and let the verifier trim. Otherwise the verifier sets K first.
+  // k_max tokens, and let the policy trim. Otherwise the policy sets K first.
   bool drafts_first = false;
-  uint32_t k_max = 0;
 };
 
 // kv_capacity_tokens: what the whole KV pool holds. A sequence never grows past it (it would
@@ -62,7 +61,7 @@ struct speculation_actors {
 // index, and this makes a new worker for the waiting ones. Empty: no restart.
 scheduler_actor spawn_scheduler(caf::actor_system& sys, const planner_config& cfg, uint32_t block_size,
                                 uint32_t kv_capacity_tokens, cache_manager_actor cache, device_worker_actor device,
-                                speculation_actors spec = {}, std::function<device_worker_actor()> respawn_device = {});
+                                speculation_setup spec = {}, std::function<device_worker_actor()> respawn_device = {});
 
 // --- cache manager -----------------------------------------------------------------------
 
@@ -98,7 +97,5 @@ drafter_actor spawn_ngram_drafter(caf::actor_system& sys, int min_n = 1, int max
 // q, so acceptance stays lossless for any sampling of the target.
 drafter_actor spawn_model_drafter(caf::actor_system& sys, std::shared_ptr<model> m, uint32_t n_layers,
                                   uint32_t kv_tokens, uint32_t block_size);
-
-verifier_actor spawn_verifier(caf::actor_system& sys, const speculation_config& cfg);
 
 }  // namespace tandem

@@ -105,11 +105,11 @@ struct run_figures {
   double speedup = 0;      // against its pair in the same rep (set by the caller)
 };
 
-speculation_stats verifier_stats(caf::actor_system& sys, runtime& rt) {
+speculation_stats spec_stats(caf::actor_system& sys, runtime& rt) {
   speculation_stats s;
-  if (!rt.actors().verifier) return s;
+  if (!rt.actors().drafter) return s;
   caf::scoped_actor self{sys};
-  self->request(rt.actors().verifier, caf::infinite, stats_atom::value)
+  self->request(rt.actors().scheduler, caf::infinite, spec_stats_atom::value)
       .receive([&](const speculation_stats& x) { s = x; }, [](const caf::error&) {});
   return s;
 }
@@ -117,7 +117,7 @@ speculation_stats verifier_stats(caf::actor_system& sys, runtime& rt) {
 // Runs `tasks` one after another (streams = 1) or `streams` copies at once.
 run_figures run(caf::actor_system& sys, runtime& rt, const std::vector<generate_request>& tasks, int streams) {
   caf::scoped_actor self{sys};
-  const auto before = verifier_stats(sys, rt);
+  const auto before = spec_stats(sys, rt);
   run_figures f;
   const auto t0 = clock_type::now();
   auto submit = [&](generate_request r) {
@@ -142,7 +142,7 @@ run_figures run(caf::actor_system& sys, runtime& rt, const std::vector<generate_
       self->receive([&](outcome_atom, const outcome& o) { f.tokens += o.done.completion_tokens; });
     f.tok_per_s = static_cast<double>(f.tokens) / std::chrono::duration<double>(clock_type::now() - t0).count();
   }
-  const auto after = verifier_stats(sys, rt);
+  const auto after = spec_stats(sys, rt);
   f.spec.drafted = after.drafted - before.drafted;
   f.spec.accepted = after.accepted - before.accepted;
   f.spec.passes = after.passes - before.passes;

@@ -49,8 +49,8 @@ std::vector<chat_message> chat_messages(const generate_options& o) {
 }
 
 // With --speculative or --device cuda: the same completion through the actor runtime
-// (drafter, verifier and the batched verification step; or the GPU device worker),
-// printing speculation figures in the stats line when drafting.
+// (drafter, the scheduler's speculation policy and the batched verification step; or the
+// GPU device worker), printing speculation figures in the stats line when drafting.
 void run_on_runtime(const generate_options& o);
 
 void run_generate(const generate_options& o) {
@@ -171,14 +171,14 @@ void run_on_runtime(const generate_options& o) {
   std::fflush(stdout);
   if (reason == finish_reason::error) throw std::runtime_error(error);
 
-  if (!rt->actors().verifier) {
+  if (!rt->actors().drafter) {
     std::fprintf(stderr, "prompt tokens: %u (%.1f tok/s), generated tokens: %u (%.1f tok/s), device: %s\n", n_prompt,
                  ttft_ms > 0 ? n_prompt / (ttft_ms / 1000.0) : 0.0, n_out, tpot_ms > 0 ? 1000.0 / tpot_ms : 0.0,
                  o.device.device.c_str());
     return;
   }
   speculation_stats spec;
-  self->request(rt->actors().verifier, caf::infinite, stats_atom::value)
+  self->request(rt->actors().scheduler, caf::infinite, spec_stats_atom::value)
       .receive([&](const speculation_stats& s) { spec = s; }, [](const caf::error&) {});
   // K's distribution over the run: "K=count" for each number of drafts a pass verified.
   std::string by_k;

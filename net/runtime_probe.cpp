@@ -55,7 +55,7 @@ void probe_runtime(caf::actor_system& sys, const runtime& rt, std::function<void
   if (rt.actors().router) return probe_router(sys, rt, std::move(done));
   const auto timeout = std::chrono::seconds(5);
   sys.spawn([sched = rt.actors().scheduler, cache = rt.actors().cache_manager, adm = rt.admission(),
-             verifier = rt.actors().verifier, method = rt.config().speculative, done,
+             speculating = static_cast<bool>(rt.actors().drafter), method = rt.config().speculative, done,
              timeout](caf::event_based_actor* self) {
     auto figures = std::make_shared<runtime_figures>();
     figures->ready = true;
@@ -75,11 +75,11 @@ void probe_runtime(caf::actor_system& sys, const runtime& rt, std::function<void
                             .then(
                                 [=](admission_stats a) {
                                   figures->admission = a;
-                                  if (!verifier) {
+                                  if (!speculating) {
                                     done(*figures);
                                     return self->quit();
                                   }
-                                  self->request(verifier, timeout, stats_atom::value)
+                                  self->request(sched, timeout, spec_stats_atom::value)
                                       .then(
                                           [=](speculation_stats sp) {
                                             figures->spec_method = method;

@@ -1,4 +1,4 @@
-// When to speculate and how far: the verifier actor's policy, as plain C++.
+// When to speculate and how far, as plain C++ (the scheduler runs it: engine/schedule/drafting.h).
 //
 // K per sequence adapts to its own acceptance: all drafts accepted -> K + 1 (up to k_max);
 // fewer than half -> K - 1 (down to k_min). A new sequence starts from the acceptance seen
