@@ -11,6 +11,7 @@
 #include "engine/cluster/prefix_index.h"
 #include "engine/cluster/routing_policy.h"
 #include "engine/kv/block_pool.h"
+#include "engine/kv/cache_salt.h"
 
 namespace tandem {
 namespace {
@@ -40,6 +41,7 @@ struct router_state {
   std::string secret;
   cluster::routing_policy policy = cluster::routing_policy::kv_aware;
   uint64_t salt_key = 0;
+  uint64_t model_identity = 0;
   std::vector<node_slot> nodes;
   cluster::prefix_index index;
   std::unordered_map<seq_id, placement> seqs;
@@ -76,8 +78,8 @@ void place(self_ptr self, sequence_request sr) {
   std::vector<cluster::node_load> loads(n);
   std::vector<uint32_t> cached(n, 0);
   if (st.policy == cluster::routing_policy::kv_aware) {
-    const auto hashes =
-        block_pool::chain_hashes(sr.prompt, st.block_size, block_pool::salt_for_group(sr.cache_group, st.salt_key));
+    const uint64_t salt = cache_salt({sr.cache_group, st.model_identity, sr.adapter, sr.input_hash}, st.salt_key);
+    const auto hashes = block_pool::chain_hashes(sr.prompt, st.block_size, salt);
     cached = st.index.cached_blocks(hashes, n);
   }
   for (uint32_t i = 0; i < n; ++i) {
@@ -226,6 +228,7 @@ router_actor::behavior_type router(self_ptr self, router_config cfg, std::vector
   init.secret = cfg.secret;
   init.policy = cluster::parse_routing_policy(cfg.policy);
   init.salt_key = cluster_salt_key(cfg.secret);
+  init.model_identity = cfg.model_identity;
   init.counters.policy = cluster::to_string(init.policy);
   self->set_down_handler([self](const caf::down_msg& dm) {
     const int node = node_of(self->state, dm.source);

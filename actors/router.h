@@ -26,6 +26,7 @@ struct router_config {
   std::vector<std::string> nodes;  // "host:port" of each node's gate
   std::string secret;
   std::string policy = "kv-aware";  // engine/cluster/routing_policy.h
+  uint64_t model_identity = 0;      // gguf::model_identity: the nodes' schedulers salt with it
 };
 
 // One node as the router sees it (/metrics' tandem:cluster_* series).
@@ -55,8 +56,8 @@ using router_actor =
     scheduler_actor::extend<caf::reacts_to<tokens_atom, token_batch>, caf::reacts_to<update_atom, node_update>,
                             caf::reacts_to<tick_atom>, caf::replies_to<nodes_atom>::with<cluster_stats>>;
 
-// cache_salt_key: as the nodes' schedulers (cluster_salt_key(secret)), so the router names
-// their blocks. Throws std::invalid_argument for a bad address or policy.
+// The cache salts' key and model identity are the nodes' schedulers' (cluster_salt_key(secret)),
+// so the router names their blocks. Throws std::invalid_argument for a bad address or policy.
 router_actor spawn_router(caf::actor_system& sys, const router_config& cfg);
 
 }  // namespace tandem

@@ -6,6 +6,7 @@
 #include "actors/runtime_shared.h"
 #include "actors/spawn.h"
 #include "engine/gguf/gguf.h"
+#include "engine/gguf/identity.h"
 #include "engine/model/model.h"
 #include "engine/model/model_path.h"
 #include "engine/tenants/tenant_limits.h"
@@ -65,6 +66,7 @@ std::unique_ptr<runtime> runtime::start_router(caf::actor_system& sys, const run
   rc.nodes = cfg.nodes;
   rc.secret = cfg.cluster_secret;
   rc.policy = cfg.routing_policy;
+  rc.model_identity = gguf::model_identity(file);
   actors.router = spawn_router(sys, rc);
   actors.scheduler = caf::actor_cast<scheduler_actor>(actors.router);
   admission_config ac;
@@ -112,6 +114,7 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
     pc.attention_cost_per_key = attention_cost_per_key(mc);
   }
   if (!cfg.cluster_secret.empty()) pc.cache_salt_key = cluster_salt_key(cfg.cluster_secret);
+  pc.model_identity = gguf::model_identity(m->file());
 
   // Sliding-window layers in their own pool (kv_block_manager.h): sized by what the running
   // sequences' windows need (kv_window::pool_blocks), and never above the global pool's

@@ -7,7 +7,7 @@
 
 #include "actors/clock.h"
 #include "actors/spawn.h"
-#include "engine/kv/block_pool.h"
+#include "engine/kv/cache_salt.h"
 #include "engine/schedule/device_mirror.h"
 #include "engine/schedule/drafting.h"
 #include "engine/schedule/postprocess.h"
@@ -32,6 +32,7 @@ struct scheduler_state {
   drafter_actor drafter;
   std::unordered_map<seq_id, seq_info> seqs;
   uint64_t salt_key = std::random_device{}() * 0x9e3779b97f4a7c15ull ^ std::random_device{}();
+  uint64_t model_identity = 0;
   std::function<device_worker_actor()> respawn_device;  // empty: the device is not supervised
   // Token batches for the streamers, sent once the next step is on its way to the device:
   // the streamers' work then overlaps the device's instead of delaying the plan (they share
@@ -68,7 +69,7 @@ void kick_and_flush(self_ptr self) {
 
 void add_to_planner(scheduler_state& st, seq_id id) {
   const auto& r = st.seqs.at(id).req;
-  const uint64_t salt = block_pool::salt_for_group(r.cache_group, st.salt_key);
+  const uint64_t salt = cache_salt({r.cache_group, st.model_identity, r.adapter, r.input_hash}, st.salt_key);
   st.planner->add(id, r.tenant, r.weight, r.prompt, salt, r.kv_cache_share);
 }
 
@@ -304,6 +305,7 @@ scheduler_actor::behavior_type scheduler(self_ptr self, planner_config cfg, uint
   init.drafter = std::move(spec.drafter);
   init.planner = std::make_unique<step_planner>(cfg);
   if (cfg.cache_salt_key != 0) init.salt_key = cfg.cache_salt_key;
+  init.model_identity = cfg.model_identity;
   init.cache = std::move(cache);
   init.device = std::move(device);
   init.respawn_device = std::move(respawn_device);

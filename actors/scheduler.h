@@ -32,6 +32,8 @@ struct sequence_request {
   std::string tenant = "default";
   double weight = 1.0;
   std::string cache_group;      // prefix-cache isolation: blocks are found only within the group
+  std::string adapter;          // the adapter over the weights (none yet: empty); in the cache salt
+  uint64_t input_hash = 0;      // a hash of non-token input (none yet: 0); in the cache salt
   double kv_cache_share = 1.0;  // the tenant's KV quota
   std::vector<token_id> prompt;
   sampling_options sampling;
@@ -53,9 +55,9 @@ struct sequence_request {
 // Every field but the compiled grammar (a cluster's router sends requests to its nodes).
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sequence_request& x) {
-  return f(caf::meta::type_name("sequence_request"), x.id, x.tenant, x.weight, x.cache_group, x.kv_cache_share,
-           x.prompt, x.sampling, x.max_new_tokens, x.max_total_tokens, x.stop_token_ids, x.speculative, x.prompt_group,
-           x.session, x.constrained, x.grammar_kind, x.grammar_text, x.streamer);
+  return f(caf::meta::type_name("sequence_request"), x.id, x.tenant, x.weight, x.cache_group, x.adapter, x.input_hash,
+           x.kv_cache_share, x.prompt, x.sampling, x.max_new_tokens, x.max_total_tokens, x.stop_token_ids,
+           x.speculative, x.prompt_group, x.session, x.constrained, x.grammar_kind, x.grammar_text, x.streamer);
 }
 
 struct scheduler_stats {

@@ -103,6 +103,7 @@ class file {
   uint64_t alignment() const { return alignment_; }
   size_t data_offset() const { return data_offset_; }
   size_t file_size() const { return bytes_.size(); }
+  std::span<const std::byte> bytes() const { return bytes_; }  // the whole file
   // The path open() mapped; empty for parse().
   const std::filesystem::path& path() const { return path_; }
 

@@ -71,7 +71,7 @@ uint64_t block_pool::hash_block(uint64_t parent, std::span<const token_id> token
   return XXH64(tokens.data(), tokens.size_bytes(), parent);
 }
 
-uint64_t block_pool::salt_for_group(const std::string& group, uint64_t key) {
+uint64_t block_pool::salt_for_group(std::string_view group, uint64_t key) {
   return group.empty() ? 0 : XXH64(group.data(), group.size(), key) | 1;
 }
 

@@ -19,6 +19,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -60,7 +61,7 @@ class block_pool {
   // A prefix-cache group's salt: a keyed hash (0 for no group), so whoever lacks the key
   // cannot compute another group's block hashes. The scheduler draws its key at random; the
   // nodes of a cluster and their router share one, derived from the cluster secret.
-  static uint64_t salt_for_group(const std::string& group, uint64_t key);
+  static uint64_t salt_for_group(std::string_view group, uint64_t key);
   // Hash of a full block's tokens behind `parent` (root_for(salt) for the first block).
   static uint64_t hash_block(uint64_t parent, std::span<const token_id> tokens);
   // The hashes of the full blocks match() would look up for `tokens`, in order.

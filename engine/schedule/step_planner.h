@@ -43,9 +43,10 @@ struct planner_config {
   // position p gets the c tokens that cost what a first chunk of prefill_chunk tokens costs:
   //   c (1 + a (p + c/2)) <= P (1 + a P/2)        (a = this, P = prefill_chunk)
   double attention_cost_per_key = 0;
-  // The key of the prefix-cache group salts (block_pool::salt_for_group); 0: the scheduler
-  // draws one at random. A cluster's nodes share one so their router can name their blocks.
+  // The key of the prefix-cache salts (engine/kv/cache_salt.h); 0: the scheduler draws one
+  // at random. A cluster's nodes share one so their router can name their blocks.
   uint64_t cache_salt_key = 0;
+  uint64_t model_identity = 0;  // the weights' (gguf::model_identity), in every cache salt
 };
 
 // The attention cost per key for a Llama-shaped model: multiply-adds of QK^T and PV per key
