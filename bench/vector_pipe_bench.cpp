@@ -231,7 +231,8 @@ int avx2_q8_0_pair() {
 
   // The engine's kernel: four rows by eight tokens (two packed groups), 576 columns, from L1.
   const dot_kernels& k = best_dot_kernels();
-  if (k.q8_0_x8_r4 == nullptr) return 0;
+  const group_rows4x2_fn q8_0_x8 = k.of(tensor_type::q8_0).ordinary.rows4x2;
+  if (q8_0_x8 == nullptr) return 0;
   const int64_t cols = 576, nb = cols / kBlock;
   std::mt19937 rng(1);
   std::normal_distribution<float> normal(0.f, 1.f);
@@ -259,7 +260,7 @@ int avx2_q8_0_pair() {
   constexpr long kCalls = 200'000;
   const double ns = best_ns(kCalls, [&] {
     for (long i = 0; i < kCalls; ++i) {
-      k.q8_0_x8_r4(cols, wq.data(), w_stride, packed.data(), packed.data() + group_bytes, out, 4);
+      q8_0_x8(cols, wq.data(), w_stride, packed.data(), packed.data() + group_bytes, out, 4);
       asm volatile("" ::: "memory");
     }
   });
@@ -273,8 +274,8 @@ int avx2_q8_0_pair() {
 int main() {
   using namespace tandem;
   using namespace tandem::kernels;
-  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512vnni")) {
-    if (cpu_has_avx2()) return avx2_q8_0_pair();
+  if (cpu_isa() < isa_level::avx512) {
+    if (cpu_isa() >= isa_level::avx2) return avx2_q8_0_pair();
     std::printf("vector_pipe_bench: skipped, this CPU has neither AVX-512 VNNI nor AVX2\n");
     return 0;
   }
@@ -291,7 +292,8 @@ int main() {
 
   // The tiled Q4_1 kernel on one tile that stays in L1 (576 columns: 18 blocks, 5.6 KB).
   const dot_kernels& k = best_dot_kernels();
-  if (k.q4_1_tiled == nullptr) return 0;
+  const tiled_fn q4_1_tiled = k.of(tensor_type::q4_1).ordinary.tiled;
+  if (q4_1_tiled == nullptr) return 0;
   const int64_t cols = 576, rows = kTileRows, nb = cols / kBlock;
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
@@ -319,7 +321,7 @@ int main() {
   for (int n_tok : {1, 2, 5, 8}) {
     const double ns = best_ns(kCalls, [&] {
       for (long i = 0; i < kCalls; ++i) {
-        k.q4_1_tiled(nb, tiled.data(), acts.data(), act_stride, n_tok, y.data(), rows, nullptr);
+        q4_1_tiled(nb, tiled.data(), acts.data(), act_stride, n_tok, y.data(), rows, nullptr);
         asm volatile("" ::: "memory");
       }
     });

@@ -79,6 +79,7 @@ class chunk_scales {
 
 #include "engine/kernels/dot_simd_body.inl"
 #include "engine/kernels/dot_simd_quants.inl"
+#include "engine/kernels/dot_simd_rows.inl"
 
 // --- Attention and element-wise kernels: the AVX-512 table's operations on two 8-lane
 // halves (lanes 0-7 and 8-15), so the bits are the same (dot_kernels.h). -------------------
@@ -686,7 +687,8 @@ template <int N, class F>
 [[gnu::always_inline]] inline void for_each_index(F&& f) {
   [&]<int... i>(std::integer_sequence<int, i...>) __attribute__((always_inline)) {
     (f(std::integral_constant<int, i>{}), ...);
-  }(std::make_integer_sequence<int, N>{});
+  }
+  (std::make_integer_sequence<int, N>{});
 }
 
 // --- Q5_0 against packed groups of four tokens (prefill; matmul.cpp packs them) -------------
@@ -855,8 +857,7 @@ inline __m256i transpose_sums(const __m256i (&s)[8]) {
   const __m256i s45 = _mm256_hadd_epi32(s[4], s[5]), s67 = _mm256_hadd_epi32(s[6], s[7]);
   const __m256i s0123 = _mm256_hadd_epi32(s01, s23), s4567 = _mm256_hadd_epi32(s45, s67);
   // s0123 = [t0 t1 t2 t3 lanes 0-3 | t0 t1 t2 t3 lanes 4-7], s4567 the same for t4-t7
-  return _mm256_add_epi32(_mm256_permute2x128_si256(s0123, s4567, 0x20),
-                          _mm256_permute2x128_si256(s0123, s4567, 0x31));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(s0123, s4567, 0x20), _mm256_permute2x128_si256(s0123, s4567, 0x31));
 }
 inline __m128i transpose_sums(const __m256i (&s)[4]) {
   const __m256i s0123 = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
@@ -877,8 +878,10 @@ void q6_k_row_by_groups_large(int64_t k, const block_q6_k* w, const std::byte* c
     return reinterpret_cast<const block_q8_k*>((t < 4 ? first : last) + (t % 4) * row_bytes) + b;
   };
   using fvec = decltype([] {
-    if constexpr (T == 8) return __m256{};
-    else return __m128{};
+    if constexpr (T == 8)
+      return __m256{};
+    else
+      return __m128{};
   }());
   fvec acc{};  // lane t: token t's sum over the super-blocks so far
   for (int64_t b = 0; b < nsb; ++b) {
@@ -922,29 +925,41 @@ void q6_k_row_by_groups_large(int64_t k, const block_q6_k* w, const std::byte* c
 }  // namespace
 
 const dot_kernels& avx2_dot_kernels() {
-  static const dot_kernels table = [] {
-    dot_kernels t = with_quant_kernels(dot_kernels{"avx2", dot_q4_0, dot_q4_1, dot_q8_0, dot_f16, dot_bf16, dot_f32,
-                                                   key_scores, weighted_values, sum16, exp_n, swiglu, nullptr, nullptr,
-                                                   nullptr, quantize_q8, to_f16});
-    t.softmax_half = softmax_half;
-    t.key_scores_group = key_scores_group;
-    t.weighted_values_group = weighted_values_group;
-    t.q4_0_tiled = tiled_q4_0;
-    t.q5_0_tiled = tiled_q5_0;
-    t.q8_0_tiled = tiled_q8_0;
-    t.tiled_small_steps_only = type_bit(tensor_type::q5_0) | type_bit(tensor_type::q8_0);
-    t.tiled_narrow_rows_only = type_bit(tensor_type::q8_0);
-    t.q4_k_tiled = tiled_q4_k;
-    t.q4_k_tiled_large = tiled_q4_k_large;
-    t.q8_0_x4 = row_by_group<block_q8_0, row_by_token_pairs<2>>;
-    t.q8_0_x8_r4 = rows4_by_two_groups<block_q8_0, row_by_token_pairs<4>>;
-    t.packed_token_pairs = type_bit(tensor_type::q8_0);
-    t.q5_0_x4 = row_by_group<block_q5_0, q5_0_row_by_groups<1>>;
-    t.q5_0_x8_r4 = rows4_by_two_groups<block_q5_0, q5_0_row_by_groups<2>>;
-    t.q6_k_x4_large = row_by_group<block_q6_k, q6_k_row_by_groups_large<1>>;
-    t.q6_k_x8_r4_large = rows4_by_two_groups<block_q6_k, q6_k_row_by_groups_large<2>>;
-    return t;
-  }();
+  static const dot_kernels table{
+      .isa = "avx2",
+      .types = make_type_table(
+          kSimdRows,
+          {
+              {tensor_type::q4_0, {.ordinary = {.tiled = tiled_q4_0}}},
+              {tensor_type::q5_0,
+               {.ordinary = {.group = row_by_group<block_q5_0, q5_0_row_by_groups<1>>,
+                             .rows4x2 = rows4_by_two_groups<block_q5_0, q5_0_row_by_groups<2>>,
+                             .tiled = tiled_q5_0},
+                .tiled_small_steps_only = true}},
+              {tensor_type::q8_0,
+               {.ordinary = {.group = row_by_group<block_q8_0, row_by_token_pairs<2>>,
+                             .rows4x2 = rows4_by_two_groups<block_q8_0, row_by_token_pairs<4>>,
+                             .tiled = tiled_q8_0},
+                .tiled_small_steps_only = true,
+                .tiled_narrow_rows_only = true,
+                .packed_token_pairs = true}},
+              {tensor_type::q4_k, {.ordinary = {.tiled = tiled_q4_k}, .large = {.tiled = tiled_q4_k_large}}},
+              {tensor_type::q6_k,
+               {.large = {.group = row_by_group<block_q6_k, q6_k_row_by_groups_large<1>>,
+                          .rows4x2 = rows4_by_two_groups<block_q6_k, q6_k_row_by_groups_large<2>>}}},
+          }),
+      .key_scores = key_scores,
+      .weighted_values = weighted_values,
+      .sum16 = sum16,
+      .key_scores_group = key_scores_group,
+      .weighted_values_group = weighted_values_group,
+      .softmax_half = softmax_half,
+      .q8_0_values = q8_0_values_avx2,
+      .exp_n = exp_n,
+      .swiglu = swiglu,
+      .quantize_q8 = quantize_q8,
+      .to_f16 = to_f16,
+  };
   return table;
 }
 

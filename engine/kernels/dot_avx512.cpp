@@ -40,6 +40,7 @@ class chunk_scales {
 
 #include "engine/kernels/dot_simd_body.inl"
 #include "engine/kernels/dot_simd_quants.inl"
+#include "engine/kernels/dot_simd_rows.inl"
 
 // --- Matrix-matrix kernels: one weight row against a packed group of four rows. ---------
 // Two rows' blocks fill a 512-bit register; the weight block is broadcast to both halves.
@@ -1267,27 +1268,38 @@ void quantize_q8_k(const float* x, void* dst, int64_t k) {
   }
 }
 
-dot_kernels with_tiled(dot_kernels t) {
-  t.q4_0_tiled = tiled_q4_0;
-  t.q4_k_tiled = tiled_q4_k;
-  t.q4_k_tiled_large = tiled_q4_k_large;
-  t.q5_0_tiled = tiled_q5_0;
-  t.q5_1_tiled = tiled_q5_1;
-  t.q6_k_tiled = tiled_q6_k;
-  t.q6_k_tiled_large = tiled_q6_k_large;
-  t.quantize_q8_k = quantize_q8_k;
-  return t;
-}
-
 }  // namespace
 
 const dot_kernels& avx512_dot_kernels() {
-  static const dot_kernels table = with_tiled(
-      with_quant_kernels(dot_kernels{"avx512",    dot_q4_0,   dot_q4_1,     dot_q8_0,         dot_f16,
-                                     dot_bf16,    dot_f32,    key_scores,   weighted_values,  sum16,
-                                     exp_n,       swiglu,     nullptr,      group_q4_1,       group_q8_0,
-                                     quantize_q8, to_f16,     group4_q4_1,  group4x2_q4_1,    group4x2_q8_0,
-                                     tiled_q4_1,  tiled_q8_0, softmax_half, key_scores_group, weighted_values_group}));
+  static const dot_kernels table{
+      .isa = "avx512",
+      .types = make_type_table(
+          kSimdRows,
+          {
+              {tensor_type::q4_0, {.ordinary = {.tiled = tiled_q4_0}}},
+              {tensor_type::q4_1,
+               {.ordinary =
+                    {.group = group_q4_1, .rows4 = group4_q4_1, .rows4x2 = group4x2_q4_1, .tiled = tiled_q4_1}}},
+              {tensor_type::q5_0, {.ordinary = {.tiled = tiled_q5_0}}},
+              {tensor_type::q5_1, {.ordinary = {.tiled = tiled_q5_1}}},
+              {tensor_type::q8_0, {.ordinary = {.group = group_q8_0, .rows4x2 = group4x2_q8_0, .tiled = tiled_q8_0}}},
+              {tensor_type::q4_k, {.ordinary = {.tiled = tiled_q4_k}, .large = {.tiled = tiled_q4_k_large}}},
+              {tensor_type::q6_k, {.ordinary = {.tiled = tiled_q6_k}, .large = {.tiled = tiled_q6_k_large}}},
+          }),
+      .key_scores = key_scores,
+      .weighted_values = weighted_values,
+      .sum16 = sum16,
+      .key_scores_group = key_scores_group,
+      .weighted_values_group = weighted_values_group,
+      .softmax_half = softmax_half,
+      .q8_0_scores = q8_0_scores_avx512,
+      .q8_0_values = q8_0_values_avx512,
+      .exp_n = exp_n,
+      .swiglu = swiglu,
+      .quantize_q8 = quantize_q8,
+      .quantize_q8_k = quantize_q8_k,
+      .to_f16 = to_f16,
+  };
   return table;
 }
 

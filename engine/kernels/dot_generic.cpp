@@ -164,26 +164,36 @@ void to_f16(int64_t n, const float* x, f16_bits* y) {
 }  // namespace
 
 const dot_kernels& generic_dot_kernels() {
-  static const dot_kernels table = [] {
-    dot_kernels t{"generic", dot_q4_0, dot_q4_1, dot_q8_0, dot_f16, dot_bf16, dot_f32,     key_scores, weighted_values,
-                  sum16,     exp_n,    swiglu,   nullptr,  nullptr, nullptr,  quantize_q8, to_f16};
-    t.q5_0 = generic_quants::dot_q5_0;
-    t.q5_1 = generic_quants::dot_q5_1;
-    t.iq4_nl = generic_quants::dot_iq4_nl;
-    t.q2_k = generic_quants::dot_q2_k;
-    t.q3_k = generic_quants::dot_q3_k;
-    t.q4_k = generic_quants::dot_q4_k;
-    t.q5_k = generic_quants::dot_q5_k;
-    t.q6_k = generic_quants::dot_q6_k;
-    t.iq4_xs = generic_quants::dot_iq4_xs;
-    t.q2_k_large = generic_quants::dot_q2_k_large;
-    t.q3_k_large = generic_quants::dot_q3_k_large;
-    t.q4_k_large = generic_quants::dot_q4_k_large;
-    t.q5_k_large = generic_quants::dot_q5_k_large;
-    t.q6_k_large = generic_quants::dot_q6_k_large;
-    t.iq4_xs_large = generic_quants::dot_iq4_xs_large;
-    return t;
-  }();
+  using namespace generic_quants;
+  static constexpr type_rows kRows[] = {
+      {tensor_type::f32, dot_f32},
+      {tensor_type::f16, dot_f16},
+      {tensor_type::bf16, dot_bf16},
+      {tensor_type::q4_0, dot_q4_0},
+      {tensor_type::q4_1, dot_q4_1},
+      {tensor_type::q5_0, dot_q5_0},
+      {tensor_type::q5_1, dot_q5_1},
+      {tensor_type::q8_0, dot_q8_0},
+      {tensor_type::iq4_nl, dot_iq4_nl},
+      {tensor_type::q2_k, dot_q2_k, dot_q2_k_large},
+      {tensor_type::q3_k, dot_q3_k, dot_q3_k_large},
+      {tensor_type::q4_k, dot_q4_k, dot_q4_k_large},
+      {tensor_type::q5_k, dot_q5_k, dot_q5_k_large},
+      {tensor_type::q6_k, dot_q6_k, dot_q6_k_large},
+      {tensor_type::iq4_xs, dot_iq4_xs, dot_iq4_xs_large},
+  };
+  static const dot_kernels table{
+      .isa = "generic",
+      .types = make_type_table(kRows),
+      .key_scores = key_scores,
+      .weighted_values = weighted_values,
+      .sum16 = sum16,
+      .q8_0_values = q8_0_values_reference,
+      .exp_n = exp_n,
+      .swiglu = swiglu,
+      .quantize_q8 = quantize_q8,
+      .to_f16 = to_f16,
+  };
   return table;
 }
 

@@ -1,6 +1,6 @@
-// Portable row kernels of the types added after the first tables (Q5_0, Q5_1, IQ4_NL and the
-// super-block types). Every table without its own kernel for one of these types uses these
-// (dot_kernels::for_type), so each type runs on every CPU.
+// Portable row kernels of Q5_0, Q5_1, IQ4_NL and the super-block types: the generic table's
+// (dot_generic.cpp), and the readable definition of the order the SIMD tables' kernels of
+// these types follow (dot_simd_quants.inl).
 #pragma once
 
 #include <cstddef>

@@ -1,14 +1,22 @@
-// Dot-product kernels, one table per instruction set; the best one the CPU supports is
-// chosen once at run time (cpuid), and TANDEM_ISA=generic|avx2|avx512 can force a lower one.
+// Dot-product kernels, one table per instruction set (generic, avx2, avx512), each an array
+// of every weight type's kernels plus the attention, element-wise and conversion kernels.
+// The level the CPU supports picks one once (isa.h); every table gives the same bits.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
+#include <span>
 #include <string_view>
 
 #include "engine/gguf/tensor_type.h"
 #include "engine/kernels/activation_format.h"
 #include "engine/kernels/half.h"
+#include "engine/kernels/isa.h"
+#include "engine/kernels/kv_q8_scores.h"
+#include "engine/kernels/kv_q8_values.h"
 
 namespace tandem::kernels {
 
@@ -84,112 +92,143 @@ using tiled_fn = void (*)(int64_t nb, const std::byte* tile, const std::byte* ac
 inline constexpr int kTiledMaxTokens = 8;
 
 // From this many tokens in one matmul, llama.cpp switches the 256-element types to its tiled
-// (or, for Q4_K, repacked gemm) summation order (see dot_kernels::for_step).
+// (or, for Q4_K, repacked gemm) summation order (see dot_kernels::large_order_tokens).
 inline constexpr int64_t kLargeStepTokens = 8;
 
-// One bit per weight type (ggml's numbering is under 64), for sets of types.
-constexpr uint64_t type_bit(tensor_type type) { return uint64_t{1} << static_cast<uint32_t>(type); }
+// Attention over an F16 cache, in llama.cpp's summation orders (engine/model/attention.h says
+// which and why); every table gives the same bits.
+//   key_scores: out[j] = q . keys[j] for n <= 16 keys of hd halves each (hd % 16 == 0).
+//     single_token_order: four 16-lane accumulators taking 16-element chunks in turn,
+//     folded (0+2, 1+3, then 0+1) before the 16-lane sum; otherwise one accumulator.
+//   weighted_values: out[d] = sum over chunks c and lanes l of p[16c + l] * v_c[d * v_stride
+//     + l] (v_c: chunk c of transposed values), as 16-lane FMA chains over the chunks
+//     (single_token_order: chunks dealt to four chains in turn, folded 0+2, 1+3, 0+1),
+//     each chain summed like sum16.
+//   sum16: the 16-lane sum in the order of _mm512_reduce_add_ps.
+using key_scores_fn = void (*)(int64_t hd, const f16_bits* q, const f16_bits* keys, int n, bool single_token_order,
+                               float* out);
+using weighted_values_fn = void (*)(int64_t hd, const f16_bits* const* v_chunks, size_t v_stride, const float* p,
+                                    int n_chunks, bool single_token_order, float* out);
+using sum16_fn = float (*)(const float* x);
+// Grouped-query attention: the n_q query heads that share one kv head at once, each key and
+// value converted from half once for all of them. Every head's numbers are exactly
+// key_scores' / weighted_values' for that head alone (the same chains, the same order);
+// out[h] receives head h's. False for a shape it does not cover (then callers go head by head).
+using key_scores_group_fn = bool (*)(int64_t hd, const f16_bits* const* q, int n_q, const f16_bits* keys, int n,
+                                     bool single_token_order, float* const* out);
+using weighted_values_group_fn = bool (*)(int64_t hd, const f16_bits* const* v_chunks, size_t v_stride,
+                                          const float* const* p, int n_q, int n_chunks, bool single_token_order,
+                                          float* const* out);
+// Softmax of one head over n_chunks 16-position chunks of raw scores s (positions past the
+// keys hold -inf), in place: s *= scale, e = exp(s - max) (exp_n), chunk sums in float
+// (sum16) added in double, p = e * float(1 / total) rounded to half (to_f16) and back.
+// attention.cpp's softmax_reference composes exactly that from the primitives; a table's own
+// is the same in one pass per step.
+using softmax_half_fn = void (*)(float* s, int n_chunks, float scale);
+// Element-wise: y[i] = fast_exp(x[i]) and gate[i] = fast_silu(gate[i]) * up[i]
+// (engine/kernels/fast_exp.h), bit-identical in every table.
+using exp_n_fn = void (*)(int64_t n, const float* x, float* y);
+using swiglu_fn = void (*)(int64_t n, float* gate, const float* up);
+// Conversions, bit-identical in every table: a row into Q8_0 / Q8_1 blocks (as
+// convert_activation_row), into Q8_K blocks (as quant::quantize_q8_k), and floats to halves
+// (round to nearest even).
+using quantize_q8_fn = void (*)(const float* x, void* dst, int64_t k, bool with_sum);
+using quantize_q8_k_fn = void (*)(const float* x, void* dst, int64_t k);
+using to_f16_fn = void (*)(int64_t n, const float* x, f16_bits* y);
+
+// One weight type's kernels in one summation order; null where the table has none. Every
+// kernel of an order gives, per (row, token), the row kernel's bits: a token's logits do not
+// depend on which of them matmul took.
+struct order_kernels {
+  row_dot_fn row = nullptr;            // one row by up to four tokens
+  group_dot_fn group = nullptr;        // one row by a packed group of four tokens (prefill)
+  group_rows4_fn rows4 = nullptr;      // four rows by a packed group
+  group_rows4x2_fn rows4x2 = nullptr;  // four rows by two packed groups, into the output
+  tiled_fn tiled = nullptr;            // tiled weights (tiled_weights.h); without it the type is not tiled
+};
+
+// A table's kernels for one weight type.
+struct type_kernels {
+  // The order whose bits do not depend on the step's size; its row kernel is never null for a
+  // weight type (tests/unit/kernels_test.cpp checks every table).
+  order_kernels ordinary{};
+  // The large-step order. llama.cpp sums the 256-element types in another order in larger
+  // matmuls (its tiled K-quant kernels from kLargeStepTokens tokens; for Q4_K its repacked
+  // gemm, which takes the tokens in fours and leaves the last n % 4 to its gemv), and greedy
+  // fidelity to it needs the same: matmul takes these kernels for the tokens
+  // large_order_tokens names. A token's logits then depend on its step's size, as in
+  // llama.cpp. All null for the types without that order.
+  order_kernels large{};
+  // The tiled kernel serves only steps too small for a packed group of four tokens; larger
+  // ones go to the group kernels on the GGUF rows, which the tiled copy then does not
+  // replace: AVX2's tiled Q5_0 holds one token's eight lane chains per pass, where its group
+  // kernel unpacks each row once for eight tokens.
+  bool tiled_small_steps_only = false;
+  // Tiled only for rows under dot_kernels::kNarrowTiledCols columns. With
+  // tiled_small_steps_only a tiled matrix is kept twice (prompt steps read the GGUF rows),
+  // which for AVX2's Q8_0 pays where rows are short: SmolLM2's one-token steps (576 and 1536
+  // columns) ran 1.2x faster tiled, the row kernel's work per row (a call, a horizontal sum,
+  // one FMA chain) being large beside its 18-48 blocks; the 1B shape's (2048 and 8192)
+  // 1.0-1.15x, close to the memory limit either way, not worth a second 1 GB.
+  bool tiled_narrow_rows_only = false;
+  // The group kernels (Q8_0 activations only) read packed groups in
+  // packed_layout::token_pairs; otherwise in packed_layout::tokens (rows for Q8_K).
+  bool packed_token_pairs = false;
+};
+
+// A table's row kernels of one type, in the ordinary and the large-step order (null for the
+// types without one).
+struct type_rows {
+  tensor_type type;
+  row_dot_fn row;
+  row_dot_fn large = nullptr;
+};
+// A table's other kernels of one type (its row kernels come from the rows list).
+struct type_entry {
+  tensor_type type;
+  type_kernels kernels;
+};
+
+// The kernels by tensor type: slot static_cast<size_t>(type) for every weight type and Q8_K.
+inline constexpr size_t kTypeSlots = [] {
+  size_t n = static_cast<size_t>(tensor_type::q8_k) + 1;
+  for (const tensor_type t : kWeightTypes) n = std::max(n, static_cast<size_t>(t) + 1);
+  return n;
+}();
+using type_table = std::array<type_kernels, kTypeSlots>;
+
+// Every table's per-type kernels are built the same way: the row kernels of every type
+// (`rows`), and the other kernels of the types that have them (`others`, which names no row
+// kernel). Each type at most once per list; std::logic_error otherwise.
+type_table make_type_table(std::span<const type_rows> rows, std::initializer_list<type_entry> others = {});
 
 struct dot_kernels {
   std::string_view isa;  // "generic", "avx2", "avx512"
-  row_dot_fn q4_0 = nullptr;
-  row_dot_fn q4_1 = nullptr;
-  row_dot_fn q8_0 = nullptr;
-  row_dot_fn f16 = nullptr;
-  row_dot_fn bf16 = nullptr;
-  row_dot_fn f32 = nullptr;
-  // Attention over an F16 cache, in llama.cpp's summation orders (engine/model/attention.h says
-  // which and why); every table gives the same bits.
-  //   key_scores: out[j] = q . keys[j] for n <= 16 keys of hd halves each (hd % 16 == 0).
-  //     single_token_order: four 16-lane accumulators taking 16-element chunks in turn,
-  //     folded (0+2, 1+3, then 0+1) before the 16-lane sum; otherwise one accumulator.
-  //   weighted_values: out[d] = sum over chunks c and lanes l of p[16c + l] * v_c[d * v_stride
-  //     + l] (v_c: chunk c of transposed values), as 16-lane FMA chains over the chunks
-  //     (single_token_order: chunks dealt to four chains in turn, folded 0+2, 1+3, 0+1),
-  //     each chain summed like sum16.
-  //   sum16: the 16-lane sum in the order of _mm512_reduce_add_ps.
-  void (*key_scores)(int64_t hd, const f16_bits* q, const f16_bits* keys, int n, bool single_token_order,
-                     float* out) = nullptr;
-  void (*weighted_values)(int64_t hd, const f16_bits* const* v_chunks, size_t v_stride, const float* p, int n_chunks,
-                          bool single_token_order, float* out) = nullptr;
-  float (*sum16)(const float* x) = nullptr;
-  // Element-wise: y[i] = fast_exp(x[i]) and gate[i] = fast_silu(gate[i]) * up[i]
-  // (engine/kernels/fast_exp.h), bit-identical in every table.
-  void (*exp_n)(int64_t n, const float* x, float* y) = nullptr;
-  void (*swiglu)(int64_t n, float* gate, const float* up) = nullptr;
-  // Matrix-matrix kernels on packed groups of four rows; null where the table has none.
-  group_dot_fn q4_0_x4 = nullptr;
-  group_dot_fn q4_1_x4 = nullptr;
-  group_dot_fn q8_0_x4 = nullptr;
+  type_table types{};
 
-  // Conversions, bit-identical in every table: a row into Q8_0 / Q8_1 blocks (as
-  // convert_activation_row), and floats to halves (round to nearest even).
-  void (*quantize_q8)(const float* x, void* dst, int64_t k, bool with_sum) = nullptr;
-  void (*to_f16)(int64_t n, const float* x, f16_bits* y) = nullptr;
+  key_scores_fn key_scores = nullptr;
+  weighted_values_fn weighted_values = nullptr;
+  sum16_fn sum16 = nullptr;
+  key_scores_group_fn key_scores_group = nullptr;            // null where the table has none
+  weighted_values_group_fn weighted_values_group = nullptr;  // null where the table has none
+  softmax_half_fn softmax_half = nullptr;                    // null where the table has none
+  // Attention over a Q8_0 cache: every key's scores in one call (kv_q8_scores.h; null where
+  // the table has no such form: then callers take the Q8_0 row kernel per key), and the
+  // values' sums (kv_q8_values.h).
+  q8_0_scores_fn q8_0_scores = nullptr;
+  q8_0_values_fn q8_0_values = nullptr;
+  exp_n_fn exp_n = nullptr;
+  swiglu_fn swiglu = nullptr;
+  quantize_q8_fn quantize_q8 = nullptr;
+  quantize_q8_k_fn quantize_q8_k = nullptr;  // null where the table has none (convert_activation_row does it)
+  to_f16_fn to_f16 = nullptr;
 
-  // Q4_1 weights: four rows by four packed tokens at once (prefill); null if absent.
-  group_rows4_fn q4_1_x4_r4 = nullptr;
-  // Four rows by two packed groups (eight tokens), Q4_1 and Q8_0 weights; null if absent.
-  group_rows4x2_fn q4_1_x8_r4 = nullptr;
-  group_rows4x2_fn q8_0_x8_r4 = nullptr;
-  // Tiled Q4_1 and Q8_0 weights; null if absent (then weights are not tiled).
-  tiled_fn q4_1_tiled = nullptr;
-  tiled_fn q8_0_tiled = nullptr;
-  // Softmax of one head over n_chunks 16-position chunks of raw scores s (positions past the
-  // keys hold -inf), in place: s *= scale, e = exp(s - max) (exp_n), chunk sums in float
-  // (sum16) added in double, p = e * float(1 / total) rounded to half (to_f16) and back.
-  // attention.cpp's softmax_reference composes exactly that from the primitives above; a
-  // table's own is the same in one pass per step. Null where the table has none.
-  void (*softmax_half)(float* s, int n_chunks, float scale) = nullptr;
-  // Grouped-query attention: the n_q query heads that share one kv head at once, each key
-  // and value converted from half once for all of them. Every head's numbers are exactly
-  // key_scores' / weighted_values' for that head alone (the same chains, the same order);
-  // out[h] receives head h's. Null where the table has none, or returns false for a shape
-  // it does not cover (then callers go head by head).
-  bool (*key_scores_group)(int64_t hd, const f16_bits* const* q, int n_q, const f16_bits* keys, int n,
-                           bool single_token_order, float* const* out) = nullptr;
-  bool (*weighted_values_group)(int64_t hd, const f16_bits* const* v_chunks, size_t v_stride, const float* const* p,
-                                int n_q, int n_chunks, bool single_token_order, float* const* out) = nullptr;
-  // Row kernels of the later types (dot_generic_quants.h); a table leaves null the ones it
-  // has no kernel of its own for, and for_type then gives the generic one.
-  row_dot_fn q5_0 = nullptr;
-  // Q5_0 against packed groups (one row by four tokens; four rows by eight); null if absent.
-  group_dot_fn q5_0_x4 = nullptr;
-  group_rows4x2_fn q5_0_x8_r4 = nullptr;
-  row_dot_fn q5_1 = nullptr;
-  row_dot_fn iq4_nl = nullptr;
-  row_dot_fn q2_k = nullptr;
-  row_dot_fn q3_k = nullptr;
-  row_dot_fn q4_k = nullptr;
-  row_dot_fn q5_k = nullptr;
-  row_dot_fn q6_k = nullptr;
-  row_dot_fn iq4_xs = nullptr;
+  const type_kernels& of(tensor_type type) const { return types[static_cast<size_t>(type)]; }
+  // A type's kernels in one summation order (large: the large-step order).
+  const order_kernels& in_order(tensor_type type, bool large) const {
+    return large ? of(type).large : of(type).ordinary;
+  }
 
-  // Tiled Q4_0, Q5_0, Q5_1, Q4_K and Q6_K weights (tiled_weights.h); null if absent.
-  tiled_fn q4_0_tiled = nullptr;
-  tiled_fn q5_0_tiled = nullptr;
-  tiled_fn q5_1_tiled = nullptr;
-  tiled_fn q4_k_tiled = nullptr;
-  tiled_fn q6_k_tiled = nullptr;
-
-  // Large steps. llama.cpp sums the 256-element types in another order in larger matmuls (its
-  // tiled K-quant kernels from kLargeStepTokens tokens; for Q4_K its repacked gemm, which takes
-  // the tokens in fours and leaves the last n % 4 to its gemv), and greedy fidelity to it needs
-  // the same: these kernels give that order, and matmul uses them (row or tiled) for the
-  // tokens large_order_tokens names. A token's logits then depend on its step's size, as in
-  // llama.cpp; for every other type (and step size) they do not.
-  row_dot_fn q2_k_large = nullptr;
-  row_dot_fn q3_k_large = nullptr;
-  row_dot_fn q4_k_large = nullptr;
-  row_dot_fn q5_k_large = nullptr;
-  row_dot_fn q6_k_large = nullptr;
-  row_dot_fn iq4_xs_large = nullptr;
-  tiled_fn q4_k_tiled_large = nullptr;
-  tiled_fn q6_k_tiled_large = nullptr;
-
-  // A row into Q8_K blocks, bit-identical to quant::quantize_q8_k (the K-quants' and IQ4_XS's
-  // activations); null where the table has none (then convert_activation_row does it).
-  void (*quantize_q8_k)(const float* x, void* dst, int64_t k) = nullptr;
   // A row into the activation format: this table's converter where it has one.
   void convert_activation(activation_format format, const float* x, void* dst, int64_t k) const;
 
@@ -197,101 +236,33 @@ struct dot_kernels {
   // (0 for types without one): Q4_K step_tokens - step_tokens % 4 from 4 tokens, the other
   // 256-element types all of them from kLargeStepTokens.
   static int64_t large_order_tokens(tensor_type type, int64_t step_tokens);
-  // The large-step row kernel of a type (this table's, else the generic table's); null for a
-  // type without that order.
-  row_dot_fn large_for_type(tensor_type type) const;
-  // This table's own large-step kernel of the type, or null.
-  row_dot_fn own_large_for_type(tensor_type type) const;
 
-  // Types (type_bit) whose tiled kernel serves only steps too small for a packed group of
-  // four tokens, larger ones going to the group kernels on the weights' GGUF rows, which the
-  // tiled copy then does not replace: AVX2's tiled Q5_0 holds one token's eight lane chains
-  // per pass, where its group kernel unpacks each row once for eight tokens.
-  uint64_t tiled_small_steps_only = 0;
-
-  // Types (type_bit) tiled only for rows under kNarrowTiledCols columns. With
-  // tiled_small_steps_only a tiled matrix is kept twice (prompt steps read the GGUF rows), which
-  // for AVX2's Q8_0 pays where rows are short: SmolLM2's one-token steps (576 and 1536 columns)
-  // ran 1.2x faster tiled, the row kernel's work per row (a call, a horizontal sum, one FMA
-  // chain) being large beside its 18-48 blocks; the 1B shape's (2048 and 8192) 1.0-1.15x,
-  // close to the memory limit either way, not worth a second 1 GB.
-  uint64_t tiled_narrow_rows_only = 0;
   static constexpr int64_t kNarrowTiledCols = 2048;
-
-  // Types (type_bit, Q8_0 activations only) whose group kernels in this table read packed
-  // groups in packed_layout::token_pairs; the others read packed_layout::tokens.
-  uint64_t packed_token_pairs = 0;
-  packed_layout packed_layout_for(tensor_type type) const {
-    if (activation_format_for(type) == activation_format::q8_k) return packed_layout::rows;
-    return (packed_token_pairs & type_bit(type)) != 0 ? packed_layout::token_pairs : packed_layout::tokens;
-  }
-
-  // Q6_K weights against packed groups (packed_layout::rows) in the large-step order, as
-  // q6_k_large gives it: one row by four tokens, four rows by eight; null if absent.
-  group_dot_fn q6_k_x4_large = nullptr;
-  group_rows4x2_fn q6_k_x8_r4_large = nullptr;
   // Whether this table takes matrices of this type and width tiled (model.cpp tiles those).
   bool tiles(tensor_type type, int64_t cols) const {
-    return tiled_for_type(type) != nullptr &&
-           (cols < kNarrowTiledCols || (tiled_narrow_rows_only & type_bit(type)) == 0);
+    return of(type).ordinary.tiled != nullptr && (cols < kNarrowTiledCols || !of(type).tiled_narrow_rows_only);
   }
-
-  tiled_fn tiled_for_order(tensor_type type, bool large) const {
-    if (large)
-      return type == tensor_type::q4_k ? q4_k_tiled_large : type == tensor_type::q6_k ? q6_k_tiled_large : nullptr;
-    return tiled_for_type(type);
-  }
+  // Whether a step can also read the GGUF rows of a tiled matrix of this type.
+  bool reads_rows_when_tiled(tensor_type type) const { return of(type).tiled_small_steps_only; }
   // The tiled kernel matmul takes for a step of n_tok tokens in this order, or null.
   tiled_fn tiled_for_step(tensor_type type, bool large, int64_t n_tok) const {
     if (n_tok >= 4 && reads_rows_when_tiled(type)) return nullptr;
-    return tiled_for_order(type, large);
+    return in_order(type, large).tiled;
   }
-  // Whether a step can also read the GGUF rows of a tiled matrix of this type.
-  bool reads_rows_when_tiled(tensor_type type) const { return (tiled_small_steps_only & type_bit(type)) != 0; }
-
-  tiled_fn tiled_for_type(tensor_type type) const {
-    switch (type) {
-      case tensor_type::q4_0:
-        return q4_0_tiled;
-      case tensor_type::q4_1:
-        return q4_1_tiled;
-      case tensor_type::q8_0:
-        return q8_0_tiled;
-      case tensor_type::q4_k:
-        return q4_k_tiled;
-      case tensor_type::q5_0:
-        return q5_0_tiled;
-      case tensor_type::q5_1:
-        return q5_1_tiled;
-      case tensor_type::q6_k:
-        return q6_k_tiled;
-      default:
-        return nullptr;
-    }
+  // The layout this table's group kernels of the type read.
+  packed_layout packed_layout_for(tensor_type type) const {
+    if (activation_format_for(type) == activation_format::q8_k) return packed_layout::rows;
+    return of(type).packed_token_pairs ? packed_layout::token_pairs : packed_layout::tokens;
   }
-
-  // The row kernel for a weight type: this table's, else the generic table's; null only for
-  // a type no table covers (Q8_K, which is never a weight).
-  row_dot_fn for_type(tensor_type type) const;
-  // This table's own row kernel for the type, without the generic fallback.
-  row_dot_fn own_for_type(tensor_type type) const;
-  // The type's kernel for one row by a packed group of four tokens, and for four rows by two
-  // groups (eight tokens); null where the table has none.
-  group_dot_fn group_for_type(tensor_type type) const;
-  group_rows4x2_fn group8_for_type(tensor_type type) const;
-  // The same in one summation order: the above, or for large the large-step group kernels.
-  group_dot_fn group_for_order(tensor_type type, bool large) const;
-  group_rows4x2_fn group8_for_order(tensor_type type, bool large) const;
 };
 
 const dot_kernels& generic_dot_kernels();
-const dot_kernels& avx2_dot_kernels();    // needs AVX2 + FMA + F16C
-const dot_kernels& avx512_dot_kernels();  // needs AVX-512 F/BW/VL/VNNI + the AVX2 set
+const dot_kernels& avx2_dot_kernels();    // needs isa_level::avx2
+const dot_kernels& avx512_dot_kernels();  // needs isa_level::avx512
 
-bool cpu_has_avx2();
-bool cpu_has_avx512();
-
-// The best supported table (honouring TANDEM_ISA); decided on first use.
+// The table a level runs (isa.h has the list).
+const dot_kernels& dot_kernels_for(isa_level level);
+// The table kernel_isa() runs.
 const dot_kernels& best_dot_kernels();
 
 }  // namespace tandem::kernels

@@ -315,8 +315,10 @@ void k4_rows(int64_t k, const Block* w, const std::byte* acts, size_t stride, fl
 // 4 and 5 of the same byte: a 16-bit shift by under 8 moves them within their byte, and 0x30
 // keeps them. j is a constant once the callers' chunk loops are unrolled.
 inline __m256i q6_k_chunk_quants(__m256i low, __m256i hb, int j) {
-  const __m256i high =
-      mask_bytes(j < 2 ? _mm256_slli_epi16(hb, 4 - 2 * j) : j == 2 ? hb : _mm256_srli_epi16(hb, 2), 0x30);
+  const __m256i high = mask_bytes(j < 2    ? _mm256_slli_epi16(hb, 4 - 2 * j)
+                                  : j == 2 ? hb
+                                           : _mm256_srli_epi16(hb, 2),
+                                  0x30);
   return _mm256_or_si256(mask_bytes(j < 2 ? low : _mm256_srli_epi16(low, 4), 15), high);
 }
 
@@ -390,89 +392,4 @@ void iq4_xs_rows(int64_t k, const block_iq4_xs* w, const std::byte* acts, size_t
     }
   }
   for (int i = 0; i < N; ++i) out[i] = kLarge ? large[i] : hsum(acc[i]);
-}
-
-#define TANDEM_QUANT_DISPATCH(NAME, CALL)                                                         \
-  void NAME(int64_t k, const void* w_row, const void* acts_v, size_t stride, int n, float* out) { \
-    const auto* acts = static_cast<const std::byte*>(acts_v);                                     \
-    switch (n) {                                                                                  \
-      case 1:                                                                                     \
-        CALL(1);                                                                                  \
-        break;                                                                                    \
-      case 2:                                                                                     \
-        CALL(2);                                                                                  \
-        break;                                                                                    \
-      case 3:                                                                                     \
-        CALL(3);                                                                                  \
-        break;                                                                                    \
-      default:                                                                                    \
-        CALL(4);                                                                                  \
-        break;                                                                                    \
-    }                                                                                             \
-  }
-#define TANDEM_Q5_0(N) q5_0_rows<N>(k, static_cast<const block_q5_0*>(w_row), acts, stride, out)
-#define TANDEM_Q5_1(N) q5_1_rows<N>(k, static_cast<const block_q5_1*>(w_row), acts, stride, out)
-#define TANDEM_IQ4_NL(N) iq4_nl_rows<N>(k, static_cast<const block_iq4_nl*>(w_row), acts, stride, out)
-#define TANDEM_Q2_K(N) q2_k_rows<N, false>(k, static_cast<const block_q2_k*>(w_row), acts, stride, out)
-#define TANDEM_Q3_K(N) q3_k_rows<N, false>(k, static_cast<const block_q3_k*>(w_row), acts, stride, out)
-#define TANDEM_Q4_K(N) q4_k_rows<N, false>(k, static_cast<const block_q4_k*>(w_row), acts, stride, out)
-#define TANDEM_Q5_K(N) k4_rows<N, true>(k, static_cast<const block_q5_k*>(w_row), acts, stride, out)
-#define TANDEM_Q6_K(N) q6_k_rows<N, false>(k, static_cast<const block_q6_k*>(w_row), acts, stride, out)
-#define TANDEM_IQ4_XS(N) iq4_xs_rows<N, false>(k, static_cast<const block_iq4_xs*>(w_row), acts, stride, out)
-#define TANDEM_Q2_K_L(N) q2_k_rows<N, true>(k, static_cast<const block_q2_k*>(w_row), acts, stride, out)
-#define TANDEM_Q3_K_L(N) q3_k_rows<N, true>(k, static_cast<const block_q3_k*>(w_row), acts, stride, out)
-#define TANDEM_Q4_K_L(N) q4_k_rows<N, true>(k, static_cast<const block_q4_k*>(w_row), acts, stride, out)
-#define TANDEM_Q5_K_L(N) k4_rows<N, true, block_q5_k, true>(k, static_cast<const block_q5_k*>(w_row), acts, stride, out)
-#define TANDEM_Q6_K_L(N) q6_k_rows<N, true>(k, static_cast<const block_q6_k*>(w_row), acts, stride, out)
-#define TANDEM_IQ4_XS_L(N) iq4_xs_rows<N, true>(k, static_cast<const block_iq4_xs*>(w_row), acts, stride, out)
-TANDEM_QUANT_DISPATCH(dot_q5_0, TANDEM_Q5_0)
-TANDEM_QUANT_DISPATCH(dot_q5_1, TANDEM_Q5_1)
-TANDEM_QUANT_DISPATCH(dot_iq4_nl, TANDEM_IQ4_NL)
-TANDEM_QUANT_DISPATCH(dot_q2_k, TANDEM_Q2_K)
-TANDEM_QUANT_DISPATCH(dot_q3_k, TANDEM_Q3_K)
-TANDEM_QUANT_DISPATCH(dot_q4_k, TANDEM_Q4_K)
-TANDEM_QUANT_DISPATCH(dot_q5_k, TANDEM_Q5_K)
-TANDEM_QUANT_DISPATCH(dot_q6_k, TANDEM_Q6_K)
-TANDEM_QUANT_DISPATCH(dot_iq4_xs, TANDEM_IQ4_XS)
-TANDEM_QUANT_DISPATCH(dot_q2_k_large, TANDEM_Q2_K_L)
-TANDEM_QUANT_DISPATCH(dot_q3_k_large, TANDEM_Q3_K_L)
-TANDEM_QUANT_DISPATCH(dot_q4_k_large, TANDEM_Q4_K_L)
-TANDEM_QUANT_DISPATCH(dot_q5_k_large, TANDEM_Q5_K_L)
-TANDEM_QUANT_DISPATCH(dot_q6_k_large, TANDEM_Q6_K_L)
-TANDEM_QUANT_DISPATCH(dot_iq4_xs_large, TANDEM_IQ4_XS_L)
-#undef TANDEM_Q5_0
-#undef TANDEM_Q5_1
-#undef TANDEM_IQ4_NL
-#undef TANDEM_Q2_K
-#undef TANDEM_Q3_K
-#undef TANDEM_Q4_K
-#undef TANDEM_Q5_K
-#undef TANDEM_Q6_K
-#undef TANDEM_IQ4_XS
-#undef TANDEM_Q2_K_L
-#undef TANDEM_Q3_K_L
-#undef TANDEM_Q4_K_L
-#undef TANDEM_Q5_K_L
-#undef TANDEM_Q6_K_L
-#undef TANDEM_IQ4_XS_L
-#undef TANDEM_QUANT_DISPATCH
-
-// Puts this file's kernels into a table.
-dot_kernels with_quant_kernels(dot_kernels t) {
-  t.q5_0 = dot_q5_0;
-  t.q5_1 = dot_q5_1;
-  t.iq4_nl = dot_iq4_nl;
-  t.q2_k = dot_q2_k;
-  t.q3_k = dot_q3_k;
-  t.q4_k = dot_q4_k;
-  t.q5_k = dot_q5_k;
-  t.q6_k = dot_q6_k;
-  t.iq4_xs = dot_iq4_xs;
-  t.q2_k_large = dot_q2_k_large;
-  t.q3_k_large = dot_q3_k_large;
-  t.q4_k_large = dot_q4_k_large;
-  t.q5_k_large = dot_q5_k_large;
-  t.q6_k_large = dot_q6_k_large;
-  t.iq4_xs_large = dot_iq4_xs_large;
-  return t;
 }

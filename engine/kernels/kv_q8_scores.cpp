@@ -1,5 +1,5 @@
 // Q8_0 keys against Q8_0 queries: the reference and the AVX-512 VNNI form (function
-// attributes, chosen at run time), the same sums in the same order.
+// attributes; the AVX-512 table reaches it after kernel_isa()), the same sums in the same order.
 #include "engine/kernels/kv_q8_scores.h"
 
 #include <algorithm>
@@ -18,7 +18,7 @@ namespace tandem::kernels {
 
 void q8_0_scores_reference(int64_t hd, const void* const* keys, int n_keys, const void* queries, size_t q_stride,
                            int n_q, float* const* scores) {
-  const auto dot = generic_dot_kernels().q8_0;
+  const row_dot_fn dot = generic_dot_kernels().of(tensor_type::q8_0).ordinary.row;
   const auto* q = static_cast<const std::byte*>(queries);
   for (int j = 0; j < n_keys; ++j) {
     for (int h0 = 0; h0 < n_q; h0 += kMaxActsPerDot) {
@@ -66,31 +66,16 @@ TANDEM_VNNI void scores_vnni_heads(int64_t nb, const void* const* keys, int n_ke
   }
 }
 
-TANDEM_VNNI void scores_vnni(int64_t hd, const void* const* keys, int n_keys, const void* queries, size_t q_stride,
-                             int n_q, float* const* scores) {
+}  // namespace
+
+TANDEM_VNNI void q8_0_scores_avx512(int64_t hd, const void* const* keys, int n_keys, const void* queries,
+                                    size_t q_stride, int n_q, float* const* scores) {
   for (int h0 = 0; h0 < n_q; h0 += 4) {
     scores_vnni_heads(hd / kBlock, keys, n_keys, static_cast<const std::byte*>(queries), q_stride, h0,
                       std::min(4, n_q - h0), scores);
   }
 }
 
-}  // namespace
-
-q8_0_scores_fn q8_0_scores_avx512() {
-  static const q8_0_scores_fn f = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                   __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
-                   __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
-               ? scores_vnni
-               : nullptr;
-  }();
-  return f;
-}
-#else
-q8_0_scores_fn q8_0_scores_avx512() { return nullptr; }
 #endif
-
-q8_0_scores_fn q8_0_scores_for(std::string_view isa) { return isa == "avx512" ? q8_0_scores_avx512() : nullptr; }
 
 }  // namespace tandem::kernels

@@ -12,7 +12,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <string_view>
 
 namespace tandem::kernels {
 
@@ -22,9 +21,11 @@ using q8_0_scores_fn = void (*)(int64_t hd, const void* const* keys, int n_keys,
 
 void q8_0_scores_reference(int64_t hd, const void* const* keys, int n_keys, const void* queries, size_t q_stride,
                            int n_q, float* const* scores);
-q8_0_scores_fn q8_0_scores_avx512();  // nullptr where the CPU lacks AVX-512 VNNI / VL / BW
-// The form for a dot-product table's instruction set; nullptr where it has none (callers
-// then call that table's own Q8_0 row kernel per key).
-q8_0_scores_fn q8_0_scores_for(std::string_view isa);
+#if defined(__x86_64__)
+// The same with AVX-512 VNNI (isa_level::avx512); the AVX-512 dot-product table holds it
+// (dot_kernels::q8_0_scores), so only CPUs with it call it.
+void q8_0_scores_avx512(int64_t hd, const void* const* keys, int n_keys, const void* queries, size_t q_stride, int n_q,
+                        float* const* scores);
+#endif
 
 }  // namespace tandem::kernels

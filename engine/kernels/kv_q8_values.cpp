@@ -1,5 +1,6 @@
 // Q8_0 value rows into attention outputs: the scalar reference and its AVX2 / AVX-512 forms
-// (function attributes, chosen at run time), each the same float operations per element.
+// (function attributes; the tables reach them after kernel_isa()), each the same float
+// operations per element.
 #include "engine/kernels/kv_q8_values.h"
 
 #include <algorithm>
@@ -35,10 +36,8 @@ void q8_0_values_reference(int64_t hd, const void* const* rows, int n_pos, const
 }
 
 #if defined(__x86_64__)
-namespace {
-
-__attribute__((target("avx2,fma"))) void values_avx2(int64_t hd, const void* const* rows, int n_pos,
-                                                     const float* const* p, int n_q, float* const* out) {
+__attribute__((target("avx2,fma"))) void q8_0_values_avx2(int64_t hd, const void* const* rows, int n_pos,
+                                                          const float* const* p, int n_q, float* const* out) {
   const int64_t nb = hd / kBlock;
   for (int j = 0; j < n_pos; ++j) {
     const auto* row = static_cast<const block_q8_0*>(rows[j]);
@@ -57,6 +56,8 @@ __attribute__((target("avx2,fma"))) void values_avx2(int64_t hd, const void* con
     }
   }
 }
+
+namespace {
 
 // Heads [h0, h0 + n), n <= G, with hd = 32 * NB: the G x 2 NB accumulators stay in registers
 // over all positions (the same fma per element and position, in the same order).
@@ -90,9 +91,11 @@ __attribute__((target("avx512f,avx512bw,avx2,fma"))) void values_avx512_held(con
   }
 }
 
-__attribute__((target("avx512f,avx512bw,avx2,fma"))) void values_avx512(int64_t hd, const void* const* rows, int n_pos,
-                                                                        const float* const* p, int n_q,
-                                                                        float* const* out) {
+}  // namespace
+
+__attribute__((target("avx512f,avx512bw,avx2,fma"))) void q8_0_values_avx512(int64_t hd, const void* const* rows,
+                                                                             int n_pos, const float* const* p, int n_q,
+                                                                             float* const* out) {
   if (hd == 64 || hd == 128) {  // the common head sizes: accumulators held in registers
     const int group = hd == 64 ? 4 : 2;
     for (int h0 = 0; h0 < n_q; h0 += group) {
@@ -126,33 +129,6 @@ __attribute__((target("avx512f,avx512bw,avx2,fma"))) void values_avx512(int64_t 
   }
 }
 
-}  // namespace
-
-q8_0_values_fn q8_0_values_avx2() {
-  static const q8_0_values_fn f = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? values_avx2 : nullptr;
-  }();
-  return f;
-}
-
-q8_0_values_fn q8_0_values_avx512() {
-  static const q8_0_values_fn f = [] {
-    return q8_0_values_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") ? values_avx512
-                                                                                                         : nullptr;
-  }();
-  return f;
-}
-#else
-q8_0_values_fn q8_0_values_avx2() { return nullptr; }
-q8_0_values_fn q8_0_values_avx512() { return nullptr; }
 #endif
-
-q8_0_values_fn q8_0_values_for(std::string_view isa) {
-  q8_0_values_fn f = nullptr;
-  if (isa == "avx512") f = q8_0_values_avx512();
-  if (isa == "avx2") f = q8_0_values_avx2();
-  return f ? f : q8_0_values_reference;
-}
 
 }  // namespace tandem::kernels

@@ -10,7 +10,6 @@
 #pragma once
 
 #include <cstdint>
-#include <string_view>
 
 namespace tandem::kernels {
 
@@ -20,10 +19,13 @@ using q8_0_values_fn = void (*)(int64_t hd, const void* const* rows, int n_pos, 
 
 void q8_0_values_reference(int64_t hd, const void* const* rows, int n_pos, const float* const* p, int n_q,
                            float* const* out);
-q8_0_values_fn q8_0_values_avx2();    // nullptr where the CPU lacks AVX2 + FMA
-q8_0_values_fn q8_0_values_avx512();  // nullptr where the CPU lacks AVX-512 F/BW
-// The form for a dot-product table's instruction set ("generic", "avx2", "avx512"), so
-// TANDEM_ISA narrows both alike; the reference where that form is missing.
-q8_0_values_fn q8_0_values_for(std::string_view isa);
+#if defined(__x86_64__)
+// The same with AVX2 + FMA (isa_level::avx2) and AVX-512 F/BW (isa_level::avx512f); the
+// dot-product tables hold them (dot_kernels::q8_0_values), so only CPUs with those call them.
+void q8_0_values_avx2(int64_t hd, const void* const* rows, int n_pos, const float* const* p, int n_q,
+                      float* const* out);
+void q8_0_values_avx512(int64_t hd, const void* const* rows, int n_pos, const float* const* p, int n_q,
+                        float* const* out);
+#endif
 
 }  // namespace tandem::kernels

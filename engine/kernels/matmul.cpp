@@ -190,7 +190,8 @@ void matmul_in_order(std::span<const matmul_output> outputs, const float* x, int
     for (const auto& o : outputs) all_tiled = all_tiled && o.w.tiled != nullptr;
     if (all_tiled) return tiled_matmul(outputs, kernels, kernel, x, x_stride, n_tok, pool, scratch);
   }
-  const row_dot_fn dot = large ? kernels.large_for_type(w.type) : kernels.for_type(w.type);
+  const order_kernels& order = kernels.in_order(w.type, large);
+  const row_dot_fn dot = order.row;
   if (dot == nullptr) throw std::runtime_error("matmul: unsupported weight type");
 
   // 1. Activations into the weight's partner format: acts[t] = convert(x[t]).
@@ -205,9 +206,9 @@ void matmul_in_order(std::span<const matmul_output> outputs, const float* x, int
   // 2. With a matrix-matrix kernel, full groups of four tokens are packed for it; the rest
   //    (and everything without one) goes through the row kernel. Both give the same bits.
   //    Q8_K rows need no packing: a group is four converted rows (packed_layout::rows).
-  const group_dot_fn group = kernels.group_for_order(w.type, large);
-  const group_rows4_fn group4 = w.type == tensor_type::q4_1 ? kernels.q4_1_x4_r4 : nullptr;
-  const group_rows4x2_fn group8 = kernels.group8_for_order(w.type, large);
+  const group_dot_fn group = order.group;
+  const group_rows4_fn group4 = order.rows4;
+  const group_rows4x2_fn group8 = order.rows4x2;
   const int64_t n_groups = group != nullptr ? n_tok / 4 : 0;
   const int64_t nb = w.cols / kBlock;
   const packed_layout layout = kernels.packed_layout_for(w.type);

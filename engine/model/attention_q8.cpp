@@ -4,8 +4,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "engine/kernels/kv_q8_scores.h"
-#include "engine/kernels/kv_q8_values.h"
 #include "engine/model/attention.h"
 
 namespace tandem {
@@ -45,10 +43,10 @@ void attend_heads_q8(const kernels::dot_kernels& kernels, const kv_pool& pool, u
     scratch.k_rows[static_cast<size_t>(j - first_key)] =
         pool.k_q8(layer, blocks[static_cast<size_t>(j / bt)], kv_head) + (j % bt) * row_blocks;
   }
-  if (const auto all_keys = kernels::q8_0_scores_for(kernels.isa)) {
-    all_keys(hd, scratch.k_rows.data(), n_read, q_q8, rb, n_q, read);
+  if (kernels.q8_0_scores != nullptr) {
+    kernels.q8_0_scores(hd, scratch.k_rows.data(), n_read, q_q8, rb, n_q, read);
   } else {  // the table's row kernel, four heads per call
-    const kernels::row_dot_fn dot = kernels.for_type(tensor_type::q8_0);
+    const kernels::row_dot_fn dot = kernels.of(tensor_type::q8_0).ordinary.row;
     const auto* q = static_cast<const std::byte*>(q_q8);
     for (int32_t j = 0; j < n_read; ++j) {
       for (int h0 = 0; h0 < n_q; h0 += kernels::kMaxActsPerDot) {
@@ -80,7 +78,7 @@ void attend_heads_q8(const kernels::dot_kernels& kernels, const kv_pool& pool, u
         pool.v_q8(layer, blocks[static_cast<size_t>(j / bt)], kv_head) + (j % bt) * row_blocks;
   }
   for (int h = 0; h < n_q; ++h) std::fill(out[h], out[h] + hd, 0.0f);
-  kernels::q8_0_values_for(kernels.isa)(hd, scratch.v_rows.data(), n_read, read, n_q, out);
+  kernels.q8_0_values(hd, scratch.v_rows.data(), n_read, read, n_q, out);
 }
 
 }  // namespace tandem

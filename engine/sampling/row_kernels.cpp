@@ -2,10 +2,8 @@
 #include "engine/sampling/row_kernels.h"
 
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <string>
 
 #include "engine/kernels/fast_exp.h"
 
@@ -90,23 +88,25 @@ float weight_of(float z) {
 }
 
 const row_kernels& generic_row_kernels() {
-  static const row_kernels k{
-      "generic",          generic_argmax, generic_block_max, generic_block_weights, generic_collect_at_least,
-      generic_weights_at, weight_of};
+  static const row_kernels k{.isa = "generic",
+                             .argmax = generic_argmax,
+                             .block_max = generic_block_max,
+                             .block_weights = generic_block_weights,
+                             .collect_at_least = generic_collect_at_least,
+                             .weights_at = generic_weights_at,
+                             .weight = weight_of};
   return k;
 }
 
+const row_kernels& row_kernels_for(kernels::isa_level level) {
+  const row_kernels* k = nullptr;
+  if (level >= kernels::isa_level::avx512f) k = avx512_row_kernels();
+  if (k == nullptr && level >= kernels::isa_level::avx2) k = avx2_row_kernels();
+  return k != nullptr ? *k : generic_row_kernels();
+}
+
 const row_kernels& best_row_kernels() {
-  static const row_kernels& chosen = []() -> const row_kernels& {
-    const char* forced = std::getenv("TANDEM_ISA");
-    const std::string want = forced ? forced : "";
-    if (want == "generic") return generic_row_kernels();
-    if (want != "avx2") {
-      if (const row_kernels* k = avx512_row_kernels()) return *k;
-    }
-    if (const row_kernels* k = avx2_row_kernels()) return *k;
-    return generic_row_kernels();
-  }();
+  static const row_kernels& chosen = row_kernels_for(kernels::kernel_isa());
   return chosen;
 }
 

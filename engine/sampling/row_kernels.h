@@ -21,6 +21,8 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/kernels/isa.h"
+
 namespace tandem::sampling {
 
 inline constexpr size_t kBlock = 64;
@@ -52,10 +54,11 @@ struct row_kernels {
 };
 
 const row_kernels& generic_row_kernels();
-const row_kernels* avx2_row_kernels();    // nullptr where the CPU lacks AVX2 + FMA
-const row_kernels* avx512_row_kernels();  // nullptr where the CPU lacks AVX-512 F
-// The best table the CPU supports; TANDEM_ISA=generic|avx2 forces a narrower one, as for
-// the dot-product kernels.
+const row_kernels* avx2_row_kernels();    // nullptr below isa_level::avx2 (engine/kernels/isa.h)
+const row_kernels* avx512_row_kernels();  // nullptr below isa_level::avx512f
+// The table a level runs (isa.h has the list).
+const row_kernels& row_kernels_for(kernels::isa_level level);
+// The table kernels::kernel_isa() runs, as for the dot-product kernels.
 const row_kernels& best_row_kernels();
 
 // One weight, as every table computes it (z = (x - max) * inv_t, z <= 0).

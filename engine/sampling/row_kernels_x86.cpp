@@ -1,5 +1,6 @@
 // AVX2 and AVX-512 row kernels: the generic table's operations (row_kernels.cpp) lane for
-// lane, compiled for those instruction sets by function attributes and chosen at run time.
+// lane, compiled for those instruction sets by function attributes, offered where the CPU's
+// level (engine/kernels/isa.h) has them.
 #include "engine/sampling/row_kernels.h"
 
 #if defined(__x86_64__)
@@ -364,22 +365,28 @@ TANDEM_AVX512 void weights_at512(const float* x, const int32_t* ids, size_t m, f
   for (; i < m; ++i) out[i] = weight_fma((x[ids[i]] - max) * inv_t);
 }
 
-bool has_avx2() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-}
-
 }  // namespace
 
 const row_kernels* avx2_row_kernels() {
-  static const row_kernels k{"avx2", argmax256, block_max256, block_weights256, collect256, weights_at256, weight_fma};
-  return has_avx2() ? &k : nullptr;
+  static const row_kernels k{.isa = "avx2",
+                             .argmax = argmax256,
+                             .block_max = block_max256,
+                             .block_weights = block_weights256,
+                             .collect_at_least = collect256,
+                             .weights_at = weights_at256,
+                             .weight = weight_fma};
+  return kernels::cpu_isa() >= kernels::isa_level::avx2 ? &k : nullptr;
 }
 
 const row_kernels* avx512_row_kernels() {
-  static const row_kernels k{"avx512",   argmax512,     block_max512, block_weights512,
-                             collect512, weights_at512, weight_fma};
-  return has_avx2() && __builtin_cpu_supports("avx512f") ? &k : nullptr;
+  static const row_kernels k{.isa = "avx512",
+                             .argmax = argmax512,
+                             .block_max = block_max512,
+                             .block_weights = block_weights512,
+                             .collect_at_least = collect512,
+                             .weights_at = weights_at512,
+                             .weight = weight_fma};
+  return kernels::cpu_isa() >= kernels::isa_level::avx512f ? &k : nullptr;
 }
 
 }  // namespace tandem::sampling

@@ -13,6 +13,7 @@
 #include "engine/kernels/activation_format.h"
 #include "engine/kernels/blocks.h"
 #include "engine/kernels/dot_kernels.h"
+#include "engine/kernels/isa.h"
 #include "engine/kernels/matmul.h"
 #include "engine/kernels/ops.h"
 #include "engine/kernels/tiled_weights.h"
@@ -22,10 +23,14 @@
 namespace tandem::kernels {
 namespace {
 
+// Every table this CPU runs, from the generic one up (isa.h: one table may serve two levels).
 std::vector<const dot_kernels*> supported_tables() {
-  std::vector<const dot_kernels*> tables{&generic_dot_kernels()};
-  if (cpu_has_avx2()) tables.push_back(&avx2_dot_kernels());
-  if (cpu_has_avx512()) tables.push_back(&avx512_dot_kernels());
+  std::vector<const dot_kernels*> tables;
+  for (const isa_level level : {isa_level::generic, isa_level::avx2, isa_level::avx512f, isa_level::avx512}) {
+    if (level > cpu_isa()) break;
+    const dot_kernels* table = &dot_kernels_for(level);
+    if (tables.empty() || tables.back() != table) tables.push_back(table);
+  }
   return tables;
 }
 
@@ -161,13 +166,13 @@ TEST_P(DotKernels, MatchDoubleReferenceOnDecodedValues) {
       }
     }
     float generic_out[kMaxActsPerDot] = {};
-    generic_dot_kernels().for_type(type)(k, w.data(), acts.data(), stride, kMaxActsPerDot, generic_out);
+    generic_dot_kernels().of(type).ordinary.row(k, w.data(), acts.data(), stride, kMaxActsPerDot, generic_out);
     for (const dot_kernels* table : supported_tables()) {
       // Every table has its own kernel for every type (no silent generic fallback).
-      ASSERT_NE(table->own_for_type(type), nullptr) << table->isa;
+      ASSERT_NE(table->of(type).ordinary.row, nullptr) << table->isa;
       for (int n = 1; n <= kMaxActsPerDot; ++n) {
         float out[kMaxActsPerDot] = {};
-        table->for_type(type)(k, w.data(), acts.data(), stride, n, out);
+        table->of(type).ordinary.row(k, w.data(), acts.data(), stride, n, out);
         for (int i = 0; i < n; ++i) {
           ASSERT_EQ(out[i], generic_out[i]) << "tables differ: " << table->isa << " k=" << k;
         }
@@ -184,7 +189,7 @@ TEST_P(DotKernels, MatchDoubleReferenceOnDecodedValues) {
 // types: every table gives the generic one's bits, within rounding of the exact value.
 TEST_P(DotKernels, LargeStepKernelsMatchGenericAndReference) {
   const tensor_type type = GetParam();
-  if (generic_dot_kernels().large_for_type(type) == nullptr) GTEST_SKIP() << "no large-step order for this type";
+  if (generic_dot_kernels().of(type).large.row == nullptr) GTEST_SKIP() << "no large-step order for this type";
   // Which tokens of a step take that order (llama.cpp's rule, dot_kernels.h).
   if (type == tensor_type::q4_k) {
     EXPECT_EQ(dot_kernels::large_order_tokens(type, 3), 0);
@@ -214,12 +219,12 @@ TEST_P(DotKernels, LargeStepKernelsMatchGenericAndReference) {
       }
     }
     float generic_out[kMaxActsPerDot] = {};
-    generic_dot_kernels().large_for_type(type)(k, w.data(), acts.data(), stride, kMaxActsPerDot, generic_out);
+    generic_dot_kernels().of(type).large.row(k, w.data(), acts.data(), stride, kMaxActsPerDot, generic_out);
     for (const dot_kernels* table : supported_tables()) {
-      ASSERT_NE(table->own_large_for_type(type), nullptr) << table->isa;
+      ASSERT_NE(table->of(type).large.row, nullptr) << table->isa;
       for (int n = 1; n <= kMaxActsPerDot; ++n) {
         float out[kMaxActsPerDot] = {};
-        table->large_for_type(type)(k, w.data(), acts.data(), stride, n, out);
+        table->of(type).large.row(k, w.data(), acts.data(), stride, n, out);
         for (int i = 0; i < n; ++i) {
           ASSERT_EQ(out[i], generic_out[i]) << table->isa << " k=" << k;
           EXPECT_NEAR(out[i], expected[i], 2e-6 * magnitude[i] + 1e-5) << table->isa << " k=" << k;
@@ -432,7 +437,7 @@ TEST(DotKernels, GroupKernelsEqualRowKernelsBitForBit) {
   std::mt19937 rng(17);
   for (const dot_kernels* table : supported_tables()) {
     for (tensor_type type : {tensor_type::q4_0, tensor_type::q4_1, tensor_type::q8_0, tensor_type::q5_0}) {
-      if (table->group_for_type(type) == nullptr) continue;
+      if (table->of(type).ordinary.group == nullptr) continue;
       thread_pool pool(1);
       matmul_scratch scratch;
       // 10 rows: two of four-row kernels plus two left over; 8, 12 and 13 tokens: one or two
@@ -474,9 +479,9 @@ TEST(DotKernels, TiledKernelsEqualRowKernelsInEveryTable) {
                                                                                {tensor_type::q4_k, true},
                                                                                {tensor_type::q6_k, false},
                                                                                {tensor_type::q6_k, true}}) {
-      const tiled_fn tiled_kernel = table->tiled_for_order(type, large);
+      const tiled_fn tiled_kernel = table->in_order(type, large).tiled;
       if (tiled_kernel == nullptr) continue;
-      const row_dot_fn row_kernel = large ? table->large_for_type(type) : table->for_type(type);
+      const row_dot_fn row_kernel = large ? table->of(type).large.row : table->of(type).ordinary.row;
       ASSERT_NE(row_kernel, nullptr);
       const int64_t cols = traits_of(type).block_size == 256 ? 768 : 576, rows = 2 * kTileRows;
       const auto wf = random_floats(static_cast<size_t>(cols * rows), rng);
@@ -516,7 +521,7 @@ TEST(DotKernels, TiledKernelsEqualRowKernelsInEveryTable) {
       ++checked;
     }
   }
-  if (cpu_has_avx2()) {
+  if (cpu_isa() >= isa_level::avx2) {
     EXPECT_GE(checked, 5) << "the AVX2 table's tiled Q4_0, Q5_0, Q8_0 and Q4_K kernels";
   }
 }
@@ -525,12 +530,12 @@ TEST(DotKernels, TiledKernelsEqualRowKernelsInEveryTable) {
 // three-token steps (a packed group's four tokens go to the group kernels), and for Q8_0 only
 // rows under kNarrowTiledCols; the other tiled types take every step and width.
 TEST(DotKernels, Avx2TilesQ5_0AndQ8_0ForSmallStepsOnly) {
-  if (!cpu_has_avx2()) GTEST_SKIP() << "no AVX2";
+  if (cpu_isa() < isa_level::avx2) GTEST_SKIP() << "no AVX2";
   const dot_kernels& t = avx2_dot_kernels();
   for (tensor_type type : {tensor_type::q5_0, tensor_type::q8_0}) {
     for (int64_t n_tok = 1; n_tok < 4; ++n_tok) EXPECT_NE(t.tiled_for_step(type, false, n_tok), nullptr);
     for (int64_t n_tok : {4, 8, 512}) EXPECT_EQ(t.tiled_for_step(type, false, n_tok), nullptr);
-    EXPECT_NE(t.group_for_type(type), nullptr) << "larger steps need the group kernel";
+    EXPECT_NE(t.of(type).ordinary.group, nullptr) << "larger steps need the group kernel";
     EXPECT_TRUE(t.reads_rows_when_tiled(type));
   }
   EXPECT_NE(t.tiled_for_step(tensor_type::q4_0, false, 512), nullptr);
@@ -552,8 +557,8 @@ TEST(DotKernels, Q8_0AndQ5_0GroupKernelsEqualRowKernelsInEveryTable) {
   int checked = 0;
   for (const dot_kernels* table : supported_tables()) {
     for (tensor_type type : {tensor_type::q8_0, tensor_type::q5_0}) {
-      const group_dot_fn group = table->group_for_type(type);
-      const group_rows4x2_fn group8 = table->group8_for_type(type);
+      const group_dot_fn group = table->of(type).ordinary.group;
+      const group_rows4x2_fn group8 = table->of(type).ordinary.rows4x2;
       if (group == nullptr) continue;
       const auto wf = random_floats(static_cast<size_t>(cols * rows), rng);
       std::vector<std::byte> w(row_bytes(type, cols) * rows);
@@ -583,8 +588,8 @@ TEST(DotKernels, Q8_0AndQ5_0GroupKernelsEqualRowKernelsInEveryTable) {
       float want[4][8];
       for (int64_t r = 0; r < rows; ++r) {
         for (int t = 0; t < 8; ++t) {
-          table->for_type(type)(cols, w.data() + r * w_stride, acts.data() + t * act_stride, act_stride, 1,
-                                &want[r][t]);
+          table->of(type).ordinary.row(cols, w.data() + r * w_stride, acts.data() + t * act_stride, act_stride, 1,
+                                       &want[r][t]);
         }
       }
       for (int g = 0; g < 2; ++g) {
@@ -610,7 +615,7 @@ TEST(DotKernels, Q8_0AndQ5_0GroupKernelsEqualRowKernelsInEveryTable) {
       ++checked;
     }
   }
-  if (cpu_has_avx2()) {
+  if (cpu_isa() >= isa_level::avx2) {
     EXPECT_GE(checked, 2) << "the AVX2 table's Q8_0 and Q5_0 group kernels";
   }
 }
@@ -626,10 +631,10 @@ TEST(DotKernels, Q6_KLargeGroupKernelsEqualLargeRowKernelInEveryTable) {
   const int64_t cols = 768, rows = 4;
   int checked = 0;
   for (const dot_kernels* table : supported_tables()) {
-    const group_dot_fn group = table->group_for_order(type, true);
-    const group_rows4x2_fn group8 = table->group8_for_order(type, true);
+    const group_dot_fn group = table->in_order(type, true).group;
+    const group_rows4x2_fn group8 = table->in_order(type, true).rows4x2;
     if (group == nullptr) continue;
-    EXPECT_EQ(table->group_for_order(type, false), nullptr) << "the small-step order has no group kernel";
+    EXPECT_EQ(table->in_order(type, false).group, nullptr) << "the small-step order has no group kernel";
     ASSERT_EQ(table->packed_layout_for(type), packed_layout::rows);
     const auto wf = random_floats(static_cast<size_t>(cols * rows), rng);
     const size_t w_stride = row_bytes(type, cols);
@@ -657,8 +662,8 @@ TEST(DotKernels, Q6_KLargeGroupKernelsEqualLargeRowKernelInEveryTable) {
     float want[4][8];
     for (int64_t r = 0; r < rows; ++r) {
       for (int t = 0; t < 8; ++t) {
-        table->large_for_type(type)(cols, w.data() + r * w_stride, acts.data() + t * act_stride, act_stride, 1,
-                                    &want[r][t]);
+        table->of(type).large.row(cols, w.data() + r * w_stride, acts.data() + t * act_stride, act_stride, 1,
+                                  &want[r][t]);
       }
     }
     const std::byte* groups[2] = {acts.data(), acts.data() + 4 * act_stride};
@@ -681,7 +686,7 @@ TEST(DotKernels, Q6_KLargeGroupKernelsEqualLargeRowKernelInEveryTable) {
     }
     ++checked;
   }
-  if (cpu_has_avx2()) {
+  if (cpu_isa() >= isa_level::avx2) {
     EXPECT_GE(checked, 1) << "the AVX2 table's Q6_K group kernels";
   }
 }
@@ -700,7 +705,7 @@ TEST(Matmul, Q6_KLargeStepsEqualLargeRowKernel) {
     quantize_row(type, wf.data() + r * cols, cols, wdata.data() + r * row_bytes(type, cols));
   }
   const weight_view w{type, cols, rows, wdata.data()};
-  const row_dot_fn large = best_dot_kernels().large_for_type(type);
+  const row_dot_fn large = best_dot_kernels().of(type).large.row;
   std::vector<std::byte> act(activation_row_bytes(activation_format::q8_k, cols));
   for (int64_t n_tok : {8, 12, 13, 19}) {
     ASSERT_EQ(dot_kernels::large_order_tokens(type, n_tok), n_tok);
@@ -803,13 +808,14 @@ TEST(Matmul, BatchedEqualsRowByRow) {
 // weights and activations, and give exactly the untiled kernels' bits (llama.cpp's order, which
 // greedy fidelity needs). Several outputs sharing one input (Q, K, V) give what each gives alone.
 TEST(Matmul, TiledWeightsAreBatchInvariantAndAccurate) {
-  if (best_dot_kernels().q4_0_tiled == nullptr) GTEST_SKIP() << "no tiled kernels on this CPU";
+  if (best_dot_kernels().of(tensor_type::q4_0).ordinary.tiled == nullptr)
+    GTEST_SKIP() << "no tiled kernels on this CPU";
   std::mt19937 rng(23);
   thread_pool pool(2);
   matmul_scratch scratch;
   for (tensor_type type : {tensor_type::q4_1, tensor_type::q8_0, tensor_type::q4_0, tensor_type::q5_0,
                            tensor_type::q4_k, tensor_type::q6_k}) {
-    if (best_dot_kernels().tiled_for_type(type) == nullptr) continue;
+    if (best_dot_kernels().of(type).ordinary.tiled == nullptr) continue;
     const int64_t cols = traits_of(type).block_size == 256 ? 768 : 576, rows = 80;  // five tiles: four and one more
     const auto wf = random_floats(static_cast<size_t>(cols * rows), rng);
     std::vector<std::byte> wdata(row_bytes(type, cols) * rows);

@@ -15,6 +15,7 @@
 
 #include "engine/kernels/blocks.h"
 #include "engine/kernels/dot_kernels.h"
+#include "engine/kernels/isa.h"
 #include "engine/kernels/kv_q8_scores.h"
 #include "engine/kernels/kv_q8_values.h"
 #include "engine/model/attention.h"
@@ -73,8 +74,10 @@ TEST(KvQ8Values, EveryInstructionSetGivesTheReferenceBits) {
       const auto want = run(kernels::q8_0_values_reference);
       // Accumulated into, not overwritten.
       EXPECT_NE(want[0], std::vector<float>(start));
-      for (auto f : {kernels::q8_0_values_avx2(), kernels::q8_0_values_avx512()}) {
-        if (!f) continue;
+      std::vector<kernels::q8_0_values_fn> forms;
+      if (kernels::cpu_isa() >= kernels::isa_level::avx2) forms.push_back(kernels::q8_0_values_avx2);
+      if (kernels::cpu_isa() >= kernels::isa_level::avx512f) forms.push_back(kernels::q8_0_values_avx512);
+      for (const auto f : forms) {
         const auto got = run(f);
         for (int h = 0; h < n_q; ++h) {
           for (int64_t i = 0; i < hd; ++i) {
@@ -114,8 +117,8 @@ TEST(KvQ8Scores, TheAllKeysFormGivesTheRowKernelsBits) {
       };
       const auto want = run(kernels::q8_0_scores_reference);
       EXPECT_NE(want[0][0], 0.0f);
-      if (const auto f = kernels::q8_0_scores_avx512()) {
-        EXPECT_EQ(run(f), want) << "hd " << hd << " heads " << n_q;
+      if (kernels::cpu_isa() >= kernels::isa_level::avx512) {
+        EXPECT_EQ(run(kernels::q8_0_scores_avx512), want) << "hd " << hd << " heads " << n_q;
       }
     }
   }
@@ -226,7 +229,7 @@ TEST(KvQ8Attention, WindowIsTheMaskedFullPassAndReadsNothingBeforeIt) {
       // The masked full pass.
       const int32_t n_chunks = (n_keys + 15) / 16;
       std::vector<std::vector<float>> s(n_q, std::vector<float>(static_cast<size_t>(n_chunks) * 16, -INFINITY));
-      const kernels::row_dot_fn dot = table->for_type(tensor_type::q8_0);
+      const kernels::row_dot_fn dot = table->of(tensor_type::q8_0).ordinary.row;
       for (int32_t j = first_key; j < n_keys; ++j) {
         const auto* k = pool.k_q8(layer, blocks[static_cast<size_t>(j / 16)], kv_head) + (j % 16) * nb;
         for (int h = 0; h < n_q; ++h)
@@ -248,7 +251,7 @@ TEST(KvQ8Attention, WindowIsTheMaskedFullPassAndReadsNothingBeforeIt) {
         probs[h] = s[h].data();
         wants[h] = want[h].data();
       }
-      kernels::q8_0_values_for(table->isa)(hd, rows.data(), n_keys, probs, n_q, wants);
+      table->q8_0_values(hd, rows.data(), n_keys, probs, n_q, wants);
 
       auto attend = [&](const kv_pool& p) {
         std::vector<std::vector<float>> out(n_q, std::vector<float>(static_cast<size_t>(hd), 9.0f));
