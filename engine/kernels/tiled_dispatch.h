@@ -2,7 +2,8 @@
 //   TANDEM_TILED_DISPATCH(name, kernel)  defines  name(nb, tile, acts, act_stride, n_tok, ...)
 // calling kernel<n_tok>(nb, tile, acts, act_stride, y, y_stride, next) for n_tok = 1..8.
 // A macro, not a template, so that each kernel file (compiled with its own instruction set)
-// expands it into its own anonymous namespace and no inline definition is shared between them.
+// expands it into its own instruction set's namespace (avx2, avx512) as the function its
+// table lists, and no inline definition is shared between the sets.
 #pragma once
 
 #define TANDEM_TILED_DISPATCH(name, kernel)                                                                   \
