@@ -1,6 +1,7 @@
 // The AVX2 primitives the shared SIMD bodies are written against, then those bodies: every
-// dot_avx2*.cpp file includes this inside its anonymous namespace, compiled with AVX2, FMA and
-// F16C (engine/CMakeLists.txt), so none of it is shared with code built without them.
+// dot_avx2*.cpp file includes this inside its anonymous namespace (after <immintrin.h>, <cmath>,
+// <cstring> and blocks.h), compiled with AVX2, FMA and F16C (engine/CMakeLists.txt), so none of
+// it is shared with code built without them.
 
 // An empty asm that claims to change v: the sums before it must be done, into a register, by
 // then. Without it GCC regroups a fully unrolled chain of 16-bit adds into a tree that holds

@@ -52,14 +52,8 @@ void tiled_q4_0_tokens(int64_t nb, const std::byte* tile, const std::byte* const
   for (auto& token : acc) token[0] = token[1] = _mm256_setzero_ps();
   const __m256i low = _mm256_set1_epi8(0x0F);
   const __m256i ones = _mm256_set1_epi16(1);
-  const int8_t* qs[G];
-  const float* d[G];
-  const int32_t* correction[G];
-  for (int t = 0; t < G; ++t) {
-    qs[t] = reinterpret_cast<const int8_t*>(a[t]);
-    d[t] = reinterpret_cast<const float*>(a[t] + nb * 32);
-    correction[t] = reinterpret_cast<const int32_t*>(a[t] + nb * 36);
-  }
+  tiled_acts row[G];
+  for (int t = 0; t < G; ++t) row[t] = tiled_acts(a[t], nb);
   for (int64_t b = 0; b < nb; ++b) {
     const std::byte* rec = tile + b * kTiledQ4_0RecordBytes;
     if (ahead) prefetch_ahead(rec, kTiledQ4_0RecordBytes);
@@ -72,14 +66,16 @@ void tiled_q4_0_tokens(int64_t nb, const std::byte* tile, const std::byte* const
         const __m256i lo = _mm256_and_si256(packed, low);                        // elements 4c..4c+3
         const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low);  // 16+4c..16+4c+3
         for (int t = 0; t < G; ++t) {
-          const int8_t* q = qs[t] + b * 32;
+          const int8_t* q = row[t].qs + b * 32;
           add_nibble_line(lo, hi, q + 4 * c, q + 16 + 4 * c, pairs[t], pairs[t]);
         }
       }
       const __m256 dw = load_record_f16x8(rec + kTiledQ4_0ScalesAt + 16 * h);
       for (int t = 0; t < G; ++t) {
-        const __m256i sums = _mm256_add_epi32(_mm256_madd_epi16(pairs[t], ones), _mm256_set1_epi32(correction[t][b]));
-        acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(dw, _mm256_set1_ps(d[t][b])), acc[t][h]);
+        const __m256i sums =
+            _mm256_add_epi32(_mm256_madd_epi16(pairs[t], ones), _mm256_set1_epi32(row[t].corrections()[b]));
+        acc[t][h] =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(dw, _mm256_set1_ps(row[t].d[b])), acc[t][h]);
       }
     }
   }
@@ -172,12 +168,10 @@ struct q8_0_half_block {
 // pass that starts at half 0 reads from memory and asks 2 KiB ahead (prefetch_ahead).
 template <class Half, int kHalves>
 void tiled_lanes(int64_t nb, const std::byte* tile, int h, const std::byte* act, float* y, const std::byte* next) {
-  const auto* qs = reinterpret_cast<const int8_t*>(act);
-  const auto* da = reinterpret_cast<const float*>(act + nb * 32);
-  const auto* corrections = reinterpret_cast<const int32_t*>(act + nb * 36);
+  const tiled_acts a(act, nb);
   __m256 acc[kHalves][8];
   for (auto& half : acc) {
-    for (auto& a : half) a = _mm256_setzero_ps();
+    for (auto& lane : half) lane = _mm256_setzero_ps();
   }
   for (int64_t b = 0; b < nb; ++b) {
     const std::byte* rec = tile + b * Half::kRecordBytes;
@@ -186,18 +180,18 @@ void tiled_lanes(int64_t nb, const std::byte* tile, int h, const std::byte* act,
     for (int i = 0; i < kHalves; ++i) {
       const Half block(rec, h + i);
       const __m256 scale =
-          _mm256_mul_ps(load_record_f16x8(rec + Half::kScalesAt + 16 * (h + i)), _mm256_set1_ps(da[b]));
+          _mm256_mul_ps(load_record_f16x8(rec + Half::kScalesAt + 16 * (h + i)), _mm256_set1_ps(a.d[b]));
 #pragma GCC unroll 8
       for (int l = 0; l < 8; ++l) {
-        const __m256i sums = block.lane(l, qs + b * 32, corrections + b * 8);
+        const __m256i sums = block.lane(l, a.qs + b * 32, a.corrections() + b * 8);
         acc[i][l] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(sums), acc[i][l]);
       }
     }
   }
   for (int i = 0; i < kHalves; ++i) {
-    const __m256* a = acc[i];
-    const __m256 sum = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6])),
-                                     _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7])));
+    const __m256* v = acc[i];
+    const __m256 sum = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(v[0], v[4]), _mm256_add_ps(v[2], v[6])),
+                                     _mm256_add_ps(_mm256_add_ps(v[1], v[5]), _mm256_add_ps(v[3], v[7])));
     _mm256_storeu_ps(y + 8 * i, sum);
   }
 }
@@ -404,22 +398,12 @@ void tiled_q4_k_one_token(int64_t nb, const std::byte* tile, const std::byte* ac
 // 4096-wide row (37 KB) is read from L2 by every pass after the first.
 template <int N, bool kLarge>
 void tiled_q4_k_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
-                  int64_t y_stride) {
+                  int64_t y_stride, const std::byte* /*next_tile*/) {
   const std::byte* a[N];
   for (int t = 0; t < N; ++t) a[t] = acts + t * act_stride;
   int t = 0;
   for (; t + 2 <= N; t += 2) tiled_q4_k_two_tokens<kLarge>(nb, tile, a + t, y + t * y_stride, y_stride, t == 0);
   if (t < N) tiled_q4_k_one_token<kLarge>(nb, tile, a[t], y + t * y_stride, t == 0);
-}
-template <int N>
-void tiled_q4_k_small_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
-                        int64_t y_stride, const std::byte* /*next_tile*/) {
-  tiled_q4_k_n<N, false>(nb, tile, acts, act_stride, y, y_stride);
-}
-template <int N>
-void tiled_q4_k_large_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
-                        int64_t y_stride, const std::byte* /*next_tile*/) {
-  tiled_q4_k_n<N, true>(nb, tile, acts, act_stride, y, y_stride);
 }
 
 }  // namespace
@@ -429,8 +413,8 @@ namespace avx2 {
 TANDEM_TILED_DISPATCH(tiled_q4_0, tiled_q4_0_n)
 TANDEM_TILED_DISPATCH(tiled_q5_0, tiled_q5_0_n)
 TANDEM_TILED_DISPATCH(tiled_q8_0, tiled_q8_0_n)
-TANDEM_TILED_DISPATCH(tiled_q4_k, tiled_q4_k_small_n)
-TANDEM_TILED_DISPATCH(tiled_q4_k_large, tiled_q4_k_large_n)
+TANDEM_TILED_DISPATCH(tiled_q4_k, tiled_q4_k_n, false)
+TANDEM_TILED_DISPATCH(tiled_q4_k_large, tiled_q4_k_n, true)
 
 }  // namespace avx2
 }  // namespace tandem::kernels

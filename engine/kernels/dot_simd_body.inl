@@ -1,8 +1,8 @@
-// Body shared by the AVX2 and AVX-512 kernel files, included inside an anonymous namespace
-// after the file defines
+// Helpers and row-kernel templates shared by the AVX2 and AVX-512 kernel files, included
+// inside their anonymous namespace (by dot_avx2.inl, dot_avx512.inl) after the set defines
 //   __m256i dot_u8s8(__m256i u, __m256i s)  // 8 lanes: sums of 4 products u8 * s8
 // Each file is compiled with its own target flags, so nothing here leaks into code that
-// runs on a CPU without those instructions.
+// runs on a CPU without those instructions. dot_simd_rows.inl instantiates the row kernels.
 
 // One half to float with the F16C instruction (no table look-up, which would compete with
 // the streaming weights for cache).
@@ -35,6 +35,21 @@ template <class Block>
 inline void prefetch_block_ahead(const Block* block) {
   prefetch_ahead(reinterpret_cast<const std::byte*>(block), sizeof(Block));
 }
+
+// A token's tiled activation row (tiled_weights.h): qs [nb][32] s8, d [nb] f32, then aux:
+// [nb] f32 s (Q4_1, Q5_1), [nb][8] i32 lane corrections (Q5_0, Q8_0) or [nb] i32 block
+// corrections (Q4_0).
+struct tiled_acts {
+  const int8_t* qs;
+  const float* d;
+  const std::byte* aux;
+  tiled_acts() = default;
+  tiled_acts(const std::byte* row, int64_t nb)
+      : qs(reinterpret_cast<const int8_t*>(row)),
+        d(reinterpret_cast<const float*>(row + nb * 32)),
+        aux(row + nb * 32 + nb * 4) {}
+  const int32_t* corrections() const { return reinterpret_cast<const int32_t*>(aux); }
+};
 
 inline float hsum(__m256 v) {
   __m128 r = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

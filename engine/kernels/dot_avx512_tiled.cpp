@@ -1,0 +1,205 @@
+// The AVX-512 table's tiled kernels of the 32-element types (tiled_weights.h): Q4_0, Q4_1,
+// Q5_0, Q5_1 and Q8_0.
+// GCC 12 reports -Wmaybe-uninitialized inside the AVX-512 intrinsic headers (their
+// "undefined" source vectors); the code here reads nothing uninitialized.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+#include "engine/kernels/blocks.h"
+#include "engine/kernels/dot_avx512.h"
+#include "engine/kernels/tiled_dispatch.h"
+#include "engine/kernels/tiled_layout.h"
+
+namespace tandem::kernels {
+namespace {
+
+#include "engine/kernels/dot_avx512.inl"
+#include "engine/kernels/dot_avx512_tiled.inl"
+
+// w[l] |= 16 where the row's fifth bit of element 4l + i is set (byte i of each 32-bit lane):
+// lane l's four bits are in byte l / 2, nibble l % 2, of the rows' qh words (a byte test).
+inline void or_fifth_bits(__m512i* w, __m512i qh) {
+  const __m512i sixteen = _mm512_set1_epi8(16);
+#pragma GCC unroll 8
+  for (int l = 0; l < 8; ++l) {
+    const int byte = l / 2, shift = 4 * (l % 2);
+    const __m512i spread =
+        _mm512_shuffle_epi8(qh, _mm512_set4_epi32(0x0c0c0c0c + 0x01010101 * byte, 0x08080808 + 0x01010101 * byte,
+                                                  0x04040404 + 0x01010101 * byte, 0x00000000 + 0x01010101 * byte));
+    const __mmask64 set = _mm512_test_epi8_mask(spread, _mm512_set1_epi32(0x08040201 << shift));
+    w[l] = _mm512_or_si512(w[l], _mm512_maskz_mov_epi8(set, sixteen));
+  }
+}
+
+// A record's 16 rows of nibble pairs as w[l] = bytes 4l..4l+3 of each row's block (Q4_0, Q4_1,
+// Q5_0 and Q5_1 records begin so): chunk c's low nibbles are lane c, its high ones lane c + 4.
+inline void unpack_nibble_record(const std::byte* rec, __m512i* w) {
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  for (int c = 0; c < 4; ++c) {
+    const __m512i packed = _mm512_loadu_si512(rec + 64 * c);
+    w[c] = _mm512_and_si512(packed, low);
+    w[c + 4] = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low);
+  }
+}
+
+// The record layouts of the types in the row kernels' eight-lane order (tiled_layout.h): how
+// a record unpacks into w[l], where its scales are, and what starts each lane's integer sum.
+// The types with offsets (Q4_1, Q5_1) start at zero and add m * s in a pass of their own
+// (kMinsAt); the biased ones (Q5_0, Q8_0) start at the activation row's correction, -16 or
+// -128 times the lane's four quants' sum, so that their unsigned weights give the signed products.
+struct q4_1_records {
+  static constexpr size_t kBytes = kTiledQ4_1RecordBytes, kScalesAt = kTiledQ4_1ScalesAt, kMinsAt = kTiledQ4_1MinsAt;
+  static constexpr bool kOffsets = true;
+  static void unpack(const std::byte* rec, __m512i* w) { unpack_nibble_record(rec, w); }
+};
+struct q5_1_records {
+  static constexpr size_t kBytes = kTiledQ5_1RecordBytes, kScalesAt = kTiledQ5_1ScalesAt, kMinsAt = kTiledQ5_1MinsAt;
+  static constexpr bool kOffsets = true;
+  static void unpack(const std::byte* rec, __m512i* w) {
+    unpack_nibble_record(rec, w);
+    or_fifth_bits(w, _mm512_loadu_si512(rec + kTiledQ5_1HighAt));
+  }
+};
+struct q5_0_records {
+  static constexpr size_t kBytes = kTiledQ5_0RecordBytes, kScalesAt = kTiledQ5_0ScalesAt;
+  static constexpr bool kOffsets = false;
+  static void unpack(const std::byte* rec, __m512i* w) {
+    unpack_nibble_record(rec, w);
+    or_fifth_bits(w, _mm512_loadu_si512(rec + kTiledQ5_0HighAt));
+  }
+};
+struct q8_0_records {  // the biased bytes as they are
+  static constexpr size_t kBytes = kTiledQ8_0RecordBytes, kScalesAt = kTiledQ8_0ScalesAt;
+  static constexpr bool kOffsets = false;
+  static void unpack(const std::byte* rec, __m512i* w) {
+    for (int j = 0; j < 8; ++j) w[j] = _mm512_loadu_si512(rec + 64 * j);
+  }
+};
+
+// Q4_1, Q5_1, Q5_0 and Q8_0 in the row kernels' order (q4_1_rows, q5_1_rows, q5_0_rows,
+// q8_0_rows), so tiled and untiled weights give the same bits: per (row, token) eight lane
+// accumulators, lane l taking the exact integer sum over elements 4l..4l+3 of each block
+// (register w[l]) times dw * da, folded as hsum folds (fold_lanes). G tokens share each
+// unpacked block (G = 2 keeps the 16 accumulators in registers).
+template <int G, class R>
+void tiled_lanes_tokens(int64_t nb, const std::byte* tile, const tiled_acts* a, float* y, int64_t y_stride,
+                        tile_prefetch& prefetch) {
+  __m512 acc[G][8];
+  for (auto& token : acc) {
+    for (auto& lane : token) lane = _mm512_setzero_ps();
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    prefetch.step();
+    const std::byte* rec = tile + b * R::kBytes;
+    __m512i w[8];
+    R::unpack(rec, w);
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + R::kScalesAt)));
+    for (int t = 0; t < G; ++t) {
+      const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(a[t].d[b]));
+      const int8_t* q = a[t].qs + b * 32;
+#pragma GCC unroll 8
+      for (int l = 0; l < 8; ++l) {
+        const __m512i start = R::kOffsets ? _mm512_setzero_si512() : _mm512_set1_epi32(a[t].corrections()[b * 8 + l]);
+        const __m512i p = _mm512_dpbusd_epi32(start, w[l], broadcast_i32(q + 4 * l));
+        acc[t][l] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(p), acc[t][l]);
+      }
+    }
+  }
+  for (int t = 0; t < G; ++t) _mm512_storeu_ps(y + t * y_stride, fold_lanes(acc[t]));
+}
+
+// y[t] += the offsets' sum, sum over blocks of m * s, for all N tokens at once (N
+// independent add chains; one token's chain alone would wait on each add's latency).
+template <int N, class R>
+void tiled_q4_1_offsets(int64_t nb, const std::byte* tile, const tiled_acts* a, float* y, int64_t y_stride) {
+  __m512 off[N];
+  for (auto& o : off) o = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m512 mw =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + b * R::kBytes + R::kMinsAt)));
+#pragma GCC unroll 8
+    for (int t = 0; t < N; ++t) {
+      float s;
+      __builtin_memcpy(&s, a[t].aux + b * 4, 4);
+      off[t] = _mm512_add_ps(off[t], _mm512_mul_ps(mw, _mm512_set1_ps(s)));
+    }
+  }
+  for (int t = 0; t < N; ++t) {
+    _mm512_storeu_ps(y + t * y_stride, _mm512_add_ps(_mm512_loadu_ps(y + t * y_stride), off[t]));
+  }
+}
+
+// N tokens in pairs, then one, then (Q4_1, Q5_1) the offsets. Unlike Q4_0 and the K-quants,
+// these types ask for the next tile even in one pass: one-thread decode on a Zen 4 core
+// measured Q8_0 faster so on every shape, tiles of 10 KB to 244 KB (8B shape 15-20%, 1B 20%,
+// SmolLM2 7%; docs/cpu_engine.md, "Prefetch").
+template <int N, class R>
+void tiled_lanes_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
+                   int64_t y_stride, const std::byte* next_tile) {
+  tiled_acts a[N];
+  for (int t = 0; t < N; ++t) a[t] = tiled_acts(acts + t * act_stride, nb);
+  tile_prefetch prefetch(next_tile, static_cast<size_t>(nb) * R::kBytes, nb * ((N + 1) / 2));
+  int t = 0;
+  for (; t + 2 <= N; t += 2) tiled_lanes_tokens<2, R>(nb, tile, a + t, y + t * y_stride, y_stride, prefetch);
+  if (t < N) tiled_lanes_tokens<1, R>(nb, tile, a + t, y + t * y_stride, y_stride, prefetch);
+  if constexpr (R::kOffsets) tiled_q4_1_offsets<N, R>(nb, tile, a, y, y_stride);
+}
+
+// Q4_0 in the row kernels' order (q4_0_rows: llama.cpp's repacked one): per (row, token) one
+// chain, each block adding dw * da * float(its exact integer sum of (q - 8) * y), which is the
+// sum of q * y started at -8 * (the block's quant sum, from the activation row). G tokens
+// share each unpacked block; a token's whole state is one register, so four fit.
+template <int G>
+void tiled_q4_0_tokens(int64_t nb, const std::byte* tile, const std::byte* const* a, float* y, int64_t y_stride,
+                       tile_prefetch& prefetch) {
+  __m512 acc[G];
+  for (auto& v : acc) v = _mm512_setzero_ps();
+  tiled_acts row[G];
+  for (int t = 0; t < G; ++t) row[t] = tiled_acts(a[t], nb);
+  for (int64_t b = 0; b < nb; ++b) {
+    prefetch.step();
+    const std::byte* rec = tile + b * kTiledQ4_0RecordBytes;
+    __m512i w[8];
+    unpack_nibble_record(rec, w);
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + kTiledQ4_0ScalesAt)));
+#pragma GCC unroll 4
+    for (int t = 0; t < G; ++t) {
+      const int8_t* q = row[t].qs + b * 32;
+      __m512i even = _mm512_set1_epi32(row[t].corrections()[b]), odd = _mm512_setzero_si512();
+      for (int l = 0; l < 8; l += 2) {
+        even = _mm512_dpbusd_epi32(even, w[l], broadcast_i32(q + 4 * l));
+        odd = _mm512_dpbusd_epi32(odd, w[l + 1], broadcast_i32(q + 4 * l + 4));
+      }
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(even, odd)),
+                               _mm512_mul_ps(dw, _mm512_set1_ps(row[t].d[b])), acc[t]);
+    }
+  }
+  for (int t = 0; t < G; ++t) _mm512_storeu_ps(y + t * y_stride, acc[t]);
+}
+
+template <int N>
+void tiled_q4_0_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
+                  int64_t y_stride, const std::byte* next_tile) {
+  tiled_token_groups<N, std::byte>(nb, acts, act_stride, y, y_stride, next_tile, kTiledQ4_0RecordBytes, 1,
+                                   [&](auto g, const std::byte* const* a, float* yt, tile_prefetch& prefetch) {
+                                     tiled_q4_0_tokens<decltype(g)::value>(nb, tile, a, yt, y_stride, prefetch);
+                                   });
+}
+
+}  // namespace
+
+namespace avx512 {
+
+TANDEM_TILED_DISPATCH(tiled_q4_1, tiled_lanes_n, q4_1_records)
+TANDEM_TILED_DISPATCH(tiled_q8_0, tiled_lanes_n, q8_0_records)
+TANDEM_TILED_DISPATCH(tiled_q4_0, tiled_q4_0_n)
+TANDEM_TILED_DISPATCH(tiled_q5_0, tiled_lanes_n, q5_0_records)
+TANDEM_TILED_DISPATCH(tiled_q5_1, tiled_lanes_n, q5_1_records)
+
+}  // namespace avx512
+}  // namespace tandem::kernels
