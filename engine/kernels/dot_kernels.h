@@ -45,7 +45,7 @@ inline constexpr size_t kPackedX4BlockBytes = 4 * 32 + 4 * 4 + 4 * 4;
 //
 // so one 32-byte load gives a half of both tokens of a pair, and one multiply by the weight's
 // scale the products for eight tokens, element p of each 128-bit half belonging to pair p
-// (of the two groups): the layout of AVX2's Q8_0 group kernels (dot_avx2.cpp).
+// (of the two groups): the layout of AVX2's Q8_0 group kernels (dot_avx2_group.cpp).
 inline constexpr size_t kPackedPairsBlockBytes = 4 * 32 + 8 * 4;
 
 // Q8_K rows (the 256-element types' activations) are not repacked: a group is its four
@@ -150,7 +150,7 @@ struct order_kernels {
 // A table's kernels for one weight type.
 struct type_kernels {
   // The order whose bits do not depend on the step's size; its row kernel is never null for a
-  // weight type (tests/unit/kernels_test.cpp checks every table).
+  // weight type (tests/unit/kernel_tables_test.cpp checks every table).
   order_kernels ordinary{};
   // The large-step order. llama.cpp sums the 256-element types in another order in larger
   // matmuls (its tiled K-quant kernels from kLargeStepTokens tokens; for Q4_K its repacked

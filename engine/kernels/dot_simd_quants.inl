@@ -1,10 +1,9 @@
 // Row kernels of Q5_0, Q5_1, IQ4_NL and the super-block types, shared by the AVX2 and
 // AVX-512 files (included after dot_simd_body.inl, inside its anonymous namespace;
-// dot_simd_rows.inl instantiates them). Each is
-// the generic kernel of dot_generic_quants.cpp on 8-lane vectors: dot_u8s8 on 32 consecutive
-// quants of a 32-element chunk gives exactly the generic lanes (lane l = elements 4l..4l+3),
-// integer scales multiply those lanes, and the float steps are the same operations in the
-// same order, so both give the same bits.
+// dot_simd_rows.inl instantiates them). Each is the generic kernel of dot_generic_quants.cpp
+// on 8-lane vectors: dot_u8s8 on 32 consecutive quants of a 32-element chunk gives exactly
+// the generic lanes (lane l = elements 4l..4l+3), integer scales multiply those lanes, and the
+// float steps are the same operations in the same order, so both give the same bits.
 
 // 32 bits -> 32 bytes: byte j is 0xff where bit j is set.
 inline __m256i bits_to_bytes(uint32_t bits) {
