@@ -1,9 +1,10 @@
 #include "actors/scheduler.h"
 
-#include <algorithm>
-#include <chrono>
+#include <memory>
 #include <random>
+#include <string>
 #include <unordered_map>
+#include <utility>
 
 #include "actors/clock.h"
 #include "actors/spawn.h"
