@@ -1,4 +1,5 @@
 #include "actors/admission.h"
+#include "actors/atoms.h"
 #include "actors/spawn.h"
 
 #include <cmath>
@@ -52,7 +53,7 @@ struct admission_state {
   static inline const char* name = "tandem.admission";
 };
 
-using self_ptr = admission_actor::stateful_pointer<admission_state>;
+using self_ptr = admission_internal_actor::stateful_pointer<admission_state>;
 
 // The tenant whose key this is, or -1. Every key is compared, whatever matches.
 int find_tenant(const std::vector<tenant_runtime>& tenants, const std::string& key) {
@@ -154,8 +155,9 @@ void settle(admission_state& st, request_id id, uint32_t used_tokens) {
   st.in_flight.erase(it);
 }
 
-admission_actor::behavior_type admission(self_ptr self, admission_config cfg,
-                                         std::shared_ptr<const runtime_shared> shared, scheduler_actor scheduler) {
+admission_internal_actor::behavior_type admission(self_ptr self, admission_config cfg,
+                                                  std::shared_ptr<const runtime_shared> shared,
+                                                  scheduler_actor scheduler) {
   auto& init = self->state;
   init.cfg = std::move(cfg);
   init.shared = std::move(shared);
@@ -309,7 +311,16 @@ admission_actor::behavior_type admission(self_ptr self, admission_config cfg,
           self->send(it->second.streamer, cancel_atom::value);
         }
       },
-      [self](finished_atom, request_id id, uint32_t used_tokens) { settle(self->state, id, used_tokens); },
+      [self](finished_atom, request_id id, uint32_t used_tokens) {
+        // Only the request's own streamer ends it: the message is internal, but a host holding
+        // the handle could still cast it and send one.
+        const auto it = self->state.in_flight.find(id);
+        if (it == self->state.in_flight.end() ||
+            self->current_sender() != caf::actor_cast<caf::strong_actor_ptr>(it->second.streamer)) {
+          return;
+        }
+        settle(self->state, id, used_tokens);
+      },
       [self](stats_atom) -> admission_stats {
         auto s = self->state.stats;
         s.in_flight = static_cast<uint32_t>(self->state.in_flight.size());
@@ -320,8 +331,8 @@ admission_actor::behavior_type admission(self_ptr self, admission_config cfg,
 
 }  // namespace
 
-admission_actor spawn_admission(caf::actor_system& sys, const admission_config& cfg,
-                                std::shared_ptr<const runtime_shared> shared, scheduler_actor scheduler) {
+admission_internal_actor spawn_admission(caf::actor_system& sys, const admission_config& cfg,
+                                         std::shared_ptr<const runtime_shared> shared, scheduler_actor scheduler) {
   return sys.spawn(admission, cfg, std::move(shared), std::move(scheduler));
 }
 

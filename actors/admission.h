@@ -19,8 +19,21 @@
 //   host/net --cancel(id)--> admission --cancel--> streamer
 //   streamer --finished(id)--> admission   (in-flight count down)
 //
-// Its typed interface is part of the embedding API (admission_actor in include/tandem/api.h):
-// hosts talk to it directly. spawn_admission is in actors/spawn.h.
+// Its host-facing interface is part of the embedding API (admission_actor in
+// include/tandem/api.h); the runtime's own messages extend it here. A request's `finished`
+// counts only from the streamer admission spawned for it (a host that casts its handle and
+// sends one frees nothing). spawn_admission is in actors/spawn.h.
 #pragma once
 
+#include "actors/atoms.h"
 #include "tandem/api.h"
+
+namespace tandem {
+
+// drain: from now on every submit is refused (503, shutting down); cancel_all: every request
+// in flight is cancelled (its sink gets its final event); runtime::stop uses both.
+// finished(id, tokens used): the streamer of `id` is done.
+using admission_internal_actor = admission_actor::extend<caf::reacts_to<drain_atom>, caf::reacts_to<cancel_all_atom>,
+                                                         caf::reacts_to<finished_atom, request_id, uint32_t>>;
+
+}  // namespace tandem

@@ -1,4 +1,5 @@
 #include "actors/cache_manager.h"
+#include "actors/atoms.h"
 #include "actors/spawn.h"
 
 #include "engine/kv/block_reservation.h"

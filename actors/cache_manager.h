@@ -16,6 +16,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/atoms.h"
 #include "engine/kv/block_pool.h"
 #include "engine/kv/kv_cache_stats.h"
 #include "engine/kv/reservation.h"

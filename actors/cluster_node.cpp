@@ -1,4 +1,5 @@
 #include "actors/cluster_node.h"
+#include "actors/atoms.h"
 #include "actors/router.h"
 
 #include <xxhash.h>

@@ -15,6 +15,7 @@
 #include <caf/all.hpp>
 #include <string>
 
+#include "actors/atoms.h"
 #include "actors/cache_manager.h"
 #include "actors/grammar_compiler.h"
 #include "actors/scheduler.h"

@@ -1,4 +1,5 @@
 #include "actors/device_worker.h"
+#include "actors/atoms.h"
 #include "actors/spawn.h"
 
 #include <pthread.h>

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/atoms.h"
 #include "engine/ids.h"
 #include "engine/kv/block_copy.h"
 #include "engine/schedule/device_mirror.h"

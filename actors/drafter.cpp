@@ -1,4 +1,5 @@
 #include "actors/drafter.h"
+#include "actors/atoms.h"
 #include "actors/spawn.h"
 
 #include <algorithm>

@@ -12,6 +12,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/atoms.h"
 #include "engine/ids.h"
 #include "engine/speculation/draft.h"
 #include "tandem/atoms.h"

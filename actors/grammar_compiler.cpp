@@ -2,6 +2,7 @@
 
 #include <exception>
 
+#include "actors/atoms.h"
 #include "engine/grammar/vocabulary.h"
 
 namespace tandem {

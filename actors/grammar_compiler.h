@@ -13,8 +13,8 @@
 #include <memory>
 #include <string>
 
+#include "actors/atoms.h"
 #include "engine/grammar/grammar_cache.h"
-#include "tandem/atoms.h"
 
 namespace tandem {
 

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "actors/atoms.h"
 #include "actors/clock.h"
 #include "engine/cluster/prefix_index.h"
 #include "engine/cluster/routing_policy.h"

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/atoms.h"
 #include "actors/cluster_node.h"
 #include "actors/scheduler.h"
 

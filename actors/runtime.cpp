@@ -1,4 +1,6 @@
 #include "tandem/runtime.h"
+#include "actors/atoms.h"
+#include "actors/runtime_access.h"
 
 #include <algorithm>
 
@@ -223,10 +225,10 @@ void runtime::stop(std::chrono::milliseconds grace) {
   self->send(actors_->admission, cancel_all_atom::value);
   wait_until(std::chrono::steady_clock::now() + std::chrono::seconds(5));
 }
-const tokenizer& runtime::tok() const { return shared_->tok; }
-const model_config& runtime::model_cfg() const { return *model_cfg_; }
-const chat_template* runtime::chat() const { return shared_->chat ? &*shared_->chat : nullptr; }
-const std::string& runtime::chat_error() const { return shared_->chat_error; }
+const tokenizer& runtime_access::tok(const runtime& rt) { return rt.shared_->tok; }
+const model_config& runtime_access::model_cfg(const runtime& rt) { return *rt.model_cfg_; }
+const chat_template* runtime_access::chat(const runtime& rt) { return rt.shared_->chat ? &*rt.shared_->chat : nullptr; }
+const std::string& runtime_access::chat_error(const runtime& rt) { return rt.shared_->chat_error; }
 uint32_t runtime::max_model_len() const { return shared_->max_model_len; }
 
 }  // namespace tandem

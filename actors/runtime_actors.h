@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 
+#include "actors/admission.h"
 #include "actors/cache_manager.h"
 #include "actors/cluster_node.h"
 #include "actors/device_worker.h"
@@ -20,7 +21,7 @@ namespace tandem {
 class model;
 
 struct runtime_actors {
-  admission_actor admission;
+  admission_internal_actor admission;
   scheduler_actor scheduler;
   cache_manager_actor cache_manager;
   device_worker_actor device_worker;

@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "actors/atoms.h"
 #include "actors/clock.h"
 #include "actors/spawn.h"
 #include "engine/kv/cache_salt.h"

@@ -19,6 +19,7 @@
 #include <caf/all.hpp>
 #include <memory>
 
+#include "actors/atoms.h"
 #include "actors/streamer.h"
 #include "engine/grammar/grammar_cache.h"
 #include "engine/ids.h"

@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "actors/admission.h"
 #include "actors/cache_manager.h"
 #include "actors/device_worker.h"
 #include "actors/drafter.h"
@@ -34,13 +35,13 @@ struct admission_config {
   std::vector<tenant_config> tenants;  // empty = open mode
 };
 
-admission_actor spawn_admission(caf::actor_system& sys, const admission_config& cfg,
-                                std::shared_ptr<const runtime_shared> shared, scheduler_actor scheduler);
+admission_internal_actor spawn_admission(caf::actor_system& sys, const admission_config& cfg,
+                                         std::shared_ptr<const runtime_shared> shared, scheduler_actor scheduler);
 
 // A streamer for request `id` (spawned by admission; public for tests).
 streamer_actor spawn_streamer(caf::actor_system& sys, request_id id, generate_request req,
                               std::shared_ptr<const runtime_shared> shared, scheduler_actor scheduler,
-                              admission_actor admission);
+                              admission_internal_actor admission);
 
 // --- scheduler ---------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@
 #include <iterator>
 
 #include "actors/admission.h"
+#include "actors/atoms.h"
 #include "actors/clock.h"
 #include "actors/grammar_compiler.h"
 #include "actors/runtime_shared.h"
@@ -23,7 +24,7 @@ struct streamer_state {
   generate_request req;
   std::shared_ptr<const runtime_shared> shared;
   scheduler_actor scheduler;
-  admission_actor admission;
+  admission_internal_actor admission;
   std::optional<incremental_decoder> decoder;
   // Chat replies with tools or thinking sections: text -> content, reasoning, tool calls.
   std::optional<chat_output_parser> parser;
@@ -262,7 +263,7 @@ void compile_then_enqueue(self_ptr self, sequence_request sr) {
 
 streamer_actor::behavior_type streamer(self_ptr self, request_id id, generate_request req,
                                        std::shared_ptr<const runtime_shared> shared, scheduler_actor scheduler,
-                                       admission_actor admission) {
+                                       admission_internal_actor admission) {
   auto& st = self->state;
   st.id = id;
   st.req = std::move(req);
@@ -351,7 +352,7 @@ streamer_actor::behavior_type streamer(self_ptr self, request_id id, generate_re
 
 streamer_actor spawn_streamer(caf::actor_system& sys, request_id id, generate_request req,
                               std::shared_ptr<const runtime_shared> shared, scheduler_actor scheduler,
-                              admission_actor admission) {
+                              admission_internal_actor admission) {
   return sys.spawn(streamer, id, std::move(req), std::move(shared), std::move(scheduler), std::move(admission));
 }
 

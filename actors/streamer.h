@@ -13,6 +13,7 @@
 #include <caf/all.hpp>
 #include <memory>
 
+#include "actors/atoms.h"
 #include "engine/ids.h"
 #include "tandem/api.h"
 

@@ -12,6 +12,7 @@
 #include <random>
 #include <thread>
 
+#include "actors/atoms.h"
 #include "actors/router.h"
 #include "bench/random_tokens.h"
 #include "engine/kv/block_pool.h"

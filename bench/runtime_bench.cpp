@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "actors/device_worker.h"
+#include "actors/runtime_access.h"
 #include "actors/runtime_actors.h"
 #include "actors/spawn.h"
 #include "bench/compute_probe.h"
@@ -214,7 +215,7 @@ std::string throughput(caf::actor_system& sys, const runtime_config& base, uint3
   // Scheduling overhead: time the scheduler spends planning next to the device's step time.
   caf::scoped_actor self{sys};
   scheduler_stats st;
-  self->request(rt->actors().scheduler, caf::infinite, stats_atom::value)
+  self->request(runtime_access::actors(*rt).scheduler, caf::infinite, stats_atom::value)
       .receive([&](const scheduler_stats& x) { st = x; }, [](const caf::error&) {});
   char buf[200];
   std::snprintf(buf, sizeof buf, "],\"steps\":%llu,\"plan_ms\":%.2f,\"device_ms\":%.2f",
@@ -357,7 +358,7 @@ std::string sampling(caf::actor_system& sys, const runtime_config& base, uint32_
 scheduler_stats scheduler_stats_of(caf::actor_system& sys, runtime& rt) {
   caf::scoped_actor self{sys};
   scheduler_stats st;
-  self->request(rt.actors().scheduler, caf::infinite, stats_atom::value)
+  self->request(runtime_access::actors(rt).scheduler, caf::infinite, stats_atom::value)
       .receive([&](const scheduler_stats& x) { st = x; }, [](const caf::error&) {});
   return st;
 }
@@ -440,7 +441,7 @@ std::string prefix(caf::actor_system& sys, const runtime_config& base) {
   auto busy_ms = [&](runtime& r) {
     caf::scoped_actor self{sys};
     double b = 0;
-    self->request(r.actors().cache_manager, caf::infinite, stats_atom::value)
+    self->request(runtime_access::actors(r).cache_manager, caf::infinite, stats_atom::value)
         .receive([&](const kv_cache_stats& s) { b = s.busy_ms; }, [](const caf::error&) {});
     return b;
   };

@@ -21,6 +21,8 @@
 #include <tuple>
 #include <vector>
 
+#include "actors/atoms.h"
+#include "actors/runtime_access.h"
 #include "actors/runtime_actors.h"
 #include "bench/compute_probe.h"
 #include "engine/gguf/gguf.h"
@@ -107,9 +109,9 @@ struct run_figures {
 
 speculation_stats spec_stats(caf::actor_system& sys, runtime& rt) {
   speculation_stats s;
-  if (!rt.actors().drafter) return s;
+  if (!runtime_access::actors(rt).drafter) return s;
   caf::scoped_actor self{sys};
-  self->request(rt.actors().scheduler, caf::infinite, spec_stats_atom::value)
+  self->request(runtime_access::actors(rt).scheduler, caf::infinite, spec_stats_atom::value)
       .receive([&](const speculation_stats& x) { s = x; }, [](const caf::error&) {});
   return s;
 }

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "actors/atoms.h"
+#include "actors/runtime_access.h"
 #include "actors/runtime_actors.h"
 #include "cli/commands.h"
 #include "cli/speculative_options.h"
@@ -171,14 +173,14 @@ void run_on_runtime(const generate_options& o) {
   std::fflush(stdout);
   if (reason == finish_reason::error) throw std::runtime_error(error);
 
-  if (!rt->actors().drafter) {
+  if (!runtime_access::actors(*rt).drafter) {
     std::fprintf(stderr, "prompt tokens: %u (%.1f tok/s), generated tokens: %u (%.1f tok/s), device: %s\n", n_prompt,
                  ttft_ms > 0 ? n_prompt / (ttft_ms / 1000.0) : 0.0, n_out, tpot_ms > 0 ? 1000.0 / tpot_ms : 0.0,
                  o.device.device.c_str());
     return;
   }
   speculation_stats spec;
-  self->request(rt->actors().scheduler, caf::infinite, spec_stats_atom::value)
+  self->request(runtime_access::actors(*rt).scheduler, caf::infinite, spec_stats_atom::value)
       .receive([&](const speculation_stats& s) { spec = s; }, [](const caf::error&) {});
   // K's distribution over the run: "K=count" for each number of drafts a pass verified.
   std::string by_k;

@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "actors/runtime_access.h"
 #include "net/await_actor.h"
 #include "net/responses_job.h"
 #include "net/server_context.h"
@@ -12,7 +13,7 @@ namespace tandem::net {
 job_context completion_context(api_request& req, server_context& ctx, const runtime& rt, std::string id) {
   if (req.model.empty()) req.model = ctx.opts.served_model_name;
   job_context jc;
-  jc.tok = &rt.tok();
+  jc.tok = &runtime_access::tok(rt);
   jc.metrics = &ctx.metrics;
   jc.model_name = req.model;
   jc.response_id = std::move(id);
@@ -24,10 +25,10 @@ job_context completion_context(api_request& req, server_context& ctx, const runt
 boost::asio::awaitable<void> read_generation_request(const std::string& body_text, const std::string& key,
                                                      api_kind kind, const std::shared_ptr<server_context>& ctx,
                                                      generation_plan& out) {
-  const runtime& rt = *ctx->rt.load();
   const auto body = parse_json_body(body_text);
   if (kind != api_kind::responses) {
     out.req = parse_api_request(body, kind, ctx->limits());
+    const runtime& rt = *ctx->runtime_for(out.req.model);
     out.ctx = completion_context(out.req, *ctx, rt, ctx->new_id(kind == api_kind::chat ? "chatcmpl" : "cmpl"));
     out.format = kind == api_kind::chat ? (out.req.stream ? job_format::chat_sse : job_format::chat_json)
                                         : (out.req.stream ? job_format::completion_sse : job_format::completion_json);
@@ -35,6 +36,8 @@ boost::asio::awaitable<void> read_generation_request(const std::string& body_tex
   }
   // Translated into a chat request; a continuation first finds its predecessor.
   const responses_request rr = parse_responses_request(body, ctx->limits());
+  const boost::json::value* named = rr.chat.if_contains("model");
+  const runtime& rt = *ctx->runtime_for(named && named->is_string() ? std::string_view(named->get_string()) : "");
   stored_response previous;
   if (!rr.previous_response_id.empty()) {
     // Named locals: GCC 12 mishandles temporaries passed into a coroutine call in co_await.

@@ -366,6 +366,7 @@ api_request parse_api_request(const json::value& body, api_kind kind, const api_
   r.user = string(o, "user");
   reject_unsupported(o);
   auto& gen = r.gen;
+  gen.model = r.model;
   gen.session = o.contains("session_id") ? string(o, "session_id") : r.user;
   if (gen.session.size() > 256) bad(o.contains("session_id") ? "session_id" : "user", "must be at most 256 bytes");
   if (kind == api_kind::chat) {

@@ -3,6 +3,7 @@
 #include <boost/json.hpp>
 #include <chrono>
 
+#include "actors/runtime_access.h"
 #include "net/server_context.h"
 #include "tandem/runtime.h"
 
@@ -27,7 +28,7 @@ prepared_response prepare_response(const responses_request& r, const stored_resp
     };
   }
   auto& jc = p.ctx;
-  jc.tok = &rt.tok();
+  jc.tok = &runtime_access::tok(rt);
   jc.metrics = &ctx.metrics;
   jc.model_name = p.req.model;
   jc.response_id = ctx.new_id("resp", '_');

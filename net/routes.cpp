@@ -3,6 +3,7 @@
 #include <boost/json.hpp>
 #include <cmath>
 
+#include "actors/runtime_access.h"
 #include "engine/chat/chat_template.h"
 #include "engine/chat/prompt_encoder.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -130,13 +131,14 @@ http_reply tokenize_reply(std::string_view body_text, const runtime& rt, const a
   std::vector<token_id> ids;
   if (o.contains("messages")) {
     const api_request chat = parse_api_request(body, api_kind::chat, limits);
-    if (!rt.chat()) throw api_error(400, "this model has no usable chat template: " + rt.chat_error(), "messages");
+    if (!runtime_access::chat(rt))
+      throw api_error(400, "this model has no usable chat template: " + runtime_access::chat_error(rt), "messages");
     std::vector<chat_message> msgs;
     for (const auto& m : chat.gen.messages) msgs.push_back({m.role, m.content});
     const auto agp = o.find("add_generation_prompt");
     const bool add_generation_prompt = agp == o.end() || !agp->value().is_bool() || agp->value().get_bool();
     try {
-      ids = encode_chat(rt.tok(), *rt.chat(), msgs, add_generation_prompt);
+      ids = encode_chat(runtime_access::tok(rt), *runtime_access::chat(rt), msgs, add_generation_prompt);
     } catch (const std::exception& e) {
       throw api_error(400, e.what(), "messages");
     }
@@ -149,7 +151,8 @@ http_reply tokenize_reply(std::string_view body_text, const runtime& rt, const a
     }
     const bool add_special = ast == o.end() || ast->value().get_bool();
     const std::string_view text(p->value().get_string());
-    ids = add_special ? encode_prompt(rt.tok(), text) : rt.tok().encode(text, false, false);
+    ids =
+        add_special ? encode_prompt(runtime_access::tok(rt), text) : runtime_access::tok(rt).encode(text, false, false);
   }
   json::array tokens;
   for (token_id t : ids) tokens.push_back(t);
@@ -163,7 +166,7 @@ http_reply detokenize_reply(std::string_view body_text, const runtime& rt) {
   const auto t = o.find("tokens");
   if (t == o.end() || !t->value().is_array()) throw api_error(400, "'tokens' must be a list of token ids", "tokens");
   std::vector<token_id> ids;
-  const size_t vocab = rt.tok().vocab_size();
+  const size_t vocab = runtime_access::tok(rt).vocab_size();
   for (const auto& v : t->value().get_array()) {
     if (!v.is_int64() || v.get_int64() < 0 || static_cast<size_t>(v.get_int64()) >= vocab) {
       throw api_error(
@@ -173,7 +176,7 @@ http_reply detokenize_reply(std::string_view body_text, const runtime& rt) {
     }
     ids.push_back(static_cast<token_id>(v.get_int64()));
   }
-  return json_reply(json::object{{"prompt", rt.tok().decode(ids, true)}});
+  return json_reply(json::object{{"prompt", runtime_access::tok(rt).decode(ids, true)}});
 }
 
 }  // namespace tandem::net

@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "actors/atoms.h"
+#include "actors/runtime_access.h"
 #include "actors/runtime_actors.h"
 
 namespace tandem::net {
@@ -11,52 +13,53 @@ namespace {
 // A router's figures: its nodes' latest reports, summed where a single process has one.
 void probe_router(caf::actor_system& sys, const runtime& rt, std::function<void(runtime_figures)> done) {
   const auto timeout = std::chrono::seconds(5);
-  sys.spawn([router = rt.actors().router, adm = rt.admission(), done, timeout](caf::event_based_actor* self) {
-    auto figures = std::make_shared<runtime_figures>();
-    figures->ready = true;
-    figures->clustered = true;
-    auto fail = [self, done](const caf::error&) {
-      done(runtime_figures{});
-      self->quit();
-    };
-    self->request(router, timeout, stats_atom::value)
-        .then(
-            [=](scheduler_stats s) {
-              figures->sched = s;
-              self->request(router, timeout, nodes_atom::value)
-                  .then(
-                      [=](cluster_stats c) {
-                        for (const auto& n : c.nodes) {
-                          if (!n.up) continue;
-                          figures->kv.pool.total += n.last.kv_blocks_total;
-                          figures->kv.pool.used += n.last.kv_blocks_used;
-                          figures->kv.prefix_queries += n.last.prefix_queries;
-                          figures->kv.prefix_hits += n.last.prefix_hits;
-                        }
-                        figures->cluster = std::move(c);
-                        self->request(adm, timeout, stats_atom::value)
-                            .then(
-                                [=](admission_stats a) {
-                                  figures->admission = a;
-                                  done(*figures);
-                                  self->quit();
-                                },
-                                fail);
-                      },
-                      fail);
-            },
-            fail);
-  });
+  sys.spawn(
+      [router = runtime_access::actors(rt).router, adm = rt.admission(), done, timeout](caf::event_based_actor* self) {
+        auto figures = std::make_shared<runtime_figures>();
+        figures->ready = true;
+        figures->clustered = true;
+        auto fail = [self, done](const caf::error&) {
+          done(runtime_figures{});
+          self->quit();
+        };
+        self->request(router, timeout, stats_atom::value)
+            .then(
+                [=](scheduler_stats s) {
+                  figures->sched = s;
+                  self->request(router, timeout, nodes_atom::value)
+                      .then(
+                          [=](cluster_stats c) {
+                            for (const auto& n : c.nodes) {
+                              if (!n.up) continue;
+                              figures->kv.pool.total += n.last.kv_blocks_total;
+                              figures->kv.pool.used += n.last.kv_blocks_used;
+                              figures->kv.prefix_queries += n.last.prefix_queries;
+                              figures->kv.prefix_hits += n.last.prefix_hits;
+                            }
+                            figures->cluster = std::move(c);
+                            self->request(adm, timeout, stats_atom::value)
+                                .then(
+                                    [=](admission_stats a) {
+                                      figures->admission = a;
+                                      done(*figures);
+                                      self->quit();
+                                    },
+                                    fail);
+                          },
+                          fail);
+                },
+                fail);
+      });
 }
 
 }  // namespace
 
 void probe_runtime(caf::actor_system& sys, const runtime& rt, std::function<void(runtime_figures)> done) {
-  if (rt.actors().router) return probe_router(sys, rt, std::move(done));
+  if (runtime_access::actors(rt).router) return probe_router(sys, rt, std::move(done));
   const auto timeout = std::chrono::seconds(5);
-  sys.spawn([sched = rt.actors().scheduler, cache = rt.actors().cache_manager, adm = rt.admission(),
-             speculating = static_cast<bool>(rt.actors().drafter), method = rt.config().speculative, done,
-             timeout](caf::event_based_actor* self) {
+  sys.spawn([sched = runtime_access::actors(rt).scheduler, cache = runtime_access::actors(rt).cache_manager,
+             adm = rt.admission(), speculating = static_cast<bool>(runtime_access::actors(rt).drafter),
+             method = rt.config().speculative, done, timeout](caf::event_based_actor* self) {
     auto figures = std::make_shared<runtime_figures>();
     figures->ready = true;
     auto fail = [self, done](const caf::error&) {

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <random>
 
+#include "actors/runtime_access.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "tandem/runtime.h"
 
@@ -11,7 +12,7 @@ namespace tandem::net {
 api_limits server_context::limits() const {
   api_limits l;
   if (const runtime* r = rt.load()) {
-    l.vocab_size = r->tok().vocab_size();
+    l.vocab_size = runtime_access::tok(*r).vocab_size();
     l.max_model_len = r->max_model_len();
   }
   l.prompt_special_tokens = opts.prompt_special_tokens;

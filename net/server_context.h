@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "actors/response_store.h"
@@ -27,7 +28,13 @@ struct server_context {
   response_store_actor responses;  // the Responses API's stored responses (their one owner)
   server_metrics metrics;
   std::atomic<const runtime*> rt{nullptr};  // null while the model loads
-  std::string chat_page;                    // the page served at /
+  // The runtime that serves `model` (a request's "model" field): the one runtime for every
+  // name today. The seam where a supervisor of several models (and adapters) stands in.
+  const runtime* runtime_for(std::string_view model) const {
+    (void)model;
+    return rt.load();
+  }
+  std::string chat_page;  // the page served at /
   std::atomic<uint32_t> connections{0};
   std::atomic<int> answering{0};  // generations whose answer is not written yet (graceful stop)
   std::atomic<uint16_t> port{0};  // the bound port

@@ -4,6 +4,7 @@
 #include <deque>
 #include <optional>
 
+#include "actors/atoms.h"
 #include "actors/clock.h"
 #include "actors/device_sequences.h"
 #include "engine/model/model.h"

@@ -112,6 +112,9 @@ struct generation_done;
 using sink_actor = caf::typed_actor<caf::reacts_to<generation_delta>, caf::reacts_to<generation_done>>;
 
 struct generate_request {
+  // The model the request is for (OpenAI's "model"). A runtime serves one model and takes
+  // every name as its own; a server of several models routes by it. "" = the default one.
+  std::string model;
   std::string prompt;               // raw completion prompt, used when messages is empty
   std::vector<chat_turn> messages;  // chat: rendered with the model's chat template
   bool add_generation_prompt = true;
@@ -223,18 +226,16 @@ struct admission_stats {
   uint64_t overloaded = 0;    // 503
 };
 
-// The runtime's front door (actors/admission.h says what it checks and in which order).
-// drain: from now on every submit is refused (503, shutting down); cancel_all: every request
-// in flight is cancelled (its sink gets its final event). runtime::stop uses both.
-// auth(key): whether the key may use the runtime (accepted, with its tenant) or 401; open
-// mode accepts every key. For endpoints that need a key before any work (the WebSocket
-// upgrade, /tokenize).
-using admission_actor = caf::typed_actor<caf::replies_to<submit_atom, generate_request>::with<submit_reply>,
-                                         caf::replies_to<auth_atom, std::string>::with<submit_reply>,
-                                         caf::reacts_to<cancel_atom, request_id>, caf::reacts_to<drain_atom>,
-                                         caf::reacts_to<cancel_all_atom>,
-                                         caf::reacts_to<finished_atom, request_id, uint32_t>,  // id, tokens used
-                                         caf::replies_to<stats_atom>::with<admission_stats>>;
+// The runtime's front door as a host sees it (actors/admission.h says what it checks and in
+// which order): submit a request, cancel one by its id, read the counts. auth(key): whether
+// the key may use the runtime (accepted, with its tenant) or 401; open mode accepts every
+// key; for endpoints that need a key before any work (the WebSocket upgrade, /tokenize).
+// The runtime's own messages to admission (a streamer's end of a request, shutdown's drain)
+// are on an internal interface that extends this one; a host cannot send them.
+using admission_actor =
+    caf::typed_actor<caf::replies_to<submit_atom, generate_request>::with<submit_reply>,
+                     caf::replies_to<auth_atom, std::string>::with<submit_reply>,
+                     caf::reacts_to<cancel_atom, request_id>, caf::replies_to<stats_atom>::with<admission_stats>>;
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, admission_stats& x) {
@@ -266,8 +267,8 @@ typename Inspector::result_type inspect(Inspector& f, sampling_options& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generate_request& x) {
-  return f(caf::meta::type_name("generate_request"), x.prompt, x.messages, x.add_generation_prompt, x.tools_json,
-           x.chat_template_kwargs_json, x.parse_tool_calls, x.tool_call_parser, x.parse_reasoning,
+  return f(caf::meta::type_name("generate_request"), x.model, x.prompt, x.messages, x.add_generation_prompt,
+           x.tools_json, x.chat_template_kwargs_json, x.parse_tool_calls, x.tool_call_parser, x.parse_reasoning,
            x.thinking_token_budget, x.grammar, x.prompt_special_tokens, x.max_tokens, x.stop, x.stop_token_ids,
            x.ignore_eos, x.speculative, x.prompt_group, x.choices, x.sampling, x.tenant, x.weight, x.cache_group,
            x.kv_cache_share, x.api_key, x.stream_interval, x.session, x.sink);

@@ -1,36 +1,15 @@
-// The message tags of Tandem's actors (CAF 0.17 atoms: at most 10 characters).
+// The message tags a host application sends to Tandem's runtime (CAF 0.17 atoms: at most
+// 10 characters): submit, cancel and stats to admission (include/tandem/api.h), auth from the
+// net front. The tags the runtime's own actors exchange are internal (actors/atoms.h).
 #pragma once
 
 #include <caf/atom.hpp>
 
 namespace tandem {
 
-using submit_atom = caf::atom_constant<caf::atom("submit")>;          // host/net -> admission
-using cancel_atom = caf::atom_constant<caf::atom("cancel")>;          // host/net -> admission
-using auth_atom = caf::atom_constant<caf::atom("auth")>;              // net -> admission
-using drain_atom = caf::atom_constant<caf::atom("drain")>;            // host/net -> admission: refuse new work
-using cancel_all_atom = caf::atom_constant<caf::atom("cancelall")>;   // host/net -> admission
-using finished_atom = caf::atom_constant<caf::atom("finished")>;      // streamer -> admission
-using enqueue_atom = caf::atom_constant<caf::atom("enqueue")>;        // streamer -> scheduler
-using abort_atom = caf::atom_constant<caf::atom("abort")>;            // -> scheduler
-using force_atom = caf::atom_constant<caf::atom("force")>;            // streamer -> scheduler
-using compile_atom = caf::atom_constant<caf::atom("compile")>;        // streamer -> grammar compiler
-using reserve_atom = caf::atom_constant<caf::atom("reserve")>;        // scheduler -> cache manager
-using commit_atom = caf::atom_constant<caf::atom("commit")>;          // scheduler -> cache manager
-using release_atom = caf::atom_constant<caf::atom("release")>;        // scheduler -> cache manager
-using run_step_atom = caf::atom_constant<caf::atom("runstep")>;       // scheduler -> device worker
-using tokens_atom = caf::atom_constant<caf::atom("tokens")>;          // scheduler -> streamer
-using stats_atom = caf::atom_constant<caf::atom("stats")>;            // anyone -> any actor
-using trim_atom = caf::atom_constant<caf::atom("trim")>;              // scheduler -> cache manager
-using fork_atom = caf::atom_constant<caf::atom("fork")>;              // scheduler -> cache manager
-using reset_atom = caf::atom_constant<caf::atom("reset")>;            // scheduler -> cache manager
-using draft_atom = caf::atom_constant<caf::atom("draft")>;            // scheduler -> drafter
-using forget_atom = caf::atom_constant<caf::atom("forget")>;          // scheduler -> drafter
-using spec_stats_atom = caf::atom_constant<caf::atom("spec_stats")>;  // anyone -> scheduler
-using kv_events_atom = caf::atom_constant<caf::atom("kvevents")>;     // cluster node -> cache manager
-using join_atom = caf::atom_constant<caf::atom("join")>;              // router -> node gate
-using update_atom = caf::atom_constant<caf::atom("update")>;          // cluster node -> router
-using nodes_atom = caf::atom_constant<caf::atom("nodes")>;            // metrics -> router
-using tick_atom = caf::atom_constant<caf::atom("tick")>;              // an actor -> itself (timers)
+using submit_atom = caf::atom_constant<caf::atom("submit")>;  // host/net -> admission
+using cancel_atom = caf::atom_constant<caf::atom("cancel")>;  // host/net -> admission
+using auth_atom = caf::atom_constant<caf::atom("auth")>;      // net -> admission
+using stats_atom = caf::atom_constant<caf::atom("stats")>;    // anyone -> any actor
 
 }  // namespace tandem

@@ -21,15 +21,13 @@ namespace tandem {
 
 // Internal types, declared only: their headers (engine/, actors/) are not installed.
 struct model_config;
-class tokenizer;
-class chat_template;
 struct runtime_shared;
 struct runtime_actors;  // the internal actors' handles (actors/runtime_actors.h)
 struct device_factory;  // a device worker other than the CPU one (actors/runtime_actors.h)
 
 struct runtime_config {
-  std::string model = "default";           // GGUF path, or "default"
-  int threads = 0;                         // compute threads; 0 = one per core
+  std::string model = "default";  // GGUF path, or "default"
+  int threads = 0;                // compute threads; 0 = one per core
   // Where the CPU's re-laid (tiled) weights are kept between starts, one file per model
   // (engine/model/tiled_cache.h); "" or tiled_cache false = re-lay them in memory at every
   // start. The CLI's default is $TANDEM_HOME/tiled (--tiled-cache-dir, --no-tiled-cache).
@@ -106,22 +104,15 @@ class runtime {
   const runtime_config& config() const { return cfg_; }
   uint32_t kv_blocks() const { return kv_blocks_; }
 
-  // In-tree only (Tandem's HTTP front, tests, benchmarks), and outside the versioned API: the
-  // types these return are declared above but not installed, so a host built against an
-  // installed Tandem cannot use them (docs/embedding.md).
-  const tokenizer& tok() const;
-  // The model's chat template, or nullptr (then chat_error() says why).
-  const chat_template* chat() const;
-  const std::string& chat_error() const;
-  const model_config& model_cfg() const;
-  // The scheduler, cache manager, device worker and speculative decoding's actors, for the
-  // server's metrics, tests and benchmarks.
-  const runtime_actors& actors() const { return *actors_; }
   // A cluster node's gate, to publish with the middleman (null unless this runtime is a node).
   caf::actor node_gate() const;
   bool is_router() const { return !cfg_.nodes.empty(); }
 
  private:
+  // The in-tree parts (the HTTP front, the CLI, tests, benchmarks) read the tokenizer, the
+  // chat template, the model's config and the actors through actors/runtime_access.h, which
+  // is not installed: nothing here returns a type a host cannot include.
+  friend class runtime_access;
   runtime();
   static std::unique_ptr<runtime> start_router(caf::actor_system& sys, const runtime_config& cfg);
   runtime_config cfg_;

@@ -6,6 +6,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/atoms.h"
 #include "engine/model/model.h"
 #include "engine/model/synthetic_model.h"
 #include "gpu/worker/gpu_device_worker.h"

@@ -9,6 +9,8 @@
 #include <chrono>
 #include <thread>
 
+#include "actors/atoms.h"
+#include "actors/runtime_access.h"
 #include "actors/runtime_actors.h"
 #include "tandem/remote.h"
 #include "tandem/runtime.h"
@@ -87,13 +89,13 @@ TEST(ClusterRuntime, ARouterRuntimeServesThroughANodeAsTheNodeItselfWould) {
   rc.nodes = {"127.0.0.1:" + std::to_string(*port)};
   auto router = runtime::start(router_sys, rc);
   ASSERT_TRUE(router->is_router());
-  ASSERT_TRUE(router->actors().router);
-  EXPECT_FALSE(router->actors().cache_manager);  // no weights, no KV pool on the router
+  ASSERT_TRUE(runtime_access::actors(*router).router);
+  EXPECT_FALSE(runtime_access::actors(*router).cache_manager);  // no weights, no KV pool on the router
   {
     caf::scoped_actor self{router_sys};
     bool up = false;
     for (int i = 0; i < 200 && !up; ++i) {
-      self->request(router->actors().router, std::chrono::seconds(5), nodes_atom::value)
+      self->request(runtime_access::actors(*router).router, std::chrono::seconds(5), nodes_atom::value)
           .receive([&](const cluster_stats& c) { up = c.nodes.size() == 1 && c.nodes[0].up; },
                    [](const caf::error&) {});
       if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -125,7 +127,7 @@ TEST(ClusterRuntime, ARouterRuntimeServesThroughANodeAsTheNodeItselfWould) {
   EXPECT_EQ(refused.done.status, 400);
 
   caf::scoped_actor self{router_sys};
-  self->request(router->actors().router, std::chrono::seconds(5), nodes_atom::value)
+  self->request(runtime_access::actors(*router).router, std::chrono::seconds(5), nodes_atom::value)
       .receive(
           [&](const cluster_stats& c) {
             ASSERT_EQ(c.nodes.size(), 1u);

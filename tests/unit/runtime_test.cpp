@@ -8,6 +8,7 @@
 #include <mutex>
 #include <thread>
 
+#include "actors/runtime_access.h"
 #include "actors/runtime_actors.h"
 #include "actors/runtime_shared.h"
 #include "engine/model/model_config.h"
@@ -110,14 +111,14 @@ class RuntimeTest : public ::testing::Test {
   static kv_cache_stats kv_stats() {
     caf::scoped_actor self{*sys_};
     kv_cache_stats s;
-    self->request(rt_->actors().cache_manager, caf::infinite, stats_atom::value)
+    self->request(runtime_access::actors(*rt_).cache_manager, caf::infinite, stats_atom::value)
         .receive([&](const kv_cache_stats& x) { s = x; }, [](const caf::error&) {});
     return s;
   }
   static scheduler_stats sched_stats() {
     caf::scoped_actor self{*sys_};
     scheduler_stats s;
-    self->request(rt_->actors().scheduler, caf::infinite, stats_atom::value)
+    self->request(runtime_access::actors(*rt_).scheduler, caf::infinite, stats_atom::value)
         .receive([&](const scheduler_stats& x) { s = x; }, [](const caf::error&) {});
     return s;
   }
@@ -150,15 +151,44 @@ const std::vector<std::string> kPrompts = {
 
 }  // namespace
 
+// A host holds admission's public handle. Cast to an untyped actor, it can still send the
+// message a streamer sends at a request's end; admission must not free the slot for it.
+TEST_F(RuntimeTest, AHostCannotEndAnotherRequestByHand) {
+  caf::scoped_actor self{*sys_};
+  generate_request r = greedy("Once upon a time", 4000);
+  r.ignore_eos = true;
+  r.sink = self->spawn(collecting_sink, caf::actor_cast<caf::actor>(self));
+  request_id id = 0;
+  self->request(rt_->admission(), caf::infinite, submit_atom::value, r)
+      .receive([&](const submit_reply& rep) { id = rep.id; }, [&](const caf::error& e) { FAIL() << sys_->render(e); });
+  auto in_flight = [&] {
+    uint32_t n = 0;
+    self->request(rt_->admission(), caf::infinite, stats_atom::value)
+        .receive([&](const admission_stats& s) { n = s.in_flight; }, [](const caf::error&) {});
+    return n;
+  };
+  ASSERT_EQ(in_flight(), 1u);
+  // What a host could construct: the internal atom's name is no secret.
+  self->send(caf::actor_cast<caf::actor>(rt_->admission()), caf::atom_constant<caf::atom("finished")>::value, id,
+             uint32_t{0});
+  EXPECT_EQ(in_flight(), 1u);  // still counted: the request is still running
+  self->send(rt_->admission(), cancel_atom::value, id);
+  self->receive([&](collect_atom, collected& c) { EXPECT_EQ(c.done.reason, finish_reason::abort); },
+                caf::after(std::chrono::seconds(60)) >> [&] { ADD_FAILURE() << "timed out"; });
+  for (int i = 0; i < 100 && in_flight() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(in_flight(), 0u);  // the streamer's own end frees it
+}
+
 TEST_F(RuntimeTest, GreedyCompletionRunsToLength) {
   const auto out = run({greedy("The capital of France is", 16)});
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].done.reason, finish_reason::length);
   EXPECT_EQ(out[0].done.completion_tokens, 16u);
   EXPECT_EQ(out[0].tokens.size(), 16u);
-  EXPECT_EQ(out[0].done.prompt_tokens, rt_->tok().encode("The capital of France is", true, false).size());
+  EXPECT_EQ(out[0].done.prompt_tokens,
+            runtime_access::tok(*rt_).encode("The capital of France is", true, false).size());
   EXPECT_FALSE(out[0].text.empty());
-  EXPECT_EQ(out[0].text, rt_->tok().decode(out[0].tokens, false));
+  EXPECT_EQ(out[0].text, runtime_access::tok(*rt_).decode(out[0].tokens, false));
   std::printf("completion: %s\n", out[0].text.c_str());
   expect_no_blocks_held();
 }
@@ -184,7 +214,7 @@ TEST_F(RuntimeTest, ASharedThousandTokenPrefixIsComputedOnce) {
   std::string prefix = "You are a careful assistant. Here is the reference document:\n";
   for (int i = 0; prefix.size() < 6000; ++i)
     prefix += "Paragraph " + std::to_string(i) + " talks about rivers, mountains and towns. ";
-  const auto prefix_tokens = rt_->tok().encode(prefix, true, false).size();
+  const auto prefix_tokens = runtime_access::tok(*rt_).encode(prefix, true, false).size();
   ASSERT_GE(prefix_tokens, 1000u);
 
   const auto before1 = sched_stats().prompt_tokens;
@@ -395,12 +425,12 @@ TEST(RuntimeFaults, AFailedReservationEndsTheRequestsWithAnError) {
   // Let it decode for a while, then kill the cache manager under it.
   for (int i = 0; i < 200; ++i) {
     scheduler_stats st;
-    self->request(rt->actors().scheduler, caf::infinite, stats_atom::value)
+    self->request(runtime_access::actors(*rt).scheduler, caf::infinite, stats_atom::value)
         .receive([&](const scheduler_stats& x) { st = x; }, [](const caf::error&) {});
     if (st.generated_tokens >= 8) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  self->send_exit(rt->actors().cache_manager, caf::exit_reason::kill);
+  self->send_exit(runtime_access::actors(*rt).cache_manager, caf::exit_reason::kill);
   const auto running = wait_done();
   EXPECT_EQ(running.done.reason, finish_reason::error);
   EXPECT_NE(running.done.error.find("KV cache manager"), std::string::npos) << running.done.error;

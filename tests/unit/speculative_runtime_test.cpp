@@ -8,6 +8,8 @@
 #include <caf/all.hpp>
 #include <thread>
 
+#include "actors/atoms.h"
+#include "actors/runtime_access.h"
 #include "actors/runtime_actors.h"
 #include "engine/gguf/gguf.h"
 #include "engine/model/model_path.h"
@@ -131,7 +133,7 @@ class SpeculativeRuntime : public ::testing::Test {
 
     caf::scoped_actor self{*sys_};
     speculation_stats st;
-    self->request(spec->actors().scheduler, caf::infinite, spec_stats_atom::value)
+    self->request(runtime_access::actors(*spec).scheduler, caf::infinite, spec_stats_atom::value)
         .receive([&](const speculation_stats& s) { st = s; }, [](const caf::error&) {});
     std::printf("%s: drafted %llu, accepted %llu (%.1f%%), mean accepted per pass %.2f\n", spec_cfg.speculative.c_str(),
                 static_cast<unsigned long long>(st.drafted), static_cast<unsigned long long>(st.accepted),
@@ -146,7 +148,7 @@ class SpeculativeRuntime : public ::testing::Test {
     caf::scoped_actor self{*sys_};
     kv_cache_stats kv;
     for (int i = 0; i < 100; ++i) {
-      self->request(rt.actors().cache_manager, caf::infinite, stats_atom::value)
+      self->request(runtime_access::actors(rt).cache_manager, caf::infinite, stats_atom::value)
           .receive([&](const kv_cache_stats& s) { kv = s; }, [](const caf::error&) {});
       if (kv.pool.used == 0) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -230,10 +232,10 @@ TEST_F(SpeculativeRuntime, PreemptionAndCancelDuringSpeculationHoldNoBlocks) {
     EXPECT_EQ(together[i].tokens, (*expected_)[i].tokens) << "prompt " << i;
   }
   scheduler_stats sched;
-  self->request(spec->actors().scheduler, caf::infinite, stats_atom::value)
+  self->request(runtime_access::actors(*spec).scheduler, caf::infinite, stats_atom::value)
       .receive([&](const scheduler_stats& s) { sched = s; }, [](const caf::error&) {});
   speculation_stats st;
-  self->request(spec->actors().scheduler, caf::infinite, spec_stats_atom::value)
+  self->request(runtime_access::actors(*spec).scheduler, caf::infinite, spec_stats_atom::value)
       .receive([&](const speculation_stats& s) { st = s; }, [](const caf::error&) {});
   std::printf("small pool: %llu preemptions, %llu drafts accepted\n",
               static_cast<unsigned long long>(sched.preemptions), static_cast<unsigned long long>(st.accepted));
@@ -252,7 +254,7 @@ TEST_F(SpeculativeRuntime, PreemptionAndCancelDuringSpeculationHoldNoBlocks) {
   // Up to 60 s: under TSan on a busy machine the first verified draft took longer than 5 s.
   for (int i = 0; i < 30000 && st.drafted == drafted_before; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    self->request(spec->actors().scheduler, caf::infinite, spec_stats_atom::value)
+    self->request(runtime_access::actors(*spec).scheduler, caf::infinite, spec_stats_atom::value)
         .receive([&](const speculation_stats& s) { st = s; }, [](const caf::error&) {});
   }
   EXPECT_GT(st.drafted, drafted_before) << "cancelled before any draft was verified";

@@ -1,0 +1,28 @@
+// What Tandem's own parts (the HTTP front, the CLI, tests, benchmarks) read of a running
+// runtime beyond the embedding API. Not installed, like every type it returns: a host built
+// against an installed Tandem sees include/tandem/runtime.h only.
+#pragma once
+
+#include <string>
+
+#include "actors/runtime_actors.h"
+#include "engine/chat/chat_template.h"
+#include "engine/model/model_config.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "tandem/runtime.h"
+
+namespace tandem {
+
+class runtime_access {
+ public:
+  static const tokenizer& tok(const runtime& rt);
+  // The model's chat template, or nullptr (then chat_error says why).
+  static const chat_template* chat(const runtime& rt);
+  static const std::string& chat_error(const runtime& rt);
+  static const model_config& model_cfg(const runtime& rt);
+  // The scheduler, cache manager, device worker and drafter, for the server's metrics,
+  // tests and benchmarks.
+  static const runtime_actors& actors(const runtime& rt) { return *rt.actors_; }
+};
+
+}  // namespace tandem
