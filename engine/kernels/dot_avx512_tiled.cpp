@@ -87,8 +87,12 @@ struct q8_0_records {  // the biased bytes as they are
 // (register w[l]) times dw * da, folded as hsum folds (fold_lanes). G tokens share each
 // unpacked block (G = 2 keeps the 16 accumulators in registers).
 template <int G, class R>
-void tiled_lanes_tokens(int64_t nb, const std::byte* tile, const tiled_acts* a, float* y, int64_t y_stride,
+void tiled_lanes_tokens(int64_t nb, const std::byte* tile, const tiled_acts* acts, float* y, int64_t y_stride,
                         tile_prefetch& prefetch) {
+  // Local copies, which stay in registers: read through `acts`, the rows' pointers were loaded
+  // again after every prefetch.step() (a store GCC cannot tell apart from them).
+  tiled_acts a[G];
+  for (int t = 0; t < G; ++t) a[t] = acts[t];
   __m512 acc[G][8];
   for (auto& token : acc) {
     for (auto& lane : token) lane = _mm512_setzero_ps();
