@@ -4,6 +4,7 @@
 // so their output equals llama-quantize's byte for byte on the same input.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 namespace tandem::quant {
@@ -47,6 +48,22 @@ inline int nearest_int(float x) {
   int32_t bits;
   __builtin_memcpy(&bits, &shifted, 4);
   return (bits & 0x007fffff) - 0x00400000;
+}
+
+// A group whose largest |x| is below this quantizes to all zeros.
+inline constexpr float kGroupMaxEps = 1e-15f;
+
+// The element of x[0..n) with the largest magnitude, sign kept (the first one if several
+// tie; 0 for an all-zero x).
+inline float signed_absmax(const float* x, int n) {
+  float amax = 0.0f, max = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    if (std::fabs(x[i]) > amax) {
+      amax = std::fabs(x[i]);
+      max = x[i];
+    }
+  }
+  return max;
 }
 
 }  // namespace tandem::quant

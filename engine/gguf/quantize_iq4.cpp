@@ -12,7 +12,6 @@ namespace {
 
 using namespace tandem::kernels;
 
-constexpr float kGroupMaxEps = 1e-15f;
 constexpr int kTries = 7;  // scales tried on each side of the start one
 
 // Index of the table value nearest to v (the lower one on a tie).
@@ -35,14 +34,8 @@ int nearest_value(float v) {
 // table's first value, then 2 * kTries + 1 other mappings, keeping the least-squares scale
 // that explains most. L gets the start mapping's indexes.
 float fit_block(const float* x, uint8_t* L) {
-  float amax = 0, max = 0;
-  for (int j = 0; j < 32; ++j) {
-    if (std::fabs(x[j]) > amax) {
-      amax = std::fabs(x[j]);
-      max = x[j];
-    }
-  }
-  if (amax < kGroupMaxEps) return 0.0f;
+  const float max = signed_absmax(x, 32);
+  if (std::fabs(max) < kGroupMaxEps) return 0.0f;
   auto sums_for = [&](float id, float& sumqx, float& sumq2, bool store) {
     sumqx = sumq2 = 0;
     for (int j = 0; j < 32; ++j) {
@@ -93,14 +86,8 @@ void quantize_iq4_xs(const float* x, int64_t n, void* out) {
   for (int64_t b = 0; b < n / kSuperBlock; ++b, x += kSuperBlock) {
     uint8_t L[kSuperBlock];
     float scales[8];
-    float max_scale = 0, amax_scale = 0;
-    for (int s = 0; s < 8; ++s) {
-      scales[s] = fit_block(x + 32 * s, L + 32 * s);
-      if (std::fabs(scales[s]) > amax_scale) {
-        amax_scale = std::fabs(scales[s]);
-        max_scale = scales[s];
-      }
-    }
+    for (int s = 0; s < 8; ++s) scales[s] = fit_block(x + 32 * s, L + 32 * s);
+    const float max_scale = signed_absmax(scales, 8);
     // Sub-block scales as 6-bit multiples of d = -max / 32; the quants follow the rounded scale.
     const float d = -max_scale / 32;
     y[b].d = f32_to_f16(d);

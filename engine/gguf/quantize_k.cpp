@@ -27,8 +27,6 @@ namespace {
 
 using namespace tandem::kernels;
 
-constexpr float kGroupMaxEps = 1e-15f;  // a sub-block with max |x| below this is all zero
-
 float h2f(f16_bits h) { return f16_to_f32(h); }
 
 // Fits x ~ scale * L - min_out (L in 0..nmax, min_out >= 0) for the weights w: the start
@@ -95,42 +93,46 @@ float fit_scale_min(int n, int nmax, const float* x, const float* w, uint8_t* L,
   return scale;
 }
 
+// Rounds iscale * x to l in -nmax..nmax-1 and returns, weighted by x^2, sum(l * x) and
+// sum(l^2); L, when given, gets l + bias.
+void signed_fit_sums(int n, int nmax, const float* x, float iscale, int8_t* L, int bias, float& sumlx, float& suml2) {
+  sumlx = suml2 = 0;
+  for (int i = 0; i < n; ++i) {
+    const int l = std::max(-nmax, std::min(nmax - 1, nearest_int(iscale * x[i])));
+    if (L != nullptr) L[i] = static_cast<int8_t>(l + bias);
+    const float w = x[i] * x[i];
+    const float fl = static_cast<float>(l);
+    sumlx += w * x[i] * fl;
+    suml2 += w * fl * fl;
+  }
+}
+
+// The start of both signed fits: max (x's signed extreme) mapped to -nmax, L and the sums as
+// signed_fit_sums gives them; false, with L all zero, for a group with nothing to fit.
+bool start_signed_fit(int n, int nmax, const float* x, float max, int8_t* L, int bias, float& sumlx, float& suml2) {
+  if (std::fabs(max) < kGroupMaxEps) {
+    std::fill(L, L + n, 0);
+    return false;
+  }
+  signed_fit_sums(n, nmax, x, static_cast<float>(-nmax) / max, L, bias, sumlx, suml2);
+  return true;
+}
+
 // Fits x ~ scale * (L - nmax) with L in 0..2*nmax-1 (signed, no min) weighted by x^2: the
 // scale that maps the signed extreme to -nmax, then 18 nearby ones (nmax +- 0.1 .. 0.9
 // levels), keeping the one whose least-squares fit explains most.
 float fit_signed_scale(int n, int nmax, const float* x, int8_t* L) {
-  float amax = 0, max = 0;
-  for (int i = 0; i < n; ++i) {
-    if (std::fabs(x[i]) > amax) {
-      amax = std::fabs(x[i]);
-      max = x[i];
-    }
-  }
-  if (amax < kGroupMaxEps) {
-    std::fill(L, L + n, 0);
-    return 0.0f;
-  }
-  auto sums_for = [&](float iscale, float& sumlx, float& suml2, bool store) {
-    sumlx = suml2 = 0;
-    for (int i = 0; i < n; ++i) {
-      const int l = std::max(-nmax, std::min(nmax - 1, nearest_int(iscale * x[i])));
-      if (store) L[i] = static_cast<int8_t>(l + nmax);
-      const float w = x[i] * x[i];
-      const float fl = static_cast<float>(l);
-      sumlx += w * x[i] * fl;
-      suml2 += w * fl * fl;
-    }
-  };
+  const float max = signed_absmax(x, n);
   float sumlx, suml2;
-  sums_for(static_cast<float>(-nmax) / max, sumlx, suml2, true);
+  if (!start_signed_fit(n, nmax, x, max, L, nmax, sumlx, suml2)) return 0.0f;
   float scale = suml2 != 0 ? sumlx / suml2 : 0.0f;
   float best = scale * sumlx;
   for (int step = -9; step <= 9; ++step) {
     if (step == 0) continue;
     const float iscale = -(static_cast<float>(nmax) + 0.1f * static_cast<float>(step)) / max;
-    sums_for(iscale, sumlx, suml2, false);
+    signed_fit_sums(n, nmax, x, iscale, nullptr, nmax, sumlx, suml2);
     if (suml2 > 0 && sumlx * sumlx > best * suml2) {
-      sums_for(iscale, sumlx, suml2, true);
+      signed_fit_sums(n, nmax, x, iscale, L, nmax, sumlx, suml2);
       scale = sumlx / suml2;
       best = scale * sumlx;
     }
@@ -142,26 +144,8 @@ float fit_signed_scale(int n, int nmax, const float* x, int8_t* L) {
 // move single quants to the value the current fit prefers when that improves sum(lx)^2 / sum(l^2)
 // (weights x^2). L in -nmax..nmax-1 on return, biased by nmax.
 float fit_q3_scale(int n, int nmax, const float* x, int8_t* L) {
-  float amax = 0, max = 0;
-  for (int i = 0; i < n; ++i) {
-    if (std::fabs(x[i]) > amax) {
-      amax = std::fabs(x[i]);
-      max = x[i];
-    }
-  }
-  if (amax < kGroupMaxEps) {
-    std::fill(L, L + n, 0);
-    return 0.0f;
-  }
-  const float iscale = static_cast<float>(-nmax) / max;
-  float sumlx = 0, suml2 = 0;
-  for (int i = 0; i < n; ++i) {
-    const int l = std::max(-nmax, std::min(nmax - 1, nearest_int(iscale * x[i])));
-    L[i] = static_cast<int8_t>(l);
-    const float w = x[i] * x[i];
-    sumlx += w * x[i] * static_cast<float>(l);
-    suml2 += w * static_cast<float>(l) * static_cast<float>(l);
-  }
+  float sumlx, suml2;
+  if (!start_signed_fit(n, nmax, x, signed_absmax(x, n), L, 0, sumlx, suml2)) return 0.0f;
   for (int pass = 0; pass < 5; ++pass) {
     int changed = 0;
     for (int i = 0; i < n; ++i) {
@@ -247,6 +231,25 @@ void fit_k4_super_block(const float* x, int nmax, float rmin, int nstep, f16_bit
   }
 }
 
+// The low four bits of Q4_K / Q5_K element 32j + l (the packing above).
+int k4_low_bits(const uint8_t* qs, int j, int l) {
+  const uint8_t v = qs[32 * (j / 2) + l];
+  return j % 2 == 0 ? v & 15 : v >> 4;
+}
+
+// One Q4_K / Q5_K super-block: element 32j + l is d * sc_j * q - dmin * m_j for its quant
+// q = quant(j, l), sc_j and m_j sub-block j's 6-bit scale and min.
+template <class Block, class Quant>
+void dequantize_k4_super_block(const Block& x, float* y, Quant quant) {
+  const float d = h2f(x.d), dmin = h2f(x.dmin);
+  for (int j = 0; j < 8; ++j) {
+    int sc, m;
+    k4_scale_min(j, x.scales, sc, m);
+    const float dl = d * static_cast<float>(sc), ml = dmin * static_cast<float>(m);
+    for (int l = 0; l < 32; ++l) y[32 * j + l] = dl * static_cast<float>(quant(j, l)) - ml;
+  }
+}
+
 }  // namespace
 
 void quantize_q2_k(const float* x, int64_t n, void* out) {
@@ -293,14 +296,8 @@ void quantize_q3_k(const float* x, int64_t n, void* out) {
   for (int64_t b = 0; b < n / kSuperBlock; ++b, x += kSuperBlock) {
     int8_t L[kSuperBlock];
     float scales[16];
-    float max_scale = 0, amax = 0;
-    for (int j = 0; j < 16; ++j) {
-      scales[j] = fit_q3_scale(16, 4, x + 16 * j, L + 16 * j);
-      if (std::fabs(scales[j]) > amax) {
-        amax = std::fabs(scales[j]);
-        max_scale = scales[j];
-      }
-    }
+    for (int j = 0; j < 16; ++j) scales[j] = fit_q3_scale(16, 4, x + 16 * j, L + 16 * j);
+    const float max_scale = signed_absmax(scales, 16);
     std::memset(y[b].scales, 0, 12);
     if (max_scale != 0) {
       const float iscale = -32.f / max_scale;
@@ -372,15 +369,9 @@ void quantize_q6_k(const float* x, int64_t n, void* out) {
   for (int64_t b = 0; b < n / kSuperBlock; ++b, x += kSuperBlock) {
     int8_t L[kSuperBlock];
     float scales[16];
-    float max_scale = 0, max_abs_scale = 0;
-    for (int j = 0; j < 16; ++j) {
-      scales[j] = fit_signed_scale(16, 32, x + 16 * j, L + 16 * j);
-      if (std::fabs(scales[j]) > max_abs_scale) {
-        max_abs_scale = std::fabs(scales[j]);
-        max_scale = scales[j];
-      }
-    }
-    if (max_abs_scale < kGroupMaxEps) {
+    for (int j = 0; j < 16; ++j) scales[j] = fit_signed_scale(16, 32, x + 16 * j, L + 16 * j);
+    const float max_scale = signed_absmax(scales, 16);
+    if (std::fabs(max_scale) < kGroupMaxEps) {
       std::memset(&y[b], 0, sizeof(block_q6_k));
       continue;
     }
@@ -414,14 +405,8 @@ void quantize_q6_k(const float* x, int64_t n, void* out) {
 void quantize_q8_k(const float* x, int64_t n, void* out) {
   auto* y = static_cast<block_q8_k*>(out);
   for (int64_t b = 0; b < n / kSuperBlock; ++b, x += kSuperBlock) {
-    float amax = 0, max = 0;
-    for (int j = 0; j < kSuperBlock; ++j) {
-      if (std::fabs(x[j]) > amax) {
-        amax = std::fabs(x[j]);
-        max = x[j];
-      }
-    }
-    if (amax == 0) {
+    const float max = signed_absmax(x, kSuperBlock);
+    if (max == 0) {
       std::memset(&y[b], 0, sizeof(block_q8_k));
       continue;
     }
@@ -467,34 +452,15 @@ void dequantize_q3_k(const void* in, int64_t n, float* y) {
 void dequantize_q4_k(const void* in, int64_t n, float* y) {
   const auto* x = static_cast<const block_q4_k*>(in);
   for (int64_t b = 0; b < n / kSuperBlock; ++b, y += kSuperBlock) {
-    const float d = h2f(x[b].d), dmin = h2f(x[b].dmin);
-    for (int j = 0; j < 8; ++j) {
-      int sc, m;
-      k4_scale_min(j, x[b].scales, sc, m);
-      const float dl = d * static_cast<float>(sc), ml = dmin * static_cast<float>(m);
-      const uint8_t* qs = x[b].qs + 32 * (j / 2);
-      for (int l = 0; l < 32; ++l) {
-        const int q = j % 2 == 0 ? qs[l] & 15 : qs[l] >> 4;
-        y[32 * j + l] = dl * static_cast<float>(q) - ml;
-      }
-    }
+    dequantize_k4_super_block(x[b], y, [&](int j, int l) { return k4_low_bits(x[b].qs, j, l); });
   }
 }
 
 void dequantize_q5_k(const void* in, int64_t n, float* y) {
   const auto* x = static_cast<const block_q5_k*>(in);
   for (int64_t b = 0; b < n / kSuperBlock; ++b, y += kSuperBlock) {
-    const float d = h2f(x[b].d), dmin = h2f(x[b].dmin);
-    for (int j = 0; j < 8; ++j) {
-      int sc, m;
-      k4_scale_min(j, x[b].scales, sc, m);
-      const float dl = d * static_cast<float>(sc), ml = dmin * static_cast<float>(m);
-      const uint8_t* qs = x[b].qs + 32 * (j / 2);
-      for (int l = 0; l < 32; ++l) {
-        const int q = (j % 2 == 0 ? qs[l] & 15 : qs[l] >> 4) + ((x[b].qh[l] >> j & 1) ? 16 : 0);
-        y[32 * j + l] = dl * static_cast<float>(q) - ml;
-      }
-    }
+    dequantize_k4_super_block(
+        x[b], y, [&](int j, int l) { return k4_low_bits(x[b].qs, j, l) + ((x[b].qh[l] >> j & 1) ? 16 : 0); });
   }
 }
 
