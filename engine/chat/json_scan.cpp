@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "engine/jinja/escapes.h"
 #include "engine/tokenizer/utf8.h"
 
 namespace tandem::json_scan {
@@ -154,47 +155,20 @@ std::optional<std::string> decode_string(std::string_view t, size_t pos) {
       continue;
     }
     if (++i >= t.size()) return std::nullopt;
-    switch (t[i]) {
-      case 'n':
-        out.push_back('\n');
-        break;
-      case 't':
-        out.push_back('\t');
-        break;
-      case 'r':
-        out.push_back('\r');
-        break;
-      case 'b':
-        out.push_back('\b');
-        break;
-      case 'f':
-        out.push_back('\f');
-        break;
-      case 'u': {
-        if (i + 4 >= t.size()) return std::nullopt;
-        const auto hex4 = [&](size_t at) -> long {
-          if (at + 4 > t.size()) return -1;
-          const std::string h(t.substr(at, 4));
-          char* endp = nullptr;
-          const long v = std::strtol(h.c_str(), &endp, 16);
-          return *endp == '\0' ? v : -1;
-        };
-        long cp = hex4(i + 1);
-        if (cp < 0) return std::nullopt;
-        i += 4;
-        if (cp >= 0xD800 && cp < 0xDC00 && i + 6 < t.size() + 0 && t.substr(i + 1, 2) == "\\u") {
-          const long lo = hex4(i + 3);
-          if (lo >= 0xDC00 && lo < 0xE000) {
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-            i += 6;
-          }
-        }
-        utf8::append(out, static_cast<char32_t>(cp));
-        break;
-      }
-      default:
-        out.push_back(t[i]);
+    if (t[i] != 'u') {
+      // \b \f \n \r \t, else the letter itself (\" \\ \/ and, leniently, any other).
+      const char b = escapes::control_byte(t[i]);
+      out.push_back(b != 0 ? b : t[i]);
+      continue;
     }
+    if (i + 4 >= t.size()) return std::nullopt;  // the closing quote must follow too
+    const auto cp = escapes::hex_digits(t, i + 1, 4);
+    if (!cp) return std::nullopt;
+    i += 4;
+    // A pair's low half, when a character follows it (the closing quote at least).
+    const auto pair = i + 6 < t.size() ? escapes::surrogate_pair(*cp, t, i + 1) : std::nullopt;
+    if (pair) i += 6;
+    utf8::append(out, pair.value_or(*cp));
   }
   return std::nullopt;
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "engine/jinja/escapes.h"
 #include "engine/jinja/value.h"
 #include "engine/tokenizer/utf8.h"
 
@@ -277,23 +278,12 @@ class json_parser {
     return value(std::strtod(num.c_str(), nullptr));
   }
 
-  unsigned hex4() {
-    if (pos_ + 4 > s_.size()) fail("short \\u escape");
-    unsigned v = 0;
-    for (int i = 0; i < 4; ++i) {
-      const char h = s_[pos_++];
-      v <<= 4;
-      if (h >= '0' && h <= '9') {
-        v |= static_cast<unsigned>(h - '0');
-      } else if (h >= 'a' && h <= 'f') {
-        v |= static_cast<unsigned>(h - 'a' + 10);
-      } else if (h >= 'A' && h <= 'F') {
-        v |= static_cast<unsigned>(h - 'A' + 10);
-      } else {
-        fail("bad hex digit in \\u escape");
-      }
-    }
-    return v;
+  // The four hex digits of a \u escape, consumed.
+  char32_t hex4() {
+    const auto v = escapes::hex_digits(s_, pos_, 4);
+    if (!v) fail(pos_ + 4 > s_.size() ? "short \\u escape" : "bad hex digit in \\u escape");
+    pos_ += 4;
+    return *v;
   }
 
   std::string parse_string() {
@@ -310,44 +300,17 @@ class json_parser {
       }
       if (pos_ >= s_.size()) fail("unterminated string");
       const char e = s_[pos_++];
-      switch (e) {
-        case '"':
-        case '\\':
-        case '/':
-          out.push_back(e);
-          break;
-        case 'b':
-          out.push_back('\b');
-          break;
-        case 'f':
-          out.push_back('\f');
-          break;
-        case 'n':
-          out.push_back('\n');
-          break;
-        case 'r':
-          out.push_back('\r');
-          break;
-        case 't':
-          out.push_back('\t');
-          break;
-        case 'u': {
-          unsigned cp = hex4();
-          if (cp >= 0xD800 && cp < 0xDC00 && s_.substr(pos_, 2) == "\\u") {
-            const size_t save = pos_;
-            pos_ += 2;
-            const unsigned lo = hex4();
-            if (lo >= 0xDC00 && lo < 0xE000) {
-              cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-            } else {
-              pos_ = save;
-            }
-          }
-          utf8::append(out, cp);
-          break;
-        }
-        default:
-          fail("bad escape");
+      if (e == '"' || e == '\\' || e == '/') {
+        out.push_back(e);
+      } else if (const char b = escapes::control_byte(e)) {
+        out.push_back(b);
+      } else if (e == 'u') {
+        const char32_t cp = hex4();
+        const auto pair = escapes::surrogate_pair(cp, s_, pos_);
+        if (pair) pos_ += 6;
+        utf8::append(out, pair.value_or(cp));
+      } else {
+        fail("bad escape");
       }
     }
   }

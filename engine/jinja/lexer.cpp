@@ -1,5 +1,6 @@
 #include "engine/jinja/lexer.h"
 
+#include "engine/jinja/escapes.h"
 #include "engine/jinja/py_string.h"
 #include "engine/tokenizer/utf8.h"
 
@@ -47,51 +48,21 @@ bool all_space(std::string_view s) {
 std::string unescape(std::string_view s) {
   std::string out;
   out.reserve(s.size());
-  const auto hex = [&](size_t at, size_t n, char32_t& cp) {
-    if (at + n > s.size()) return false;
-    cp = 0;
-    for (size_t k = 0; k < n; ++k) {
-      const char h = s[at + k];
-      cp <<= 4;
-      if (is_digit(h)) {
-        cp |= static_cast<char32_t>(h - '0');
-      } else if (h >= 'a' && h <= 'f') {
-        cp |= static_cast<char32_t>(h - 'a' + 10);
-      } else if (h >= 'A' && h <= 'F') {
-        cp |= static_cast<char32_t>(h - 'A' + 10);
-      } else {
-        return false;
-      }
-    }
-    return true;
-  };
   for (size_t i = 0; i < s.size(); ++i) {
     if (s[i] != '\\' || i + 1 == s.size()) {
       out.push_back(s[i]);
       continue;
     }
     const char c = s[++i];
-    char32_t cp = 0;
+    if (const char b = escapes::control_byte(c)) {
+      out.push_back(b);
+      continue;
+    }
     switch (c) {
       case '\n':
         break;  // a line continuation
-      case 'n':
-        out.push_back('\n');
-        break;
-      case 't':
-        out.push_back('\t');
-        break;
-      case 'r':
-        out.push_back('\r');
-        break;
       case 'a':
         out.push_back('\a');
-        break;
-      case 'b':
-        out.push_back('\b');
-        break;
-      case 'f':
-        out.push_back('\f');
         break;
       case 'v':
         out.push_back('\v');
@@ -105,13 +76,15 @@ std::string unescape(std::string_view s) {
       case 'u':
       case 'U': {
         const size_t n = c == 'x' ? 2 : c == 'u' ? 4 : 8;
-        if (!hex(i + 1, n, cp)) throw std::invalid_argument("truncated \\" + std::string(1, c) + " escape");
-        utf8::append(out, cp);
+        const auto v = escapes::hex_digits(s, i + 1, n);
+        if (!v) throw std::invalid_argument("truncated \\" + std::string(1, c) + " escape");
+        utf8::append(out, *v);
         i += n;
         break;
       }
       default:
         if (c >= '0' && c <= '7') {
+          char32_t cp = 0;
           size_t n = 0;
           while (n < 3 && i + n < s.size() && s[i + n] >= '0' && s[i + n] <= '7') cp = cp * 8 + (s[i + n++] - '0');
           utf8::append(out, cp);
