@@ -13,6 +13,7 @@
 #include "engine/model/synthetic_model.h"
 #include "gpu/gpu_model.h"
 #include "tests/gpu/gpu_test_support.h"
+#include "tests/unit/model_fixture.h"
 
 namespace tandem::gpu {
 namespace {
@@ -70,26 +71,36 @@ gpu_model_options small_model_options(uint32_t max_seqs) {
   return opt;
 }
 
+// The CPU engine on a synthetic model with a cache of 64 blocks (the GPU's count): what every
+// case checks the GPU against.
+struct cpu_engine {
+  tandem::test::fixture_model fm;
+  kv_pool cache;
+
+  explicit cpu_engine(const synthetic_model_spec& spec)
+      : fm(spec), cache(fm.fast->config(), kv_pool_options{16, 64 * 16, 0}) {}
+  const model_config& config() const { return fm.fast->config(); }
+  const model_weights& weights() const { return fm.fast->weights(); }
+  void forward(const step_input& in, step_output& out) { fm.fast->forward(in, cache, out); }
+};
+
+// Moves every sequence past the tokens it fed and gives it one new token.
+void advance(step_input& in, tandem::test::token_stream& tokens) {
+  for (auto& s : in.seqs) {
+    s.start_pos += static_cast<int32_t>(s.tokens.size());
+    s.tokens = tokens(1);
+  }
+}
+
 TEST_P(GpuForward, PrefillThenDecodeMatchesCpu) {
   const shape_case sc = GetParam();
-  synthetic_model_spec spec;
-  spec.n_layer = 2;
-  spec.n_embd = sc.n_embd;
-  spec.n_head = sc.n_head;
-  spec.n_head_kv = sc.n_head_kv;
-  spec.n_ff = sc.n_ff;
-  spec.n_vocab = 512;
-  spec.weight_type = sc.weights;
-  spec.tied_output = sc.tied;
+  synthetic_model_spec spec = tandem::test::spec_of_shape(sc);
   spec.seed = 7;
   if (sc.file_type) spec.file_type = gguf::parse_file_type(sc.file_type);
   spec.architecture = sc.arch;
   spec.rope_original_ctx = sc.rope_original_ctx;
   spec.sliding_window = sc.sliding_window;
-  const auto bytes = make_synthetic_model(spec).serialize();
-  const gguf::file file = gguf::file::parse(bytes);
-  model cpu(file, model_options{2});
-  kv_pool cache(cpu.config(), kv_pool_options{16, 64 * 16, 0});
+  cpu_engine cpu(spec);
   gpu_model_options opt = small_model_options(8);
   if (sc.fp8_kv) opt.kv_dtype = kv_dtype::fp8_e4m3;
   gpu_model gpu(cpu.config(), cpu.weights(), opt);
@@ -101,27 +112,19 @@ TEST_P(GpuForward, PrefillThenDecodeMatchesCpu) {
   std::vector<int32_t> perm(64);
   std::iota(perm.begin(), perm.end(), 0);
   std::shuffle(perm.begin(), perm.end(), std::mt19937(3));
-  std::mt19937 rng(5);
-  auto tokens = [&](size_t n) {
-    std::vector<int32_t> t(n);
-    for (auto& x : t) x = static_cast<int32_t>(rng() % spec.n_vocab);
-    return t;
-  };
+  tandem::test::token_stream tokens(spec.n_vocab, 5);
   step_input in;
   in.seqs.push_back({1, tokens(37), 0, block_table(perm.begin(), perm.begin() + 8), true, false});
   in.seqs.push_back({2, tokens(70), 0, block_table(perm.begin() + 8, perm.begin() + 16), false, false});
   step_output want, got;
-  cpu.forward(in, cache, want);
+  cpu.forward(in, want);
   gpu.forward(in, st, got);
   expect_rows_close(got, want, tol, "prefill");
 
   for (int step = 0; step < 3; ++step) {
-    for (auto& s : in.seqs) {
-      s.start_pos += static_cast<int32_t>(s.tokens.size());
-      s.tokens = tokens(1);
-      s.want_all_logits = false;
-    }
-    cpu.forward(in, cache, want);
+    advance(in, tokens);
+    for (auto& s : in.seqs) s.want_all_logits = false;
+    cpu.forward(in, want);
     gpu.forward(in, st, got);
     expect_rows_close(got, want, tol, "decode");
   }
@@ -130,53 +133,42 @@ TEST_P(GpuForward, PrefillThenDecodeMatchesCpu) {
 // Decode steps as CUDA graphs (padded to the bucket, captured once, then replayed) give the
 // eager path's logits and the CPU engine's; prefill stays eager.
 TEST_F(GpuGraphs, DecodeGraphsMatchEagerAndCpu) {
-  synthetic_model_spec spec;
-  spec.n_layer = 2;
-  spec.n_embd = 128;
-  spec.n_head = 4;
-  spec.n_head_kv = 2;
-  spec.n_ff = 256;
-  spec.n_vocab = 512;
+  synthetic_model_spec spec;  // the default shape (2 layers, 128 wide, 512 tokens) in F32
   spec.weight_type = tensor_type::f32;
   spec.seed = 9;
-  const auto bytes = make_synthetic_model(spec).serialize();
-  const gguf::file file = gguf::file::parse(bytes);
-  model cpu(file, model_options{2});
-  kv_pool cache(cpu.config(), kv_pool_options{16, 64 * 16, 0});
+  cpu_engine cpu(spec);
   gpu_model_options opt = small_model_options(32);
   gpu_model eager(cpu.config(), cpu.weights(), opt);
   opt.cuda_graphs = true;
   gpu_model graphed(cpu.config(), cpu.weights(), opt);
   stream st;
 
-  std::mt19937 rng(11);
-  auto tokens = [&](size_t n) {
-    std::vector<int32_t> t(n);
-    for (auto& x : t) x = static_cast<int32_t>(rng() % spec.n_vocab);
-    return t;
-  };
+  tandem::test::token_stream tokens(spec.n_vocab, 11);
   step_input in;
   in.seqs.push_back({1, tokens(30), 0, {5, 9, 2}, false, false});
   in.seqs.push_back({2, tokens(12), 0, {7, 3}, false, false});
   in.seqs.push_back({3, tokens(17), 0, {11, 12}, false, false});
   step_output want, got_eager, got_graph;
-  cpu.forward(in, cache, want);
-  eager.forward(in, st, got_eager);
-  graphed.forward(in, st, got_graph);
-  EXPECT_EQ(graphed.graphs().captures, 0u);  // prefill is eager
-  for (int step = 0; step < 6; ++step) {
-    if (step == 4) in.seqs.pop_back();  // 2 sequences: bucket 2, a new graph
-    for (auto& s : in.seqs) {
-      s.start_pos += static_cast<int32_t>(s.tokens.size());
-      s.tokens = tokens(1);
-    }
-    cpu.forward(in, cache, want);
+  auto run = [&] {
+    cpu.forward(in, want);
     eager.forward(in, st, got_eager);
     graphed.forward(in, st, got_graph);
-    const std::string what = "decode step " + std::to_string(step);
-    expect_rows_close(got_graph, got_eager, 1e-4, what.c_str());
-    expect_rows_close(got_graph, want, tolerance(spec.weight_type), what.c_str());
-  }
+  };
+  // Decode steps first..last-1 on all three: the graphs give the eager logits and the CPU's.
+  auto decode = [&](int first, int last, const std::string& what) {
+    for (int step = first; step < last; ++step) {
+      advance(in, tokens);
+      run();
+      const std::string label = what + " " + std::to_string(step);
+      expect_rows_close(got_graph, got_eager, 1e-4, label.c_str());
+      expect_rows_close(got_graph, want, tolerance(spec.weight_type), label.c_str());
+    }
+  };
+  run();
+  EXPECT_EQ(graphed.graphs().captures, 0u);  // prefill is eager
+  decode(0, 4, "decode step");
+  in.seqs.pop_back();  // 2 sequences: bucket 2, a new graph
+  decode(4, 6, "decode step");
   EXPECT_EQ(graphed.graphs().captures, 2u);  // bucket 4 at step 0, bucket 2 at step 4
   EXPECT_EQ(graphed.graphs().replays, 4u);
 
@@ -184,21 +176,8 @@ TEST_F(GpuGraphs, DecodeGraphsMatchEagerAndCpu) {
   in.seqs.clear();
   for (int32_t i = 0; i < 17; ++i)
     in.seqs.push_back({100u + i, tokens(5), 0, {static_cast<block_id>(20 + i)}, false, false});
-  cpu.forward(in, cache, want);
-  eager.forward(in, st, got_eager);
-  graphed.forward(in, st, got_graph);
-  for (int step = 0; step < 2; ++step) {
-    for (auto& s : in.seqs) {
-      s.start_pos += static_cast<int32_t>(s.tokens.size());
-      s.tokens = tokens(1);
-    }
-    cpu.forward(in, cache, want);
-    eager.forward(in, st, got_eager);
-    graphed.forward(in, st, got_graph);
-    const std::string what = "17-sequence decode step " + std::to_string(step);
-    expect_rows_close(got_graph, got_eager, 1e-4, what.c_str());
-    expect_rows_close(got_graph, want, tolerance(spec.weight_type), what.c_str());
-  }
+  run();
+  decode(0, 2, "17-sequence decode step");
   EXPECT_EQ(graphed.graphs().captures, 3u);
   EXPECT_EQ(graphed.graphs().replays, 5u);
   EXPECT_EQ(eager.graphs().captures + eager.graphs().replays, 0u);
@@ -217,26 +196,21 @@ TEST_F(GpuGraphs, Bf16CopiesGiveThePerProductDequantization) {
   spec.tied_output = false;
   spec.file_type = gguf::parse_file_type("Q4_K_M");
   spec.seed = 13;
-  const auto bytes = make_synthetic_model(spec).serialize();
-  const gguf::file file = gguf::file::parse(bytes);
-  model cpu(file, model_options{2});
-  kv_pool cache(cpu.config(), kv_pool_options{16, 64 * 16, 0});
+  cpu_engine cpu(spec);
   gpu_model_options opt = small_model_options(4);
   opt.bf16_shadow = true;
   opt.keep_dequantize_scratch = true;
   gpu_model gpu(cpu.config(), cpu.weights(), opt);
   ASSERT_TRUE(gpu.has_bf16_shadow());
   stream st;
-  std::mt19937 rng(17);
-  std::vector<int32_t> prompt(40);
-  for (auto& t : prompt) t = static_cast<int32_t>(rng() % spec.n_vocab);
+  const auto prompt = tandem::test::some_tokens(40, spec.n_vocab, 17);
   step_input in;
   in.seqs.push_back({1, prompt, 0, {3, 1, 4}, true, false});  // 40 tokens: the GEMM path
   step_output with, without, want;
   gpu.forward(in, st, with);
   gpu.use_bf16_shadow(false);
   gpu.forward(in, st, without);
-  cpu.forward(in, cache, want);
+  cpu.forward(in, want);
   expect_rows_close(with, without, 1e-5, "copies vs dequantizing");
   expect_rows_close(with, want, tolerance(tensor_type::q4_k), "copies vs the CPU engine");
 }

@@ -12,8 +12,6 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <memory>
-#include <random>
 #include <sstream>
 #include <vector>
 
@@ -23,39 +21,19 @@
 #include "engine/model/kv_block_allocator.h"
 #include "engine/model/model.h"
 #include "engine/model/synthetic_model.h"
-#include "tests/unit/reference_model.h"
+#include "tests/unit/model_fixture.h"
 
 namespace tandem {
 namespace {
 
-struct fixture_model {
-  std::vector<std::byte> bytes;
-  std::unique_ptr<gguf::file> file;
-  std::unique_ptr<model> fast;
+using test::fixture_model;
+using test::some_tokens;
 
-  explicit fixture_model(const synthetic_model_spec& spec, int threads = 2) {
-    bytes = make_synthetic_model(spec).serialize();
-    file = std::make_unique<gguf::file>(gguf::file::parse(bytes));
-    fast = std::make_unique<model>(*file, model_options{threads});
-  }
-};
-
-std::vector<int32_t> some_tokens(size_t n, uint32_t vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = static_cast<int32_t>(rng() % vocab);
-  return t;
-}
-
+// The default spec's shape (2 layers, 128 wide, 4 heads over 2 KV heads, FFN 256, 512
+// tokens) in Q8_0, with what each architecture needs on top.
 synthetic_model_spec spec_of(const std::string& arch) {
   synthetic_model_spec s;
   s.architecture = arch;
-  s.n_layer = 2;
-  s.n_embd = 128;
-  s.n_head = 4;
-  s.n_head_kv = 2;
-  s.n_ff = 256;
-  s.n_vocab = 512;
   s.weight_type = s.embd_type = s.output_type = tensor_type::q8_0;
   s.tied_output = arch != "qwen2";
   if (arch == "qwen3") s.head_dim = 64;  // q_dim 256 != n_embd
@@ -78,44 +56,13 @@ class ArchitectureMatchesReference : public ::testing::TestWithParam<std::string
 // reference pass (for gemma3 the window of 24 is passed by then).
 TEST_P(ArchitectureMatchesReference, PrefillAndDecodeLogits) {
   fixture_model fm(spec_of(GetParam()));
-  test::reference_model ref(*fm.file);
   EXPECT_EQ(fm.fast->config().architecture, GetParam());
-  kv_pool pool(fm.fast->config(), kv_pool_options{16, 1024, 0});
-  kv_block_allocator alloc(pool.n_blocks());
   // Q8 activations dominate the difference (model_test.cpp); gemma3 adds six layers with
   // post-norms and GeGLU on inputs rounded to half (llama.cpp's table, which it matches to the bit).
   const double kTol = GetParam() == "gemma3" ? 0.05 : 0.03;
   double worst = 0;
-  auto check = [&](std::span<const float> fast, const std::vector<double>& slow) {
-    double max_ref = 0, max_diff = 0;
-    for (size_t i = 0; i < slow.size(); ++i) {
-      max_ref = std::max(max_ref, std::fabs(slow[i]));
-      max_diff = std::max(max_diff, std::fabs(fast[i] - slow[i]));
-    }
-    worst = std::max(worst, max_diff / max_ref);
-    EXPECT_LE(max_diff, kTol * max_ref);
-  };
-  const auto prompt = some_tokens(40, fm.fast->config().n_vocab, 9);
-  step_input in;
-  in.seqs.push_back(seq_step{1, prompt, 0, {}, true});
-  ASSERT_TRUE(alloc.reserve(in.seqs[0].blocks, 48, pool.block_tokens()));
-  step_output out;
-  fm.fast->forward(in, pool, out);
-  int32_t next = 0;
-  for (int32_t j = 0; j < 40; ++j) {
-    const auto slow = ref.step(prompt[j]);
-    check(out.row(0, j), slow);
-    next = static_cast<int32_t>(std::max_element(slow.begin(), slow.end()) - slow.begin());
-  }
-  for (int32_t j = 0; j < 4; ++j) {
-    in.seqs[0].tokens = {next};
-    in.seqs[0].start_pos = 40 + j;
-    in.seqs[0].want_all_logits = false;
-    fm.fast->forward(in, pool, out);
-    const auto slow = ref.step(next);
-    check(out.last(0), slow);
-    next = static_cast<int32_t>(std::max_element(slow.begin(), slow.end()) - slow.begin());
-  }
+  ASSERT_NO_FATAL_FAILURE(
+      test::expect_fast_matches_reference(fm, some_tokens(40, fm.fast->config().n_vocab, 9), 4, kTol, worst));
   std::printf("[ arch ] %-7s worst relative logit error %.5f (tolerance %.2f)\n", GetParam().c_str(), worst, kTol);
 }
 
@@ -178,8 +125,7 @@ TEST_P(SlidingWindowCache, BlocksOutsideTheWindowAreNotRead) {
   }
   EXPECT_EQ(poisoned_layers, 5);
   const auto poisoned = decode(copy);
-  ASSERT_EQ(clean.size(), poisoned.size());
-  for (size_t i = 0; i < clean.size(); ++i) ASSERT_EQ(clean[i], poisoned[i]) << "logit " << i;
+  test::expect_same_logits(clean, poisoned);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, SlidingWindowCache, ::testing::Values(kv_cache_dtype::f16, kv_cache_dtype::q8_0),
@@ -231,8 +177,7 @@ TEST_P(SlidingWindowCache, FreedLocalBlocksGiveTheLogitsOfTheFullCache) {
   };
   const auto full = run(false);
   const auto hybrid = run(true);
-  ASSERT_EQ(full.size(), hybrid.size());
-  for (size_t i = 0; i < full.size(); ++i) ASSERT_EQ(full[i], hybrid[i]) << "logit " << i;
+  test::expect_same_logits(full, hybrid);
 }
 
 // A local table that lacks a block its window reads is refused, not read.

@@ -3,46 +3,21 @@
 // chunked prefill) that must hold exactly.
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cmath>
-#include <memory>
-#include <numeric>
-#include <random>
+#include <cstdio>
 #include <vector>
 
-#include "engine/gguf/gguf.h"
-#include "engine/gguf/quantize.h"
 #include "engine/model/kv_block_allocator.h"
 #include "engine/model/model.h"
 #include "engine/model/synthetic_model.h"
-#include "tests/unit/reference_model.h"
+#include "tests/unit/model_fixture.h"
 
 namespace tandem {
 namespace {
 
-using test::reference_model;
-
-// A synthetic model held in memory, with the fast model on top.
-struct fixture_model {
-  std::vector<std::byte> bytes;
-  std::unique_ptr<gguf::file> file;
-  std::unique_ptr<model> fast;
-
-  explicit fixture_model(const synthetic_model_spec& spec, int threads = 2) {
-    bytes = make_synthetic_model(spec).serialize();
-    file = std::make_unique<gguf::file>(gguf::file::parse(bytes));
-    fast = std::make_unique<model>(*file, model_options{threads});
-  }
-};
+using test::fixture_model;
+using test::some_tokens;
 
 kv_pool make_pool(const model& m, int64_t tokens = 1024) { return kv_pool(m.config(), kv_pool_options{16, tokens, 0}); }
-
-std::vector<int32_t> some_tokens(size_t n, uint32_t vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = static_cast<int32_t>(rng() % vocab);
-  return t;
-}
 
 struct shape_case {
   const char* name;
@@ -60,59 +35,17 @@ constexpr double kTolFloatActs = 0.005;
 
 TEST_P(ForwardMatchesReference, PrefillAndDecodeLogits) {
   const shape_case sc = GetParam();
-  synthetic_model_spec spec;
-  spec.n_layer = 2;
-  spec.n_embd = sc.n_embd;
-  spec.n_head = sc.n_head;
-  spec.n_head_kv = sc.n_head_kv;
-  spec.n_ff = sc.n_ff;
-  spec.n_vocab = 512;
-  spec.weight_type = sc.weights;
+  synthetic_model_spec spec = test::spec_of_shape(sc);
   spec.embd_type = sc.weights;
   spec.output_type = sc.weights;
-  spec.tied_output = sc.tied;
   fixture_model fm(spec);
-  reference_model ref(*fm.file);
-  kv_pool pool = make_pool(*fm.fast);
-  kv_block_allocator alloc(pool.n_blocks());
-
-  const auto prompt = some_tokens(21, fm.fast->config().n_vocab, 5);
   const bool quantized_acts =
       sc.weights == tensor_type::q4_0 || sc.weights == tensor_type::q4_1 || sc.weights == tensor_type::q8_0;
   const double tol = quantized_acts ? kTolQuantActs : kTolFloatActs;
-  double worst = 0;
-  auto check = [&](std::span<const float> fast, const std::vector<double>& slow) {
-    double max_ref = 0, max_diff = 0;
-    for (size_t i = 0; i < slow.size(); ++i) {
-      max_ref = std::max(max_ref, std::fabs(slow[i]));
-      max_diff = std::max(max_diff, std::fabs(fast[i] - slow[i]));
-    }
-    worst = std::max(worst, max_diff / max_ref);
-    EXPECT_LE(max_diff, tol * max_ref);
-  };
-
   // Prefill in one step with all logits, then three decode steps.
-  step_input in;
-  in.seqs.push_back(seq_step{1, prompt, 0, {}, true});
-  ASSERT_TRUE(alloc.reserve(in.seqs[0].blocks, 24, pool.block_tokens()));
-  step_output out;
-  fm.fast->forward(in, pool, out);
-  ASSERT_EQ(out.n_rows[0], 21);
-  int32_t next = 0;
-  for (int32_t j = 0; j < 21; ++j) {
-    const auto slow = ref.step(prompt[j]);
-    check(out.row(0, j), slow);
-    next = static_cast<int32_t>(std::max_element(slow.begin(), slow.end()) - slow.begin());
-  }
-  for (int32_t j = 0; j < 3; ++j) {
-    in.seqs[0].tokens = {next};
-    in.seqs[0].start_pos = 21 + j;
-    in.seqs[0].want_all_logits = false;
-    fm.fast->forward(in, pool, out);
-    const auto slow = ref.step(next);
-    check(out.last(0), slow);
-    next = static_cast<int32_t>(std::max_element(slow.begin(), slow.end()) - slow.begin());
-  }
+  double worst = 0;
+  ASSERT_NO_FATAL_FAILURE(
+      test::expect_fast_matches_reference(fm, some_tokens(21, fm.fast->config().n_vocab, 5), 3, tol, worst));
   std::printf("[ shape ] %-22s worst relative logit error %.5f (tolerance %.2f)\n", sc.name, worst, tol);
 }
 
@@ -126,16 +59,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ForwardMatchesReference,
                                            shape_case{"gqa_f32_untied", 128, 4, 2, 256, tensor_type::f32, false}),
                          [](const auto& param_info) { return std::string(param_info.param.name); });
 
-synthetic_model_spec small_spec() {
-  synthetic_model_spec spec;
-  spec.n_layer = 2;
-  spec.n_embd = 128;
-  spec.n_head = 4;
-  spec.n_head_kv = 2;
-  spec.n_ff = 256;
-  spec.n_vocab = 512;
-  return spec;
-}
+// The default spec's model: 2 layers, 128 wide, 4 heads over 2 KV heads, FFN 256, 512 tokens.
+synthetic_model_spec small_spec() { return {}; }
 
 std::vector<float> prefill_all(model& m, kv_pool& pool, const std::vector<int32_t>& prompt, const block_table& blocks) {
   step_input in;
@@ -153,8 +78,7 @@ TEST(PagedCache, ShuffledBlockOrderGivesTheSameLogits) {
   block_table shuffled{11, 3, 14, 7, 0};
   const auto a = prefill_all(*fm.fast, pool, prompt, in_order);
   const auto b = prefill_all(*fm.fast, pool, prompt, shuffled);
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << i;
+  test::expect_same_logits(a, b);
 }
 
 TEST(PagedCache, ChunkedPrefillEqualsOneShot) {
@@ -173,8 +97,7 @@ TEST(PagedCache, ChunkedPrefillEqualsOneShot) {
     fm.fast->forward(in, pool, out);
     chunked.insert(chunked.end(), out.logits.begin(), out.logits.end());
   }
-  ASSERT_EQ(whole.size(), chunked.size());
-  for (size_t i = 0; i < whole.size(); ++i) ASSERT_EQ(whole[i], chunked[i]) << i;
+  test::expect_same_logits(whole, chunked);
 }
 
 TEST(PagedCache, BatchedSequencesEqualSeparateRuns) {
