@@ -2,33 +2,15 @@
 // JSON, and errors: a message on stderr and exit status 1).
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <string>
 
 #include "engine/model/model_path.h"
+#include "tests/unit/cli_run.h"
 
 namespace {
 
-struct run_result {
-  int status = -1;
-  std::string out;  // stdout and stderr together
-};
-
-run_result run(const std::string& args) {
-  const std::string cmd = std::string(TANDEM_BINARY) + " " + args + " 2>&1";
-  run_result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf;
-  size_t n = 0;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using tandem::testing::run;
 
 bool have_default_model() {
   if (std::filesystem::exists(tandem::default_model_path())) return true;
