@@ -4,24 +4,14 @@
 // propertyNames.
 #include <gtest/gtest.h>
 
-#include "engine/grammar/grammar_cache.h"
-#include "engine/grammar/json_schema.h"
-#include "engine/grammar/matcher.h"
 #include "engine/grammar/regex.h"
+#include "tests/unit/json_schema_check.h"
 
 namespace tandem::grammar {
 namespace {
 
-std::shared_ptr<const vocabulary> tiny_vocab() {
-  static auto v = std::make_shared<const vocabulary>(std::vector<std::string>{"x"}, std::vector<int32_t>{});
-  return v;
-}
-
-bool accepts(const std::string& schema, std::string_view json_text) {
-  auto g = compile(grammar_kind::json_schema, schema, tiny_vocab());
-  matcher m(g);
-  return m.accept_bytes(json_text) && m.is_accepting();
-}
+using test::accepts;
+using test::error_of;
 
 std::string pattern_schema(const std::string& pattern, const std::string& more = "") {
   std::string escaped;
@@ -34,15 +24,6 @@ std::string pattern_schema(const std::string& pattern, const std::string& more =
 
 bool matches(const std::string& pattern, std::string_view json_text, const std::string& more = "") {
   return accepts(pattern_schema(pattern, more), json_text);
-}
-
-std::string error_of(const std::string& schema) {
-  try {
-    (void)json_schema_to_gbnf(schema);
-  } catch (const schema_error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(GrammarRegex, LiteralsClassesQuantifiers) {

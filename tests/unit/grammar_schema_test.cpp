@@ -4,31 +4,14 @@
 #include <gtest/gtest.h>
 
 #include "engine/grammar/compiled_grammar.h"
-#include "engine/grammar/grammar_cache.h"
-#include "engine/grammar/json_schema.h"
-#include "engine/grammar/matcher.h"
+#include "tests/unit/json_schema_check.h"
 
 namespace tandem::grammar {
 namespace {
 
-std::shared_ptr<const vocabulary> tiny_vocab() {
-  return std::make_shared<const vocabulary>(std::vector<std::string>{"x"}, std::vector<int32_t>{});
-}
-
-bool accepts(const std::string& schema, std::string_view text) {
-  auto g = compile(grammar_kind::json_schema, schema, tiny_vocab());
-  matcher m(g);
-  return m.accept_bytes(text) && m.is_accepting();
-}
-
-std::string error_of(const std::string& schema) {
-  try {
-    (void)json_schema_to_gbnf(schema);
-  } catch (const schema_error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::accepts;
+using test::error_of;
+using test::tiny_vocab;
 
 TEST(GrammarSchema, ObjectsPropertiesRequired) {
   const std::string s = R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"}},
