@@ -6,17 +6,14 @@
 
 #include <boost/json.hpp>
 
+#include "tests/unit/request_limits.h"
+
 using namespace tandem;
 using namespace tandem::net;
 
 namespace {
 
-api_limits limits() {
-  api_limits l;
-  l.vocab_size = 49152;
-  l.max_model_len = 8192;
-  return l;
-}
+api_limits limits() { return tandem::testing::default_model_limits(); }
 
 api_request parse(std::string_view body, api_kind kind = api_kind::chat) {
   return parse_api_request(parse_json_body(body), kind, limits());

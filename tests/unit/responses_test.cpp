@@ -9,6 +9,7 @@
 #include "actors/response_shelf.h"
 #include "net/responses_events.h"
 #include "net/responses_request.h"
+#include "tests/unit/request_limits.h"
 
 using namespace tandem;
 using namespace tandem::net;
@@ -17,12 +18,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-api_limits limits() {
-  api_limits l;
-  l.vocab_size = 49152;
-  l.max_model_len = 8192;
-  return l;
-}
+api_limits limits() { return tandem::testing::default_model_limits(); }
 
 responses_request parse(std::string_view body) { return parse_responses_request(parse_json_body(body), limits()); }
 
