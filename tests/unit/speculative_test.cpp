@@ -76,16 +76,26 @@ std::vector<int32_t> seeds_rule(sampler& s, std::span<const std::span<const floa
   return out;
 }
 
+// Temperature 1 with the seed: draws follow the whole target distribution.
+sampling_params sampling_at_t1(uint64_t seed) {
+  sampling_params sp;
+  sp.temperature = 1.0f;
+  sp.seed = seed;
+  return sp;
+}
+
+// n rows of target logits, each kTargetLogits.
+std::vector<std::span<const float>> target_rows(size_t n) {
+  return std::vector<std::span<const float>>(n, std::span<const float>(kTargetLogits));
+}
+
 }  // namespace
 
 TEST(Speculative, EmittedTokensFollowTheTargetDistribution) {
-  sampling_params sp;
-  sp.temperature = 1.0f;
-  sp.seed = 1234;
-  sampler s(sp);
+  sampler s(sampling_at_t1(1234));
   std::mt19937_64 rng(99);
   const int k = 3;
-  std::vector<std::span<const float>> rows(k + 1, std::span<const float>(kTargetLogits));
+  const auto rows = target_rows(k + 1);
   std::array<long, kVocab> first{}, all{};
   long emitted = 0, accepted = 0;
   for (int trial = 0; trial < 20000; ++trial) {
@@ -110,13 +120,10 @@ TEST(Speculative, EmittedTokensFollowTheTargetDistribution) {
 }
 
 TEST(Speculative, TheSeedsTopPRuleFailsTheSameTest) {
-  sampling_params sp;
-  sp.temperature = 1.0f;
-  sp.seed = 1234;
-  sampler s(sp);
+  sampler s(sampling_at_t1(1234));
   std::mt19937_64 rng(99);
   const int k = 3;
-  std::vector<std::span<const float>> rows(k + 1, std::span<const float>(kTargetLogits));
+  const auto rows = target_rows(k + 1);
   std::array<long, kVocab> first{};
   for (int trial = 0; trial < 20000; ++trial) {
     std::vector<int32_t> drafts;
@@ -149,11 +156,8 @@ TEST(Speculative, GreedyIsExactMatchPlusArgmax) {
 
 TEST(Speculative, PointMassDraftsAreAcceptedWithProbabilityP) {
   // A deterministic drafter proposes token 4 (p = 6.4%): accepted about that often.
-  sampling_params sp;
-  sp.temperature = 1.0f;
-  sp.seed = 7;
-  sampler s(sp);
-  std::vector<std::span<const float>> rows(2, std::span<const float>(kTargetLogits));
+  sampler s(sampling_at_t1(7));
+  const auto rows = target_rows(2);
   long accepted = 0;
   std::array<long, kVocab> first{};
   for (int i = 0; i < 20000; ++i) {
@@ -170,10 +174,8 @@ TEST(Speculative, PointMassDraftsAreAcceptedWithProbabilityP) {
 TEST(Speculative, PointMassDraftsFollowATruncatedTarget) {
   // top_p 0.8 keeps tokens 0-3 (0.405 + 0.245 + 0.149 = 0.799 < 0.8 <= 0.889 with token 3): the
   // sparse form's acceptance and draw without the draft follow the renormalised nucleus.
-  sampling_params sp;
-  sp.temperature = 1.0f;
+  sampling_params sp = sampling_at_t1(11);
   sp.top_p = 0.8f;
-  sp.seed = 11;
   sampler s(sp);
   std::vector<float> row(kTargetLogits.begin(), kTargetLogits.end());
   const auto nucleus = s.distribution(row);
