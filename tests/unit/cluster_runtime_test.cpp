@@ -14,35 +14,13 @@
 #include "actors/runtime_actors.h"
 #include "tandem/remote.h"
 #include "tandem/runtime.h"
+#include "tests/unit/runtime_harness.h"
 
 using namespace tandem;
 
 namespace {
 
-struct gathered {
-  std::string text;
-  generation_done done;
-};
-
-}  // namespace
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(gathered)
-
-namespace {
-
-using result_atom = caf::atom_constant<caf::atom("result")>;
 const std::string kSecret = "cluster-runtime-test-secret";
-
-sink_actor::behavior_type gathering_sink(sink_actor::stateful_pointer<gathered> self, caf::actor waiter) {
-  return {
-      [self](generation_delta& d) { self->state.text += d.text; },
-      [self, waiter](generation_done& d) {
-        self->state.done = d;
-        caf::anon_send(waiter, result_atom::value, self->state);
-        self->quit();
-      },
-  };
-}
 
 caf::actor_system_config& clustered(caf::actor_system_config& cfg) {
   tune_actor_system(cfg);
@@ -52,25 +30,14 @@ caf::actor_system_config& clustered(caf::actor_system_config& cfg) {
   return cfg;
 }
 
-gathered run(caf::actor_system& sys, const runtime& rt, generate_request r) {
-  caf::scoped_actor self{sys};
-  r.sink = self->spawn(gathering_sink, caf::actor_cast<caf::actor>(self));
-  gathered out;
-  self->request(rt.admission(), caf::infinite, submit_atom::value, r)
-      .receive([&](const submit_reply& rep) { EXPECT_TRUE(rep.accepted) << rep.error; },
-               [&](const caf::error& e) { ADD_FAILURE() << sys.render(e); });
-  self->receive([&](result_atom, gathered& x) { out = std::move(x); },
-                caf::after(std::chrono::seconds(300)) >> [] { ADD_FAILURE() << "timed out"; });
-  return out;
+// One request through rt, waited for (an empty output if admission did not answer).
+test::collected run(caf::actor_system& sys, const runtime& rt, generate_request r) {
+  auto out = test::run_all(sys, rt, {std::move(r)});
+  return out.empty() ? test::collected{} : std::move(out[0]);
 }
 
-generate_request greedy(std::string prompt) {
-  generate_request r;
-  r.prompt = std::move(prompt);
-  r.max_tokens = 12;
-  r.sampling.temperature = 0;
-  return r;
-}
+// A greedy completion of 12 tokens.
+generate_request greedy(std::string prompt) { return test::greedy(std::move(prompt), 12); }
 
 TEST(ClusterRuntime, ARouterRuntimeServesThroughANodeAsTheNodeItselfWould) {
   caf::actor_system_config node_cfg, router_cfg;

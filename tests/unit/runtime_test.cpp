@@ -13,44 +13,58 @@
 #include "actors/runtime_shared.h"
 #include "engine/model/model_config.h"
 #include "tandem/runtime.h"
+#include "tests/unit/runtime_harness.h"
 
 using namespace tandem;
 
 namespace {
 
-struct collected {
-  request_id id = 0;
-  std::string text;
-  std::vector<int32_t> tokens;
-  int deltas = 0;
-  std::vector<size_t> delta_tokens;  // tokens in each delta, in order
-  generation_done done;
+using test::collect_atom;
+using test::collected;
+using test::collecting_sink;
+using test::greedy;
+
+// A runtime of its own, for the tests that break, stop or starve it: the default model on two
+// threads with kv_cache_tokens of KV cache, and a scoped actor to drive it.
+struct own_runtime {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{(tune_actor_system(cfg), cfg)};
+  std::unique_ptr<runtime> rt;
+  caf::scoped_actor self{sys};
+
+  explicit own_runtime(int64_t kv_cache_tokens) {
+    runtime_config rc;
+    rc.threads = 2;
+    rc.kv_cache_tokens = kv_cache_tokens;
+    rt = runtime::start(sys, rc);
+  }
+
+  // Submits r with a collecting sink that reports to self: admission's reply.
+  submit_reply submit(generate_request r) {
+    r.sink = self->spawn(collecting_sink, caf::actor_cast<caf::actor>(self));
+    submit_reply reply;
+    self->request(rt->admission(), caf::infinite, submit_atom::value, r)
+        .receive([&](const submit_reply& rep) { reply = rep; },
+                 [&](const caf::error& e) { ADD_FAILURE() << sys.render(e); });
+    return reply;
+  }
+  // The next request's output to end; a failure saying `what` if none ends within timeout.
+  collected next_done(std::chrono::seconds timeout, const char* what) {
+    collected c;
+    self->receive([&](collect_atom, collected& x) { c = std::move(x); },
+                  caf::after(timeout) >> [&] { ADD_FAILURE() << what; });
+    return c;
+  }
 };
 
-}  // namespace
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(collected)
-
-namespace {
-
-using collect_atom = caf::atom_constant<caf::atom("collected")>;
-
-// A sink that gathers one request's output and reports it to `waiter` when done.
-sink_actor::behavior_type collecting_sink(sink_actor::stateful_pointer<collected> self, caf::actor waiter) {
-  return {
-      [self](generation_delta& d) {
-        self->state.text += d.text;
-        self->state.tokens.insert(self->state.tokens.end(), d.tokens.begin(), d.tokens.end());
-        ++self->state.deltas;
-        self->state.delta_tokens.push_back(d.tokens.size());
-      },
-      [self, waiter](generation_done& d) {
-        self->state.id = d.id;
-        self->state.done = d;
-        caf::anon_send(waiter, collect_atom::value, self->state);
-        self->quit();
-      },
-  };
+// A greedy count that runs to max_tokens (the end-of-sequence token ignored).
+generate_request counting(uint32_t max_tokens) {
+  generate_request r;
+  r.prompt = "Count upwards: 1, 2, 3,";
+  r.max_tokens = max_tokens;
+  r.ignore_eos = true;
+  r.sampling.temperature = 0;
+  return r;
 }
 
 class RuntimeTest : public ::testing::Test {
@@ -75,62 +89,35 @@ class RuntimeTest : public ::testing::Test {
     sys_ = nullptr;
   }
 
-  static generate_request greedy(std::string prompt, uint32_t max_tokens) {
-    generate_request r;
-    r.prompt = std::move(prompt);
-    r.max_tokens = max_tokens;
-    r.sampling.temperature = 0;
-    return r;
-  }
-
   // Submits every request at once and waits for all of them.
   static std::vector<collected> run(std::vector<generate_request> reqs, std::vector<request_id>* ids = nullptr) {
-    caf::scoped_actor self{*sys_};
-    std::vector<request_id> accepted;
-    for (auto& r : reqs) {
-      r.sink = self->spawn(collecting_sink, caf::actor_cast<caf::actor>(self));
-      self->request(rt_->admission(), caf::infinite, submit_atom::value, r)
-          .receive(
-              [&](const submit_reply& rep) {
-                EXPECT_TRUE(rep.accepted) << rep.error;
-                accepted.push_back(rep.id);
-              },
-              [&](const caf::error& e) { ADD_FAILURE() << sys_->render(e); });
-    }
-    if (ids) *ids = accepted;
-    std::map<request_id, collected> by_id;
-    for (size_t i = 0; i < reqs.size(); ++i) {
-      self->receive([&](collect_atom, collected& c) { by_id[c.id] = std::move(c); },
-                    caf::after(std::chrono::seconds(300)) >> [&] { ADD_FAILURE() << "timed out"; });
-    }
-    std::vector<collected> out;
-    for (request_id id : accepted) out.push_back(by_id[id]);
-    return out;
+    return test::run_all(*sys_, *rt_, std::move(reqs), ids);
   }
-
   static kv_cache_stats kv_stats() {
-    caf::scoped_actor self{*sys_};
-    kv_cache_stats s;
-    self->request(runtime_access::actors(*rt_).cache_manager, caf::infinite, stats_atom::value)
-        .receive([&](const kv_cache_stats& x) { s = x; }, [](const caf::error&) {});
-    return s;
+    return test::stats_of<kv_cache_stats>(*sys_, runtime_access::actors(*rt_).cache_manager);
   }
   static scheduler_stats sched_stats() {
-    caf::scoped_actor self{*sys_};
-    scheduler_stats s;
-    self->request(runtime_access::actors(*rt_).scheduler, caf::infinite, stats_atom::value)
-        .receive([&](const scheduler_stats& x) { s = x; }, [](const caf::error&) {});
-    return s;
+    return test::stats_of<scheduler_stats>(*sys_, runtime_access::actors(*rt_).scheduler);
   }
-  // Every block is free or held only by the prefix cache once the scheduler is idle.
-  static void expect_no_blocks_held() {
-    for (int i = 0; i < 100 && (sched_stats().running > 0 || kv_stats().pool.used > 0); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    const auto s = kv_stats();
-    EXPECT_EQ(s.pool.used, 0u);
-    EXPECT_EQ(s.sequences, 0u);
-    EXPECT_EQ(s.pool.free + s.pool.cached_free, s.pool.total);
+  static void expect_no_blocks_held() { test::expect_no_blocks_held(*sys_, *rt_); }
+
+  // The forked-choice tests' prompt, of over 500 tokens.
+  static std::string sea_prompt() {
+    std::string prompt = "A long shared prompt about the sea, told three times. ";
+    for (int i = 0; prompt.size() < 2500; ++i) prompt += "Wave " + std::to_string(i) + " rolls in and out. ";
+    return prompt;
+  }
+  // Three greedy choices of 12 tokens in one request (one prompt_group) over prompt (over 500
+  // tokens), into out: the prompt is computed once, then one token per other choice (each
+  // forks the prompt's blocks).
+  static void run_three_choices(const std::string& prompt, std::vector<collected>& out) {
+    std::vector<generate_request> choices(3, greedy(prompt, 12));
+    for (auto& c : choices) c.prompt_group = 0x5eed;
+    const auto before = sched_stats().prompt_tokens;
+    out = run(choices);
+    const uint32_t n_prompt = out[0].done.prompt_tokens;
+    ASSERT_GT(n_prompt, 500u);
+    EXPECT_EQ(sched_stats().prompt_tokens - before, n_prompt + 2) << "the prompt once, then one token per other choice";
   }
 
   static inline caf::actor_system_config cfg_;
@@ -235,16 +222,9 @@ TEST_F(RuntimeTest, ASharedThousandTokenPrefixIsComputedOnce) {
 // other choice forks its blocks and computes only the prompt's last token (copying the shared
 // block it writes into). Greedy, every choice equals a solo run; every block comes back.
 TEST_F(RuntimeTest, ThePromptOfSeveralChoicesIsComputedOnce) {
-  std::string prompt = "A long shared prompt about the sea, told three times. ";
-  for (int i = 0; prompt.size() < 2500; ++i) prompt += "Wave " + std::to_string(i) + " rolls in and out. ";
-  std::vector<generate_request> choices(3, greedy(prompt, 12));
-  for (auto& c : choices) c.prompt_group = 0x5eed;
-  const auto before = sched_stats().prompt_tokens;
-  const auto out = run(choices);
-  const auto computed = sched_stats().prompt_tokens - before;
-  const uint32_t n_prompt = out[0].done.prompt_tokens;
-  ASSERT_GT(n_prompt, 500u);
-  EXPECT_EQ(computed, n_prompt + 2) << "the prompt once, then one token per other choice";
+  const std::string prompt = sea_prompt();
+  std::vector<collected> out;
+  ASSERT_NO_FATAL_FAILURE(run_three_choices(prompt, out));
   const auto solo = run({greedy(prompt, 12)})[0];
   for (const auto& c : out) {
     EXPECT_EQ(c.done.completion_tokens, 12u);
@@ -327,22 +307,10 @@ TEST_F(RuntimeTest, ChatPromptsUseTheTemplateAndEndAtEndOfTurn) {
 }
 
 TEST(RuntimeLimits, ATinyKvPoolRefusesWhatCannotFitAndNeverLoops) {
-  caf::actor_system_config cfg;
-  tandem::tune_actor_system(cfg);
-  caf::actor_system sys{cfg};
-  runtime_config rc;
-  rc.threads = 2;
-  rc.kv_cache_tokens = 128;  // 8 blocks
-  auto rt = runtime::start(sys, rc);
-  caf::scoped_actor self{sys};
-  auto submit = [&](generate_request r) {
-    r.sink = self->spawn(collecting_sink, caf::actor_cast<caf::actor>(self));
-    self->request(rt->admission(), caf::infinite, submit_atom::value, r)
-        .receive([](const submit_reply&) {}, [](const caf::error&) {});
-    collected c;
-    self->receive([&](collect_atom, collected& x) { c = std::move(x); },
-                  caf::after(std::chrono::seconds(120)) >> [] { ADD_FAILURE() << "no answer: the scheduler looped"; });
-    return c;
+  own_runtime own(128);  // 8 blocks
+  auto submit = [&](const generate_request& r) {
+    own.submit(r);
+    return own.next_done(std::chrono::seconds(120), "no answer: the scheduler looped");
   };
   std::string long_prompt;
   for (int i = 0; i < 150; ++i) long_prompt += "alpha beta ";  // about 300 tokens
@@ -353,11 +321,8 @@ TEST(RuntimeLimits, ATinyKvPoolRefusesWhatCannotFitAndNeverLoops) {
   EXPECT_EQ(refused.done.reason, finish_reason::error);
   EXPECT_NE(refused.done.error.find("--kv-cache-tokens"), std::string::npos) << refused.done.error;
 
-  generate_request runaway;
+  generate_request runaway = counting(1000);  // more than the pool holds
   runaway.prompt = "Count upwards:";
-  runaway.max_tokens = 1000;  // more than the pool holds
-  runaway.ignore_eos = true;
-  runaway.sampling.temperature = 0;
   const auto capped = submit(runaway);
   EXPECT_EQ(capped.done.reason, finish_reason::length);
   EXPECT_EQ(capped.done.prompt_tokens + capped.done.completion_tokens, 128u);
@@ -396,47 +361,25 @@ TEST_F(RuntimeTest, DeltasGoToOnDeltaWhenSetAndTheSinkGetsOnlyTheEnd) {
 // reservation gets an error instead of blocks, and the running request ends with an error
 // that says so, as does one submitted afterwards; none waits forever.
 TEST(RuntimeFaults, AFailedReservationEndsTheRequestsWithAnError) {
-  caf::actor_system_config cfg;
-  tune_actor_system(cfg);
-  caf::actor_system sys{cfg};
-  runtime_config rc;
-  rc.threads = 2;
-  rc.kv_cache_tokens = 4096;
-  auto rt = runtime::start(sys, rc);
-  caf::scoped_actor self{sys};
-  auto submit = [&](uint32_t max_tokens) {
-    generate_request r;
-    r.prompt = "Count upwards: 1, 2, 3,";
-    r.max_tokens = max_tokens;
-    r.ignore_eos = true;
-    r.sampling.temperature = 0;
-    r.sink = self->spawn(collecting_sink, caf::actor_cast<caf::actor>(self));
-    self->request(rt->admission(), caf::infinite, submit_atom::value, r)
-        .receive([](const submit_reply& rep) { EXPECT_TRUE(rep.accepted) << rep.error; },
-                 [&](const caf::error& e) { ADD_FAILURE() << sys.render(e); });
-  };
-  auto wait_done = [&] {
-    collected c;
-    self->receive([&](collect_atom, collected& x) { c = std::move(x); },
-                  caf::after(std::chrono::seconds(60)) >> [&] { ADD_FAILURE() << "the request never ended"; });
-    return c;
-  };
-  submit(2000);
+  own_runtime own(4096);
+  auto wait_done = [&] { return own.next_done(std::chrono::seconds(60), "the request never ended"); };
+  const auto first = own.submit(counting(2000));
+  EXPECT_TRUE(first.accepted) << first.error;
   // Let it decode for a while, then kill the cache manager under it.
   for (int i = 0; i < 200; ++i) {
-    scheduler_stats st;
-    self->request(runtime_access::actors(*rt).scheduler, caf::infinite, stats_atom::value)
-        .receive([&](const scheduler_stats& x) { st = x; }, [](const caf::error&) {});
-    if (st.generated_tokens >= 8) break;
+    if (test::stats_of<scheduler_stats>(own.sys, runtime_access::actors(*own.rt).scheduler).generated_tokens >= 8) {
+      break;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  self->send_exit(runtime_access::actors(*rt).cache_manager, caf::exit_reason::kill);
+  own.self->send_exit(runtime_access::actors(*own.rt).cache_manager, caf::exit_reason::kill);
   const auto running = wait_done();
   EXPECT_EQ(running.done.reason, finish_reason::error);
   EXPECT_NE(running.done.error.find("KV cache manager"), std::string::npos) << running.done.error;
   EXPECT_LT(running.done.completion_tokens, 2000u);
 
-  submit(16);
+  const auto second = own.submit(counting(16));
+  EXPECT_TRUE(second.accepted) << second.error;
   const auto later = wait_done();
   EXPECT_EQ(later.done.reason, finish_reason::error);
   EXPECT_NE(later.done.error.find("KV cache manager"), std::string::npos) << later.done.error;
@@ -445,37 +388,15 @@ TEST(RuntimeFaults, AFailedReservationEndsTheRequestsWithAnError) {
 // runtime::stop, the embedder's graceful end: a request running past the grace is cancelled
 // (its sink still gets the final event), new ones are refused, and stop returns.
 TEST(RuntimeStop, RefusesNewWorkAndEndsWhatRuns) {
-  caf::actor_system_config cfg;
-  tune_actor_system(cfg);
-  caf::actor_system sys{cfg};
-  runtime_config rc;
-  rc.threads = 2;
-  rc.kv_cache_tokens = 4096;
-  auto rt = runtime::start(sys, rc);
-  caf::scoped_actor self{sys};
-  auto submit = [&](uint32_t max_tokens) {
-    generate_request r;
-    r.prompt = "Count upwards: 1, 2, 3,";
-    r.max_tokens = max_tokens;
-    r.ignore_eos = true;
-    r.sampling.temperature = 0;
-    r.sink = self->spawn(collecting_sink, caf::actor_cast<caf::actor>(self));
-    submit_reply reply;
-    self->request(rt->admission(), caf::infinite, submit_atom::value, r)
-        .receive([&](const submit_reply& rep) { reply = rep; },
-                 [&](const caf::error& e) { ADD_FAILURE() << sys.render(e); });
-    return reply;
-  };
-  ASSERT_TRUE(submit(3000).accepted);
+  own_runtime own(4096);
+  ASSERT_TRUE(own.submit(counting(3000)).accepted);
   const auto t0 = std::chrono::steady_clock::now();
-  rt->stop(std::chrono::milliseconds(300));
+  own.rt->stop(std::chrono::milliseconds(300));
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
-  collected c;
-  self->receive([&](collect_atom, collected& x) { c = std::move(x); },
-                caf::after(std::chrono::seconds(10)) >> [&] { ADD_FAILURE() << "no final event"; });
+  const auto c = own.next_done(std::chrono::seconds(10), "no final event");
   EXPECT_EQ(c.done.reason, finish_reason::abort);
   EXPECT_LT(c.done.completion_tokens, 3000u);
-  const auto refused = submit(4);
+  const auto refused = own.submit(counting(4));
   EXPECT_FALSE(refused.accepted);
   EXPECT_EQ(refused.status, 503);
 }
@@ -504,15 +425,10 @@ TEST_F(RuntimeQ8Test, ConcurrentGreedyRequestsMatchTheirSoloRuns) {
 }
 
 TEST_F(RuntimeQ8Test, ASharedPrefixComesFromTheCacheAndForksDecodeAsSoloRuns) {
-  std::string prompt = "A long shared prompt about the sea, told three times. ";
-  for (int i = 0; prompt.size() < 2500; ++i) prompt += "Wave " + std::to_string(i) + " rolls in and out. ";
-  std::vector<generate_request> choices(3, greedy(prompt, 12));
-  for (auto& c : choices) c.prompt_group = 0x5eed;
-  const auto before = sched_stats().prompt_tokens;
-  const auto out = run(choices);
+  const std::string prompt = sea_prompt();
+  std::vector<collected> out;
+  ASSERT_NO_FATAL_FAILURE(run_three_choices(prompt, out));
   const uint32_t n_prompt = out[0].done.prompt_tokens;
-  ASSERT_GT(n_prompt, 500u);
-  EXPECT_EQ(sched_stats().prompt_tokens - before, n_prompt + 2) << "the prompt once, then one token per other choice";
   const auto again = run({greedy(prompt, 12)})[0];
   EXPECT_GE(again.done.cached_tokens, n_prompt - 32) << "the prompt's blocks come from the prefix cache";
   for (const auto& c : out) EXPECT_EQ(c.tokens, again.tokens) << "a forked choice decodes as a cached run does";

@@ -16,56 +16,15 @@
 #include "engine/model/model_truncation.h"
 #include "engine/model/synthetic_model.h"
 #include "tandem/runtime.h"
+#include "tests/unit/runtime_harness.h"
 
 using namespace tandem;
 
 namespace {
 
-struct spec_run {
-  request_id id = 0;
-  std::vector<int32_t> tokens;
-  generation_done done;
-};
-
-}  // namespace
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(spec_run)
-
-namespace {
-
-using result_atom = caf::atom_constant<caf::atom("result")>;
-
-sink_actor::behavior_type sink(sink_actor::stateful_pointer<spec_run> self, caf::actor waiter) {
-  return {
-      [self](generation_delta& d) {
-        self->state.tokens.insert(self->state.tokens.end(), d.tokens.begin(), d.tokens.end());
-      },
-      [self, waiter](generation_done& d) {
-        self->state.id = d.id;
-        self->state.done = d;
-        caf::anon_send(waiter, result_atom::value, self->state);
-        self->quit();
-      },
-  };
-}
-
-std::vector<spec_run> run_all(caf::actor_system& sys, runtime& rt, const std::vector<generate_request>& reqs) {
-  caf::scoped_actor self{sys};
-  std::vector<request_id> ids;
-  for (auto r : reqs) {
-    r.sink = self->spawn(sink, caf::actor_cast<caf::actor>(self));
-    self->request(rt.admission(), caf::infinite, submit_atom::value, r)
-        .receive([&](const submit_reply& rep) { ids.push_back(rep.id); }, [](const caf::error&) {});
-  }
-  std::map<request_id, spec_run> by_id;
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    self->receive([&](result_atom, spec_run& r) { by_id[r.id] = r; },
-                  caf::after(std::chrono::seconds(300)) >> [] { ADD_FAILURE() << "timed out"; });
-  }
-  std::vector<spec_run> out;
-  for (auto id : ids) out.push_back(by_id[id]);
-  return out;
-}
+using test::collect_atom;
+using test::collected;
+using test::run_all;
 
 const char* kPassage =
     "The lighthouse stood at the edge of the cliff for two hundred years. Every night its keeper climbed "
@@ -104,7 +63,7 @@ class SpeculativeRuntime : public ::testing::Test {
     base_.threads = 2;
     base_.kv_cache_tokens = 8192;
     auto plain = runtime::start(*sys_, base_);
-    expected_ = new std::vector<spec_run>(run_all(*sys_, *plain, prompts()));
+    expected_ = new std::vector<collected>(run_all(*sys_, *plain, prompts()));
   }
   static void TearDownTestSuite() {
     delete expected_;
@@ -116,11 +75,11 @@ class SpeculativeRuntime : public ::testing::Test {
   // adaptive = false drafts at every step, so the comparison covers verification throughout;
   // true lets the cost model trim or skip drafts (n-gram: by their match length).
   static void check(runtime_config spec_cfg, uint64_t min_accepted, bool adaptive = false,
-                    const std::vector<spec_run>* baseline = nullptr) {
+                    const std::vector<collected>* baseline = nullptr) {
     spec_cfg.num_speculative_tokens = 4;
     spec_cfg.speculative_adaptive = adaptive;
     auto spec = runtime::start(*sys_, spec_cfg);
-    std::vector<spec_run> alone;
+    std::vector<collected> alone;
     for (const auto& r : prompts()) alone.push_back(run_all(*sys_, *spec, {r})[0]);
     const auto together = run_all(*sys_, *spec, prompts());
     const auto& expected = baseline ? *baseline : *expected_;
@@ -131,10 +90,7 @@ class SpeculativeRuntime : public ::testing::Test {
       EXPECT_EQ(alone[i].done.completion_tokens, expected[i].done.completion_tokens);
     }
 
-    caf::scoped_actor self{*sys_};
-    speculation_stats st;
-    self->request(runtime_access::actors(*spec).scheduler, caf::infinite, spec_stats_atom::value)
-        .receive([&](const speculation_stats& s) { st = s; }, [](const caf::error&) {});
+    const auto st = scheduler_stats_of<speculation_stats, spec_stats_atom>(*spec);
     std::printf("%s: drafted %llu, accepted %llu (%.1f%%), mean accepted per pass %.2f\n", spec_cfg.speculative.c_str(),
                 static_cast<unsigned long long>(st.drafted), static_cast<unsigned long long>(st.accepted),
                 100 * st.acceptance_rate(), st.mean_accepted());
@@ -143,24 +99,17 @@ class SpeculativeRuntime : public ::testing::Test {
     expect_no_blocks_held(*spec);
   }
 
-  // The cache manager's figures once its last frees have arrived (up to 2 s).
-  static void expect_no_blocks_held(runtime& rt) {
-    caf::scoped_actor self{*sys_};
-    kv_cache_stats kv;
-    for (int i = 0; i < 100; ++i) {
-      self->request(runtime_access::actors(rt).cache_manager, caf::infinite, stats_atom::value)
-          .receive([&](const kv_cache_stats& s) { kv = s; }, [](const caf::error&) {});
-      if (kv.pool.used == 0) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    EXPECT_EQ(kv.pool.used, 0u);
-    EXPECT_EQ(kv.sequences, 0u);
+  static void expect_no_blocks_held(const runtime& rt) { test::expect_no_blocks_held(*sys_, rt); }
+  // What rt's scheduler answers Atom with.
+  template <class T, class Atom = stats_atom>
+  static T scheduler_stats_of(const runtime& rt) {
+    return test::stats_of<T, Atom>(*sys_, runtime_access::actors(rt).scheduler);
   }
 
   static inline caf::actor_system_config cfg_;
   static inline caf::actor_system* sys_ = nullptr;
   static inline runtime_config base_;
-  static inline std::vector<spec_run>* expected_ = nullptr;
+  static inline std::vector<collected>* expected_ = nullptr;
 };
 
 // One test for the three methods, so the baseline (plain greedy) runs once per process.
@@ -202,7 +151,7 @@ TEST_F(SpeculativeRuntime, GreedyOutputIsIdenticalWithEveryMethod) {
 TEST_F(SpeculativeRuntime, GreedyOutputIsIdenticalOnAQ8Cache) {
   auto plain_cfg = base_;
   plain_cfg.kv_cache_dtype = "q8_0";
-  std::vector<spec_run> plain_q8;
+  std::vector<collected> plain_q8;
   {
     auto plain = runtime::start(*sys_, plain_cfg);
     plain_q8 = run_all(*sys_, *plain, prompts());
@@ -231,12 +180,8 @@ TEST_F(SpeculativeRuntime, PreemptionAndCancelDuringSpeculationHoldNoBlocks) {
   for (size_t i = 0; i < together.size(); ++i) {
     EXPECT_EQ(together[i].tokens, (*expected_)[i].tokens) << "prompt " << i;
   }
-  scheduler_stats sched;
-  self->request(runtime_access::actors(*spec).scheduler, caf::infinite, stats_atom::value)
-      .receive([&](const scheduler_stats& s) { sched = s; }, [](const caf::error&) {});
-  speculation_stats st;
-  self->request(runtime_access::actors(*spec).scheduler, caf::infinite, spec_stats_atom::value)
-      .receive([&](const speculation_stats& s) { st = s; }, [](const caf::error&) {});
+  const auto sched = scheduler_stats_of<scheduler_stats>(*spec);
+  auto st = scheduler_stats_of<speculation_stats, spec_stats_atom>(*spec);
   std::printf("small pool: %llu preemptions, %llu drafts accepted\n",
               static_cast<unsigned long long>(sched.preemptions), static_cast<unsigned long long>(st.accepted));
   EXPECT_GT(sched.preemptions, 0u) << "the pool must be small enough to preempt, or this proves nothing";
@@ -247,21 +192,20 @@ TEST_F(SpeculativeRuntime, PreemptionAndCancelDuringSpeculationHoldNoBlocks) {
   const uint64_t drafted_before = st.drafted;
   std::vector<request_id> ids;
   for (auto r : prompts()) {
-    r.sink = self->spawn(sink, caf::actor_cast<caf::actor>(self));
+    r.sink = self->spawn(test::collecting_sink, caf::actor_cast<caf::actor>(self));
     self->request(spec->admission(), caf::infinite, submit_atom::value, r)
         .receive([&](const submit_reply& rep) { ids.push_back(rep.id); }, [](const caf::error&) {});
   }
   // Up to 60 s: under TSan on a busy machine the first verified draft took longer than 5 s.
   for (int i = 0; i < 30000 && st.drafted == drafted_before; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    self->request(runtime_access::actors(*spec).scheduler, caf::infinite, spec_stats_atom::value)
-        .receive([&](const speculation_stats& s) { st = s; }, [](const caf::error&) {});
+    st = scheduler_stats_of<speculation_stats, spec_stats_atom>(*spec);
   }
   EXPECT_GT(st.drafted, drafted_before) << "cancelled before any draft was verified";
   for (request_id id : ids) self->send(spec->admission(), cancel_atom::value, id);
   int aborted = 0;
   for (size_t i = 0; i < ids.size(); ++i) {
-    self->receive([&](result_atom, spec_run& r) { aborted += r.done.reason == finish_reason::abort; },
+    self->receive([&](collect_atom, collected& r) { aborted += r.done.reason == finish_reason::abort; },
                   caf::after(std::chrono::seconds(120)) >> [] { ADD_FAILURE() << "no final event after cancel"; });
   }
   EXPECT_GT(aborted, 0);
