@@ -15,8 +15,6 @@
 namespace tandem {
 namespace {
 
-class GpuWorker : public gpu::testing::CudaTest {};
-
 struct fixture {
   std::vector<std::byte> bytes;
   std::shared_ptr<model> m;
@@ -27,6 +25,9 @@ struct fixture {
     m = std::make_shared<model>(gguf::file::parse(bytes), model_options{2});
   }
 };
+
+// The prompt most tests prefill: 17 tokens, two blocks.
+const std::vector<token_id> kPrompt = {1, 7, 42, 99, 3, 250, 17, 8, 64, 5, 11, 300, 2, 9, 77, 31, 400};
 
 // A sequence's first step: its tokens and its whole table.
 device_seq first(seq_id id, std::vector<token_id> tokens, block_table table, bool sample) {
@@ -48,6 +49,16 @@ device_seq next(seq_id id, uint32_t pos, uint32_t table_size) {
   p.delta.table_keep = table_size;
   p.sample = true;
   return p;
+}
+
+// The step after `step`: sequences 1..n each decode the token they emitted last, all at the
+// position after sequence 1's tokens, their tables of table_size blocks unchanged.
+void decode_next(device_step& step, size_t n, uint32_t table_size) {
+  const uint32_t pos = step.seqs[0].start_pos + step.seqs[0].n_new;
+  ++step.step;
+  step.started.clear();
+  step.seqs.resize(n);
+  for (size_t i = 0; i < n; ++i) step.seqs[i] = next(static_cast<seq_id>(i + 1), pos, table_size);
 }
 
 device_step_result run(caf::scoped_actor& self, const device_worker_actor& w, const device_step& step) {
@@ -72,15 +83,24 @@ gpu_worker_options small_worker_options() {
   return opt;
 }
 
+// A small synthetic model, and an actor system to spawn workers on it; self drives them.
+class GpuWorker : public gpu::testing::CudaTest {
+ protected:
+  device_worker_actor spawn_worker(const gpu_worker_options& opt = small_worker_options()) {
+    return spawn_gpu_device_worker(sys, fx.m, opt);
+  }
+
+  fixture fx;
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+};
+
 // Greedy on the device (ids only) and greedy on the host (logprobs asked: logits come back
 // to engine/sampling/sampler.h) pick the same tokens; a prefill chunk emits nothing; a bad block id
 // fails the step with a message and the worker goes on.
 TEST_F(GpuWorker, DeviceAndHostSamplingAgreeAndErrorsAreReplies) {
-  fixture fx;
-  caf::actor_system_config cfg;
-  caf::actor_system sys(cfg);
-  auto w = spawn_gpu_device_worker(sys, fx.m, small_worker_options());
-  caf::scoped_actor self(sys);
+  auto w = spawn_worker();
 
   sampling_options greedy_device;
   greedy_device.temperature = 0;
@@ -90,11 +110,10 @@ TEST_F(GpuWorker, DeviceAndHostSamplingAgreeAndErrorsAreReplies) {
 
   // Two copies of one prompt in different blocks; one sampled on each path; and a third
   // sequence whose chunk does not reach its end (no sample).
-  const std::vector<token_id> prompt = {1, 7, 42, 99, 3, 250, 17, 8, 64, 5, 11, 300, 2, 9, 77, 31, 400};
   device_step step;
   step.step = 1;
   step.started = {{1, greedy_device, 17, nullptr}, {2, greedy_host, 17, nullptr}, {3, greedy_device, 3, nullptr}};
-  step.seqs = {first(1, prompt, {0, 1}, true), first(2, prompt, {5, 6}, true), first(3, {4, 4, 4}, {9}, false)};
+  step.seqs = {first(1, kPrompt, {0, 1}, true), first(2, kPrompt, {5, 6}, true), first(3, {4, 4, 4}, {9}, false)};
   for (int k = 0; k < 4; ++k) {
     const auto r = run(self, w, step);
     ASSERT_TRUE(r.error.empty()) << r.error;
@@ -106,11 +125,7 @@ TEST_F(GpuWorker, DeviceAndHostSamplingAgreeAndErrorsAreReplies) {
       EXPECT_TRUE(r.emitted[2].empty());
     }
     EXPECT_EQ(r.logprobs[1].token, r.emitted[1][0]);
-    // Next: decode the emitted token.
-    const uint32_t pos = step.seqs[0].start_pos + step.seqs[0].n_new;
-    step.step++;
-    step.started.clear();
-    step.seqs = {next(1, pos, 2), next(2, pos, 2)};
+    decode_next(step, 2, 2);  // the two sampled sequences decode what they emitted
   }
   step.started = {{4, greedy_device, 2, nullptr}};
   step.seqs = {first(4, {1, 2}, {31, 999}, true)};
@@ -125,11 +140,7 @@ TEST_F(GpuWorker, DeviceAndHostSamplingAgreeAndErrorsAreReplies) {
 // so engine/sampling/sampler.h samples): greedy with penalties, and top-k 1 with penalties, follow
 // the host's greedy-with-penalties token for token while the history grows.
 TEST_F(GpuWorker, DevicePenaltiesAndTopKMatchTheHostSampler) {
-  fixture fx;
-  caf::actor_system_config cfg;
-  caf::actor_system sys(cfg);
-  auto w = spawn_gpu_device_worker(sys, fx.m, small_worker_options());
-  caf::scoped_actor self(sys);
+  auto w = spawn_worker();
 
   sampling_options device_greedy;
   device_greedy.temperature = 0;
@@ -144,12 +155,12 @@ TEST_F(GpuWorker, DevicePenaltiesAndTopKMatchTheHostSampler) {
   device_top1.top_p = 0.9f;
   device_top1.seed = 5;
 
-  const std::vector<token_id> prompt = {1, 7, 42, 99, 3, 250, 17, 8, 64, 5, 11, 300, 2, 9, 77, 31, 400};
   const std::vector<block_table> tables = {{0, 1}, {5, 6}, {10, 11}};
   device_step step;
   step.step = 1;
   step.started = {{1, device_greedy, 17, nullptr}, {2, host_greedy, 17, nullptr}, {3, device_top1, 17, nullptr}};
-  step.seqs = {first(1, prompt, tables[0], true), first(2, prompt, tables[1], true), first(3, prompt, tables[2], true)};
+  step.seqs = {first(1, kPrompt, tables[0], true), first(2, kPrompt, tables[1], true),
+               first(3, kPrompt, tables[2], true)};
   for (int k = 0; k < 10; ++k) {
     const auto r = run(self, w, step);
     ASSERT_TRUE(r.error.empty()) << r.error;
@@ -157,12 +168,9 @@ TEST_F(GpuWorker, DevicePenaltiesAndTopKMatchTheHostSampler) {
     ASSERT_EQ(r.emitted[1].size(), 1u);
     EXPECT_EQ(r.emitted[0], r.emitted[1]) << "step " << k;
     EXPECT_EQ(r.emitted[2], r.emitted[1]) << "step " << k;
-    const uint32_t pos = step.seqs[0].start_pos + step.seqs[0].n_new;
-    step.step++;
-    step.started.clear();
     // Each continues with the token it emitted (the same three, as checked above), so all
     // three keep the same history.
-    for (size_t i = 0; i < 3; ++i) step.seqs[i] = next(i + 1, pos, 2);
+    decode_next(step, 3, 2);
   }
   self->send_exit(w, caf::exit_reason::user_shutdown);
 }
@@ -172,14 +180,10 @@ TEST_F(GpuWorker, DevicePenaltiesAndTopKMatchTheHostSampler) {
 // to the host sampler. Greedy rows must emit the same tokens with the same log-probabilities
 // and top alternatives, bias and penalties included, while the history grows.
 TEST_F(GpuWorker, DeviceLogprobsAndLogitBiasAgreeWithTheHostPath) {
-  fixture fx;
-  caf::actor_system_config cfg;
-  caf::actor_system sys(cfg);
   gpu_worker_options on_device = small_worker_options();
   on_device.device_logprobs = true;
-  auto dev = spawn_gpu_device_worker(sys, fx.m, on_device);
-  auto host = spawn_gpu_device_worker(sys, fx.m, small_worker_options());
-  caf::scoped_actor self(sys);
+  auto dev = spawn_worker(on_device);
+  auto host = spawn_worker();
 
   sampling_options lp5;
   lp5.temperature = 0;
@@ -197,11 +201,10 @@ TEST_F(GpuWorker, DeviceLogprobsAndLogitBiasAgreeWithTheHostPath) {
   bias_only.logit_bias_ids = {5};
   bias_only.logit_bias_values = {100.0f};
 
-  const std::vector<token_id> prompt = {1, 7, 42, 99, 3, 250, 17, 8, 64, 5, 11, 300, 2, 9, 77, 31, 400};
   device_step step;
   step.step = 1;
   step.started = {{1, lp5, 17, nullptr}, {2, biased, 17, nullptr}, {3, bias_only, 17, nullptr}};
-  step.seqs = {first(1, prompt, {0, 1}, true), first(2, prompt, {5, 6}, true), first(3, prompt, {10, 11}, true)};
+  step.seqs = {first(1, kPrompt, {0, 1}, true), first(2, kPrompt, {5, 6}, true), first(3, kPrompt, {10, 11}, true)};
   for (int k = 0; k < 8; ++k) {
     SCOPED_TRACE(::testing::Message() << "step " << k);
     const auto a = run(self, dev, step);
@@ -227,10 +230,7 @@ TEST_F(GpuWorker, DeviceLogprobsAndLogitBiasAgreeWithTheHostPath) {
       EXPECT_EQ(x.top_ids.size(), i == 0 ? 5u : 20u);
       for (size_t j = 0; j < x.top_logprobs.size(); ++j) EXPECT_NEAR(x.top_logprobs[j], y.top_logprobs[j], 1e-4);
     }
-    const uint32_t pos = step.seqs[0].start_pos + step.seqs[0].n_new;
-    step.step++;
-    step.started.clear();
-    for (size_t i = 0; i < 3; ++i) step.seqs[i] = next(i + 1, pos, 2);
+    decode_next(step, 3, 2);
   }
   self->send_exit(dev, caf::exit_reason::user_shutdown);
   self->send_exit(host, caf::exit_reason::user_shutdown);
@@ -240,13 +240,9 @@ TEST_F(GpuWorker, DeviceLogprobsAndLogitBiasAgreeWithTheHostPath) {
 // logprob <= 0 and its alternatives best first; more alternatives than the device keeps
 // (kMaxTopLogprobs) take the host path and still come back in full.
 TEST_F(GpuWorker, SampledDeviceLogprobsAndTheHostFallback) {
-  fixture fx;
-  caf::actor_system_config cfg;
-  caf::actor_system sys(cfg);
   gpu_worker_options on_device = small_worker_options();
   on_device.device_logprobs = true;
-  auto w = spawn_gpu_device_worker(sys, fx.m, on_device);
-  caf::scoped_actor self(sys);
+  auto w = spawn_worker(on_device);
 
   sampling_options sampled;
   sampled.temperature = 0.8f;
@@ -282,10 +278,7 @@ TEST_F(GpuWorker, SampledDeviceLogprobsAndTheHostFallback) {
         EXPECT_FALSE(listed);
       }
     }
-    const uint32_t pos = step.seqs[0].start_pos + step.seqs[0].n_new;
-    step.step++;
-    step.started.clear();
-    for (size_t i = 0; i < 2; ++i) step.seqs[i] = next(i + 1, pos, 1);
+    decode_next(step, 2, 1);
   }
   self->send_exit(w, caf::exit_reason::user_shutdown);
 }
@@ -295,17 +288,13 @@ TEST_F(GpuWorker, SampledDeviceLogprobsAndTheHostFallback) {
 // tokens, then verifying drafts of which some are right and one is wrong) and must emit the
 // same tokens.
 TEST_F(GpuWorker, DeviceVerificationAgreesWithTheHostPath) {
-  fixture fx;
-  caf::actor_system_config cfg;
-  caf::actor_system sys(cfg);
   gpu_worker_options on_device = small_worker_options();
   on_device.device_logprobs = true;
   on_device.device_verification = true;
   gpu_worker_options on_host = small_worker_options();
   on_host.device_verification = false;
-  auto dev = spawn_gpu_device_worker(sys, fx.m, on_device);
-  auto host = spawn_gpu_device_worker(sys, fx.m, on_host);
-  caf::scoped_actor self(sys);
+  auto dev = spawn_worker(on_device);
+  auto host = spawn_worker(on_host);
 
   sampling_options greedy;
   greedy.temperature = 0;
@@ -315,13 +304,11 @@ TEST_F(GpuWorker, DeviceVerificationAgreesWithTheHostPath) {
   penalised.logit_bias_ids = {7};
   penalised.logit_bias_values = {1.5f};
 
-  const std::vector<token_id> prompt = {1, 7, 42, 99, 3, 250, 17, 8, 64, 5, 11, 300, 2, 9, 77, 31, 400};
   device_step step;
   step.step = 1;
   step.started = {{1, greedy, 17, nullptr}, {2, penalised, 17, nullptr}};
-  step.seqs = {first(1, prompt, {0, 1}, true), first(2, prompt, {5, 6}, true)};
+  step.seqs = {first(1, kPrompt, {0, 1}, true), first(2, kPrompt, {5, 6}, true)};
   std::vector<std::vector<token_id>> out(2);
-  uint32_t pos = 17;
   for (int k = 0; k < 3; ++k) {  // prefill, then two decode steps
     const auto a = run(self, dev, step);
     const auto b = run(self, host, step);
@@ -332,10 +319,7 @@ TEST_F(GpuWorker, DeviceVerificationAgreesWithTheHostPath) {
       ASSERT_EQ(a.emitted[i], b.emitted[i]);
       out[i].push_back(a.emitted[i][0]);
     }
-    pos = step.seqs[0].start_pos + step.seqs[0].n_new;
-    step.step++;
-    step.started.clear();
-    for (size_t i = 0; i < 2; ++i) step.seqs[i] = next(i + 1, pos, 2);
+    decode_next(step, 2, 2);
   }
   // Verification steps: drafts copied from each sequence's own recent output (sometimes
   // right), then one token nobody expects.
@@ -360,7 +344,7 @@ TEST_F(GpuWorker, DeviceVerificationAgreesWithTheHostPath) {
     // each is planned from its own position (the device holds the emitted tokens).
     step.step++;
     for (size_t i = 0; i < 2; ++i) {
-      const uint32_t at = static_cast<uint32_t>(prompt.size() + out[i].size()) - 1;
+      const uint32_t at = static_cast<uint32_t>(kPrompt.size() + out[i].size()) - 1;
       step.seqs[i] = next(i + 1, at, 3);
       step.seqs[i].delta.new_blocks = {static_cast<uint32_t>(i == 0 ? 2 : 7)};
       step.seqs[i].delta.table_keep = 2;
