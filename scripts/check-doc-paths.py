@@ -24,9 +24,17 @@ def expand(path):
     return ["".join(c) for c in itertools.product(*choices)]
 
 
+def generated(root, path):
+    """A path the tree ignores (.gitignore) is a build output a document may name, such as
+    gpu/.bin.tgz, which exists only after the step that makes it."""
+    # A folder pattern ("/gpu/.bin/") matches a path that is absent only when named as a folder.
+    return any(subprocess.run(["git", "check-ignore", "-q", "--no-index", p], cwd=root).returncode == 0
+               for p in (path, path + "/"))
+
+
 def exists(root, doc_dir, path):
-    """A file or folder from the root or from the document's folder (Markdown links), or a
-    file's stem ("actors/streamer" for streamer.h and streamer.cpp)."""
+    """A file or folder from the root or from the document's folder (Markdown links), a
+    file's stem ("actors/streamer" for streamer.h and streamer.cpp), or a generated path."""
     path = path.rstrip(".")
     for base in (root, os.path.join(root, doc_dir)):
         full = os.path.join(base, path)
@@ -34,7 +42,7 @@ def exists(root, doc_dir, path):
             return True
         if glob.glob(glob.escape(full) + ".*"):
             return True
-    return False
+    return generated(root, path)
 
 
 def markdown_files(root):
