@@ -1,53 +1,14 @@
 #include "actors/scheduler.h"
 
 #include <memory>
-#include <random>
 #include <string>
-#include <unordered_map>
 #include <utility>
 
 #include "actors/atoms.h"
-#include "actors/clock.h"
-#include "actors/spawn.h"
-#include "engine/kv/cache_salt.h"
-#include "engine/schedule/device_mirror.h"
-#include "engine/schedule/drafting.h"
-#include "engine/schedule/postprocess.h"
-#include "engine/schedule/prompt_groups.h"
+#include "actors/scheduler_state.h"
 
 namespace tandem {
 namespace {
-
-struct seq_info {
-  sequence_request req;
-  clock_type::time_point enqueued = clock_type::now();
-  output_state out;
-};
-
-struct scheduler_state {
-  std::unique_ptr<step_planner> planner;
-  device_mirror mirror;
-  prompt_groups groups;
-  std::unique_ptr<drafting> spec;  // null: no speculative decoding
-  cache_manager_actor cache;
-  device_worker_actor device;
-  drafter_actor drafter;
-  std::unordered_map<seq_id, seq_info> seqs;
-  uint64_t salt_key = std::random_device{}() * 0x9e3779b97f4a7c15ull ^ std::random_device{}();
-  uint64_t model_identity = 0;
-  std::function<device_worker_actor()> respawn_device;  // empty: the device is not supervised
-  // Token batches for the streamers, sent once the next step is on its way to the device:
-  // the streamers' work then overlaps the device's instead of delaying the plan (they share
-  // CAF's threads with the cache manager and this actor). Kept in order per streamer.
-  std::vector<std::pair<streamer_actor, token_batch>> outbox;
-  step_plan_core in_flight;  // the plan the device is running
-  bool busy = false;
-  clock_type::time_point kicked;  // when planning of the current step began
-  uint32_t block_size = 16;
-  uint32_t capacity = 0;  // tokens the KV pool holds
-  scheduler_stats stats;
-  static inline const char* name = "tandem.scheduler";
-};
 
 using self_ptr = scheduler_actor::stateful_pointer<scheduler_state>;
 
@@ -69,12 +30,6 @@ void kick_and_flush(self_ptr self) {
   if (!self->state.busy) flush_outbox(self);
 }
 
-void add_to_planner(scheduler_state& st, seq_id id) {
-  const auto& r = st.seqs.at(id).req;
-  const uint64_t salt = cache_salt({r.cache_group, st.model_identity, r.adapter, r.input_hash}, st.salt_key);
-  st.planner->add(id, r.tenant, r.weight, r.prompt, salt, r.kv_cache_share);
-}
-
 // Once the leader's prompt is computed its parked choices go (engine/schedule/prompt_groups.h).
 void fork_parked(self_ptr self, seq_id leader, uint64_t group) {
   auto& st = self->state;
@@ -83,7 +38,7 @@ void fork_parked(self_ptr self, seq_id leader, uint64_t group) {
     self->send(st.cache, fork_atom::value, leader, c, st.planner->n_prompt(leader));
     st.planner->add_forked(c, leader);
   }
-  for (seq_id c : go.queue) add_to_planner(st, c);
+  for (seq_id c : go.queue) st.add_to_planner(c);
 }
 
 // Ends a sequence: the streamer gets the final batch, blocks go back to the pool.
@@ -96,7 +51,7 @@ void finish(self_ptr self, seq_id seq, finish_reason reason, token_batch batch =
   batch.reason = reason;
   deliver(self, it->second.req.streamer, std::move(batch));
   st.planner->remove(seq);
-  for (seq_id c : st.groups.leave(it->second.req.prompt_group, seq)) add_to_planner(st, c);
+  for (seq_id c : st.groups.leave(it->second.req.prompt_group, seq)) st.add_to_planner(c);
   self->send(st.cache, release_atom::value, std::vector<seq_id>{seq});
   st.mirror.release(seq);
   if (st.spec) {
@@ -172,21 +127,6 @@ void apply(self_ptr self, const device_step_result& res, bool worker_failed = fa
   st.stats.plan_ms += ms_between(t0, clock_type::now());
 }
 
-// The plan as a change to what the device holds (engine/schedule/device_mirror.h).
-device_step device_step_of(scheduler_state& st, step_plan_core& plan) {
-  for (const auto& p : plan.seqs) {
-    auto& info = st.seqs.at(p.seq);
-    info.out.planned(p, ms_between(info.enqueued, clock_type::now()));
-  }
-  auto diff = st.mirror.diff(plan, *st.planner);
-  device_step step{plan.step, {}, std::move(diff.seqs), plan.copies, plan.preempted, std::move(diff.released)};
-  for (seq_id s : diff.started) {
-    const auto& r = st.seqs.at(s).req;
-    step.started.push_back({s, r.sampling, st.planner->n_prompt(s), r.grammar});
-  }
-  return step;
-}
-
 void run_planned(self_ptr self, const reserve_result& granted) {
   auto& st = self->state;
   st.in_flight = st.planner->finalize(granted);
@@ -203,7 +143,7 @@ void run_planned(self_ptr self, const reserve_result& granted) {
     if (plan.unservable || !plan.preempted.empty() || !plan.orphaned.empty()) return kick_and_flush(self);
     return flush_outbox(self);
   }
-  device_step step = device_step_of(st, plan);
+  device_step step = st.device_step_of(plan);
   ++st.stats.steps;
   // Planning latency: propose, the cache manager's reserve round trip, finalize.
   st.stats.plan_ms += ms_between(st.kicked, clock_type::now());
@@ -285,15 +225,7 @@ void kick(self_ptr self) {
 
 // A request the scheduler cannot take ends at once.
 void refuse(self_ptr self, const sequence_request& req) {
-  token_batch b;
-  b.seq = req.id;
-  b.finished = true;
-  b.reason = finish_reason::error;
-  if (req.prompt.size() >= self->state.capacity) {
-    b.error = "the prompt has " + std::to_string(req.prompt.size()) + " tokens but the KV cache holds " +
-              std::to_string(self->state.capacity) + "; start the server with a larger --kv-cache-tokens";
-  }
-  self->send(req.streamer, tokens_atom::value, std::move(b));
+  self->send(req.streamer, tokens_atom::value, self->state.refusal(req));
 }
 
 scheduler_actor::behavior_type scheduler(self_ptr self, planner_config cfg, uint32_t block_size,
@@ -324,7 +256,7 @@ scheduler_actor::behavior_type scheduler(self_ptr self, planner_config cfg, uint
         seq_info info;
         info.req = std::move(req);
         st.seqs.emplace(id, std::move(info));
-        if (!parked) add_to_planner(st, id);
+        if (!parked) st.add_to_planner(id);
         const auto& r = st.seqs.at(id).req;
         if (st.spec && (!r.speculative || r.sampling.logprobs)) st.spec->exclude(id);
         kick_and_flush(self);
