@@ -1,11 +1,15 @@
 """Shared by the bench runners: put a generated section into docs/benchmarks.md between its
-markers (replacing the previous one), and name the CPU the figures were taken on."""
+markers (replacing the previous one), name the CPU the figures were taken on, and start the
+servers they measure (a free port, waiting for /health)."""
 import json
 import os
 import platform
 import re
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -25,6 +29,31 @@ def cpu_name():
     if "cpu family" in fields and "model" in fields:
         return f"{fields['model name']} (family {fields['cpu family']}, model {fields['model']})"
     return fields["model name"]
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_healthy(port, proc, what, timeout=180):
+    """Until GET /health on the port answers 200; exits the runner (naming it and `what`) when
+    proc exits first or timeout seconds pass."""
+    runner = os.path.splitext(os.path.basename(sys.argv[0]))[0]
+    t_end = time.time() + timeout
+    while time.time() < t_end:
+        if proc.poll() is not None:
+            sys.exit(f"{runner}: {what} exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except Exception:
+            pass
+        time.sleep(0.3)
+    sys.exit(f"{runner}: {what} not healthy after {timeout} s")
 
 
 def write_section(section, begin, end, path=os.path.join(ROOT, "docs", "benchmarks.md")):

@@ -27,7 +27,6 @@ import os
 import random
 import re
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -36,7 +35,7 @@ import time
 
 import httpx
 
-from bench_docs import ROOT, cpu_name, publish
+from bench_docs import ROOT, cpu_name, free_port, publish
 
 SECRET = "cluster-bench-secret-0123456789"
 TOPICS = ["a lighthouse keeper", "a travelling cartographer", "a baker in a mountain town", "a ship's engineer",
@@ -48,12 +47,6 @@ def system_prompt(i):
     rules = " ".join(f"Rule {k} for {TOPICS[i]}: answer plainly, cite the log entry {k * 7 + i}, and never repeat "
                      f"the previous answer word for word." for k in range(1, 46))
     return f"You are {TOPICS[i]}. {rules}"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Proc:

@@ -12,7 +12,6 @@ llama-bench is built from the llama-cpp-python 0.3.36 sdist as bench/compare_qua
 Usage: python3 bench/compare_architectures.py --llama-bench PATH [--build build] [--threads 1,2]
            [--reps 3] [--pp 512] [--tg 128] [--models-dir DIR]
 """
-import argparse
 import datetime
 import json
 import os
@@ -21,8 +20,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_docs import ROOT, cpu_name, write_section  # noqa: E402
-from compare_quant_types import llama_bench, make, run_json  # noqa: E402
+from bench_docs import cpu_name, write_section  # noqa: E402
+from compare_quant_types import engine_bench, engines_args, llama_bench, make  # noqa: E402
 
 BEGIN, END = "<!-- arch-bench:begin -->", "<!-- arch-bench:end -->"
 HOME = os.environ.get("TANDEM_HOME", os.path.expanduser("~/.cache/tandem"))
@@ -43,16 +42,7 @@ def files(models_dir, tandem):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--llama-bench", required=True)
-    ap.add_argument("--models-dir", default=os.path.join(ROOT, "build", "bench-models"))
-    ap.add_argument("--threads", default=str(os.cpu_count()), help="thread count, or a comma-separated list")
-    ap.add_argument("--pp", type=int, default=512)
-    ap.add_argument("--tg", type=int, default=128)
-    ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks.md"))
-    a = ap.parse_args()
+    a = engines_args("thread count, or a comma-separated list").parse_args()
 
     tandem = os.path.join(a.build, "bin", "tandem")
     engine = os.path.join(a.build, "bin", "engine_bench")
@@ -66,9 +56,7 @@ def main():
             make(path, [path + ".partial" if c is None else c for c in cmd])
         runs_t, runs_l = [], []
         for _ in range(a.reps):  # alternating, one run each per round
-            t = json.loads(run_json([engine, "--model", path, "--threads", str(threads), "--pp", str(a.pp),
-                                     "--tg", str(a.tg), "--reps", "1"]).strip().splitlines()[-1])
-            runs_t.append(t)
+            runs_t.append(engine_bench(engine, path, threads, a.pp, a.tg))
             runs_l.append(llama_bench(a.llama_bench, path, threads, a.pp, a.tg))
         med = lambda runs, k: statistics.median(r[k] for r in runs)  # noqa: E731
         row = {"label": label, "threads": threads, "mib": os.path.getsize(path) / 2**20,

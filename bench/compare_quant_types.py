@@ -77,6 +77,27 @@ def run_json(cmd):
     return out
 
 
+def engine_bench(engine, path, threads, pp, tg, *extra):
+    """One `engine_bench --reps 1` run on the file: the JSON object of its last line."""
+    return json.loads(run_json([engine, "--model", path, "--threads", str(threads), "--pp", str(pp), "--tg", str(tg),
+                                "--reps", "1", *extra]).strip().splitlines()[-1])
+
+
+def engines_args(threads_help):
+    """The arguments of the runners that set Tandem's engine against llama-bench file by file
+    (this one and compare_architectures.py)."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--llama-bench", required=True)
+    ap.add_argument("--models-dir", default=os.path.join(ROOT, "build", "bench-models"))
+    ap.add_argument("--threads", default=str(os.cpu_count()), help=threads_help)
+    ap.add_argument("--pp", type=int, default=512)
+    ap.add_argument("--tg", type=int, default=128)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks.md"))
+    return ap
+
+
 def llama_bench(binary, model, threads, pp, tg):
     out = run_json([binary, "-m", model, "-t", str(threads), "-p", str(pp), "-n", str(tg), "-r", "1", "-o", "json"])
     res = {}
@@ -93,18 +114,9 @@ def ready_cell(r, key):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--llama-bench", required=True)
-    ap.add_argument("--models-dir", default=os.path.join(ROOT, "build", "bench-models"))
-    ap.add_argument("--threads", default=str(os.cpu_count()),
-                    help="thread count, or a comma-separated list (one row per file and count)")
-    ap.add_argument("--pp", type=int, default=512)
-    ap.add_argument("--tg", type=int, default=128)
-    ap.add_argument("--reps", type=int, default=3)
+    ap = engines_args("thread count, or a comma-separated list (one row per file and count)")
     ap.add_argument("--with-8b", action="store_true")
     ap.add_argument("--only", default="", help="comma-separated substrings of the file labels to run")
-    ap.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks.md"))
     ap.add_argument("--plot", default=DEFAULT_PLOT)
     ap.add_argument("--redraw", default="", metavar="ISA",
                     help="run nothing: rewrite that kernel table's section and plot from its saved JSON")
@@ -129,9 +141,7 @@ def main():
                 # A fresh tiled-weight cache per run: the first open tiles (and writes the file in
                 # the background), the second maps the file, as a restart does.
                 with tempfile.TemporaryDirectory(dir=a.models_dir) as cache:
-                    runs_t.append(json.loads(run_json([engine, "--model", path, "--threads", str(threads), "--pp",
-                                                       str(a.pp), "--tg", str(a.tg), "--reps", "1", "--tiled-cache",
-                                                       cache]).strip().splitlines()[-1]))
+                    runs_t.append(engine_bench(engine, path, threads, a.pp, a.tg, "--tiled-cache", cache))
 
             def llama_run():
                 runs_l.append(llama_bench(a.llama_bench, path, threads, a.pp, a.tg))
@@ -140,9 +150,8 @@ def main():
                 run()
         # Time to a first decoded token re-tiling at every open (no cache file), and with the
         # mmap only (whose first step faults the weights in), for the load columns.
-        short = [engine, "--model", path, "--threads", str(threads), "--pp", "8", "--tg", "4", "--reps", "1"]
-        retiled = json.loads(run_json(short).strip().splitlines()[-1])
-        mmap = json.loads(run_json(short + ["--no-tiled"]).strip().splitlines()[-1])
+        retiled = engine_bench(engine, path, threads, 8, 4)
+        mmap = engine_bench(engine, path, threads, 8, 4, "--no-tiled")
         med = lambda runs, k: statistics.median(r[k] for r in runs)  # noqa: E731
         # Ratios per round (the two runs minutes apart at most), then their median: this VM's
         # memory bandwidth wanders by half over minutes, which a ratio of medians would mix in.

@@ -60,6 +60,15 @@ struct stats {
   }
 };
 
+// How many masks a sample timed, their mean, median and 99th percentile: <name>_masks,
+// <name>_mean_us, <name>_p50_us and <name>_p99_us in out.
+void put_mask_stats(boost::json::object& out, const std::string& name, stats& s) {
+  out[name + "_masks"] = s.us.size();
+  out[name + "_mean_us"] = s.mean();
+  out[name + "_p50_us"] = s.pct(0.5);
+  out[name + "_p99_us"] = s.pct(0.99);
+}
+
 // One output drawn under the mask; every fill_mask() time goes into `into`.
 int decode(grammar::matcher& m, const grammar::vocabulary& v, std::mt19937_64& rng, stats& into) {
   grammar::token_bitset mask(v.mask_words());
@@ -149,14 +158,8 @@ int main(int argc, char** argv) {
   out["schemas"] = per_schema;
   out["compile_ms_median"] = compile_ms.pct(0.5);
   out["compile_ms_max"] = compile_ms.pct(1.0);
-  out["cold_masks"] = cold.us.size();
-  out["cold_mean_us"] = cold.mean();
-  out["cold_p50_us"] = cold.pct(0.5);
-  out["cold_p99_us"] = cold.pct(0.99);
-  out["warm_masks"] = warm.us.size();
-  out["warm_mean_us"] = warm.mean();
-  out["warm_p50_us"] = warm.pct(0.5);
-  out["warm_p99_us"] = warm.pct(0.99);
+  put_mask_stats(out, "cold", cold);
+  put_mask_stats(out, "warm", warm);
   out["all_mean_us"] = all.mean();
   out["all_p99_us"] = all.pct(0.99);
   out["all_max_us"] = all.pct(1.0);

@@ -23,8 +23,8 @@ import statistics
 import sys
 import time
 
-from bench_docs import ROOT, cpu_name, write_section
-from serve_bench import connection, free_port, pct, stream_completion, start_tandem, stop, wait_healthy
+from bench_docs import ROOT, cpu_name, free_port, wait_healthy, write_section
+from serve_bench import connection, pct, stream_completion, start_tandem, stop
 
 SCHEMA = {
     "type": "object",

@@ -84,6 +84,28 @@ double percentile(std::vector<double> v, double p) {
   return v[lo] + (v[hi] - v[lo]) * (idx - static_cast<double>(lo));
 }
 
+// The decoding all streams did at once: the tokens after the last stream's first token up to
+// the first stream's last, and that window.
+struct decode_run {
+  double tok_per_s = 0;
+  uint64_t tokens = 0;  // in the window
+  double window_ms = 0;
+};
+decode_run steady_decode(const std::map<request_id, trace>& traces) {
+  auto from = clock_type::time_point::min(), to = clock_type::time_point::max();
+  for (const auto& [id, t] : traces) {
+    from = std::max(from, t.token_times.front());
+    to = std::min(to, t.token_times.back());
+  }
+  decode_run r;
+  for (const auto& [id, t] : traces) {
+    for (const auto& tt : t.token_times) r.tokens += tt > from && tt <= to;
+  }
+  r.window_ms = to > from ? ms(to - from) : 0.0;
+  r.tok_per_s = r.window_ms > 0 ? static_cast<double>(r.tokens) / (r.window_ms / 1000.0) : 0.0;
+  return r;
+}
+
 class bench_client {
  public:
   bench_client(caf::actor_system& sys, runtime& rt) : sys_(sys), rt_(rt), self_(sys) {}
@@ -150,11 +172,6 @@ std::string throughput(caf::actor_system& sys, const runtime_config& base, uint3
   // decode. The stream counts take turns, five rounds, and each figure is the median of its
   // five runs: this machine's speed drifts by 10-25% over minutes, and one count's runs all
   // in a row would carry that drift into the ratios between counts.
-  struct decode_run {
-    double tok_per_s = 0;
-    uint64_t tokens = 0;  // in the window
-    double window_ms = 0;
-  };
   const std::vector<int> stream_counts{1, 4, 16, 64};
   constexpr int kRounds = 5;
   std::map<int, std::vector<decode_run>> runs;
@@ -167,18 +184,7 @@ std::string throughput(caf::actor_system& sys, const runtime_config& base, uint3
       for (int i = 0; i < streams; ++i) {
         c.submit(fixed_length("Story " + std::to_string(round * 100 + i) + ": once upon a time", n_tokens));
       }
-      const auto traces = c.wait(static_cast<size_t>(streams));
-      auto from = clock_type::time_point::min(), to = clock_type::time_point::max();
-      for (const auto& [id, t] : traces) {
-        from = std::max(from, t.token_times.front());
-        to = std::min(to, t.token_times.back());
-      }
-      decode_run r;
-      for (const auto& [id, t] : traces) {
-        for (const auto& tt : t.token_times) r.tokens += tt > from && tt <= to;
-      }
-      r.window_ms = to > from ? ms(to - from) : 0.0;
-      r.tok_per_s = r.window_ms > 0 ? static_cast<double>(r.tokens) / (r.window_ms / 1000.0) : 0.0;
+      const decode_run r = steady_decode(c.wait(static_cast<size_t>(streams)));
       std::fprintf(stderr, "  %.1f tok/s\n", r.tok_per_s);
       runs[streams].push_back(r);
     }
@@ -271,16 +277,7 @@ std::string sampling(caf::actor_system& sys, const runtime_config& base, uint32_
     }
     const auto traces = c.wait(kStreams);
     cpu_per_token = 1e3 * (model_threads_cpu_s() - cpu0) / (static_cast<double>(kStreams) * n_tokens);
-    auto from = clock_type::time_point::min(), to = clock_type::time_point::max();
-    for (const auto& [id, t] : traces) {
-      from = std::max(from, t.token_times.front());
-      to = std::min(to, t.token_times.back());
-    }
-    uint64_t tokens = 0;
-    for (const auto& [id, t] : traces) {
-      for (const auto& tt : t.token_times) tokens += tt > from && tt <= to;
-    }
-    return to > from ? static_cast<double>(tokens) / (ms(to - from) / 1000.0) : 0.0;
+    return steady_decode(traces).tok_per_s;
   };
   std::vector<double> greedy, sampled, ratio, cpu_ratio;
   for (int round = 0; round < kRounds; ++round) {
@@ -573,18 +570,7 @@ std::string kv_dtypes(caf::actor_system& sys, const runtime_config& base, uint32
               std::string(prompt) == "long" ? head + long_text + " Once upon a time" : head + " once upon a time",
               n_tokens));
         }
-        const auto traces = c.wait(kStreams);
-        auto from = clock_type::time_point::min(), to = clock_type::time_point::max();
-        for (const auto& [id, t] : traces) {
-          from = std::max(from, t.token_times.front());
-          to = std::min(to, t.token_times.back());
-        }
-        uint64_t tokens = 0;
-        for (const auto& [id, t] : traces) {
-          for (const auto& tt : t.token_times) tokens += tt > from && tt <= to;
-        }
-        const double window = to > from ? ms(to - from) / 1000.0 : 0.0;
-        const double tok_s = window > 0 ? static_cast<double>(tokens) / window : 0.0;
+        const double tok_s = steady_decode(c.wait(kStreams)).tok_per_s;
         std::fprintf(stderr, "  %.1f tok/s\n", tok_s);
         tps[name + " " + prompt].push_back(tok_s);
       }

@@ -55,9 +55,8 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 
-from bench_docs import ROOT, cpu_name, met, publish
+from bench_docs import ROOT, cpu_name, free_port, met, publish, wait_healthy
 
 BEGIN, END = "<!-- serve-bench:begin -->", "<!-- serve-bench:end -->"
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -75,12 +74,6 @@ def model_path():
     if not os.path.exists(path):
         sys.exit(f"serve_bench: {path} is missing; run `make model`")
     return path
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # --- a small streaming HTTP/1.1 client (chunked or close-delimited bodies) -------------------
@@ -442,21 +435,6 @@ def loopback_send_floor(n_clients=64, rounds=150, gap_s=0.02, payload_bytes=200)
 
 
 # --- the two servers ---------------------------------------------------------------------------
-
-def wait_healthy(port, proc, what, timeout=180):
-    t_end = time.time() + timeout
-    while time.time() < t_end:
-        if proc.poll() is not None:
-            sys.exit(f"serve_bench: {what} exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
-                if r.status == 200:
-                    return
-        except Exception:
-            pass
-        time.sleep(0.3)
-    sys.exit(f"serve_bench: {what} not healthy after {timeout} s")
-
 
 def start_tandem(exe, model, port, threads, max_seqs, kv_tokens, extra=()):
     cmd = [exe, "serve", "--model", model, "--port", str(port), "--threads", str(threads),

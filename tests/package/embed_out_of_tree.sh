@@ -6,19 +6,9 @@
 # program through pkg-config.
 #   embed_out_of_tree.sh BUILD_DIR SOURCE_DIR
 set -eu
-build=$(cd "$1" && pwd)
-src=$(cd "$2" && pwd)
-work=$(mktemp -d "${TMPDIR:-/tmp}/tandem-embed.XXXXXX")
-server=""
-cleanup() {
-  [ -n "$server" ] && kill "$server" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-fail() {
-  echo "embed_out_of_tree: $*" >&2
-  exit 1
-}
+name=embed_out_of_tree
+# shellcheck source=tests/package/harness.sh
+. "$(dirname "$0")/harness.sh"
 prefix="$work/prefix"
 
 cmake --install "$build" --prefix "$prefix" >"$work/install.log" || { cat "$work/install.log"; fail "install failed"; }
@@ -50,24 +40,13 @@ grep -Eq '^embed_remote: chat=(stop|length) story=abort$' "$work/embed_remote.lo
 : >"$work/embed_http.log"
 "$work/embed-build/embed_http" default 0 >"$work/embed_http.log" 2>&1 &
 server=$!
-port=""
-i=0
-while [ $i -lt 600 ] && [ -z "$port" ]; do
-  kill -0 "$server" 2>/dev/null || { cat "$work/embed_http.log"; fail "embed_http exited before serving"; }
-  port=$(sed -n 's|^embed_http: Tandem .* serving on http://127.0.0.1:\([0-9]*\)$|\1|p' "$work/embed_http.log")
-  [ -n "$port" ] || sleep 0.1
-  i=$((i + 1))
-done
-[ -n "$port" ] || { cat "$work/embed_http.log"; fail "embed_http did not say where it listens"; }
+await_port "$work/embed_http.log" '^embed_http: Tandem .* serving on http://127.0.0.1:[0-9]+$' \
+  's|^embed_http: Tandem .* serving on http://127.0.0.1:\([0-9]*\)$|\1|p' embed_http
 curl -sS --max-time 10 "http://127.0.0.1:$port/v1/models" >"$work/models.json"
 grep -q '"embedded"' "$work/models.json" || fail "/v1/models does not list 'embedded': $(cat "$work/models.json")"
-curl -sS --max-time 60 "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
-  -d '{"prompt":"The capital of France is","max_tokens":8,"temperature":0}' >"$work/completion.json"
-grep -q '"completion_tokens":[1-9]' "$work/completion.json" || fail "no completion: $(cat "$work/completion.json")"
+expect_completion 8
 echo "embed_out_of_tree: embed_http answered: $(cat "$work/completion.json")"
-kill -TERM "$server"
-wait "$server" || { cat "$work/embed_http.log"; fail "embed_http did not stop cleanly on SIGTERM"; }
-server=""
+stop_server "$work/embed_http.log" embed_http
 grep -q '^embed_http: stopped$' "$work/embed_http.log" || fail "embed_http did not say it stopped"
 
 # Without CMake: pkg-config's flags compile and link a program that calls into the runtime

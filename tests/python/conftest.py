@@ -2,8 +2,10 @@
 
 The binary comes from $TANDEM_BINARY (CTest sets it) or build/bin/tandem. Every server uses
 the default model; tests keep max_tokens small (the model decodes a few hundred tokens/s on
-two cores).
+two cores). Also what several test files share: a temporary config file, the openai client,
+the n-gram drafting flags and the copying task they draft on.
 """
+import contextlib
 import os
 import re
 import signal
@@ -15,6 +17,7 @@ import time
 from pathlib import Path
 
 import httpx
+import openai
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,6 +78,12 @@ class Server:
             time.sleep(0.05)
         return m
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
     def stop(self):
         if self.proc.poll() is not None or os.environ.get("TANDEM_PRINT_LOG"):
             print(f"tandem serve (exit status {self.proc.returncode}):\n" + "".join(self.log))
@@ -87,11 +96,37 @@ class Server:
                 self.proc.wait()
 
 
+@contextlib.contextmanager
+def temp_file(text, suffix=".yaml"):
+    """The path of a temporary file holding text; the file goes when the block ends."""
+    with tempfile.NamedTemporaryFile("w", suffix=suffix, delete=False) as f:
+        f.write(text)
+    try:
+        yield f.name
+    finally:
+        os.unlink(f.name)
+
+
+def openai_client(server, key="unused", timeout=120):
+    """The openai SDK on the server's /v1, with no retries (a refusal shows as it comes)."""
+    return openai.OpenAI(base_url=server.url + "/v1", api_key=key, max_retries=0, timeout=timeout)
+
+
+# n-gram drafting at every step (no cost model), so whether a request drafts is not up to timing.
+NGRAM = ("--speculative", "ngram", "--no-speculative-adaptive", "--num-speculative-tokens", "4")
+DRAFTED = 'tandem:spec_decode_num_draft_tokens_total{method="ngram"}'
+ACCEPTED = 'tandem:spec_decode_num_accepted_tokens_total{method="ngram"}'
+# A copying task: its answer repeats the prompt, so n-gram lookup finds drafts.
+PASSAGE = ("The lighthouse stood at the edge of the cliff for two hundred years. Every night its keeper "
+           "climbed the one hundred and twelve steps, trimmed the wick, and watched the ships pass safely "
+           "through the narrow channel between the rocks.")
+COPY = [{"role": "user", "content": "Copy this text exactly, word for word:\n\n" + PASSAGE}]
+
+
 @pytest.fixture(scope="session")
 def server():
-    s = Server("--max-num-seqs", "16", "--log-level", "warn")
-    yield s
-    s.stop()
+    with Server("--max-num-seqs", "16", "--log-level", "warn") as s:
+        yield s
 
 
 TENANTS = textwrap.dedent("""\
@@ -116,9 +151,5 @@ TENANTS = textwrap.dedent("""\
 
 @pytest.fixture(scope="session")
 def tenant_server():
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        f.write(TENANTS)
-    s = Server("--config", f.name, "--log-level", "warn")
-    yield s
-    s.stop()
-    os.unlink(f.name)
+    with temp_file(TENANTS) as path, Server("--config", path, "--log-level", "warn") as s:
+        yield s

@@ -1,14 +1,12 @@
 """Admission's order and the choices of one request: a tenant at its own limit hears so
 (429) even when the server is full; the n choices of a request are admitted together and a
 refusal charges nothing; n above what the tenant may ever run is a 400 naming the limit."""
-import os
-import tempfile
 import textwrap
 
 import httpx
 import pytest
 
-from conftest import Server
+from conftest import Server, temp_file
 from test_tenants import hold_stream
 
 TENANTS = textwrap.dedent("""\
@@ -27,12 +25,8 @@ TENANTS = textwrap.dedent("""\
 
 @pytest.fixture(scope="module")
 def limits_server():
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        f.write(TENANTS)
-    s = Server("--config", f.name, "--max-in-flight", "3", "--log-level", "warn")
-    yield s
-    s.stop()
-    os.unlink(f.name)
+    with temp_file(TENANTS) as path, Server("--config", path, "--max-in-flight", "3", "--log-level", "warn") as s:
+        yield s
 
 
 def post(server, key, **body):

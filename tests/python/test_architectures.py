@@ -19,20 +19,15 @@ import subprocess
 from pathlib import Path
 
 import httpx
-import openai
 import pytest
 
-from conftest import ROOT, Server, tandem_binary
+from conftest import ROOT, Server, openai_client, tandem_binary
 
 HOME = Path(os.environ.get("TANDEM_HOME", Path.home() / ".cache" / "tandem"))
 GEMMA = HOME / "models" / "gemma-3-270m-q4_k_m.gguf"
 GEMMA_TEMPLATE = HOME / "chat-templates" / "google-gemma-2-2b-it.jinja"
 VECTORS = ROOT / "tests" / "data" / "fidelity" / "gemma3_270m_q4_k_m.json"
 N_TOKENS = 16
-
-
-def client_of(server):
-    return openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0, timeout=120)
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +48,7 @@ def short_cases():
 
 
 def test_gemma3_completions_are_llama_cpps(gemma):
-    client = client_of(gemma)
+    client = openai_client(gemma)
     matched = 0
     cases = short_cases()
     assert len(cases) >= 4
@@ -67,7 +62,7 @@ def test_gemma3_completions_are_llama_cpps(gemma):
 
 
 def test_gemma3_streams_the_same_text(gemma):
-    client = client_of(gemma)
+    client = openai_client(gemma)
     case = short_cases()[0]
     whole = client.completions.create(model="gemma", prompt=case["prompt"], max_tokens=N_TOKENS, temperature=0)
     stream = client.completions.create(model="gemma", prompt=case["prompt"], max_tokens=N_TOKENS, temperature=0,
@@ -78,7 +73,7 @@ def test_gemma3_streams_the_same_text(gemma):
 def test_gemma3_chat_answers(gemma):
     if not GEMMA_TEMPLATE.exists():
         pytest.skip(f"{GEMMA_TEMPLATE} is missing: run `make test-data`")
-    r = client_of(gemma).chat.completions.create(
+    r = openai_client(gemma).chat.completions.create(
         model="gemma", messages=[{"role": "user", "content": "What is the capital of France?"}], max_tokens=12,
         temperature=0)
     assert r.choices[0].message.role == "assistant"
@@ -98,7 +93,7 @@ def test_gemma3_frees_out_of_window_blocks_and_continues_as_the_full_cache(gemma
     server's that holds every layer's block for every position and caches nothing."""
     shared = long_text(120, 1)
     prompts = [shared + " Which box holds the violet stone?", shared + " Name the colour of box 1003."]
-    client = client_of(gemma)
+    client = openai_client(gemma)
     hybrid = []
     for i, p in enumerate(prompts):
         seen = []
@@ -127,7 +122,7 @@ def test_gemma3_frees_out_of_window_blocks_and_continues_as_the_full_cache(gemma
                   "--disable-hybrid-kv-cache-manager", "--no-enable-prefix-caching")
     try:
         assert "tandem:kv_local_blocks_total" not in full.metrics()
-        expected = [client_of(full).completions.create(model="gemma", prompt=p, max_tokens=24,
+        expected = [openai_client(full).completions.create(model="gemma", prompt=p, max_tokens=24,
                                                        temperature=0).choices[0].text for p in prompts]
     finally:
         full.stop()
@@ -158,7 +153,7 @@ def test_synthetic_architecture_serves(arch, tmp_path):
         assert "generated tokens: 40" in gen.stdout + gen.stderr
     s = Server("--model", str(path), "--log-level", "warn")
     try:
-        client = client_of(s)
+        client = openai_client(s)
         assert client.models.list().data[0].id
         # Only a sliding-window model has the local layers' pool (and its metrics).
         assert ("tandem:kv_local_blocks_total" in s.metrics()) == (arch == "gemma3")
@@ -187,7 +182,7 @@ def test_prefix_cache_with_sliding_window(tmp_path):
     for name, flags in servers.items():
         s = Server("--model", str(path), "--log-level", "warn", *flags)
         try:
-            client = client_of(s)
+            client = openai_client(s)
             out = []
             for p in prompts:
                 r = client.completions.create(model="g", prompt=p, max_tokens=40, temperature=0, n=2)

@@ -7,10 +7,8 @@
 - tenant limits are the router's, whatever node runs the request;
 - a router with the wrong secret is never joined; with no node it answers 503.
 """
-import os
 import re
 import signal
-import tempfile
 import textwrap
 import threading
 import time
@@ -19,7 +17,7 @@ import httpx
 import openai
 import pytest
 
-from conftest import Server
+from conftest import Server, openai_client, temp_file
 
 SECRET = "test-cluster-secret-0123456789"
 TENANTS = textwrap.dedent("""\
@@ -65,22 +63,20 @@ def wait_for(pred, timeout=30, what="condition"):
 def cluster():
     nodes = [start_node(), start_node()]
     ports = [gate_port(n) for n in nodes]
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        f.write(TENANTS)
-    router = Server("--role", "router", "--nodes", ",".join(f"127.0.0.1:{p}" for p in ports), "--config", f.name,
-                    "--log-level", "warn", env={"TANDEM_CLUSTER_SECRET": SECRET})
-    wait_for(lambda: all(series(router.metrics(), "tandem:cluster_node_up", p) == 1 for p in ports), 30,
-             "the router to join both nodes")
-    state = {"nodes": nodes, "ports": ports, "router": router}
-    yield state
-    router.stop()
-    for n in state["nodes"]:
-        n.stop()
-    os.unlink(f.name)
+    with temp_file(TENANTS) as path:
+        router = Server("--role", "router", "--nodes", ",".join(f"127.0.0.1:{p}" for p in ports), "--config", path,
+                        "--log-level", "warn", env={"TANDEM_CLUSTER_SECRET": SECRET})
+        wait_for(lambda: all(series(router.metrics(), "tandem:cluster_node_up", p) == 1 for p in ports), 30,
+                 "the router to join both nodes")
+        state = {"nodes": nodes, "ports": ports, "router": router}
+        yield state
+        router.stop()
+        for n in state["nodes"]:
+            n.stop()
 
 
 def client(router, key="sk-alice"):
-    return openai.OpenAI(base_url=router.url + "/v1", api_key=key, max_retries=0, timeout=120)
+    return openai_client(router, key)
 
 
 def routed(metrics, port):

@@ -2,14 +2,9 @@
 a forward pass that throws, a device worker that dies, a streamer that dies. Each time the
 affected requests end with a 500 in OpenAI's shape, nothing leaks, and the next request is
 served."""
-import os
-import tempfile
-import textwrap
-
 import httpx
-import pytest
 
-from conftest import Server
+from conftest import Server, temp_file
 
 
 def complete(server, max_tokens=8, key=None):
@@ -26,51 +21,46 @@ def expect_500(r, words):
     assert words in err["message"], err
 
 
+def expect_fault_leaves_nothing_held(server, words, key=None):
+    """A 40-token request the fault ends with a 500 naming words; then no KV block is held.
+    Returns the metrics once the server is idle."""
+    expect_500(complete(server, 40, key=key), words)
+    m = server.wait_idle()
+    assert m["tandem:kv_blocks_used"] == 0
+    return m
+
+
+def expect_served(server, max_tokens):
+    r = complete(server, max_tokens)
+    assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == max_tokens
+    return r
+
+
 def test_a_forward_pass_that_throws_ends_its_requests_and_the_worker_goes_on():
-    s = Server("--log-level", "error", env={"TANDEM_FAULTS": "device.forward:5"})
-    try:
-        expect_500(complete(s, 40), "forward pass failed")
-        m = s.wait_idle()
-        assert m["tandem:kv_blocks_used"] == 0
-        r = complete(s, 6)
-        assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 6
-    finally:
-        s.stop()
+    with Server("--log-level", "error", env={"TANDEM_FAULTS": "device.forward:5"}) as s:
+        expect_fault_leaves_nothing_held(s, "forward pass failed")
+        expect_served(s, 6)
 
 
 def test_a_device_worker_that_dies_is_restarted():
-    s = Server("--log-level", "error", env={"TANDEM_FAULTS": "device.die:5"})
-    try:
-        expect_500(complete(s, 40), "device worker failed")
-        m = s.wait_idle()
-        assert m["tandem:kv_blocks_used"] == 0
+    with Server("--log-level", "error", env={"TANDEM_FAULTS": "device.die:5"}) as s:
+        m = expect_fault_leaves_nothing_held(s, "device worker failed")
         assert m["tandem:device_restarts_total"] == 1
         for _ in range(2):  # a fresh worker: no stale KV behind the prefix cache either
-            r = complete(s, 6)
-            assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 6
-        solo = Server("--log-level", "error")
-        try:
+            r = expect_served(s, 6)
+        with Server("--log-level", "error") as solo:
             want = complete(solo, 6).json()["choices"][0]["text"]
-        finally:
-            solo.stop()
         assert r.json()["choices"][0]["text"] == want, "the restarted worker computes what a fresh server does"
-    finally:
-        s.stop()
 
 
 def test_a_streamer_that_dies_gives_back_its_slots():
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        f.write("tenants:\n  - name: one\n    api_keys: [sk-one]\n    max_concurrent_requests: 1\n")
-    s = Server("--config", f.name, "--log-level", "error", env={"TANDEM_FAULTS": "streamer.tokens:2"})
-    try:
-        expect_500(complete(s, 40, key="sk-one"), "streamer failed")
-        m = s.wait_idle()
-        assert m["tandem:requests_in_flight"] == 0 and m["tandem:kv_blocks_used"] == 0
+    tenants = "tenants:\n  - name: one\n    api_keys: [sk-one]\n    max_concurrent_requests: 1\n"
+    with temp_file(tenants) as path, Server("--config", path, "--log-level", "error",
+                                            env={"TANDEM_FAULTS": "streamer.tokens:2"}) as s:
+        m = expect_fault_leaves_nothing_held(s, "streamer failed", key="sk-one")
+        assert m["tandem:requests_in_flight"] == 0
         r = complete(s, 4, key="sk-one")  # the tenant's one slot is free again
         assert r.status_code == 200, r.text
-    finally:
-        s.stop()
-        os.unlink(f.name)
 
 
 def test_sigterm_drains_then_exits_zero():

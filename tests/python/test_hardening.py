@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 
-from conftest import Server, tandem_binary
+from conftest import Server, tandem_binary, temp_file
 
 
 def rss_kib(pid):
@@ -23,9 +23,10 @@ def connect(server):
     return s
 
 
-def send_endless(s, head, filler, total):
-    """Sends head, then `total` bytes of filler with no line end; returns the bytes the
-    server took before it closed (or all of them)."""
+def send_endless(server, head, filler, total=100 << 20):
+    """On a new connection, sends head, then `total` bytes of filler with no line end; returns
+    the bytes the server took before it closed (or all of them) and all it answered."""
+    s = connect(server)
     s.sendall(head)
     sent = 0
     block = filler * 65536
@@ -34,7 +35,9 @@ def send_endless(s, head, filler, total):
             sent += s.send(block)
     except (BrokenPipeError, ConnectionResetError):
         pass
-    return sent
+    reply = read_all(s)
+    s.close()
+    return sent, reply
 
 
 def read_all(s):
@@ -51,12 +54,9 @@ def test_an_endless_chunk_extension_is_cut_off(server):
     """A chunk header whose extension never ends used to be held whole: 200 MB grew the
     process by about 200 MB per connection. The read buffer's limit now bounds it."""
     before = rss_kib(server.proc.pid)
-    s = connect(server)
     head = (b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             b"Transfer-Encoding: chunked\r\n\r\n5;ext=")
-    sent = send_endless(s, head, b"a", 100 << 20)
-    reply = read_all(s)
-    s.close()
+    sent, reply = send_endless(server, head, b"a")
     assert sent < 100 << 20, "the server took 100 MB of chunk extension"
     assert reply.startswith(b"HTTP/1.1 431"), reply[:200]
     assert rss_kib(server.proc.pid) - before < 16 << 10
@@ -64,12 +64,9 @@ def test_an_endless_chunk_extension_is_cut_off(server):
 
 
 def test_an_endless_trailer_is_cut_off(server):
-    s = connect(server)
     head = (b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\nX-Trailer: ")
-    sent = send_endless(s, head, b"b", 100 << 20)
-    reply = read_all(s)
-    s.close()
+    sent, reply = send_endless(server, head, b"b")
     assert sent < 100 << 20
     assert reply.startswith(b"HTTP/1.1 4"), reply[:200]
     assert httpx.get(server.url + "/health").status_code == 200
@@ -147,9 +144,7 @@ def test_pipelined_requests_are_answered_in_order(server):
 
 # --- WebSocket slots, origins, keys ---------------------------------------------------------
 
-import os  # noqa: E402
 import subprocess  # noqa: E402
-import tempfile  # noqa: E402
 import threading  # noqa: E402
 
 import pytest  # noqa: E402
@@ -161,12 +156,9 @@ KEYED = "tenants:\n  - name: alice\n    api_keys: [sk-alice]\n"
 
 @pytest.fixture(scope="module")
 def keyed_server():
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        f.write(KEYED)
-    s = Server("--config", f.name, "--ws-auth-timeout", "1", "--metrics-api-key", "sk-metrics", "--log-level", "warn")
-    yield s
-    s.stop()
-    os.unlink(f.name)
+    with temp_file(KEYED) as path, Server("--config", path, "--ws-auth-timeout", "1", "--metrics-api-key", "sk-metrics",
+                                          "--log-level", "warn") as s:
+        yield s
 
 
 def ws_url(server, query=""):

@@ -4,30 +4,20 @@ speculative decoding (drafted output equals plain output) on a Q8_0 KV cache; an
 is refused at start with a line naming the flag."""
 import subprocess
 
-import openai
 import pytest
 
-from conftest import Server, tandem_binary
-
-PASSAGE = ("The lighthouse stood at the edge of the cliff for two hundred years. Every night its keeper "
-           "climbed the one hundred and twelve steps, trimmed the wick, and watched the ships pass safely "
-           "through the narrow channel between the rocks.")
-COPY = [{"role": "user", "content": "Copy this text exactly, word for word:\n\n" + PASSAGE}]
-DRAFTED = 'tandem:spec_decode_num_draft_tokens_total{method="ngram"}'
-ACCEPTED = 'tandem:spec_decode_num_accepted_tokens_total{method="ngram"}'
+from conftest import ACCEPTED, COPY, NGRAM, PASSAGE, Server, openai_client, tandem_binary
 
 
 @pytest.fixture(scope="module")
 def q8_server():
-    s = Server("--kv-cache-dtype", "q8_0", "--speculative", "ngram", "--no-speculative-adaptive",
-               "--num-speculative-tokens", "4", "--log-level", "warn")
-    yield s
-    s.stop()
+    with Server("--kv-cache-dtype", "q8_0", *NGRAM, "--log-level", "warn") as s:
+        yield s
 
 
 @pytest.fixture()
 def client(q8_server):
-    return openai.OpenAI(base_url=q8_server.url + "/v1", api_key="unused", max_retries=0, timeout=120)
+    return openai_client(q8_server)
 
 
 def test_completions_and_streams_agree(client):

@@ -5,12 +5,14 @@ import httpx
 import openai
 import pytest
 
+from conftest import Server, openai_client
+
 CHAT = [{"role": "user", "content": "What is the capital of France?"}]
 
 
 @pytest.fixture()
 def client(server):
-    return openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0, timeout=120)
+    return openai_client(server)
 
 
 def test_health_and_models(server, client):
@@ -223,13 +225,9 @@ def _content_chunks(client):
 
 def test_stream_interval_sends_fewer_larger_chunks(client):
     """--stream-interval 4: the first token at once, then four tokens per SSE chunk, same text."""
-    from conftest import Server
     every = _content_chunks(client)
-    s = Server("--stream-interval", "4", "--log-level", "warn")
-    try:
-        gathered = _content_chunks(openai.OpenAI(base_url=s.url + "/v1", api_key="unused", max_retries=0, timeout=120))
-    finally:
-        s.stop()
+    with Server("--stream-interval", "4", "--log-level", "warn") as s:
+        gathered = _content_chunks(openai_client(s))
     assert len(every) == 13  # one chunk per token (plain ASCII text)
     assert len(gathered) == 4  # 1 + 4 + 4 + 4
     assert "".join(gathered) == "".join(every)

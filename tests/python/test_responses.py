@@ -14,6 +14,8 @@ import openai
 import pytest
 from websockets.sync.client import connect
 
+from conftest import openai_client
+
 PERSON = {
     "type": "object",
     "properties": {
@@ -24,10 +26,6 @@ PERSON = {
     "additionalProperties": False,
 }
 ENDS = ("response.completed", "response.incomplete", "response.failed", "error")
-
-
-def client(server, key="none"):
-    return openai.OpenAI(base_url=server.url + "/v1", api_key=key, max_retries=0, timeout=120)
 
 
 def tokenize_chat(server, messages):
@@ -49,7 +47,7 @@ def until_end(ws, ends=1):
 
 
 def test_plain_create(server):
-    r = client(server).responses.create(model="default", input="Say hello.", instructions="Be brief.",
+    r = openai_client(server).responses.create(model="default", input="Say hello.", instructions="Be brief.",
                                         max_output_tokens=8, temperature=0, metadata={"case": "plain"})
     assert r.id.startswith("resp_") and r.object == "response"
     assert r.output[0].type == "message" and r.output[0].role == "assistant"
@@ -62,12 +60,12 @@ def test_plain_create(server):
         assert r.status == "incomplete" and r.incomplete_details.reason == "max_output_tokens"
     else:
         assert r.status == "completed" and r.incomplete_details is None
-    again = client(server).responses.retrieve(r.id)
+    again = openai_client(server).responses.retrieve(r.id)
     assert again.id == r.id and again.output_text == r.output_text
 
 
 def test_streamed_events_in_order(server):
-    events = list(client(server).responses.create(model="default", input="Count to five.", max_output_tokens=12,
+    events = list(openai_client(server).responses.create(model="default", input="Count to five.", max_output_tokens=12,
                                                   temperature=0, stream=True))
     types = [e.type for e in events]
     assert types[:4] == ["response.created", "response.in_progress", "response.output_item.added",
@@ -81,7 +79,7 @@ def test_streamed_events_in_order(server):
 
 
 def test_json_schema_text_format_validates(server):
-    r = client(server).responses.create(
+    r = openai_client(server).responses.create(
         model="default", input="Describe a person as JSON.", max_output_tokens=120, temperature=0.7, extra_body={"seed": 5},
         text={"format": {"type": "json_schema", "name": "person", "schema": PERSON, "strict": True}})
     assert r.status == "completed", r
@@ -90,7 +88,7 @@ def test_json_schema_text_format_validates(server):
 
 
 def test_continuation_reuses_the_prefix_and_sees_the_earlier_turn(server):
-    c = client(server)
+    c = openai_client(server)
     first = c.responses.create(model="default", input="My name is Ada. Greet me.", max_output_tokens=16,
                                temperature=0)
     second = c.responses.create(model="default", input="What is my name?", previous_response_id=first.id,
@@ -110,7 +108,7 @@ WEATHER = {"type": "function", "name": "get_weather", "description": "The weathe
 
 
 def test_function_calls_and_their_outputs(server):
-    c = client(server)
+    c = openai_client(server)
     events = list(c.responses.create(model="default", input="What is the weather in Paris?", tools=[WEATHER],
                                      tool_choice="required", max_output_tokens=64, temperature=0, stream=True))
     done = events[-1].response
@@ -128,7 +126,7 @@ def test_function_calls_and_their_outputs(server):
 
 
 def test_unknown_or_unstored_previous_response_is_404(server):
-    c = client(server)
+    c = openai_client(server)
     with pytest.raises(openai.NotFoundError) as e:
         c.responses.create(model="default", input="x", previous_response_id="resp_000000000000000000000000")
     assert e.value.body["param"] == "previous_response_id"
@@ -139,7 +137,7 @@ def test_unknown_or_unstored_previous_response_is_404(server):
 
 
 def test_delete_forgets_the_response(server):
-    c = client(server)
+    c = openai_client(server)
     r = c.responses.create(model="default", input="Hi", max_output_tokens=2)
     c.responses.delete(r.id)
     with pytest.raises(openai.NotFoundError):
@@ -174,7 +172,7 @@ def test_a_prompt_longer_than_the_context_is_400_streamed_or_not(server):
 
 
 def test_tenants_see_only_their_own_responses(tenant_server):
-    alice, other = client(tenant_server, "sk-alice"), client(tenant_server, "sk-single")
+    alice, other = openai_client(tenant_server, "sk-alice"), openai_client(tenant_server, "sk-single")
     r = alice.responses.create(model="default", input="My name is Ada.", max_output_tokens=4)
     with pytest.raises(openai.NotFoundError) as e:
         other.responses.create(model="default", input="What is my name?", previous_response_id=r.id,
@@ -183,9 +181,10 @@ def test_tenants_see_only_their_own_responses(tenant_server):
     with pytest.raises(openai.NotFoundError):
         other.responses.retrieve(r.id)
     with pytest.raises(openai.AuthenticationError):
-        client(tenant_server, "sk-nobody").responses.create(model="default", input="x", previous_response_id=r.id)
+        openai_client(tenant_server, "sk-nobody").responses.create(model="default", input="x",
+                                                                   previous_response_id=r.id)
     with pytest.raises(openai.AuthenticationError):
-        client(tenant_server, "sk-nobody").responses.create(model="default", input="x", max_output_tokens=2)
+        openai_client(tenant_server, "sk-nobody").responses.create(model="default", input="x", max_output_tokens=2)
     assert alice.responses.create(model="default", input="What is my name?", previous_response_id=r.id,
                                   max_output_tokens=2).previous_response_id == r.id
     text = httpx.get(tenant_server.url + "/metrics").text
@@ -236,7 +235,7 @@ def test_websocket_continues_an_unstored_response_on_its_own_connection(server):
         ws.send(json.dumps({"type": "response.create", "input": "x", "previous_response_id": rid}))
         assert until_end(ws)[-1]["error"]["code"] == "previous_response_not_found"
     with pytest.raises(openai.NotFoundError):
-        client(server).responses.retrieve(rid)
+        openai_client(server).responses.retrieve(rid)
 
 
 def test_websocket_one_response_at_a_time_by_default(server):
@@ -286,7 +285,7 @@ def test_websocket_cancel_and_disconnect_stop_the_generation(server):
 
 
 def test_websocket_with_the_sdk_and_a_tenant_key(tenant_server):
-    c = client(tenant_server, "sk-alice")
+    c = openai_client(tenant_server, "sk-alice")
     with c.responses.connect() as conn:
         conn.response.create(model="default", input="Hello", max_output_tokens=4)
         for event in conn:

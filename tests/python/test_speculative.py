@@ -4,29 +4,18 @@ request out of drafting."""
 import openai
 import pytest
 
-from conftest import Server
-
-# A copying task: its answer repeats the prompt, so n-gram lookup finds drafts.
-PASSAGE = ("The lighthouse stood at the edge of the cliff for two hundred years. Every night its keeper "
-           "climbed the one hundred and twelve steps, trimmed the wick, and watched the ships pass safely "
-           "through the narrow channel between the rocks.")
-COPY = [{"role": "user", "content": "Copy this text exactly, word for word:\n\n" + PASSAGE}]
-DRAFTED = 'tandem:spec_decode_num_draft_tokens_total{method="ngram"}'
-ACCEPTED = 'tandem:spec_decode_num_accepted_tokens_total{method="ngram"}'
+from conftest import ACCEPTED, COPY, DRAFTED, NGRAM, PASSAGE, Server, openai_client
 
 
 @pytest.fixture(scope="module")
 def spec_server():
-    # Drafting at every step (no cost model), so whether a request drafts is not up to timing.
-    s = Server("--speculative", "ngram", "--no-speculative-adaptive", "--num-speculative-tokens", "4",
-               "--log-level", "warn")
-    yield s
-    s.stop()
+    with Server(*NGRAM, "--log-level", "warn") as s:
+        yield s
 
 
 @pytest.fixture()
 def client(spec_server):
-    return openai.OpenAI(base_url=spec_server.url + "/v1", api_key="unused", max_retries=0, timeout=120)
+    return openai_client(spec_server)
 
 
 def copy_text(client, **extra):

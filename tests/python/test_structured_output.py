@@ -7,10 +7,9 @@ import json
 
 import httpx
 import jsonschema
-import openai
 import pytest
 
-from conftest import Server
+from conftest import DRAFTED, NGRAM, Server, openai_client
 
 PERSON = {
     "type": "object",
@@ -32,18 +31,12 @@ def schema_format(schema):
 
 @pytest.fixture(scope="module")
 def spec_server():
-    s = Server("--speculative", "ngram", "--no-speculative-adaptive", "--num-speculative-tokens", "4",
-               "--log-level", "warn")
-    yield s
-    s.stop()
-
-
-def client(server):
-    return openai.OpenAI(base_url=server.url + "/v1", api_key="none", max_retries=0)
+    with Server(*NGRAM, "--log-level", "warn") as s:
+        yield s
 
 
 def test_json_schema_sampled_outputs_validate(server):
-    r = client(server).chat.completions.create(
+    r = openai_client(server).chat.completions.create(
         model="default", messages=CHAT, response_format=schema_format(PERSON), temperature=0.7, top_p=0.95,
         max_tokens=200, n=3, seed=7)
     for choice in r.choices:
@@ -53,7 +46,7 @@ def test_json_schema_sampled_outputs_validate(server):
 
 def test_json_schema_streamed(server):
     text = ""
-    for chunk in client(server).chat.completions.create(
+    for chunk in openai_client(server).chat.completions.create(
             model="default", messages=CHAT, response_format=schema_format(PERSON), temperature=1.0, max_tokens=200,
             stream=True, seed=3):
         if chunk.choices and chunk.choices[0].delta.content:
@@ -62,8 +55,9 @@ def test_json_schema_streamed(server):
 
 
 def test_json_object_and_completions(server):
-    r = client(server).chat.completions.create(model="default", messages=CHAT, response_format={"type": "json_object"},
-                                               temperature=0.7, max_tokens=120, seed=1)
+    r = openai_client(server).chat.completions.create(model="default", messages=CHAT,
+                                                      response_format={"type": "json_object"}, temperature=0.7,
+                                                      max_tokens=120, seed=1)
     if r.choices[0].finish_reason == "stop":
         assert isinstance(json.loads(r.choices[0].message.content), dict)
     else:  # cut by max_tokens: still a prefix of an object
@@ -75,13 +69,13 @@ def test_json_object_and_completions(server):
 
 def test_drafts_are_checked_against_the_mask(spec_server):
     """With n-gram drafting on, constrained outputs stay valid (drafts the grammar refuses are rejected)."""
-    before = spec_server.metrics().get('tandem:spec_decode_num_draft_tokens_total{method="ngram"}', 0)
-    c = client(spec_server)
+    before = spec_server.metrics().get(DRAFTED, 0)
+    c = openai_client(spec_server)
     for seed in range(3):
         r = c.chat.completions.create(model="default", messages=CHAT, response_format=schema_format(PERSON),
                                       temperature=0, max_tokens=200, seed=seed)
         jsonschema.validate(json.loads(r.choices[0].message.content), PERSON)
-    after = spec_server.metrics().get('tandem:spec_decode_num_draft_tokens_total{method="ngram"}', 0)
+    after = spec_server.metrics().get(DRAFTED, 0)
     assert after > before, "drafts were proposed for constrained requests"
 
 

@@ -1,15 +1,13 @@
 """Tenants do not share what they should not: prefix-cache entries are salted per tenant on
 the server (one tenant cannot time another's prompts through cache hits), unless the config
 puts tenants in one prefix_cache_group; tenant config mistakes are refused at start."""
-import os
 import subprocess
-import tempfile
 import textwrap
 
 import httpx
 import pytest
 
-from conftest import Server, tandem_binary
+from conftest import Server, tandem_binary, temp_file
 
 TENANTS = textwrap.dedent("""\
     tenants:
@@ -30,12 +28,8 @@ PROMPT = "Our confidential plan: " + " ".join(f"step {i} is to review item {i * 
 
 @pytest.fixture(scope="module")
 def iso_server():
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        f.write(TENANTS)
-    s = Server("--config", f.name, "--log-level", "warn")
-    yield s
-    s.stop()
-    os.unlink(f.name)
+    with temp_file(TENANTS) as path, Server("--config", path, "--log-level", "warn") as s:
+        yield s
 
 
 def cached(server, key, prompt=PROMPT):
@@ -62,16 +56,12 @@ def test_a_shared_group_shares_the_cache(iso_server):
 
 
 def test_duplicate_keys_and_names_are_refused_at_start():
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        f.write("tenants:\n  - name: default\n    api_keys: [sk-x]\n")
-    try:
-        r = subprocess.run([tandem_binary(), "serve", "--port", "0", "--config", f.name, "--api-key", "sk-x"],
+    with temp_file("tenants:\n  - name: default\n    api_keys: [sk-x]\n") as path:
+        r = subprocess.run([tandem_binary(), "serve", "--port", "0", "--config", path, "--api-key", "sk-x"],
                            capture_output=True, text=True, timeout=60)
         assert r.returncode != 0
         assert "sk-x" not in r.stderr, "the key itself is never printed"
         assert "twice" in r.stderr, r.stderr
-        r = subprocess.run([tandem_binary(), "serve", "--port", "0", "--config", f.name, "--api-key", "sk-new"],
+        r = subprocess.run([tandem_binary(), "serve", "--port", "0", "--config", path, "--api-key", "sk-new"],
                            capture_output=True, text=True, timeout=60)
         assert r.returncode != 0 and "tenant 'default' appears twice" in r.stderr, r.stderr
-    finally:
-        os.unlink(f.name)

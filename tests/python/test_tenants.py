@@ -1,7 +1,5 @@
 """Tenants from the YAML config: API keys, rate limits (429 with Retry-After and the
 x-ratelimit-* headers), concurrency caps, and weighted fair share inside the scheduler."""
-import os
-import tempfile
 import textwrap
 import threading
 import time
@@ -10,18 +8,14 @@ import httpx
 import openai
 import pytest
 
-from conftest import Server
+from conftest import Server, openai_client, temp_file
 
 CHAT = [{"role": "user", "content": "Say hi."}]
 
 
-def client(server, key):
-    return openai.OpenAI(base_url=server.url + "/v1", api_key=key, max_retries=0, timeout=120)
-
-
 def test_unknown_key_is_401(tenant_server):
     with pytest.raises(openai.AuthenticationError) as e:
-        client(tenant_server, "sk-nobody").chat.completions.create(model="m", messages=CHAT, max_tokens=2)
+        openai_client(tenant_server, "sk-nobody").chat.completions.create(model="m", messages=CHAT, max_tokens=2)
     assert e.value.status_code == 401
     r = httpx.post(tenant_server.url + "/v1/completions", json={"prompt": "x", "max_tokens": 1})
     assert r.status_code == 401
@@ -29,7 +23,7 @@ def test_unknown_key_is_401(tenant_server):
 
 
 def test_known_key_gets_limits_headers(tenant_server):
-    raw = client(tenant_server, "sk-alice").chat.completions.with_raw_response.create(
+    raw = openai_client(tenant_server, "sk-alice").chat.completions.with_raw_response.create(
         model="m", messages=CHAT, max_tokens=2)
     assert raw.headers["x-ratelimit-limit-requests"] == "1000"
     assert int(raw.headers["x-ratelimit-remaining-requests"]) < 1000
@@ -39,7 +33,7 @@ def test_known_key_gets_limits_headers(tenant_server):
 
 
 def test_requests_per_minute(tenant_server):
-    c = client(tenant_server, "sk-limited")
+    c = openai_client(tenant_server, "sk-limited")
     for _ in range(2):
         c.completions.create(model="m", prompt="Hi", max_tokens=1)
     with pytest.raises(openai.RateLimitError) as e:
@@ -54,7 +48,7 @@ def test_requests_per_minute(tenant_server):
 
 
 def test_tokens_per_minute(tenant_server):
-    c = client(tenant_server, "sk-tokens")
+    c = openai_client(tenant_server, "sk-tokens")
     c.completions.create(model="m", prompt="Hi", max_tokens=60)
     with pytest.raises(openai.RateLimitError) as e:
         c.completions.create(model="m", prompt="Hi", max_tokens=90)
@@ -76,12 +70,12 @@ def test_concurrency_cap(tenant_server):
     held = hold_stream(tenant_server, "sk-single")
     try:
         with pytest.raises(openai.RateLimitError) as e:
-            client(tenant_server, "sk-single").completions.create(model="m", prompt="Hi", max_tokens=1)
+            openai_client(tenant_server, "sk-single").completions.create(model="m", prompt="Hi", max_tokens=1)
         assert "in flight" in e.value.body["message"]
     finally:
         held.__exit__(None, None, None)
     tenant_server.wait_idle()
-    client(tenant_server, "sk-single").completions.create(model="m", prompt="Hi", max_tokens=1)
+    openai_client(tenant_server, "sk-single").completions.create(model="m", prompt="Hi", max_tokens=1)
 
 
 FAIR = textwrap.dedent("""\
@@ -98,10 +92,7 @@ FAIR = textwrap.dedent("""\
 def test_fair_share_order():
     """Tenant A has 50 requests waiting; B's request, arriving after them, starts within the
     next scheduling round (order, not time: at most max-num-seqs of A's start before it)."""
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        f.write(FAIR)
-    server = Server("--config", f.name, "--max-num-seqs", "2")
-    try:
+    with temp_file(FAIR) as path, Server("--config", path, "--max-num-seqs", "2") as server:
         first_token = {}
         lock = threading.Lock()
 
@@ -135,9 +126,6 @@ def test_fair_share_order():
               f"{len(a_after_b)} started after it")
         assert len(started_between) <= 3, f"{len(started_between)} of A's requests started before B"
         assert len(a_after_b) >= 35
-    finally:
-        server.stop()
-        os.unlink(f.name)
 
 
 def test_in_flight_cap_is_503():
@@ -145,7 +133,7 @@ def test_in_flight_cap_is_503():
     try:
         held = hold_stream(server, "unused")
         try:
-            c = openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0, timeout=120)
+            c = openai_client(server)
             with pytest.raises(openai.InternalServerError) as e:
                 c.completions.create(model="m", prompt="Hi", max_tokens=1)
             assert e.value.status_code == 503

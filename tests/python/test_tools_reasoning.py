@@ -6,13 +6,11 @@ the conversation shows the model earlier turns that called a tool: greedy decodi
 copies the pattern, and the reply is parsed as a real tool call.
 """
 import json
-import tempfile
 
 import httpx
-import openai
 import pytest
 
-from conftest import Server
+from conftest import Server, openai_client, temp_file
 
 TEMPLATE = r"""
 {%- if tools %}<|im_start|>system
@@ -66,19 +64,12 @@ def history(n=4):
 
 @pytest.fixture(scope="module")
 def tool_server():
-    with tempfile.NamedTemporaryFile("w", suffix=".jinja", delete=False) as f:
-        f.write(TEMPLATE)
-    s = Server("--chat-template", f.name, "--log-level", "warn")
-    yield s
-    s.stop()
-
-
-def client(server):
-    return openai.OpenAI(base_url=server.url + "/v1", api_key="none", max_retries=0)
+    with temp_file(TEMPLATE, ".jinja") as path, Server("--chat-template", path, "--log-level", "warn") as s:
+        yield s
 
 
 def test_tool_call_parsed_from_the_reply(tool_server):
-    r = client(tool_server).chat.completions.create(
+    r = openai_client(tool_server).chat.completions.create(
         model="default", messages=history(), tools=[WEATHER], temperature=0, max_tokens=40)
     choice = r.choices[0]
     assert choice.finish_reason == "tool_calls", choice
@@ -90,7 +81,7 @@ def test_tool_call_parsed_from_the_reply(tool_server):
 
 
 def test_tool_call_streamed_as_openai_does(tool_server):
-    stream = client(tool_server).chat.completions.create(
+    stream = openai_client(tool_server).chat.completions.create(
         model="default", messages=history(), tools=[WEATHER], temperature=0, max_tokens=40, stream=True)
     names, args, ids, finish = [], "", [], None
     for chunk in stream:
@@ -110,7 +101,7 @@ def test_tool_call_streamed_as_openai_does(tool_server):
 
 
 def test_tools_reach_the_template_and_none_keeps_them_out(tool_server):
-    c = client(tool_server)
+    c = openai_client(tool_server)
     msgs = [{"role": "user", "content": "Hi"}]
     with_tools = c.chat.completions.create(model="default", messages=msgs, tools=[WEATHER], max_tokens=1)
     without = c.chat.completions.create(model="default", messages=msgs, max_tokens=1)
@@ -130,7 +121,7 @@ def test_without_tools_the_same_reply_is_plain_content(tool_server):
 
 
 def test_reasoning_content_and_the_thinking_budget(tool_server):
-    c = client(tool_server)
+    c = openai_client(tool_server)
     kw = {"chat_template_kwargs": {"enable_thinking": True}}
     msgs = [{"role": "user", "content": "Tell me about the sea."}]
     r = c.chat.completions.create(model="default", messages=msgs, temperature=0, max_tokens=12, extra_body=kw)
@@ -170,7 +161,7 @@ TIME = {"type": "function", "function": {
 @pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "get_time"}}])
 def test_forced_tool_choice_is_a_valid_call(tool_server, choice):
     """tool_choice required or named: the reply is constrained to one call, sampled, with no history to copy."""
-    c = client(tool_server)
+    c = openai_client(tool_server)
     for seed in range(3):
         r = c.chat.completions.create(model="default", messages=[{"role": "user", "content": "Hello there!"}],
                                       tools=[WEATHER, TIME], tool_choice=choice, temperature=0.8, seed=seed,
@@ -206,9 +197,6 @@ def test_raw_prompts_read_control_tokens(server):
     """/v1/completions reads "<|im_start|>" in a prompt as the control token (one token)."""
     text = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
     r = httpx.post(server.url + "/v1/completions", json={"prompt": text, "max_tokens": 1}, timeout=30).json()
-    plain = Server("--plain-text-prompts", "--log-level", "warn")
-    try:
+    with Server("--plain-text-prompts", "--log-level", "warn") as plain:
         p = httpx.post(plain.url + "/v1/completions", json={"prompt": text, "max_tokens": 1}, timeout=30).json()
-    finally:
-        plain.stop()
     assert r["usage"]["prompt_tokens"] + 10 < p["usage"]["prompt_tokens"], (r["usage"], p["usage"])

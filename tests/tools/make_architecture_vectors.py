@@ -34,28 +34,17 @@ PROMPT_LENGTHS = [1, 6, 23, 75, 160]
 # Each architecture's model: small enough for CI, shaped to exercise what it changes
 # (qwen3's head size differs from width / heads, gemma3 has five local layers and one global
 # with a window that is not a multiple of 16, phi3 has LongRoPE factors).
-SPECS = {
-    "llama": {"arch": "llama", "layers": 2, "embd": 128, "heads": 4, "kv_heads": 2, "head_dim": 0,
-              "ff": 256, "vocab": 512, "ctx": 4096, "rope_base": 10000.0, "type": "q8_0",
-              "embd_type": "q8_0", "untied": False, "seed": 20, "sliding_window": 0,
-              "rope_original_ctx": 0},
-    "qwen2": {"arch": "qwen2", "layers": 2, "embd": 128, "heads": 4, "kv_heads": 2, "head_dim": 0,
-              "ff": 256, "vocab": 512, "ctx": 4096, "rope_base": 1000000.0, "type": "q8_0",
-              "embd_type": "q8_0", "untied": False, "seed": 21, "sliding_window": 0,
-              "rope_original_ctx": 0},
-    "qwen3": {"arch": "qwen3", "layers": 2, "embd": 128, "heads": 4, "kv_heads": 2, "head_dim": 64,
-              "ff": 256, "vocab": 512, "ctx": 4096, "rope_base": 1000000.0, "type": "q8_0",
-              "embd_type": "q8_0", "untied": True, "seed": 22, "sliding_window": 0,
-              "rope_original_ctx": 0},
-    "gemma3": {"arch": "gemma3", "layers": 6, "embd": 128, "heads": 4, "kv_heads": 1, "head_dim": 64,
-               "ff": 256, "vocab": 512, "ctx": 4096, "rope_base": 1000000.0, "type": "q8_0",
-               "embd_type": "q8_0", "untied": False, "seed": 23, "sliding_window": 40,
-               "rope_original_ctx": 0},
-    "phi3": {"arch": "phi3", "layers": 2, "embd": 128, "heads": 4, "kv_heads": 4, "head_dim": 0,
-             "ff": 256, "vocab": 512, "ctx": 4096, "rope_base": 10000.0, "type": "q8_0",
-             "embd_type": "q8_0", "untied": True, "seed": 24, "sliding_window": 0,
-             "rope_original_ctx": 1024},
-}
+# What they share (the seed each one's own), then what each changes.
+BASE = {"layers": 2, "embd": 128, "heads": 4, "kv_heads": 2, "head_dim": 0, "ff": 256, "vocab": 512,
+        "ctx": 4096, "rope_base": 1000000.0, "type": "q8_0", "embd_type": "q8_0", "untied": False, "seed": None,
+        "sliding_window": 0, "rope_original_ctx": 0}
+SPECS = {arch: {"arch": arch, **BASE, **spec} for arch, spec in {
+    "llama": {"rope_base": 10000.0, "seed": 20},
+    "qwen2": {"seed": 21},
+    "qwen3": {"head_dim": 64, "untied": True, "seed": 22},
+    "gemma3": {"layers": 6, "kv_heads": 1, "head_dim": 64, "seed": 23, "sliding_window": 40},
+    "phi3": {"kv_heads": 4, "rope_base": 10000.0, "untied": True, "seed": 24, "rope_original_ctx": 1024},
+}.items()}
 
 
 def fnv1a64(data):
