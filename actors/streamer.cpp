@@ -14,6 +14,7 @@
 #include "engine/chat/output_parser.h"
 #include "engine/chat/prompt_encoder.h"
 #include "engine/chat/tool_call_grammar.h"
+#include "engine/grammar/json_schema.h"
 #include "engine/platform/fault_injection.h"
 
 namespace tandem {
@@ -49,6 +50,12 @@ using self_ptr = streamer_actor::stateful_pointer<streamer_state>;
 // The request's chat template: with tools, the file's tool_use variant when it has one.
 const chat_template& template_for(const streamer_state& st) {
   return !st.req.tools_json.empty() && st.shared->tool_chat ? *st.shared->tool_chat : *st.shared->chat;
+}
+
+// The syntax of the reply's tool calls (harmony: the whole reply is harmony messages).
+tool_call_parser::syntax reply_syntax(const streamer_state& st) {
+  if (!st.req.tool_call_parser.empty()) return tool_call_parser::syntax_named(st.req.tool_call_parser);
+  return st.shared->chat ? tool_call_parser::syntax_for(template_for(st)) : tool_call_parser::syntax::generic;
 }
 
 std::vector<chat_message> chat_messages(const std::vector<chat_turn>& turns) {
@@ -200,9 +207,9 @@ void on_tokens(self_ptr self, token_batch& b) {
   if (!b.finished && st.req.thinking_token_budget > 0 && !st.thinking_closed && st.parser &&
       st.parser->in_reasoning() && st.thinking_tokens >= st.req.thinking_token_budget) {
     st.thinking_closed = true;
-    const std::string tag = std::string(st.parser->reasoning_close_tag()) + "\n\n";
     self->send(st.scheduler, force_atom::value, static_cast<seq_id>(st.id),
-               st.shared->tok.encode(tag, /*add_special=*/false, /*parse_special=*/true));
+               st.shared->tok.encode(st.parser->reasoning_close_text(), /*add_special=*/false,
+                                     /*parse_special=*/true));
   }
   if (b.finished) {
     const bool failed = b.reason == finish_reason::error;
@@ -222,22 +229,23 @@ void compile_then_enqueue(self_ptr self, sequence_request sr) {
   try {
     switch (g.type) {
       case output_grammar::kind::json_object:
-        kind = grammar::grammar_kind::json_object;
+      case output_grammar::kind::json_schema: {
+        const bool schema = g.type == output_grammar::kind::json_schema;
+        if (!st.req.messages.empty() && reply_syntax(st) == tool_call_parser::syntax::harmony) {
+          // A harmony reply: the JSON is its final message.
+          text = harmony_final_grammar(schema ? grammar::json_schema_to_gbnf(g.text) : grammar::json_object_gbnf());
+        } else {
+          kind = schema ? grammar::grammar_kind::json_schema : grammar::grammar_kind::json_object;
+        }
         break;
-      case output_grammar::kind::json_schema:
-        kind = grammar::grammar_kind::json_schema;
-        break;
+      }
       case output_grammar::kind::gbnf:
         param = "grammar";
         break;
-      case output_grammar::kind::tool_call: {
+      case output_grammar::kind::tool_call:
         param = "tool_choice";
-        const auto syntax = !st.req.tool_call_parser.empty() ? tool_call_parser::syntax_named(st.req.tool_call_parser)
-                            : st.shared->chat                ? tool_call_parser::syntax_for(template_for(st))
-                                                             : tool_call_parser::syntax::generic;
-        text = tool_call_grammar(st.req.tools_json, syntax, g.text);
+        text = tool_call_grammar(st.req.tools_json, reply_syntax(st), g.text);
         break;
-      }
       case output_grammar::kind::none:
         break;
     }
@@ -287,13 +295,11 @@ streamer_actor::behavior_type streamer(self_ptr self, request_id id, generate_re
       ro.tools_json = st.req.tools_json;
       ro.template_kwargs_json = st.req.chat_template_kwargs_json;
       prompt = encode_chat(tok, tmpl, msgs, ro);
-      if (st.req.parse_tool_calls || (st.req.parse_reasoning && reasoning_parser::syntax_for(tmpl))) {
-        chat_output_options po;
-        po.parse_reasoning = st.req.parse_reasoning;
-        po.parse_tool_calls = st.req.parse_tool_calls;
-        if (!st.req.tool_call_parser.empty()) po.tool_syntax = tool_call_parser::syntax_named(st.req.tool_call_parser);
-        st.parser.emplace(tmpl, tmpl.render(msgs, ro), std::move(po));
-      }
+      chat_output_options po;
+      po.parse_reasoning = st.req.parse_reasoning;
+      po.parse_tool_calls = st.req.parse_tool_calls;
+      if (!st.req.tool_call_parser.empty()) po.tool_syntax = tool_call_parser::syntax_named(st.req.tool_call_parser);
+      if (chat_output_parser::wanted(tmpl, po)) st.parser.emplace(tmpl, tmpl.render(msgs, ro), std::move(po));
     } else {
       prompt = encode_prompt(tok, st.req.prompt, st.req.prompt_special_tokens);
     }

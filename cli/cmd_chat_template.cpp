@@ -261,7 +261,8 @@ void register_chat_template(CLI::App& app) {
                   "Parse this model reply (text or @FILE) after the prompt of --messages: prints the assistant "
                   "message (content, reasoning_content, tool_calls when --tools is given) as JSON");
   sub->add_option("--tool-parser", opts->tool_parser,
-                  "Tool-call syntax for --parse-output: hermes, llama3, mistral, generic (default: the template's)");
+                  "Tool-call syntax for --parse-output: hermes, llama3, mistral, generic, harmony (default: the "
+                  "template's)");
   sub->add_flag("--batch", opts->batch,
                 "Render each stdin line {\"messages\", \"tools\", \"add_generation_prompt\"} to a JSON line");
   sub->callback([opts, sub] {

@@ -309,13 +309,14 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--chat-page", o->chat_page,
                   "HTML page served at / (default: examples/chat/index.html, or the installed share/tandem/chat/)");
   cmd->add_option("--reasoning-parser", o->reasoning_parser,
-                  "Thinking sections (<think>...</think>) of chat replies go to reasoning_content: 'auto' (when the "
-                  "template writes them) or 'none'")
+                  "Thinking sections (<think>...</think>, gpt-oss's analysis channel) of chat replies go to "
+                  "reasoning_content: 'auto' (when the template writes them) or 'none'")
       ->check(CLI::IsMember({"auto", "none"}))
       ->capture_default_str();
   cmd->add_option("--tool-call-parser", o->tool_call_parser,
-                  "Syntax of the model's tool calls: auto (from the chat template), hermes, llama3, mistral, generic")
-      ->check(CLI::IsMember({"auto", "hermes", "llama3", "mistral", "generic"}))
+                  "Syntax of the model's tool calls: auto (from the chat template), hermes, llama3, mistral, generic, "
+                  "harmony (gpt-oss)")
+      ->check(CLI::IsMember({"auto", "hermes", "llama3", "mistral", "generic", "harmony"}))
       ->capture_default_str();
   cmd->add_flag("--plain-text-prompts", o->plain_text_prompts,
                 "Read /v1/completions prompts as plain text: control-token text in them stays text (for deployments "

@@ -355,6 +355,29 @@ void parse_output_grammar(const json::object& o, generate_request& gen) {
   }
 }
 
+// chat_template_kwargs, and OpenAI's reasoning_effort as the template variable of that name
+// (gpt-oss's template reads it; it wins over a kwarg of the same name). "none" turns thinking
+// off instead (enable_thinking false, unless the kwargs say otherwise), as llama-server does.
+void parse_template_kwargs(const json::object& o, generate_request& gen) {
+  json::object kwargs;
+  if (const json::value* kw = field(o, "chat_template_kwargs")) {
+    if (!kw->is_object()) bad("chat_template_kwargs", "must be an object");
+    kwargs = kw->get_object();
+  }
+  if (field(o, "reasoning_effort")) {
+    const std::string effort = string(o, "reasoning_effort");
+    if (effort == "none") {
+      kwargs.erase("reasoning_effort");
+      if (!kwargs.contains("enable_thinking")) kwargs["enable_thinking"] = false;
+    } else if (effort == "minimal" || effort == "low" || effort == "medium" || effort == "high") {
+      kwargs["reasoning_effort"] = effort;
+    } else {
+      bad("reasoning_effort", "must be 'none', 'minimal', 'low', 'medium' or 'high' (got '" + effort + "')");
+    }
+  }
+  if (!kwargs.empty() || field(o, "chat_template_kwargs")) gen.chat_template_kwargs_json = json::serialize(kwargs);
+}
+
 }  // namespace
 
 api_request parse_api_request(const json::value& body, api_kind kind, const api_limits& limits) {
@@ -380,10 +403,7 @@ api_request parse_api_request(const json::value& body, api_kind kind, const api_
       }
       gen.grammar = {output_grammar::kind::tool_call, r.tool_choice_name};
     }
-    if (const json::value* kw = field(o, "chat_template_kwargs")) {
-      if (!kw->is_object()) bad("chat_template_kwargs", "must be an object");
-      gen.chat_template_kwargs_json = json::serialize(*kw);
-    }
+    parse_template_kwargs(o, gen);
     gen.parse_reasoning = limits.parse_reasoning;
     gen.tool_call_parser = limits.tool_call_parser;
     gen.thinking_token_budget =

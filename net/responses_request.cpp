@@ -268,6 +268,15 @@ responses_request parse_responses_request(const json::value& body, const api_lim
   for (const char* name : {"temperature", "top_p", "user"}) {
     if (const json::value* v = field(o, name)) chat[name] = *v;
   }
+  // reasoning.effort is the chat path's reasoning_effort (the template's variable).
+  json::value effort = nullptr;
+  if (const json::value* rs = field(o, "reasoning")) {
+    if (!rs->is_object()) bad("reasoning", "must be an object");
+    if (const json::value* e = field(rs->get_object(), "effort")) {
+      if (!e->is_string()) bad("reasoning.effort", "must be a string");
+      chat["reasoning_effort"] = effort = *e;
+    }
+  }
   for (const char* name : kSamplingExtras) {
     if (const json::value* v = field(o, name)) chat[name] = *v;
   }
@@ -288,7 +297,7 @@ responses_request parse_responses_request(const json::value& body, const api_lim
       r.previous_response_id.empty() ? json::value(nullptr) : json::value(r.previous_response_id);
   echo["truncation"] = "disabled";
   echo["background"] = false;
-  echo["reasoning"] = json::object{{"effort", nullptr}, {"summary", nullptr}};
+  echo["reasoning"] = json::object{{"effort", effort}, {"summary", nullptr}};
   return r;
 }
 

@@ -77,6 +77,7 @@ std::string chatml_default_system(std::string_view source) {
 // The marker family of Jinja source, judged by the markers it writes.
 chat_template::family detect_family(std::string_view source) {
   using F = chat_template::family;
+  if (contains(source, "<|channel|>") && contains(source, "<|message|>")) return F::harmony;
   if (contains(source, "<|im_start|>")) return F::chatml;
   if (contains(source, "<|start_header_id|>") && contains(source, "<|end_header_id|>")) return F::llama3;
   if (contains(source, "<|user|>") && contains(source, "<|assistant|>")) return F::zephyr;
@@ -135,11 +136,21 @@ jinja::value tool_call_value(const chat_tool_call& c) {
   return jinja::value::object(std::move(call));
 }
 
-jinja::value message_value(const chat_message& m) {
+// `harmony`: gpt-oss's template reads an assistant's reasoning as `thinking`, looks for text
+// in the content (a null content fails there) and refuses content beside thinking on a tool
+// call, so the message gets llama.cpp's adjustments for it: `thinking` carries the
+// reasoning_content, a null content is "", and a tool call with reasoning has no content.
+jinja::value message_value(const chat_message& m, bool harmony) {
   std::vector<std::pair<jinja::value, jinja::value>> e;
   e.emplace_back(jinja::value("role"), jinja::value(m.role));
-  e.emplace_back(jinja::value("content"), m.content_is_null ? jinja::value::none() : text(m.content));
-  if (!m.reasoning_content.empty()) e.emplace_back(jinja::value("reasoning_content"), text(m.reasoning_content));
+  const bool reasons = !m.reasoning_content.empty();
+  if (!harmony) {
+    e.emplace_back(jinja::value("content"), m.content_is_null ? jinja::value::none() : text(m.content));
+  } else if (!reasons || m.tool_calls.empty()) {
+    e.emplace_back(jinja::value("content"), text(m.content));
+  }
+  if (reasons) e.emplace_back(jinja::value("reasoning_content"), text(m.reasoning_content));
+  if (reasons && harmony) e.emplace_back(jinja::value("thinking"), text(m.reasoning_content));
   if (!m.tool_calls.empty()) {
     std::vector<jinja::value> calls;
     for (const auto& c : m.tool_calls) calls.push_back(tool_call_value(c));
@@ -196,6 +207,11 @@ chat_template::chat_template(family f, std::string bos, std::string eos)
       if (eos_.empty()) eos_ = "</s>";
       end_of_turn_ = eos_;
       break;
+    case family::harmony:
+      // A final message ends the turn with <|return|>, a tool call with <|call|>.
+      end_of_turn_ = "<|return|>";
+      stop_strings_ = {"<|return|>", "<|call|>"};
+      return;
     case family::other:
       end_of_turn_ = eos_;
       break;
@@ -284,6 +300,7 @@ chat_template chat_template::from_gguf(const gguf::file& f, std::string_view ove
 }
 
 std::string_view chat_template::name() const {
+  if (family_ == family::harmony) return "harmony";
   for (const auto& f : kFamilies) {
     if (f.kind == family_) return f.name;
   }
@@ -333,7 +350,7 @@ std::vector<chat_segment> chat_template::render_jinja(std::span<const chat_messa
                                                       const chat_render_options& opts) const {
   std::vector<jinja::value> msgs;
   msgs.reserve(messages.size());
-  for (const auto& m : messages) msgs.push_back(message_value(m));
+  for (const auto& m : messages) msgs.push_back(message_value(m, family_ == family::harmony));
   std::vector<std::pair<std::string, jinja::value>> vars = {
       {"messages", jinja::value::array(std::move(msgs))},
       {"add_generation_prompt", jinja::value(opts.add_generation_prompt)},

@@ -73,7 +73,8 @@ struct chat_segment {
 class chat_template {
  public:
   // The marker family the template speaks; `other` for a Jinja template of none of them.
-  enum class family { chatml, llama3, llama2, mistral, zephyr, other };
+  // harmony (gpt-oss: <|start|>ROLE<|channel|>CHANNEL<|message|>...) has no built-in renderer.
+  enum class family { chatml, llama3, llama2, mistral, zephyr, harmony, other };
 
   // The template of `f`: tokenizer.chat_template (and its named variants), or what
   // `override_name` names: a named variant of the file (tokenizer.chat_template.NAME), a
@@ -103,7 +104,7 @@ class chat_template {
                                             const chat_render_options& opts) const;
 
   family kind() const { return family_; }
-  // The family's name, or "jinja" for a Jinja template of no known family.
+  // The family's name ("harmony" too), or "jinja" for a Jinja template of no known family.
   std::string_view name() const;
   // True when the template is the file's (or a file's) Jinja source rather than a built-in.
   bool is_jinja() const { return compiled_ != nullptr; }

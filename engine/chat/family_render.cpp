@@ -145,6 +145,7 @@ std::vector<chat_segment> chat_template::render_family(std::span<const chat_mess
       }
       break;
 
+    case family::harmony:
     case family::other:
       throw std::logic_error("no built-in renderer for a Jinja template");
 

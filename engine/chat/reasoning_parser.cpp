@@ -1,11 +1,12 @@
 #include "engine/chat/reasoning_parser.h"
 
-#include <algorithm>
+#include "engine/chat/text_scan.h"
 
 namespace tandem {
 namespace {
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+using text_scan::is_space;
+using text_scan::partial_suffix;
 
 size_t first_non_space(std::string_view s) {
   size_t i = 0;
@@ -17,14 +18,6 @@ size_t rstrip_length(std::string_view s) {
   size_t n = s.size();
   while (n > 0 && is_space(s[n - 1])) --n;
   return n;
-}
-
-// Length of the longest suffix of `text` that is a proper prefix of `marker`.
-size_t partial_suffix(std::string_view text, std::string_view marker) {
-  for (size_t n = std::min(text.size(), marker.size() - 1); n > 0; --n) {
-    if (text.substr(text.size() - n) == marker.substr(0, n)) return n;
-  }
-  return 0;
 }
 
 }  // namespace

@@ -1,10 +1,10 @@
 #include "engine/chat/tool_call_parser.h"
 
 #include <algorithm>
-#include <random>
 #include <stdexcept>
 
 #include "engine/chat/json_scan.h"
+#include "engine/chat/text_scan.h"
 
 namespace tandem {
 namespace {
@@ -18,30 +18,13 @@ constexpr std::string_view kPythonTag = "<|python_tag|>";
 constexpr size_t kMaxCall = 1 << 20;
 constexpr size_t kMaxName = 256;
 
-bool all_space(std::string_view s) {
-  return std::all_of(s.begin(), s.end(), [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; });
-}
-
-// Length of the longest suffix of `text` that is a proper prefix of `marker`.
-size_t partial_suffix(std::string_view text, std::string_view marker) {
-  for (size_t n = std::min(text.size(), marker.size() - 1); n > 0; --n) {
-    if (text.substr(text.size() - n) == marker.substr(0, n)) return n;
-  }
-  return 0;
-}
-
-std::string random_id() {
-  static constexpr char kAlphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  std::uniform_int_distribution<size_t> pick(0, sizeof kAlphabet - 2);
-  std::string id = "call_";
-  for (int i = 0; i < 24; ++i) id.push_back(kAlphabet[pick(rng)]);
-  return id;
-}
+using text_scan::all_space;
+using text_scan::partial_suffix;
 
 }  // namespace
 
 tool_call_parser::syntax tool_call_parser::syntax_for(const chat_template& t) {
+  if (t.kind() == chat_template::family::harmony) return syntax::harmony;
   const std::string& s = t.source();
   if (s.find(kOpen) != std::string::npos) return syntax::hermes;
   if (s.find(kToolCalls) != std::string::npos) return syntax::mistral;
@@ -59,20 +42,24 @@ std::string_view tool_call_parser::name_of(syntax s) {
       return "mistral";
     case syntax::generic:
       return "generic";
+    case syntax::harmony:
+      return "harmony";
   }
   return "?";
 }
 
 tool_call_parser::syntax tool_call_parser::syntax_named(std::string_view name) {
-  for (syntax s : {syntax::hermes, syntax::llama3, syntax::mistral, syntax::generic}) {
+  for (syntax s : {syntax::hermes, syntax::llama3, syntax::mistral, syntax::generic, syntax::harmony}) {
     if (name_of(s) == name) return s;
   }
   throw std::invalid_argument("unknown tool-call parser '" + std::string(name) +
-                              "'; known: hermes, llama3, mistral, generic");
+                              "'; known: hermes, llama3, mistral, generic, harmony");
 }
 
 tool_call_parser::tool_call_parser(syntax s, std::function<std::string()> make_id)
-    : syntax_(s), make_id_(make_id ? std::move(make_id) : random_id) {}
+    : syntax_(s), list_(std::move(make_id)) {
+  if (s == syntax::harmony) throw std::invalid_argument("harmony replies are read by harmony_parser");
+}
 
 tool_parse_delta tool_call_parser::feed(std::string_view text) {
   tool_parse_delta out;
@@ -87,7 +74,7 @@ tool_parse_delta tool_call_parser::finish() {
   step(out, true);
   if (!buf_.empty()) emit_content(out, buf_);
   buf_.clear();
-  if (cur_.started && calls_.back().arguments.empty()) append_arguments(out, "{}");
+  list_.end(out.tool_calls);
   cur_ = {};
   mode_ = mode::done;
   return out;
@@ -96,70 +83,42 @@ tool_parse_delta tool_call_parser::finish() {
 void tool_call_parser::emit_content(tool_parse_delta& out, std::string_view text) {
   if (text.empty()) return;
   // Whitespace around calls is layout, not content.
-  if (!calls_.empty() && all_space(text)) return;
+  if (has_tool_calls() && all_space(text)) return;
   out.content.append(text);
   content_.append(text);
-}
-
-void tool_call_parser::begin_call(tool_parse_delta& out, std::string name, std::string id) {
-  cur_ = {};
-  cur_.started = true;
-  chat_tool_call c;
-  c.id = id.empty() ? make_id_() : std::move(id);
-  c.name = std::move(name);
-  tool_call_delta d;
-  d.index = calls_.size();
-  d.id = c.id;
-  d.name = c.name;
-  calls_.push_back(std::move(c));
-  out.tool_calls.push_back(std::move(d));
-}
-
-void tool_call_parser::append_arguments(tool_parse_delta& out, std::string_view text) {
-  if (text.empty()) return;
-  calls_.back().arguments.append(text);
-  const size_t index = calls_.size() - 1;
-  if (!out.tool_calls.empty() && out.tool_calls.back().index == index) {
-    out.tool_calls.back().arguments.append(text);
-  } else {
-    tool_call_delta d;
-    d.index = index;
-    d.arguments = std::string(text);
-    out.tool_calls.push_back(std::move(d));
-  }
 }
 
 bool tool_call_parser::advance_call(tool_parse_delta& out, size_t from, size_t& end, bool& ok, bool at_end) {
   const json_scan::call_fields f = json_scan::scan_call(buf_, from);
   ok = true;
-  if (f.name && !cur_.started) {
+  if (f.name && !list_.open()) {
     if (f.name->size() > kMaxName) {
       ok = false;
       return true;
     }
-    begin_call(out, *f.name);
+    list_.begin(out.tool_calls, *f.name);
   }
-  if (cur_.started && f.has_args) {
+  if (list_.open() && f.has_args) {
     if (!f.args_is_string) {
       const std::string_view raw = std::string_view(buf_).substr(f.args_begin, f.args_end - f.args_begin);
       if (raw.size() > cur_.args_emitted) {
-        append_arguments(out, raw.substr(cur_.args_emitted));
+        list_.append(out.tool_calls, raw.substr(cur_.args_emitted));
         cur_.args_emitted = raw.size();
       }
     } else if (f.args_complete && cur_.args_emitted == 0) {
       // Arguments as a string that holds the JSON: its decoded text.
       const auto decoded = json_scan::decode_string(buf_, f.args_begin);
-      append_arguments(out, decoded ? *decoded : std::string());
+      list_.append(out.tool_calls, decoded ? *decoded : std::string());
       cur_.args_emitted = 1;
     }
   }
   if (f.st == json_scan::state::invalid || (at_end && f.st != json_scan::state::complete)) {
-    ok = cur_.started;  // a call already announced stays a call, with what it has
+    ok = list_.open();  // a call already announced stays a call, with what it has
     end = buf_.size();
     return true;
   }
   if (f.st != json_scan::state::complete) return false;
-  ok = cur_.started;
+  ok = list_.open();
   end = f.end;
   return true;
 }
@@ -169,7 +128,7 @@ void tool_call_parser::step(tool_parse_delta& out, bool at_end) {
   const bool mistral = syntax_ == syntax::mistral || syntax_ == syntax::generic;
   const bool json_start = syntax_ == syntax::llama3 || syntax_ == syntax::generic;
   const auto finish_call = [&]() {
-    if (cur_.started && calls_.back().arguments.empty()) append_arguments(out, "{}");
+    list_.end(out.tool_calls);
     cur_ = {};
   };
   for (bool progress = true; progress;) {
@@ -223,7 +182,7 @@ void tool_call_parser::step(tool_parse_delta& out, bool at_end) {
           if (blocks) hold = std::max(hold, partial_suffix(buf_, kOpen));
           if (mistral) hold = std::max(hold, partial_suffix(buf_, kToolCalls));
           // Whitespace after a call waits: it is content only if content follows.
-          if (!calls_.empty() && all_space(std::string_view(buf_).substr(0, buf_.size() - hold))) break;
+          if (has_tool_calls() && all_space(std::string_view(buf_).substr(0, buf_.size() - hold))) break;
         }
         emit_content(out, std::string_view(buf_).substr(0, buf_.size() - hold));
         buf_.erase(0, buf_.size() - hold);
@@ -278,7 +237,7 @@ void tool_call_parser::step(tool_parse_delta& out, bool at_end) {
           }
           break;
         }
-        if (buf_[p] == '[' && !in_array_ && calls_.empty()) {
+        if (buf_[p] == '[' && !in_array_ && !has_tool_calls()) {
           in_array_ = true;
           buf_.erase(0, p + 1);
           progress = true;
@@ -346,7 +305,7 @@ void tool_call_parser::step(tool_parse_delta& out, bool at_end) {
           mistral_name_ = buf_.substr(0, args);
         }
         buf_.erase(0, args + kArgs.size());
-        begin_call(out, mistral_name_, mistral_id_);
+        list_.begin(out.tool_calls, mistral_name_, mistral_id_);
         mode_ = mode::mistral_args;
         progress = true;
         break;
@@ -357,7 +316,8 @@ void tool_call_parser::step(tool_parse_delta& out, bool at_end) {
         const json_scan::extent e = json_scan::value_at(buf_, p);
         const size_t stop = e.st == json_scan::state::complete ? e.end : buf_.size();
         if (stop > p + cur_.args_emitted) {
-          append_arguments(out, std::string_view(buf_).substr(p + cur_.args_emitted, stop - p - cur_.args_emitted));
+          list_.append(out.tool_calls,
+                       std::string_view(buf_).substr(p + cur_.args_emitted, stop - p - cur_.args_emitted));
           cur_.args_emitted = stop - p;
         }
         if (e.st == json_scan::state::incomplete && !at_end) break;

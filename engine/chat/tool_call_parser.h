@@ -9,6 +9,8 @@
 //            [TOOL_CALLS]f[ARGS]{...}  or  [TOOL_CALLS]f[CALL_ID]id[ARGS]{...}   (v11+)
 //   generic  all of the above: <tool_call> blocks, [TOOL_CALLS], or a reply that is a JSON
 //            call object or array of them
+//   harmony  gpt-oss's channels (<|channel|>commentary to=functions.f ...<|message|>{...}):
+//            named here, read by harmony_parser (engine/chat/harmony_parser.h)
 //
 // The markers must be in the text fed (decode with control tokens rendered). Text that turns
 // out not to be a call (a <tool_call> block without a name, a JSON reply that is no call) is
@@ -22,17 +24,9 @@
 #include <vector>
 
 #include "engine/chat/chat_template.h"
+#include "engine/chat/tool_call_list.h"
 
 namespace tandem {
-
-// One piece of a streamed call (OpenAI's choices[].delta.tool_calls[]): the first piece of a
-// call has its id and name (arguments possibly ""); later pieces append argument text.
-struct tool_call_delta {
-  size_t index = 0;
-  std::string id;    // first piece only
-  std::string name;  // first piece only
-  std::string arguments;
-};
 
 struct tool_parse_delta {
   std::string content;
@@ -42,15 +36,16 @@ struct tool_parse_delta {
 
 class tool_call_parser {
  public:
-  enum class syntax { hermes, llama3, mistral, generic };
+  enum class syntax { hermes, llama3, mistral, generic, harmony };
 
   // The syntax the template's model writes (from the markers its template uses).
   static syntax syntax_for(const chat_template& t);
   static std::string_view name_of(syntax s);
-  // By name ("hermes", "llama3", "mistral", "generic"); throws std::invalid_argument.
+  // By name ("hermes", "llama3", "mistral", "generic", "harmony"); throws std::invalid_argument.
   static syntax syntax_named(std::string_view name);
 
-  // `make_id` gives each call its id (default: "call_" and 24 random letters and digits).
+  // `make_id` gives each call its id (default: tool_call_list::random_id). Throws
+  // std::invalid_argument for syntax::harmony (harmony_parser reads those replies).
   explicit tool_call_parser(syntax s, std::function<std::string()> make_id = {});
 
   tool_parse_delta feed(std::string_view text);
@@ -58,14 +53,13 @@ class tool_call_parser {
   tool_parse_delta finish();
 
   // The complete calls so far (for a non-streamed reply), and the content.
-  const std::vector<chat_tool_call>& calls() const { return calls_; }
+  const std::vector<chat_tool_call>& calls() const { return list_.calls(); }
   const std::string& content() const { return content_; }
-  bool has_tool_calls() const { return !calls_.empty(); }
+  bool has_tool_calls() const { return !list_.calls().empty(); }
 
  private:
   enum class mode { start, content, block, json, mistral_start, mistral_name, mistral_args, done };
   struct open_call {
-    bool started = false;  // id and name emitted
     size_t args_emitted = 0;
   };
 
@@ -74,11 +68,9 @@ class tool_call_parser {
   // Scans buf_[from..] as a call object; emits what became certain. Returns true when the
   // object is complete (its end at `end`); `ok` false when it is no call.
   bool advance_call(tool_parse_delta& out, size_t from, size_t& end, bool& ok, bool at_end);
-  void begin_call(tool_parse_delta& out, std::string name, std::string id = {});
-  void append_arguments(tool_parse_delta& out, std::string_view text);
 
   syntax syntax_;
-  std::function<std::string()> make_id_;
+  tool_call_list list_;
   mode mode_ = mode::start;
   std::string buf_;  // text not yet consumed
   bool in_array_ = false;
@@ -86,7 +78,6 @@ class tool_call_parser {
   std::string mistral_name_;
   std::string mistral_id_;
   open_call cur_;
-  std::vector<chat_tool_call> calls_;
   std::string content_;
 };
 

@@ -7,86 +7,12 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "engine/chat/output_parser.h"
+#include "reply_parse_support.h"
 
 using namespace tandem;
+using namespace tandem::test;
 
 namespace {
-
-struct call {
-  std::string id, name, arguments;
-  bool operator==(const call&) const = default;
-};
-std::ostream& operator<<(std::ostream& os, const call& c) {
-  return os << "{" << c.id << ", " << c.name << ", " << c.arguments << "}";
-}
-
-struct result {
-  std::string reasoning, content;
-  std::vector<call> calls;
-};
-
-// Ids in call order, so every way of feeding names the calls alike.
-std::function<std::string()> counter_ids() {
-  auto n = std::make_shared<int>(0);
-  return [n] { return "call_" + std::to_string((*n)++); };
-}
-
-void absorb(result& r, const chat_output_delta& d) {
-  r.reasoning += d.reasoning_content;
-  r.content += d.content;
-  for (const auto& t : d.tool_calls) {
-    if (t.index == r.calls.size()) {
-      ASSERT_FALSE(t.id.empty()) << "a call's first delta has its id";
-      ASSERT_FALSE(t.name.empty()) << "a call's first delta has its name";
-      r.calls.push_back({t.id, t.name, t.arguments});
-    } else {
-      ASSERT_LT(t.index, r.calls.size()) << "call indices come in order";
-      EXPECT_TRUE(t.id.empty() && t.name.empty()) << "only a call's first delta names it";
-      r.calls[t.index].arguments += t.arguments;
-    }
-  }
-}
-
-result run(const chat_template& t, std::string_view prompt, chat_output_options o,
-           const std::vector<std::string_view>& pieces) {
-  o.make_id = counter_ids();
-  chat_output_parser p(t, prompt, o);
-  result r;
-  for (auto piece : pieces) absorb(r, p.feed(piece));
-  absorb(r, p.finish());
-  // The totals agree with the deltas.
-  EXPECT_EQ(p.content(), r.content);
-  EXPECT_EQ(p.reasoning_content(), r.reasoning);
-  const auto calls = p.tool_calls();
-  EXPECT_EQ(calls.size(), r.calls.size());
-  for (size_t i = 0; i < calls.size() && i < r.calls.size(); ++i) {
-    EXPECT_EQ((call{calls[i].id, calls[i].name, calls[i].arguments}), r.calls[i]);
-  }
-  EXPECT_EQ(p.has_tool_calls(), !r.calls.empty());
-  return r;
-}
-
-// Feeds `text` whole, byte by byte and in two pieces split at every byte; all must give `want`.
-void expect_parse(const chat_template& t, std::string_view prompt, const chat_output_options& o, std::string_view text,
-                  const result& want) {
-  const auto check = [&](const result& got, const std::string& how) {
-    EXPECT_EQ(got.reasoning, want.reasoning) << how;
-    EXPECT_EQ(got.content, want.content) << how;
-    EXPECT_EQ(got.calls, want.calls) << how;
-  };
-  check(run(t, prompt, o, {text}), "whole");
-  std::vector<std::string_view> bytes;
-  for (size_t i = 0; i < text.size(); ++i) bytes.push_back(text.substr(i, 1));
-  check(run(t, prompt, o, bytes), "byte by byte");
-  for (size_t cut = 1; cut < text.size(); ++cut) {
-    const result got = run(t, prompt, o, {text.substr(0, cut), text.substr(cut)});
-    if (got.content != want.content || got.reasoning != want.reasoning || !(got.calls == want.calls)) {
-      check(got, "split at " + std::to_string(cut));
-      return;
-    }
-  }
-}
 
 chat_output_options tools_on(std::optional<tool_call_parser::syntax> s = std::nullopt) {
   chat_output_options o;
@@ -228,8 +154,8 @@ TEST(reasoning_parser, budget_hooks) {
   EXPECT_FALSE(p.in_reasoning());
   (void)p.feed("<think>hmm");
   EXPECT_TRUE(p.in_reasoning());
-  EXPECT_EQ(p.reasoning_close_tag(), "</think>");
-  (void)p.feed(std::string(p.reasoning_close_tag()));
+  EXPECT_EQ(p.reasoning_close_text(), "</think>\n\n");
+  (void)p.feed(p.reasoning_close_text());
   (void)p.feed("done");
   EXPECT_FALSE(p.in_reasoning());
   (void)p.finish();
