@@ -90,9 +90,9 @@ int main(int argc, char** argv) {
         for (int r = 0; r < reps; ++r) {
           for (uint32_t h = 0; h < c.n_head_kv; ++h) {
             if (dtype == kv_cache_dtype::q8_0) {
-              attend_heads_q8(kt, pool, 0, blocks, 0, n_keys, h, q8.data(), group, scale, scratch, outs);
+              attend_heads_q8(kt, pool, 0, blocks, 0, n_keys, h, q8.data(), group, scale, nullptr, scratch, outs);
             } else {
-              attend_heads(kt, pool, 0, blocks, 0, n_keys, h, qs, group, scale, true, scratch, outs);
+              attend_heads(kt, pool, 0, blocks, 0, n_keys, h, qs, group, scale, nullptr, true, scratch, outs);
             }
           }
         }

@@ -1,4 +1,5 @@
 // `tandem gen-model`: writes a synthetic GGUF of any supported architecture with random weights.
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 #include <stdexcept>
@@ -31,6 +32,13 @@ tensor_type parse_type_option(const std::string& text, const char* option) {
 }
 
 void run_gen_model(gen_options& o) {
+  // mixtral: llama's tensors and keys with a mixture of experts (8 experts, 2 per token unless told).
+  if (o.spec.architecture == "mixtral") {
+    o.spec.architecture = "llama";
+    if (o.spec.n_expert == 0) o.spec.n_expert = 8;
+  }
+  if (o.spec.architecture == "qwen3moe" && o.spec.n_expert == 0) o.spec.n_expert = 8;
+  if (o.spec.n_expert > 0 && o.spec.n_expert_used == 0) o.spec.n_expert_used = std::min(2u, o.spec.n_expert);
   // --type is a tensor type for the matrices, or a file type whose mixture picks every type.
   if (parse_tensor_type(o.weight_type)) {
     o.spec.weight_type = *parse_tensor_type(o.weight_type);
@@ -52,9 +60,14 @@ void run_gen_model(gen_options& o) {
   } catch (const std::invalid_argument& e) {
     throw std::runtime_error(std::string("invalid model shape: ") + e.what());
   }
-  std::fprintf(stderr, "wrote %s (%s, %u layers, embd %u, %u/%u heads, ffn %u, %s weights)\n", o.out.c_str(),
+  std::fprintf(stderr, "wrote %s (%s, %u layers, embd %u, %u/%u heads, ffn %u, %s weights", o.out.c_str(),
                o.spec.architecture.c_str(), o.spec.n_layer, o.spec.n_embd, o.spec.n_head, o.spec.n_head_kv, o.spec.n_ff,
                o.weight_type.c_str());
+  if (o.spec.n_expert > 0) {
+    std::fprintf(stderr, ", %u of %u experts of ffn %u", o.spec.n_expert_used, o.spec.n_expert,
+                 o.spec.n_ff_exp > 0 ? o.spec.n_ff_exp : o.spec.n_ff);
+  }
+  std::fprintf(stderr, ")\n");
 }
 
 }  // namespace
@@ -65,7 +78,15 @@ void register_gen_model(CLI::App& app) {
   sub->add_option("-o,--out", o->out, "Output GGUF path")->required();
   sub->add_option(
          "--arch", o->spec.architecture,
-         "Architecture whose tensors and metadata the file has (" + std::string(supported_architectures()) + ")")
+         "Architecture whose tensors and metadata the file has (" + std::string(supported_architectures()) +
+             "; mixtral: llama's with a mixture of experts)")
+      ->capture_default_str();
+  sub->add_option("--experts", o->spec.n_expert,
+                  "Experts per layer (qwen3moe, mixtral: default 8; llama with experts is Mixtral's layout)")
+      ->capture_default_str();
+  sub->add_option("--experts-used", o->spec.n_expert_used, "Experts per token (default 2)")->capture_default_str();
+  sub->add_option("--expert-ff", o->spec.n_ff_exp,
+                  "qwen3moe: one expert's FFN width (expert_feed_forward_length; 0: --ff)")
       ->capture_default_str();
   sub->add_option("--head-dim", o->spec.head_dim, "Head size (0: embd / heads); written as attention.key_length")
       ->capture_default_str();

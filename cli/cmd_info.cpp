@@ -82,6 +82,11 @@ void run_info(const info_options& o) {
   std::printf("ffn            %u (%s%s)\n", c.n_ff,
               c.arch->activation == ffn_activation::gelu_tanh ? "GeGLU" : "SwiGLU",
               c.arch->fused_gate_up ? ", gate and up fused" : "");
+  if (c.has_experts()) {
+    std::printf("experts        %u per token of %u, ffn %u each (%s%s)\n", c.n_expert_used, c.n_expert, c.n_ff_exp,
+                c.arch->gating == expert_gating::softmax ? "softmax, then the top k" : "the top k, then softmax",
+                c.arch->expert_weights_norm ? ", weights normalised" : "");
+  }
   {
     std::string extras;
     auto add = [&](bool on, const char* what) {

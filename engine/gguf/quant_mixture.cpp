@@ -31,18 +31,19 @@ enum ftype_id : int {
   kIQ4_NL = 25,
   kIQ4_XS = 30,
   kBF16 = 32,
+  kMXFP4_MOE = 38,
 };
 
 // Q2_K_S is left out: llama-quantize makes it only with an importance matrix, which this
 // implementation does not take.
-constexpr std::array<file_type, 19> kFileTypes = {{
+constexpr std::array<file_type, 20> kFileTypes = {{
     {kF32, "F32", tt::f32},        {kF16, "F16", tt::f16},          {kQ4_0, "Q4_0", tt::q4_0},
     {kQ4_1, "Q4_1", tt::q4_1},     {kQ8_0, "Q8_0", tt::q8_0},       {kQ5_0, "Q5_0", tt::q5_0},
     {kQ5_1, "Q5_1", tt::q5_1},     {kQ2_K, "Q2_K", tt::q2_k},       {kQ3_K_S, "Q3_K_S", tt::q3_k},
     {kQ3_K_M, "Q3_K_M", tt::q3_k}, {kQ3_K_L, "Q3_K_L", tt::q3_k},   {kQ4_K_S, "Q4_K_S", tt::q4_k},
     {kQ4_K_M, "Q4_K_M", tt::q4_k}, {kQ5_K_S, "Q5_K_S", tt::q5_k},   {kQ5_K_M, "Q5_K_M", tt::q5_k},
     {kQ6_K, "Q6_K", tt::q6_k},     {kIQ4_NL, "IQ4_NL", tt::iq4_nl}, {kIQ4_XS, "IQ4_XS", tt::iq4_xs},
-    {kBF16, "BF16", tt::bf16},
+    {kBF16, "BF16", tt::bf16},     {kMXFP4_MOE, "MXFP4_MOE", tt::mxfp4},
 }};
 
 enum class category { output, token_embd, attn_v, attn_k, attn_q, attn_output, ffn_up, ffn_gate, ffn_down, other };
@@ -139,6 +140,7 @@ std::vector<tensor_type> plan_tensor_types(const file_type& ft, std::span<const 
   }
   const uint32_t gqa = shape.n_head_kv > 0 ? shape.n_head / shape.n_head_kv : 1;
   const bool is_70b = shape.n_layer == 80 && shape.n_head != shape.n_head_kv;
+  const bool eight_experts = shape.n_expert == 8;
   const int n_layer = static_cast<int>(shape.n_layer);
   int i_attn_v = 0, i_ffn_down = 0;
   const int id = ft.id;
@@ -157,11 +159,13 @@ std::vector<tensor_type> plan_tensor_types(const file_type& ft, std::span<const 
     }
     const category c = category_of(t.name);
     if (c == category::output || (tied && c == category::token_embd)) {
-      if (t.cols % traits_of(type).block_size != 0) {
+      if (id == kMXFP4_MOE || t.cols % traits_of(type).block_size != 0) {
         type = tt::q8_0;
       } else if (type != tt::q8_0) {
         type = tt::q6_k;
       }
+    } else if (id == kMXFP4_MOE) {
+      type = t.n_experts > 1 ? tt::mxfp4 : tt::q8_0;
     } else if (c == category::attn_v) {
       if (id == kQ2_K) {
         type = gqa >= 4 ? tt::q4_k : tt::q3_k;
@@ -179,9 +183,13 @@ std::vector<tensor_type> plan_tensor_types(const file_type& ft, std::span<const 
         type = tt::q5_k;
       }
       if (is_70b && (type == tt::q3_k || type == tt::q4_k)) type = tt::q5_k;
+      if (eight_experts) type = tt::q8_0;
       ++i_attn_v;
+    } else if (c == category::attn_k && eight_experts) {
+      type = tt::q8_0;
     } else if (c == category::ffn_down) {
-      const int i = i_ffn_down;
+      // A mixture's stacks come one per layer, but llama.cpp takes the layer from the name.
+      const int i = shape.n_expert > 1 ? layer_of(t.name) : i_ffn_down;
       if (id == kQ2_K) {
         type = tt::q3_k;
       } else if (id == kQ2_K_S) {
@@ -200,6 +208,11 @@ std::vector<tensor_type> plan_tensor_types(const file_type& ft, std::span<const 
         type = tt::q5_k;
       }
       ++i_ffn_down;
+    } else if (c == category::attn_output && eight_experts) {
+      if (id == kQ2_K || id == kQ3_K_S || id == kQ3_K_M || id == kIQ4_NL || id == kQ4_K_S || id == kQ4_K_M ||
+          id == kIQ4_XS) {
+        type = tt::q5_k;
+      }
     } else if (c == category::attn_output) {
       if (id == kQ2_K) {
         type = tt::q3_k;

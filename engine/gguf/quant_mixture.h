@@ -18,6 +18,15 @@
 //   attn_output                Q2_K: Q3_K;  Q3_K_M: Q4_K;  Q3_K_L: Q5_K
 //   everything else            the file type's default type
 //
+// With 8 experts (Mixtral's shape, llama.cpp's n_expert == 8 rules): attn_v and attn_k Q8_0;
+// attn_output Q5_K for Q2_K, Q3_K_S, Q3_K_M, IQ4_NL, Q4_K_S, Q4_K_M and IQ4_XS. The expert
+// stacks (ffn_gate_exps, ffn_up_exps, ffn_down_exps: 3-D, every expert's matrix of the one
+// type) follow the ffn_gate, ffn_up and ffn_down rules, with i the layer of the tensor's name;
+// the router (ffn_gate_inp) is kept as it is.
+//
+// MXFP4_MOE stands apart: the stacks of expert matrices (ne[2] > 1) get MXFP4, every other
+// matrix (the output and a tied embedding too) Q8_0.
+//
 //   more_bits(i, n) = i < n/8 || i >= 7n/8 || (i - n/8) % 3 == 2
 //
 // i counts the tensors of that kind in llama.cpp's order (by layer number, then by name).
@@ -54,12 +63,14 @@ struct tensor_desc {
   int n_dims = 0;
   int64_t cols = 0;  // ne[0]
   tensor_type type = tensor_type::f32;
+  int64_t n_experts = 1;  // ne[2]: more than one for a stack of expert matrices
 };
 
 struct model_shape {
   uint32_t n_layer = 0;
   uint32_t n_head = 0;
   uint32_t n_head_kv = 0;
+  uint32_t n_expert = 0;  // <arch>.expert_count (0: no mixture of experts)
 };
 
 // The order llama.cpp walks a model's tensors in: by "blk.N." layer number (tensors without

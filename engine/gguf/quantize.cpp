@@ -70,6 +70,8 @@ row_codec codec_of(tensor_type type) {
       return {quantize_iq4_nl, dequantize_iq4_nl};
     case tensor_type::iq4_xs:
       return {quantize_iq4_xs, dequantize_iq4_xs};
+    case tensor_type::mxfp4:
+      return {quantize_mxfp4, dequantize_mxfp4};
   }
   return {quantize_f32, dequantize_f32};
 }

@@ -41,6 +41,10 @@ void quantize_iq4_xs(const float* x, int64_t n, void* out);
 void dequantize_iq4_nl(const void* in, int64_t n, float* y);
 void dequantize_iq4_xs(const void* in, int64_t n, float* y);
 
+// MXFP4: an E8M0 exponent per 32 E2M1 values (quantize_mxfp4.cpp).
+void quantize_mxfp4(const float* x, int64_t n, void* out);
+void dequantize_mxfp4(const void* in, int64_t n, float* y);
+
 // Round to nearest, ties to even, for |x| <= 2^22: adding 1.5 * 2^23 puts the integer in
 // the low mantissa bits (the helper llama.cpp's K-quant code rounds with).
 inline int nearest_int(float x) {

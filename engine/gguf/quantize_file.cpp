@@ -18,6 +18,7 @@ model_shape shape_of(const file& in) {
   s.n_layer = static_cast<uint32_t>(in.get_int(arch + ".block_count").value_or(0));
   s.n_head = static_cast<uint32_t>(in.get_int(arch + ".attention.head_count").value_or(0));
   s.n_head_kv = static_cast<uint32_t>(in.get_int(arch + ".attention.head_count_kv").value_or(s.n_head));
+  s.n_expert = static_cast<uint32_t>(in.get_int(arch + ".expert_count").value_or(0));
   return s;
 }
 
@@ -56,7 +57,7 @@ writer quantize_model(const file& in, const file_type& ft, const quantize_option
   std::stable_sort(order.begin(), order.end(),
                    [](const tensor_info* a, const tensor_info* b) { return llama_tensor_order(a->name, b->name); });
   std::vector<tensor_desc> descs;
-  for (const auto* t : order) descs.push_back({t->name, t->n_dims, t->ne[0], t->type});
+  for (const auto* t : order) descs.push_back({t->name, t->n_dims, t->ne[0], t->type, t->ne[2]});
   const auto targets = plan_tensor_types(ft, descs, shape_of(in));
 
   writer out(in.alignment());

@@ -50,6 +50,8 @@ std::optional<tensor_type_traits> type_traits(tensor_type type) {
       return tensor_type_traits{"IQ4_NL", 32, 18};
     case tensor_type::iq4_xs:
       return tensor_type_traits{"IQ4_XS", 256, 136};
+    case tensor_type::mxfp4:
+      return tensor_type_traits{"MXFP4", 32, 17};
   }
   return std::nullopt;
 }
@@ -128,6 +130,8 @@ std::string file_type_name(int64_t file_type) {
       return "IQ4_XS - 4.25 bpw";
     case 32:
       return "BF16";
+    case 38:
+      return "MXFP4 MoE";
     default:
       return "";
   }

@@ -22,6 +22,8 @@
 //                                 x = d * sc * (q - 32)           (16 sub-blocks of 16)
 //   IQ4_XS  256    136    f16 d | u16 scales_h | scales_l[4] | qs[128]
 //                                 x = d * (sc - 32) * table[q]    (8 sub-blocks of 32, 6-bit sc)
+//   MXFP4    32     17    u8 e (E8M0) | qs[16] E2M1 codes               x = 2^(e - 128) * table[q]
+//                                 (table: the 16 E2M1 values doubled, kMxfp4Values in blocks.h)
 //   Q8_K    256    292    f32 d | 256 x int8 | int16 bsums[16]  (activations only, never a weight)
 //
 // In the 32-element 4-bit blocks byte j holds element j in its low nibble and element j+16
@@ -53,6 +55,7 @@ enum class tensor_type : uint32_t {
   iq4_nl = 20,
   iq4_xs = 23,
   bf16 = 30,
+  mxfp4 = 39,
 };
 
 struct tensor_type_traits {
@@ -66,6 +69,7 @@ inline constexpr tensor_type kWeightTypes[] = {
     tensor_type::f32,  tensor_type::f16,  tensor_type::q4_0,   tensor_type::q4_1,   tensor_type::q5_0,
     tensor_type::q5_1, tensor_type::q8_0, tensor_type::q2_k,   tensor_type::q3_k,   tensor_type::q4_k,
     tensor_type::q5_k, tensor_type::q6_k, tensor_type::iq4_nl, tensor_type::iq4_xs, tensor_type::bf16,
+    tensor_type::mxfp4,
 };
 
 // Traits of a type a weight tensor may have; nullopt for any other GGUF type number.

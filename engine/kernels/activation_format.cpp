@@ -34,6 +34,7 @@ activation_format activation_format_for(tensor_type weight_type) {
     case tensor_type::q5_0:
     case tensor_type::q8_0:
     case tensor_type::iq4_nl:
+    case tensor_type::mxfp4:
       return activation_format::q8_0;
     case tensor_type::q4_1:
     case tensor_type::q5_1:

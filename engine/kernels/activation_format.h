@@ -1,5 +1,5 @@
 // The form a matmul's input rows take before the dot products: each weight type has one
-// partner format, as in llama.cpp (Q4_0, Q5_0, Q8_0 and IQ4_NL weights meet Q8_0 activations,
+// partner format, as in llama.cpp (Q4_0, Q5_0, Q8_0, IQ4_NL and MXFP4 weights meet Q8_0 activations,
 // Q4_1 and Q5_1 meet Q8_1, the K-quants and IQ4_XS meet Q8_K, F16 meets F16, BF16 meets BF16,
 // F32 meets F32). Quantizing the activations this way is
 // both the fast path and what matching llama.cpp's numerics needs.

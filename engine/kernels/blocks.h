@@ -46,6 +46,10 @@ struct block_iq4_nl {
   f16_bits d;
   uint8_t qs[kBlock / 2];  // 4-bit indexes into kIq4Values, packed as in Q4_0
 };
+struct block_mxfp4 {
+  uint8_t e;               // E8M0 exponent: the block scales by 2^(e - 127) (mxfp4_scale)
+  uint8_t qs[kBlock / 2];  // 4-bit E2M1 codes (indexes into kMxfp4Values), packed as in Q4_0
+};
 
 // Super-blocks of 256 elements (the K-quants, IQ4_XS and the Q8_K activations).
 inline constexpr int kSuperBlock = 256;
@@ -96,6 +100,20 @@ struct block_q8_k {
 // The 16 values the IQ4 types' indexes stand for.
 inline constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
+// The 16 E2M1 values (sign bit 3, then 0, 0.5, 1, 1.5, 2, 3, 4, 6) doubled, so that they are
+// integers; mxfp4_scale halves the block's scale to make up for it (ggml's kvalues_mxfp4).
+inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// 2^(e - 128): an MXFP4 block's E8M0 scale 2^(e - 127) times the 1/2 of the doubled values,
+// built from its bits (e < 2 gives the subnormals 2^-128 and 2^-127), as ggml's
+// GGML_E8M0_TO_FP32_HALF.
+inline float mxfp4_scale(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+  float f;
+  __builtin_memcpy(&f, &bits, 4);
+  return f;
+}
+
 // Sub-block j's 6-bit scale and min from a Q4_K / Q5_K scales[12]:
 //   j < 4:  sc = s[j] & 63,                         m = s[j + 4] & 63
 //   j >= 4: sc = (s[j + 4] & 15) | (s[j - 4] >> 6) << 4,  m = (s[j + 4] >> 4) | (s[j] >> 6) << 4
@@ -119,6 +137,7 @@ static_assert(sizeof(block_q4_0) == 18);
 static_assert(sizeof(block_q5_0) == 22);
 static_assert(sizeof(block_q5_1) == 24);
 static_assert(sizeof(block_iq4_nl) == 18);
+static_assert(sizeof(block_mxfp4) == 17);
 static_assert(sizeof(block_q2_k) == 84);
 static_assert(sizeof(block_q3_k) == 110);
 static_assert(sizeof(block_q4_k) == 144);

@@ -174,9 +174,10 @@ void exp_n(int64_t n, const float* x, float* y) {
 }
 
 // softmax_reference (attention.cpp) in three passes over the scores, with its operations:
-// the scaled scores' max, exp_n's (two halves of eight) and sum16's per 16-lane chunk (sums
-// added in double), then p * float(1 / total) rounded to half and back.
-void softmax_half(float* s, int n_chunks, float scale) {
+// the scaled scores' max (and the sink's), exp_n's (two halves of eight) and sum16's per
+// 16-lane chunk (sums added in double, then the sink's), then p * float(1 / total) rounded to
+// half and back.
+void softmax_half(float* s, int n_chunks, float scale, float sink) {
   const int64_t n = static_cast<int64_t>(n_chunks) * 16;
   const __m256 sc = _mm256_set1_ps(scale);
   __m256 mx = _mm256_set1_ps(-INFINITY);
@@ -188,7 +189,8 @@ void softmax_half(float* s, int n_chunks, float scale) {
   __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
   m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
   m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-  const __m256 max = _mm256_set1_ps(_mm_cvtss_f32(m4));
+  const float m = std::max(_mm_cvtss_f32(m4), sink);
+  const __m256 max = _mm256_set1_ps(m);
   double sum = 0.0;
   for (int64_t i = 0; i < n; i += 16) {
     _mm256_storeu_ps(s + i, _mm256_sub_ps(_mm256_loadu_ps(s + i), max));
@@ -197,6 +199,7 @@ void softmax_half(float* s, int n_chunks, float scale) {
     exp8_or_scalar(s + i + 8, s + i + 8);
     sum += sum16(s + i);
   }
+  sum += static_cast<double>(std::exp(sink - m));
   const __m256 inv = _mm256_set1_ps(static_cast<float>(1.0 / sum));
   for (int64_t i = 0; i < n; i += 8) {
     const __m128i half = _mm256_cvtps_ph(_mm256_mul_ps(_mm256_loadu_ps(s + i), inv), _MM_FROUND_TO_NEAREST_INT);

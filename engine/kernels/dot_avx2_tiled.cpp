@@ -1,7 +1,8 @@
-// The AVX2 table's tiled kernels (tiled_weights.h): Q4_0 and Q4_K for every step, Q5_0 and
-// Q8_0 for steps under a packed group's four tokens (type_kernels::tiled_small_steps_only).
+// The AVX2 table's tiled kernels (tiled_weights.h): Q4_0, MXFP4 and Q4_K for every step, Q5_0
+// and Q8_0 for steps under a packed group's four tokens (type_kernels::tiled_small_steps_only).
 #include <immintrin.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -34,20 +35,54 @@ inline void add_nibble_line(__m256i lo, __m256i hi, const int8_t* q_lo, const in
   keep_in_register(hi_sum);
 }
 
-// --- Tiled Q4_0 (tiled_layout.h): sixteen rows per record, as two halves of eight -----------
+// --- Tiled Q4_0 and MXFP4 (tiled_layout.h): sixteen rows per record, as two halves of eight --
 //
-//   record: qs chunk c (c < 4) = 64 bytes [row 0 .. row 15][4 nibble pairs]   then d [16] f16
+//   record: qs chunk c (c < 4) = 64 bytes [row 0 .. row 15][4 nibble pairs]   then the scales
 //           half h of a chunk = bytes 32h .. 32h+31 = rows 8h .. 8h+7, one row per 32-bit lane
 //
-// The AVX-512 kernel's order (q4_0_rows, llama.cpp's repacked one): per (row, token) one
-// chain, each block adding float(its exact integer sum of (q - 8) * y) * (dw * da). Without
-// vpdpbusd the products go through maddubs into 16-bit pair sums, which add up exactly across
-// the block's eight groups of four (|sum| <= 8 * 2 * 15 * 127 = 30,480), then one madd
-// widens them: integer sums are the same whatever their order, so the bits are the AVX-512
-// table's. G tokens (1 or 2) share each unpacked chunk.
-template <int G>
-void tiled_q4_0_tokens(int64_t nb, const std::byte* tile, const std::byte* const* a, float* y, int64_t y_stride,
-                       bool ahead) {
+// How a record's codes unpack into unsigned weights (whose bias the activation row's block
+// correction takes off), and half h's eight row scales as floats.
+// kSplitSums: the high nibbles' products in a 16-bit sum of their own (where eight groups'
+// would overflow).
+struct q4_0_records {  // w = q (bias 8); d as f16
+  static constexpr size_t kBytes = kTiledQ4_0RecordBytes;
+  static constexpr bool kSplitSums = false;  // |sum| <= 8 * 2 * 15 * 127 = 30,480
+  static __m256i weights(__m256i codes) { return codes; }
+  static __m256 scales(const std::byte* rec, int h) { return load_record_f16x8(rec + kTiledQ4_0ScalesAt + 16 * h); }
+};
+struct mxfp4_records {  // w = the doubled E2M1 value + kTiledMxfp4Bias; e as mxfp4_scale
+  static constexpr size_t kBytes = kTiledMxfp4RecordBytes;
+  static constexpr bool kSplitSums = true;  // |sum| <= 4 * 2 * 24 * 127 = 24,384 each
+  static __m256i weights(__m256i codes) {
+    alignas(16) static constexpr std::array<int8_t, 16> kBiased = [] {
+      std::array<int8_t, 16> t{};
+      for (int i = 0; i < 16; ++i) t[i] = static_cast<int8_t>(kMxfp4Values[i] + kTiledMxfp4Bias);
+      return t;
+    }();
+    const __m128i table = _mm_load_si128(reinterpret_cast<const __m128i*>(kBiased.data()));
+    return _mm256_shuffle_epi8(_mm256_set_m128i(table, table), codes);
+  }
+  // 2^(e - 128) from the bits, as mxfp4_scale: (e - 1) << 23, or for e < 2 the subnormal 2^21 << e.
+  static __m256 scales(const std::byte* rec, int h) {
+    int64_t bytes;
+    std::memcpy(&bytes, rec + kTiledMxfp4ScalesAt + 8 * h, 8);
+    const __m256i e = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(bytes));
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    const __m256i subnormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, subnormal, small));
+  }
+};
+
+// The AVX-512 kernel's order (repacked_rows, llama.cpp's repacked one): per (row, token) one
+// chain, each block adding float(its exact integer sum of the signed values times y) * (dw *
+// da). Without vpdpbusd the products go through maddubs into 16-bit pair sums, which add up
+// exactly across the block's groups of four (in one sum, or the low and the high nibbles' in
+// two: R::kSplitSums), then madd widens them: integer sums are the same whatever their order, so the bits
+// are the AVX-512 table's. G tokens (1 or 2) share each unpacked chunk.
+template <int G, class R>
+void tiled_repacked_tokens(int64_t nb, const std::byte* tile, const std::byte* const* a, float* y, int64_t y_stride,
+                           bool ahead) {
   __m256 acc[G][2];
   for (auto& token : acc) token[0] = token[1] = _mm256_setzero_ps();
   const __m256i low = _mm256_set1_epi8(0x0F);
@@ -55,25 +90,25 @@ void tiled_q4_0_tokens(int64_t nb, const std::byte* tile, const std::byte* const
   tiled_acts row[G];
   for (int t = 0; t < G; ++t) row[t] = tiled_acts(a[t], nb);
   for (int64_t b = 0; b < nb; ++b) {
-    const std::byte* rec = tile + b * kTiledQ4_0RecordBytes;
-    if (ahead) prefetch_ahead(rec, kTiledQ4_0RecordBytes);
+    const std::byte* rec = tile + b * R::kBytes;
+    if (ahead) prefetch_ahead(rec, R::kBytes);
     for (int h = 0; h < 2; ++h) {
-      __m256i pairs[G];
-      for (auto& p : pairs) p = _mm256_setzero_si256();
+      __m256i lo_pairs[G], hi_pairs[G];
+      for (int t = 0; t < G; ++t) lo_pairs[t] = hi_pairs[t] = _mm256_setzero_si256();
 #pragma GCC unroll 4
       for (int c = 0; c < 4; ++c) {
         const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 64 * c + 32 * h));
-        const __m256i lo = _mm256_and_si256(packed, low);                        // elements 4c..4c+3
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low);  // 16+4c..16+4c+3
+        const __m256i lo = R::weights(_mm256_and_si256(packed, low));                        // 4c..4c+3
+        const __m256i hi = R::weights(_mm256_and_si256(_mm256_srli_epi16(packed, 4), low));  // 16+4c..16+4c+3
         for (int t = 0; t < G; ++t) {
           const int8_t* q = row[t].qs + b * 32;
-          add_nibble_line(lo, hi, q + 4 * c, q + 16 + 4 * c, pairs[t], pairs[t]);
+          add_nibble_line(lo, hi, q + 4 * c, q + 16 + 4 * c, lo_pairs[t], R::kSplitSums ? hi_pairs[t] : lo_pairs[t]);
         }
       }
-      const __m256 dw = load_record_f16x8(rec + kTiledQ4_0ScalesAt + 16 * h);
+      const __m256 dw = R::scales(rec, h);
       for (int t = 0; t < G; ++t) {
-        const __m256i sums =
-            _mm256_add_epi32(_mm256_madd_epi16(pairs[t], ones), _mm256_set1_epi32(row[t].corrections()[b]));
+        __m256i sums = _mm256_add_epi32(_mm256_madd_epi16(lo_pairs[t], ones), _mm256_set1_epi32(row[t].corrections()[b]));
+        if constexpr (R::kSplitSums) sums = _mm256_add_epi32(sums, _mm256_madd_epi16(hi_pairs[t], ones));
         acc[t][h] =
             _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(dw, _mm256_set1_ps(row[t].d[b])), acc[t][h]);
       }
@@ -87,14 +122,14 @@ void tiled_q4_0_tokens(int64_t nb, const std::byte* tile, const std::byte* const
 
 // N tokens in pairs, then one: each pass reads the tile forward (the hardware prefetcher
 // streams it; later passes find it in L2).
-template <int N>
-void tiled_q4_0_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
-                  int64_t y_stride, const std::byte* /*next_tile*/) {
+template <int N, class R>
+void tiled_repacked_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
+                      int64_t y_stride, const std::byte* /*next_tile*/) {
   const std::byte* a[N];
   for (int t = 0; t < N; ++t) a[t] = acts + t * act_stride;
   int t = 0;
-  for (; t + 2 <= N; t += 2) tiled_q4_0_tokens<2>(nb, tile, a + t, y + t * y_stride, y_stride, t == 0);
-  if (t < N) tiled_q4_0_tokens<1>(nb, tile, a + t, y + t * y_stride, y_stride, t == 0);
+  for (; t + 2 <= N; t += 2) tiled_repacked_tokens<2, R>(nb, tile, a + t, y + t * y_stride, y_stride, t == 0);
+  if (t < N) tiled_repacked_tokens<1, R>(nb, tile, a + t, y + t * y_stride, y_stride, t == 0);
 }
 
 // --- Tiled Q5_0 and Q8_0 (tiled_layout.h), for steps under a packed group's four tokens -------
@@ -410,7 +445,8 @@ void tiled_q4_k_n(int64_t nb, const std::byte* tile, const std::byte* acts, size
 
 namespace avx2 {
 
-TANDEM_TILED_DISPATCH(tiled_q4_0, tiled_q4_0_n)
+TANDEM_TILED_DISPATCH(tiled_q4_0, tiled_repacked_n, q4_0_records)
+TANDEM_TILED_DISPATCH(tiled_mxfp4, tiled_repacked_n, mxfp4_records)
 TANDEM_TILED_DISPATCH(tiled_q5_0, tiled_q5_0_n)
 TANDEM_TILED_DISPATCH(tiled_q8_0, tiled_q8_0_n)
 TANDEM_TILED_DISPATCH(tiled_q4_k, tiled_q4_k_n, false)

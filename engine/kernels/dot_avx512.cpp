@@ -68,6 +68,7 @@ const dot_kernels& avx512_dot_kernels() {
           kSimdRows,
           {
               {tensor_type::q4_0, {.ordinary = {.tiled = avx512::tiled_q4_0}}},
+              {tensor_type::mxfp4, {.ordinary = {.tiled = avx512::tiled_mxfp4}}},
               {tensor_type::q4_1,
                {.ordinary = {.group = avx512::group_q4_1,
                              .rows4 = avx512::group4_q4_1,

@@ -26,7 +26,7 @@ std::remove_pointer_t<group_rows4_fn> group4_q4_1;
 std::remove_pointer_t<group_rows4x2_fn> group4x2_q4_1, group4x2_q8_0;
 
 // dot_avx512_tiled.cpp: tiled Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0.
-std::remove_pointer_t<tiled_fn> tiled_q4_0, tiled_q4_1, tiled_q5_0, tiled_q5_1, tiled_q8_0;
+std::remove_pointer_t<tiled_fn> tiled_q4_0, tiled_q4_1, tiled_q5_0, tiled_q5_1, tiled_q8_0, tiled_mxfp4;
 // dot_avx512_tiled_k.cpp: tiled Q4_K and Q6_K, in both orders.
 std::remove_pointer_t<tiled_fn> tiled_q4_k, tiled_q4_k_large, tiled_q6_k, tiled_q6_k_large;
 

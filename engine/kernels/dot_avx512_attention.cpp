@@ -279,7 +279,7 @@ bool weighted_values_group(int64_t hd, const f16_bits* const* v_chunks, size_t v
 }
 #undef TANDEM_GQA_SHAPES
 
-void softmax_half(float* s, int n_chunks, float scale) {
+void softmax_half(float* s, int n_chunks, float scale, float sink) {
   const __m512 sc = _mm512_set1_ps(scale);
   __m512 mx = _mm512_set1_ps(-INFINITY);
   for (int c = 0; c < n_chunks; ++c) {
@@ -287,13 +287,15 @@ void softmax_half(float* s, int n_chunks, float scale) {
     _mm512_storeu_ps(s + 16 * c, x);
     mx = _mm512_max_ps(x, mx);
   }
-  const __m512 max = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+  const float m = std::max(_mm512_reduce_max_ps(mx), sink);
+  const __m512 max = _mm512_set1_ps(m);
   double sum = 0.0;
   for (int c = 0; c < n_chunks; ++c) {
     const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(s + 16 * c), max));
     _mm512_storeu_ps(s + 16 * c, e);
     sum += _mm512_reduce_add_ps(e);
   }
+  sum += static_cast<double>(std::exp(sink - m));
   const __m512 inv = _mm512_set1_ps(static_cast<float>(1.0 / sum));
   for (int c = 0; c < n_chunks; ++c) {
     const __m256i half = _mm512_cvtps_ph(_mm512_mul_ps(_mm512_loadu_ps(s + 16 * c), inv), _MM_FROUND_TO_NEAREST_INT);

@@ -1,11 +1,12 @@
 // The AVX-512 table's tiled kernels of the 32-element types (tiled_weights.h): Q4_0, Q4_1,
-// Q5_0, Q5_1 and Q8_0.
+// Q5_0, Q5_1, Q8_0 and MXFP4.
 // GCC 12 reports -Wmaybe-uninitialized inside the AVX-512 intrinsic headers (their
 // "undefined" source vectors); the code here reads nothing uninitialized.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -154,23 +155,57 @@ void tiled_lanes_n(int64_t nb, const std::byte* tile, const std::byte* acts, siz
   if constexpr (R::kOffsets) tiled_q4_1_offsets<N, R>(nb, tile, a, y, y_stride);
 }
 
-// Q4_0 in the row kernels' order (q4_0_rows: llama.cpp's repacked one): per (row, token) one
-// chain, each block adding dw * da * float(its exact integer sum of (q - 8) * y), which is the
-// sum of q * y started at -8 * (the block's quant sum, from the activation row). G tokens
-// share each unpacked block; a token's whole state is one register, so four fit.
-template <int G>
-void tiled_q4_0_tokens(int64_t nb, const std::byte* tile, const std::byte* const* a, float* y, int64_t y_stride,
-                       tile_prefetch& prefetch) {
+// The records of the types in llama.cpp's repacked order (tiled_layout.h): how a record's
+// codes unpack into unsigned weights w[l] (lane l: elements 4l..4l+3 of the 16 rows), whose
+// bias the activation row's block correction takes off (tiled_weights.cpp), and its 16 row
+// scales as floats.
+struct q4_0_records {  // w = q, bias 8; d as f16
+  static constexpr size_t kBytes = kTiledQ4_0RecordBytes;
+  static void unpack(const std::byte* rec, __m512i* w) { unpack_nibble_record(rec, w); }
+  static __m512 scales(const std::byte* rec) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + kTiledQ4_0ScalesAt)));
+  }
+};
+struct mxfp4_records {  // w = the E2M1 value (doubled) + kTiledMxfp4Bias; the E8M0 bytes as mxfp4_scale
+  static constexpr size_t kBytes = kTiledMxfp4RecordBytes;
+  static void unpack(const std::byte* rec, __m512i* w) {
+    alignas(16) static constexpr std::array<int8_t, 16> kBiased = [] {
+      std::array<int8_t, 16> t{};
+      for (int i = 0; i < 16; ++i) t[i] = static_cast<int8_t>(kMxfp4Values[i] + kTiledMxfp4Bias);
+      return t;
+    }();
+    const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kBiased.data())));
+    unpack_nibble_record(rec, w);
+    for (int l = 0; l < 8; ++l) w[l] = _mm512_shuffle_epi8(table, w[l]);
+  }
+  // 2^(e - 128) from the bits, as mxfp4_scale: (e - 1) << 23, or for e < 2 the subnormal 2^21 << e.
+  static __m512 scales(const std::byte* rec) {
+    const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + kTiledMxfp4ScalesAt)));
+    const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+    const __m512i subnormal = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+    const __mmask16 small = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(small, normal, subnormal));
+  }
+};
+
+// Q4_0 and MXFP4 in the row kernels' order (repacked_rows: llama.cpp's repacked one): per
+// (row, token) one chain, each block adding dw * da * float(its exact integer sum of the
+// signed values times y), which is the sum of the unsigned weights times y started at the
+// block's correction (-bias times its quant sum, from the activation row). G tokens share each
+// unpacked block; a token's whole state is one register, so four fit.
+template <int G, class R>
+void tiled_repacked_tokens(int64_t nb, const std::byte* tile, const std::byte* const* a, float* y, int64_t y_stride,
+                           tile_prefetch& prefetch) {
   __m512 acc[G];
   for (auto& v : acc) v = _mm512_setzero_ps();
   tiled_acts row[G];
   for (int t = 0; t < G; ++t) row[t] = tiled_acts(a[t], nb);
   for (int64_t b = 0; b < nb; ++b) {
     prefetch.step();
-    const std::byte* rec = tile + b * kTiledQ4_0RecordBytes;
+    const std::byte* rec = tile + b * R::kBytes;
     __m512i w[8];
-    unpack_nibble_record(rec, w);
-    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + kTiledQ4_0ScalesAt)));
+    R::unpack(rec, w);
+    const __m512 dw = R::scales(rec);
 #pragma GCC unroll 4
     for (int t = 0; t < G; ++t) {
       const int8_t* q = row[t].qs + b * 32;
@@ -186,12 +221,12 @@ void tiled_q4_0_tokens(int64_t nb, const std::byte* tile, const std::byte* const
   for (int t = 0; t < G; ++t) _mm512_storeu_ps(y + t * y_stride, acc[t]);
 }
 
-template <int N>
-void tiled_q4_0_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
-                  int64_t y_stride, const std::byte* next_tile) {
-  tiled_token_groups<N, std::byte>(nb, acts, act_stride, y, y_stride, next_tile, kTiledQ4_0RecordBytes, 1,
+template <int N, class R>
+void tiled_repacked_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
+                      int64_t y_stride, const std::byte* next_tile) {
+  tiled_token_groups<N, std::byte>(nb, acts, act_stride, y, y_stride, next_tile, R::kBytes, 1,
                                    [&](auto g, const std::byte* const* a, float* yt, tile_prefetch& prefetch) {
-                                     tiled_q4_0_tokens<decltype(g)::value>(nb, tile, a, yt, y_stride, prefetch);
+                                     tiled_repacked_tokens<decltype(g)::value, R>(nb, tile, a, yt, y_stride, prefetch);
                                    });
 }
 
@@ -201,7 +236,8 @@ namespace avx512 {
 
 TANDEM_TILED_DISPATCH(tiled_q4_1, tiled_lanes_n, q4_1_records)
 TANDEM_TILED_DISPATCH(tiled_q8_0, tiled_lanes_n, q8_0_records)
-TANDEM_TILED_DISPATCH(tiled_q4_0, tiled_q4_0_n)
+TANDEM_TILED_DISPATCH(tiled_q4_0, tiled_repacked_n, q4_0_records)
+TANDEM_TILED_DISPATCH(tiled_mxfp4, tiled_repacked_n, mxfp4_records)
 TANDEM_TILED_DISPATCH(tiled_q5_0, tiled_lanes_n, q5_0_records)
 TANDEM_TILED_DISPATCH(tiled_q5_1, tiled_lanes_n, q5_1_records)
 

@@ -28,18 +28,25 @@ struct lanes8 {
 // Element j of a Q4 block (low nibbles are elements 0..15, high nibbles 16..31).
 inline int nibble(const uint8_t* qs, int j) { return j < 16 ? (qs[j] & 0x0f) : (qs[j - 16] >> 4); }
 
-// Q4_0 takes llama.cpp's repacked order (its AVX2/AVX-512 gemv and gemm, which every x86 CPU
-// with AVX2 runs for Q4_0 matrices): one float chain per output, each block adding
-// dw * da * float(the block's exact integer sum).
-void dot_q4_0(int64_t k, const void* w_row, const void* acts, size_t stride, int n, float* out) {
-  const auto* w = static_cast<const block_q4_0*>(w_row);
+// The signed values and float scale of a block of the types llama.cpp repacks (Q4_0, MXFP4).
+inline int value_of(const block_q4_0& b, int j) { return nibble(b.qs, j) - 8; }
+inline int value_of(const block_mxfp4& b, int j) { return kMxfp4Values[nibble(b.qs, j)]; }
+inline float scale_of(const block_q4_0& b) { return f16_to_f32(b.d); }
+inline float scale_of(const block_mxfp4& b) { return mxfp4_scale(b.e); }
+
+// Q4_0 and MXFP4 take llama.cpp's repacked order (its AVX2/AVX-512 gemv and gemm, which every
+// x86 CPU with AVX2 runs for these types' matrices): one float chain per output, each block
+// adding dw * da * float(the block's exact integer sum).
+template <class Block>
+void dot_repacked(int64_t k, const void* w_row, const void* acts, size_t stride, int n, float* out) {
+  const auto* w = static_cast<const Block*>(w_row);
   for (int i = 0; i < n; ++i) {
     const auto* a = reinterpret_cast<const block_q8_0*>(act_row(acts, stride, i));
     float acc = 0.0f;
     for (int64_t b = 0; b < k / kBlock; ++b) {
       int32_t sum = 0;
-      for (int j = 0; j < kBlock; ++j) sum += (nibble(w[b].qs, j) - 8) * a[b].qs[j];
-      acc = std::fma(f16_to_f32(w[b].d) * f16_to_f32(a[b].d), static_cast<float>(sum), acc);
+      for (int j = 0; j < kBlock; ++j) sum += value_of(w[b], j) * a[b].qs[j];
+      acc = std::fma(scale_of(w[b]) * f16_to_f32(a[b].d), static_cast<float>(sum), acc);
     }
     out[i] = acc;
   }
@@ -169,7 +176,7 @@ const dot_kernels& generic_dot_kernels() {
       {tensor_type::f32, dot_f32},
       {tensor_type::f16, dot_f16},
       {tensor_type::bf16, dot_bf16},
-      {tensor_type::q4_0, dot_q4_0},
+      {tensor_type::q4_0, dot_repacked<block_q4_0>},
       {tensor_type::q4_1, dot_q4_1},
       {tensor_type::q5_0, dot_q5_0},
       {tensor_type::q5_1, dot_q5_1},
@@ -181,6 +188,7 @@ const dot_kernels& generic_dot_kernels() {
       {tensor_type::q5_k, dot_q5_k, dot_q5_k_large},
       {tensor_type::q6_k, dot_q6_k, dot_q6_k_large},
       {tensor_type::iq4_xs, dot_iq4_xs, dot_iq4_xs_large},
+      {tensor_type::mxfp4, dot_repacked<block_mxfp4>},
   };
   static const dot_kernels table{
       .isa = "generic",

@@ -40,9 +40,10 @@ void dot_kernels::convert_activation(activation_format format, const float* x, v
   }
 }
 
-int64_t dot_kernels::large_order_tokens(tensor_type type, int64_t step_tokens) {
+int64_t dot_kernels::large_order_tokens(tensor_type type, int64_t step_tokens, large_step_rule rule) {
   switch (type) {
     case tensor_type::q4_k:
+      if (rule == large_step_rule::expert) return 0;
       return step_tokens >= 4 ? step_tokens - step_tokens % 4 : 0;
     case tensor_type::q2_k:
     case tensor_type::q3_k:

@@ -95,6 +95,10 @@ inline constexpr int kTiledMaxTokens = 8;
 // (or, for Q4_K, repacked gemm) summation order (see dot_kernels::large_order_tokens).
 inline constexpr int64_t kLargeStepTokens = 8;
 
+// Whose rule picks a matmul's large-step tokens: llama.cpp's matrix product (mul_mat) or
+// its expert product (mul_mat_id), per expert over the tokens routed to it.
+enum class large_step_rule { dense, expert };
+
 // Attention over an F16 cache, in llama.cpp's summation orders (engine/model/attention.h says
 // which and why); every table gives the same bits.
 //   key_scores: out[j] = q . keys[j] for n <= 16 keys of hd halves each (hd % 16 == 0).
@@ -122,9 +126,12 @@ using weighted_values_group_fn = bool (*)(int64_t hd, const f16_bits* const* v_c
 // Softmax of one head over n_chunks 16-position chunks of raw scores s (positions past the
 // keys hold -inf), in place: s *= scale, e = exp(s - max) (exp_n), chunk sums in float
 // (sum16) added in double, p = e * float(1 / total) rounded to half (to_f16) and back.
-// attention.cpp's softmax_reference composes exactly that from the primitives; a table's own
-// is the same in one pass per step.
-using softmax_half_fn = void (*)(float* s, int n_chunks, float scale);
+// `sink` is a logit that joins the denominator but no value (gpt-oss's attention sinks;
+// -inf for none, which changes no bit): it takes part in the max, and total += double(expf(sink
+// - max)) after the chunks, as ggml's soft_max adds it (libm's expf). attention.cpp's
+// softmax_reference composes exactly that from the primitives; a table's own is the same in
+// one pass per step.
+using softmax_half_fn = void (*)(float* s, int n_chunks, float scale, float sink);
 // Element-wise: y[i] = fast_exp(x[i]) and gate[i] = fast_silu(gate[i]) * up[i]
 // (engine/kernels/fast_exp.h), bit-identical in every table.
 using exp_n_fn = void (*)(int64_t n, const float* x, float* y);
@@ -234,8 +241,11 @@ struct dot_kernels {
 
   // How many leading tokens of a step of step_tokens tokens take the large-step order
   // (0 for types without one): Q4_K step_tokens - step_tokens % 4 from 4 tokens, the other
-  // 256-element types all of them from kLargeStepTokens.
-  static int64_t large_order_tokens(tensor_type type, int64_t step_tokens);
+  // 256-element types all of them from kLargeStepTokens. For one expert's tokens of an
+  // expert product (large_step_rule::expert, llama.cpp's mul_mat_id) Q4_K none: its
+  // repacked product runs the gemv for each token there.
+  static int64_t large_order_tokens(tensor_type type, int64_t step_tokens,
+                                    large_step_rule rule = large_step_rule::dense);
 
   static constexpr int64_t kNarrowTiledCols = 2048;
   // Whether this table takes matrices of this type and width tiled (model.cpp tiles those).

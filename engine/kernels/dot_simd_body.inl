@@ -78,18 +78,30 @@ inline int32_t hsum_i32(__m256i v) {
   return _mm_cvtsi128_si32(s);
 }
 
-// Q4_0 in llama.cpp's repacked order (dot_generic.cpp): one chain per token, each block
-// adding dw * da * float(its exact integer sum). The (up to four) tokens' chains are the lanes
-// of one register: their eight-lane sums fold into one block sum per lane by three hadds.
-template <int N>
-void q4_0_rows(int64_t k, const block_q4_0* w, const std::byte* acts, size_t stride, float* out) {
+// A block's 32 signed values in element order, and its float scale, for the types in
+// llama.cpp's repacked order: Q4_0 (nibble - 8) and MXFP4 (the doubled E2M1 table).
+inline __m256i block_values(const block_q4_0& b) {
+  return _mm256_sub_epi8(unpack_nibbles(b.qs), _mm256_set1_epi8(8));
+}
+inline __m256i block_values(const block_mxfp4& b) {
+  const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values));
+  return _mm256_shuffle_epi8(_mm256_set_m128i(table, table), unpack_nibbles(b.qs));
+}
+inline float block_scale(const block_q4_0& b) { return h2f(b.d); }
+inline float block_scale(const block_mxfp4& b) { return mxfp4_scale(b.e); }
+
+// Q4_0 and MXFP4 in llama.cpp's repacked order (dot_generic.cpp): one chain per token, each
+// block adding dw * da * float(its exact integer sum). The (up to four) tokens' chains are the
+// lanes of one register: their eight-lane sums fold into one block sum per lane by three hadds.
+template <int N, class Block>
+void repacked_rows(int64_t k, const Block* w, const std::byte* acts, size_t stride, float* out) {
   static_assert(N >= 1 && N <= 4);
   __m128 acc = _mm_setzero_ps();  // token i's chain in lane i
   for (int64_t b = 0; b < k / kBlock; ++b) {
     prefetch_block_ahead(w + b);
-    const __m256i x = _mm256_sub_epi8(unpack_nibbles(w[b].qs), _mm256_set1_epi8(8));
+    const __m256i x = block_values(w[b]);
     const __m256i ax = _mm256_sign_epi8(x, x);
-    const float dw = h2f(w[b].d);
+    const float dw = block_scale(w[b]);
     __m256i p[4] = {};
     float da[4] = {};
     for (int i = 0; i < N; ++i) {

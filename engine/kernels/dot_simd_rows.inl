@@ -23,7 +23,8 @@
     }                                                                                             \
   }
 
-#define TANDEM_Q4_0(N) q4_0_rows<N>(k, static_cast<const block_q4_0*>(w_row), acts, stride, out)
+#define TANDEM_Q4_0(N) repacked_rows<N>(k, static_cast<const block_q4_0*>(w_row), acts, stride, out)
+#define TANDEM_MXFP4(N) repacked_rows<N>(k, static_cast<const block_mxfp4*>(w_row), acts, stride, out)
 #define TANDEM_Q4_1(N) q4_1_rows<N>(k, static_cast<const block_q4_1*>(w_row), acts, stride, out)
 #define TANDEM_Q8_0(N) q8_0_rows<N>(k, static_cast<const block_q8_0*>(w_row), acts, stride, out)
 #define TANDEM_F16(N)                                                                  \
@@ -38,6 +39,7 @@
       [](float f) { return f; })
 
 TANDEM_DISPATCH_ROWS(dot_q4_0, TANDEM_Q4_0)
+TANDEM_DISPATCH_ROWS(dot_mxfp4, TANDEM_MXFP4)
 TANDEM_DISPATCH_ROWS(dot_q4_1, TANDEM_Q4_1)
 TANDEM_DISPATCH_ROWS(dot_q8_0, TANDEM_Q8_0)
 TANDEM_DISPATCH_ROWS(dot_f16, TANDEM_F16)
@@ -45,6 +47,7 @@ TANDEM_DISPATCH_ROWS(dot_bf16, TANDEM_BF16)
 TANDEM_DISPATCH_ROWS(dot_f32, TANDEM_F32)
 
 #undef TANDEM_Q4_0
+#undef TANDEM_MXFP4
 #undef TANDEM_Q4_1
 #undef TANDEM_Q8_0
 #undef TANDEM_F16
@@ -170,4 +173,5 @@ constexpr type_rows kSimdRows[] = {
     {tensor_type::q5_k, dot_q5_k, dot_q5_k_large},
     {tensor_type::q6_k, dot_q6_k, dot_q6_k_large},
     {tensor_type::iq4_xs, dot_iq4_xs, dot_iq4_xs_large},
+    {tensor_type::mxfp4, dot_mxfp4},
 };

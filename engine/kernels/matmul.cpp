@@ -174,9 +174,9 @@ void tiled_matmul(std::span<const matmul_output> outputs, const dot_kernels& ker
 }  // namespace
 
 void matmul(const weight_view& w, const float* x, int64_t x_stride, int64_t n_tok, float* y, int64_t y_stride,
-            const dot_kernels& kernels, thread_pool& pool, matmul_scratch& scratch) {
+            const dot_kernels& kernels, thread_pool& pool, matmul_scratch& scratch, large_step_rule rule) {
   const matmul_output out{w, y, y_stride};
-  matmul(std::span<const matmul_output>(&out, 1), x, x_stride, n_tok, kernels, pool, scratch);
+  matmul(std::span<const matmul_output>(&out, 1), x, x_stride, n_tok, kernels, pool, scratch, rule);
 }
 
 namespace {
@@ -290,7 +290,7 @@ void matmul_in_order(std::span<const matmul_output> outputs, const float* x, int
 }  // namespace
 
 void matmul(std::span<const matmul_output> outputs, const float* x, int64_t x_stride, int64_t n_tok,
-            const dot_kernels& kernels, thread_pool& pool, matmul_scratch& scratch) {
+            const dot_kernels& kernels, thread_pool& pool, matmul_scratch& scratch, large_step_rule rule) {
   if (n_tok <= 0 || outputs.empty()) return;
   const weight_view& w = outputs[0].w;
   for (const auto& o : outputs) {
@@ -299,7 +299,7 @@ void matmul(std::span<const matmul_output> outputs, const float* x, int64_t x_st
     }
   }
   // The step's leading tokens in llama.cpp's large-step order, the rest in the ordinary one.
-  const int64_t n_large = dot_kernels::large_order_tokens(w.type, n_tok);
+  const int64_t n_large = dot_kernels::large_order_tokens(w.type, n_tok, rule);
   if (n_large > 0) matmul_in_order(outputs, x, x_stride, n_large, true, kernels, pool, scratch);
   if (n_large == n_tok) return;
   std::vector<matmul_output> rest(outputs.begin(), outputs.end());

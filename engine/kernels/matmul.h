@@ -63,13 +63,16 @@ void pack_q8_x4(activation_format format, const std::byte* rows, size_t act_stri
 // by the kernels of `kernels` (the caller's table: the model's, or a test's).
 //   x: [n_tok, w.cols] floats, row stride x_stride;  y: [n_tok, w.rows], row stride y_stride.
 // Tiled weights (w.tiled) must be tiled for that table (dot_kernels::tiles).
+// rule: whose choice of the large-step order the step's tokens follow (dot_kernels.h).
 void matmul(const weight_view& w, const float* x, int64_t x_stride, int64_t n_tok, float* y, int64_t y_stride,
-            const dot_kernels& kernels, thread_pool& pool, matmul_scratch& scratch);
+            const dot_kernels& kernels, thread_pool& pool, matmul_scratch& scratch,
+            large_step_rule rule = large_step_rule::dense);
 
 // Several weights applied to the same input (e.g. Q, K and V): the input is converted once
 // and all outputs' rows share one parallel pass. The weights must have one type and width
 // (std::invalid_argument otherwise). Each output gets the bits a single matmul would give.
 void matmul(std::span<const matmul_output> outputs, const float* x, int64_t x_stride, int64_t n_tok,
-            const dot_kernels& kernels, thread_pool& pool, matmul_scratch& scratch);
+            const dot_kernels& kernels, thread_pool& pool, matmul_scratch& scratch,
+            large_step_rule rule = large_step_rule::dense);
 
 }  // namespace tandem::kernels

@@ -1,5 +1,6 @@
 #include "engine/kernels/ops.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -43,14 +44,37 @@ void rms_norm_rows(const float* x, const float* w, float* y, int64_t n_rows, int
   for (; r < n_rows; ++r) rms_norm(x + r * n, w, y + r * n, n, eps);
 }
 
+void yarn_corr_dims(int32_t n_rot, uint32_t original_ctx, float freq_base, float beta_fast, float beta_slow,
+                    float& low, float& high) {
+  // The pair whose wavelength turns `turns` times in the original context.
+  auto dim = [&](float turns) {
+    return static_cast<float>(n_rot) *
+           std::log(static_cast<float>(original_ctx) / (turns * 2 * static_cast<float>(M_PI))) /
+           (2 * std::log(freq_base));
+  };
+  low = std::max(0.0f, std::floor(dim(beta_fast)));
+  high = std::min(static_cast<float>(n_rot - 1), std::ceil(dim(beta_slow)));
+}
+
 void rope_angles(const rope_params& p, int32_t pos, float* cos_sin) {
   const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_rot));
+  // YaRN's magnitude: ggml's build fuses 1 + 0.1 * ln(...) into one multiply-add.
+  const float mscale =
+      p.ext_factor != 0.0f ? p.mscale * std::fma(0.1f, std::log(1.0f / p.freq_scale), 1.0f) : p.mscale;
   float theta = static_cast<float>(pos);
   for (int32_t i = 0; i < p.n_rot / 2; ++i) {
     const float factor = p.freq_factors.empty() ? 1.0f : p.freq_factors[static_cast<size_t>(i)];
-    const float angle = p.freq_scale * (theta / factor);
-    cos_sin[2 * i] = std::cos(angle) * p.mscale;
-    cos_sin[2 * i + 1] = std::sin(angle) * p.mscale;
+    const float extrapolated = theta / factor;
+    const float interpolated = p.freq_scale * extrapolated;
+    float angle = interpolated;
+    if (p.ext_factor != 0.0f) {
+      const float y = (static_cast<float>(i) - p.corr_low) / std::max(0.001f, p.corr_high - p.corr_low);
+      const float mix = (1 - std::min(1.0f, std::max(0.0f, y))) * p.ext_factor;
+      // interpolated * (1 - mix) + extrapolated * mix, the first product fused as ggml's build does.
+      angle = std::fma(interpolated, 1 - mix, extrapolated * mix);
+    }
+    cos_sin[2 * i] = std::cos(angle) * mscale;
+    cos_sin[2 * i + 1] = std::sin(angle) * mscale;
     theta *= theta_scale;
   }
 }
@@ -117,6 +141,14 @@ float gelu_tanh(float x) {
   if (x <= -10.0f) return 0.0f;
   if (x >= 10.0f) return x;
   return f16_to_f32(gelu_table()[f32_to_f16(x)]);
+}
+
+void swiglu_oai(int64_t n, float* gate, const float* up) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = std::min(gate[i], kSwigluOaiLimit);
+    const float y = std::clamp(up[i], -kSwigluOaiLimit, kSwigluOaiLimit);
+    gate[i] = x / (1.0f + std::exp(kSwigluOaiAlpha * -x)) * (y + 1.0f);
+  }
 }
 
 void geglu(int64_t n, float* gate, const float* up) {

@@ -14,17 +14,31 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
 // four rows' chains run side by side.
 void rms_norm_rows(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps);
 
-// RoPE parameters: theta_i(pos) = pos * freq_scale * base^(-2i / n_rot) / freq_factor[i].
+// RoPE parameters: theta_i(pos) = pos * base^(-2i / n_rot) / freq_factor[i], rotated by
+// freq_scale * theta_i (interpolation), or with YaRN (ext_factor != 0) by a mix of the two
+// ramping from theta_i (extrapolation, pairs i below corr_low) to freq_scale * theta_i (pairs
+// above corr_high), as ggml's rope_yarn computes it.
 struct rope_params {
   int32_t n_rot = 0;
   float freq_base = 10000.0f;
-  float freq_scale = 1.0f;              // 1 / linear scaling factor
+  float freq_scale = 1.0f;              // 1 / the scaling factor (linear and YaRN scaling)
   std::span<const float> freq_factors;  // [n_rot / 2] or empty
-  float mscale = 1.0f;                  // cos and sin are multiplied by it (Phi-3 LongRoPE)
+  float mscale = 1.0f;                  // cos and sin are multiplied by it (llama.cpp's attn_factor)
+  // YaRN: mix = ramp(i) * ext_factor, ramp(i) = 1 - clamp((i - corr_low) / max(0.001, corr_high - corr_low), 0, 1);
+  // theta = interpolated * (1 - mix) + extrapolated * mix, and mscale * (1 + 0.1 ln(1 / freq_scale)).
+  float ext_factor = 0.0f;
+  float corr_low = 0.0f, corr_high = 0.0f;  // yarn_corr_dims
 };
 
-// cos_sin[2i] = cos(theta_i(pos)) * mscale, cos_sin[2i + 1] = sin(theta_i(pos)) * mscale, i < n_rot / 2.
-// theta advances by repeated multiplication in float, as ggml's rope cache does.
+// YaRN's correction range for a RoPE base: the pairs whose wavelength fits beta_fast and
+// beta_slow turns into the original context, floor and ceil, clamped to [0, n_rot - 1]
+// (ggml_rope_yarn_corr_dims).
+void yarn_corr_dims(int32_t n_rot, uint32_t original_ctx, float freq_base, float beta_fast, float beta_slow,
+                    float& low, float& high);
+
+// cos_sin[2i] = cos(angle_i(pos)) * m, cos_sin[2i + 1] = sin(angle_i(pos)) * m, i < n_rot / 2,
+// angle and m as rope_params says. theta advances by repeated multiplication in float, as
+// ggml's rope cache does, and the YaRN mix is fused as llama.cpp's build fuses it.
 void rope_angles(const rope_params& p, int32_t pos, float* cos_sin);
 
 // Rotates adjacent pairs (x[2i], x[2i+1]) of the first n_rot dims of each of n_heads heads
@@ -43,5 +57,12 @@ float gelu_tanh(float x);
 
 // GeGLU in place: gate[i] = gelu_tanh(gate[i]) * up[i].
 void geglu(int64_t n, float* gate, const float* up);
+
+// gpt-oss's clamped SwiGLU in place (llama.cpp's swiglu_oai, alpha and limit fixed there too):
+//   x = min(gate, limit), y = clamp(up, -limit, limit), gate = x / (1 + expf(-alpha x)) * (y + 1)
+// with libm's expf, as ggml's scalar loop computes it.
+inline constexpr float kSwigluOaiAlpha = 1.702f;
+inline constexpr float kSwigluOaiLimit = 7.0f;
+void swiglu_oai(int64_t n, float* gate, const float* up);
 
 }  // namespace tandem::kernels

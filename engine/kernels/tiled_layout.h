@@ -23,6 +23,13 @@ inline constexpr size_t kTiledQ4_1RecordBytes = 320;
 inline constexpr size_t kTiledQ4_0ScalesAt = 256;
 inline constexpr size_t kTiledQ4_0RecordBytes = 288;
 
+// MXFP4: qs [4][16][4] code pairs (as Q4_0's nibbles), then e [16] u8 (E8M0). The kernels
+// read a code as its doubled E2M1 value (kMxfp4Values) plus kTiledMxfp4Bias, an unsigned
+// weight; the activation row's block correction takes the bias off (as Q4_0's 8).
+inline constexpr size_t kTiledMxfp4ScalesAt = 256;
+inline constexpr size_t kTiledMxfp4RecordBytes = 272;
+inline constexpr int kTiledMxfp4Bias = 12;
+
 // Q5_0: qs as Q4_0, then qh [16] u32 (the rows' fifth bits), then d [16] f16.
 inline constexpr size_t kTiledQ5_0HighAt = 256;
 inline constexpr size_t kTiledQ5_0ScalesAt = 320;

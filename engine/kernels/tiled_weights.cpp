@@ -10,7 +10,7 @@ namespace tandem::kernels {
 bool tileable(const weight_view& w) {
   const bool type_ok = w.type == tensor_type::q4_0 || w.type == tensor_type::q4_1 || w.type == tensor_type::q8_0 ||
                        w.type == tensor_type::q5_0 || w.type == tensor_type::q5_1 || w.type == tensor_type::q4_k ||
-                       w.type == tensor_type::q6_k;
+                       w.type == tensor_type::q6_k || w.type == tensor_type::mxfp4;
   return type_ok && w.rows > 0 && w.rows % kTileRows == 0 && w.cols % tiled_record_elements(w.type) == 0;
 }
 
@@ -111,6 +111,10 @@ void tile_weight(const weight_view& w, std::byte* dst, int64_t tile_begin, int64
           std::memcpy(rec + kTiledQ5_1HighAt + r * 4, blk.qh, 4);
           std::memcpy(rec + kTiledQ5_1ScalesAt + r * 2, &blk.d, 2);
           std::memcpy(rec + kTiledQ5_1MinsAt + r * 2, &blk.m, 2);
+        } else if (w.type == tensor_type::mxfp4) {
+          const auto& blk = reinterpret_cast<const block_mxfp4*>(row)[b];
+          scatter_dwords(blk.qs, 4, rec, 0, r);
+          rec[kTiledMxfp4ScalesAt + r] = blk.e;
         } else if (w.type == tensor_type::q4_0) {
           const auto& blk = reinterpret_cast<const block_q4_0*>(row)[b];
           scatter_dwords(blk.qs, 4, rec, 0, r);
@@ -154,6 +158,7 @@ size_t tiled_act_row_bytes(tensor_type type, int64_t k) {
     case tensor_type::q4_0:
     case tensor_type::q5_0:
     case tensor_type::q8_0:
+    case tensor_type::mxfp4:
       return static_cast<size_t>(k / 32) * (32 + 4 + 32);
     case tensor_type::q4_k:
     case tensor_type::q6_k:
@@ -168,22 +173,27 @@ void tile_activation_row(tensor_type type, const std::byte* row, int64_t k, std:
     std::memcpy(dst, row, activation_row_bytes(activation_format::q8_k, k));
     return;
   }
-  if (type != tensor_type::q4_0 && type != tensor_type::q5_0 && type != tensor_type::q8_0) {
+  const bool per_block = type == tensor_type::q4_0 || type == tensor_type::mxfp4;
+  if (!per_block && type != tensor_type::q5_0 && type != tensor_type::q8_0) {
     return tile_activation_row(activation_format_for(type), row, k, dst);
   }
   const int64_t nb = k / kBlock;
   auto* qs = reinterpret_cast<int8_t*>(dst);
   auto* d = reinterpret_cast<float*>(dst + nb * kBlock);
   // The weights' bias taken off as the integer sums' starting values: the stored quants are
-  // q + 8 (Q4_0), q + 16 (Q5_0) or q + 128 (Q8_0), so each product sum starts at -bias * (its
-  // activations' sum): per block for Q4_0, per lane of four for the others.
+  // q + 8 (Q4_0), q + 16 (Q5_0), q + 128 (Q8_0), or read as value + 12 (MXFP4), so each product
+  // sum starts at -bias * (its activations' sum): per block for Q4_0 and MXFP4, per lane of
+  // four for the others.
   auto* corrections = reinterpret_cast<int32_t*>(dst + nb * kBlock + nb * 4);
-  const int32_t bias = type == tensor_type::q4_0 ? 8 : type == tensor_type::q5_0 ? 16 : 128;
+  const int32_t bias = type == tensor_type::q4_0    ? 8
+                       : type == tensor_type::mxfp4 ? kTiledMxfp4Bias
+                       : type == tensor_type::q5_0  ? 16
+                                                    : 128;
   for (int64_t b = 0; b < nb; ++b) {
     const auto& blk = reinterpret_cast<const block_q8_0*>(row)[b];
     std::memcpy(qs + b * kBlock, blk.qs, kBlock);
     d[b] = f16_to_f32(blk.d);
-    if (type == tensor_type::q4_0) {
+    if (per_block) {
       int32_t sum = 0;
       for (int i = 0; i < kBlock; ++i) sum += blk.qs[i];
       corrections[b] = -bias * sum;

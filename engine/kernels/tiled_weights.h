@@ -14,6 +14,8 @@
 //
 //   Q4_0 (288 bytes): qs as Q4_1, then d [16] f16          (value = d * (q - 8))
 //
+//   MXFP4 (272 bytes): qs as Q4_1 (E2M1 codes), then e [16] u8  (value = 2^(e-128) * table[q])
+//
 //   Q5_0 (352 bytes): qs as Q4_1, qh [16] u32 (bit e: element e's fifth bit), d [16] f16
 //                                                          (value = d * (q - 16))
 //
@@ -41,7 +43,7 @@
 // d [nb] f32, then aux: for Q4_1 and Q5_1 [nb] s = d * sum(qs) as f32 (the Q8_1 sum); for Q5_0
 // and Q8_0 [nb][8] i32, -16 or -128 times the sum of lane l's four quants (the weights' bias,
 // taken off lane by lane as the integer sum's start); for Q4_0 [nb] i32, -8 times the block's
-// quant sum (likewise). Q4_K and Q6_K meet the Q8_K row itself. All come from the row formats of
+// quant sum (likewise), for MXFP4 the same with -12 (its codes' bias, tiled_layout.h). Q4_K and Q6_K meet the Q8_K row itself. All come from the row formats of
 // activation_format.h, so the quants are the ones the row kernels see.
 //
 // Per (row, token) the sums are:
@@ -53,7 +55,7 @@
 //   Q5_0, Q5_1, Q8_0, Q4_K, Q6_K: the row kernels' order too (dot_simd_body.inl, dot_simd_quants.inl):
 //         the same bits tiled or not (llama.cpp's vec_dot and tinyBLAS order for Q8_0, which
 //         matters where a Q8_0 matrix feeds a re-quantized activation).
-//   Q4_0: the row kernels' order, which for Q4_0 is llama.cpp's repacked one (its AVX2/AVX-512
+//   Q4_0, MXFP4: the row kernels' order, which for them is llama.cpp's repacked one (its AVX2/AVX-512
 //         gemv and gemm, what llama.cpp runs for Q4_0 matrices on x86): one chain per output,
 //         each block adding dw * da * float(the block's exact integer sum).
 // Both are the same for any number of tokens in the step: a token's logits never depend on
@@ -69,11 +71,14 @@
 
 namespace tandem::kernels {
 
-// Bytes of one (tile, block) record of a tileable type (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K).
+// Bytes of one (tile, block) record of a tileable type (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K,
+// MXFP4).
 inline size_t tiled_record_bytes(tensor_type type) {
   switch (type) {
     case tensor_type::q4_0:
       return kTiledQ4_0RecordBytes;
+    case tensor_type::mxfp4:
+      return kTiledMxfp4RecordBytes;
     case tensor_type::q5_0:
       return kTiledQ5_0RecordBytes;
     case tensor_type::q5_1:

@@ -5,10 +5,11 @@
 namespace tandem {
 namespace {
 
-constexpr std::array<architecture_traits, 5> kArchitectures = {{
+constexpr std::array<architecture_traits, 6> kArchitectures = {{
     {.name = "llama"},
     {.name = "qwen2", .rope = rope_style::neox},
     {.name = "qwen3", .rope = rope_style::neox, .qk_norm = true},
+    {.name = "qwen3moe", .rope = rope_style::neox, .qk_norm = true, .moe_only = true},
     {.name = "gemma3",
      .rope = rope_style::neox,
      .activation = ffn_activation::gelu_tanh,
@@ -30,6 +31,6 @@ const architecture_traits* find_architecture(std::string_view name) {
   return nullptr;
 }
 
-std::string_view supported_architectures() { return "llama, qwen2, qwen3, gemma3, phi3"; }
+std::string_view supported_architectures() { return "llama, qwen2, qwen3, qwen3moe, gemma3, phi3"; }
 
 }  // namespace tandem

@@ -13,6 +13,9 @@
 //     h = rms_norm(x)
 //     f = Wdown (act(Wgate h) * Wup h)  silu | tanh-GELU; gate and up   activation, fused_gate_up
 //                                       fused in one ffn_up for phi3
+//       or, a mixture of experts (the file's expert_count > 0; always for moe_only):
+//     f = sum over the k experts e the router picks for the token     gating, expert_weights_norm
+//           of w_e Wdown_e (act(Wgate_e h) * Wup_e h)                  (engine/experts/)
 //     x = x + [rms_norm](f)                                             post_norms
 //   logits = Wout rms_norm(x) [softcapped]
 #pragma once
@@ -32,6 +35,13 @@ enum class ffn_activation : uint8_t {
   gelu_tanh,  // GeGLU with the tanh approximation of GELU
 };
 
+// How a mixture-of-experts layer weighs the k experts it picks from the router's logits z
+// (one per expert), as llama.cpp's build_moe_ffn does:
+enum class expert_gating : uint8_t {
+  softmax,           // p = softmax(z) over all experts; the k largest p, each weighted by its p
+  softmax_of_top_k,  // the k largest z; weights softmax(z) over those k (gpt-oss)
+};
+
 struct architecture_traits {
   std::string_view name;  // general.architecture
   rope_style rope = rope_style::normal;
@@ -49,6 +59,12 @@ struct architecture_traits {
   // gemma3: 1/sqrt(n_embd / n_head) for the 62-layer (27B) model, else 1/sqrt(head size),
   // as llama.cpp decides it (the file carries no scale key).
   bool attention_scale_from_width_for_27b = false;
+  // Mixtures of experts: every layer's FFN is one (qwen3moe; else only a file with
+  // <arch>.expert_count > 0 has them, as llama files of Mixtral do).
+  bool moe_only = false;
+  expert_gating gating = expert_gating::softmax;
+  // The k chosen weights divided by their sum (floored at 2^-14, llama.cpp's clamp).
+  bool expert_weights_norm = true;
 };
 
 // The traits of `name`, or nullptr for an architecture Tandem does not run.

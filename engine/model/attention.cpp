@@ -8,9 +8,9 @@
 namespace tandem {
 
 // The softmax as the primitives compose it (kernels/dot_kernels.h, softmax_half): scale
-// and max, exponentials and their chunk sums in float added in double, then probabilities
-// rounded to half.
-void softmax_reference(const kernels::dot_kernels& kernels, float* s, int32_t n_chunks, float scale) {
+// and max (with the sink's), exponentials and their chunk sums in float added in double (then
+// the sink's), then probabilities rounded to half.
+void softmax_reference(const kernels::dot_kernels& kernels, float* s, int32_t n_chunks, float scale, float sink) {
   constexpr int kLanes = 16;
   const size_t padded = static_cast<size_t>(n_chunks) * kLanes;
   float max = -INFINITY;
@@ -18,6 +18,7 @@ void softmax_reference(const kernels::dot_kernels& kernels, float* s, int32_t n_
     s[j] *= scale;
     max = std::max(max, s[j]);
   }
+  max = std::max(max, sink);
   double sum = 0.0;
   for (size_t j0 = 0; j0 < padded; j0 += kLanes) {
     float* e = s + j0;
@@ -25,6 +26,7 @@ void softmax_reference(const kernels::dot_kernels& kernels, float* s, int32_t n_
     kernels.exp_n(kLanes, e, e);
     sum += kernels.sum16(e);
   }
+  sum += static_cast<double>(std::exp(sink - max));
   const auto inv = static_cast<float>(1.0 / sum);
   for (size_t j0 = 0; j0 < padded; j0 += kLanes) {
     kernels::f16_bits halves[kLanes];
@@ -35,9 +37,22 @@ void softmax_reference(const kernels::dot_kernels& kernels, float* s, int32_t n_
   }
 }
 
+void softmax_heads(const kernels::dot_kernels& kernels, float* const* scores, int n_q, int32_t n_chunks, float scale,
+                   const float* sinks) {
+  for (int h = 0; h < n_q; ++h) {
+    const float sink = sinks != nullptr ? sinks[h] : -INFINITY;
+    if (kernels.softmax_half) {
+      kernels.softmax_half(scores[h], n_chunks, scale, sink);
+    } else {
+      softmax_reference(kernels, scores[h], n_chunks, scale, sink);
+    }
+  }
+}
+
 void attend_heads(const kernels::dot_kernels& kernels, const kv_pool& pool, uint32_t layer, const block_table& blocks,
                   int32_t first_key, int32_t n_keys, uint32_t kv_head, const kernels::f16_bits* const* q_f16, int n_q,
-                  float scale, bool single_token, attention_scratch& scratch, float* const* out) {
+                  float scale, const float* sinks, bool single_token, attention_scratch& scratch,
+                  float* const* out) {
   constexpr int kLanes = 16;
   if (n_q < 1 || n_q > kMaxGroupedHeads) {
     throw std::invalid_argument("attend_heads: 1 to " + std::to_string(kMaxGroupedHeads) + " query heads per kv head");
@@ -73,13 +88,7 @@ void attend_heads(const kernels::dot_kernels& kernels, const kv_pool& pool, uint
   for (int h = 0; h < n_q; ++h) std::fill(scores[h], scores[h] + (first_key - c0 * kLanes), -INFINITY);
 
   // Softmax per head, in place: the scores become probabilities rounded to half.
-  for (int h = 0; h < n_q; ++h) {
-    if (kernels.softmax_half) {
-      kernels.softmax_half(scores[h], n_chunks, scale);
-    } else {
-      softmax_reference(kernels, scores[h], n_chunks, scale);
-    }
-  }
+  softmax_heads(kernels, scores, n_q, n_chunks, scale, sinks);
 
   // Values: V blocks are stored transposed ([head_dim][block_tokens] per head).
   scratch.v_chunks.resize(static_cast<size_t>(n_chunks));

@@ -28,8 +28,13 @@ struct attention_scratch {
 };
 
 // Softmax of one head's raw scores in place, composed from the table's primitives (the
-// reference for kernels::dot_kernels::softmax_half, which a table may fuse).
-void softmax_reference(const kernels::dot_kernels& kernels, float* s, int32_t n_chunks, float scale);
+// reference for kernels::dot_kernels::softmax_half, which a table may fuse); sink: -inf for
+// none.
+void softmax_reference(const kernels::dot_kernels& kernels, float* s, int32_t n_chunks, float scale, float sink);
+// The softmax of n_q heads' scores, each with its sink (sinks[h]; none when sinks is null),
+// by the table's fused kernel where it has one.
+void softmax_heads(const kernels::dot_kernels& kernels, float* const* scores, int n_q, int32_t n_chunks, float scale,
+                   const float* sinks);
 
 // The most query heads one attend_heads call takes.
 inline constexpr int kMaxGroupedHeads = 16;
@@ -48,9 +53,13 @@ inline constexpr int kMaxGroupedHeads = 16;
 //
 //   positions  0 ......... 64 ......... 128 ..x....... 192 ....p
 //   groups     [ skipped  ][ skipped   ][ masked|read ][ read ]    x = first_key, p = n_keys - 1
+//
+// sinks: null, or head h's attention-sink logit at sinks[h] (gpt-oss), which joins that
+// head's softmax denominator as llama.cpp's soft_max adds it (softmax_half_fn).
 void attend_heads(const kernels::dot_kernels& kernels, const kv_pool& pool, uint32_t layer, const block_table& blocks,
                   int32_t first_key, int32_t n_keys, uint32_t kv_head, const kernels::f16_bits* const* q_f16, int n_q,
-                  float scale, bool single_token, attention_scratch& scratch, float* const* out);
+                  float scale, const float* sinks, bool single_token, attention_scratch& scratch,
+                  float* const* out);
 
 // The same over a Q8_0 cache (kv_pool dtype q8_0). q_q8: the n_q query heads, each in Q8_0
 // blocks (quantize_q8 of its floats; llama.cpp likewise converts the query to the K cache's
@@ -66,6 +75,6 @@ void attend_heads(const kernels::dot_kernels& kernels, const kv_pool& pool, uint
 // pass with those keys masked.
 void attend_heads_q8(const kernels::dot_kernels& kernels, const kv_pool& pool, uint32_t layer,
                      const block_table& blocks, int32_t first_key, int32_t n_keys, uint32_t kv_head, const void* q_q8,
-                     int n_q, float scale, attention_scratch& scratch, float* const* out);
+                     int n_q, float scale, const float* sinks, attention_scratch& scratch, float* const* out);
 
 }  // namespace tandem

@@ -10,7 +10,7 @@ namespace tandem {
 
 void attend_heads_q8(const kernels::dot_kernels& kernels, const kv_pool& pool, uint32_t layer,
                      const block_table& blocks, int32_t first_key, int32_t n_keys, uint32_t kv_head, const void* q_q8,
-                     int n_q, float scale, attention_scratch& scratch, float* const* out) {
+                     int n_q, float scale, const float* sinks, attention_scratch& scratch, float* const* out) {
   constexpr int kLanes = 16;
   if (n_q < 1 || n_q > kMaxGroupedHeads) {
     throw std::invalid_argument("attend_heads_q8: 1 to " + std::to_string(kMaxGroupedHeads) +
@@ -62,13 +62,7 @@ void attend_heads_q8(const kernels::dot_kernels& kernels, const kv_pool& pool, u
     std::fill(read[h] + n_read, scores[h] + padded, -INFINITY);
   }
 
-  for (int h = 0; h < n_q; ++h) {
-    if (kernels.softmax_half) {
-      kernels.softmax_half(scores[h], n_chunks, scale);
-    } else {
-      softmax_reference(kernels, scores[h], n_chunks, scale);
-    }
-  }
+  softmax_heads(kernels, scores, n_q, n_chunks, scale, sinks);
 
   // Values of the window's keys only: a masked key's probability is 0, and fma(0, v, acc)
   // leaves acc as it is, so starting at first_key is the full pass's sum.

@@ -46,8 +46,10 @@ tiled_region tile_weights(model_weights& w, const kernels::dot_kernels& k, threa
   // Every matrix a product reads: all but the embedding table, which is gathered by row (a
   // tied head is `output`, a view of the same bytes).
   std::vector<kernels::weight_view*> views;
+  // An expert stack only when each expert's rows are whole tiles (cut per expert as it runs).
   for_each_matrix(w, [&](const matrix_ref& m) {
-    if (m.role != matrix_role::token_embd && k.tiles(m.view.type, m.view.cols) && kernels::tileable(m.view)) {
+    if (m.role != matrix_role::token_embd && k.tiles(m.view.type, m.view.cols) && kernels::tileable(m.view) &&
+        (m.slices == 1 || experts::whole_tiles_per_expert(m.view, m.slices))) {
       views.push_back(&m.view);
     }
   });
@@ -143,6 +145,7 @@ model::model(gguf::file file, const model_options& options)
     tiled_origin_ = region.origin;
   }
   swa_rope_differs_ = config_.has_swa();
+  routes_.resize(config_.n_layer);
 }
 
 std::unique_ptr<model> model::open(const std::filesystem::path& path, const model_options& options) {
@@ -170,7 +173,7 @@ void model::matmul_shared(const std::vector<float>& x, int64_t n_tok,
 
 void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
   const model_config& c = config_;
-  const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff;
+  const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.has_experts() ? 0 : c.n_ff;  // the dense FFN's width
   const int bt = cache.block_tokens();
 
   // Flatten the batch: token t belongs to sequence seq[t] at position pos[t].
@@ -214,6 +217,7 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
   b.q8.resize(static_cast<size_t>(pool_.size()) * c.q_dim() / kernels::kBlock * sizeof(kernels::block_q8_0));
   b.pos.resize(T);
   b.seq.resize(T);
+  b.single_order.resize(T);
 
   // Token embeddings (or the step's embedding rows) and per-token positions.
   {
@@ -224,6 +228,7 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
       for (size_t j = 0; j < s.tokens.size(); ++j, ++t) {
         b.pos[t] = s.start_pos + static_cast<int32_t>(j);
         b.seq[t] = static_cast<int32_t>(i);
+        b.single_order[t] = llama_cpp_order_ && (s.tokens.size() == 1 || s.decode_numerics) ? 1 : 0;
         if (given[j] != nullptr) {  // already in embedding space: no lookup, no scaling
           std::copy(given[j], given[j] + E, &b.x[t * E]);
           continue;
@@ -287,6 +292,9 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
       case ffn_kind::dense:
         ffn_dense(w, T);
         break;
+      case ffn_kind::moe:
+        ffn_moe(w, T);
+        break;
     }
     add_sublayer_output(w.post_ffn_norm, T);
   }
@@ -340,19 +348,35 @@ void model::ffn_dense(const layer_weights& w, int64_t T) {
   const int64_t F = config_.n_ff;
   auto& b = buf_;
   matmul_shared(b.h, T, {{w.w_gate, b.gate.data(), F}, {w.w_up, b.up.data(), F}});
-  auto act = [&](int64_t t) {
-    if (config_.arch->activation == ffn_activation::gelu_tanh) {
-      kernels::geglu(F, &b.gate[t * F], &b.up[t * F]);
-    } else {
-      kernels_.swiglu(F, &b.gate[t * F], &b.up[t * F]);
-    }
-  };
+  auto act = [&](int64_t t) { activate(F, &b.gate[t * F], &b.up[t * F]); };
   if (T < kParallelRowThreshold) {
     for (int64_t t = 0; t < T; ++t) act(t);
   } else {
     pool_.parallel_for(T, [&](int64_t t, int) { act(t); });
   }
   matmul(w.w_down, b.gate, T, b.proj);
+}
+
+// b.proj = the mixture of the experts each row of b.h is routed to (engine/experts/moe_ffn.h).
+void model::ffn_moe(const layer_weights& w, int64_t T) {
+  const model_config& c = config_;
+  const experts::moe_shape shape{c.n_embd, c.n_ff_exp,
+                                 {c.arch->gating, c.arch->expert_weights_norm, static_cast<int32_t>(c.n_expert_used)}};
+  auto& b = buf_;
+  moe_.forward(
+      w.experts, shape, b.h.data(), T, b.single_order, [this](int64_t n, float* g, const float* u) { activate(n, g, u); },
+      b.proj.data(), kernels_, pool_);
+  route_record& r = routes_[static_cast<size_t>(&w - weights_.layers.data())];
+  r.choices.assign(moe_.choices().begin(), moe_.choices().end());
+  r.experts_run = moe_.groups().experts_used();
+}
+
+void model::activate(int64_t n, float* gate, const float* up) const {
+  if (config_.arch->activation == ffn_activation::gelu_tanh) {
+    kernels::geglu(n, gate, up);
+  } else {
+    kernels_.swiglu(n, gate, up);
+  }
 }
 
 void model::add_sublayer_output(const std::vector<float>& post_norm, int64_t T) {
@@ -458,7 +482,7 @@ void model::attention_layer(uint32_t layer, const step_input& in, kv_pool& cache
           outs[g] = &b.attn[t * Q + h * hd];
         }
         attend_heads_q8(kernels_, cache, layer, blocks, c.first_visible_key(layer, b.pos[t]), b.pos[t] + 1, kv_head, q8,
-                        n, softmax_scale, b.attn_scratch[static_cast<size_t>(thread)], outs);
+                        n, softmax_scale, nullptr, b.attn_scratch[static_cast<size_t>(thread)], outs);
         continue;
       }
       const kernels::f16_bits* qs[kMaxGroupedHeads];
@@ -470,7 +494,7 @@ void model::attention_layer(uint32_t layer, const step_input& in, kv_pool& cache
         outs[g] = &b.attn[t * Q + h * hd];
       }
       attend_heads(kernels_, cache, layer, blocks, c.first_visible_key(layer, b.pos[t]), b.pos[t] + 1, kv_head, qs, n,
-                   softmax_scale, single_token, b.attn_scratch[static_cast<size_t>(thread)], outs);
+                   softmax_scale, nullptr, single_token, b.attn_scratch[static_cast<size_t>(thread)], outs);
     }
   });
 }

@@ -6,8 +6,10 @@
 #include <filesystem>
 #include <initializer_list>
 #include <memory>
+#include <span>
 #include <vector>
 
+#include "engine/experts/moe_ffn.h"
 #include "engine/gguf/gguf.h"
 #include "engine/kernels/dot_kernels.h"
 #include "engine/kernels/matmul.h"
@@ -81,6 +83,11 @@ class model {
   // time per model.
   void forward(const step_input& in, kv_pool& cache, step_output& out);
 
+  // The last forward's routing of a mixture-of-experts layer: [T][k] choices (the step's
+  // tokens in order, each strongest first), and how many experts' matrices ran (each once).
+  std::span<const experts::expert_choice> expert_choices(uint32_t layer) const { return routes_.at(layer).choices; }
+  int64_t experts_run(uint32_t layer) const { return routes_.at(layer).experts_run; }
+
  private:
   // Scratch for one step, reused across steps; shapes in the comments, T = new tokens.
   struct buffers {
@@ -100,6 +107,7 @@ class model {
     std::vector<std::byte> q8;                    // [threads][q_dim / 32 block_q8_0]: the same in Q8_0 (Q8_0 cache)
     std::vector<int32_t> pos;                     // [T] position of each token
     std::vector<int32_t> seq;                     // [T] index of its sequence in the step
+    std::vector<uint8_t> single_order;            // [T] 1: llama.cpp's one-token summation orders
     kernels::matmul_scratch mm;
   };
 
@@ -108,8 +116,11 @@ class model {
   void matmul_shared(const std::vector<float>& x, int64_t n_tok, std::initializer_list<kernels::matmul_output> outputs);
   void attention_layer(uint32_t layer, const step_input& in, kv_pool& cache, int64_t n_tok);
   void check_local_table(const seq_step& s, const kv_pool& cache) const;
-  // The feed-forward hook of a dense layer: b.proj from b.h (kinds: layer_weights::ffn).
+  // The feed-forward hooks (kinds: layer_weights::ffn): b.proj from b.h.
   void ffn_dense(const layer_weights& w, int64_t n_tok);
+  void ffn_moe(const layer_weights& w, int64_t n_tok);
+  // gate[i] = act(gate[i]) * up[i], i < n: the architecture's activation.
+  void activate(int64_t n, float* gate, const float* up) const;
   // Residual add of a sub-layer's output (b.proj), through its post-norm when it has one.
   void add_sublayer_output(const std::vector<float>& post_norm, int64_t n_tok);
 
@@ -127,6 +138,12 @@ class model {
   std::unique_ptr<tiled_cache_file> tiled_file_;
   tiled_origin tiled_origin_ = tiled_origin::none;
   buffers buf_;
+  experts::moe_ffn moe_;  // the mixture-of-experts step and its scratch
+  struct route_record {
+    std::vector<experts::expert_choice> choices;  // [T][k]
+    int64_t experts_run = 0;
+  };
+  std::vector<route_record> routes_;  // [n_layer]: the last forward's, empty for dense layers
 };
 
 }  // namespace tandem

@@ -1,5 +1,6 @@
 #include "engine/model/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -24,7 +25,34 @@ void expect_shape(const gguf::file& f, const std::string& name, int64_t ne0, int
   }
 }
 
+// A 3-D tensor of n_expert matrices [ne1 rows][ne0].
+void expect_experts(const gguf::file& f, const std::string& name, int64_t ne0, int64_t ne1, int64_t n_expert) {
+  const auto* t = f.find_tensor(name);
+  if (!t) throw gguf::format_error("missing tensor '" + name + "'");
+  if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != n_expert || t->ne[3] != 1) {
+    throw gguf::format_error("tensor '" + name + "' has shape [" + std::to_string(t->ne[0]) + ", " +
+                             std::to_string(t->ne[1]) + ", " + std::to_string(t->ne[2]) + "], expected [" +
+                             std::to_string(ne0) + ", " + std::to_string(ne1) + ", " + std::to_string(n_expert) + "]");
+  }
+}
+
 bool has_tensor(const gguf::file& f, const std::string& name) { return f.find_tensor(name) != nullptr; }
+
+// The mixture-of-experts keys: expert_count (0 or absent: a dense FFN, unless the
+// architecture has only mixtures), expert_used_count, expert_feed_forward_length.
+void read_experts(const gguf::file& f, const std::string& p, model_config& c) {
+  c.n_expert = static_cast<uint32_t>(std::max<int64_t>(0, f.get_int(p + "expert_count").value_or(0)));
+  if (c.n_expert == 0) {
+    if (c.arch->moe_only) throw gguf::format_error("'" + c.architecture + "' needs " + p + "expert_count > 0");
+    return;
+  }
+  c.n_expert_used = require_u32(f, p + "expert_used_count");
+  if (c.n_expert_used > c.n_expert || c.n_expert > 0x10000) {
+    throw gguf::format_error("expert_used_count " + std::to_string(c.n_expert_used) + " of " +
+                             std::to_string(c.n_expert) + " experts is out of range");
+  }
+  c.n_ff_exp = f.find(p + "expert_feed_forward_length") ? require_u32(f, p + "expert_feed_forward_length") : c.n_ff;
+}
 
 // Which layers use the sliding window: the file's pattern (an integer n, every n-th layer
 // global; or one bool per layer), else the architecture's default.
@@ -114,6 +142,7 @@ model_config read_model_config(const gguf::file& f) {
     c.attention_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head));
   }
   read_swa_layers(f, p, c);
+  read_experts(f, p, c);
 
   const auto* embd = f.find_tensor("token_embd.weight");
   if (!embd) throw gguf::format_error("missing tensor 'token_embd.weight'");
@@ -142,13 +171,18 @@ model_config read_model_config(const gguf::file& f) {
     }
     expect_shape(f, b + "attn_output.weight", c.q_dim(), c.n_embd);
     expect_shape(f, b + "ffn_norm.weight", c.n_embd, 1);
-    if (c.arch->fused_gate_up) {
+    if (c.has_experts()) {
+      expect_shape(f, b + "ffn_gate_inp.weight", c.n_embd, c.n_expert);
+      expect_experts(f, b + "ffn_gate_exps.weight", c.n_embd, c.n_ff_exp, c.n_expert);
+      expect_experts(f, b + "ffn_up_exps.weight", c.n_embd, c.n_ff_exp, c.n_expert);
+      expect_experts(f, b + "ffn_down_exps.weight", c.n_ff_exp, c.n_embd, c.n_expert);
+    } else if (c.arch->fused_gate_up) {
       expect_shape(f, b + "ffn_up.weight", c.n_embd, 2 * static_cast<int64_t>(c.n_ff));
     } else {
       expect_shape(f, b + "ffn_gate.weight", c.n_embd, c.n_ff);
       expect_shape(f, b + "ffn_up.weight", c.n_embd, c.n_ff);
     }
-    expect_shape(f, b + "ffn_down.weight", c.n_ff, c.n_embd);
+    if (!c.has_experts()) expect_shape(f, b + "ffn_down.weight", c.n_ff, c.n_embd);
     if (c.arch->qk_norm) {
       expect_shape(f, b + "attn_q_norm.weight", c.head_dim, 1);
       expect_shape(f, b + "attn_k_norm.weight", c.head_dim, 1);

@@ -47,6 +47,10 @@ struct model_config {
   float rope_freq_base_swa = 10000.0f;  // RoPE base of the local layers
   float rope_freq_scale_swa = 1.0f;
   float final_logit_softcap = 0.0f;  // > 0: logits = c * tanh(logits / c)
+  // Mixture of experts (every layer's FFN when n_expert > 0; architecture.h's gating):
+  uint32_t n_expert = 0;       // <arch>.expert_count
+  uint32_t n_expert_used = 0;  // expert_used_count: experts per token (k)
+  uint32_t n_ff_exp = 0;       // one expert's FFN width: expert_feed_forward_length, else n_ff
 
   bool is_swa(uint32_t layer) const { return n_swa > 0 && layer < layer_is_swa.size() && layer_is_swa[layer] != 0; }
   bool has_swa() const {
@@ -62,11 +66,17 @@ struct model_config {
 
   uint32_t q_dim() const { return n_head * head_dim; }
   uint32_t kv_dim() const { return n_head_kv * head_dim; }
+  bool has_experts() const { return n_expert > 0; }
   // Multiply-adds per token in one transformer block's matrices (Q and O, K and V, gate, up
-  // and down), and in the output head.
+  // and down; with experts the router and the k experts a token runs through), and in the
+  // output head.
   double block_matrix_macs() const {
-    return 2.0 * n_embd * q_dim() + 2.0 * n_embd * kv_dim() + 3.0 * static_cast<double>(n_embd) * n_ff;
+    const double attention = 2.0 * n_embd * q_dim() + 2.0 * n_embd * kv_dim();
+    if (!has_experts()) return attention + 3.0 * static_cast<double>(n_embd) * n_ff;
+    return attention + static_cast<double>(n_embd) * n_expert + expert_macs() * n_expert_used;
   }
+  // Multiply-adds of one expert for one token (its gate, up and down).
+  double expert_macs() const { return 3.0 * static_cast<double>(n_embd) * n_ff_exp; }
   double head_macs() const { return static_cast<double>(n_vocab) * n_embd; }
   // Bytes of K and V cache one token occupies across all layers, at `elem_bytes` per value.
   size_t kv_bytes_per_token(size_t elem_bytes) const { return size_t{2} * n_layer * kv_dim() * elem_bytes; }

@@ -35,6 +35,22 @@ std::vector<float> optional_vector(const gguf::file& file, const std::string& na
   return file.find_tensor(name) ? vector_of(file, name, n) : std::vector<float>{};
 }
 
+// A layer's router and expert stacks (blk.N. = p), with their biases where the file has them.
+experts::expert_weights experts_of(const gguf::file& file, const std::string& p, const model_config& c) {
+  experts::expert_weights x;
+  const int64_t NE = c.n_expert, F = c.n_ff_exp, E = c.n_embd;
+  x.n_expert = NE;
+  x.router = matrix(file, p + "ffn_gate_inp.weight", E, NE);
+  x.gate = matrix(file, p + "ffn_gate_exps.weight", E, NE * F);
+  x.up = matrix(file, p + "ffn_up_exps.weight", E, NE * F);
+  x.down = matrix(file, p + "ffn_down_exps.weight", F, NE * E);
+  x.router_bias = optional_vector(file, p + "ffn_gate_inp.bias", NE);
+  x.gate_bias = optional_vector(file, p + "ffn_gate_exps.bias", NE * F);
+  x.up_bias = optional_vector(file, p + "ffn_up_exps.bias", NE * F);
+  x.down_bias = optional_vector(file, p + "ffn_down_exps.bias", NE * E);
+  return x;
+}
+
 // Rows [first, first + rows) of `whole`.
 kernels::weight_view row_range(const kernels::weight_view& whole, int64_t first, int64_t rows) {
   return kernels::weight_view{whole.type, whole.cols, rows, whole.row(first)};
@@ -86,7 +102,10 @@ model_weights model_weights::from_gguf(const gguf::file& file, const model_confi
     }
     l.wo = matrix(file, p + "attn_output.weight", Q, c.n_embd);
     l.ffn_norm = vector_of(file, p + "ffn_norm.weight", c.n_embd);
-    if (c.arch->fused_gate_up) {
+    if (c.has_experts()) {
+      l.ffn = ffn_kind::moe;
+      l.experts = experts_of(file, p, c);
+    } else if (c.arch->fused_gate_up) {
       const auto gate_up = matrix(file, p + "ffn_up.weight", c.n_embd, 2 * F);
       l.w_gate = row_range(gate_up, 0, F);
       l.w_up = row_range(gate_up, F, F);
@@ -94,7 +113,7 @@ model_weights model_weights::from_gguf(const gguf::file& file, const model_confi
       l.w_gate = matrix(file, p + "ffn_gate.weight", c.n_embd, F);
       l.w_up = matrix(file, p + "ffn_up.weight", c.n_embd, F);
     }
-    l.w_down = matrix(file, p + "ffn_down.weight", F, c.n_embd);
+    if (!c.has_experts()) l.w_down = matrix(file, p + "ffn_down.weight", F, c.n_embd);
     if (c.arch->post_norms) {
       l.post_attn_norm = vector_of(file, p + "post_attention_norm.weight", c.n_embd);
       l.post_ffn_norm = vector_of(file, p + "post_ffw_norm.weight", c.n_embd);
@@ -124,6 +143,14 @@ std::string_view matrix_role_name(matrix_role role) {
       return "ffn_up";
     case matrix_role::ffn_down:
       return "ffn_down";
+    case matrix_role::ffn_gate_inp:
+      return "ffn_gate_inp";
+    case matrix_role::ffn_gate_exps:
+      return "ffn_gate_exps";
+    case matrix_role::ffn_up_exps:
+      return "ffn_up_exps";
+    case matrix_role::ffn_down_exps:
+      return "ffn_down_exps";
   }
   return "?";
 }
@@ -137,6 +164,9 @@ int matrix_input_group(matrix_role role) {
     case matrix_role::ffn_gate:
     case matrix_role::ffn_up:
       return 2;  // the FFN's normed input
+    case matrix_role::ffn_gate_exps:
+    case matrix_role::ffn_up_exps:
+      return 3;  // each expert's routed rows
     default:
       return 10 + static_cast<int>(role);  // its own
   }

@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "engine/experts/expert_weights.h"
 #include "engine/gguf/gguf.h"
 #include "engine/kernels/matmul.h"
 #include "engine/model/model_config.h"
@@ -15,9 +16,10 @@
 namespace tandem {
 
 // What a layer's feed-forward block is: the forward passes (CPU and GPU) run it through one
-// hook per kind. Dense today; mixtures of experts are the next kind.
+// hook per kind.
 enum class ffn_kind : uint8_t {
   dense,  // down(act(gate x) * up x)
+  moe,    // a mixture of experts (engine/experts/): layer_weights::experts
 };
 
 // Optional vectors are empty when the file (or the architecture) has none.
@@ -32,9 +34,10 @@ struct layer_weights {
   kernels::weight_view wo;            // [n_embd rows][q_dim]
   std::vector<float> post_attn_norm;  // [n_embd] (gemma3)
   std::vector<float> ffn_norm;        // [n_embd]
-  kernels::weight_view w_gate;        // [n_ff rows][n_embd]
-  kernels::weight_view w_up;          // [n_ff rows][n_embd]
-  kernels::weight_view w_down;        // [n_embd rows][n_ff]
+  kernels::weight_view w_gate;        // [n_ff rows][n_embd] (dense)
+  kernels::weight_view w_up;          // [n_ff rows][n_embd] (dense)
+  kernels::weight_view w_down;        // [n_embd rows][n_ff] (dense)
+  experts::expert_weights experts;    // router and stacked experts (moe; expert_weights.h)
   std::vector<float> post_ffn_norm;   // [n_embd] (gemma3)
 };
 
@@ -65,11 +68,16 @@ enum class matrix_role : uint8_t {
   ffn_gate,
   ffn_up,
   ffn_down,
+  ffn_gate_inp,   // a mixture's router
+  ffn_gate_exps,  // stacks of one matrix per expert (expert_weights.h): slices > 1
+  ffn_up_exps,
+  ffn_down_exps,
 };
 std::string_view matrix_role_name(matrix_role role);  // GGUF's: "attn_q", "ffn_down", ...
 
 // The matrices that read the same input, consecutive in for_each_matrix's order: the
-// attention's q, k, v, and the FFN's gate and up.
+// attention's q, k, v, the FFN's gate and up, and an expert's gate and up (each expert of
+// the stacks over its own routed rows).
 int matrix_input_group(matrix_role role);  // the same number for roles that read one input
 
 template <class View>
@@ -77,6 +85,7 @@ struct basic_matrix_ref {
   matrix_role role;
   int32_t layer;  // -1 for token_embd and output
   View& view;
+  int64_t slices = 1;  // matrices stacked in the view (an expert stack's n_expert), view.rows / slices rows each
 };
 using matrix_ref = basic_matrix_ref<kernels::weight_view>;
 using const_matrix_ref = basic_matrix_ref<const kernels::weight_view>;
@@ -101,6 +110,14 @@ void for_each_matrix(Weights& w, Fn&& fn) {
         fn(basic_matrix_ref<view_t>{matrix_role::ffn_up, li, l.w_up});
         fn(basic_matrix_ref<view_t>{matrix_role::ffn_down, li, l.w_down});
         break;
+      case ffn_kind::moe: {
+        const int64_t n = l.experts.n_expert;
+        fn(basic_matrix_ref<view_t>{matrix_role::ffn_gate_inp, li, l.experts.router});
+        fn(basic_matrix_ref<view_t>{matrix_role::ffn_gate_exps, li, l.experts.gate, n});
+        fn(basic_matrix_ref<view_t>{matrix_role::ffn_up_exps, li, l.experts.up, n});
+        fn(basic_matrix_ref<view_t>{matrix_role::ffn_down_exps, li, l.experts.down, n});
+        break;
+      }
     }
   }
 }

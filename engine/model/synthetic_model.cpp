@@ -118,20 +118,31 @@ void check_row(tensor_type type, int64_t cols, const char* what) {
 
 // Every matrix's type by name: the spec's three types, or its file type's mixture rule.
 std::map<std::string, tensor_type> tensor_types(const synthetic_model_spec& s, const architecture_traits& arch,
-                                                int64_t q_dim) {
+                                                int64_t q_dim, int64_t ff_exp) {
   std::vector<gguf::tensor_desc> descs;
-  auto add = [&](std::string name, int64_t cols, tensor_type t) { descs.push_back({std::move(name), 2, cols, t}); };
+  auto add = [&](std::string name, int64_t cols, tensor_type t, int dims = 2) {
+    descs.push_back({std::move(name), dims, cols, t});
+  };
   add("token_embd.weight", s.n_embd, s.embd_type);
   const bool fused_qkv = arch.fused_gate_up;  // phi3 fuses both
+  const bool moe = s.n_expert > 0;
   for (uint32_t l = 0; l < s.n_layer; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
-    for (const char* n : {"attn_q", "attn_k", "attn_v", "ffn_gate", "ffn_up"}) {
+    for (const char* n : {"attn_q", "attn_k", "attn_v"}) {
       const std::string_view name(n);
-      if (fused_qkv && (name == "attn_q" || name == "attn_k" || name == "ffn_gate")) continue;
-      add(b + (fused_qkv && name == "attn_v" ? std::string("attn_qkv") : std::string(name)) + ".weight", s.n_embd,
-          s.weight_type);
+      if (fused_qkv && name != "attn_v") continue;
+      add(b + (fused_qkv ? std::string("attn_qkv") : std::string(name)) + ".weight", s.n_embd, s.weight_type);
     }
     add(b + "attn_output.weight", q_dim, s.weight_type);
+    if (moe) {
+      add(b + "ffn_gate_inp.weight", s.n_embd, tensor_type::f32);  // llama.cpp keeps the router in F32
+      add(b + "ffn_gate_exps.weight", s.n_embd, s.weight_type, 3);
+      add(b + "ffn_up_exps.weight", s.n_embd, s.weight_type, 3);
+      add(b + "ffn_down_exps.weight", ff_exp, s.weight_type, 3);
+      continue;
+    }
+    if (!fused_qkv) add(b + "ffn_gate.weight", s.n_embd, s.weight_type);
+    add(b + "ffn_up.weight", s.n_embd, s.weight_type);
     add(b + "ffn_down.weight", s.n_ff, s.weight_type);
   }
   if (!s.tied_output) add("output.weight", s.n_embd, s.output_type);
@@ -142,9 +153,25 @@ std::map<std::string, tensor_type> tensor_types(const synthetic_model_spec& s, c
   }
   std::sort(descs.begin(), descs.end(),
             [](const auto& a, const auto& b) { return gguf::llama_tensor_order(a.name, b.name); });
-  const auto types = gguf::plan_tensor_types(*s.file_type, descs, {s.n_layer, s.n_head, s.n_head_kv});
+  const auto types = gguf::plan_tensor_types(*s.file_type, descs, {s.n_layer, s.n_head, s.n_head_kv, s.n_expert});
   for (size_t i = 0; i < descs.size(); ++i) out[descs[i].name] = types[i];
   return out;
+}
+
+// A mixture needs an architecture that runs one, k of n experts, and (llama) experts of the
+// FFN's width; qwen3moe needs one.
+void check_experts(const synthetic_model_spec& s, const architecture_traits& arch, int64_t ff_exp) {
+  if (arch.moe_only && s.n_expert == 0) throw std::invalid_argument(s.architecture + " needs experts");
+  if (s.n_expert == 0) return;
+  if (s.architecture != "llama" && !arch.moe_only) {
+    throw std::invalid_argument(s.architecture + " has no mixture of experts (llama and qwen3moe do)");
+  }
+  if (s.n_expert_used == 0 || s.n_expert_used > s.n_expert) {
+    throw std::invalid_argument("experts used must be in [1, experts]");
+  }
+  if (s.architecture == "llama" && ff_exp != s.n_ff) {
+    throw std::invalid_argument("llama's experts are n_ff wide (no expert_feed_forward_length)");
+  }
 }
 
 }  // namespace
@@ -164,10 +191,13 @@ gguf::writer make_synthetic_model(const synthetic_model_spec& s, const gguf::fil
   if (head_dim % 2 != 0) throw std::invalid_argument("head size must be even (RoPE rotates pairs)");
   const int64_t q_dim = static_cast<int64_t>(s.n_head) * head_dim;
   const int64_t kv_dim = static_cast<int64_t>(s.n_head_kv) * head_dim;
-  const auto type_of = tensor_types(s, *arch, q_dim);
+  const int64_t ff_exp = s.n_ff_exp > 0 ? s.n_ff_exp : s.n_ff;
+  check_experts(s, *arch, ff_exp);
+  const auto type_of = tensor_types(s, *arch, q_dim, ff_exp);
   for (const auto& [name, type] : type_of) {
     const bool down = name.find("ffn_down") != std::string::npos, out = name.find("attn_output") != std::string::npos;
-    check_row(type, down ? s.n_ff : out ? q_dim : s.n_embd, down ? "FFN" : "embedding");
+    const int64_t ff = s.n_expert > 0 ? ff_exp : s.n_ff;
+    check_row(type, down ? ff : out ? q_dim : s.n_embd, down ? "FFN" : "embedding");
   }
 
   gguf::writer w;
@@ -188,6 +218,11 @@ gguf::writer make_synthetic_model(const synthetic_model_spec& s, const gguf::fil
     w.set_u32(p + "attention.value_length", head_dim);
   }
   if (s.sliding_window > 0) w.set_u32(p + "attention.sliding_window", s.sliding_window);
+  if (s.n_expert > 0) {
+    w.set_u32(p + "expert_count", s.n_expert);
+    w.set_u32(p + "expert_used_count", s.n_expert_used);
+    if (s.architecture != "llama") w.set_u32(p + "expert_feed_forward_length", ff_exp);
+  }
   if (s.rope_original_ctx > 0) {
     if (s.rope_original_ctx >= s.n_ctx) throw std::invalid_argument("rope_original_ctx must be below n_ctx");
     w.set_u32(p + "rope.scaling.original_context_length", s.rope_original_ctx);
@@ -257,9 +292,22 @@ gguf::writer make_synthetic_model(const synthetic_model_spec& s, const gguf::fil
     if (arch->post_norms)
       w.add_tensor(b + "post_attention_norm.weight", tensor_type::f32, {s.n_embd}, m.norm(s.n_embd));
     w.add_tensor(b + "ffn_norm.weight", tensor_type::f32, {s.n_embd}, m.norm(s.n_embd));
-    if (!fused) add_matrix(b + "ffn_gate.weight", s.n_embd, s.n_ff, in_scale);
-    add_matrix(b + "ffn_up.weight", s.n_embd, ff_rows, in_scale);
-    add_matrix(b + "ffn_down.weight", s.n_ff, s.n_embd, ff_scale);
+    if (s.n_expert > 0) {
+      // Stacks [n_expert][rows][cols]; router logits of about unit size, so the choices vary.
+      const int64_t NE = s.n_expert;
+      auto add_stack = [&](const std::string& name, int64_t cols, int64_t rows, float scale) {
+        const tensor_type t = type_of.at(name);
+        w.add_tensor(name, t, {cols, rows, NE}, m.matrix(t, cols, rows * NE, scale));
+      };
+      add_matrix(b + "ffn_gate_inp.weight", s.n_embd, NE, in_scale);
+      add_stack(b + "ffn_gate_exps.weight", s.n_embd, ff_exp, in_scale);
+      add_stack(b + "ffn_up_exps.weight", s.n_embd, ff_exp, in_scale);
+      add_stack(b + "ffn_down_exps.weight", ff_exp, s.n_embd, 1.0f / std::sqrt(static_cast<float>(ff_exp)));
+    } else {
+      if (!fused) add_matrix(b + "ffn_gate.weight", s.n_embd, s.n_ff, in_scale);
+      add_matrix(b + "ffn_up.weight", s.n_embd, ff_rows, in_scale);
+      add_matrix(b + "ffn_down.weight", s.n_ff, s.n_embd, ff_scale);
+    }
     if (arch->post_norms) w.add_tensor(b + "post_ffw_norm.weight", tensor_type::f32, {s.n_embd}, m.norm(s.n_embd));
   }
   w.add_tensor("output_norm.weight", tensor_type::f32, {s.n_embd}, m.norm(s.n_embd));

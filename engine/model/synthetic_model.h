@@ -31,6 +31,11 @@ struct synthetic_model_spec {
   uint32_t sliding_window = 0;
   // phi3: LongRoPE factor tensors and rope.scaling keys, with this original context (0: none).
   uint32_t rope_original_ctx = 0;
+  // A mixture of experts in every layer (qwen3moe needs one; llama with experts is
+  // Mixtral's layout): the router (ffn_gate_inp, F32) and stacks of n_expert matrices.
+  uint32_t n_expert = 0;
+  uint32_t n_expert_used = 0;
+  uint32_t n_ff_exp = 0;  // one expert's FFN width; 0: n_ff (llama's experts are always n_ff wide)
   tensor_type weight_type = tensor_type::q4_1;  // attention and FFN matrices
   tensor_type embd_type = tensor_type::q8_0;    // token embedding (also the head when tied)
   tensor_type output_type = tensor_type::q8_0;  // output.weight when untied

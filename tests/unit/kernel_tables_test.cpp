@@ -24,7 +24,7 @@ std::vector<const dot_kernels*> every_table() {
 
 bool tiles_as_records(tensor_type type) {
   for (const tensor_type t : {tensor_type::q4_0, tensor_type::q4_1, tensor_type::q5_0, tensor_type::q5_1,
-                              tensor_type::q8_0, tensor_type::q4_k, tensor_type::q6_k}) {
+                              tensor_type::q8_0, tensor_type::q4_k, tensor_type::q6_k, tensor_type::mxfp4}) {
     if (t == type) return true;
   }
   return false;

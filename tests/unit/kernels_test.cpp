@@ -334,21 +334,33 @@ TEST(DotKernels, GroupedAttentionKernelsEqualPerHeadOnesBitForBit) {
   if (covered == 0) GTEST_SKIP() << "no grouped attention kernels on this CPU";
 }
 
-// A table's fused softmax gives the bits of the reference composed from the primitives.
+// A table's fused softmax gives the bits of the reference composed from the primitives, with
+// and without a sink (below, among and above the scaled scores), and the reference the
+// probabilities of a double-precision softmax whose denominator holds the sink, within the
+// rounding to half.
 TEST(DotKernels, FusedSoftmaxEqualsTheReferenceBitForBit) {
   std::mt19937 rng(9);
   int covered = 0;
   for (const dot_kernels* table : supported_tables()) {
-    if (!table->softmax_half) continue;
     for (int n_keys : {1, 7, 16, 17, 100, 250}) {
-      const int n_chunks = (n_keys + 15) / 16;
-      std::vector<float> raw = random_floats(static_cast<int64_t>(n_chunks) * 16, rng, 8.0f);
-      std::fill(raw.begin() + n_keys, raw.end(), -INFINITY);
-      std::vector<float> expected = raw, got = raw;
-      tandem::softmax_reference(generic_dot_kernels(), expected.data(), n_chunks, 0.125f);
-      table->softmax_half(got.data(), n_chunks, 0.125f);
-      ASSERT_EQ(got, expected) << table->isa << " keys " << n_keys;
-      ++covered;
+      for (float sink : {-INFINITY, -3.0f, 0.25f, 4.0f}) {
+        const int n_chunks = (n_keys + 15) / 16;
+        std::vector<float> raw = random_floats(static_cast<int64_t>(n_chunks) * 16, rng, 8.0f);
+        std::fill(raw.begin() + n_keys, raw.end(), -INFINITY);
+        std::vector<float> expected = raw, got = raw;
+        tandem::softmax_reference(generic_dot_kernels(), expected.data(), n_chunks, 0.125f, sink);
+        double max = sink, total = 0;
+        for (int j = 0; j < n_keys; ++j) max = std::max(max, 0.125 * raw[j]);
+        for (int j = 0; j < n_keys; ++j) total += std::exp(0.125 * raw[j] - max);
+        total += std::exp(sink - max);
+        for (int j = 0; j < n_keys; ++j) {
+          ASSERT_NEAR(expected[j], std::exp(0.125 * raw[j] - max) / total, 1e-3) << "keys " << n_keys << " sink " << sink;
+        }
+        if (!table->softmax_half) continue;
+        table->softmax_half(got.data(), n_chunks, 0.125f, sink);
+        ASSERT_EQ(got, expected) << table->isa << " keys " << n_keys << " sink " << sink;
+        ++covered;
+      }
     }
   }
   if (covered == 0) GTEST_SKIP() << "no fused softmax on this CPU";
@@ -462,8 +474,8 @@ TEST(DotKernels, GroupKernelsEqualRowKernelsBitForBit) {
   }
 }
 
-// Every table's tiled kernels (the AVX2 table's Q4_0, Q5_0, Q8_0 and Q4_K, the AVX-512 table's seven
-// types), in both orders of the K-quants, give that table's row kernels' bits in that order
+// Every table's tiled kernels (the AVX2 table's Q4_0, MXFP4, Q5_0, Q8_0 and Q4_K, the AVX-512 table's
+// eight types), in both orders of the K-quants, give that table's row kernels' bits in that order
 // for steps of 1 to 8 tokens, called directly on two tiles, so a machine with AVX-512 checks
 // the AVX2 ones too (matmul only reaches the best table's).
 TEST(DotKernels, TiledKernelsEqualRowKernelsInEveryTable) {
@@ -478,7 +490,8 @@ TEST(DotKernels, TiledKernelsEqualRowKernelsInEveryTable) {
                                                                                {tensor_type::q4_k, false},
                                                                                {tensor_type::q4_k, true},
                                                                                {tensor_type::q6_k, false},
-                                                                               {tensor_type::q6_k, true}}) {
+                                                                               {tensor_type::q6_k, true},
+                                                                               {tensor_type::mxfp4, false}}) {
       const tiled_fn tiled_kernel = table->in_order(type, large).tiled;
       if (tiled_kernel == nullptr) continue;
       const row_dot_fn row_kernel = large ? table->of(type).large.row : table->of(type).ordinary.row;
@@ -801,8 +814,8 @@ TEST(Matmul, BatchedEqualsRowByRow) {
   }
 }
 
-// Tiled weights (the AVX-512 path for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K and Q6_K; the AVX2 path
-// for Q4_0, Q4_K, and Q5_0 and Q8_0 in steps under four tokens), through matmul with the best
+// Tiled weights (the AVX-512 path for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K and MXFP4; the AVX2
+// path for Q4_0, MXFP4, Q4_K, and Q5_0 and Q8_0 in steps under four tokens), through matmul with the best
 // table: every token's outputs have the same bits whatever the step's token count (1 to 17:
 // partial and full groups of eight), and match a double-precision reference on the decoded
 // weights and activations, and give exactly the untiled kernels' bits (llama.cpp's order, which
@@ -814,7 +827,7 @@ TEST(Matmul, TiledWeightsAreBatchInvariantAndAccurate) {
   thread_pool pool(2);
   matmul_scratch scratch;
   for (tensor_type type : {tensor_type::q4_1, tensor_type::q8_0, tensor_type::q4_0, tensor_type::q5_0,
-                           tensor_type::q4_k, tensor_type::q6_k}) {
+                           tensor_type::q4_k, tensor_type::q6_k, tensor_type::mxfp4}) {
     if (best_dot_kernels().of(type).ordinary.tiled == nullptr) continue;
     const int64_t cols = traits_of(type).block_size == 256 ? 768 : 576, rows = 80;  // five tiles: four and one more
     const auto wf = random_floats(static_cast<size_t>(cols * rows), rng);

@@ -172,7 +172,7 @@ TEST(KvQ8Attention, IsFloatAttentionOverTheDequantisedCache) {
     std::vector<std::vector<float>> out(n_q, std::vector<float>(static_cast<size_t>(hd), 123.0f));
     float* outs[3] = {out[0].data(), out[1].data(), out[2].data()};
     attention_scratch scratch;
-    attend_heads_q8(*table, pool, layer, blocks, 0, n_keys, kv_head, q8.data(), n_q, scale, scratch, outs);
+    attend_heads_q8(*table, pool, layer, blocks, 0, n_keys, kv_head, q8.data(), n_q, scale, nullptr, scratch, outs);
     for (int h = 0; h < n_q; ++h) {
       std::vector<double> s(static_cast<size_t>(n_keys));
       double max = -1e300, sum = 0.0;
@@ -244,9 +244,9 @@ TEST(KvQ8Attention, WindowIsTheMaskedFullPassAndReadsNothingBeforeIt) {
       float* wants[3];
       for (int h = 0; h < n_q; ++h) {
         if (table->softmax_half) {
-          table->softmax_half(s[h].data(), n_chunks, scale);
+          table->softmax_half(s[h].data(), n_chunks, scale, -INFINITY);
         } else {
-          softmax_reference(*table, s[h].data(), n_chunks, scale);
+          softmax_reference(*table, s[h].data(), n_chunks, scale, -INFINITY);
         }
         probs[h] = s[h].data();
         wants[h] = want[h].data();
@@ -257,7 +257,8 @@ TEST(KvQ8Attention, WindowIsTheMaskedFullPassAndReadsNothingBeforeIt) {
         std::vector<std::vector<float>> out(n_q, std::vector<float>(static_cast<size_t>(hd), 9.0f));
         float* outs[3] = {out[0].data(), out[1].data(), out[2].data()};
         attention_scratch scratch;
-        attend_heads_q8(*table, p, layer, blocks, first_key, n_keys, kv_head, q8.data(), n_q, scale, scratch, outs);
+        attend_heads_q8(*table, p, layer, blocks, first_key, n_keys, kv_head, q8.data(), n_q, scale, nullptr, scratch,
+                        outs);
         return out;
       };
       const auto windowed = attend(pool);

@@ -95,7 +95,7 @@ TEST(QuantTypes, QuantizeAndDequantizeMatchLlamaCppByteForByte) {
     EXPECT_EQ(fnv1a64(back.data(), back.size() * 4), std::string(r.at("dequantized_fnv1a64").as_string())) << name;
     ++compared;
   }
-  EXPECT_EQ(compared, 13);
+  EXPECT_EQ(compared, 14);
 }
 
 // Root-mean-square round-trip error relative to the input's, on Gaussian rows: each type
@@ -113,7 +113,8 @@ TEST(QuantTypes, RoundTripErrorFollowsTheBitsPerWeight) {
        {bound{tensor_type::q8_0, 0.006}, bound{tensor_type::q6_k, 0.02}, bound{tensor_type::q5_0, 0.05},
         bound{tensor_type::q5_1, 0.04}, bound{tensor_type::q5_k, 0.04}, bound{tensor_type::q4_0, 0.11},
         bound{tensor_type::q4_1, 0.09}, bound{tensor_type::q4_k, 0.08}, bound{tensor_type::iq4_nl, 0.09},
-        bound{tensor_type::iq4_xs, 0.09}, bound{tensor_type::q3_k, 0.2}, bound{tensor_type::q2_k, 0.4}}) {
+        bound{tensor_type::iq4_xs, 0.09}, bound{tensor_type::mxfp4, 0.13}, bound{tensor_type::q3_k, 0.2},
+        bound{tensor_type::q2_k, 0.4}}) {
     std::vector<std::byte> q(row_bytes(t, static_cast<int64_t>(x.size())));
     std::vector<float> y(x.size());
     quantize_row(t, x.data(), static_cast<int64_t>(x.size()), q.data());

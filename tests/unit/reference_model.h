@@ -27,6 +27,8 @@ class reference_model {
   }
 
   const model_config& config() const { return c_; }
+  // The experts each layer's mixture chose for the last token, strongest first.
+  const std::vector<std::vector<int32_t>>& last_experts() const { return last_experts_; }
 
   // Feeds one token at the next position; returns logits [n_vocab].
   std::vector<double> step(int32_t token) {
@@ -89,17 +91,22 @@ class reference_model {
       if (a.post_norms) o = rms_norm(o, vec(p + "post_attention_norm.weight"));
       for (int64_t i = 0; i < E; ++i) x[i] += o[i];
       const std::vector<double> h2 = rms_norm(x, vec(p + "ffn_norm.weight"));  // [E]
-      std::vector<double> g, u;
-      if (a.fused_gate_up) {
-        const std::vector<double> gu = matvec(p + "ffn_up.weight", h2);  // [2F]: gate rows, then up rows
-        g.assign(gu.begin(), gu.begin() + F);
-        u.assign(gu.begin() + F, gu.end());
+      std::vector<double> d;                                                      // [E]
+      if (c_.has_experts()) {
+        d = mixture(l, p, h2);
       } else {
-        g = matvec(p + "ffn_gate.weight", h2);  // [F]
-        u = matvec(p + "ffn_up.weight", h2);    // [F]
+        std::vector<double> g, u;
+        if (a.fused_gate_up) {
+          const std::vector<double> gu = matvec(p + "ffn_up.weight", h2);  // [2F]: gate rows, then up rows
+          g.assign(gu.begin(), gu.begin() + F);
+          u.assign(gu.begin() + F, gu.end());
+        } else {
+          g = matvec(p + "ffn_gate.weight", h2);  // [F]
+          u = matvec(p + "ffn_up.weight", h2);    // [F]
+        }
+        for (int64_t i = 0; i < F; ++i) g[i] = activation(g[i]) * u[i];
+        d = matvec(p + "ffn_down.weight", g);
       }
-      for (int64_t i = 0; i < F; ++i) g[i] = activation(g[i]) * u[i];
-      std::vector<double> d = matvec(p + "ffn_down.weight", g);  // [E]
       if (a.post_norms) d = rms_norm(d, vec(p + "post_ffw_norm.weight"));
       for (int64_t i = 0; i < E; ++i) x[i] += d[i];
     }
@@ -118,6 +125,69 @@ class reference_model {
       return 0.5 * g * (1.0 + std::tanh(kSqrt2OverPi * g * (1.0 + 0.044715 * g * g)));
     }
     return g / (1.0 + std::exp(-g));
+  }
+  // A mixture of experts (architecture.h's gating): the router's k experts, each
+  // down_e(act(gate_e h) * up_e h) with its biases when the file has them, weighted.
+  std::vector<double> mixture(uint32_t layer, const std::string& p, const std::vector<double>& h) {
+    const int64_t NE = c_.n_expert, F = c_.n_ff_exp, E = c_.n_embd;
+    const int k = static_cast<int>(c_.n_expert_used);
+    std::vector<double> z = matvec(p + "ffn_gate_inp.weight", h);  // [NE]
+    add_if_present(z, p + "ffn_gate_inp.bias");
+    auto softmax = [](std::vector<double> v) {
+      const double mx = *std::max_element(v.begin(), v.end());
+      double sum = 0;
+      for (auto& x : v) sum += (x = std::exp(x - mx));
+      for (auto& x : v) x /= sum;
+      return v;
+    };
+    const std::vector<double> sel = c_.arch->gating == expert_gating::softmax ? softmax(z) : z;
+    std::vector<int32_t> chosen(static_cast<size_t>(NE));
+    for (int32_t e = 0; e < NE; ++e) chosen[static_cast<size_t>(e)] = e;
+    std::stable_sort(chosen.begin(), chosen.end(), [&](int32_t a, int32_t b) { return sel[a] > sel[b]; });
+    chosen.resize(static_cast<size_t>(k));
+    std::vector<double> w(static_cast<size_t>(k));  // [k]
+    for (int i = 0; i < k; ++i) w[i] = sel[chosen[i]];
+    if (c_.arch->gating == expert_gating::softmax_of_top_k) w = softmax(w);
+    if (c_.arch->expert_weights_norm) {
+      double sum = 0;
+      for (double v : w) sum += v;
+      for (double& v : w) v /= std::max(sum, 6.103515625e-5);
+    }
+    if (last_experts_.size() < c_.n_layer) last_experts_.resize(c_.n_layer);
+    last_experts_[layer] = chosen;
+    std::vector<double> out(E, 0.0);
+    for (int i = 0; i < k; ++i) {
+      const int64_t e = chosen[i];
+      std::vector<double> g = matvec_rows(p + "ffn_gate_exps.weight", h, e * F, F);  // [F]
+      std::vector<double> u = matvec_rows(p + "ffn_up_exps.weight", h, e * F, F);    // [F]
+      add_rows_if_present(g, p + "ffn_gate_exps.bias", e * F);
+      add_rows_if_present(u, p + "ffn_up_exps.bias", e * F);
+      for (int64_t j = 0; j < F; ++j) g[j] = activation(g[j]) * u[j];
+      std::vector<double> d = matvec_rows(p + "ffn_down_exps.weight", g, e * E, E);  // [E]
+      add_rows_if_present(d, p + "ffn_down_exps.bias", e * E);
+      for (int64_t j = 0; j < E; ++j) out[j] += w[i] * d[j];
+    }
+    return out;
+  }
+  // y[r] = sum_c W[first + r][c] x[c] for r < n.
+  std::vector<double> matvec_rows(const std::string& name, const std::vector<double>& x, int64_t first,
+                                  int64_t n) const {
+    std::vector<double> y(n);
+    for (int64_t r = 0; r < n; ++r) {
+      const std::vector<double> w = row(name, first + r);
+      double s = 0;
+      for (size_t i = 0; i < x.size(); ++i) s += w[i] * x[i];
+      y[r] = s;
+    }
+    return y;
+  }
+  // y += bias[first ...] when the file has the (flat) bias tensor.
+  void add_rows_if_present(std::vector<double>& y, const std::string& name, int64_t first) const {
+    const auto* t = f_.find_tensor(name);
+    if (!t) return;
+    std::vector<float> b(static_cast<size_t>(t->n_elements()));
+    dequantize_row(t->type, t->data, t->n_elements(), b.data());
+    for (size_t i = 0; i < y.size(); ++i) y[i] += b[static_cast<size_t>(first) + i];
   }
   std::vector<double> row(const std::string& name, int64_t r) const {
     const auto* t = f_.find_tensor(name);
@@ -184,6 +254,7 @@ class reference_model {
   const gguf::file& f_;
   std::vector<double> rope_factors_;                               // [n_rot / 2] or empty
   std::vector<std::vector<std::vector<double>>> k_hist_, v_hist_;  // [layer][pos][kv_dim]
+  std::vector<std::vector<int32_t>> last_experts_;                 // [layer][k]
 };
 
 }  // namespace tandem::test
