@@ -146,6 +146,11 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
     sc.k_max = cfg.speculative_k_max;
     sc.adaptive = cfg.speculative_adaptive;
     sc.logits_share = mc.head_macs() / (mc.head_macs() + mc.n_layer * mc.block_matrix_macs());
+    if (mc.has_experts()) {  // a verification step reads more experts than a decode step
+      sc.n_expert = mc.n_expert;
+      sc.n_expert_used = mc.n_expert_used;
+      sc.expert_share = mc.expert_macs() * mc.n_expert_used / mc.block_matrix_macs();
+    }
     const auto draft_kv_tokens = static_cast<uint32_t>(std::min<uint64_t>(kv_tokens, 32768));
     if (cfg.speculative == "ngram") {
       spec.drafter = spawn_ngram_drafter(sys);

@@ -38,6 +38,19 @@ double speculation_policy::step_ms(uint32_t tokens) const {
   return a_ + b_ * tokens;
 }
 
+double speculation_policy::experts_reached(uint32_t tokens) const {
+  if (cfg_.n_expert == 0 || cfg_.n_expert_used == 0) return 0.0;
+  const double n = cfg_.n_expert;
+  const double miss = 1.0 - std::min(1.0, cfg_.n_expert_used / n);  // that a token skips a given expert
+  return n * (1.0 - std::pow(miss, tokens));
+}
+
+double speculation_policy::expert_reads_ms(uint32_t tokens, uint32_t extra) const {
+  if (cfg_.n_expert == 0 || cfg_.n_expert_used == 0 || extra == 0) return 0.0;
+  const double per_expert_ms = step_ms(1) * std::clamp(cfg_.expert_share, 0.0, 1.0) / cfg_.n_expert_used;
+  return per_expert_ms * (experts_reached(tokens + extra) - experts_reached(tokens));
+}
+
 std::vector<uint32_t> speculation_policy::plan(std::span<const uint64_t> seqs, uint32_t base_tokens) {
   std::vector<uint32_t> ks;
   for (uint64_t s : seqs) ks.push_back(state(s).k);
@@ -58,7 +71,10 @@ std::vector<uint32_t> speculation_policy::plan(std::span<const uint64_t> seqs, u
       expected += alpha_pow[i];
       ++drafted;
     }
-    const double rate = (b + expected) / step_ms(base_tokens + drafted);
+    // At least the base step and the experts the drafts reach beyond it.
+    const double ms =
+        std::max(step_ms(base_tokens + drafted), step_ms(base_tokens) + expert_reads_ms(base_tokens, drafted));
+    const double rate = (b + expected) / ms;
     if (rate > best_rate) {
       best_rate = rate;
       best_c = c;
@@ -113,7 +129,8 @@ std::vector<uint32_t> speculation_policy::trim(std::span<const draft_offer> offe
   size_t best_m = 0;
   for (size_t m = 1; m <= cands.size(); ++m) {
     expected += cands[m - 1].reach;
-    const double rate = (b + expected) / (base_ms + per_token_ms * static_cast<double>(m));
+    const double rate = (b + expected) / (base_ms + per_token_ms * static_cast<double>(m) +
+                                          expert_reads_ms(base_tokens, static_cast<uint32_t>(m)));
     if (rate > best_rate) {
       best_rate = rate;
       best_m = m;

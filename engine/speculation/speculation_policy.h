@@ -35,6 +35,17 @@
 // same). Only the base step comes from the measured table: two of its entries may come
 // from moments seconds apart, and this machine's speed drifts by up to 30% within
 // seconds, so a difference between entries can even be negative.
+//
+// Mixtures of experts: a step reads the weights of every expert one of its tokens picks, so
+// a drafted token is dearer than the slope says while the step is small. With n experts of
+// which each token picks k, T tokens routed at random reach
+//
+//   R(T) = n (1 - (1 - k/n)^T)   distinct experts per layer    (R(1) = k, R(large) = n)
+//
+// and reading one expert costs t(1) s / k, s the share of a one-token step's weight reads
+// in its experts (config: expert_share). m drafts on top of T tokens add
+// t(1) s (R(T + m) - R(T)) / k to the step: at batch 1 a draft costs nearly a whole
+// token's experts; once a batch reaches every expert, nothing.
 #pragma once
 
 #include <cstdint>
@@ -57,6 +68,11 @@ struct speculation_config {
   // logits, while prompt tokens (whose large steps steer the fitted slope b) need them only
   // at the end of a prompt: a drafted token is costed at b / (1 - logits_share).
   double logits_share = 0.0;
+  // Mixtures of experts (0 experts: a dense model): experts per layer, experts per token,
+  // and the share of a one-token step's weight reads in its experts (above).
+  uint32_t n_expert = 0;
+  uint32_t n_expert_used = 0;
+  double expert_share = 0.0;
 };
 
 struct speculation_outcome {
@@ -103,6 +119,10 @@ class speculation_policy {
   // The predicted step time for T tokens (see the top of this file).
   double step_ms(uint32_t tokens) const;
   double fitted_ms(uint32_t tokens) const { return a_ + b_ * tokens; }  // the line alone
+  // R(T) above: the experts per layer that T tokens reach (0 for a dense model).
+  double experts_reached(uint32_t tokens) const;
+  // What `extra` drafted tokens on top of a step of `tokens` add in expert reads (above).
+  double expert_reads_ms(uint32_t tokens, uint32_t extra) const;
   // Exact step times are kept for steps of fewer tokens than this.
   static constexpr uint32_t kMeasuredTokens = 128;
   static constexpr uint32_t kOptimisticReach = 8;

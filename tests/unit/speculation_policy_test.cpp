@@ -236,3 +236,66 @@ TEST(SpeculationPolicy, DraftsNeedAClearGain) {
     EXPECT_EQ(kept, fixed < 5 ? 0u : 16u) << "fixed step cost " << fixed << " ms";
   }
 }
+
+TEST(SpeculationPolicy, ExpertsReachedByAStep) {
+  speculation_config cfg{4, 1, 10, /*adaptive=*/true, 0, 2};
+  EXPECT_EQ(speculation_policy(cfg).experts_reached(8), 0.0);  // dense
+  cfg.n_expert = 128;
+  cfg.n_expert_used = 8;
+  const speculation_policy p(cfg);
+  EXPECT_DOUBLE_EQ(p.experts_reached(1), 8.0);
+  EXPECT_NEAR(p.experts_reached(2), 8.0 + 8.0 * 120.0 / 128.0, 1e-9);
+  EXPECT_GT(p.experts_reached(256), 127.9);
+  EXPECT_LE(p.experts_reached(100000), 128.0);
+}
+
+TEST(SpeculationPolicy, VerificationOfAMixtureCostsTheExpertsItReaches) {
+  // Steps cost 10 ms plus 0.1 ms per token on the line (a dense model's drafts are nearly
+  // free); drafted tokens pass 90% of the time. In a mixture of 128 experts, 8 per token,
+  // whose experts are 90% of a one-token step's reads, a draft at batch 1 reads ~7.5 new
+  // experts (~8.5 ms): 1.9 tokens in 18.7 ms against 1 in 10.1 is no clear gain, so no
+  // drafts. At batch 64 the step already reaches nearly every expert, and drafts pay.
+  for (bool moe : {false, true}) {
+    speculation_config cfg{4, 1, 10, /*adaptive=*/true, 0, 2};
+    if (moe) {
+      cfg.n_expert = 128;
+      cfg.n_expert_used = 8;
+      cfg.expert_share = 0.9;
+    }
+    speculation_policy p(cfg);
+    for (int round = 0; round < 3; ++round) {
+      for (uint32_t t = 1; t < 128; ++t) p.report({}, t, 10.0 + 0.1 * t);
+    }
+    for (int round = 0; round < 20; ++round) {
+      p.report(std::vector<speculation_outcome>{{100, 1, 0, 4}}, 0, 0);
+      for (int i = 0; i < 9; ++i) p.report(std::vector<speculation_outcome>{{100, 1, 1, 4}}, 0, 0);
+    }
+    ASSERT_NEAR(p.match_acceptance(4), 0.9, 0.01);
+    const char* what = moe ? "moe" : "dense";
+    uint32_t kept = 0;
+    for (auto k : p.trim(std::vector<draft_offer>{{1, 1, 4}}, 1, 1)) kept += k;
+    EXPECT_EQ(kept, moe ? 0u : 1u) << what << ", batch 1";
+    std::vector<draft_offer> batch;
+    for (uint64_t s = 0; s < 64; ++s) batch.push_back({s + 1, 1, 4});
+    uint32_t kept64 = 0;
+    for (auto k : p.trim(batch, 64, 64)) kept64 += k;
+    EXPECT_EQ(kept64, 64u) << what << ", batch 64: the experts are read anyway";
+    // plan() weighs the same cost: a sequence whose drafts pass 60% of the time drafts
+    // alone over a dense model, not over the mixture.
+    for (int i = 0; i < 50; ++i) p.report(std::vector<speculation_outcome>{{1000, 5, 3, 0}}, 0, 0);
+    const auto ks = p.plan(std::vector<uint64_t>{1000}, 1);
+    if (moe) {
+      EXPECT_EQ(ks[0], 0u);
+    } else {
+      EXPECT_GT(ks[0], 0u);
+    }
+  }
+  speculation_config cfg{4, 1, 10, /*adaptive=*/true, 0, 2};
+  cfg.n_expert = 128;
+  cfg.n_expert_used = 8;
+  cfg.expert_share = 0.9;
+  speculation_policy p(cfg);
+  for (uint32_t t = 1; t < 128; ++t) p.report({}, t, 10.0 + 0.1 * t);
+  EXPECT_NEAR(p.expert_reads_ms(1, 1), p.step_ms(1) * 0.9 / 8 * (8.0 * 120.0 / 128.0), 1e-9);
+  EXPECT_EQ(p.expert_reads_ms(1, 0), 0.0);
+}
