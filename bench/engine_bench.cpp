@@ -141,11 +141,13 @@ int main(int argc, char** argv) {
   }
 
   // Bytes one decode step reads: every weight matrix once, the (tied or separate) output
-  // head once; the embedding table contributes one row.
+  // head once; the embedding table contributes one row. Of a stack of experts only the k
+  // a token picks (k of n_expert matrices).
   size_t bytes = 0;
   for (const auto& t : m->file().tensors()) {
     if (t.name == "token_embd.weight" && !c.tied_output) continue;
-    bytes += t.nbytes;
+    const bool experts = c.has_experts() && t.name.find("_exps.") != std::string::npos;
+    bytes += experts ? t.nbytes / c.n_expert * c.n_expert_used : t.nbytes;
   }
   const double bw = tandem::bench::read_bandwidth_gbs(m->pool().size());
   std::printf(
@@ -154,7 +156,6 @@ int main(int argc, char** argv) {
       "\"first_load_s\": %.3f, \"load_s\": %.3f, \"ready_s\": %.3f, \"tiled_from\": \"%s\", "
       "\"cache_commit_s\": %.3f}\n",
       std::string(kernels::best_dot_kernels().isa).c_str(), tiled ? "true" : "false", m->pool().size(), pp, best_pp, tg,
-      best_tg, bytes, bw, first_load_s, load_s, load_s + first_step_s, origin_name(m->tiled_from()),
-      cache_commit_s);
+      best_tg, bytes, bw, first_load_s, load_s, load_s + first_step_s, origin_name(m->tiled_from()), cache_commit_s);
   return 0;
 }
