@@ -95,7 +95,10 @@ bench: build model
 	@scripts/fetch-gemma3.sh
 	@if [ -n "$(LLAMA_BENCH)" ]; then \
 	  python3 bench/compare_architectures.py --build $(BUILD_DIR) --llama-bench $(LLAMA_BENCH) --threads 1,2; \
-	else echo "bench: LLAMA_BENCH=path/to/llama-bench runs bench/compare_architectures.py (gemma3, qwen2)"; fi
+	  python3 bench/compare_moe.py --build $(BUILD_DIR) --llama-bench $(LLAMA_BENCH) --threads 2 \
+	    $(if $(IK_BENCH),--ik-bench $(IK_BENCH)); \
+	else echo "bench: LLAMA_BENCH=path/to/llama-bench runs bench/compare_architectures.py (gemma3, qwen2)" \
+	  "and bench/compare_moe.py (qwen3moe, gpt-oss; IK_BENCH=path/to/ik's llama-bench adds ik_llama.cpp)"; fi
 	python3 bench/run_runtime_bench.py
 	python3 bench/run_speculative_bench.py
 	python3 bench/serve_bench.py
