@@ -19,7 +19,7 @@ struct gen_options {
   synthetic_model_spec spec;
   std::string out;
   std::string vocab_from;
-  std::string weight_type = "q4_1";
+  std::string weight_type;  // empty: q4_1 (gpt-oss: the MXFP4_MOE mixture)
   std::string embd_type = "q8_0";
   std::string output_type;
   bool untied = false;
@@ -37,7 +37,10 @@ void run_gen_model(gen_options& o) {
     o.spec.architecture = "llama";
     if (o.spec.n_expert == 0) o.spec.n_expert = 8;
   }
-  if (o.spec.architecture == "qwen3moe" && o.spec.n_expert == 0) o.spec.n_expert = 8;
+  const bool moe_only = o.spec.architecture == "qwen3moe" || o.spec.architecture == "gpt-oss";
+  if (moe_only && o.spec.n_expert == 0) o.spec.n_expert = 8;
+  // gpt-oss as its files come: MXFP4 experts, everything else Q8_0 (llama.cpp's MXFP4_MOE).
+  if (o.weight_type.empty()) o.weight_type = o.spec.architecture == "gpt-oss" ? "mxfp4_moe" : "q4_1";
   if (o.spec.n_expert > 0 && o.spec.n_expert_used == 0) o.spec.n_expert_used = std::min(2u, o.spec.n_expert);
   // --type is a tensor type for the matrices, or a file type whose mixture picks every type.
   if (parse_tensor_type(o.weight_type)) {
@@ -76,22 +79,23 @@ void register_gen_model(CLI::App& app) {
   auto o = std::make_shared<gen_options>();
   auto* sub = app.add_subcommand("gen-model", "Write a synthetic GGUF model with random weights");
   sub->add_option("-o,--out", o->out, "Output GGUF path")->required();
-  sub->add_option(
-         "--arch", o->spec.architecture,
-         "Architecture whose tensors and metadata the file has (" + std::string(supported_architectures()) +
-             "; mixtral: llama's with a mixture of experts)")
+  sub->add_option("--arch", o->spec.architecture,
+                  "Architecture whose tensors and metadata the file has (" + std::string(supported_architectures()) +
+                      "; mixtral: llama's with a mixture of experts)")
       ->capture_default_str();
   sub->add_option("--experts", o->spec.n_expert,
-                  "Experts per layer (qwen3moe, mixtral: default 8; llama with experts is Mixtral's layout)")
+                  "Experts per layer (qwen3moe, gpt-oss, mixtral: default 8; llama with experts is Mixtral's "
+                  "layout)")
       ->capture_default_str();
   sub->add_option("--experts-used", o->spec.n_expert_used, "Experts per token (default 2)")->capture_default_str();
   sub->add_option("--expert-ff", o->spec.n_ff_exp,
-                  "qwen3moe: one expert's FFN width (expert_feed_forward_length; 0: --ff)")
+                  "qwen3moe, gpt-oss: one expert's FFN width (expert_feed_forward_length; 0: --ff)")
       ->capture_default_str();
   sub->add_option("--head-dim", o->spec.head_dim, "Head size (0: embd / heads); written as attention.key_length")
       ->capture_default_str();
   sub->add_option("--sliding-window", o->spec.sliding_window,
-                  "gemma3: attention.sliding_window (every 6th layer global); 0: none")
+                  "gemma3: attention.sliding_window (every 6th layer global); 0: none. gpt-oss: every other "
+                  "layer global; 0: 128")
       ->capture_default_str();
   sub->add_option("--rope-original-ctx", o->spec.rope_original_ctx,
                   "phi3: LongRoPE factor tensors with this original context (below --ctx); 0: none")
@@ -108,8 +112,8 @@ void register_gen_model(CLI::App& app) {
   sub->add_option("--rope-base", o->spec.rope_freq_base, "RoPE frequency base")->capture_default_str();
   sub->add_option("--type", o->weight_type,
                   "Type of the attention and FFN matrices (" + weight_type_list() +
-                      "), or a file type whose mixture types every matrix (q4_k_m, q5_k_s, q3_k_l, ...)")
-      ->capture_default_str();
+                      "), or a file type whose mixture types every matrix (q4_k_m, q5_k_s, q3_k_l, mxfp4_moe, "
+                      "...); default q4_1, for gpt-oss mxfp4_moe");
   sub->add_option("--embd-type", o->embd_type, "Type of the token embedding")->capture_default_str();
   sub->add_option("--output-type", o->output_type, "Type of output.weight (with --untied; default: --embd-type)");
   sub->add_flag("--untied", o->untied, "Write a separate output.weight instead of tying it to the embedding");

@@ -80,7 +80,9 @@ void run_info(const info_options& o) {
   std::printf("heads          %u query, %u key/value (head size %u%s)\n", c.n_head, c.n_head_kv, c.head_dim,
               c.n_head_kv < c.n_head ? ", grouped-query" : "");
   std::printf("ffn            %u (%s%s)\n", c.n_ff,
-              c.arch->activation == ffn_activation::gelu_tanh ? "GeGLU" : "SwiGLU",
+              c.arch->activation == ffn_activation::gelu_tanh    ? "GeGLU"
+              : c.arch->activation == ffn_activation::swiglu_oai ? "clamped SwiGLU"
+                                                                 : "SwiGLU",
               c.arch->fused_gate_up ? ", gate and up fused" : "");
   if (c.has_experts()) {
     std::printf("experts        %u per token of %u, ffn %u each (%s%s)\n", c.n_expert_used, c.n_expert, c.n_ff_exp,

@@ -5,7 +5,7 @@
 namespace tandem {
 namespace {
 
-constexpr std::array<architecture_traits, 6> kArchitectures = {{
+constexpr std::array<architecture_traits, 7> kArchitectures = {{
     {.name = "llama"},
     {.name = "qwen2", .rope = rope_style::neox},
     {.name = "qwen3", .rope = rope_style::neox, .qk_norm = true},
@@ -20,6 +20,19 @@ constexpr std::array<architecture_traits, 6> kArchitectures = {{
      .swa_pattern = 6,
      .attention_scale_from_width_for_27b = true},
     {.name = "phi3", .rope = rope_style::neox, .query_prescale = true, .fused_gate_up = true},
+    // gpt-oss: attention biases (q, k, v and output), sinks, every other layer local
+    // (attention.sliding_window), YaRN from the rope.scaling keys, experts with biases
+    // weighted by the softmax of their top-k logits (not renormalised), the clamped SwiGLU.
+    {.name = "gpt-oss",
+     .rope = rope_style::neox,
+     .activation = ffn_activation::swiglu_oai,
+     .ffn_norm = "post_attention_norm",
+     .attention_sinks = true,
+     .swa_pattern = 2,
+     .swa_rope_is_global = true,
+     .moe_only = true,
+     .gating = expert_gating::softmax_of_top_k,
+     .expert_weights_norm = false},
 }};
 
 }  // namespace
@@ -31,6 +44,6 @@ const architecture_traits* find_architecture(std::string_view name) {
   return nullptr;
 }
 
-std::string_view supported_architectures() { return "llama, qwen2, qwen3, qwen3moe, gemma3, phi3"; }
+std::string_view supported_architectures() { return "llama, qwen2, qwen3, qwen3moe, gemma3, phi3, gpt-oss"; }
 
 }  // namespace tandem

@@ -8,14 +8,17 @@
 //     q, k = rms_norm_per_head(q), rms_norm_per_head(k)                 qk_norm
 //     q, k = rope(q), rope(k)          adjacent pairs | halves          rope
 //     a = attention(q [* scale], k, v)  causal; sliding window on       query_prescale, swa_pattern
-//                                       the local layers
-//     x = x + [rms_norm](Wo a)                                          post_norms
-//     h = rms_norm(x)
-//     f = Wdown (act(Wgate h) * Wup h)  silu | tanh-GELU; gate and up   activation, fused_gate_up
-//                                       fused in one ffn_up for phi3
+//                                       the local layers; a sink        attention_sinks
+//                                       logit per head in the softmax
+//     x = x + [rms_norm](Wo a [+ bo])                                   post_norms
+//     h = rms_norm(x)                   its weight ffn_norm, or          ffn_norm
+//                                       post_attention_norm (gpt-oss)
+//     f = Wdown (act(Wgate h) * Wup h)  silu | tanh-GELU | clamped      activation, fused_gate_up
+//                                       SwiGLU; gate and up fused in
+//                                       one ffn_up for phi3
 //       or, a mixture of experts (the file's expert_count > 0; always for moe_only):
 //     f = sum over the k experts e the router picks for the token     gating, expert_weights_norm
-//           of w_e Wdown_e (act(Wgate_e h) * Wup_e h)                  (engine/experts/)
+//           of w_e (Wdown_e (act(Wgate_e h [+ b]) * (Wup_e h [+ b])) [+ b])   (engine/experts/)
 //     x = x + [rms_norm](f)                                             post_norms
 //   logits = Wout rms_norm(x) [softcapped]
 #pragma once
@@ -31,8 +34,9 @@ enum class rope_style : uint8_t {
 };
 
 enum class ffn_activation : uint8_t {
-  silu,       // SwiGLU
-  gelu_tanh,  // GeGLU with the tanh approximation of GELU
+  silu,        // SwiGLU
+  gelu_tanh,   // GeGLU with the tanh approximation of GELU
+  swiglu_oai,  // gpt-oss's SwiGLU, gate clamped above and up both ways (kernels::swiglu_oai)
 };
 
 // How a mixture-of-experts layer weighs the k experts it picks from the router's logits z
@@ -53,9 +57,17 @@ struct architecture_traits {
   // on Q, then a softmax scale of 1) rather than the scores inside the softmax.
   bool query_prescale = false;
   bool fused_gate_up = false;  // ffn_up holds [gate rows; up rows] and there is no ffn_gate
+  // The norm before the FFN: blk.N.<ffn_norm>.weight (gpt-oss names it post_attention_norm).
+  std::string_view ffn_norm = "ffn_norm";
+  // blk.N.attn_sinks.weight [n_head] (F32): each head's sink logit joins its softmax's
+  // denominator (gpt-oss).
+  bool attention_sinks = false;
   // Sliding-window layers when the file gives a window but no pattern: every
   // swa_pattern-th layer (the last of each group) is global, the others local. 0: none.
   uint32_t swa_pattern = 0;
+  // The local layers' RoPE without rope.freq_base_swa: the global one (base and scaling,
+  // gpt-oss), else base 10000 unscaled (gemma3), as llama.cpp decides it.
+  bool swa_rope_is_global = false;
   // gemma3: 1/sqrt(n_embd / n_head) for the 62-layer (27B) model, else 1/sqrt(head size),
   // as llama.cpp decides it (the file carries no scale key).
   bool attention_scale_from_width_for_27b = false;

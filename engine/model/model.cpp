@@ -107,6 +107,23 @@ tiled_region tile_weights(model_weights& w, const kernels::dot_kernels& k, threa
   return region;
 }
 
+// The RoPE of the global or the local layers as llama.cpp's context sets it up. YaRN: the
+// blend on (ext_factor 1), the correction dims for the layers' base, and a magnitude of
+// get_mscale(factor) / (1 + 0.1 ln factor) times rope.scaling.attn_factor, which the kernel
+// multiplies by 1 + 0.1 ln factor again (ggml's rope_yarn).
+kernels::rope_params rope_of(const model_config& c, std::span<const float> freq_factors, bool local) {
+  kernels::rope_params p{static_cast<int32_t>(c.n_rot), local ? c.rope_freq_base_swa : c.rope_freq_base,
+                         local ? c.rope_freq_scale_swa : c.rope_freq_scale(), freq_factors, c.rope_attn_factor};
+  if (c.rope_scaling != rope_scaling_type::yarn) return p;
+  p.ext_factor = 1.0f;
+  const float factor = 1.0f / c.rope_freq_scale();
+  const float mscale = factor <= 1.0f ? 1.0f : std::fma(0.1f, std::log(factor), 1.0f);
+  p.mscale = mscale * (1.0f / std::fma(0.1f, std::log(factor), 1.0f)) * c.rope_attn_factor;
+  kernels::yarn_corr_dims(p.n_rot, c.yarn_original_ctx(), p.freq_base, model_config::kYarnBetaFast,
+                          model_config::kYarnBetaSlow, p.corr_low, p.corr_high);
+  return p;
+}
+
 }  // namespace
 
 std::vector<const float*> embedding_row_pointers(const seq_step& s, int64_t n_embd) {
@@ -144,7 +161,8 @@ model::model(gguf::file file, const model_options& options)
     tiled_file_ = std::move(region.file);
     tiled_origin_ = region.origin;
   }
-  swa_rope_differs_ = config_.has_swa();
+  swa_rope_differs_ = config_.has_swa() && (config_.rope_freq_base_swa != config_.rope_freq_base ||
+                                            config_.rope_freq_scale_swa != config_.rope_freq_scale());
   routes_.resize(config_.n_layer);
 }
 
@@ -173,7 +191,8 @@ void model::matmul_shared(const std::vector<float>& x, int64_t n_tok,
 
 void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
   const model_config& c = config_;
-  const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.has_experts() ? 0 : c.n_ff;  // the dense FFN's width
+  const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(),
+                F = c.has_experts() ? 0 : c.n_ff;  // the dense FFN's width
   const int bt = cache.block_tokens();
 
   // Flatten the batch: token t belongs to sequence seq[t] at position pos[t].
@@ -262,15 +281,11 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
     });
   };
 
-  kernels::rope_params rope{static_cast<int32_t>(c.n_rot), c.rope_freq_base,
-                            c.rope_scaling == rope_scaling_type::linear ? 1.0f / c.rope_scaling_factor : 1.0f,
-                            weights_.rope_freqs, c.rope_attn_factor};
+  const kernels::rope_params rope = rope_of(c, weights_.rope_freqs, false);
   for_rows(T, [&](int64_t t) { kernels::rope_angles(rope, b.pos[t], &b.rope[t * c.n_rot]); });
   if (swa_rope_differs_) {
     b.rope_swa.resize(T * c.n_rot);
-    kernels::rope_params local = rope;
-    local.freq_base = c.rope_freq_base_swa;
-    local.freq_scale = c.rope_freq_scale_swa;
+    const kernels::rope_params local = rope_of(c, weights_.rope_freqs, true);
     for_rows(T, [&](int64_t t) { kernels::rope_angles(local, b.pos[t], &b.rope_swa[t * c.n_rot]); });
   }
 
@@ -284,7 +299,7 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
     matmul_shared(b.h, T, {{w.wq, b.q.data(), Q}, {w.wk, b.k.data(), KV}, {w.wv, b.v.data(), KV}});
     attention_layer(l, in, cache, T);
     matmul(w.wo, b.attn, T, b.proj);
-    add_sublayer_output(w.post_attn_norm, T);
+    add_sublayer_output(w.bo, w.post_attn_norm, T);
 
     // Feed-forward block: x += ffn(norm(x)), through the layer kind's hook.
     norm_rows(w.ffn_norm);
@@ -296,7 +311,7 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
         ffn_moe(w, T);
         break;
     }
-    add_sublayer_output(w.post_ffn_norm, T);
+    add_sublayer_output({}, w.post_ffn_norm, T);
   }
 
   // Output head on the requested rows only: h[r] = norm(x[token of r]).
@@ -360,30 +375,37 @@ void model::ffn_dense(const layer_weights& w, int64_t T) {
 // b.proj = the mixture of the experts each row of b.h is routed to (engine/experts/moe_ffn.h).
 void model::ffn_moe(const layer_weights& w, int64_t T) {
   const model_config& c = config_;
-  const experts::moe_shape shape{c.n_embd, c.n_ff_exp,
-                                 {c.arch->gating, c.arch->expert_weights_norm, static_cast<int32_t>(c.n_expert_used)}};
+  const experts::moe_shape shape{
+      c.n_embd, c.n_ff_exp, {c.arch->gating, c.arch->expert_weights_norm, static_cast<int32_t>(c.n_expert_used)}};
   auto& b = buf_;
   moe_.forward(
-      w.experts, shape, b.h.data(), T, b.single_order, [this](int64_t n, float* g, const float* u) { activate(n, g, u); },
-      b.proj.data(), kernels_, pool_);
+      w.experts, shape, b.h.data(), T, b.single_order,
+      [this](int64_t n, float* g, const float* u) { activate(n, g, u); }, b.proj.data(), kernels_, pool_);
   route_record& r = routes_[static_cast<size_t>(&w - weights_.layers.data())];
   r.choices.assign(moe_.choices().begin(), moe_.choices().end());
   r.experts_run = moe_.groups().experts_used();
 }
 
 void model::activate(int64_t n, float* gate, const float* up) const {
-  if (config_.arch->activation == ffn_activation::gelu_tanh) {
-    kernels::geglu(n, gate, up);
-  } else {
-    kernels_.swiglu(n, gate, up);
+  switch (config_.arch->activation) {
+    case ffn_activation::gelu_tanh:
+      kernels::geglu(n, gate, up);
+      break;
+    case ffn_activation::swiglu_oai:
+      kernels::swiglu_oai(n, gate, up);
+      break;
+    case ffn_activation::silu:
+      kernels_.swiglu(n, gate, up);
+      break;
   }
 }
 
-void model::add_sublayer_output(const std::vector<float>& post_norm, int64_t T) {
+void model::add_sublayer_output(const std::vector<float>& bias, const std::vector<float>& post_norm, int64_t T) {
   const int64_t E = config_.n_embd;
   auto& b = buf_;
   auto add = [&](int64_t t) {
     float* p = &b.proj[t * E];
+    for (size_t i = 0; i < bias.size(); ++i) p[i] += bias[i];
     if (!post_norm.empty()) kernels::rms_norm(p, post_norm.data(), p, E, config_.rms_eps);
     for (int64_t i = 0; i < E; ++i) b.x[t * E + i] += p[i];
   };
@@ -461,6 +483,7 @@ void model::attention_layer(uint32_t layer, const step_input& in, kv_pool& cache
   // One task per (token, kv head), taking the query heads that share it; each token sees
   // keys at positions <= its own (and, on a local layer, inside the window).
   const float softmax_scale = c.arch->query_prescale ? 1.0f : scale;
+  const float* sinks = w.attn_sinks.empty() ? nullptr : w.attn_sinks.data();  // [n_head]
   const auto group = static_cast<int>(c.n_head / c.n_head_kv);
   pool_.parallel_for(T * c.n_head_kv, [&](int64_t task, int thread) {
     const int64_t t = task / c.n_head_kv;
@@ -482,7 +505,8 @@ void model::attention_layer(uint32_t layer, const step_input& in, kv_pool& cache
           outs[g] = &b.attn[t * Q + h * hd];
         }
         attend_heads_q8(kernels_, cache, layer, blocks, c.first_visible_key(layer, b.pos[t]), b.pos[t] + 1, kv_head, q8,
-                        n, softmax_scale, nullptr, b.attn_scratch[static_cast<size_t>(thread)], outs);
+                        n, softmax_scale, sinks == nullptr ? nullptr : sinks + kv_head * group + g0,
+                        b.attn_scratch[static_cast<size_t>(thread)], outs);
         continue;
       }
       const kernels::f16_bits* qs[kMaxGroupedHeads];
@@ -494,7 +518,8 @@ void model::attention_layer(uint32_t layer, const step_input& in, kv_pool& cache
         outs[g] = &b.attn[t * Q + h * hd];
       }
       attend_heads(kernels_, cache, layer, blocks, c.first_visible_key(layer, b.pos[t]), b.pos[t] + 1, kv_head, qs, n,
-                   softmax_scale, nullptr, single_token, b.attn_scratch[static_cast<size_t>(thread)], outs);
+                   softmax_scale, sinks == nullptr ? nullptr : sinks + kv_head * group + g0, single_token,
+                   b.attn_scratch[static_cast<size_t>(thread)], outs);
     }
   });
 }

@@ -121,8 +121,9 @@ class model {
   void ffn_moe(const layer_weights& w, int64_t n_tok);
   // gate[i] = act(gate[i]) * up[i], i < n: the architecture's activation.
   void activate(int64_t n, float* gate, const float* up) const;
-  // Residual add of a sub-layer's output (b.proj), through its post-norm when it has one.
-  void add_sublayer_output(const std::vector<float>& post_norm, int64_t n_tok);
+  // Residual add of a sub-layer's output (b.proj) plus its bias, through its post-norm, when
+  // it has them.
+  void add_sublayer_output(const std::vector<float>& bias, const std::vector<float>& post_norm, int64_t n_tok);
 
   gguf::file file_;
   model_config config_;
@@ -130,7 +131,7 @@ class model {
   std::shared_ptr<thread_pool> pool_owner_;
   thread_pool& pool_;
   bool llama_cpp_order_;
-  bool swa_rope_differs_ = false;  // the local layers have a RoPE of their own (gemma3)
+  bool swa_rope_differs_ = false;  // the local layers have a RoPE of their own (gemma3, not gpt-oss)
   const kernels::dot_kernels& kernels_;
   // The tiled copies weights_' views point at (tiled_weights.h): in anonymous memory or in a
   // cache file; both empty when nothing is tiled.

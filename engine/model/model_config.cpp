@@ -71,7 +71,10 @@ void read_swa_layers(const gguf::file& f, const std::string& p, model_config& c)
     if (n < 0) throw gguf::format_error("'" + key + "' is negative");
     for (uint32_t l = 0; l < c.n_layer; ++l) c.layer_is_swa[l] = n == 0 || (l % n < static_cast<uint64_t>(n) - 1);
   }
-  c.rope_freq_base_swa = static_cast<float>(f.get_float(p + "rope.freq_base_swa").value_or(10000.0));
+  const bool global = c.arch->swa_rope_is_global;
+  c.rope_freq_base_swa =
+      static_cast<float>(f.get_float(p + "rope.freq_base_swa").value_or(global ? c.rope_freq_base : 10000.0));
+  c.rope_freq_scale_swa = global ? c.rope_freq_scale() : 1.0f;
   if (!(c.rope_freq_base_swa > 0.0f)) throw gguf::format_error("rope.freq_base_swa must be positive");
 }
 
@@ -170,7 +173,9 @@ model_config read_model_config(const gguf::file& f) {
       expect_shape(f, b + "attn_v.weight", c.n_embd, c.kv_dim());
     }
     expect_shape(f, b + "attn_output.weight", c.q_dim(), c.n_embd);
-    expect_shape(f, b + "ffn_norm.weight", c.n_embd, 1);
+    expect_shape(f, b + std::string(c.arch->ffn_norm) + ".weight", c.n_embd, 1);
+    if (c.arch->attention_sinks) expect_shape(f, b + "attn_sinks.weight", c.n_head, 1);
+    if (has_tensor(f, b + "attn_output.bias")) expect_shape(f, b + "attn_output.bias", c.n_embd, 1);
     if (c.has_experts()) {
       expect_shape(f, b + "ffn_gate_inp.weight", c.n_embd, c.n_expert);
       expect_experts(f, b + "ffn_gate_exps.weight", c.n_embd, c.n_ff_exp, c.n_expert);

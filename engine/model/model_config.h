@@ -45,12 +45,21 @@ struct model_config {
   uint32_t n_swa = 0;                   // 0: no local layers
   std::vector<uint8_t> layer_is_swa;    // [n_layer] 1 for a local (sliding-window) layer
   float rope_freq_base_swa = 10000.0f;  // RoPE base of the local layers
-  float rope_freq_scale_swa = 1.0f;
-  float final_logit_softcap = 0.0f;  // > 0: logits = c * tanh(logits / c)
+  float rope_freq_scale_swa = 1.0f;     // and their frequency scale (architecture_traits::swa_rope_is_global)
+  float final_logit_softcap = 0.0f;     // > 0: logits = c * tanh(logits / c)
   // Mixture of experts (every layer's FFN when n_expert > 0; architecture.h's gating):
   uint32_t n_expert = 0;       // <arch>.expert_count
   uint32_t n_expert_used = 0;  // expert_used_count: experts per token (k)
   uint32_t n_ff_exp = 0;       // one expert's FFN width: expert_feed_forward_length, else n_ff
+
+  // YaRN (rope_scaling yarn): the rotations between beta_fast and beta_slow turns over the
+  // original context are blended (llama.cpp's defaults; the files carry no keys for them).
+  static constexpr float kYarnBetaFast = 32.0f, kYarnBetaSlow = 1.0f;
+  // The global layers' frequency scale: 1 / rope.scaling.factor for linear and YaRN scaling.
+  float rope_freq_scale() const { return rope_scaling == rope_scaling_type::none ? 1.0f : 1.0f / rope_scaling_factor; }
+  // The context YaRN's corrections are computed for: rope.scaling.original_context_length,
+  // else the trained context.
+  uint32_t yarn_original_ctx() const { return rope_original_ctx > 0 ? rope_original_ctx : n_ctx_train; }
 
   bool is_swa(uint32_t layer) const { return n_swa > 0 && layer < layer_is_swa.size() && layer_is_swa[layer] != 0; }
   bool has_swa() const {

@@ -101,7 +101,9 @@ model_weights model_weights::from_gguf(const gguf::file& file, const model_confi
       l.k_norm = vector_of(file, p + "attn_k_norm.weight", c.head_dim);
     }
     l.wo = matrix(file, p + "attn_output.weight", Q, c.n_embd);
-    l.ffn_norm = vector_of(file, p + "ffn_norm.weight", c.n_embd);
+    l.bo = optional_vector(file, p + "attn_output.bias", c.n_embd);
+    if (c.arch->attention_sinks) l.attn_sinks = vector_of(file, p + "attn_sinks.weight", c.n_head);
+    l.ffn_norm = vector_of(file, p + std::string(c.arch->ffn_norm) + ".weight", c.n_embd);
     if (c.has_experts()) {
       l.ffn = ffn_kind::moe;
       l.experts = experts_of(file, p, c);

@@ -32,8 +32,10 @@ struct layer_weights {
   std::vector<float> bq, bk, bv;      // [q_dim], [kv_dim], [kv_dim] biases (qwen2)
   std::vector<float> q_norm, k_norm;  // [head_dim] per-head RMSNorm weights (qwen3, gemma3)
   kernels::weight_view wo;            // [n_embd rows][q_dim]
+  std::vector<float> bo;              // [n_embd] attn_output.bias (gpt-oss)
+  std::vector<float> attn_sinks;      // [n_head] each head's sink logit (gpt-oss)
   std::vector<float> post_attn_norm;  // [n_embd] (gemma3)
-  std::vector<float> ffn_norm;        // [n_embd]
+  std::vector<float> ffn_norm;        // [n_embd] (architecture_traits::ffn_norm names it)
   kernels::weight_view w_gate;        // [n_ff rows][n_embd] (dense)
   kernels::weight_view w_up;          // [n_ff rows][n_embd] (dense)
   kernels::weight_view w_down;        // [n_embd rows][n_ff] (dense)

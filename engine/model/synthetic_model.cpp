@@ -121,7 +121,7 @@ std::map<std::string, tensor_type> tensor_types(const synthetic_model_spec& s, c
                                                 int64_t q_dim, int64_t ff_exp) {
   std::vector<gguf::tensor_desc> descs;
   auto add = [&](std::string name, int64_t cols, tensor_type t, int dims = 2) {
-    descs.push_back({std::move(name), dims, cols, t});
+    descs.push_back({std::move(name), dims, cols, t, dims == 3 ? int64_t{s.n_expert} : 1});
   };
   add("token_embd.weight", s.n_embd, s.embd_type);
   const bool fused_qkv = arch.fused_gate_up;  // phi3 fuses both
@@ -159,12 +159,12 @@ std::map<std::string, tensor_type> tensor_types(const synthetic_model_spec& s, c
 }
 
 // A mixture needs an architecture that runs one, k of n experts, and (llama) experts of the
-// FFN's width; qwen3moe needs one.
+// FFN's width; qwen3moe and gpt-oss need one.
 void check_experts(const synthetic_model_spec& s, const architecture_traits& arch, int64_t ff_exp) {
   if (arch.moe_only && s.n_expert == 0) throw std::invalid_argument(s.architecture + " needs experts");
   if (s.n_expert == 0) return;
   if (s.architecture != "llama" && !arch.moe_only) {
-    throw std::invalid_argument(s.architecture + " has no mixture of experts (llama and qwen3moe do)");
+    throw std::invalid_argument(s.architecture + " has no mixture of experts (llama, qwen3moe and gpt-oss do)");
   }
   if (s.n_expert_used == 0 || s.n_expert_used > s.n_expert) {
     throw std::invalid_argument("experts used must be in [1, experts]");
@@ -174,9 +174,28 @@ void check_experts(const synthetic_model_spec& s, const architecture_traits& arc
   }
 }
 
+// What llama.cpp requires of a gpt-oss file beyond the spec: output.weight (never tied) and
+// attention.sliding_window (the real models' 128 when the spec gives none).
+synthetic_model_spec with_required_parts(synthetic_model_spec s) {
+  if (s.architecture == "gpt-oss") {
+    s.tied_output = false;
+    if (s.sliding_window == 0) s.sliding_window = 128;
+  }
+  return s;
+}
+
+// F32 vectors of a layer: w.add_tensor with the spec's values uniform in [lo, hi].
+void add_vector(gguf::writer& w, weight_maker& m, const std::string& name, std::vector<int64_t> shape, float lo,
+                float hi) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  w.add_tensor(name, tensor_type::f32, std::move(shape), m.norm(n, lo, hi));
+}
+
 }  // namespace
 
-gguf::writer make_synthetic_model(const synthetic_model_spec& s, const gguf::file* vocab_from) {
+gguf::writer make_synthetic_model(const synthetic_model_spec& spec, const gguf::file* vocab_from) {
+  const synthetic_model_spec s = with_required_parts(spec);
   if (s.n_layer == 0 || s.n_embd == 0 || s.n_head == 0 || s.n_head_kv == 0 || s.n_ff == 0) {
     throw std::invalid_argument("every shape must be positive");
   }
@@ -213,7 +232,10 @@ gguf::writer make_synthetic_model(const synthetic_model_spec& s, const gguf::fil
   w.set_f32(p + "rope.freq_base", s.rope_freq_base);
   w.set_f32(p + "attention.layer_norm_rms_epsilon", s.rms_eps);
   w.set_u32(p + "rope.dimension_count", head_dim);
-  if (s.head_dim > 0) {
+  // gpt-oss: every other layer local, YaRN (llama.cpp's keys as its converter writes them:
+  // the real models' factor 32 over an original context of n_ctx / 32), the head size given.
+  const bool gpt_oss = s.architecture == "gpt-oss";
+  if (s.head_dim > 0 || gpt_oss) {
     w.set_u32(p + "attention.key_length", head_dim);
     w.set_u32(p + "attention.value_length", head_dim);
   }
@@ -223,7 +245,11 @@ gguf::writer make_synthetic_model(const synthetic_model_spec& s, const gguf::fil
     w.set_u32(p + "expert_used_count", s.n_expert_used);
     if (s.architecture != "llama") w.set_u32(p + "expert_feed_forward_length", ff_exp);
   }
-  if (s.rope_original_ctx > 0) {
+  if (gpt_oss) {
+    w.set_string(p + "rope.scaling.type", "yarn");
+    w.set_f32(p + "rope.scaling.factor", 32.0f);
+    w.set_u32(p + "rope.scaling.original_context_length", std::max(1u, s.n_ctx / 32));
+  } else if (s.rope_original_ctx > 0) {
     if (s.rope_original_ctx >= s.n_ctx) throw std::invalid_argument("rope_original_ctx must be below n_ctx");
     w.set_u32(p + "rope.scaling.original_context_length", s.rope_original_ctx);
     const double scale = static_cast<double>(s.n_ctx) / s.rope_original_ctx;
@@ -262,12 +288,12 @@ gguf::writer make_synthetic_model(const synthetic_model_spec& s, const gguf::fil
   };
   // gemma3 scales the embeddings by sqrt(n_embd): keep the residual stream near unit size.
   add_matrix("token_embd.weight", s.n_embd, n_vocab, arch->scale_embeddings ? in_scale : 1.0f);
-  if (s.rope_original_ctx > 0) {
+  if (s.rope_original_ctx > 0 && !gpt_oss) {
     w.add_tensor("rope_factors_long.weight", tensor_type::f32, {head_dim / 2}, m.norm(head_dim / 2, 1.0f, 8.0f));
     w.add_tensor("rope_factors_short.weight", tensor_type::f32, {head_dim / 2}, m.norm(head_dim / 2, 1.0f, 1.5f));
   }
-  const bool fused = arch->fused_gate_up;  // phi3: fused QKV and gate/up
-  const bool biases = s.architecture == "qwen2";
+  const bool fused = arch->fused_gate_up;                    // phi3: fused QKV and gate/up
+  const bool biases = s.architecture == "qwen2" || gpt_oss;  // q, k, v (gpt-oss: and the output's)
   const int64_t ff_rows = fused ? 2 * static_cast<int64_t>(s.n_ff) : s.n_ff;
   for (uint32_t l = 0; l < s.n_layer; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
@@ -289,9 +315,11 @@ gguf::writer make_synthetic_model(const synthetic_model_spec& s, const gguf::fil
       w.add_tensor(b + "attn_k_norm.weight", tensor_type::f32, {head_dim}, m.norm(head_dim));
     }
     add_matrix(b + "attn_output.weight", q_dim, s.n_embd, 1.0f / std::sqrt(static_cast<float>(q_dim)));
+    if (gpt_oss) add_vector(w, m, b + "attn_output.bias", {s.n_embd}, -0.2f, 0.2f);
+    if (arch->attention_sinks) add_vector(w, m, b + "attn_sinks.weight", {s.n_head}, -1.0f, 2.0f);
     if (arch->post_norms)
       w.add_tensor(b + "post_attention_norm.weight", tensor_type::f32, {s.n_embd}, m.norm(s.n_embd));
-    w.add_tensor(b + "ffn_norm.weight", tensor_type::f32, {s.n_embd}, m.norm(s.n_embd));
+    w.add_tensor(b + std::string(arch->ffn_norm) + ".weight", tensor_type::f32, {s.n_embd}, m.norm(s.n_embd));
     if (s.n_expert > 0) {
       // Stacks [n_expert][rows][cols]; router logits of about unit size, so the choices vary.
       const int64_t NE = s.n_expert;
@@ -303,6 +331,12 @@ gguf::writer make_synthetic_model(const synthetic_model_spec& s, const gguf::fil
       add_stack(b + "ffn_gate_exps.weight", s.n_embd, ff_exp, in_scale);
       add_stack(b + "ffn_up_exps.weight", s.n_embd, ff_exp, in_scale);
       add_stack(b + "ffn_down_exps.weight", ff_exp, s.n_embd, 1.0f / std::sqrt(static_cast<float>(ff_exp)));
+      if (gpt_oss) {  // [n_expert] and [n_expert][rows] biases
+        add_vector(w, m, b + "ffn_gate_inp.bias", {NE}, -0.5f, 0.5f);
+        add_vector(w, m, b + "ffn_gate_exps.bias", {ff_exp, NE}, -0.2f, 0.2f);
+        add_vector(w, m, b + "ffn_up_exps.bias", {ff_exp, NE}, -0.2f, 0.2f);
+        add_vector(w, m, b + "ffn_down_exps.bias", {s.n_embd, NE}, -0.2f, 0.2f);
+      }
     } else {
       if (!fused) add_matrix(b + "ffn_gate.weight", s.n_embd, s.n_ff, in_scale);
       add_matrix(b + "ffn_up.weight", s.n_embd, ff_rows, in_scale);

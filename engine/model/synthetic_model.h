@@ -27,7 +27,9 @@ struct synthetic_model_spec {
   uint32_t n_ctx = 2048;
   float rope_freq_base = 10000.0f;
   float rms_eps = 1e-5f;
-  // gemma3: the sliding window (every 6th layer global); 0 writes no window.
+  // gemma3: the sliding window (every 6th layer global); 0 writes no window. gpt-oss (every
+  // other layer global) always has one: 128 when 0. gpt-oss also always writes output.weight,
+  // q/k/v/output and expert biases, attention sinks and YaRN keys, as llama.cpp requires.
   uint32_t sliding_window = 0;
   // phi3: LongRoPE factor tensors and rope.scaling keys, with this original context (0: none).
   uint32_t rope_original_ctx = 0;
