@@ -29,6 +29,9 @@ class reference_model {
   const model_config& config() const { return c_; }
   // The experts each layer's mixture chose for the last token, strongest first.
   const std::vector<std::vector<int32_t>>& last_experts() const { return last_experts_; }
+  // How far the k-th choice's value (probability or logit) stood above the next expert's, per
+  // layer (infinity when every expert is chosen): a near tie where it is tiny.
+  const std::vector<double>& last_margins() const { return last_margins_; }
 
   // Feeds one token at the next position; returns logits [n_vocab].
   std::vector<double> step(int32_t token) {
@@ -64,14 +67,14 @@ class reference_model {
         norm_heads(q, c_.n_head, vec(p + "attn_q_norm.weight"));
         norm_heads(k, c_.n_head_kv, vec(p + "attn_k_norm.weight"));
       }
-      const double base = c_.is_swa(l) ? c_.rope_freq_base_swa : c_.rope_freq_base;
-      rope(q, c_.n_head, pos, base);
-      rope(k, c_.n_head_kv, pos, base);
+      rope(q, c_.n_head, pos, c_.is_swa(l));
+      rope(k, c_.n_head_kv, pos, c_.is_swa(l));
       k_hist_[l].push_back(k);  // k_hist_[l][position] = [KV]
       v_hist_[l].push_back(v);
       const int64_t first = c_.first_visible_key(l, static_cast<int32_t>(pos));
       std::vector<double> attn(Q, 0.0);  // [Q]
       const uint32_t group = c_.n_head / c_.n_head_kv;
+      const std::vector<double> sinks = a.attention_sinks ? vec(p + "attn_sinks.weight") : std::vector<double>{};
       for (uint32_t head = 0; head < c_.n_head; ++head) {
         const uint32_t kvh = head / group;
         std::vector<double> score(pos + 1 - first);  // [visible keys]
@@ -80,18 +83,21 @@ class reference_model {
           for (int64_t i = 0; i < hd; ++i) s += q[head * hd + i] * k_hist_[l][j][kvh * hd + i];
           score[j - first] = s * c_.attention_scale;
         }
-        const double mx = *std::max_element(score.begin(), score.end());
-        double sum = 0;
+        // A sink logit joins the denominator (and the maximum) only.
+        const double sink = sinks.empty() ? -INFINITY : sinks[head];
+        const double mx = std::max(sink, *std::max_element(score.begin(), score.end()));
+        double sum = sinks.empty() ? 0.0 : std::exp(sink - mx);
         for (auto& s : score) sum += (s = std::exp(s - mx));
         for (int64_t j = first; j <= pos; ++j) {
           for (int64_t i = 0; i < hd; ++i) attn[head * hd + i] += score[j - first] / sum * v_hist_[l][j][kvh * hd + i];
         }
       }
       std::vector<double> o = matvec(p + "attn_output.weight", attn);  // [E]
+      add_if_present(o, p + "attn_output.bias");
       if (a.post_norms) o = rms_norm(o, vec(p + "post_attention_norm.weight"));
       for (int64_t i = 0; i < E; ++i) x[i] += o[i];
-      const std::vector<double> h2 = rms_norm(x, vec(p + "ffn_norm.weight"));  // [E]
-      std::vector<double> d;                                                      // [E]
+      const std::vector<double> h2 = rms_norm(x, vec(p + std::string(a.ffn_norm) + ".weight"));  // [E]
+      std::vector<double> d;                                                                     // [E]
       if (c_.has_experts()) {
         d = mixture(l, p, h2);
       } else {
@@ -104,7 +110,7 @@ class reference_model {
           g = matvec(p + "ffn_gate.weight", h2);  // [F]
           u = matvec(p + "ffn_up.weight", h2);    // [F]
         }
-        for (int64_t i = 0; i < F; ++i) g[i] = activation(g[i]) * u[i];
+        for (int64_t i = 0; i < F; ++i) g[i] = glu(g[i], u[i]);
         d = matvec(p + "ffn_down.weight", g);
       }
       if (a.post_norms) d = rms_norm(d, vec(p + "post_ffw_norm.weight"));
@@ -119,12 +125,21 @@ class reference_model {
   }
 
  private:
-  double activation(double g) const {
-    if (c_.arch->activation == ffn_activation::gelu_tanh) {
-      const double kSqrt2OverPi = std::sqrt(2.0 / M_PI);
-      return 0.5 * g * (1.0 + std::tanh(kSqrt2OverPi * g * (1.0 + 0.044715 * g * g)));
+  // act(g) * u, the architecture's gated activation.
+  double glu(double g, double u) const {
+    switch (c_.arch->activation) {
+      case ffn_activation::gelu_tanh: {
+        const double kSqrt2OverPi = std::sqrt(2.0 / M_PI);
+        return 0.5 * g * (1.0 + std::tanh(kSqrt2OverPi * g * (1.0 + 0.044715 * g * g))) * u;
+      }
+      case ffn_activation::swiglu_oai: {  // gate clamped above, up both ways, at 7; sigmoid(1.702 x)
+        const double x = std::min(g, 7.0), y = std::clamp(u, -7.0, 7.0);
+        return x / (1.0 + std::exp(-1.702 * x)) * (y + 1.0);
+      }
+      case ffn_activation::silu:
+        break;
     }
-    return g / (1.0 + std::exp(-g));
+    return g / (1.0 + std::exp(-g)) * u;
   }
   // A mixture of experts (architecture.h's gating): the router's k experts, each
   // down_e(act(gate_e h) * up_e h) with its biases when the file has them, weighted.
@@ -144,6 +159,8 @@ class reference_model {
     std::vector<int32_t> chosen(static_cast<size_t>(NE));
     for (int32_t e = 0; e < NE; ++e) chosen[static_cast<size_t>(e)] = e;
     std::stable_sort(chosen.begin(), chosen.end(), [&](int32_t a, int32_t b) { return sel[a] > sel[b]; });
+    if (last_margins_.size() < c_.n_layer) last_margins_.resize(c_.n_layer);
+    last_margins_[layer] = k < NE ? sel[chosen[k - 1]] - sel[chosen[k]] : INFINITY;
     chosen.resize(static_cast<size_t>(k));
     std::vector<double> w(static_cast<size_t>(k));  // [k]
     for (int i = 0; i < k; ++i) w[i] = sel[chosen[i]];
@@ -162,7 +179,7 @@ class reference_model {
       std::vector<double> u = matvec_rows(p + "ffn_up_exps.weight", h, e * F, F);    // [F]
       add_rows_if_present(g, p + "ffn_gate_exps.bias", e * F);
       add_rows_if_present(u, p + "ffn_up_exps.bias", e * F);
-      for (int64_t j = 0; j < F; ++j) g[j] = activation(g[j]) * u[j];
+      for (int64_t j = 0; j < F; ++j) g[j] = glu(g[j], u[j]);
       std::vector<double> d = matvec_rows(p + "ffn_down_exps.weight", g, e * E, E);  // [E]
       add_rows_if_present(d, p + "ffn_down_exps.bias", e * E);
       for (int64_t j = 0; j < E; ++j) out[j] += w[i] * d[j];
@@ -229,17 +246,32 @@ class reference_model {
       std::copy(head.begin(), head.end(), v.begin() + h * c_.head_dim);
     }
   }
-  // Rotates pair i of each head by pos * base^(-2i/n_rot) / factor_i (times the linear
-  // scaling), and scales it by the LongRoPE magnitude. The pair is (2i, 2i+1) for normal
-  // RoPE, (i, i + n_rot/2) for NeoX.
-  void rope(std::vector<double>& v, uint32_t n_heads, int64_t pos, double base) const {
+  // Rotates pair i of each head by pos * base^(-2i/n_rot) / factor_i times the scale (the
+  // local layers' base and scale on a local layer), and scales it by the LongRoPE magnitude.
+  // YaRN: the scaled angle blended with the unscaled one on the pairs below its correction
+  // range (ramp 1 below low, 0 above high), the magnitude times 1 + 0.1 ln(1 / scale). The
+  // pair is (2i, 2i+1) for normal RoPE, (i, i + n_rot/2) for NeoX.
+  void rope(std::vector<double>& v, uint32_t n_heads, int64_t pos, bool local) const {
     const bool neox = c_.arch->rope == rope_style::neox;
-    const double linear = c_.rope_scaling == rope_scaling_type::linear ? 1.0 / c_.rope_scaling_factor : 1.0;
+    const double base = local ? c_.rope_freq_base_swa : c_.rope_freq_base;
+    const double scale = local ? c_.rope_freq_scale_swa : c_.rope_freq_scale();
+    const bool yarn = c_.rope_scaling == rope_scaling_type::yarn;
+    const double n_rot = c_.n_rot;
+    auto corr_dim = [&](double beta) {  // the pair whose wavelength turns beta times over the original context
+      return n_rot * std::log(c_.yarn_original_ctx() / (beta * 2.0 * M_PI)) / (2.0 * std::log(base));
+    };
+    const double low = std::max(0.0, std::floor(corr_dim(model_config::kYarnBetaFast)));
+    const double high = std::min(n_rot - 1.0, std::ceil(corr_dim(model_config::kYarnBetaSlow)));
+    const double m = c_.rope_attn_factor * (yarn ? 1.0 + 0.1 * std::log(1.0 / scale) : 1.0);
     for (uint32_t h = 0; h < n_heads; ++h) {
       for (uint32_t i = 0; i < c_.n_rot / 2; ++i) {
         const double factor = rope_factors_.empty() ? 1.0 : rope_factors_[i];
-        const double theta = linear * static_cast<double>(pos) * std::pow(base, -2.0 * i / c_.n_rot) / factor;
-        const double m = c_.rope_attn_factor;
+        const double unscaled = static_cast<double>(pos) * std::pow(base, -2.0 * i / n_rot) / factor;
+        double theta = scale * unscaled;
+        if (yarn) {
+          const double ramp = 1.0 - std::clamp((i - low) / std::max(0.001, high - low), 0.0, 1.0);
+          theta = theta * (1.0 - ramp) + unscaled * ramp;
+        }
         double& a = v[h * c_.head_dim + (neox ? i : 2 * i)];
         double& b = v[h * c_.head_dim + (neox ? i + c_.n_rot / 2 : 2 * i + 1)];
         const double na = m * (a * std::cos(theta) - b * std::sin(theta));
@@ -255,6 +287,7 @@ class reference_model {
   std::vector<double> rope_factors_;                               // [n_rot / 2] or empty
   std::vector<std::vector<std::vector<double>>> k_hist_, v_hist_;  // [layer][pos][kv_dim]
   std::vector<std::vector<int32_t>> last_experts_;                 // [layer][k]
+  std::vector<double> last_margins_;                               // [layer]
 };
 
 }  // namespace tandem::test
