@@ -53,7 +53,8 @@ struct model_config {
   uint32_t n_ff_exp = 0;       // one expert's FFN width: expert_feed_forward_length, else n_ff
 
   // YaRN (rope_scaling yarn): the rotations between beta_fast and beta_slow turns over the
-  // original context are blended (llama.cpp's defaults; the files carry no keys for them).
+  // original context are blended. llama.cpp's defaults, which it keeps for the architectures
+  // Tandem runs (it reads rope.scaling.yarn_beta_* keys for others only; gpt-oss's are these).
   static constexpr float kYarnBetaFast = 32.0f, kYarnBetaSlow = 1.0f;
   // The global layers' frequency scale: 1 / rope.scaling.factor for linear and YaRN scaling.
   float rope_freq_scale() const { return rope_scaling == rope_scaling_type::none ? 1.0f : 1.0f / rope_scaling_factor; }
