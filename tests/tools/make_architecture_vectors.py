@@ -10,6 +10,16 @@ fixed prompts of token ids records the 32 tokens llama.cpp generates greedily an
 The file's FNV-1a-64 digest goes along, so the test can tell that it builds the very same
 file from the same spec.
 
+For the mixtures of experts (qwen3moe; mixtral, which gen-model writes as a llama file with
+experts; gpt-oss) it also records the router's choices: through llama.cpp's graph evaluation callback
+(cb_eval), the tensor build_moe_ffn names "ffn_moe_topk-<layer>" (the chosen experts per
+token, strongest first) and "ffn_moe_probs-<layer>" (what the top-k ranks: the gating
+probabilities; gpt-oss's router logits) at every evaluation. Per case, "routes" holds per layer, per position (the prompt's, then each fed-back
+generated token's), the chosen experts, or null where llama.cpp computed none (its last layer
+runs only the prompt's last token); "route_near_ties" lists the [layer, position] where two
+of the k+1 most probable experts are within ROUTE_NEAR_TIE of each other, where an engine may
+rightly choose differently.
+
 Usage (llama-cpp-python 0.3.36 built from its sdist, as `scripts/install-deps.sh --bench`
 installs it; or its llama_cpp package on PYTHONPATH with LLAMA_CPP_LIB_PATH naming a
 llama.cpp build of the same sdist):
@@ -17,9 +27,11 @@ llama.cpp build of the same sdist):
 Writes tests/data/architectures/<arch>.json.
 """
 import argparse
+import ctypes
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -30,6 +42,9 @@ import numpy as np
 N_GENERATE = 32
 TOP_K = 5
 PROMPT_LENGTHS = [1, 6, 23, 75, 160]
+# The mixtures of experts take 20 prompts (issue 51's bar: 19 of 20 continuations equal).
+MOE_PROMPT_LENGTHS = [1, 2, 3, 5, 6, 8, 11, 13, 17, 23, 29, 37, 45, 56, 64, 75, 90, 111, 131, 160]
+ROUTE_NEAR_TIE = 1e-4  # gating scores this close may be ordered either way
 
 # Each architecture's model: small enough for CI, shaped to exercise what it changes
 # (qwen3's head size differs from width / heads, gemma3 has five local layers and one global
@@ -44,6 +59,15 @@ SPECS = {arch: {"arch": arch, **BASE, **spec} for arch, spec in {
     "qwen3": {"head_dim": 64, "untied": True, "seed": 22},
     "gemma3": {"layers": 6, "kv_heads": 1, "head_dim": 64, "seed": 23, "sliding_window": 40},
     "phi3": {"kv_heads": 4, "rope_base": 10000.0, "untied": True, "seed": 24, "rope_original_ctx": 1024},
+    # qwen3moe: every layer a mixture, 4 of 8 experts per token (softmax, top-k, renormalised),
+    # experts 64 wide (expert_feed_forward_length != feed_forward_length), qwen3's wide heads.
+    "qwen3moe": {"head_dim": 64, "untied": True, "seed": 25, "experts": 8, "experts_used": 4, "expert_ff": 64},
+    # mixtral: llama's file with 8 experts, 2 per token (top-k, then softmax over the k), n_ff wide.
+    "mixtral": {"rope_base": 10000.0, "ff": 128, "seed": 26, "experts": 8, "experts_used": 2, "expert_ff": 0},
+    # gpt-oss: its files' mixture (MXFP4_MOE: MXFP4 experts, Q8_0 elsewhere), local and global
+    # layers in turn with a window of 40, YaRN, sinks, biases, 4 of 8 experts (top-k, then softmax).
+    "gpt-oss": {"layers": 4, "head_dim": 64, "rope_base": 150000.0, "type": "mxfp4_moe", "untied": True, "seed": 27,
+                "sliding_window": 40, "experts": 8, "experts_used": 4, "expert_ff": 64},
 }.items()}
 
 
@@ -65,7 +89,83 @@ def gen_model(tandem, spec, path):
             "--rope-original-ctx", str(spec["rope_original_ctx"])]
     if spec["untied"]:
         args.append("--untied")
+    if spec.get("experts"):
+        args += ["--experts", str(spec["experts"]), "--experts-used", str(spec["experts_used"]),
+                 "--expert-ff", str(spec["expert_ff"])]
     subprocess.run(args, check=True)
+
+
+class RouteRecorder:
+    """Collects build_moe_ffn's choices and gating probabilities at each graph evaluation
+    through llama.cpp's eval callback, which llama-cpp-python's Llama takes no argument for:
+    it is set on the context parameters as llama_init_from_model receives them."""
+
+    class Tensor(ctypes.Structure):  # ggml.h's struct ggml_tensor, up to its name
+        _fields_ = [("type", ctypes.c_int), ("buffer", ctypes.c_void_p), ("ne", ctypes.c_int64 * 4),
+                    ("nb", ctypes.c_size_t * 4), ("op", ctypes.c_int), ("op_params", ctypes.c_int32 * 16),
+                    ("flags", ctypes.c_int32), ("src", ctypes.c_void_p * 10), ("view_src", ctypes.c_void_p),
+                    ("view_offs", ctypes.c_size_t), ("data", ctypes.c_void_p), ("name", ctypes.c_char * 64)]
+
+    def __init__(self):
+        self.seen = []  # (kind, layer, rows) in evaluation order
+        self._cb = llama_cpp.llama_cpp.ggml_backend_sched_eval_callback(self._on_tensor)
+        self._init = llama_cpp.llama_cpp.llama_init_from_model
+
+        def init_with_callback(model, params):
+            params.cb_eval = self._cb
+            params.cb_eval_user_data = None
+            return self._init(model, params)
+        llama_cpp.llama_cpp.llama_init_from_model = init_with_callback
+
+    def close(self):
+        llama_cpp.llama_cpp.llama_init_from_model = self._init
+
+    def _on_tensor(self, t, ask, _user_data):
+        t = ctypes.cast(t, ctypes.POINTER(self.Tensor)).contents
+        m = re.fullmatch(r"(ffn_moe_topk|ffn_moe_probs)-(\d+)", t.name.decode())  # not their views' "... (reshaped)"
+        if not m:
+            return False
+        kind, layer = m.groups()
+        if ask:
+            return True
+        ctype = ctypes.c_int32 if kind == "ffn_moe_topk" else ctypes.c_float
+        row_stride = t.nb[1] // ctypes.sizeof(ctype)  # the top-k is a view of the whole argsort
+        flat = np.ctypeslib.as_array(ctypes.cast(t.data, ctypes.POINTER(ctype)), shape=(t.ne[1] * row_stride,))
+        rows = flat.reshape(t.ne[1], row_stride)[:, :t.ne[0]].copy()
+        self.seen.append((kind, int(layer), rows))
+        return True
+
+    def take(self):
+        """One evaluation's choices and probabilities: {layer: (topk [T][k], probs [T][n_expert])}."""
+        out = {}
+        for kind, layer, rows in self.seen:
+            out.setdefault(layer, {})[kind] = rows
+        self.seen = []
+        return {layer: (d["ffn_moe_topk"], d["ffn_moe_probs"]) for layer, d in out.items()}
+
+
+def record_routes(steps, n_layer, n_positions, k):
+    """Per layer, per position, the chosen experts (None where not computed), and the
+    near ties, from each evaluation's {layer: (topk, probs)} in order."""
+    routes = [[None] * n_positions for _ in range(n_layer)]
+    near_ties = []
+    pos = 0
+    for n_tokens, by_layer in steps:
+        assert sorted(by_layer) == list(range(n_layer)), sorted(by_layer)
+        for layer, (topk, probs) in by_layer.items():
+            # The last layer computes only the rows whose logits are asked for: the last.
+            first = pos + n_tokens - topk.shape[0]
+            for r in range(topk.shape[0]):
+                p = first + r
+                if p >= n_positions:
+                    continue
+                routes[layer][p] = [int(e) for e in topk[r]]
+                sorted_probs = np.sort(probs[r])[::-1][:k + 1]
+                assert np.allclose(probs[r][topk[r]], sorted_probs[:k]), (layer, p)
+                if np.min(sorted_probs[:-1] - sorted_probs[1:]) < ROUTE_NEAR_TIE:
+                    near_ties.append([layer, p])
+        pos += n_tokens
+    return routes, near_ties
 
 
 def main():
@@ -78,19 +178,29 @@ def main():
     tmp = tempfile.mkdtemp()
     for arch in a.archs:
         spec = SPECS[arch]
+        moe = bool(spec.get("experts"))
         path = os.path.join(tmp, arch + ".gguf")
         gen_model(a.tandem, spec, path)
         with open(path, "rb") as f:
             digest = fnv1a64(f.read())
+        recorder = RouteRecorder() if moe else None
         llm = llama_cpp.Llama(model_path=path, n_ctx=spec["ctx"], n_batch=512, n_threads=a.threads,
                               n_threads_batch=a.threads, verbose=False)
+        if recorder:
+            recorder.close()
         n_vocab = llm.n_vocab()
         rng = random.Random(2026 + spec["seed"])
         cases = []
-        for n in PROMPT_LENGTHS:
+        n_routed = n_ties = 0
+        for n in MOE_PROMPT_LENGTHS if moe else PROMPT_LENGTHS:
             prompt = [rng.randrange(3, n_vocab) for _ in range(n)]
             llm.reset()
+            if recorder:
+                recorder.take()
+            steps = []
             llm.eval(prompt)
+            if recorder:
+                steps.append((len(prompt), recorder.take()))
             generated, top = [], []
             for _ in range(N_GENERATE):
                 logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(n_vocab,)).copy()
@@ -98,8 +208,20 @@ def main():
                 generated.append(int(best[0]))
                 top.append([[int(t), float(logits[t])] for t in best])
                 llm.eval([int(best[0])])
-            cases.append({"prompt_ids": prompt, "generated": generated, "top": top})
-            print(f"{arch:6} {n:4} prompt tokens -> {generated[:8]}...", file=sys.stderr)
+                if recorder:
+                    steps.append((1, recorder.take()))
+            case = {"prompt_ids": prompt, "generated": generated, "top": top}
+            if recorder:
+                # The positions an engine computes to check every generated token: the prompt
+                # and the generated tokens fed back, all but the last.
+                routes, ties = record_routes(steps, spec["layers"], len(prompt) + N_GENERATE - 1, spec["experts_used"])
+                case["routes"], case["route_near_ties"] = routes, ties
+                n_routed += sum(r is not None for layer in routes for r in layer)
+                n_ties += len(ties)
+            cases.append(case)
+            print(f"{arch:8} {n:4} prompt tokens -> {generated[:8]}...", file=sys.stderr)
+        if moe:
+            print(f"{arch}: {n_routed} routed tokens recorded, {n_ties} near ties", file=sys.stderr)
         del llm
         out = os.path.join(here, "..", "data", "architectures", arch + ".json")
         with open(out, "w") as f:
