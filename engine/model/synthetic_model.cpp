@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <random>
 #include <stdexcept>
 #include <vector>
 
 #include "engine/gguf/quantize.h"
 #include "engine/model/architecture.h"
+#include "engine/platform/thread_pool.h"
 
 namespace tandem {
 namespace {
@@ -81,16 +83,30 @@ void add_generated_vocab(gguf::writer& w, uint32_t n_vocab) {
 
 class weight_maker {
  public:
-  explicit weight_maker(uint64_t seed) : rng_(seed) {}
+  explicit weight_maker(uint64_t seed) : rng_(seed), pool_(shared_thread_pool()) {}
 
-  // Row-major [rows][cols] matrix, entries uniform with the variance of N(0, scale^2).
+  // Row-major [rows][cols] matrix, entries uniform with the variance of N(0, scale^2). The
+  // draws are made in row order on this thread (the file depends on the seed alone); rows are
+  // quantized in chunks across the process's pool, which is where the time goes (K-quants'
+  // searches): the multi-gigabyte benchmark shapes take minutes instead of tens of minutes.
   std::vector<std::byte> matrix(tensor_type type, int64_t cols, int64_t rows, float scale) {
     std::uniform_real_distribution<float> u(-scale * std::sqrt(3.0f), scale * std::sqrt(3.0f));
-    std::vector<float> row(static_cast<size_t>(cols));
-    std::vector<std::byte> out(row_bytes(type, cols) * static_cast<size_t>(rows));
-    for (int64_t r = 0; r < rows; ++r) {
-      for (auto& x : row) x = u(rng_);
-      quantize_row(type, row.data(), cols, out.data() + static_cast<size_t>(r) * row_bytes(type, cols));
+    const size_t rb = row_bytes(type, cols);
+    std::vector<std::byte> out(rb * static_cast<size_t>(rows));
+    const int64_t chunk =
+        std::max<int64_t>(1, std::min<int64_t>(rows, (int64_t{1} << 20) / std::max<int64_t>(cols, 1)));
+    std::vector<float> x(static_cast<size_t>(chunk * cols));  // [chunk rows][cols]
+    for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+      const int64_t n = std::min(chunk, rows - r0);
+      for (int64_t i = 0; i < n * cols; ++i) x[static_cast<size_t>(i)] = u(rng_);
+      const auto quantize = [&](int64_t i, int) {
+        quantize_row(type, &x[static_cast<size_t>(i * cols)], cols, out.data() + static_cast<size_t>(r0 + i) * rb);
+      };
+      if (n < 4) {
+        for (int64_t i = 0; i < n; ++i) quantize(i, 0);
+      } else {
+        pool_->parallel_for(n, quantize);
+      }
     }
     return out;
   }
@@ -107,6 +123,7 @@ class weight_maker {
 
  private:
   std::mt19937_64 rng_;
+  std::shared_ptr<thread_pool> pool_;  // held: the process's pool lives while someone holds it
 };
 
 void check_row(tensor_type type, int64_t cols, const char* what) {

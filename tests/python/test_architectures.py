@@ -129,17 +129,25 @@ def test_gemma3_frees_out_of_window_blocks_and_continues_as_the_full_cache(gemma
     assert hybrid == expected
 
 
-@pytest.mark.parametrize("arch", ["qwen2", "qwen3", "gemma3", "phi3"])
+WINDOWED = ("gemma3", "gpt-oss")  # the architectures with sliding-window layers (a local pool)
+
+
+@pytest.mark.parametrize("arch", ["qwen2", "qwen3", "gemma3", "phi3", "qwen3moe", "mixtral", "gpt-oss"])
 def test_synthetic_architecture_serves(arch, tmp_path):
     path = tmp_path / f"{arch}.gguf"
     extra = {"qwen3": ["--head-dim", "64"], "gemma3": ["--layers", "6", "--head-dim", "64", "--kv-heads", "1",
                                                       "--sliding-window", "24"],
-             "phi3": ["--kv-heads", "4", "--rope-original-ctx", "1024", "--untied"]}.get(arch, [])
+             "phi3": ["--kv-heads", "4", "--rope-original-ctx", "1024", "--untied"],
+             "qwen3moe": ["--experts", "8", "--experts-used", "2", "--expert-ff", "96"],
+             "mixtral": ["--experts", "4", "--experts-used", "2"],
+             "gpt-oss": ["--layers", "4", "--experts", "4", "--experts-used", "2", "--sliding-window", "24"]}.get(arch, [])
     subprocess.run([tandem_binary(), "gen-model", "-o", str(path), "--arch", arch, "--ctx", "4096", *extra],
                    check=True, capture_output=True)
     info = subprocess.run([tandem_binary(), "info", "--model", str(path)], check=True, capture_output=True,
                           text=True).stdout
-    assert f"architecture   {arch}" in info
+    assert f"architecture   {'llama' if arch == 'mixtral' else arch}" in info
+    if arch in ("qwen3moe", "mixtral", "gpt-oss"):
+        assert "experts        2 per token of" in info, info
     if arch == "gemma3":
         assert "sliding window 24 on 5 of 6 layers (global: 5)" in info
     gen = subprocess.run([tandem_binary(), "generate", "--model", str(path), "--prompt", "a b c", "--max-tokens", "8",
@@ -156,10 +164,10 @@ def test_synthetic_architecture_serves(arch, tmp_path):
         client = openai_client(s)
         assert client.models.list().data[0].id
         # Only a sliding-window model has the local layers' pool (and its metrics).
-        assert ("tandem:kv_local_blocks_total" in s.metrics()) == (arch == "gemma3")
+        assert ("tandem:kv_local_blocks_total" in s.metrics()) == (arch in WINDOWED)
         a = client.completions.create(model=arch, prompt="a b c d e f g h", max_tokens=40, temperature=0)
         b = client.completions.create(model=arch, prompt="a b c d e f g h", max_tokens=40, temperature=0)
-        assert a.usage.completion_tokens == 40  # past gemma3's window of 24
+        assert a.usage.completion_tokens == 40  # past the window of 24
         assert a.choices[0].text == b.choices[0].text
     finally:
         s.stop()
