@@ -1,6 +1,7 @@
 #include "engine/experts/moe_ffn.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 
@@ -52,6 +53,28 @@ void moe_ffn::forward(const expert_weights& w, const moe_shape& s, const float* 
   });
 
   // 3. Each chosen expert over its group: gate and up in one pass, the activation, down.
+  // A step of one token: every chosen expert reads that token, so all their gates and ups
+  // are one product of the shared input (one pass of the pool instead of one per expert;
+  // each output gets the bits of its own product).
+  const bool one_input = T == 1;
+  if (one_input) {
+    outs_.clear();
+    for (const bool is_gate : {true, false}) {
+      for (int64_t e = 0; e < NE; ++e) {
+        if (groups_.count(e) == 0) continue;
+        const int64_t p0 = groups_.first[static_cast<size_t>(e)];
+        outs_.push_back(is_gate ? kernels::matmul_output{expert_matrix(w.gate, NE, e), &gate_[p0 * F], F}
+                                : kernels::matmul_output{expert_matrix(w.up, NE, e), &up_[p0 * F], F});
+      }
+    }
+    if (w.gate.type == w.up.type) {
+      kernels::matmul(outs_, h, E, 1, k, pool, mm_, kernels::large_step_rule::expert);
+    } else {
+      const auto half = static_cast<std::ptrdiff_t>(outs_.size() / 2);
+      kernels::matmul(std::span(outs_).first(half), h, E, 1, k, pool, mm_, kernels::large_step_rule::expert);
+      kernels::matmul(std::span(outs_).subspan(half), h, E, 1, k, pool, mm_, kernels::large_step_rule::expert);
+    }
+  }
   for (int64_t e = 0; e < NE; ++e) {
     const int64_t n = groups_.count(e);
     if (n == 0) continue;
@@ -59,10 +82,10 @@ void moe_ffn::forward(const expert_weights& w, const moe_shape& s, const float* 
     const kernels::weight_view gate = expert_matrix(w.gate, NE, e), up = expert_matrix(w.up, NE, e);
     const kernels::weight_view down = expert_matrix(w.down, NE, e);
     const float* x = &x_[p0 * E];
-    if (gate.type == up.type) {
+    if (!one_input && gate.type == up.type) {
       const kernels::matmul_output outs[2] = {{gate, &gate_[p0 * F], F}, {up, &up_[p0 * F], F}};
       kernels::matmul(outs, x, E, n, k, pool, mm_, kernels::large_step_rule::expert);
-    } else {
+    } else if (!one_input) {
       kernels::matmul(gate, x, E, n, &gate_[p0 * F], F, k, pool, mm_, kernels::large_step_rule::expert);
       kernels::matmul(up, x, E, n, &up_[p0 * F], F, k, pool, mm_, kernels::large_step_rule::expert);
     }

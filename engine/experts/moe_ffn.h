@@ -51,12 +51,13 @@ class moe_ffn {
 
  private:
   // Scratch reused across steps; R = T * k routed rows, in expert_groups order.
-  std::vector<float> z_;                 // [T][n_expert] router logits
-  std::vector<expert_choice> choices_;   // [T][k]
+  std::vector<float> z_;                // [T][n_expert] router logits
+  std::vector<expert_choice> choices_;  // [T][k]
   expert_groups groups_;
-  std::vector<float> x_;                 // [R][n_embd] each routed row's input
-  std::vector<float> gate_, up_;         // [R][n_ff]
-  std::vector<float> y_;                 // [R][n_embd] each routed row's expert output
+  std::vector<float> x_;                      // [R][n_embd] each routed row's input
+  std::vector<float> gate_, up_;              // [R][n_ff]
+  std::vector<float> y_;                      // [R][n_embd] each routed row's expert output
+  std::vector<kernels::matmul_output> outs_;  // a one-token step's gate and up products
   kernels::matmul_scratch mm_;
 };
 
