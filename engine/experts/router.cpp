@@ -9,11 +9,16 @@ namespace tandem::experts {
 namespace {
 
 constexpr int kLanes = 16;
-constexpr int64_t kParallelTokens = 4;  // below this many tokens the caller's thread does it
+constexpr int64_t kParallelTokens = 4;            // below this many tokens the pool splits experts, not tokens
 constexpr float kMinWeightSum = 6.103515625e-5f;  // llama.cpp's clamp of the weights' sum (2^-14)
 
+// The two orders' products are chains of fused multiply-adds: built for FMA and AVX-512 as
+// well as the baseline (the loader picks one), the baseline calling libm's fmaf per element.
+// A fused multiply-add rounds once wherever it runs, so every build gives the same bits.
+#define TANDEM_FMA_CLONES __attribute__((target_clones("avx512f", "fma", "default")))
+
 // ggml_vec_dot_f32: four chains over each 64 elements, folded, lane-summed; the tail fused.
-float dot_single_token(const float* w, const float* x, int64_t n, const kernels::dot_kernels& k) {
+TANDEM_FMA_CLONES float dot_single_token(const float* w, const float* x, int64_t n, const kernels::dot_kernels& k) {
   const int64_t np = n & ~int64_t{4 * kLanes - 1};
   float acc[4][kLanes] = {};
   for (int64_t i = 0; i < np; i += 4 * kLanes) {
@@ -35,7 +40,7 @@ float dot_single_token(const float* w, const float* x, int64_t n, const kernels:
 }
 
 // tinyBLAS: one 16-lane chain, lane-summed.
-float dot_batch(const float* w, const float* x, int64_t n, const kernels::dot_kernels& k) {
+TANDEM_FMA_CLONES float dot_batch(const float* w, const float* x, int64_t n, const kernels::dot_kernels& k) {
   float acc[kLanes] = {};
   for (int64_t i = 0; i < n; i += kLanes) {
     for (int l = 0; l < kLanes; ++l) acc[l] = std::fma(w[i + l], x[i + l], acc[l]);
@@ -55,10 +60,11 @@ void router_logits(const expert_weights& w, const float* h, int64_t T, std::span
   const int64_t n = r.cols, E = w.n_expert;
   // tinyBLAS takes the product only for rows of whole 16-lane chunks and a multiple of 4 experts.
   const bool batch_order_exists = n % kLanes == 0 && E % 4 == 0;
-  auto one = [&](int64_t t) {
+  // Token t's logits for experts [e0, e1).
+  auto logits = [&](int64_t t, int64_t e0, int64_t e1) {
     const float* x = h + t * n;
     const bool single = single_order[static_cast<size_t>(t)] != 0 || !batch_order_exists;
-    for (int64_t e = 0; e < E; ++e) {
+    for (int64_t e = e0; e < e1; ++e) {
       const auto* row = reinterpret_cast<const float*>(r.row(e));
       float v = single ? dot_single_token(row, x, n, k) : dot_batch(row, x, n, k);
       if (!w.router_bias.empty()) v += w.router_bias[static_cast<size_t>(e)];
@@ -66,9 +72,16 @@ void router_logits(const expert_weights& w, const float* h, int64_t T, std::span
     }
   };
   if (T < kParallelTokens) {
-    for (int64_t t = 0; t < T; ++t) one(t);
+    // Few tokens (a decode step): their experts split across the pool instead, each logit
+    // computed as it would be on one thread.
+    constexpr int64_t kExpertsPerTask = 8;
+    const int64_t tasks_per_token = (E + kExpertsPerTask - 1) / kExpertsPerTask;
+    pool.parallel_for(T * tasks_per_token, [&](int64_t i, int) {
+      const int64_t t = i / tasks_per_token, e0 = (i % tasks_per_token) * kExpertsPerTask;
+      logits(t, e0, std::min(E, e0 + kExpertsPerTask));
+    });
   } else {
-    pool.parallel_for(T, [&](int64_t t, int) { one(t); });
+    pool.parallel_for(T, [&](int64_t t, int) { logits(t, 0, E); });
   }
 }
 
