@@ -99,3 +99,10 @@ def probe_table(heading, runs, probe_label, figure_label, figure_key):
             "|---|" + "---:|" * len(runs),
             f"| {probe_label} | " + " | ".join(f"{r['extra_token_cost']:.2f}" for r in runs) + " |",
             f"| {figure_label} | " + " | ".join(f"{r[figure_key]:.2f}x" for r in runs) + " |"]
+
+
+def section_tail(load_before, load_after, command, end):
+    """The lines that close a comparison's section: the machine load around the runs and the
+    command that reproduces them."""
+    return ["", f"Machine load (1-minute average) before / after: {load_before:.1f} / {load_after:.1f}.", "",
+            "Reproduce:", "", "```", command, "```", "", end]

@@ -20,7 +20,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_docs import cpu_name, write_section  # noqa: E402
+from bench_docs import cpu_name, section_tail, write_section  # noqa: E402
 from compare_quant_types import engine_bench, engines_args, llama_bench, make  # noqa: E402
 
 BEGIN, END = "<!-- arch-bench:begin -->", "<!-- arch-bench:end -->"
@@ -82,11 +82,8 @@ def main():
         f"| file | threads | MiB | llama.cpp pp{a.pp} | Tandem pp{a.pp} | ratio | llama.cpp tg{a.tg} | "
         f"Tandem tg{a.tg} | ratio |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ] + rows + [
-        "", f"Machine load (1-minute average) before / after: {load_before:.1f} / {load_after:.1f}.", "",
-        "Reproduce:", "", "```",
-        f"python3 bench/compare_architectures.py --llama-bench PATH --threads {a.threads} --reps {a.reps}",
-        "```", "", END])
+    ] + rows + section_tail(load_before, load_after,
+                            f"python3 bench/compare_architectures.py --llama-bench PATH --threads {a.threads} --reps {a.reps}", END))
     print(text)
     if a.out and results:
         write_section(text, BEGIN, END, a.out)
