@@ -5,6 +5,7 @@
 #include <cmath>
 #include <unordered_map>
 
+#include "actors/embedder.h"
 #include "actors/runtime_shared.h"
 #include "actors/scheduler.h"
 #include "engine/tenants/tenant_limits.h"
@@ -70,6 +71,12 @@ int find_tenant(const std::vector<tenant_runtime>& tenants, const std::string& k
 double estimated_tokens(const generate_request& req) {
   size_t bytes = req.prompt.size();
   for (const auto& m : req.messages) bytes += m.content.size() + 8;
+  if (req.embed) {  // every input is a prompt (a rerank document goes with the query), none generates
+    size_t ids = 0;
+    for (const auto& t : req.embed_texts) bytes += t.size() + (req.rerank ? req.rerank_query.size() : 0);
+    for (const auto& t : req.embed_tokens) ids += t.size();
+    return std::ceil(static_cast<double>(bytes) / 4.0) + static_cast<double>(ids);
+  }
   return std::ceil(static_cast<double>(bytes) / 4.0) + req.max_tokens;
 }
 
@@ -123,6 +130,28 @@ submit_reply check_tenant(admission_state& st, const generate_request& req, uint
   }
   if (r.status == 429) ++st.stats.rate_limited;
   return r;
+}
+
+// A request of the other kind than the server's (generation, embeddings, rerank): the 400
+// that names the server's kind; "" when it fits.
+std::string wrong_kind(const generate_request& req, pooling_type served) {
+  const std::string kind = served == pooling_type::none ? "text generation"
+                           : served == pooling_type::rank
+                               ? "rerank (pooling rank)"
+                               : "embeddings (pooling " + std::string(to_string(served)) + ")";
+  if (!req.embed && served != pooling_type::none) {
+    return "this server's model is for " + kind + ", not text generation; use " +
+           (served == pooling_type::rank ? "/v1/rerank" : "/v1/embeddings");
+  }
+  if (req.embed && served == pooling_type::none) {
+    return "this server's model is for text generation, not " + std::string(req.rerank ? "rerank" : "embeddings") +
+           "; start it with --embeddings (or --pooling)";
+  }
+  if (req.embed && req.rerank != (served == pooling_type::rank)) {
+    return "this server's model is for " + kind + "; use " +
+           (served == pooling_type::rank ? "/v1/rerank" : "/v1/embeddings");
+  }
+  return "";
 }
 
 // What the engine needs to know of the request's tenant.
@@ -223,6 +252,9 @@ admission_internal_actor::behavior_type admission(self_ptr self, admission_confi
           if (!req.sink) {
             r.status = 400;
             r.error = "the request has no sink to deliver tokens to";
+          } else if (auto wrong = wrong_kind(req, st.shared->pooling); !wrong.empty()) {
+            r.status = 400;
+            r.error = std::move(wrong);
           } else if (st.draining) {
             r.status = 503;
             r.error = "the server is shutting down";
@@ -262,10 +294,13 @@ admission_internal_actor::behavior_type admission(self_ptr self, admission_confi
             return r;
           }
         }
-        const request_id id = st.next_id++;
+        const request_id id = st.next_id;
+        // An embeddings request's inputs are sequences id, id + 1, ... (actors/embedder.h).
+        st.next_id += req.embed ? std::max<request_id>(1, embedding_inputs(req)) : 1;
         req.api_key.clear();  // no further actor needs the secret
         sink_actor sink = req.sink;
-        auto streamer = spawn_streamer(self->system(), id, std::move(req), st.shared, st.scheduler, self);
+        auto streamer = req.embed ? spawn_embedder(self->system(), id, std::move(req), st.shared, st.scheduler, self)
+                                  : spawn_streamer(self->system(), id, std::move(req), st.shared, st.scheduler, self);
         self->monitor(streamer);  // a streamer that dies unfinished must not keep its slots
         st.in_flight.emplace(id, flight{std::move(streamer), std::move(sink), tenant, reserved});
         if (tenant >= 0) ++st.tenants[tenant].in_flight;

@@ -17,6 +17,7 @@ device_sequences::sequence::sequence(const device_seq_start& start)
       n_prompt(start.n_prompt),
       seed(start.sampling.seed >= 0 ? static_cast<uint64_t>(start.sampling.seed) : std::random_device{}()) {
   if (start.grammar) grammar.emplace(start.grammar);
+  pooling = start.pooling;
 }
 
 namespace {
@@ -86,7 +87,24 @@ void device_sequences::begin(const device_step& step, step_input& in) {
     // that verification equals decoding bit for bit.
     s.want_all_logits = !p.draft.empty();
     s.decode_numerics = !p.draft.empty();
+    s.want_hidden = sq.pooling != pooling_type::none;
   }
+}
+
+std::vector<float> device_sequences::pool(const device_seq& p, std::span<const float> rows, int64_t width,
+                                          const rank_head* head) {
+  auto& sq = seqs_.at(p.seq);
+  // Every model Tandem runs so far attends causally: rank reads the last row.
+  if (p.start_pos == 0) sq.pooled.reset(row_pooling(sq.pooling, /*causal=*/true), width);
+  sq.pooled.add(rows, p.start_pos);
+  if (!p.sample) return {};
+  auto v = sq.pooled.take();
+  if (sq.pooling == pooling_type::rank) {
+    if (head == nullptr)
+      throw std::invalid_argument("rank pooling needs a classification head (cls.output) in the file");
+    v = head->scores(v);
+  }
+  return v;
 }
 
 std::span<const token_id> device_sequences::history(const device_seq& p) const {

@@ -29,6 +29,8 @@
 #include "actors/device_worker.h"
 #include "engine/grammar/matcher.h"
 #include "engine/model/step.h"
+#include "engine/pooling/pooling.h"
+#include "engine/pooling/rank_head.h"
 #include "engine/sampling/sampler.h"
 
 namespace tandem {
@@ -48,6 +50,9 @@ class device_sequences {
     // Constrained decoding: where the output is in its grammar. Its logits are masked before
     // every draw (the CUDA worker samples such sequences on the host).
     std::optional<grammar::matcher> grammar;
+    // An embedding sequence: its hidden rows pooled as its prompt is computed.
+    pooling_type pooling = pooling_type::none;
+    pooled_rows pooled;
   };
 
   // Applies the step's changes to the copies and fills `in` with the model's input. Throws
@@ -65,6 +70,10 @@ class device_sequences {
   // different threads (after begin(), before the next one): each touches only its own
   // sequence, and the sampler's scratch space is per thread.
   std::vector<token_id> sample(const device_seq& p, std::span<const std::span<const float>> rows, output_logprob& lp);
+  // An embedding sequence's step: its hidden rows [n_new][width] join its pool; when the step
+  // reaches the end of its prompt (p.sample) the pooled vector is returned (then scored by
+  // `head` for rank pooling), else an empty one.
+  std::vector<float> pool(const device_seq& p, std::span<const float> rows, int64_t width, const rank_head* head);
   // Tokens a device sampler emitted for p: appended as sample() would.
   void record(const device_seq& p, std::span<const token_id> emitted);
 

@@ -24,6 +24,7 @@ struct device_worker_state {
   std::unique_ptr<device_sequences> seqs;
   step_input input;
   step_output output;
+  std::optional<rank_head> head;  // a reranker's classification head (rank pooling)
   device_stats stats;
   static inline const char* name = "tandem.device_worker.cpu";
 };
@@ -68,7 +69,18 @@ device_step_result run_step(device_worker_state& st, const device_step& step) {
   // after another, in a fraction of the time.
   std::vector<size_t> sampled;
   for (size_t i = 0; i < step.seqs.size(); ++i) {
-    if (step.seqs[i].sample) sampled.push_back(i);
+    if (st.input.seqs[i].want_hidden) {  // an embedding sequence: pooled, never sampled
+      try {
+        res.pooled.resize(step.seqs.size());
+        res.pooled[i] = st.seqs->pool(step.seqs[i], st.output.hidden_rows(i, st.input.seqs[i].tokens.size()),
+                                      st.output.n_embd, st.head ? &*st.head : nullptr);
+      } catch (const std::exception& e) {
+        res.error = e.what();
+        return res;
+      }
+    } else if (step.seqs[i].sample) {
+      sampled.push_back(i);
+    }
   }
   std::vector<std::string> errors(sampled.size());
   auto sample_one = [&](int64_t k, int) {
@@ -109,6 +121,7 @@ device_worker_actor::behavior_type cpu_device_worker(device_worker_actor::statef
   opts.capacity_tokens = static_cast<int64_t>(n_blocks) * block_size;
   self->state.kv = std::make_unique<kv_pool>(m->config(), opts);
   self->state.seqs = std::make_unique<device_sequences>();
+  self->state.head = rank_head::from_gguf(m->file(), m->config().n_embd);
   self->state.m = std::move(m);
   return {
       [self](run_step_atom, const device_step& step) -> device_step_result {

@@ -17,6 +17,7 @@
 #include "actors/atoms.h"
 #include "engine/ids.h"
 #include "engine/kv/block_copy.h"
+#include "engine/pooling/pooling.h"
 #include "engine/schedule/device_mirror.h"
 #include "tandem/api.h"
 
@@ -34,6 +35,9 @@ struct device_seq_start {
   // Constrained decoding: the device keeps a matcher over it and masks the logits before
   // sampling (null: none). Immutable and shared.
   std::shared_ptr<const grammar::compiled_grammar> grammar;
+  // An embedding sequence (not none): the device pools its prompt's hidden states instead
+  // of sampling, and its step result carries the pooled vector (rank: the head's scores).
+  pooling_type pooling = pooling_type::none;
 };
 
 // The scheduler's plan as the device sees it (vLLM v1's SchedulerOutput: what changed since
@@ -60,6 +64,9 @@ struct device_step_result {
   // them to its copy of the sequence.
   std::vector<std::vector<int32_t>> emitted;
   std::vector<output_logprob> logprobs;  // parallel; filled where logprobs were asked for
+  // parallel: an embedding sequence whose prompt the step finished gets its pooled vector
+  // (not normalised; rank pooling: the head's scores) and emits nothing; empty otherwise.
+  std::vector<std::vector<float>> pooled;
   double forward_ms = 0;
   double sample_ms = 0;
   std::string error;  // the step failed: every sequence in it ends

@@ -11,6 +11,7 @@
 #include "engine/gguf/identity.h"
 #include "engine/model/model.h"
 #include "engine/model/model_path.h"
+#include "engine/pooling/rank_head.h"
 #include "engine/tenants/tenant_limits.h"
 
 namespace tandem {
@@ -33,7 +34,7 @@ namespace {
 std::shared_ptr<runtime_shared> load_shared(caf::actor_system& sys, const gguf::file& file, const model_config& mc,
                                             const runtime_config& cfg) {
   auto shared = std::make_shared<runtime_shared>(
-      runtime_shared{tokenizer::from_gguf(file), std::nullopt, std::nullopt, "", 0, {}});
+      runtime_shared{tokenizer::from_gguf(file), std::nullopt, std::nullopt, "", 0, {}, pooling_type::none, 0, ""});
   try {
     shared->chat = chat_template::from_gguf(file, cfg.chat_template);
     // As transformers does: requests with tools use the file's tool_use variant when it has one.
@@ -49,6 +50,33 @@ std::shared_ptr<runtime_shared> load_shared(caf::actor_system& sys, const gguf::
   // The tokenizer is shared with the compiler until its vocabulary is built (aliasing shared_ptr).
   shared->grammar_compiler = spawn_grammar_compiler(sys, std::shared_ptr<const tokenizer>(shared, &shared->tok));
   return shared;
+}
+
+// What the server is for (runtime_config::embeddings, pooling): a generation server keeps
+// pooling none. A reranker needs its classification head; embeddings run on the CPU worker.
+void set_embedding_kind(runtime_shared& shared, const gguf::file& file, const model_config& mc,
+                        const runtime_config& cfg, bool custom_device) {
+  std::optional<pooling_type> p;
+  if (!cfg.pooling.empty()) {
+    p = parse_pooling(cfg.pooling);
+    if (!p) throw std::runtime_error("--pooling: unknown type '" + cfg.pooling + "' (none, mean, cls, last, rank)");
+    if (*p == pooling_type::none) {
+      if (cfg.embeddings) throw std::runtime_error("--embeddings needs a pooling type other than none");
+      return;
+    }
+  } else if (const auto declared = file_pooling(file); declared && *declared != pooling_type::none) {
+    p = declared;
+  } else if (cfg.embeddings) {
+    p = pooling_type::last;  // a decoder model's own pooling, as vLLM picks it
+  }
+  if (!p) return;
+  if (custom_device) throw std::runtime_error("embeddings and rerank run on the CPU device only (--device cpu)");
+  if (*p == pooling_type::rank && !rank_head::from_gguf(file, mc.n_embd)) {
+    throw std::runtime_error("rank pooling needs a classification head (cls.weight or cls.output.weight) in the file");
+  }
+  shared.pooling = *p;
+  shared.n_embd = mc.n_embd;
+  shared.rerank_template = file.get_string("tokenizer.chat_template.rerank").value_or("");
 }
 
 }  // namespace
@@ -102,6 +130,7 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
   (void)kv_pool::row_bytes_for(mc, kv_dtype);  // q8_0 on a head size it cannot split: a clear error now
 
   auto shared = load_shared(sys, m->file(), mc, cfg);
+  set_embedding_kind(*shared, m->file(), mc, cfg, device != nullptr);
   rt->shared_ = shared;
 
   const uint64_t default_tokens = std::min<uint64_t>(uint64_t{16} * shared->max_model_len, 65536);

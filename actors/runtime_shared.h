@@ -7,6 +7,7 @@
 
 #include "actors/grammar_compiler.h"
 #include "engine/chat/chat_template.h"
+#include "engine/pooling/pooling.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace tandem {
@@ -18,6 +19,10 @@ struct runtime_shared {
   std::string chat_error;                   // why it is absent
   uint32_t max_model_len = 0;               // prompt + output tokens at most
   grammar_compiler_actor grammar_compiler;  // for constrained requests (an actor handle: a value)
+  // The server's kind: none = generation; else embeddings with this pooling (rank: rerank).
+  pooling_type pooling = pooling_type::none;
+  uint32_t n_embd = 0;          // the width of a pooled vector
+  std::string rerank_template;  // tokenizer.chat_template.rerank: "{query}", "{document}"; "" = none
 };
 
 }  // namespace tandem

@@ -91,6 +91,17 @@ void emit(self_ptr self, seq_id seq, seq_info& info, std::span<const token_id> e
   finish(self, seq, out.end == output_end::stop ? finish_reason::stop : finish_reason::length, std::move(batch));
 }
 
+// An embedding sequence's prompt is computed: its pooled vector goes to its embedder in the
+// final batch and its blocks go back (it needs no KV cache after the step).
+void finish_pooled(self_ptr self, seq_id seq, seq_info& info, const std::vector<float>& pooled) {
+  if (pooled.empty()) return fail(self, seq, "the device returned no pooled vector");
+  token_batch batch;
+  batch.embedding = pooled;
+  batch.cached_tokens = info.out.cached_tokens;
+  batch.queue_ms = info.out.queue_ms;
+  finish(self, seq, finish_reason::stop, std::move(batch));
+}
+
 // worker_failed: the step never came back (the device worker died); otherwise res.error is
 // the worker's own report of a failed step.
 void apply(self_ptr self, const device_step_result& res, bool worker_failed = false) {
@@ -116,6 +127,10 @@ void apply(self_ptr self, const device_step_result& res, bool worker_failed = fa
     st.stats.prompt_tokens += done.prompt_tokens;
     if (done.trim_to) self->send(st.cache, trim_atom::value, p.seq, *done.trim_to);
     if (done.commit) self->send(st.cache, commit_atom::value, p.seq, std::move(done.unsent), done.computed);
+    if (info.req.pooling != pooling_type::none) {  // an embedding: it ends with its prompt
+      if (p.sample) finish_pooled(self, p.seq, info, i < res.pooled.size() ? res.pooled[i] : std::vector<float>{});
+      continue;
+    }
     if (p.sample)
       emit(self, p.seq, info, emitted, done.n_total, info.req.sampling.logprobs ? &res.logprobs[i] : nullptr);
   }

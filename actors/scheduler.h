@@ -23,6 +23,7 @@
 #include "actors/streamer.h"
 #include "engine/grammar/grammar_cache.h"
 #include "engine/ids.h"
+#include "engine/pooling/pooling.h"
 #include "engine/speculation/speculation_policy.h"
 #include "tandem/api.h"
 
@@ -50,6 +51,9 @@ struct sequence_request {
   bool constrained = false;
   grammar::grammar_kind grammar_kind = grammar::grammar_kind::gbnf;
   std::string grammar_text;
+  // An embedding sequence (not none): its prompt is pooled instead of continued; it ends when
+  // the prompt is computed, with the pooled vector in its one token_batch (embedder.h).
+  pooling_type pooling = pooling_type::none;
   streamer_actor streamer;
 };
 
@@ -58,7 +62,8 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sequence_request& x) {
   return f(caf::meta::type_name("sequence_request"), x.id, x.tenant, x.weight, x.cache_group, x.adapter, x.input_hash,
            x.kv_cache_share, x.prompt, x.sampling, x.max_new_tokens, x.max_total_tokens, x.stop_token_ids,
-           x.speculative, x.prompt_group, x.session, x.constrained, x.grammar_kind, x.grammar_text, x.streamer);
+           x.speculative, x.prompt_group, x.session, x.constrained, x.grammar_kind, x.grammar_text, x.pooling,
+           x.streamer);
 }
 
 struct scheduler_stats {

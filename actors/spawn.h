@@ -42,6 +42,10 @@ admission_internal_actor spawn_admission(caf::actor_system& sys, const admission
 streamer_actor spawn_streamer(caf::actor_system& sys, request_id id, generate_request req,
                               std::shared_ptr<const runtime_shared> shared, scheduler_actor scheduler,
                               admission_internal_actor admission);
+// An embeddings or rerank request's embedder (actors/embedder.h), in a streamer's place.
+streamer_actor spawn_embedder(caf::actor_system& sys, request_id id, generate_request req,
+                              std::shared_ptr<const runtime_shared> shared, scheduler_actor scheduler,
+                              admission_internal_actor admission);
 
 // --- scheduler ---------------------------------------------------------------------------
 

@@ -34,12 +34,13 @@ struct token_batch {
                                                // engine node of a cluster could take the sequence)
   uint32_t cached_tokens = 0;                  // prompt tokens found in the prefix cache (first batch)
   double queue_ms = 0;                         // first batch: time waiting before the first step
+  std::vector<float> embedding;                // an embedding sequence's pooled vector (its one batch)
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, token_batch& x) {
   return f(caf::meta::type_name("token_batch"), x.seq, x.tokens, x.logprobs, x.finished, x.reason, x.error, x.status,
-           x.cached_tokens, x.queue_ms);
+           x.cached_tokens, x.queue_ms, x.embedding);
 }
 
 using streamer_actor = caf::typed_actor<caf::reacts_to<tokens_atom, token_batch>, caf::reacts_to<cancel_atom>>;

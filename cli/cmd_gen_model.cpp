@@ -118,6 +118,12 @@ void register_gen_model(CLI::App& app) {
   sub->add_option("--output-type", o->output_type, "Type of output.weight (with --untied; default: --embd-type)");
   sub->add_flag("--untied", o->untied, "Write a separate output.weight instead of tying it to the embedding");
   sub->add_option("--seed", o->spec.seed, "Random seed")->capture_default_str();
+  sub->add_option("--pooling-type", o->spec.pooling_type,
+                  "Write <arch>.pooling_type (llama.cpp's numbers: 1 mean, 2 cls, 3 last, 4 rank; -1: none)")
+      ->capture_default_str();
+  sub->add_option("--cls-out", o->spec.n_cls_out,
+                  "A reranker head: cls.output.weight with this many labels (yes, no, ...; 0: none)")
+      ->capture_default_str();
   sub->add_option("--name", o->spec.name, "general.name")->capture_default_str();
   sub->callback([o] { run_gen_model(*o); });
 }

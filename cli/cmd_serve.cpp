@@ -260,6 +260,12 @@ void register_serve(CLI::App& app) {
   cmd->add_flag("!--no-enable-prefix-caching", o->rt.enable_prefix_caching, "Turn the prefix cache off");
   cmd->add_flag("--disable-hybrid-kv-cache-manager", o->rt.disable_hybrid_kv_cache_manager,
                 "Sliding-window models: hold every layer's KV for every position in one pool (no freeing)");
+  cmd->add_flag("--embeddings", o->rt.embeddings,
+                "Serve /v1/embeddings (or /v1/rerank for --pooling rank) instead of text generation");
+  cmd->add_option("--pooling", o->rt.pooling,
+                  "Embeddings' pooling: mean, cls, last, rank (implies --embeddings; default: the file's "
+                  "<arch>.pooling_type, else last)")
+      ->check(CLI::IsMember({"none", "mean", "cls", "last", "rank"}));
   cmd->add_option("--chat-template", o->rt.chat_template, "Chat template family overriding the model's");
   cmd->add_option("--threads", o->rt.threads, "CPU compute threads (0 = one per core)")->capture_default_str();
   add_tiled_cache_options(cmd, o->rt);

@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "engine/tenants/tenant_limits.h"
+#include "net/embeddings_route.h"
 #include "net/listener.h"
 #include "net/origin_policy.h"
 #include "net/runtime_probe.h"
@@ -200,6 +201,11 @@ asio::awaitable<bool> http_session::handle(http_request& req) {
       co_await metrics(res, req);
     } else if (r->kind == route_kind::tokenize || r->kind == route_kind::detokenize) {
       co_await tokenizer_route(res, req, *r, *rt);
+    } else if (r->kind == route_kind::embeddings || r->kind == route_kind::rerank) {
+      const std::string key = bearer_key(req);
+      http_reply reply;
+      co_await serve_embeddings(ctx_, *rt, req.body(), key, r->kind == route_kind::rerank, reply);
+      res = to_response(req, std::move(reply));
     } else if (r->kind == route_kind::stored_response) {
       const std::string id(route_id(*r, path));
       co_await stored_response_route(res, req, id, *rt);

@@ -15,6 +15,8 @@
 //   /v1/responses           POST    responses         yes (a generation: sse_stream.h)
 //   /v1/responses/{id}      GET,    stored_response   yes (waits for the response store)
 //                           DELETE
+//   /v1/embeddings          POST    embeddings        yes (waits for the vectors: embeddings_route.h)
+//   /v1/rerank, /rerank     POST    rerank            yes (the same)
 //   /v1/ws                  GET + Upgrade: websocket_session.cpp
 //   /v1/responses           GET + Upgrade: the Responses API's WebSocket mode (websocket_session.cpp)
 #pragma once
@@ -44,6 +46,8 @@ enum class route_kind {
   models,
   tokenize,
   detokenize,
+  embeddings,
+  rerank,
   chat_completions,
   completions,
   responses,

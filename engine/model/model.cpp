@@ -215,6 +215,9 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
   out.n_vocab = static_cast<int32_t>(c.n_vocab);
   out.first_row.assign(in.seqs.size(), 0);
   out.n_rows.assign(in.seqs.size(), 0);
+  out.n_embd = static_cast<int32_t>(E);
+  out.first_hidden.assign(in.seqs.size(), 0);
+  out.hidden.clear();
   if (T == 0) {
     out.logits.clear();
     return;
@@ -314,12 +317,25 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
     add_sublayer_output({}, w.post_ffn_norm, T);
   }
 
-  // Output head on the requested rows only: h[r] = norm(x[token of r]).
+  // Output head on the requested rows only: h[r] = norm(x[token of r]); an embedding
+  // sequence's rows go normed to out.hidden instead (pooled by the caller, no head).
   int64_t n_out = 0;
   {
-    int64_t t = 0;
+    int64_t n_hidden = 0;
+    for (const auto& s : in.seqs) n_hidden += s.want_hidden ? static_cast<int64_t>(s.tokens.size()) : 0;
+    out.hidden.resize(static_cast<size_t>(n_hidden * E));
+    int64_t t = 0, h = 0;
     for (size_t i = 0; i < in.seqs.size(); ++i) {
       const auto n = static_cast<int64_t>(in.seqs[i].tokens.size());
+      if (in.seqs[i].want_hidden) {
+        out.first_hidden[i] = static_cast<int32_t>(h);
+        out.first_row[i] = static_cast<int32_t>(n_out);
+        for (int64_t u = t; u < t + n; ++u, ++h) {
+          kernels::rms_norm(&b.x[u * E], weights_.output_norm.data(), &out.hidden[h * E], E, c.rms_eps);
+        }
+        t += n;
+        continue;
+      }
       const int64_t first = in.seqs[i].want_all_logits ? t : t + n - 1;
       out.first_row[i] = static_cast<int32_t>(n_out);
       out.n_rows[i] = n == 0 ? 0 : static_cast<int32_t>(t + n - first);
@@ -330,6 +346,7 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
     }
   }
   out.logits.resize(static_cast<size_t>(n_out) * c.n_vocab);
+  if (n_out == 0) return;  // a step of embedding sequences only
   kernels::matmul(weights_.output, b.h.data(), E, n_out, out.logits.data(), c.n_vocab, kernels_, pool_, b.mm);
   if (c.final_logit_softcap > 0.0f) {
     const float cap = c.final_logit_softcap, inv = 1.0f / cap;

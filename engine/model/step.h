@@ -38,6 +38,10 @@ struct seq_step {
   block_table local_blocks = {};
   // Disjoint runs of new tokens given as embedding rows; empty for text.
   std::vector<embedding_rows> embeddings = {};
+  // An embedding (pooling) sequence: the step returns the final hidden state of every new
+  // token (after the output norm, before the head: what llama.cpp pools) in
+  // step_output::hidden, and no logits (want_all_logits is ignored).
+  bool want_hidden = false;
 };
 
 struct step_input {
@@ -62,6 +66,17 @@ struct step_output {
   }
   // The last row of sequence i: the next-token distribution.
   std::span<const float> last(size_t seq) const { return row(seq, n_rows[seq] - 1); }
+
+  // Sequences with want_hidden: their new tokens' final hidden states, in input order,
+  // [first_hidden[i], first_hidden[i] + tokens.size()) rows of n_embd floats; other
+  // sequences have none (n_rows is 0 for these).
+  int32_t n_embd = 0;
+  std::vector<float> hidden;
+  std::vector<int32_t> first_hidden;  // per sequence
+  std::span<const float> hidden_rows(size_t seq, size_t n_tokens) const {
+    const size_t e = static_cast<size_t>(n_embd);
+    return {hidden.data() + static_cast<size_t>(first_hidden[seq]) * e, n_tokens * e};
+  }
 };
 
 }  // namespace tandem

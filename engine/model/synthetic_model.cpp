@@ -365,6 +365,15 @@ gguf::writer make_synthetic_model(const synthetic_model_spec& spec, const gguf::
   if (!s.tied_output) {
     add_matrix("output.weight", s.n_embd, n_vocab, in_scale);
   }
+  if (s.pooling_type >= 0) w.set_u32(p + "pooling_type", static_cast<uint32_t>(s.pooling_type));
+  if (s.n_cls_out > 0) {
+    std::vector<std::string> labels;
+    for (uint32_t i = 0; i < s.n_cls_out; ++i)
+      labels.push_back(i == 0 ? "yes" : i == 1 ? "no" : "label" + std::to_string(i));
+    w.set_string_array(p + "classifier.output_labels", labels);
+    w.add_tensor("cls.output.weight", tensor_type::f32, {s.n_embd, s.n_cls_out},
+                 m.norm(static_cast<int64_t>(s.n_embd) * s.n_cls_out, -1.0f, 1.0f));
+  }
   return w;
 }
 

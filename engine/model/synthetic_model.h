@@ -46,6 +46,13 @@ struct synthetic_model_spec {
   // A file type (Q4_K_M, ...): every matrix gets the type its mixture rule picks
   // (quant_mixture.h), and the types above are ignored.
   std::optional<gguf::file_type> file_type;
+  // Embedding and reranker files: <arch>.pooling_type as llama.cpp numbers it (1 mean, 2 cls,
+  // 3 last, 4 rank); -1 writes no key.
+  int32_t pooling_type = -1;
+  // A reranker's classification head: cls.output.weight, n_cls_out rows of n_embd (F32, made
+  // after every other tensor so the rest of the file is what it is without it), and
+  // classifier.output_labels ("yes", "no", ...: Qwen3-Reranker's shape); 0: none.
+  uint32_t n_cls_out = 0;
 };
 
 // Builds the model in a writer (call write() or serialize() on it). Throws

@@ -158,7 +158,18 @@ struct generate_request {
   // Cluster mode: requests of one session stay on one engine node while it is healthy
   // (OpenAI's "user" field, or a "session_id"); "" = none.
   std::string session;
-  sink_actor sink;  // receives the deltas and the final event
+  // Embeddings and rerank (POST /v1/embeddings, /v1/rerank; actors/embedder.h): not a
+  // generation. Each input is one sequence whose prompt is pooled when computed (no output
+  // tokens); the sink gets one generation_delta per input (embedding, index), in any order,
+  // then generation_done with the prompt tokens of all of them. A server is for one kind:
+  // admission refuses the other with a 400 naming the server's.
+  bool embed = false;
+  std::vector<std::string> embed_texts;            // the inputs as text
+  std::vector<std::vector<int32_t>> embed_tokens;  // or as token ids (when embed_texts is empty)
+  uint32_t dimensions = 0;                         // the first this many values, renormalised; 0 = all
+  bool rerank = false;                             // embed_texts are documents, each scored against rerank_query
+  std::string rerank_query;                        // rerank: the query
+  sink_actor sink;                                 // receives the deltas and the final event
   // Set: the deltas go to this call, in order, and not to the sink (one message and one
   // actor turn fewer per delta). Called on the streamer's thread before it sends
   // generation_done to the sink, so whatever the call posts to an ordered queue (an Asio
@@ -198,7 +209,12 @@ struct generation_delta {
   std::vector<output_logprob> logprobs;
   std::string reasoning_content;
   std::vector<tool_call_chunk> tool_calls;
-  bool empty() const { return text.empty() && tokens.empty() && reasoning_content.empty() && tool_calls.empty(); }
+  // An embeddings request's: input `index`'s vector, L2-normalised (rerank: {score}).
+  std::vector<float> embedding;
+  uint32_t index = 0;
+  bool empty() const {
+    return text.empty() && tokens.empty() && reasoning_content.empty() && tool_calls.empty() && embedding.empty();
+  }
 };
 
 struct generation_done {
@@ -271,7 +287,8 @@ typename Inspector::result_type inspect(Inspector& f, generate_request& x) {
            x.tools_json, x.chat_template_kwargs_json, x.parse_tool_calls, x.tool_call_parser, x.parse_reasoning,
            x.thinking_token_budget, x.grammar, x.prompt_special_tokens, x.max_tokens, x.stop, x.stop_token_ids,
            x.ignore_eos, x.speculative, x.prompt_group, x.choices, x.sampling, x.tenant, x.weight, x.cache_group,
-           x.kv_cache_share, x.api_key, x.stream_interval, x.session, x.sink);
+           x.kv_cache_share, x.api_key, x.stream_interval, x.session, x.embed, x.embed_texts, x.embed_tokens,
+           x.dimensions, x.rerank, x.rerank_query, x.sink);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, submit_reply& x) {
@@ -285,7 +302,7 @@ typename Inspector::result_type inspect(Inspector& f, output_logprob& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generation_delta& x) {
   return f(caf::meta::type_name("generation_delta"), x.id, x.text, x.tokens, x.logprobs, x.reasoning_content,
-           x.tool_calls);
+           x.tool_calls, x.embedding, x.index);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generation_done& x) {

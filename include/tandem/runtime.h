@@ -71,6 +71,12 @@ struct runtime_config {
   std::vector<std::string> nodes;
   std::string cluster_secret;               // shared by a cluster's router and nodes
   std::string routing_policy = "kv-aware";  // router: kv-aware, least-loaded or round-robin
+  // What the server is for: embeddings (or rerank) instead of generation when `embeddings`
+  // is set, `pooling` is given, or the file declares a pooling type (<arch>.pooling_type).
+  // pooling: "" = the file's (else last, vLLM's choice for decoder models), or none, mean,
+  // cls, last, rank (--pooling).
+  bool embeddings = false;
+  std::string pooling;
 };
 
 // Scheduler settings the runtime wants from the host's actor system, set on its config

@@ -32,6 +32,8 @@ class reference_model {
   // How far the k-th choice's value (probability or logit) stood above the next expert's, per
   // layer (infinity when every expert is chosen): a near tie where it is tiny.
   const std::vector<double>& last_margins() const { return last_margins_; }
+  // The last step's final hidden state, after the output norm (what embeddings pool).
+  const std::vector<double>& last_hidden() const { return last_hidden_; }
 
   // Feeds one token at the next position; returns logits [n_vocab].
   std::vector<double> step(int32_t token) {
@@ -117,6 +119,7 @@ class reference_model {
       for (int64_t i = 0; i < E; ++i) x[i] += d[i];
     }
     const std::vector<double> h = rms_norm(x, vec("output_norm.weight"));
+    last_hidden_ = h;
     std::vector<double> logits = matvec(c_.tied_output ? "token_embd.weight" : "output.weight", h);  // [n_vocab]
     if (c_.final_logit_softcap > 0.0f) {
       for (auto& z : logits) z = c_.final_logit_softcap * std::tanh(z / c_.final_logit_softcap);
@@ -288,6 +291,7 @@ class reference_model {
   std::vector<std::vector<std::vector<double>>> k_hist_, v_hist_;  // [layer][pos][kv_dim]
   std::vector<std::vector<int32_t>> last_experts_;                 // [layer][k]
   std::vector<double> last_margins_;                               // [layer]
+  std::vector<double> last_hidden_;
 };
 
 }  // namespace tandem::test
