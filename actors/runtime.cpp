@@ -263,6 +263,9 @@ const tokenizer& runtime_access::tok(const runtime& rt) { return rt.shared_->tok
 const model_config& runtime_access::model_cfg(const runtime& rt) { return *rt.model_cfg_; }
 const chat_template* runtime_access::chat(const runtime& rt) { return rt.shared_->chat ? &*rt.shared_->chat : nullptr; }
 const std::string& runtime_access::chat_error(const runtime& rt) { return rt.shared_->chat_error; }
+const chat_template* runtime_access::tool_chat(const runtime& rt) {
+  return rt.shared_->tool_chat ? &*rt.shared_->tool_chat : nullptr;
+}
 uint32_t runtime::max_model_len() const { return shared_->max_model_len; }
 
 }  // namespace tandem

@@ -19,6 +19,8 @@ class runtime_access {
   // The model's chat template, or nullptr (then chat_error says why).
   static const chat_template* chat(const runtime& rt);
   static const std::string& chat_error(const runtime& rt);
+  // The file's tool_use template, which requests with tools render with, or nullptr.
+  static const chat_template* tool_chat(const runtime& rt);
   static const model_config& model_cfg(const runtime& rt);
   // The scheduler, cache manager, device worker and drafter, for the server's metrics,
   // tests and benchmarks.

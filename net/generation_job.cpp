@@ -74,6 +74,10 @@ generation_job::generation_job(api_request req, job_format format, job_context c
     const auto& rj = *ctx_.responses;
     events_.emplace(ctx_.response_id, ctx_.model_name, ctx_.created, rj.echo, framing, rj.stream_id);
   }
+  if (format_ == job_format::anthropic_sse || format_ == job_format::anthropic_json) {
+    anthropic_.emplace(ctx_.response_id, ctx_.model_name, req_.gen.stop, ctx_.tok,
+                       format_ == job_format::anthropic_sse);
+  }
 }
 
 std::vector<generate_request> generation_job::requests() const {
@@ -174,6 +178,14 @@ void generation_job::fail(api_error e) {
     } else if (format_ == job_format::responses_websocket) {
       frames.push_back(responses_error_event(e, ctx_.responses->stream_id));
     }
+    emit_all(frames);
+    closed_ = true;
+    return;
+  }
+  if (anthropic_) {
+    // Before message_start the session sends an error response; after it, an error event.
+    std::vector<std::string> frames;
+    if (anthropic_->started()) anthropic_->fail(e, frames);
     emit_all(frames);
     closed_ = true;
     return;
@@ -296,6 +308,12 @@ void generation_job::on_delta(uint32_t choice, generation_delta& d) {
     emit_all(frames);
     return;
   }
+  if (anthropic_) {
+    std::vector<std::string> frames;
+    anthropic_->delta(d, frames);
+    emit_all(frames);
+    return;
+  }
   switch (format_) {
     case job_format::chat_sse:
     case job_format::completion_sse:
@@ -360,6 +378,13 @@ void generation_job::on_done(uint32_t choice, generation_done& d) {
   // An abort the client did not ask for (a stop string cut the output) reads as OpenAI's "stop";
   // a cancel on the WebSocket says "cancelled".
   if (events_) return finish_response(d);
+  if (anthropic_) {
+    std::vector<std::string> frames;
+    anthropic_->finish(d, frames);
+    emit_all(frames);
+    closed_ = true;
+    return;
+  }
   const bool aborted = d.reason == finish_reason::abort;
   std::string reason = aborted && !cancelled_ && format_ != job_format::websocket ? "stop" : to_string(d.reason);
   if (format_ == job_format::websocket) {
@@ -402,6 +427,7 @@ int generation_job::final_status() const { return failure_ ? failure_->status : 
 
 std::string generation_job::json_body() const {
   if (events_) return json::serialize(events_->response());
+  if (anthropic_) return json::serialize(anthropic_->message());
   const bool chat = format_ == job_format::chat_json;
   json::array choices;
   for (uint32_t i = 0; i < choices_.size(); ++i) {

@@ -7,6 +7,7 @@
 //   websocket: one JSON frame per output ({"type": "delta" | "done" | "error", "id": ...})
 //   responses_sse / responses_websocket: the Responses API's typed events (responses_events.h)
 //   responses_json: the Response object once done
+//   anthropic_sse / anthropic_json: Anthropic's Messages events / Message object (anthropic_events.h)
 //
 // A refusal (submit_reply not accepted) or a failed choice before any output makes the whole
 // request fail with that status (failure()); the session then cancels the other choices.
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "actors/response_shelf.h"
+#include "net/anthropic_events.h"
 #include "net/api_error.h"
 #include "net/metrics.h"
 #include "net/openai_request.h"
@@ -42,7 +44,9 @@ enum class job_format {
   websocket,
   responses_sse,
   responses_json,
-  responses_websocket
+  responses_websocket,
+  anthropic_sse,
+  anthropic_json
 };
 
 // What a Responses API job needs besides the chat request it was translated into.
@@ -96,6 +100,7 @@ class generation_job {
 
   int final_status() const;  // for the request counter
   bool is_responses() const { return events_.has_value(); }
+  bool is_anthropic() const { return anthropic_.has_value(); }
 
  private:
   struct choice_state {
@@ -135,7 +140,8 @@ class generation_job {
   size_t pending_bytes_ = 0;
   submit_reply limits_;
   std::string tenant_ = "unknown";
-  std::optional<responses_events> events_;  // the responses_* formats
+  std::optional<responses_events> events_;     // the responses_* formats
+  std::optional<anthropic_events> anthropic_;  // the anthropic_* formats
 };
 
 }  // namespace tandem::net

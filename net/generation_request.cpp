@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "actors/runtime_access.h"
+#include "net/anthropic_job.h"
 #include "net/await_actor.h"
 #include "net/responses_job.h"
 #include "net/server_context.h"
@@ -26,6 +27,10 @@ boost::asio::awaitable<void> read_generation_request(const std::string& body_tex
                                                      api_kind kind, const std::shared_ptr<server_context>& ctx,
                                                      generation_plan& out) {
   const auto body = parse_json_body(body_text);
+  if (kind == api_kind::anthropic) {
+    out = anthropic_plan(body, *ctx, *ctx->runtime_for(""));
+    co_return;
+  }
   if (kind != api_kind::responses) {
     out.req = parse_api_request(body, kind, ctx->limits());
     const runtime& rt = *ctx->runtime_for(out.req.model);

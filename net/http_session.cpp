@@ -5,7 +5,9 @@
 //
 //   Upgrade: websocket at /v1/ws or /v1/responses -> the connection becomes a WebSocket session
 //   generation -> sse_stream.h (the loop reads nothing while it streams)
-//   /metrics, /tokenize, /detokenize, /v1/responses/{id} -> wait on the strand (await_actor.h)
+//   /metrics, /tokenize, /detokenize, /v1/messages/count_tokens, /v1/responses/{id}
+//     -> wait on the strand (await_actor.h)
+//   /v1/messages and count_tokens answer errors in Anthropic's shape (anthropic_job.h)
 //
 // Every route and every upgrade passes the browser policy first (origin_policy.h).
 #include <boost/beast/websocket/rfc6455.hpp>
@@ -13,6 +15,7 @@
 
 #include "engine/tenants/tenant_limits.h"
 #include "net/embeddings_route.h"
+#include "net/anthropic_job.h"
 #include "net/listener.h"
 #include "net/origin_policy.h"
 #include "net/runtime_probe.h"
@@ -52,7 +55,8 @@ browser_request browser_view(const http_request& req) {
 }
 
 bool is_generation(route_kind k) {
-  return k == route_kind::chat_completions || k == route_kind::completions || k == route_kind::responses;
+  return k == route_kind::chat_completions || k == route_kind::completions || k == route_kind::responses ||
+         k == route_kind::messages;
 }
 
 // Why the parser could not read a request: the body (413), the header or a line it needs
@@ -98,8 +102,8 @@ class http_session : public std::enable_shared_from_this<http_session> {
   // cross a co_await twice (coroutine arguments, results), so none are passed by value.
   // Each throws api_error for the error reply.
   asio::awaitable<void> metrics(string_response& out, const http_request& req);
-  // /tokenize and /detokenize: the key first (with tenants), then the work off the network
-  // threads (ctx->work), the answer back on this strand.
+  // /tokenize, /detokenize and /v1/messages/count_tokens: the key first (with tenants), then
+  // the work off the network threads (ctx->work), the answer back on this strand.
   asio::awaitable<void> tokenizer_route(string_response& out, const http_request& req, const route& r,
                                         const runtime& rt);
   // GET /v1/responses/{id} (the stored Response object) and DELETE (drops it), the caller's
@@ -145,7 +149,11 @@ asio::awaitable<void> http_session::run() {
       dummy.keep_alive(false);
       ctx_->metrics.count_rejection("invalid_request");
       boost::system::error_code wec;
-      auto res = to_response(dummy, error_reply(unreadable(ec, ctx_->opts)));
+      const api_error why = unreadable(ec, ctx_->opts);
+      // The request line is parsed before the header fields (where the body limit trips).
+      const auto target = parser.get().target();
+      const bool anthropic = is_anthropic_path(std::string_view(target.data(), target.size()));
+      auto res = to_response(dummy, anthropic ? anthropic_error_reply(why) : error_reply(why));
       stream_.expires_after(ctx_->opts.write_timeout);
       co_await http::async_write(stream_, res, asio::redirect_error(asio::use_awaitable, wec));
       stream_.expires_never();
@@ -199,7 +207,8 @@ asio::awaitable<bool> http_session::handle(http_request& req) {
     if (auto refused = refuse_request(browser_view(req), policy(rt))) throw *refused;
     if (r->kind == route_kind::metrics) {
       co_await metrics(res, req);
-    } else if (r->kind == route_kind::tokenize || r->kind == route_kind::detokenize) {
+    } else if (r->kind == route_kind::tokenize || r->kind == route_kind::detokenize ||
+               r->kind == route_kind::count_tokens) {
       co_await tokenizer_route(res, req, *r, *rt);
     } else if (r->kind == route_kind::embeddings || r->kind == route_kind::rerank) {
       const std::string key = bearer_key(req);
@@ -212,6 +221,7 @@ asio::awaitable<bool> http_session::handle(http_request& req) {
     } else if (is_generation(r->kind)) {
       const api_kind kind = r->kind == route_kind::chat_completions ? api_kind::chat
                             : r->kind == route_kind::completions    ? api_kind::completion
+                            : r->kind == route_kind::messages       ? api_kind::anthropic
                                                                     : api_kind::responses;
       answering.emplace(*ctx_);
       co_await serve_generation(stream_, buffer_, req, kind, ctx_, streamed, res);
@@ -224,7 +234,7 @@ asio::awaitable<bool> http_session::handle(http_request& req) {
   if (failed) {
     if (failed->status == 400) ctx_->metrics.count_rejection("invalid_request");
     if (r && is_generation(r->kind)) ctx_->metrics.count_request("unknown", failed->status);
-    res = to_response(req, error_reply(*failed));
+    res = to_response(req, is_anthropic_path(path) ? anthropic_error_reply(*failed) : error_reply(*failed));
   }
   if (streamed) co_return res.keep_alive();
   co_await write(res);
@@ -250,7 +260,7 @@ asio::awaitable<void> http_session::stored_response_route(string_response& out, 
 asio::awaitable<void> http_session::tokenizer_route(string_response& out, const http_request& req, const route& r,
                                                     const runtime& rt) {
   if (!rt.config().tenants.empty()) {
-    const std::string key = bearer_key(req);
+    const std::string key = r.kind == route_kind::count_tokens ? anthropic_key(req) : bearer_key(req);
     std::string tenant;
     co_await caller_tenant(ctx_, rt, key, tenant);  // throws for a key admission refuses
   }
@@ -259,9 +269,11 @@ asio::awaitable<void> http_session::tokenizer_route(string_response& out, const 
     asio::post(ctx_->work, [done = std::move(done), body = req.body(), kind = r.kind, &rt, limits = ctx_->limits()] {
       http_reply rep;
       try {
-        rep = kind == route_kind::tokenize ? tokenize_reply(body, rt, limits) : detokenize_reply(body, rt);
+        rep = kind == route_kind::tokenize       ? tokenize_reply(body, rt, limits)
+              : kind == route_kind::count_tokens ? count_tokens_reply(body, rt, limits)
+                                                 : detokenize_reply(body, rt);
       } catch (const api_error& e) {
-        rep = error_reply(e);
+        rep = kind == route_kind::count_tokens ? anthropic_error_reply(e) : error_reply(e);
       }
       done(std::move(rep));
     });

@@ -14,8 +14,9 @@
 
 namespace tandem::net {
 
-// responses: /v1/responses, translated into a chat request (net/responses_request.h).
-enum class api_kind { chat, completion, responses };
+// responses: /v1/responses, translated into a chat request (net/responses_request.h);
+// anthropic: /v1/messages, likewise (net/anthropic_request.h).
+enum class api_kind { chat, completion, responses, anthropic };
 
 struct api_limits {
   size_t vocab_size = 0;

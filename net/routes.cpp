@@ -7,6 +7,7 @@
 #include "engine/chat/chat_template.h"
 #include "engine/chat/prompt_encoder.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "net/anthropic_job.h"
 #include "net/generation_job.h"
 #include "tandem/runtime.h"
 
@@ -30,6 +31,8 @@ constexpr route kRoutes[] = {
     {"/v1/completions", true, route_kind::completions, true},
     {"/v1/responses", true, route_kind::responses, true},
     {"/v1/responses/", false, route_kind::stored_response, true, true, true},
+    {"/v1/messages", true, route_kind::messages, true},
+    {"/v1/messages/count_tokens", true, route_kind::count_tokens, true},
 };
 
 http_reply json_reply(const json::value& v) {
@@ -100,7 +103,7 @@ http_reply immediate_reply(const route& r, const runtime* rt, const std::string&
 http_reply generation_reply(const generation_job& job) {
   http_reply reply;
   if (job.failure()) {
-    reply = error_reply(*job.failure());
+    reply = job.is_anthropic() ? anthropic_error_reply(*job.failure()) : error_reply(*job.failure());
   } else {
     reply.body = job.json_body();
   }

@@ -17,6 +17,8 @@
 //                           DELETE
 //   /v1/embeddings          POST    embeddings        yes (waits for the vectors: embeddings_route.h)
 //   /v1/rerank, /rerank     POST    rerank            yes (the same)
+//   /v1/messages            POST    messages          yes (Anthropic's; a generation: sse_stream.h)
+//   /v1/messages/count_tokens POST  count_tokens      yes (on the work pool, as /tokenize)
 //   /v1/ws                  GET + Upgrade: websocket_session.cpp
 //   /v1/responses           GET + Upgrade: the Responses API's WebSocket mode (websocket_session.cpp)
 #pragma once
@@ -51,7 +53,9 @@ enum class route_kind {
   chat_completions,
   completions,
   responses,
-  stored_response
+  stored_response,
+  messages,
+  count_tokens
 };
 
 struct route {
@@ -91,7 +95,8 @@ http_reply immediate_reply(const route& r, const runtime* rt, const std::string&
                            const std::string& served_model_name);
 
 // The answer of a generation that is not streamed (or failed before its stream began), once
-// finished: its JSON body or its error, with the caller's rate-limit headers.
+// finished: its JSON body or its error (in Anthropic's shape for /v1/messages), with the
+// caller's rate-limit headers.
 http_reply generation_reply(const generation_job& job);
 
 http_reply health_reply(const runtime* rt);

@@ -67,4 +67,12 @@ inline std::string bearer_key(const http_request& req) {
   return {};
 }
 
+// The API key of an Anthropic Messages request: "x-api-key: KEY", or else the Bearer token
+// (the anthropic SDK sends either, and so do agents pointed at a local server).
+inline std::string anthropic_key(const http_request& req) {
+  const auto it = req.find("x-api-key");
+  if (it != req.end() && !it->value().empty()) return std::string(it->value());
+  return bearer_key(req);
+}
+
 }  // namespace tandem::net

@@ -139,7 +139,7 @@ asio::awaitable<void> serve_generation(beast::tcp_stream& socket_stream, beast::
                                        http_request& req, api_kind kind, const std::shared_ptr<server_context>& ctx,
                                        bool& streamed, string_response& out) {
   const runtime& rt = *ctx->rt.load();
-  const std::string key = bearer_key(req);
+  const std::string key = kind == api_kind::anthropic ? anthropic_key(req) : bearer_key(req);
   generation_plan plan;
   co_await read_generation_request(req.body(), key, kind, ctx, plan);
   const bool stream = plan.req.stream;
