@@ -1,5 +1,6 @@
 #include "actors/device_sequences.h"
 
+#include <algorithm>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -85,7 +86,7 @@ void device_sequences::begin(const device_step& step, step_input& in) {
     s.local_blocks = sq.local_table;
     // Drafted sequences need logits for every position, computed with decode numerics so
     // that verification equals decoding bit for bit.
-    s.want_all_logits = !p.draft.empty();
+    s.want_all_logits = !p.draft.empty() || scored_rows(p) > 0;
     s.decode_numerics = !p.draft.empty();
     s.want_hidden = sq.pooling != pooling_type::none;
   }
@@ -105,6 +106,33 @@ std::vector<float> device_sequences::pool(const device_seq& p, std::span<const f
     v = head->scores(v);
   }
   return v;
+}
+
+uint32_t device_sequences::scored_rows(const device_seq& p) const {
+  const auto& sq = seqs_.at(p.seq);
+  if (sq.options.prompt_logprobs < 0 || sq.pooling != pooling_type::none || !p.draft.empty() || sq.n_prompt < 2) {
+    return 0;
+  }
+  // Positions start_pos + 1 ... up to the prompt's last, within this chunk's rows.
+  const uint32_t last = std::min(p.start_pos + p.n_new, sq.n_prompt - 1);
+  return last > p.start_pos ? last - p.start_pos : 0;
+}
+
+output_logprob device_sequences::score(const device_seq& p, uint32_t j, std::span<const float> row) const {
+  const auto& sq = seqs_.at(p.seq);
+  const size_t pos = static_cast<size_t>(p.start_pos) + j + 1;
+  // The token after the chunk reaches the device with the next chunk: the plan names it.
+  const token_id token = pos < sq.tokens.size() ? sq.tokens[pos] : p.next_token;
+  if (token < 0 || static_cast<size_t>(token) >= row.size()) {
+    throw std::invalid_argument("prompt logprobs: no token at position " + std::to_string(pos));
+  }
+  const auto r = logprobs_of(row, token, sq.options.prompt_logprobs, /*want_rank=*/true);
+  output_logprob lp{token, r.logprob, r.rank, {}, {}};
+  for (const auto& t : r.top) {
+    lp.top_ids.push_back(t.token);
+    lp.top_logprobs.push_back(t.logprob);
+  }
+  return lp;
 }
 
 std::span<const token_id> device_sequences::history(const device_seq& p) const {

@@ -74,6 +74,13 @@ class device_sequences {
   // reaches the end of its prompt (p.sample) the pooled vector is returned (then scored by
   // `head` for rank pooling), else an empty one.
   std::vector<float> pool(const device_seq& p, std::span<const float> rows, int64_t width, const rank_head* head);
+  // Prompt logprobs (options.prompt_logprobs >= 0): row j of p's step scores the token at
+  // position start_pos + j + 1 while that is a prompt position; how many rows do (0 when
+  // the sequence asked for none). Its step then returns every row's logits.
+  uint32_t scored_rows(const device_seq& p) const;
+  // Row j's score: the prompt token's logprob and rank, and the row's top alternatives.
+  // Calls may run at once on different threads, as sample()'s.
+  output_logprob score(const device_seq& p, uint32_t j, std::span<const float> row) const;
   // Tokens a device sampler emitted for p: appended as sample() would.
   void record(const device_seq& p, std::span<const token_id> emitted);
 

@@ -42,6 +42,33 @@ void copy_block(kv_pool& kv, const block_copy& c) {
   }
 }
 
+// Prompt logprobs: every scored row is one log-softmax pass over the vocabulary, each
+// independent, so the step's rows are spread over the compute pool. Returns an error or "".
+std::string score_prompts(device_worker_state& st, const device_step& step, device_step_result& res) {
+  std::vector<std::pair<size_t, uint32_t>> rows;  // (sequence, row)
+  for (size_t i = 0; i < step.seqs.size(); ++i) {
+    const uint32_t n = st.seqs->scored_rows(step.seqs[i]);
+    if (n == 0) continue;
+    res.prompt_logprobs.resize(step.seqs.size());
+    res.prompt_logprobs[i].resize(n);
+    for (uint32_t j = 0; j < n; ++j) rows.emplace_back(i, j);
+  }
+  if (rows.empty()) return "";
+  std::vector<std::string> errors(rows.size());
+  st.m->pool().parallel_for(static_cast<int64_t>(rows.size()), [&](int64_t k, int) {
+    const auto [i, j] = rows[static_cast<size_t>(k)];
+    try {
+      res.prompt_logprobs[i][j] = st.seqs->score(step.seqs[i], j, st.output.row(i, static_cast<int32_t>(j)));
+    } catch (const std::exception& e) {
+      errors[static_cast<size_t>(k)] = e.what();
+    }
+  });
+  for (auto& e : errors) {
+    if (!e.empty()) return e;
+  }
+  return "";
+}
+
 device_step_result run_step(device_worker_state& st, const device_step& step) {
   // The worker is detached: this is its own thread, which also leads the compute pool.
   // Named so profilers and the serving benchmark can tell model compute from the rest.
@@ -86,8 +113,10 @@ device_step_result run_step(device_worker_state& st, const device_step& step) {
   auto sample_one = [&](int64_t k, int) {
     const size_t i = sampled[static_cast<size_t>(k)];
     try {
+      // Every row with drafts; otherwise the last (a prompt-scoring chunk returns them all).
       std::vector<std::span<const float>> rows;
-      for (int32_t j = 0; j < st.output.n_rows[i]; ++j) rows.push_back(st.output.row(i, j));
+      const int32_t first = step.seqs[i].draft.empty() ? st.output.n_rows[i] - 1 : 0;
+      for (int32_t j = first; j < st.output.n_rows[i]; ++j) rows.push_back(st.output.row(i, j));
       res.emitted[i] = st.seqs->sample(step.seqs[i], rows, res.logprobs[i]);
     } catch (const std::exception& e) {
       errors[static_cast<size_t>(k)] = e.what();
@@ -103,6 +132,10 @@ device_step_result run_step(device_worker_state& st, const device_step& step) {
       res.error = e;
       return res;
     }
+  }
+  if (std::string e = score_prompts(st, step, res); !e.empty()) {
+    res.error = std::move(e);
+    return res;
   }
   res.sample_ms = ms_since(t1);
   ++st.stats.steps;

@@ -64,6 +64,9 @@ struct device_step_result {
   // them to its copy of the sequence.
   std::vector<std::vector<int32_t>> emitted;
   std::vector<output_logprob> logprobs;  // parallel; filled where logprobs were asked for
+  // Parallel where any sequence scored prompt tokens (else empty): sequence i's scores of the
+  // prompt tokens at positions start_pos + 1, start_pos + 2, ... (device_sequences::score).
+  std::vector<std::vector<output_logprob>> prompt_logprobs;
   // parallel: an embedding sequence whose prompt the step finished gets its pooled vector
   // (not normalised; rank pooling: the head's scores) and emits nothing; empty otherwise.
   std::vector<std::vector<float>> pooled;

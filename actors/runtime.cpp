@@ -131,6 +131,7 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
 
   auto shared = load_shared(sys, m->file(), mc, cfg);
   set_embedding_kind(*shared, m->file(), mc, cfg, device != nullptr);
+  shared->scores_prompts = device == nullptr;
   rt->shared_ = shared;
 
   const uint64_t default_tokens = std::min<uint64_t>(uint64_t{16} * shared->max_model_len, 65536);
@@ -146,6 +147,7 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
   }
   if (!cfg.cluster_secret.empty()) pc.cache_salt_key = cluster_salt_key(cfg.cluster_secret);
   pc.model_identity = gguf::model_identity(m->file());
+  pc.scored_chunk = scored_chunk_tokens(static_cast<uint32_t>(mc.n_vocab));
 
   // Sliding-window layers in their own pool (kv_block_manager.h): sized by what the running
   // sequences' windows need (kv_window::pool_blocks), and never above the global pool's

@@ -23,6 +23,9 @@ struct runtime_shared {
   pooling_type pooling = pooling_type::none;
   uint32_t n_embd = 0;          // the width of a pooled vector
   std::string rerank_template;  // tokenizer.chat_template.rerank: "{query}", "{document}"; "" = none
+  // Prompt logprobs: the CPU worker scores prompt rows (device_sequences::score); a GPU
+  // worker does not yet, so such requests are refused there.
+  bool scores_prompts = true;
 };
 
 }  // namespace tandem

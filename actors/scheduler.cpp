@@ -79,11 +79,17 @@ void emit(self_ptr self, seq_id seq, seq_info& info, std::span<const token_id> e
   token_batch batch;
   if (lp) {
     batch.logprobs.assign(out.n_sampled, *lp);
-    for (token_id t : out.forced()) batch.logprobs.push_back({t, 0.0f, {}, {}});
+    for (token_id t : out.forced()) batch.logprobs.push_back({t, 0.0f, 0, {}, {}});
   }
   if (!std::exchange(info.out.reported, true)) {
     batch.cached_tokens = info.out.cached_tokens;
     batch.queue_ms = info.out.queue_ms;
+    if (r.sampling.prompt_logprobs >= 0) {  // the first token has no score: rank 0
+      batch.prompt_logprobs.reserve(info.prompt_scores.size() + 1);
+      batch.prompt_logprobs.push_back({r.prompt.front(), 0.0f, 0, {}, {}});
+      for (auto& s : info.prompt_scores) batch.prompt_logprobs.push_back(std::move(s));
+      info.prompt_scores.clear();
+    }
   }
   batch.seq = seq;
   batch.tokens = std::move(out.tokens);
@@ -100,6 +106,17 @@ void finish_pooled(self_ptr self, seq_id seq, seq_info& info, const std::vector<
   batch.cached_tokens = info.out.cached_tokens;
   batch.queue_ms = info.out.queue_ms;
   finish(self, seq, finish_reason::stop, std::move(batch));
+}
+
+// Scores of prompt positions start_pos + 1, ... from a step of p; those already kept (a
+// preempted sequence computes its prompt again) are skipped.
+void keep_prompt_scores(seq_info& info, const planned_seq& p, const std::vector<output_logprob>& scores) {
+  for (size_t j = 0; j < scores.size(); ++j) {
+    const size_t pos = p.start_pos + 1 + j;               // the prompt position score j is of
+    if (pos != info.prompt_scored + size_t{1}) continue;  // kept already
+    info.prompt_scores.push_back(scores[j]);
+    ++info.prompt_scored;
+  }
 }
 
 // worker_failed: the step never came back (the device worker died); otherwise res.error is
@@ -127,6 +144,7 @@ void apply(self_ptr self, const device_step_result& res, bool worker_failed = fa
     st.stats.prompt_tokens += done.prompt_tokens;
     if (done.trim_to) self->send(st.cache, trim_atom::value, p.seq, *done.trim_to);
     if (done.commit) self->send(st.cache, commit_atom::value, p.seq, std::move(done.unsent), done.computed);
+    if (i < res.prompt_logprobs.size()) keep_prompt_scores(info, p, res.prompt_logprobs[i]);
     if (info.req.pooling != pooling_type::none) {  // an embedding: it ends with its prompt
       if (p.sample) finish_pooled(self, p.seq, info, i < res.pooled.size() ? res.pooled[i] : std::vector<float>{});
       continue;

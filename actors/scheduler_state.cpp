@@ -8,8 +8,13 @@ namespace tandem {
 
 void scheduler_state::add_to_planner(seq_id id) {
   const auto& r = seqs.at(id).req;
+  // A sequence that scores its prompt computes every prompt position (a cached block would
+  // skip its rows): a salt of its own, which no other sequence's blocks carry.
+  const bool scores = r.sampling.prompt_logprobs >= 0;
+  const uint64_t input = scores ? r.input_hash ^ (0x9e3779b97f4a7c15ull * (id + 1)) ^ salt_key : r.input_hash;
   planner->add(id, r.tenant, r.weight, r.prompt,
-               cache_salt({r.cache_group, model_identity, r.adapter, r.input_hash}, salt_key), r.kv_cache_share);
+               cache_salt({r.cache_group, model_identity, r.adapter, input}, salt_key), r.kv_cache_share);
+  if (scores) planner->limit_chunk(id, planner->config().scored_chunk);
 }
 
 device_step scheduler_state::device_step_of(step_plan_core& plan) {

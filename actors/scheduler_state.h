@@ -23,6 +23,11 @@ struct seq_info {
   sequence_request req;
   clock_type::time_point enqueued = clock_type::now();
   output_state out;
+  // Prompt logprobs: the scores of prompt positions 1 .. prompt_scored, held until its first
+  // token batch carries them (a preempted sequence's recomputed chunks score again; only
+  // positions past prompt_scored are kept).
+  std::vector<output_logprob> prompt_scores;
+  uint32_t prompt_scored = 0;
 };
 
 struct scheduler_state {

@@ -190,7 +190,8 @@ void on_tokens(self_ptr self, token_batch& b) {
     st.held = out.substr(out.size() - keep);
     out.resize(out.size() - keep);
   }
-  if (!out.empty() || !b.tokens.empty()) {
+  if (!b.prompt_logprobs.empty()) st.pending.prompt_logprobs = std::move(b.prompt_logprobs);
+  if (!out.empty() || !b.tokens.empty() || !st.pending.prompt_logprobs.empty()) {
     auto& p = st.pending;
     add_text(st, std::move(out), stopped || b.finished);
     p.tokens.insert(p.tokens.end(), b.tokens.begin(), b.tokens.end());
@@ -316,6 +317,9 @@ streamer_actor::behavior_type streamer(self_ptr self, request_id id, generate_re
           "the prompt has " + std::to_string(prompt.size()) + " tokens; this model's context is " +
               std::to_string(limit) + " tokens (prompt and completion together)",
           400);
+  } else if (st.req.sampling.prompt_logprobs >= 0 && !st.shared->scores_prompts) {
+    close(self, finish_reason::error, "prompt logprobs are computed by the CPU worker only; this server runs on a GPU",
+          400, "prompt_logprobs");
   } else {
     sequence_request sr;
     sr.id = id;

@@ -26,7 +26,8 @@ class chat_template;
 struct token_batch {
   seq_id seq = 0;
   std::vector<token_id> tokens;
-  std::vector<output_logprob> logprobs;  // parallel to tokens when requested
+  std::vector<output_logprob> logprobs;         // parallel to tokens when requested
+  std::vector<output_logprob> prompt_logprobs;  // first batch: the prompt's scores (when requested)
   bool finished = false;
   finish_reason reason = finish_reason::stop;  // with finished
   std::string error;                           // with finish_reason::error: what went wrong
@@ -39,8 +40,8 @@ struct token_batch {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, token_batch& x) {
-  return f(caf::meta::type_name("token_batch"), x.seq, x.tokens, x.logprobs, x.finished, x.reason, x.error, x.status,
-           x.cached_tokens, x.queue_ms, x.embedding);
+  return f(caf::meta::type_name("token_batch"), x.seq, x.tokens, x.logprobs, x.prompt_logprobs, x.finished, x.reason,
+           x.error, x.status, x.cached_tokens, x.queue_ms, x.embedding);
 }
 
 using streamer_actor = caf::typed_actor<caf::reacts_to<tokens_atom, token_batch>, caf::reacts_to<cancel_atom>>;

@@ -5,27 +5,14 @@
 
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/tokenizer/utf8.h"
+#include "net/prompt_logprobs.h"
 
 namespace tandem::net {
 namespace json = boost::json;
 namespace {
 
 // JSON strings must be valid UTF-8; a single token may hold part of a character.
-std::string valid_utf8(const std::string& s) {
-  if (utf8::is_valid(s)) return s;
-  std::string out;
-  for (size_t i = 0; i < s.size();) {
-    const auto c = utf8::check_sequence(s, i);
-    if (c.state == utf8::sequence_state::complete) {
-      out.append(s, i, c.length);
-      i += c.length;
-    } else {
-      out += "\xEF\xBF\xBD";
-      ++i;
-    }
-  }
-  return out;
-}
+std::string valid_utf8(const std::string& s) { return utf8::replace_invalid(s); }
 
 json::array byte_list(const std::string& s) {
   json::array a;
@@ -204,7 +191,8 @@ void generation_job::fail(api_error e) {
   closed_ = true;
 }
 
-json::value generation_job::logprobs_json(const std::vector<output_logprob>& lps, bool chat) const {
+json::value generation_job::logprobs_json(const std::vector<output_logprob>& lps, bool chat,
+                                          std::span<const output_logprob> prompt) const {
   json::value logprobs = nullptr;
   if (req_.gen.sampling.logprobs) {
     if (chat) {
@@ -224,19 +212,16 @@ json::value generation_job::logprobs_json(const std::vector<output_logprob>& lps
       }
       logprobs = json::object{{"content", std::move(content)}};
     } else {
-      json::array tokens, token_logprobs, top_logprobs;
+      legacy_logprobs out;
+      append_prompt(*ctx_.tok, prompt, out);
       for (const auto& lp : lps) {
-        tokens.push_back(json::string(valid_utf8(ctx_.tok->decode(std::vector<token_id>{lp.token}, false))));
-        token_logprobs.push_back(lp.logprob);
+        out.tokens.push_back(json::string(token_text(*ctx_.tok, lp.token)));
+        out.token_logprobs.push_back(lp.logprob);
         json::object top;
-        for (size_t k = 0; k < lp.top_ids.size(); ++k) {
-          top[valid_utf8(ctx_.tok->decode(std::vector<token_id>{lp.top_ids[k]}, false))] = lp.top_logprobs[k];
-        }
-        top_logprobs.push_back(std::move(top));
+        for (size_t k = 0; k < lp.top_ids.size(); ++k) top[token_text(*ctx_.tok, lp.top_ids[k])] = lp.top_logprobs[k];
+        out.top_logprobs.push_back(std::move(top));
       }
-      logprobs = json::object{{"tokens", std::move(tokens)},
-                              {"token_logprobs", std::move(token_logprobs)},
-                              {"top_logprobs", std::move(top_logprobs)}};
+      logprobs = out.take();
     }
   }
   return logprobs;
@@ -291,9 +276,30 @@ std::string generation_job::stream_chunk(uint32_t choice, const std::string& tex
   return "data: " + json::serialize(chunk) + "\n\n";
 }
 
+void generation_job::emit_prompt_part(uint32_t choice) {
+  auto& c = choices_[choice];
+  if (c.echoed || (!req_.echo && !req_.prompt_logprobs)) return;
+  c.echoed = true;
+  if (format_ != job_format::completion_sse && format_ != job_format::chat_sse) return;
+  const bool chat = format_ == job_format::chat_sse;
+  json::object ch{{"index", choice}};
+  if (chat) {
+    ch["delta"] = json::object{{"role", "assistant"}, {"content", ""}};
+    c.role_sent = true;
+  } else {
+    ch["text"] = req_.echo ? valid_utf8(req_.gen.prompt) : "";
+  }
+  ch["logprobs"] = req_.echo && req_.gen.sampling.logprobs ? logprobs_json({}, chat, c.prompt) : json::value(nullptr);
+  ch["finish_reason"] = nullptr;
+  if (req_.prompt_logprobs) ch["prompt_logprobs"] = prompt_logprobs_json(*ctx_.tok, c.prompt);
+  emit(sse_chunk_prefix() + json::serialize(json::array{std::move(ch)}) + "}\n\n");
+}
+
 void generation_job::on_delta(uint32_t choice, generation_delta& d) {
   auto& c = choices_[choice];
   if (c.ended || failure_) return;
+  if (!d.prompt_logprobs.empty()) c.prompt = std::move(d.prompt_logprobs);
+  emit_prompt_part(choice);
   // The last delta of a sequence cut by max_tokens may end inside a character: JSON needs
   // valid UTF-8, so such bytes become U+FFFD.
   d.text = valid_utf8(d.text);
@@ -396,6 +402,7 @@ void generation_job::on_done(uint32_t choice, generation_done& d) {
     if (choices_.size() > 1) f["index"] = choice;
     emit(json::serialize(f));
   } else if (format_ == job_format::chat_sse || format_ == job_format::completion_sse) {
+    emit_prompt_part(choice);  // echo with nothing generated
     emit(stream_chunk(choice, "", {}, &reason));
   }
   if (!finished()) return;
@@ -434,7 +441,8 @@ std::string generation_job::json_body() const {
     const auto& c = choices_[i];
     const std::string reason = c.done.reason == finish_reason::abort ? "stop" : to_string(c.done.reason);
     json::object ch{{"index", i}};
-    const json::value logprobs = logprobs_json(c.logprobs, chat);
+    const json::value logprobs =
+        logprobs_json(c.logprobs, chat, req_.echo ? c.prompt : std::span<const output_logprob>());
     if (chat) {
       json::object message{{"role", "assistant"}};
       message["content"] = c.text.empty() && !c.calls.empty() ? json::value(nullptr) : json::value(c.text);
@@ -450,10 +458,11 @@ std::string generation_job::json_body() const {
       }
       ch["message"] = std::move(message);
     } else {
-      ch["text"] = c.text;
+      ch["text"] = req_.echo ? valid_utf8(req_.gen.prompt) + c.text : c.text;
     }
     ch["logprobs"] = logprobs;
     ch["finish_reason"] = reason;
+    if (req_.prompt_logprobs) ch["prompt_logprobs"] = prompt_logprobs_json(*ctx_.tok, c.prompt);
     choices.push_back(std::move(ch));
   }
   json::object body{{"id", ctx_.response_id},        {"object", chat ? "chat.completion" : "text_completion"},

@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -111,6 +112,8 @@ class generation_job {
     std::string reasoning;
     std::vector<tool_call> calls;  // assembled from the chunks
     std::vector<output_logprob> logprobs;
+    std::vector<output_logprob> prompt;  // the prompt's scores, when asked for
+    bool echoed = false;                 // a stream's prompt part (echo, prompt_logprobs) went out
     generation_done done;
   };
   void on_reply(uint32_t choice, submit_reply& r);
@@ -125,7 +128,12 @@ class generation_job {
   std::string usage_json() const;
   // `data: {"id":...,"object":...,"created":...,"model":...,"choices":` of every SSE chunk.
   std::string sse_chunk_prefix() const;
-  boost::json::value logprobs_json(const std::vector<output_logprob>& lps, bool chat) const;
+  // prompt: completions' echo with logprobs puts the prompt's scores first.
+  boost::json::value logprobs_json(const std::vector<output_logprob>& lps, bool chat,
+                                   std::span<const output_logprob> prompt = {}) const;
+  // A stream's first chunk of a choice with echo or prompt_logprobs: the prompt's text and
+  // scores, before any generated text.
+  void emit_prompt_part(uint32_t choice);
 
   api_request req_;
   job_format format_;

@@ -322,7 +322,6 @@ void reject_unsupported(const json::object& o) {
   for (const char* name : {"functions", "function_call", "suffix"}) {
     if (field(o, name)) bad(name, "is not supported by this server");
   }
-  if (boolean(o, "echo", false)) bad("echo", "is not supported by this server");
   if (integer(o, "best_of", 1, 1, 1) != 1) bad("best_of", "is not supported");
 }
 
@@ -416,10 +415,15 @@ api_request parse_api_request(const json::value& body, api_kind kind, const api_
     gen.prompt_special_tokens = limits.prompt_special_tokens;
   }
 
+  // Completions' echo: the reply's text (and logprobs) begin with the prompt's; with echo a
+  // request may ask for no new tokens at all (max_tokens 0: the prompt is only scored).
+  if (field(o, "echo") && kind != api_kind::completion) bad("echo", "is for /v1/completions");
+  r.echo = boolean(o, "echo", false);
   const int64_t max_len = limits.max_model_len;
   const int64_t fallback = kind == api_kind::chat ? max_len : 16;
-  int64_t max_tokens = integer(o, "max_tokens", fallback, 1, max_len);
-  max_tokens = integer(o, "max_completion_tokens", max_tokens, 1, max_len);
+  const int64_t least = r.echo ? 0 : 1;
+  int64_t max_tokens = integer(o, "max_tokens", fallback, least, max_len);
+  max_tokens = integer(o, "max_completion_tokens", max_tokens, least, max_len);
   gen.max_tokens = static_cast<uint32_t>(max_tokens);
   r.n = static_cast<uint32_t>(integer(o, "n", 1, 1, limits.max_n));
   r.stream = boolean(o, "stream", false);
@@ -460,6 +464,14 @@ api_request parse_api_request(const json::value& body, api_kind kind, const api_
     const int64_t k = integer(o, "logprobs", -1, 0, 20);
     s.logprobs = k >= 0;
     s.top_logprobs = static_cast<int32_t>(std::max<int64_t>(k, 0));
+  }
+  // Prompt logprobs: vLLM's prompt_logprobs (alternatives per prompt token) into the choice's
+  // prompt_logprobs; echo with logprobs into the logprobs arrays, as many alternatives.
+  s.prompt_logprobs = static_cast<int32_t>(integer(o, "prompt_logprobs", -1, -1, 20));
+  r.prompt_logprobs = s.prompt_logprobs >= 0;
+  if (r.echo && s.logprobs) s.prompt_logprobs = std::max(s.prompt_logprobs, s.top_logprobs);
+  if (s.prompt_logprobs >= 0 && r.n > 1) {
+    bad("n", "must be 1 when the prompt is scored (prompt_logprobs, or echo with logprobs)");
   }
   return r;
 }

@@ -37,7 +37,9 @@ struct api_request {
   generate_request gen;  // no sink and no api key yet
   uint32_t n = 1;
   bool stream = false;
-  bool include_usage = false;  // stream_options.include_usage
+  bool include_usage = false;    // stream_options.include_usage
+  bool echo = false;             // completions: the prompt leads the reply's text (and logprobs)
+  bool prompt_logprobs = false;  // vLLM's prompt_logprobs: the choice carries the prompt's scores
   std::string user;
   // Chat with tools: which calls the reply may make.
   tool_choice_mode tool_choice = tool_choice_mode::none;

@@ -284,16 +284,10 @@ int32_t sampler::draw(std::span<const token_prob> dist) {
   return dist.back().token;
 }
 
-sample_result sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
-  sample_result result;
-  const int32_t chosen = draw(prepare(logits, history));
-  if (chosen < 0) return result;  // everything masked
-
-  result.token = chosen;
-  result.is_stop = is_stop(chosen);
-  if (!params_.logprobs && params_.top_logprobs <= 0) return result;
-  // Log-softmax of the raw logits: one weights pass at T = 1 (the prepared distribution is
-  // no longer needed, so its buffers are reused).
+row_logprobs logprobs_of(std::span<const float> logits, int32_t token, int32_t top_n, bool want_rank) {
+  row_logprobs result;
+  // Log-softmax of the raw logits: one weights pass at T = 1 (a sampler's prepared
+  // distribution is no longer needed when this runs, so its buffers are reused).
   auto& ws = workspace::of_this_thread();
   const auto& rk = sampling::best_row_kernels();
   double mass = 0.0;
@@ -305,9 +299,15 @@ sample_result sampler::sample(std::span<const float> logits, std::span<const int
     if (top.max == kInf) return x == kInf ? 0.0f : kNegInf;
     return static_cast<float>(static_cast<double>(x) - top.max - log_sum);
   };
-  result.logprob = log_prob(chosen);
-  if (params_.top_logprobs > 0) {
-    const auto want = std::min<size_t>(static_cast<size_t>(params_.top_logprobs), logits.size());
+  result.logprob = log_prob(token);
+  if (want_rank) {
+    const uint64_t key = sampling::rank_key(logits[static_cast<size_t>(token)], token);
+    int32_t above = 0;
+    for (size_t i = 0; i < logits.size(); ++i) above += sampling::rank_key(logits[i], static_cast<int32_t>(i)) > key;
+    result.rank = above + 1;
+  }
+  if (top_n > 0) {
+    const auto want = std::min<size_t>(static_cast<size_t>(top_n), logits.size());
     if (want < static_cast<size_t>(top.usable)) {
       sampling::select_top_k(logits, ws.bmax, want, rk, ws.trunc, ws.ids);
     } else {  // every usable token, best first, then the unusable ones by id
@@ -323,6 +323,20 @@ sample_result sampler::sample(std::span<const float> logits, std::span<const int
     }
     for (int32_t id : ws.ids) result.top.push_back({id, log_prob(id)});
   }
+  return result;
+}
+
+sample_result sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
+  sample_result result;
+  const int32_t chosen = draw(prepare(logits, history));
+  if (chosen < 0) return result;  // everything masked
+
+  result.token = chosen;
+  result.is_stop = is_stop(chosen);
+  if (!params_.logprobs && params_.top_logprobs <= 0) return result;
+  auto lp = logprobs_of(logits, chosen, params_.top_logprobs);
+  result.logprob = lp.logprob;
+  result.top = std::move(lp.top);
   return result;
 }
 

@@ -70,6 +70,18 @@ struct sample_result {
   std::vector<token_logprob> top;  // top_logprobs entries, most likely first
 };
 
+// Log-probabilities as OpenAI and vLLM report them: the log-softmax of the raw row
+// (temperature 1, before bias, penalties and truncation) at `token`; with want_rank its rank
+// (1 + the tokens ranked above it: larger logit, then smaller id); and the row's top_n tokens
+// with theirs, most likely first (unusable tokens last, by id). A row with no usable value
+// gives -inf. Uses this thread's sampling scratch space.
+struct row_logprobs {
+  float logprob = 0.0f;
+  int32_t rank = 0;  // 0 unless asked for
+  std::vector<token_logprob> top;
+};
+row_logprobs logprobs_of(std::span<const float> logits, int32_t token, int32_t top_n, bool want_rank = false);
+
 class sampler {
  public:
   explicit sampler(sampling_params params);

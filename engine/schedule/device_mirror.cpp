@@ -20,11 +20,12 @@ device_diff device_mirror::diff(step_plan_core& plan, const step_planner& planne
     d.delta = fresh ? table_delta::whole(planner.table(p.seq), planner.local_table(p.seq), p.delta.local_first)
                     : std::move(p.delta);
     const uint32_t end = p.start_pos + p.n_new;
+    const auto& toks = planner.tokens(p.seq);
     if (end > it->second) {
-      const auto& toks = planner.tokens(p.seq);
       d.new_tokens.assign(toks.begin() + it->second, toks.begin() + end);
       it->second = end;
     }
+    if (!p.sample && end < toks.size()) d.next_token = toks[end];
     out.seqs.push_back(std::move(d));
   }
   return out;

@@ -34,6 +34,10 @@ struct device_seq {
   uint32_t n_new = 0;
   std::vector<token_id> draft;
   bool sample = false;  // the computed tokens reach the end: sample (or verify the drafts)
+  // A chunk that stops short of the sequence's known tokens: the token after it (-1
+  // otherwise), which the chunk's last row scores for prompt logprobs although the device
+  // receives it only with the next chunk.
+  token_id next_token = -1;
   std::vector<token_id> new_tokens;
   table_delta delta;
   uint32_t n_fed() const { return n_new + static_cast<uint32_t>(draft.size()); }

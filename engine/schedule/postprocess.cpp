@@ -29,6 +29,10 @@ step_tokens postprocess(std::span<const token_id> emitted, const output_limits& 
   step_tokens out;
   const uint32_t n_generated = state.n_generated;
   const auto forced = std::exchange(state.forced, {});
+  if (limits.max_new_tokens == 0) {  // the prompt only (scored, with echo): nothing is output
+    out.end = output_end::length;
+    return out;
+  }
   if (emitted.empty()) {
     out.end = output_end::stop;
     return out;

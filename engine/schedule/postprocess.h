@@ -10,7 +10,9 @@
 //   nothing emitted (every token masked out)  -> stop: nothing can follow
 //   a stop token id                           -> stop; the id is counted, not streamed, and
 //                                                what the device emitted after it is dropped
-//   max_new_tokens output tokens              -> length (with the token that reaches it)
+//   max_new_tokens output tokens              -> length (with the token that reaches it;
+//                                                max_new_tokens 0: the prompt alone, nothing
+//                                                emitted)
 //   max_total_tokens tokens in all            -> length (the context limit)
 //
 // A spent thinking budget's forced tokens (its end tag) follow the emitted ones as if

@@ -83,6 +83,8 @@ void step_planner::append_tokens(seq_id seq, std::span<const token_id> tokens) {
   s.draft.clear();
 }
 
+void step_planner::limit_chunk(seq_id seq, uint32_t max_tokens) { seqs_.at(seq).max_chunk = std::max(1u, max_tokens); }
+
 bool step_planner::remove(seq_id seq) {
   const auto it = seqs_.find(seq);
   if (it == seqs_.end()) return false;
@@ -128,7 +130,7 @@ reserve_request step_planner::request() const {
     // Decoding (pending = the last token plus its drafts) takes it all; only a prompt's rest
     // is cut to a chunk.
     const uint32_t decode = 1 + static_cast<uint32_t>(s.draft.size());
-    const uint32_t chunk = pending > decode ? prefill_chunk_tokens(config_, s.n_computed) : decode;
+    const uint32_t chunk = pending > decode ? chunk_of(s, s.n_computed) : decode;
     const uint32_t n_new = std::min({pending, std::max(chunk, decode), budget});
     if (n_new == 0) continue;
     budget -= n_new;
@@ -152,8 +154,7 @@ reserve_request step_planner::request() const {
     const auto& s = seqs_.at(id);
     // A prefix-cache hit moves the start (known only after the cache manager's lookup);
     // sizing as from position 0 at most overshoots the first chunk's cost once.
-    const uint32_t max_compute =
-        std::min({prefill_chunk_tokens(config_, 0), budget, static_cast<uint32_t>(s.tokens.size())});
+    const uint32_t max_compute = std::min({chunk_of(s, 0), budget, static_cast<uint32_t>(s.tokens.size())});
     req.waiting.push_back({id, 0, 0, max_compute, {}});
     budget -= max_compute;
     --slots;

@@ -18,6 +18,7 @@
 // computed / weight), so a tenant with a long queue cannot starve one that just arrived.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -47,7 +48,16 @@ struct planner_config {
   // at random. A cluster's nodes share one so their router can name their blocks.
   uint64_t cache_salt_key = 0;
   uint64_t model_identity = 0;  // the weights' (gguf::model_identity), in every cache salt
+  // The prompt chunk of a sequence that scores its prompt (prompt logprobs), whose step
+  // returns a vocabulary row of logits per token: kScoredRowsBytes / (n_vocab * 4) tokens.
+  uint32_t scored_chunk = 64;
 };
+
+// Logits a prompt-scoring chunk may hold at once: 64 MiB (64 rows of a 262k vocabulary).
+inline constexpr uint64_t kScoredRowsBytes = uint64_t{64} << 20;
+inline uint32_t scored_chunk_tokens(uint32_t n_vocab) {
+  return static_cast<uint32_t>(std::max<uint64_t>(1, kScoredRowsBytes / (uint64_t{4} * std::max(1u, n_vocab))));
+}
 
 // The attention cost per key for a Llama-shaped model: multiply-adds of QK^T and PV per key
 // over those of the projection and FFN matrices per token.
@@ -111,6 +121,10 @@ class step_planner {
   // end tag of a spent thinking budget): its next step computes them with the last token and
   // samples after them. Call between a step's complete() and the next proposal.
   void append_tokens(seq_id seq, std::span<const token_id> tokens);
+  // The sequence's prompt chunks compute at most max_tokens tokens (at least 1): a step that
+  // returns logits for every prompt position (prompt logprobs) holds a vocabulary row per
+  // token, so its chunks are sized by rows, not by the token budget alone.
+  void limit_chunk(seq_id seq, uint32_t max_tokens);
   // Removes the sequence wherever it is. Returns true if it was running (holding blocks).
   bool remove(seq_id seq);
 
@@ -160,6 +174,7 @@ class step_planner {
     uint32_t n_computed = 0;  // tokens whose K/V are in the cache
     uint32_t n_sent = 0;      // tokens the cache manager has been sent
     uint64_t cache_salt = 0;
+    uint32_t max_chunk = 0;  // 0: the config's prefill chunk
     bool running = false;
     block_table table;            // as granted: covers what the last step computed
     block_table local_table;      // as granted: the sliding-window layers' (empty without them)
@@ -174,6 +189,11 @@ class step_planner {
   };
 
   reserve_request request() const;  // propose() without the tokens
+  // A prompt chunk of s starting at position start: prefill_chunk_tokens, within s's limit.
+  uint32_t chunk_of(const seq_state& s, uint32_t start) const {
+    const uint32_t c = prefill_chunk_tokens(config_, start);
+    return s.max_chunk != 0 ? std::min(c, s.max_chunk) : c;
+  }
   void charge(const std::string& tenant, uint32_t n_tokens);
   void requeue_front(seq_id seq);
 

@@ -104,4 +104,20 @@ bool is_valid(std::string_view text) {
   return true;
 }
 
+std::string replace_invalid(std::string_view text) {
+  if (is_valid(text)) return std::string(text);
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    const auto c = check_sequence(text, i);
+    if (c.state == sequence_state::complete) {
+      out.append(text, i, c.length);
+      i += c.length;
+    } else {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    }
+  }
+  return out;
+}
+
 }  // namespace tandem::utf8

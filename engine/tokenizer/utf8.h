@@ -53,4 +53,8 @@ sequence_check check_sequence(std::string_view text, size_t pos);
 // True when `text` is entirely valid UTF-8.
 bool is_valid(std::string_view text);
 
+// `text` with every byte that is not part of a complete valid sequence replaced by U+FFFD
+// (JSON strings must be valid UTF-8; a single token may hold part of a character).
+std::string replace_invalid(std::string_view text);
+
 }  // namespace tandem::utf8

@@ -105,6 +105,9 @@ struct sampling_options {
   std::vector<float> logit_bias_values;
   int32_t top_logprobs = 0;  // alternatives per token when logprobs is on
   bool logprobs = false;
+  // vLLM's prompt_logprobs (and /v1/completions' echo with logprobs): -1 none; else each
+  // prompt token after the first is scored (logprob and rank) with this many alternatives.
+  int32_t prompt_logprobs = -1;
 };
 
 struct generation_delta;
@@ -196,6 +199,7 @@ struct submit_reply {
 struct output_logprob {
   int32_t token = 0;
   float logprob = 0;
+  int32_t rank = 0;              // prompt tokens: 1 + the tokens more likely than this one (0: not known)
   std::vector<int32_t> top_ids;  // most likely alternatives, best first
   std::vector<float> top_logprobs;
 };
@@ -207,13 +211,17 @@ struct generation_delta {
   std::string text;
   std::vector<int32_t> tokens;  // token ids this delta covers
   std::vector<output_logprob> logprobs;
+  // With sampling.prompt_logprobs, the first delta's: every prompt token, each scored by the
+  // model given the tokens before it, except the first (rank 0: nothing precedes it).
+  std::vector<output_logprob> prompt_logprobs;
   std::string reasoning_content;
   std::vector<tool_call_chunk> tool_calls;
   // An embeddings request's: input `index`'s vector, L2-normalised (rerank: {score}).
   std::vector<float> embedding;
   uint32_t index = 0;
   bool empty() const {
-    return text.empty() && tokens.empty() && reasoning_content.empty() && tool_calls.empty() && embedding.empty();
+    return text.empty() && tokens.empty() && reasoning_content.empty() && tool_calls.empty() && embedding.empty() &&
+           prompt_logprobs.empty();
   }
 };
 
@@ -279,7 +287,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sampling_options& x) {
   return f(caf::meta::type_name("sampling_options"), x.temperature, x.top_p, x.top_k, x.min_p, x.repetition_penalty,
            x.presence_penalty, x.frequency_penalty, x.seed, x.logit_bias_ids, x.logit_bias_values, x.top_logprobs,
-           x.logprobs);
+           x.logprobs, x.prompt_logprobs);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generate_request& x) {
@@ -297,12 +305,12 @@ typename Inspector::result_type inspect(Inspector& f, submit_reply& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, output_logprob& x) {
-  return f(caf::meta::type_name("output_logprob"), x.token, x.logprob, x.top_ids, x.top_logprobs);
+  return f(caf::meta::type_name("output_logprob"), x.token, x.logprob, x.rank, x.top_ids, x.top_logprobs);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generation_delta& x) {
-  return f(caf::meta::type_name("generation_delta"), x.id, x.text, x.tokens, x.logprobs, x.reasoning_content,
-           x.tool_calls, x.embedding, x.index);
+  return f(caf::meta::type_name("generation_delta"), x.id, x.text, x.tokens, x.logprobs, x.prompt_logprobs,
+           x.reasoning_content, x.tool_calls, x.embedding, x.index);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generation_done& x) {

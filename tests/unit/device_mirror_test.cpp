@@ -56,6 +56,13 @@ struct mirrored {
     auto plan = h.plan();
     const auto diff = mirror.diff(plan, h.planner);
     EXPECT_EQ(diff.seqs.size(), plan.seqs.size());
+    for (const auto& d : diff.seqs) {  // a chunk short of the known tokens names the next one
+      const auto& toks = h.planner.tokens(d.seq);
+      const size_t end = d.start_pos + d.n_new;
+      const token_id next = !d.sample && end < toks.size() ? toks[end] : -1;
+      EXPECT_EQ(d.next_token, next) << "seq " << d.seq << " at " << end;
+      next_tokens += d.next_token >= 0;
+    }
     dev.apply(diff, plan);
     for (const auto& p : plan.seqs) {
       auto& sq = dev.seqs[p.seq];
@@ -74,6 +81,7 @@ struct mirrored {
   schedule_harness h;
   device_mirror mirror;
   device_copy dev;
+  uint32_t next_tokens = 0;  // chunks that named the token after them
 };
 
 }  // namespace
@@ -90,6 +98,7 @@ TEST(DeviceMirror, EachTokenCrossesOnceAndTheTablesStayEqual) {
   EXPECT_EQ(m.dev.tokens_received, 19u + 7u) << "the prompts once; emitted tokens never come back";
   EXPECT_GT(generated, 20u);
   for (seq_id s : {1, 2}) EXPECT_EQ(m.dev.seqs[s].tokens, m.h.planner.tokens(s));
+  EXPECT_GE(m.next_tokens, 2u) << "19 tokens at 8 a step: at least two chunks stop short";
 }
 
 TEST(DeviceMirror, ADecodeStepCarriesNoTokensAndAnUnchangedTable) {

@@ -49,6 +49,14 @@ TEST(Postprocess, MaxNewTokensEndsItWithTheTokenThatReachesIt) {
   EXPECT_EQ(out.n_generated, 2u);
 }
 
+TEST(Postprocess, NoNewTokensEndsItAfterThePromptWithNothingEmitted) {
+  const std::vector<token_id> emitted{5};  // what the device sampled after the scored prompt
+  const auto out = run(emitted, {0, 0, kStops}, 0, 20);
+  EXPECT_EQ(out.end, output_end::length);
+  EXPECT_TRUE(out.tokens.empty());
+  EXPECT_EQ(out.n_generated, 0u);
+}
+
 TEST(Postprocess, TheContextLimitEndsItAsLength) {
   const output_limits limits{100, 22, kStops};
   const std::vector<token_id> emitted{5, 6, 8};

@@ -27,6 +27,7 @@ struct collected {
   std::vector<int32_t> tokens;
   int deltas = 0;
   std::vector<size_t> delta_tokens;  // tokens in each delta, in order
+  std::vector<output_logprob> prompt_logprobs;
   generation_done done;
 };
 
@@ -46,6 +47,7 @@ inline sink_actor::behavior_type collecting_sink(sink_actor::stateful_pointer<co
         self->state.tokens.insert(self->state.tokens.end(), d.tokens.begin(), d.tokens.end());
         ++self->state.deltas;
         self->state.delta_tokens.push_back(d.tokens.size());
+        for (auto& lp : d.prompt_logprobs) self->state.prompt_logprobs.push_back(std::move(lp));
       },
       [self, waiter](generation_done& d) {
         self->state.id = d.id;

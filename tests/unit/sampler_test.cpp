@@ -271,6 +271,34 @@ TEST(Sampler, TopLogprobsAreTheRawLogSoftmaxInOrder) {
 
 // --- the fast paths against a readable reference -----------------------------------------
 
+// A prompt token's score (prompt logprobs): any token's log-softmax, its rank among the
+// whole row (ties by id), and the row's top entries, on a vocabulary larger than a block.
+TEST(Sampler, LogprobsOfAnyTokenWithItsRank) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  std::vector<float> row(3000);
+  for (auto& x : row) x = nd(rng);
+  row[17] = row[2500];  // a tie: the smaller id ranks first
+  double m = -1e30, sum = 0.0;
+  for (float x : row) m = std::max(m, static_cast<double>(x));
+  for (float x : row) sum += std::exp(static_cast<double>(x) - m);
+  for (int32_t token : {17, 2500, 0, 2999}) {
+    const auto r = logprobs_of(row, token, 4, /*want_rank=*/true);
+    EXPECT_NEAR(r.logprob, row[static_cast<size_t>(token)] - m - std::log(sum), 1e-4) << token;
+    int32_t above = 0;
+    for (size_t i = 0; i < row.size(); ++i) {
+      const float x = row[i], y = row[static_cast<size_t>(token)];
+      above += x > y || (x == y && static_cast<int32_t>(i) < token);
+    }
+    EXPECT_EQ(r.rank, above + 1) << token;
+    ASSERT_EQ(r.top.size(), 4u);
+    EXPECT_EQ(r.top[0].token, static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin()));
+    for (size_t k = 1; k < r.top.size(); ++k) EXPECT_GE(r.top[k - 1].logprob, r.top[k].logprob);
+  }
+  EXPECT_EQ(logprobs_of(row, 5, 0).rank, 0);  // not asked for
+  EXPECT_TRUE(logprobs_of(row, 5, 0).top.empty());
+}
+
 // Steps 1-4 as the sampler did them before it was made fast: every usable token sorted by
 // (logit descending, id ascending), probabilities in double, each truncation a prefix.
 std::vector<token_prob> reference_distribution(const sampling_params& p, std::vector<float> x,

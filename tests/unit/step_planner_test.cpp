@@ -142,6 +142,24 @@ TEST(StepPlanner, ChunksALongPromptAndSamplesOnlyAtItsEnd) {
   EXPECT_EQ(h.finished, (std::vector<seq_id>{1}));
 }
 
+TEST(StepPlanner, ALimitedSequenceChunksItsPromptSmaller) {
+  harness h({8, 2048, 512}, 256);
+  h.add(1, 100, 1);
+  h.add(2, 100, 1);
+  h.planner.limit_chunk(1, 48);  // prompt logprobs: a vocabulary row per token
+  auto p1 = h.step();
+  ASSERT_EQ(p1.seqs.size(), 2u);
+  for (const auto& s : p1.seqs) EXPECT_EQ(s.n_fed(), s.seq == 1 ? 48u : 100u) << s.seq;
+  auto p2 = h.step();
+  ASSERT_EQ(p2.seqs.size(), 1u);
+  EXPECT_EQ(p2.seqs[0].start_pos, 48u);
+  EXPECT_EQ(p2.seqs[0].n_fed(), 48u);
+  EXPECT_FALSE(p2.seqs[0].sample);
+  auto p3 = h.step();
+  EXPECT_EQ(p3.seqs[0].n_fed(), 4u);
+  EXPECT_TRUE(p3.seqs[0].sample);
+}
+
 TEST(StepPlanner, CostAwareChunksShrinkAsTheContextGrows) {
   // SmolLM2-135M's shapes: 576 wide, 9 heads of 64, 3 KV heads (192), FFN 1536.
   model_config smollm2;
