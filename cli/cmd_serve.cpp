@@ -53,6 +53,7 @@ struct serve_options {
   std::string log_level = "info";
   std::string reasoning_parser = "auto";
   std::string tool_call_parser = "auto";
+  std::string pooling = "auto";  // auto: the file's <arch>.pooling_type (runtime_config::pooling "")
   bool plain_text_prompts = false;
   uint32_t responses_store_max_responses = 1000;
   uint64_t responses_store_max_bytes = uint64_t{64} << 20;
@@ -132,6 +133,7 @@ std::string find_chat_page(const std::string& given) {
 int serve(serve_options o) {
   spdlog::set_level(spdlog::level::from_str(o.log_level));
   o.rt.model = o.model;
+  o.rt.pooling = o.pooling == "auto" ? "" : o.pooling;
   // Before the listener opens: --device cuda without a usable GPU fails here, with one line.
   const auto device = apply_device_options(o.device, o.rt);
   if (!o.api_key.empty()) {
@@ -262,10 +264,11 @@ void register_serve(CLI::App& app) {
                 "Sliding-window models: hold every layer's KV for every position in one pool (no freeing)");
   cmd->add_flag("--embeddings", o->rt.embeddings,
                 "Serve /v1/embeddings (or /v1/rerank for --pooling rank) instead of text generation");
-  cmd->add_option("--pooling", o->rt.pooling,
-                  "Embeddings' pooling: mean, cls, last, rank (implies --embeddings; default: the file's "
-                  "<arch>.pooling_type, else last)")
-      ->check(CLI::IsMember({"none", "mean", "cls", "last", "rank"}));
+  cmd->add_option("--pooling", o->pooling,
+                  "Embeddings' pooling: mean, cls, last, rank (implies --embeddings); auto: the file's "
+                  "<arch>.pooling_type (with --embeddings and none declared: last)")
+      ->check(CLI::IsMember({"auto", "none", "mean", "cls", "last", "rank"}))
+      ->capture_default_str();
   cmd->add_option("--chat-template", o->rt.chat_template, "Chat template family overriding the model's");
   cmd->add_option("--threads", o->rt.threads, "CPU compute threads (0 = one per core)")->capture_default_str();
   add_tiled_cache_options(cmd, o->rt);

@@ -141,7 +141,9 @@ TEST_P(EmbeddingsMatchLlamaCpp, SyntheticFile) {
   }
   for (size_t a = 0; a < ours.size(); ++a) {
     for (size_t b = 0; b < ours.size(); ++b) {
-      if (theirs[a] > theirs[b] + 2e-3) EXPECT_GT(ours[a], ours[b]) << "cases " << a << ", " << b;
+      if (theirs[a] > theirs[b] + 2e-3) {
+        EXPECT_GT(ours[a], ours[b]) << "cases " << a << ", " << b;
+      }
     }
   }
 }
