@@ -77,7 +77,7 @@ double estimated_tokens(const generate_request& req) {
     for (const auto& t : req.embed_tokens) ids += t.size();
     return std::ceil(static_cast<double>(bytes) / 4.0) + static_cast<double>(ids);
   }
-  return std::ceil(static_cast<double>(bytes) / 4.0) + req.max_tokens;
+  return std::ceil(static_cast<double>(bytes) / 4.0) + static_cast<double>(req.prompt_tokens.size()) + req.max_tokens;
 }
 
 void fill_limits(submit_reply& r, tenant_runtime& t, clock_type::time_point now) {

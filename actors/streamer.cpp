@@ -301,6 +301,8 @@ streamer_actor::behavior_type streamer(self_ptr self, request_id id, generate_re
       po.parse_tool_calls = st.req.parse_tool_calls;
       if (!st.req.tool_call_parser.empty()) po.tool_syntax = tool_call_parser::syntax_named(st.req.tool_call_parser);
       if (chat_output_parser::wanted(tmpl, po)) st.parser.emplace(tmpl, tmpl.render(msgs, ro), std::move(po));
+    } else if (!st.req.prompt_tokens.empty()) {
+      prompt = st.req.prompt_tokens;  // ids below the vocabulary size (the request parser checked)
     } else {
       prompt = encode_prompt(tok, st.req.prompt, st.req.prompt_special_tokens);
     }

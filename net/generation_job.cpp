@@ -276,6 +276,11 @@ std::string generation_job::stream_chunk(uint32_t choice, const std::string& tex
   return "data: " + json::serialize(chunk) + "\n\n";
 }
 
+std::string generation_job::echo_text() const {
+  if (!req_.gen.prompt_tokens.empty()) return valid_utf8(ctx_.tok->decode(req_.gen.prompt_tokens, false));
+  return valid_utf8(req_.gen.prompt);
+}
+
 void generation_job::emit_prompt_part(uint32_t choice) {
   auto& c = choices_[choice];
   if (c.echoed || (!req_.echo && !req_.prompt_logprobs)) return;
@@ -287,7 +292,7 @@ void generation_job::emit_prompt_part(uint32_t choice) {
     ch["delta"] = json::object{{"role", "assistant"}, {"content", ""}};
     c.role_sent = true;
   } else {
-    ch["text"] = req_.echo ? valid_utf8(req_.gen.prompt) : "";
+    ch["text"] = req_.echo ? echo_text() : "";
   }
   ch["logprobs"] = req_.echo && req_.gen.sampling.logprobs ? logprobs_json({}, chat, c.prompt) : json::value(nullptr);
   ch["finish_reason"] = nullptr;
@@ -458,7 +463,7 @@ std::string generation_job::json_body() const {
       }
       ch["message"] = std::move(message);
     } else {
-      ch["text"] = req_.echo ? valid_utf8(req_.gen.prompt) + c.text : c.text;
+      ch["text"] = req_.echo ? echo_text() + c.text : c.text;
     }
     ch["logprobs"] = logprobs;
     ch["finish_reason"] = reason;

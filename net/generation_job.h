@@ -134,6 +134,8 @@ class generation_job {
   // A stream's first chunk of a choice with echo or prompt_logprobs: the prompt's text and
   // scores, before any generated text.
   void emit_prompt_part(uint32_t choice);
+  // What echo puts first: the prompt as sent, or its token ids' text.
+  std::string echo_text() const;
 
   api_request req_;
   job_format format_;

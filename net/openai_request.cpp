@@ -198,15 +198,41 @@ void parse_messages(const json::object& o, generate_request& gen) {
   }
 }
 
-void parse_prompt(const json::object& o, generate_request& gen) {
+// One prompt: a string, or token ids (an array of integers, or one such array in a list, as
+// lm-evaluation-harness sends it), each a token of the model's vocabulary.
+void parse_prompt(const json::object& o, const api_limits& limits, generate_request& gen) {
   const json::value* v = field(o, "prompt");
   if (!v) bad("prompt", "is required");
+  constexpr const char* kShapes = "must be a string or token ids (one prompt per request)";
   if (v->is_string()) {
     gen.prompt = std::string(v->get_string());
-  } else if (v->is_array() && v->get_array().size() == 1 && v->get_array()[0].is_string()) {
-    gen.prompt = std::string(v->get_array()[0].get_string());
-  } else {
-    bad("prompt", "must be a string (one prompt per request)");
+    return;
+  }
+  if (!v->is_array() || v->get_array().empty()) bad("prompt", kShapes);
+  const auto& a = v->get_array();
+  if (a.size() == 1 && a[0].is_string()) {
+    gen.prompt = std::string(a[0].get_string());
+    return;
+  }
+  if (a.size() > 1 && (a[0].is_array() || a[0].is_string())) {
+    bad("prompt", "holds " + std::to_string(a.size()) + " prompts; this server takes one prompt per request");
+  }
+  const bool nested = a.size() == 1 && a[0].is_array();
+  const json::array& ids = nested ? a[0].get_array() : a;
+  if (ids.empty()) bad("prompt", kShapes);
+  if (ids.size() >= std::max<size_t>(limits.max_model_len, 1)) {
+    bad("prompt", "has " + std::to_string(ids.size()) + " tokens; this model's context is " +
+                      std::to_string(limits.max_model_len) + " tokens (prompt and completion together)");
+  }
+  gen.prompt_tokens.reserve(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const std::string where = std::string(nested ? "prompt[0][" : "prompt[") + std::to_string(i) + "]";
+    if (!ids[i].is_int64() && !ids[i].is_uint64()) bad(where, "must be a token id (an integer)");
+    const int64_t id = ids[i].is_int64() ? ids[i].get_int64() : -1;
+    if (id < 0 || static_cast<uint64_t>(id) >= limits.vocab_size) {
+      bad(where, "is not a token id of this model (0 to " + std::to_string(limits.vocab_size - 1) + ")");
+    }
+    gen.prompt_tokens.push_back(static_cast<int32_t>(id));
   }
 }
 
@@ -410,7 +436,7 @@ api_request parse_api_request(const json::value& body, api_kind kind, const api_
   } else {
     if (field(o, "tools") || field(o, "tool_choice"))
       bad(field(o, "tools") ? "tools" : "tool_choice", "is for chat completions");
-    parse_prompt(o, gen);
+    parse_prompt(o, limits, gen);
     parse_output_grammar(o, gen);
     gen.prompt_special_tokens = limits.prompt_special_tokens;
   }

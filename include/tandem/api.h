@@ -118,8 +118,9 @@ struct generate_request {
   // The model the request is for (OpenAI's "model"). A runtime serves one model and takes
   // every name as its own; a server of several models routes by it. "" = the default one.
   std::string model;
-  std::string prompt;               // raw completion prompt, used when messages is empty
-  std::vector<chat_turn> messages;  // chat: rendered with the model's chat template
+  std::string prompt;                  // raw completion prompt, used when messages is empty
+  std::vector<int32_t> prompt_tokens;  // or the raw prompt as token ids (when prompt is empty)
+  std::vector<chat_turn> messages;     // chat: rendered with the model's chat template
   bool add_generation_prompt = true;
   // Chat: OpenAI's "tools" as a JSON array (the template renders them); "" = none.
   std::string tools_json;
@@ -291,12 +292,12 @@ typename Inspector::result_type inspect(Inspector& f, sampling_options& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generate_request& x) {
-  return f(caf::meta::type_name("generate_request"), x.model, x.prompt, x.messages, x.add_generation_prompt,
-           x.tools_json, x.chat_template_kwargs_json, x.parse_tool_calls, x.tool_call_parser, x.parse_reasoning,
-           x.thinking_token_budget, x.grammar, x.prompt_special_tokens, x.max_tokens, x.stop, x.stop_token_ids,
-           x.ignore_eos, x.speculative, x.prompt_group, x.choices, x.sampling, x.tenant, x.weight, x.cache_group,
-           x.kv_cache_share, x.api_key, x.stream_interval, x.session, x.embed, x.embed_texts, x.embed_tokens,
-           x.dimensions, x.rerank, x.rerank_query, x.sink);
+  return f(caf::meta::type_name("generate_request"), x.model, x.prompt, x.prompt_tokens, x.messages,
+           x.add_generation_prompt, x.tools_json, x.chat_template_kwargs_json, x.parse_tool_calls, x.tool_call_parser,
+           x.parse_reasoning, x.thinking_token_budget, x.grammar, x.prompt_special_tokens, x.max_tokens, x.stop,
+           x.stop_token_ids, x.ignore_eos, x.speculative, x.prompt_group, x.choices, x.sampling, x.tenant, x.weight,
+           x.cache_group, x.kv_cache_share, x.api_key, x.stream_interval, x.session, x.embed, x.embed_texts,
+           x.embed_tokens, x.dimensions, x.rerank, x.rerank_query, x.sink);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, submit_reply& x) {

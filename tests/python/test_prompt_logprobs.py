@@ -133,3 +133,49 @@ def test_what_cannot_be_served_is_a_400_naming_the_field(server, body, param):
 def test_the_sdk_raises_for_a_bad_request(client):
     with pytest.raises(openai.BadRequestError):
         client.completions.create(model="m", prompt=PROMPT, echo=True, logprobs=1, n=2, max_tokens=1)
+
+
+def lm_eval_loglikelihood(out, ctxlen):
+    """lm-evaluation-harness's local-completions parse_logprobs for one choice: the sum of the
+    continuation's token logprobs (the last entry is the one generated token) and is_greedy."""
+    choice = out["choices"][0]
+    logprobs = choice["logprobs"]["token_logprobs"][ctxlen:-1]
+    tops = choice["logprobs"]["top_logprobs"][ctxlen:-1]
+    return sum(logprobs), all(lp == max(top.values()) for lp, top in zip(logprobs, tops))
+
+
+def test_lm_eval_tokenized_request_scores_as_the_text_does(server):
+    """The request lm-evaluation-harness's local-completions model sends by default: the prompt as
+    one list of token ids (its own tokenization of context + continuation), max_tokens 1, logprobs 1,
+    echo. The continuation is the model's greedy output, so it must come back greedy."""
+    tok = lambda text: httpx.post(server.url + "/tokenize", json={"prompt": text}, timeout=30).json()["tokens"]  # noqa: E731
+    gen = httpx.post(server.url + "/v1/completions", timeout=60, json={
+        "model": "m", "prompt": PROMPT, "max_tokens": 5, "temperature": 0}).json()
+    ctx = tok(PROMPT)
+    ids = tok(PROMPT + gen["choices"][0]["text"])
+    assert ids[:len(ctx)] == ctx and len(ids) > len(ctx)
+    body = {"model": "m", "prompt": [ids], "temperature": 0, "max_tokens": 1, "logprobs": 1, "seed": 1234, "echo": True}
+    out = httpx.post(server.url + "/v1/completions", json=body, timeout=60).json()
+    assert out["usage"]["prompt_tokens"] == len(ids)
+    assert len(out["choices"][0]["logprobs"]["token_logprobs"]) == len(ids) + 1
+    ll, greedy = lm_eval_loglikelihood(out, len(ctx))
+    assert greedy
+    text = httpx.post(server.url + "/v1/completions", timeout=60, json={
+        "model": "m", "prompt": PROMPT + gen["choices"][0]["text"], "echo": True, "logprobs": 1,
+        "max_tokens": 1, "temperature": 0}).json()
+    assert text["usage"]["prompt_tokens"] == len(ids)
+    assert ll == pytest.approx(lm_eval_loglikelihood(text, len(ctx))[0], abs=1e-4)
+    assert out["choices"][0]["text"].startswith(PROMPT)  # echo of token ids: their text
+
+
+@pytest.mark.parametrize("prompt, param", [
+    ([[1, 2], [3, 4]], "prompt"),
+    ([1, -2], "prompt[1]"),
+    ([[5, 10 ** 9]], "prompt[0][1]"),
+    ([1, "a"], "prompt[1]"),
+    ([], "prompt"),
+])
+def test_token_prompts_are_checked(server, prompt, param):
+    r = httpx.post(server.url + "/v1/completions", json={"model": "m", "prompt": prompt}, timeout=30)
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["param"] == param

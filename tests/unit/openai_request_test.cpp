@@ -104,6 +104,19 @@ TEST(OpenAiRequest, MessagesAreChecked) {
   EXPECT_EQ(error_of(R"({"prompt": ["a", "b"]})", api_kind::completion).param, "prompt");
 }
 
+TEST(OpenAiRequest, APromptMayBeTokenIds) {
+  EXPECT_EQ(parse(R"({"prompt": [1, 2, 3]})", api_kind::completion).gen.prompt_tokens, (std::vector<int32_t>{1, 2, 3}));
+  const auto nested = parse(R"({"prompt": [[7, 8]], "echo": true, "max_tokens": 0})", api_kind::completion);
+  EXPECT_EQ(nested.gen.prompt_tokens, (std::vector<int32_t>{7, 8}));
+  EXPECT_TRUE(nested.gen.prompt.empty());
+  EXPECT_TRUE(nested.echo);
+  EXPECT_EQ(nested.gen.max_tokens, 0u);
+  EXPECT_EQ(error_of(R"({"prompt": [49152]})", api_kind::completion).param, "prompt[0]");
+  EXPECT_EQ(error_of(R"({"prompt": [[1], [2]]})", api_kind::completion).param, "prompt");
+  EXPECT_EQ(error_of(R"({"prompt": [1.5]})", api_kind::completion).param, "prompt[0]");
+  EXPECT_EQ(error_of(R"({"prompt": "a", "max_tokens": 0})", api_kind::completion).param, "max_tokens");
+}
+
 TEST(OpenAiRequest, TokenIdsAreInTheVocabulary) {
   EXPECT_EQ(error_of(R"({"messages": [{"role": "user", "content": "Hi"}], "logit_bias": {"49152": 1}})").param,
             "logit_bias");
