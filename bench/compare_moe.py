@@ -8,7 +8,8 @@ For each file and thread count: pp512 and tg128 of each engine (same file, same 
 alternating, medians), the ratios, and decode against the bandwidth limit of the bytes one
 token actually reads (the shared weights, the head, and k of each layer's n experts:
 engine_bench's weight_bytes_per_token over its measured read bandwidth). Writes its section
-of docs/benchmarks.md.
+of docs/benchmarks.md, its rows to docs/bench/moe.json and a plot to docs/bench/moe.png
+(--redraw: the plot again from that JSON, running nothing).
 
 Usage: python3 bench/compare_moe.py --llama-bench PATH [--ik-bench PATH] [--build build]
            [--threads 2] [--reps 3] [--pp 512] [--tg 128] [--models-dir DIR] [--only qwen3moe|gpt-oss]
@@ -21,10 +22,11 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_docs import cpu_name, section_tail, write_section  # noqa: E402
+from bench_docs import ROOT, cpu_name, section_tail, write_section  # noqa: E402
 from compare_quant_types import engine_bench, engines_args, llama_bench, make  # noqa: E402
 
 BEGIN, END = "<!-- moe-bench:begin -->", "<!-- moe-bench:end -->"
+SAVED = os.path.join(ROOT, "docs", "bench", "moe.json")
 
 # Qwen3-30B-A3B's layer (config.json: hidden 2048, 32/4 heads of 128, 128 experts of 768, 8
 # per token, vocabulary 151,936), 16 of its 48 layers.
@@ -53,6 +55,7 @@ def main():
     ap = engines_args("thread count, or a comma-separated list")
     ap.add_argument("--ik-bench", help="ik_llama.cpp's llama-bench (a second peer; optional)")
     ap.add_argument("--only", help="one file: qwen3moe or gpt-oss")
+    ap.add_argument("--redraw", action="store_true", help="run nothing: the plot from the saved JSON")
     a = ap.parse_args()
 
     tandem = os.path.join(a.build, "bin", "tandem")
@@ -61,6 +64,8 @@ def main():
     load_before = os.getloadavg()[0]
     results = []
     for key, label, path, spec in files(a.models_dir, tandem):
+        if a.redraw:
+            return plot(json.load(open(SAVED)), os.path.splitext(SAVED)[0] + ".png", a.pp, a.tg)
         if a.only and key != a.only:
             continue
         make(path, [tandem, "gen-model", "-o", None] + spec)
@@ -74,6 +79,7 @@ def main():
             med = lambda who, k: statistics.median(r[k] for r in runs[who]) if runs[who] else None  # noqa: E731
             t0 = runs["t"][0]
             row = {"label": label, "threads": threads, "mib": os.path.getsize(path) / 2**20,
+                   "cpu": cpu_name(), "date": datetime.date.today().isoformat(), "reps": a.reps,
                    "t_pp": med("t", "pp_tok_s"), "t_tg": med("t", "tg_tok_s"),
                    "l_pp": med("l", "pp_tok_s"), "l_tg": med("l", "tg_tok_s"),
                    "ik_pp": med("ik", "pp_tok_s"), "ik_tg": med("ik", "tg_tok_s"),
@@ -97,7 +103,8 @@ def main():
     text = "\n".join([
         BEGIN, "",
         "## Mixtures of experts vs llama-bench (issue 51)", "",
-        f"{cpu_name()} ({os.cpu_count()} CPUs), {datetime.date.today().isoformat()}; median of {a.reps} "
+        f"{results[0]['cpu'] if results else cpu_name()} ({os.cpu_count()} CPUs), "
+        f"{results[0]['date'] if results else ''}; median of {results[0]['reps'] if results else a.reps} "
         f"alternating runs per engine (Tandem `engine_bench`, then `llama-bench -r 1`"
         f"{', then ik_llama.cpp' if a.ik_bench else ''}), pp{a.pp} = one {a.pp}-token prompt step, "
         f"tg{a.tg} = {a.tg} decode steps from an empty context. Tandem kernels: "
@@ -108,11 +115,43 @@ def main():
         f"| file | threads | MiB | llama.cpp pp{a.pp} | ik pp{a.pp} | Tandem pp{a.pp} | vs llama.cpp | vs ik | "
         f"llama.cpp tg{a.tg} | ik tg{a.tg} | Tandem tg{a.tg} | vs llama.cpp | MiB/token | roofline |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ] + rows + section_tail(load_before, load_after,
+    ] + rows + ["", "![Mixtures of experts: tok/s per engine](bench/moe.png)"] + section_tail(load_before, load_after,
                             f"python3 bench/compare_moe.py --llama-bench PATH [--ik-bench PATH] --threads {a.threads} --reps {a.reps}", END))
     print(text)
     if a.out and results:
         write_section(text, BEGIN, END, a.out)
+        with open(SAVED, "w") as f:
+            json.dump(results, f, indent=1)
+        plot(results, os.path.splitext(SAVED)[0] + ".png", a.pp, a.tg)
+
+
+def plot(results, path, pp, tg):
+    """Per file and thread count: each engine's pp and tg (tok/s), and tg's bandwidth limit."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    engines = [("l", "llama.cpp"), ("ik", "ik_llama.cpp"), ("t", "Tandem")]
+    engines = [(k, name) for k, name in engines if any(r.get(f"{k}_pp") for r in results)]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+    labels = [f"{r['label'].split(',')[0]}, {r['threads']}t" for r in results]
+    width = 0.8 / len(engines)
+    for ax, key, title in ((axes[0], "pp", f"prompt (pp{pp})"), (axes[1], "tg", f"decode (tg{tg})")):
+        for i, (k, name) in enumerate(engines):
+            xs = [x + (i - (len(engines) - 1) / 2) * width for x in range(len(results))]
+            ax.bar(xs, [r.get(f"{k}_{key}") or 0 for r in results], width, label=name)
+        if key == "tg":
+            for x, r in enumerate(results):
+                ax.hlines(r["roofline_tg"], x - 0.45, x + 0.45, colors="black", linestyles="--",
+                          label="bandwidth limit" if x == 0 else None)
+        ax.set_xticks(range(len(results)))
+        ax.set_xticklabels(labels, fontsize=8)
+        ax.set_ylabel("tok/s")
+        ax.set_title(title)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fig.savefig(path, dpi=110)
 
 
 if __name__ == "__main__":
