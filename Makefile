@@ -99,6 +99,10 @@ bench: build model
 	    $(if $(IK_BENCH),--ik-bench $(IK_BENCH)); \
 	else echo "bench: LLAMA_BENCH=path/to/llama-bench runs bench/compare_architectures.py (gemma3, qwen2)" \
 	  "and bench/compare_moe.py (qwen3moe, gpt-oss; IK_BENCH=path/to/ik's llama-bench adds ik_llama.cpp)"; fi
+	@if [ -n "$(LLAMA_SERVER)" ]; then \
+	  python3 bench/compare_embeddings.py --build $(BUILD_DIR) --llama-server $(LLAMA_SERVER) --threads 2; \
+	else echo "bench: LLAMA_SERVER=path/to/llama-server runs bench/compare_embeddings.py" \
+	  "(embeddings/s against llama-server, issue 52)"; fi
 	python3 bench/run_runtime_bench.py
 	python3 bench/run_speculative_bench.py
 	python3 bench/serve_bench.py
