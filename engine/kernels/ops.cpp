@@ -26,6 +26,20 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
   rms_scale(x, w, y, n, eps, sum);
 }
 
+void layer_norm(const float* x, const float* w, const float* b, float* y, int64_t n, float eps) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += x[i];
+  const float mean = static_cast<float>(sum / static_cast<double>(n));
+  double sum2 = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i] - mean;
+    y[i] = v;
+    sum2 += static_cast<double>(v) * v;
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(sum2 / static_cast<double>(n)) + eps);
+  for (int64_t i = 0; i < n; ++i) y[i] = y[i] * scale * w[i] + b[i];
+}
+
 void rms_norm_rows(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps) {
   int64_t r = 0;
   for (; r + 4 <= n_rows; r += 4) {

@@ -13,6 +13,9 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
 // rms_norm's bits. One row's sum is a chain of dependent double adds (latency-bound); here
 // four rows' chains run side by side.
 void rms_norm_rows(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps);
+// LayerNorm: y[i] = (x[i] - mean(x)) / sqrt(var(x) + eps) * w[i] + b[i], the mean and the
+// variance summed in double as ggml's norm does; y may be x.
+void layer_norm(const float* x, const float* w, const float* b, float* y, int64_t n, float eps);
 
 // RoPE parameters: theta_i(pos) = pos * base^(-2i / n_rot) / freq_factor[i], rotated by
 // freq_scale * theta_i (interpolation), or with YaRN (ext_factor != 0) by a mix of the two

@@ -5,7 +5,7 @@
 namespace tandem {
 namespace {
 
-constexpr std::array<architecture_traits, 7> kArchitectures = {{
+constexpr std::array<architecture_traits, 9> kArchitectures = {{
     {.name = "llama"},
     {.name = "qwen2", .rope = rope_style::neox},
     {.name = "qwen3", .rope = rope_style::neox, .qk_norm = true},
@@ -33,6 +33,27 @@ constexpr std::array<architecture_traits, 7> kArchitectures = {{
      .moe_only = true,
      .gating = expert_gating::softmax_of_top_k,
      .expert_weights_norm = false},
+    // BERT (bge, MiniLM): learned positions, GELU FFN without a gate, biases everywhere.
+    {.name = "bert",
+     .rope = rope_style::none,
+     .activation = ffn_activation::gelu_tanh,
+     .norm = norm_kind::layer,
+     .placement = norm_placement::post,
+     .causal = false,
+     .encoder_inputs = true,
+     .position_embeddings = true,
+     .gated_ffn = false,
+     .output_norm = false,
+     .embeddings_only = true},
+    // nomic-bert: BERT's block with RoPE (NeoX), a fused attn_qkv and a SwiGLU FFN.
+    {.name = "nomic-bert",
+     .rope = rope_style::neox,
+     .norm = norm_kind::layer,
+     .placement = norm_placement::post,
+     .causal = false,
+     .encoder_inputs = true,
+     .output_norm = false,
+     .embeddings_only = true},
 }};
 
 }  // namespace
@@ -44,6 +65,6 @@ const architecture_traits* find_architecture(std::string_view name) {
   return nullptr;
 }
 
-std::string_view supported_architectures() { return "llama, qwen2, qwen3, qwen3moe, gemma3, phi3, gpt-oss"; }
+std::string_view supported_architectures() { return "llama, qwen2, qwen3, qwen3moe, gemma3, phi3, gpt-oss, bert, nomic-bert"; }
 
 }  // namespace tandem

@@ -2,25 +2,31 @@
 // a row of data per architecture, read by small hooks, as llama.cpp's graph builders differ.
 //
 //   x = embed(token) [* sqrt(n_embd)]                                   scale_embeddings
-//   per layer:
+//       [+ token_types[0] + position_embd[pos], layer_norm]             encoder_inputs
+//   per layer (norm_placement pre; post: h = x, and each "x = x + s" below becomes
+//   x = layer_norm(x + s) with attn_output_norm, then layer_output_norm):
 //     h = rms_norm(x)
 //     q, k, v = Wq h [+ bq], Wk h [+ bk], Wv h [+ bv]     (Wqkv fused)  biases: when the file has them
 //     q, k = rms_norm_per_head(q), rms_norm_per_head(k)                 qk_norm
-//     q, k = rope(q), rope(k)          adjacent pairs | halves          rope
-//     a = attention(q [* scale], k, v)  causal; sliding window on       query_prescale, swa_pattern
+//     q, k = rope(q), rope(k)          adjacent pairs | halves | none   rope
+//     a = attention(q [* scale], k, v)  causal (or every token of the   causal, query_prescale,
+//                                       sequence: encoders); sliding    swa_pattern
+//                                       window on
 //                                       the local layers; a sink        attention_sinks
 //                                       logit per head in the softmax
 //     x = x + [rms_norm](Wo a [+ bo])                                   post_norms
 //     h = rms_norm(x)                   its weight ffn_norm, or          ffn_norm
 //                                       post_attention_norm (gpt-oss)
-//     f = Wdown (act(Wgate h) * Wup h)  silu | tanh-GELU | clamped      activation, fused_gate_up
+//     f = Wdown (act(Wgate h) * Wup h)  silu | tanh-GELU | clamped      activation, fused_gate_up,
+//       or Wdown act(Wup h + b) + b     (no gate: bert)                 gated_ffn
 //                                       SwiGLU; gate and up fused in
 //                                       one ffn_up for phi3
 //       or, a mixture of experts (the file's expert_count > 0; always for moe_only):
 //     f = sum over the k experts e the router picks for the token     gating, expert_weights_norm
 //           of w_e (Wdown_e (act(Wgate_e h [+ b]) * (Wup_e h [+ b])) [+ b])   (engine/experts/)
 //     x = x + [rms_norm](f)                                             post_norms
-//   logits = Wout rms_norm(x) [softcapped]
+//   logits = Wout rms_norm(x) [softcapped]     (encoders: no output norm, no head; the hidden
+//                                               states are x, pooled)   output_norm
 #pragma once
 
 #include <cstdint>
@@ -30,8 +36,17 @@ namespace tandem {
 
 enum class rope_style : uint8_t {
   normal,  // rotates (x[2i], x[2i+1]): llama (GGUF stores Q/K permuted for it)
-  neox,    // rotates (x[i], x[i + n_rot/2]): qwen2, qwen3, gemma3, phi3
+  neox,    // rotates (x[i], x[i + n_rot/2]): qwen2, qwen3, gemma3, phi3, nomic-bert
+  none,    // no RoPE: absolute position embeddings instead (bert)
 };
+
+// What a norm computes: RMSNorm with a weight, or LayerNorm (mean removed) with a weight and
+// a bias (<name>.weight, <name>.bias), as BERT-style encoders have them.
+enum class norm_kind : uint8_t { rms, layer };
+
+// Where a block's norms stand: before each sub-layer (attn_norm, ffn_norm), or after each
+// residual add (attn_output_norm, layer_output_norm: the original Transformer's, BERT's).
+enum class norm_placement : uint8_t { pre, post };
 
 enum class ffn_activation : uint8_t {
   silu,        // SwiGLU
@@ -77,6 +92,19 @@ struct architecture_traits {
   expert_gating gating = expert_gating::softmax;
   // The k chosen weights divided by their sum (floored at 2^-14, llama.cpp's clamp).
   bool expert_weights_norm = true;
+
+  // Encoders (bert, nomic-bert): bidirectional attention, LayerNorms after the residual
+  // adds, embeddings plus token type row 0 (plus learned positions) through token_embd_norm,
+  // no output norm or head (embeddings only). A whole sequence is one step (never chunked,
+  // no prefix cache: a token's K/V depend on the tokens after it).
+  norm_kind norm = norm_kind::rms;
+  norm_placement placement = norm_placement::pre;
+  bool causal = true;                // the file's <arch>.attention.causal overrides it
+  bool encoder_inputs = false;       // token_types (row 0, when present) and token_embd_norm
+  bool position_embeddings = false;  // position_embd [n_ctx_train rows]: bert
+  bool gated_ffn = true;             // false: f = Wdown act(Wup h + b_up) + b_down (bert)
+  bool output_norm = true;           // output_norm.weight before the head / the pooled rows
+  bool embeddings_only = false;      // no output head: the model serves embeddings only
 };
 
 // The traits of `name`, or nullptr for an architecture Tandem does not run.

@@ -209,6 +209,13 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
       if (b < 0 || b >= cache.n_blocks()) throw std::invalid_argument("forward: bad block id");
     }
     if (cache.has_local_pool()) check_local_table(s, cache);
+    if (!c.causal && s.start_pos != 0 && !s.tokens.empty()) {
+      throw std::invalid_argument("forward: sequence " + std::to_string(s.seq) +
+                                  " of a bidirectional model must come whole in one step, from position 0");
+    }
+    if (c.arch->embeddings_only && !s.want_hidden && !s.tokens.empty()) {
+      throw std::invalid_argument("forward: '" + c.architecture + "' has no output head (embeddings only)");
+    }
     T += static_cast<int64_t>(s.tokens.size());
     max_keys = std::max(max_keys, static_cast<int32_t>(end));
   }
@@ -267,6 +274,7 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
       }
     }
   }
+  if (c.arch->encoder_inputs) add_encoder_inputs(T);
 
   auto for_rows = [&](int64_t n, const auto& fn) {
     if (n < kParallelRowThreshold) {
@@ -285,7 +293,9 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
   };
 
   const kernels::rope_params rope = rope_of(c, weights_.rope_freqs, false);
-  for_rows(T, [&](int64_t t) { kernels::rope_angles(rope, b.pos[t], &b.rope[t * c.n_rot]); });
+  if (c.arch->rope != rope_style::none) {
+    for_rows(T, [&](int64_t t) { kernels::rope_angles(rope, b.pos[t], &b.rope[t * c.n_rot]); });
+  }
   if (swa_rope_differs_) {
     b.rope_swa.resize(T * c.n_rot);
     const kernels::rope_params local = rope_of(c, weights_.rope_freqs, true);
@@ -298,23 +308,36 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
     const layer_weights& w = weights_.layers[l];
 
     // Attention block: x += Wo · attn(rope(Wq h), rope(Wk h), Wv h), h = norm(x).
-    norm_rows(w.attn_norm);
+    // (norm_placement post: h = x, and x = layer_norm(x + ...) after each add.)
+    if (w.attn_norm.empty()) {
+      residual_as_input(T);
+    } else {
+      norm_rows(w.attn_norm);
+    }
     matmul_shared(b.h, T, {{w.wq, b.q.data(), Q}, {w.wk, b.k.data(), KV}, {w.wv, b.v.data(), KV}});
     attention_layer(l, in, cache, T);
     matmul(w.wo, b.attn, T, b.proj);
-    add_sublayer_output(w.bo, w.post_attn_norm, T);
+    add_sublayer_output(w.bo, w.post_attn_norm, T, w.attn_out_norm, w.attn_out_norm_b);
 
     // Feed-forward block: x += ffn(norm(x)), through the layer kind's hook.
-    norm_rows(w.ffn_norm);
+    if (w.ffn_norm.empty()) {
+      residual_as_input(T);
+    } else {
+      norm_rows(w.ffn_norm);
+    }
     switch (w.ffn) {
       case ffn_kind::dense:
-        ffn_dense(w, T);
+        if (w.w_gate.rows > 0) {
+          ffn_dense(w, T);
+        } else {
+          ffn_ungated(w, T);
+        }
         break;
       case ffn_kind::moe:
         ffn_moe(w, T);
         break;
     }
-    add_sublayer_output({}, w.post_ffn_norm, T);
+    add_sublayer_output(w.b_down, w.post_ffn_norm, T, w.layer_out_norm, w.layer_out_norm_b);
   }
 
   // Output head on the requested rows only: h[r] = norm(x[token of r]); an embedding
@@ -331,7 +354,11 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
         out.first_hidden[i] = static_cast<int32_t>(h);
         out.first_row[i] = static_cast<int32_t>(n_out);
         for (int64_t u = t; u < t + n; ++u, ++h) {
-          kernels::rms_norm(&b.x[u * E], weights_.output_norm.data(), &out.hidden[h * E], E, c.rms_eps);
+          if (weights_.output_norm.empty()) {  // an encoder's hidden states are the last block's output
+            std::copy(&b.x[u * E], &b.x[u * E] + E, &out.hidden[h * E]);
+          } else {
+            kernels::rms_norm(&b.x[u * E], weights_.output_norm.data(), &out.hidden[h * E], E, c.rms_eps);
+          }
         }
         t += n;
         continue;
@@ -417,14 +444,17 @@ void model::activate(int64_t n, float* gate, const float* up) const {
   }
 }
 
-void model::add_sublayer_output(const std::vector<float>& bias, const std::vector<float>& post_norm, int64_t T) {
+void model::add_sublayer_output(const std::vector<float>& bias, const std::vector<float>& post_norm, int64_t T,
+                                const std::vector<float>& res_norm, const std::vector<float>& res_norm_b) {
   const int64_t E = config_.n_embd;
   auto& b = buf_;
   auto add = [&](int64_t t) {
     float* p = &b.proj[t * E];
     for (size_t i = 0; i < bias.size(); ++i) p[i] += bias[i];
     if (!post_norm.empty()) kernels::rms_norm(p, post_norm.data(), p, E, config_.rms_eps);
-    for (int64_t i = 0; i < E; ++i) b.x[t * E + i] += p[i];
+    float* x = &b.x[t * E];
+    for (int64_t i = 0; i < E; ++i) x[i] = p[i] + x[i];
+    if (!res_norm.empty()) kernels::layer_norm(x, res_norm.data(), res_norm_b.data(), x, E, config_.norm_eps);
   };
   if (T < kParallelRowThreshold) {
     for (int64_t t = 0; t < T; ++t) add(t);
@@ -465,9 +495,11 @@ void model::attention_layer(uint32_t layer, const step_input& in, kv_pool& cache
       norm_heads(q, c.n_head, w.q_norm);
       norm_heads(k, c.n_head_kv, w.k_norm);
     }
-    const float* cs = &(*rope_of)[t * c.n_rot];
-    rope_apply(q, static_cast<int32_t>(c.n_head), hd, static_cast<int32_t>(c.n_rot), cs);
-    rope_apply(k, static_cast<int32_t>(c.n_head_kv), hd, static_cast<int32_t>(c.n_rot), cs);
+    if (c.arch->rope != rope_style::none) {
+      const float* cs = &(*rope_of)[t * c.n_rot];
+      rope_apply(q, static_cast<int32_t>(c.n_head), hd, static_cast<int32_t>(c.n_rot), cs);
+      rope_apply(k, static_cast<int32_t>(c.n_head_kv), hd, static_cast<int32_t>(c.n_rot), cs);
+    }
     if (c.arch->query_prescale) {
       for (int64_t i = 0; i < Q; ++i) q[i] *= scale;
     }
@@ -498,7 +530,9 @@ void model::attention_layer(uint32_t layer, const step_input& in, kv_pool& cache
   }
 
   // One task per (token, kv head), taking the query heads that share it; each token sees
-  // keys at positions <= its own (and, on a local layer, inside the window).
+  // keys at positions <= its own (and, on a local layer, inside the window); without causal
+  // attention every key of its sequence, all stored above (forward() admits such a
+  // sequence only whole, from position 0).
   const float softmax_scale = c.arch->query_prescale ? 1.0f : scale;
   const float* sinks = w.attn_sinks.empty() ? nullptr : w.attn_sinks.data();  // [n_head]
   const auto group = static_cast<int>(c.n_head / c.n_head_kv);
@@ -509,6 +543,7 @@ void model::attention_layer(uint32_t layer, const step_input& in, kv_pool& cache
     const auto& s = in.seqs[static_cast<size_t>(b.seq[t])];
     const block_table& blocks = own_pool ? s.local_blocks : s.blocks;
     const bool single_token = llama_cpp_order_ && (s.tokens.size() == 1 || s.decode_numerics);
+    const int32_t key_end = c.causal ? b.pos[t] + 1 : s.start_pos + static_cast<int32_t>(s.tokens.size());
     for (int g0 = 0; g0 < group; g0 += kMaxGroupedHeads) {
       const int n = std::min(kMaxGroupedHeads, group - g0);
       if (cache.dtype() == kv_cache_dtype::q8_0) {
@@ -521,7 +556,7 @@ void model::attention_layer(uint32_t layer, const step_input& in, kv_pool& cache
           kernels_.quantize_q8(&b.q[t * Q + h * hd], q8 + static_cast<size_t>(g) * rb, hd, false);
           outs[g] = &b.attn[t * Q + h * hd];
         }
-        attend_heads_q8(kernels_, cache, layer, blocks, c.first_visible_key(layer, b.pos[t]), b.pos[t] + 1, kv_head, q8,
+        attend_heads_q8(kernels_, cache, layer, blocks, c.first_visible_key(layer, b.pos[t]), key_end, kv_head, q8,
                         n, softmax_scale, sinks == nullptr ? nullptr : sinks + kv_head * group + g0,
                         b.attn_scratch[static_cast<size_t>(thread)], outs);
         continue;
@@ -534,7 +569,7 @@ void model::attention_layer(uint32_t layer, const step_input& in, kv_pool& cache
         qs[g] = q16 + g * hd;
         outs[g] = &b.attn[t * Q + h * hd];
       }
-      attend_heads(kernels_, cache, layer, blocks, c.first_visible_key(layer, b.pos[t]), b.pos[t] + 1, kv_head, qs, n,
+      attend_heads(kernels_, cache, layer, blocks, c.first_visible_key(layer, b.pos[t]), key_end, kv_head, qs, n,
                    softmax_scale, sinks == nullptr ? nullptr : sinks + kv_head * group + g0, single_token,
                    b.attn_scratch[static_cast<size_t>(thread)], outs);
     }

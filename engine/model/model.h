@@ -119,11 +119,19 @@ class model {
   // The feed-forward hooks (kinds: layer_weights::ffn): b.proj from b.h.
   void ffn_dense(const layer_weights& w, int64_t n_tok);
   void ffn_moe(const layer_weights& w, int64_t n_tok);
+  // Without a gate (bert): b.proj = W_down act(W_up h + b_up); b_down joins at the residual add.
+  void ffn_ungated(const layer_weights& w, int64_t n_tok);
+  // Encoders' inputs on b.x (encoder_hooks.cpp): + token type row 0, + position_embd[pos],
+  // then token_embd_norm. Throws std::invalid_argument for a position past the table.
+  void add_encoder_inputs(int64_t n_tok);
+  // b.h = b.x: a post-norm block's sub-layers read the residual stream itself.
+  void residual_as_input(int64_t n_tok);
   // gate[i] = act(gate[i]) * up[i], i < n: the architecture's activation.
   void activate(int64_t n, float* gate, const float* up) const;
   // Residual add of a sub-layer's output (b.proj) plus its bias, through its post-norm, when
-  // it has them.
-  void add_sublayer_output(const std::vector<float>& bias, const std::vector<float>& post_norm, int64_t n_tok);
+  // it has them; then x = layer_norm(x) with (res_norm, res_norm_b) when given (post placement).
+  void add_sublayer_output(const std::vector<float>& bias, const std::vector<float>& post_norm, int64_t n_tok,
+                           const std::vector<float>& res_norm = {}, const std::vector<float>& res_norm_b = {});
 
   gguf::file file_;
   model_config config_;

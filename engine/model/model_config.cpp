@@ -78,6 +78,64 @@ void read_swa_layers(const gguf::file& f, const std::string& p, model_config& c)
   if (!(c.rope_freq_base_swa > 0.0f)) throw gguf::format_error("rope.freq_base_swa must be positive");
 }
 
+// An encoder's tensors (architecture.h's post-norm block): token_embd_norm, position_embd
+// and token_types at the input; per layer Q/K/V (or attn_qkv), attn_output, the two
+// LayerNorms after the residual adds, and the FFN (ffn_gate only when gated). Every bias is
+// optional but has its row's width when present.
+void expect_encoder_shapes(const gguf::file& f, const model_config& c) {
+  auto vector_pair = [&](const std::string& name) {
+    expect_shape(f, name + ".weight", c.n_embd, 1);
+    expect_shape(f, name + ".bias", c.n_embd, 1);
+  };
+  auto optional_bias = [&](const std::string& name, int64_t n) {
+    if (has_tensor(f, name)) expect_shape(f, name, n, 1);
+  };
+  vector_pair("token_embd_norm");
+  if (c.arch->position_embeddings) expect_shape(f, "position_embd.weight", c.n_embd, c.n_ctx_train);
+  if (has_tensor(f, "token_types.weight")) expect_shape(f, "token_types.weight", c.n_embd, c.n_token_types);
+  for (uint32_t l = 0; l < c.n_layer; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    if (has_tensor(f, b + "attn_qkv.weight")) {
+      expect_shape(f, b + "attn_qkv.weight", c.n_embd, c.q_dim() + 2 * c.kv_dim());
+      optional_bias(b + "attn_qkv.bias", c.q_dim() + 2 * c.kv_dim());
+    } else {
+      expect_shape(f, b + "attn_q.weight", c.n_embd, c.q_dim());
+      expect_shape(f, b + "attn_k.weight", c.n_embd, c.kv_dim());
+      expect_shape(f, b + "attn_v.weight", c.n_embd, c.kv_dim());
+      optional_bias(b + "attn_q.bias", c.q_dim());
+      optional_bias(b + "attn_k.bias", c.kv_dim());
+      optional_bias(b + "attn_v.bias", c.kv_dim());
+    }
+    expect_shape(f, b + "attn_output.weight", c.q_dim(), c.n_embd);
+    optional_bias(b + "attn_output.bias", c.n_embd);
+    vector_pair(b + "attn_output_norm");
+    expect_shape(f, b + "ffn_up.weight", c.n_embd, c.n_ff);
+    if (c.arch->gated_ffn) expect_shape(f, b + "ffn_gate.weight", c.n_embd, c.n_ff);
+    expect_shape(f, b + "ffn_down.weight", c.n_ff, c.n_embd);
+    if (!c.arch->gated_ffn) {
+      optional_bias(b + "ffn_up.bias", c.n_ff);
+      optional_bias(b + "ffn_down.bias", c.n_embd);
+    }
+    vector_pair(b + "layer_output_norm");
+  }
+}
+
+// The encoder keys: LayerNorm's epsilon (required, as llama.cpp requires it), causal (the
+// architecture's default when absent) and a token type count > 0.
+void read_encoder_keys(const gguf::file& f, const std::string& p, model_config& c) {
+  const auto eps = f.get_float(p + "attention.layer_norm_epsilon");
+  if (!eps) throw gguf::format_error("missing metadata key '" + p + "attention.layer_norm_epsilon'");
+  c.norm_eps = static_cast<float>(*eps);
+  if (!(c.norm_eps > 0.0f)) throw gguf::format_error("attention.layer_norm_epsilon must be positive");
+  const auto types = f.get_int("tokenizer.ggml.token_type_count");
+  if (!types || *types <= 0 || *types > 0x10000) {
+    throw gguf::format_error("'" + c.architecture +
+                             "' needs tokenizer.ggml.token_type_count between 1 and 65536 (as llama.cpp does)");
+  }
+  c.n_token_types = static_cast<uint32_t>(*types);
+  if (c.has_experts()) throw gguf::format_error("'" + c.architecture + "' with experts is not supported");
+}
+
 }  // namespace
 
 model_config read_model_config(const gguf::file& f) {
@@ -157,6 +215,13 @@ model_config read_model_config(const gguf::file& f) {
     c.n_vocab = static_cast<uint32_t>(embd->ne[1]);
   }
   c.tied_output = f.find_tensor("output.weight") == nullptr;
+  c.causal = f.get_bool(p + "attention.causal").value_or(c.arch->causal);
+  if (c.arch->norm == norm_kind::layer) {
+    read_encoder_keys(f, p, c);
+    expect_shape(f, "token_embd.weight", c.n_embd, c.n_vocab);
+    expect_encoder_shapes(f, c);
+    return c;
+  }
 
   // Shapes of every weight the forward pass uses (ne[0] = input width of a matrix).
   expect_shape(f, "token_embd.weight", c.n_embd, c.n_vocab);

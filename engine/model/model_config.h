@@ -33,6 +33,13 @@ struct model_config {
   uint32_t rope_original_ctx = 0;
   bool has_rope_freqs = false;  // per-dimension frequency factors (Llama 3.1 style)
   float rms_eps = 1e-5f;
+  // Encoders (architecture_traits' norm layer): LayerNorm's epsilon
+  // (<arch>.attention.layer_norm_epsilon), bidirectional attention unless the file's
+  // <arch>.attention.causal says otherwise, and the token type count
+  // (tokenizer.ggml.token_type_count, which llama.cpp requires of them).
+  float norm_eps = 1e-12f;
+  bool causal = true;
+  uint32_t n_token_types = 0;
   bool tied_output = false;  // no output.weight: the token embedding is the output head
   // Phi-3 LongRoPE: rope_factors_long/short tensors, and the magnitude factor both scale
   // cos and sin by (rope.scaling.attn_factor).

@@ -61,7 +61,16 @@ kernels::weight_view row_range(const kernels::weight_view& whole, int64_t first,
 model_weights model_weights::from_gguf(const gguf::file& file, const model_config& c, uint32_t context_length) {
   model_weights w;
   w.token_embd = matrix(file, "token_embd.weight", c.n_embd, c.n_vocab);
-  w.output_norm = vector_of(file, "output_norm.weight", c.n_embd);
+  if (c.arch->output_norm) w.output_norm = vector_of(file, "output_norm.weight", c.n_embd);
+  if (c.arch->encoder_inputs) {
+    if (file.find_tensor("token_types.weight")) {
+      w.token_type0 = vector_of(file, "token_types.weight", int64_t{c.n_embd} * c.n_token_types);
+      w.token_type0.resize(c.n_embd);  // llama.cpp adds type 0 ("sentence A") to every token
+    }
+    w.input_norm = vector_of(file, "token_embd_norm.weight", c.n_embd);
+    w.input_norm_b = vector_of(file, "token_embd_norm.bias", c.n_embd);
+  }
+  if (c.arch->position_embeddings) w.position_embd = matrix(file, "position_embd.weight", c.n_embd, c.n_ctx_train);
   w.output = c.tied_output ? w.token_embd : matrix(file, "output.weight", c.n_embd, c.n_vocab);
   if (c.has_rope_freqs) {
     w.rope_freqs = vector_of(file, "rope_freqs.weight", c.n_rot / 2);
@@ -75,7 +84,8 @@ model_weights model_weights::from_gguf(const gguf::file& file, const model_confi
   for (uint32_t i = 0; i < c.n_layer; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
     layer_weights l;
-    l.attn_norm = vector_of(file, p + "attn_norm.weight", c.n_embd);
+    const bool post = c.arch->placement == norm_placement::post;
+    if (!post) l.attn_norm = vector_of(file, p + "attn_norm.weight", c.n_embd);
     if (file.find_tensor(p + "attn_qkv.weight")) {
       const auto qkv = matrix(file, p + "attn_qkv.weight", c.n_embd, Q + 2 * KV);
       l.wq = row_range(qkv, 0, Q);
@@ -103,7 +113,7 @@ model_weights model_weights::from_gguf(const gguf::file& file, const model_confi
     l.wo = matrix(file, p + "attn_output.weight", Q, c.n_embd);
     l.bo = optional_vector(file, p + "attn_output.bias", c.n_embd);
     if (c.arch->attention_sinks) l.attn_sinks = vector_of(file, p + "attn_sinks.weight", c.n_head);
-    l.ffn_norm = vector_of(file, p + std::string(c.arch->ffn_norm) + ".weight", c.n_embd);
+    if (!post) l.ffn_norm = vector_of(file, p + std::string(c.arch->ffn_norm) + ".weight", c.n_embd);
     if (c.has_experts()) {
       l.ffn = ffn_kind::moe;
       l.experts = experts_of(file, p, c);
@@ -112,8 +122,18 @@ model_weights model_weights::from_gguf(const gguf::file& file, const model_confi
       l.w_gate = row_range(gate_up, 0, F);
       l.w_up = row_range(gate_up, F, F);
     } else {
-      l.w_gate = matrix(file, p + "ffn_gate.weight", c.n_embd, F);
+      if (c.arch->gated_ffn) l.w_gate = matrix(file, p + "ffn_gate.weight", c.n_embd, F);
       l.w_up = matrix(file, p + "ffn_up.weight", c.n_embd, F);
+    }
+    if (!c.arch->gated_ffn) {  // llama.cpp reads these biases for the ungated FFN only
+      l.b_up = optional_vector(file, p + "ffn_up.bias", F);
+      l.b_down = optional_vector(file, p + "ffn_down.bias", c.n_embd);
+    }
+    if (post) {
+      l.attn_out_norm = vector_of(file, p + "attn_output_norm.weight", c.n_embd);
+      l.attn_out_norm_b = vector_of(file, p + "attn_output_norm.bias", c.n_embd);
+      l.layer_out_norm = vector_of(file, p + "layer_output_norm.weight", c.n_embd);
+      l.layer_out_norm_b = vector_of(file, p + "layer_output_norm.bias", c.n_embd);
     }
     if (!c.has_experts()) l.w_down = matrix(file, p + "ffn_down.weight", F, c.n_embd);
     if (c.arch->post_norms) {

@@ -41,6 +41,10 @@ struct layer_weights {
   kernels::weight_view w_down;        // [n_embd rows][n_ff] (dense)
   experts::expert_weights experts;    // router and stacked experts (moe; expert_weights.h)
   std::vector<float> post_ffn_norm;   // [n_embd] (gemma3)
+  // Encoders (norm_placement post): LayerNorms after the residual adds, weight and bias.
+  std::vector<float> attn_out_norm, attn_out_norm_b;    // [n_embd] attn_output_norm
+  std::vector<float> layer_out_norm, layer_out_norm_b;  // [n_embd] layer_output_norm
+  std::vector<float> b_up, b_down;                      // [n_ff], [n_embd] (bert's ungated FFN)
 };
 
 struct model_weights {
@@ -49,6 +53,11 @@ struct model_weights {
   kernels::weight_view output;      // [n_vocab rows][n_embd]; token_embd when tied
   std::vector<float> rope_freqs;    // [n_rot / 2] frequency divisors, empty when absent
   std::vector<layer_weights> layers;
+  // Encoders' inputs (architecture_traits::encoder_inputs): position_embd is viewed in the
+  // file (rows gathered by position), the rest decoded.
+  kernels::weight_view position_embd;                  // [n_ctx_train rows][n_embd] (bert)
+  std::vector<float> token_type0;                      // [n_embd] row 0 of token_types
+  std::vector<float> input_norm, input_norm_b;         // [n_embd] token_embd_norm
 
   // Throws gguf::format_error for a missing tensor or an unsupported weight type.
   // context_length: the longest sequence the model will run (0: the trained context); it
@@ -108,7 +117,7 @@ void for_each_matrix(Weights& w, Fn&& fn) {
     fn(basic_matrix_ref<view_t>{matrix_role::attn_output, li, l.wo});
     switch (l.ffn) {
       case ffn_kind::dense:
-        fn(basic_matrix_ref<view_t>{matrix_role::ffn_gate, li, l.w_gate});
+        if (l.w_gate.rows > 0) fn(basic_matrix_ref<view_t>{matrix_role::ffn_gate, li, l.w_gate});  // none: bert
         fn(basic_matrix_ref<view_t>{matrix_role::ffn_up, li, l.w_up});
         fn(basic_matrix_ref<view_t>{matrix_role::ffn_down, li, l.w_down});
         break;

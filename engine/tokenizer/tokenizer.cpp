@@ -74,6 +74,8 @@ tokenizer tokenizer::from_gguf(const gguf::file& f) {
     lines.reserve(merges->items.size());
     for (const auto& v : merges->items) lines.push_back(*v.as_string());
     d->bpe = std::make_unique<bpe_model>(d->texts, d->id_of_text, lines, d->pre->ignore_merges());
+  } else if (d->model == tokenizer_data::kind::wpm) {
+    d->wpm = std::make_unique<wordpiece_model>(d->texts, d->id_of_text, d->unk, d->lowercase, d->strip_accents);
   } else {
     d->spm = std::make_unique<spm_model>(d->scores, d->id_of_text, d->unk);
   }
@@ -101,6 +103,14 @@ std::vector<token_id> tokenizer::encode(std::string_view text, bool add_special,
       d.pre->split(text.substr(f.offset, f.length), words);
       for (size_t i = 0; i < words.size(); ++i) d.bpe->encode_word(words.word(i), out);
     }
+  } else if (d.model == tokenizer_data::kind::wpm) {
+    for (const fragment& f : fragments) {
+      if (f.token != kNoToken) {
+        out.push_back(f.token);
+      } else {
+        d.wpm->encode(text.substr(f.offset, f.length), out);
+      }
+    }
   } else {
     // SentencePiece: spaces become ▁, and text at the start or right after a special token
     // gets a leading space when add_space_prefix.
@@ -124,6 +134,10 @@ std::vector<token_id> tokenizer::encode(std::string_view text, bool add_special,
       d.spm->encode(escaped, out);
       after_special = false;
     }
+  }
+  if (add_special && d.add_sep) {
+    require_token(d, d.sep, "separator");
+    out.push_back(d.sep);
   }
   if (add_special && d.add_eos) {
     require_token(d, d.eos, "EOS");

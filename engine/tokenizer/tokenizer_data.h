@@ -12,6 +12,7 @@
 #include "engine/tokenizer/pretokenizer.h"
 #include "engine/tokenizer/spm_model.h"
 #include "engine/tokenizer/string_map.h"
+#include "engine/tokenizer/wordpiece_model.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace tandem {
@@ -19,7 +20,7 @@ namespace tandem {
 inline constexpr token_id kNoToken = -1;
 
 struct tokenizer_data {
-  enum class kind : uint8_t { bpe, spm };
+  enum class kind : uint8_t { bpe, spm, wpm };  // wpm: WordPiece ("bert")
 
   kind model = kind::bpe;
   std::string model_name;  // tokenizer.ggml.model
@@ -38,6 +39,9 @@ struct tokenizer_data {
   bool add_eos = false;
   bool add_space_prefix = false;  // SentencePiece: a space before text that starts a prompt
                                   // or follows a special token
+  token_id sep = kNoToken;        // WordPiece: [SEP], added after the text when add_sep
+  bool add_sep = false;
+  bool lowercase = true, strip_accents = true;  // WordPiece's normaliser (tokenizer.ggml.normalizer.*)
 
   std::vector<token_id> end_of_generation;  // sorted
   // Control, user-defined and unknown tokens, longest text first: the order in which their
@@ -48,6 +52,7 @@ struct tokenizer_data {
   std::optional<pretokenizer> pre;  // BPE only
   std::unique_ptr<bpe_model> bpe;
   std::unique_ptr<spm_model> spm;
+  std::unique_ptr<wordpiece_model> wpm;
 
   bool has(token_id id) const { return id >= 0 && static_cast<size_t>(id) < texts.size(); }
 };

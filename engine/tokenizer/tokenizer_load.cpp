@@ -145,7 +145,7 @@ std::string piece_of(const tokenizer_data& d, token_id id) {
   const uint8_t a = d.attrs[static_cast<size_t>(id)];
   if (a & (token_attr::kUnknown | token_attr::kControl | token_attr::kUserDefined)) return text;
   if (a & token_attr::kNormal) {
-    if (d.model == tokenizer_data::kind::spm) {
+    if (d.model != tokenizer_data::kind::bpe) {  // SentencePiece, WordPiece
       std::string out;
       for (size_t pos = 0; pos < text.size();) {
         if (text.compare(pos, 3, "\xE2\x96\x81") == 0) {  // ▁ stands for a space
@@ -218,10 +218,20 @@ std::shared_ptr<tokenizer_data> load_tokenizer_data(const gguf::file& f) {
     default_bos = 1;
     default_eos = 2;
     default_unk = 0;
+  } else if (d->model_name == "bert") {
+    // llama.cpp's defaults for a BERT vocabulary: [CLS] 101 as BOS, [UNK] 100, [SEP] 102
+    // after the text; the normaliser lower-cases and strips accents unless told otherwise.
+    d->model = tokenizer_data::kind::wpm;
+    d->add_bos = true;
+    d->add_sep = true;
+    default_bos = 101;
+    default_unk = 100;
+    d->lowercase = f.get_bool("tokenizer.ggml.normalizer.lowercase").value_or(true);
+    d->strip_accents = f.get_bool("tokenizer.ggml.normalizer.strip_accents").value_or(d->lowercase);
   } else {
     throw std::runtime_error("unsupported tokenizer model '" + d->model_name +
                              "' (tokenizer.ggml.model); supported: gpt2 (byte-level BPE), "
-                             "llama (SentencePiece BPE)");
+                             "llama (SentencePiece BPE), bert (WordPiece)");
   }
   if (auto v = f.get_bool("tokenizer.ggml.add_space_prefix")) d->add_space_prefix = *v;
 
@@ -273,6 +283,11 @@ std::shared_ptr<tokenizer_data> load_tokenizer_data(const gguf::file& f) {
   token_id fim_rep = special_id(f, "tokenizer.ggml.fim_rep_token_id", kNoToken, n);
   token_id fim_sep = special_id(f, "tokenizer.ggml.fim_sep_token_id", kNoToken, n);
   if (auto v = f.get_bool("tokenizer.ggml.add_bos_token")) d->add_bos = *v;
+  if (d->model == tokenizer_data::kind::wpm) {
+    d->sep = special_id(f, "tokenizer.ggml.seperator_token_id", 102, n);  // llama.cpp's spelling
+    if (auto v = f.get_bool("tokenizer.ggml.add_sep_token")) d->add_sep = *v;
+    if (d->unk == kNoToken) throw gguf::format_error("a WordPiece vocabulary needs an unknown token ([UNK])");
+  }
   if (auto v = f.get_bool("tokenizer.ggml.add_eos_token")) d->add_eos = *v;
 
   // Special tokens recognised by text become control tokens.

@@ -38,6 +38,10 @@ SPECS = {name: {**BASE, **spec} for name, spec in {
     "qwen2_cls": {"arch": "qwen2", "untied": True, "seed": 42, "pooling": 2},
     # Qwen3-Reranker's shape: qwen3, rank pooling (the last token), a yes/no head, softmax.
     "qwen3_rank": {"arch": "qwen3", "head_dim": 64, "untied": True, "seed": 43, "pooling": 4, "cls_out": 2},
+    # Encoders (bidirectional, one step per sequence, a WordPiece vocabulary): bge's shape,
+    # bert with cls pooling; nomic-embed's, nomic-bert (RoPE, fused QKV, SwiGLU) with mean.
+    "bert_cls": {"arch": "bert", "kv_heads": 4, "seed": 44, "pooling": 2},
+    "nomic_bert_mean": {"arch": "nomic-bert", "kv_heads": 4, "seed": 45, "pooling": 1},
 }.items()}
 GEMMA_TEXTS = ["Hello, world!", "The quick brown fox jumps over the lazy dog.",
                "Embeddings map text to vectors; similar texts land near each other.",

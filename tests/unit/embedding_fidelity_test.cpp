@@ -1,7 +1,8 @@
 // Embeddings and rerank scores against llama.cpp's on the very same files
 // (tests/data/embeddings/, made by tests/tools/make_embedding_vectors.py with
 // llama-cpp-python): synthetic files of each pooling (qwen3 with last-token pooling, the
-// Qwen3-Embedding shape; llama with mean; qwen2 with cls; a qwen3 reranker with a yes/no head)
+// Qwen3-Embedding shape; llama with mean; qwen2 with cls; a qwen3 reranker with a yes/no head;
+// the encoders, bert with cls (bge's shape) and nomic-bert with mean)
 // rebuilt here from their specs, and the default fidelity model (Gemma 3 270M) with mean
 // pooling when `make test-data` has fetched it. Each prompt runs as the device runs an
 // embedding sequence: one step with hidden rows, pooled (engine/pooling), scored by the
@@ -102,7 +103,7 @@ std::vector<float> embed(model& m, pooling_type pooling, const rank_head* head, 
   in.seqs.push_back(s);
   step_output out;
   m.forward(in, pool, out);
-  pooled_rows rows(row_pooling(pooling, true), m.config().n_embd);
+  pooled_rows rows(row_pooling(pooling, m.config().causal), m.config().n_embd);
   rows.add(out.hidden_rows(0, prompt.size()), 0);
   auto v = rows.take();
   return pooling == pooling_type::rank ? head->scores(v) : v;
@@ -149,7 +150,8 @@ TEST_P(EmbeddingsMatchLlamaCpp, SyntheticFile) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Poolings, EmbeddingsMatchLlamaCpp,
-                         ::testing::Values("qwen3_last", "llama_mean", "qwen2_cls", "qwen3_rank"),
+                         ::testing::Values("qwen3_last", "llama_mean", "qwen2_cls", "qwen3_rank", "bert_cls",
+                                           "nomic_bert_mean"),
                          [](const auto& p) { return p.param; });
 
 TEST(EmbeddingsMatchLlamaCppOnGemma, MeanPooling) {

@@ -35,6 +35,104 @@ class reference_model {
   // The last step's final hidden state, after the output norm (what embeddings pool).
   const std::vector<double>& last_hidden() const { return last_hidden_; }
 
+  // A whole sequence at once, as an encoder runs it (architecture.h's hooks: encoder inputs,
+  // norms before or after the residual adds, LayerNorm or RMSNorm, a gated or ungated FFN
+  // with its biases, RoPE or none, causal or bidirectional attention); returns each token's
+  // final hidden state [T][n_embd] (through the output norm where the architecture has one).
+  // Dense layers without sliding windows or sinks only.
+  std::vector<std::vector<double>> hidden_states(const std::vector<int32_t>& tokens) const {
+    const int64_t E = c_.n_embd, hd = c_.head_dim, F = c_.n_ff, Q = c_.q_dim(), KV = c_.kv_dim();
+    const auto T = static_cast<int64_t>(tokens.size());
+    const architecture_traits& a = *c_.arch;
+    const bool post = a.placement == norm_placement::post;
+    auto norm = [&](const std::vector<double>& x, const std::string& name) {
+      return a.norm == norm_kind::layer ? layer_norm(x, vec(name + ".weight"), vec(name + ".bias"))
+                                        : rms_norm(x, vec(name + ".weight"));
+    };
+    std::vector<std::vector<double>> x(T);  // [T][E]
+    for (int64_t t = 0; t < T; ++t) {
+      x[t] = row("token_embd.weight", tokens[t]);
+      if (a.scale_embeddings) {
+        for (auto& v : x[t]) v *= std::sqrt(static_cast<double>(E));
+      }
+      if (!a.encoder_inputs) continue;
+      if (f_.find_tensor("token_types.weight")) add_row(x[t], "token_types.weight", 0);
+      if (a.position_embeddings) add_row(x[t], "position_embd.weight", t);
+      x[t] = norm(x[t], "token_embd_norm");
+    }
+    for (uint32_t l = 0; l < c_.n_layer; ++l) {
+      const std::string p = "blk." + std::to_string(l) + ".";
+      std::vector<std::vector<double>> q(T), k(T), v(T);
+      for (int64_t t = 0; t < T; ++t) {
+        const std::vector<double> h = post ? x[t] : norm(x[t], p + "attn_norm");
+        if (f_.find_tensor(p + "attn_qkv.weight")) {
+          std::vector<double> qkv = matvec(p + "attn_qkv.weight", h);
+          add_if_present(qkv, p + "attn_qkv.bias");
+          q[t].assign(qkv.begin(), qkv.begin() + Q);
+          k[t].assign(qkv.begin() + Q, qkv.begin() + Q + KV);
+          v[t].assign(qkv.begin() + Q + KV, qkv.end());
+        } else {
+          q[t] = matvec(p + "attn_q.weight", h);
+          k[t] = matvec(p + "attn_k.weight", h);
+          v[t] = matvec(p + "attn_v.weight", h);
+          add_if_present(q[t], p + "attn_q.bias");
+          add_if_present(k[t], p + "attn_k.bias");
+          add_if_present(v[t], p + "attn_v.bias");
+        }
+        if (a.rope != rope_style::none) {
+          rope(q[t], c_.n_head, t, false);
+          rope(k[t], c_.n_head_kv, t, false);
+        }
+      }
+      const uint32_t group = c_.n_head / c_.n_head_kv;
+      for (int64_t t = 0; t < T; ++t) {
+        const int64_t end = c_.causal ? t + 1 : T;  // keys [0, end)
+        std::vector<double> attn(Q, 0.0);
+        for (uint32_t head = 0; head < c_.n_head; ++head) {
+          const uint32_t kvh = head / group;
+          std::vector<double> score(end);
+          for (int64_t j = 0; j < end; ++j) {
+            double sc = 0;
+            for (int64_t i = 0; i < hd; ++i) sc += q[t][head * hd + i] * k[j][kvh * hd + i];
+            score[j] = sc * c_.attention_scale;
+          }
+          const double mx = *std::max_element(score.begin(), score.end());
+          double sum = 0;
+          for (auto& sc : score) sum += (sc = std::exp(sc - mx));
+          for (int64_t j = 0; j < end; ++j) {
+            for (int64_t i = 0; i < hd; ++i) attn[head * hd + i] += score[j] / sum * v[j][kvh * hd + i];
+          }
+        }
+        std::vector<double> o = matvec(p + "attn_output.weight", attn);
+        add_if_present(o, p + "attn_output.bias");
+        if (a.post_norms) o = rms_norm(o, vec(p + "post_attention_norm.weight"));
+        q[t] = o;  // held until every token's attention is done
+      }
+      for (int64_t t = 0; t < T; ++t) {
+        for (int64_t i = 0; i < E; ++i) x[t][i] += q[t][i];
+        if (post) x[t] = norm(x[t], p + "attn_output_norm");
+        const std::vector<double> h = post ? x[t] : norm(x[t], p + std::string(a.ffn_norm));
+        std::vector<double> u = matvec(p + "ffn_up.weight", h);  // [F]
+        if (a.gated_ffn) {
+          const std::vector<double> g = matvec(p + "ffn_gate.weight", h);
+          for (int64_t i = 0; i < F; ++i) u[i] = glu(g[i], u[i]);
+        } else {
+          add_if_present(u, p + "ffn_up.bias");
+          for (int64_t i = 0; i < F; ++i) u[i] = glu(u[i], 1.0);
+        }
+        std::vector<double> d = matvec(p + "ffn_down.weight", u);
+        if (!a.gated_ffn) add_if_present(d, p + "ffn_down.bias");
+        if (a.post_norms) d = rms_norm(d, vec(p + "post_ffw_norm.weight"));
+        for (int64_t i = 0; i < E; ++i) x[t][i] += d[i];
+        if (post) x[t] = norm(x[t], p + "layer_output_norm");
+      }
+    }
+    if (a.output_norm) {
+      for (auto& r : x) r = rms_norm(r, vec("output_norm.weight"));
+    }
+    return x;
+  }
+
   // Feeds one token at the next position; returns logits [n_vocab].
   std::vector<double> step(int32_t token) {
     const int64_t E = c_.n_embd, hd = c_.head_dim, F = c_.n_ff, Q = c_.q_dim(), KV = c_.kv_dim();
@@ -231,6 +329,22 @@ class reference_model {
       for (size_t i = 0; i < x.size(); ++i) s += w[i] * x[i];
       y[r] = s;
     }
+    return y;
+  }
+  // y += row r of tensor `name`.
+  void add_row(std::vector<double>& y, const std::string& name, int64_t r) const {
+    const std::vector<double> b = row(name, r);
+    for (size_t i = 0; i < y.size(); ++i) y[i] += b[i];
+  }
+  std::vector<double> layer_norm(const std::vector<double>& x, const std::vector<double>& w,
+                                 const std::vector<double>& b) const {
+    double mean = 0, var = 0;
+    for (double v : x) mean += v;
+    mean /= static_cast<double>(x.size());
+    for (double v : x) var += (v - mean) * (v - mean);
+    const double scale = 1.0 / std::sqrt(var / static_cast<double>(x.size()) + c_.norm_eps);
+    std::vector<double> y(x.size());
+    for (size_t i = 0; i < x.size(); ++i) y[i] = (x[i] - mean) * scale * w[i] + b[i];
     return y;
   }
   std::vector<double> rms_norm(const std::vector<double>& x, const std::vector<double>& w) const {
