@@ -93,10 +93,9 @@ void device_sequences::begin(const device_step& step, step_input& in) {
 }
 
 std::vector<float> device_sequences::pool(const device_seq& p, std::span<const float> rows, int64_t width,
-                                          const rank_head* head) {
+                                          const rank_head* head, bool causal) {
   auto& sq = seqs_.at(p.seq);
-  // Every model Tandem runs so far attends causally: rank reads the last row.
-  if (p.start_pos == 0) sq.pooled.reset(row_pooling(sq.pooling, /*causal=*/true), width);
+  if (p.start_pos == 0) sq.pooled.reset(row_pooling(sq.pooling, causal), width);
   sq.pooled.add(rows, p.start_pos);
   if (!p.sample) return {};
   auto v = sq.pooled.take();

@@ -72,8 +72,10 @@ class device_sequences {
   std::vector<token_id> sample(const device_seq& p, std::span<const std::span<const float>> rows, output_logprob& lp);
   // An embedding sequence's step: its hidden rows [n_new][width] join its pool; when the step
   // reaches the end of its prompt (p.sample) the pooled vector is returned (then scored by
-  // `head` for rank pooling), else an empty one.
-  std::vector<float> pool(const device_seq& p, std::span<const float> rows, int64_t width, const rank_head* head);
+  // `head` for rank pooling), else an empty one. causal: the model's attention (rank pools
+  // the last row of a causal model, the first of an encoder's).
+  std::vector<float> pool(const device_seq& p, std::span<const float> rows, int64_t width, const rank_head* head,
+                          bool causal = true);
   // Prompt logprobs (options.prompt_logprobs >= 0): row j of p's step scores the token at
   // position start_pos + j + 1 while that is a prompt position; how many rows do (0 when
   // the sequence asked for none). Its step then returns every row's logits.

@@ -100,7 +100,7 @@ device_step_result run_step(device_worker_state& st, const device_step& step) {
       try {
         res.pooled.resize(step.seqs.size());
         res.pooled[i] = st.seqs->pool(step.seqs[i], st.output.hidden_rows(i, st.input.seqs[i].tokens.size()),
-                                      st.output.n_embd, st.head ? &*st.head : nullptr);
+                                      st.output.n_embd, st.head ? &*st.head : nullptr, st.m->config().causal);
       } catch (const std::exception& e) {
         res.error = e.what();
         return res;

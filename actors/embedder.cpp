@@ -148,7 +148,9 @@ embedder_actor::behavior_type embedder(self_ptr self, request_id id, generate_re
   st.scheduler = std::move(scheduler);
   st.admission = std::move(admission);
   const size_t n = embedding_inputs(st.req);
-  const uint32_t limit = st.shared->max_model_len;
+  // An encoder runs an input whole in one step: the context or a step's tokens, the fewer.
+  const uint32_t whole = st.shared->whole_prompt_limit;
+  const uint32_t limit = whole > 0 ? whole : st.shared->max_model_len;
   std::vector<std::vector<token_id>> prompts(n);
   try {
     if (n == 0) throw std::invalid_argument("the request has no input");
@@ -163,7 +165,9 @@ embedder_actor::behavior_type embedder(self_ptr self, request_id id, generate_re
       if (prompts[k].empty()) throw std::invalid_argument("input[" + std::to_string(k) + "] is empty");
       if (prompts[k].size() > limit) {
         throw std::invalid_argument("input[" + std::to_string(k) + "] has " + std::to_string(prompts[k].size()) +
-                                    " tokens; this model's context is " + std::to_string(limit) + " tokens");
+                                    (whole > 0 ? " tokens; this encoder takes an input whole, at most "
+                                               : " tokens; this model's context is ") +
+                                    std::to_string(limit) + " tokens");
       }
       st.prompt_tokens += static_cast<uint32_t>(prompts[k].size());
     }

@@ -69,6 +69,9 @@ void set_embedding_kind(runtime_shared& shared, const gguf::file& file, const mo
   } else if (cfg.embeddings) {
     p = pooling_type::last;  // a decoder model's own pooling, as vLLM picks it
   }
+  if (!p && mc.arch->embeddings_only) {
+    throw std::runtime_error("'" + mc.architecture + "' has no output head: serve it with --embeddings (or --pooling)");
+  }
   if (!p) return;
   if (custom_device) throw std::runtime_error("embeddings and rerank run on the CPU device only (--device cpu)");
   if (*p == pooling_type::rank && !rank_head::from_gguf(file, mc.n_embd)) {
@@ -147,6 +150,9 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
   }
   if (!cfg.cluster_secret.empty()) pc.cache_salt_key = cluster_salt_key(cfg.cluster_secret);
   pc.model_identity = gguf::model_identity(m->file());
+  // Encoders: an input whole in one step (step_planner), so at most a step's tokens.
+  pc.whole_prompts = !mc.causal;
+  if (!mc.causal) shared->whole_prompt_limit = std::min(shared->max_model_len, pc.max_num_batched_tokens);
   pc.scored_chunk = scored_chunk_tokens(static_cast<uint32_t>(mc.n_vocab));
 
   // Sliding-window layers in their own pool (kv_block_manager.h): sized by what the running

@@ -23,6 +23,9 @@ struct runtime_shared {
   pooling_type pooling = pooling_type::none;
   uint32_t n_embd = 0;          // the width of a pooled vector
   std::string rerank_template;  // tokenizer.chat_template.rerank: "{query}", "{document}"; "" = none
+  // An encoder (bidirectional attention) computes an input whole in one step: the longest
+  // it takes, min(context, max_num_batched_tokens); 0 for causal models (prompts chunked).
+  uint32_t whole_prompt_limit = 0;
   // Prompt logprobs: the CPU worker scores prompt rows (device_sequences::score); a GPU
   // worker does not yet, so such requests are refused there.
   bool scores_prompts = true;

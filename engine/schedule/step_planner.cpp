@@ -16,6 +16,7 @@ double attention_cost_per_key(const model_config& c) {
 uint32_t prefill_chunk_tokens(const planner_config& config, uint32_t start) {
   const double a = config.attention_cost_per_key;
   const double P = config.prefill_chunk;
+  if (config.whole_prompts) return config.max_num_batched_tokens;  // the budget cuts, request() refuses a cut
   if (a <= 0) return config.prefill_chunk;
   // Largest c with (a/2) c^2 + (1 + a start) c - B <= 0, B = P (1 + a P / 2).
   const double b = 1.0 + a * start;
@@ -132,7 +133,7 @@ reserve_request step_planner::request() const {
     const uint32_t decode = 1 + static_cast<uint32_t>(s.draft.size());
     const uint32_t chunk = pending > decode ? chunk_of(s, s.n_computed) : decode;
     const uint32_t n_new = std::min({pending, std::max(chunk, decode), budget});
-    if (n_new == 0) continue;
+    if (n_new == 0 || (config_.whole_prompts && n_new < pending)) continue;
     budget -= n_new;
     req.running.push_back({id, s.n_computed + n_new, s.n_computed, 0, {}});
   }
@@ -155,6 +156,7 @@ reserve_request step_planner::request() const {
     // A prefix-cache hit moves the start (known only after the cache manager's lookup);
     // sizing as from position 0 at most overshoots the first chunk's cost once.
     const uint32_t max_compute = std::min({chunk_of(s, 0), budget, static_cast<uint32_t>(s.tokens.size())});
+    if (config_.whole_prompts && max_compute < s.tokens.size()) break;  // whole, or it waits (in order)
     req.waiting.push_back({id, 0, 0, max_compute, {}});
     budget -= max_compute;
     --slots;

@@ -48,6 +48,10 @@ struct planner_config {
   // at random. A cluster's nodes share one so their router can name their blocks.
   uint64_t cache_salt_key = 0;
   uint64_t model_identity = 0;  // the weights' (gguf::model_identity), in every cache salt
+  // Bidirectional models (encoders): a prompt is computed whole in one step, never in
+  // chunks (each token attends to every other), or it waits for a step with the room; the
+  // front refuses prompts longer than max_num_batched_tokens (runtime_shared::whole_prompt_limit).
+  bool whole_prompts = false;
   // The prompt chunk of a sequence that scores its prompt (prompt logprobs), whose step
   // returns a vocabulary row of logits per token: kScoredRowsBytes / (n_vocab * 4) tokens.
   uint32_t scored_chunk = 64;

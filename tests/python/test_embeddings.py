@@ -8,7 +8,9 @@
   kind), an empty input, an input longer than the context; a tenant's token limit (429);
 - every KV block is free once the requests are done (embedding sequences keep no cache);
 - rerank on a synthetic Qwen3-Reranker-shaped file (`tandem gen-model --pooling-type 4
-  --cls-out 2`): results by score, top_n, return_documents, the /rerank alias.
+  --cls-out 2`): results by score, top_n, return_documents, the /rerank alias;
+- an encoder (a gen-model bert file, bge's shape): WordPiece token counts, attention both
+  ways, an input computed whole (longer than a step's tokens is a 400), no generation.
 Fidelity against llama.cpp is tests/unit/embedding_fidelity_test.cpp.
 """
 import base64
@@ -197,3 +199,38 @@ def test_rerank_servers_refuse_embeddings_and_bad_bodies(rerank_server):
                         ({"query": "q", "documents": ["a"], "top_n": 0}, "top_n")]:
         r = httpx.post(rerank_server.url + "/v1/rerank", json=body, timeout=60)
         assert r.status_code == 400 and r.json()["error"]["param"] == param, (body, r.text)
+
+
+@pytest.fixture(scope="module")
+def bert_server(tmp_path_factory):
+    """An encoder (bge's shape: bert, cls pooling, a WordPiece vocabulary) from gen-model."""
+    path = tmp_path_factory.mktemp("bert") / "bert-cls.gguf"
+    subprocess.run([tandem_binary(), "gen-model", "-o", str(path), "--arch", "bert", "--kv-heads", "4",
+                    "--ctx", "512", "--type", "q8_0", "--seed", "44", "--pooling-type", "2"],
+                   check=True, capture_output=True)
+    with Server("--model", str(path), "--max-num-batched-tokens", "256", "--log-level", "warn") as s:
+        yield s
+
+
+def test_a_bert_encoder_serves_embeddings(bert_server):
+    client = openai_client(bert_server)
+    texts = ["Hello, world!", "The quick brown fox jumps over the lazy dog."]
+    r = client.embeddings.create(model="m", input=texts, encoding_format="float")
+    assert [len(d.embedding) for d in r.data] == [128, 128]
+    assert all(abs(norm(d.embedding) - 1) < 1e-5 for d in r.data)
+    # WordPiece with [CLS] ... [SEP]: "hello , world !" is 4 words, 6 tokens.
+    alone = client.embeddings.create(model="m", input=texts[0], encoding_format="float")
+    assert alone.usage.prompt_tokens == 6
+    assert close(alone.data[0].embedding, r.data[0].embedding, 1e-5)  # a batch equals its inputs alone
+    # Bidirectional: the first token's state (cls pooling) depends on the last word.
+    other = client.embeddings.create(model="m", input="Hello, world?", encoding_format="float")
+    assert not close(other.data[0].embedding, alone.data[0].embedding, 1e-4)
+    # An input is computed whole in one step: longer than the step's tokens is a 400.
+    with pytest.raises(openai.BadRequestError) as e:
+        client.embeddings.create(model="m", input=[[180] * 300], encoding_format="float")
+    assert "256" in str(e.value)
+    ok = client.embeddings.create(model="m", input=[[180] * 250], encoding_format="float")
+    assert len(ok.data[0].embedding) == 128
+    r = httpx.post(bert_server.url + "/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]},
+                   timeout=60)
+    assert r.status_code == 400 and "embeddings" in r.json()["error"]["message"]

@@ -552,3 +552,26 @@ TEST(StepPlanner, NamesTheHeadOfTheQueueWhenThePoolCanNeverServeIt) {
   EXPECT_EQ(plan.seqs.size(), 1u);
   EXPECT_FALSE(plan.unservable);
 }
+
+// Encoders (planner_config::whole_prompts): a prompt is computed whole in one step, never
+// chunked, and one the step's budget cannot hold whole waits for the next step (in order).
+TEST(StepPlanner, AnEncoderPromptRunsWholeOrWaits) {
+  planner_config cfg{8, 300, 64};
+  cfg.whole_prompts = true;
+  harness h(cfg, 256);
+  h.add(1, 280, 1);
+  h.add(2, 100, 1);
+  auto p1 = h.step();
+  ASSERT_EQ(p1.seqs.size(), 1u);
+  EXPECT_EQ(p1.seqs[0].seq, 1);
+  EXPECT_EQ(p1.seqs[0].n_fed(), 280u) << "whole, past prefill_chunk";
+  EXPECT_TRUE(p1.seqs[0].sample);
+  auto p2 = h.step();
+  ASSERT_EQ(p2.seqs.size(), 1u);
+  EXPECT_EQ(p2.seqs[0].seq, 2);
+  EXPECT_EQ(p2.seqs[0].start_pos, 0u);
+  EXPECT_EQ(p2.seqs[0].n_fed(), 100u);
+  h.run_to_end();
+  EXPECT_EQ(h.finished, (std::vector<seq_id>{1, 2}));
+  h.expect_all_blocks_free_or_cached();
+}
