@@ -203,6 +203,9 @@ void gpu_model::check_shape() {
                                 " is not a multiple of 32 up to 256");
   }
   if (c.rope_scaling == rope_scaling_type::yarn) throw std::invalid_argument("gpu_model: YaRN RoPE is not supported");
+  if (c.arch->embeddings_only || !c.causal) {
+    throw std::invalid_argument("gpu_model: encoders (" + c.architecture + ") run on the CPU only");
+  }
   if (c.arch->attention_sinks || c.arch->activation == ffn_activation::swiglu_oai) {
     throw std::invalid_argument("gpu_model: gpt-oss's attention sinks and clamped SwiGLU are not supported");
   }
