@@ -80,7 +80,8 @@ void run_info(const info_options& o) {
   std::printf("heads          %u query, %u key/value (head size %u%s)\n", c.n_head, c.n_head_kv, c.head_dim,
               c.n_head_kv < c.n_head ? ", grouped-query" : "");
   std::printf("ffn            %u (%s%s)\n", c.n_ff,
-              c.arch->activation == ffn_activation::gelu_tanh    ? "GeGLU"
+              !c.arch->gated_ffn                                 ? "GELU, no gate, with biases"
+              : c.arch->activation == ffn_activation::gelu_tanh  ? "GeGLU"
               : c.arch->activation == ffn_activation::swiglu_oai ? "clamped SwiGLU"
                                                                  : "SwiGLU",
               c.arch->fused_gate_up ? ", gate and up fused" : "");
@@ -102,9 +103,13 @@ void run_info(const info_options& o) {
     add(c.arch->qk_norm, "QK-norm");
     add(c.arch->post_norms, "post-norms");
     add(c.arch->scale_embeddings, "embeddings x sqrt(width)");
+    add(c.arch->placement == norm_placement::post, "LayerNorms after the residual adds");
+    add(c.arch->encoder_inputs, "token types and token_embd_norm");
+    add(c.arch->position_embeddings, "learned positions");
     if (!extras.empty()) std::printf("blocks         %s\n", extras.c_str());
   }
-  std::printf("attention      scale %g%s", c.attention_scale, c.arch->query_prescale ? " (on the query)" : "");
+  std::printf("attention      scale %g%s%s", c.attention_scale, c.arch->query_prescale ? " (on the query)" : "",
+              c.causal ? "" : ", bidirectional (an input whole in one step)");
   if (c.has_swa()) {
     uint32_t n_local = 0;
     for (uint32_t l = 0; l < c.n_layer; ++l) n_local += c.is_swa(l) ? 1 : 0;
@@ -124,7 +129,10 @@ void run_info(const info_options& o) {
   }
   std::printf("\n");
   std::printf("context        %u tokens (trained)\n", c.n_ctx_train);
-  std::printf("rope           %s, base %g, %u dims, scaling %s", c.arch->rope == rope_style::neox ? "neox" : "normal",
+  std::printf("rope           %s, base %g, %u dims, scaling %s",
+              c.arch->rope == rope_style::none   ? "none"
+              : c.arch->rope == rope_style::neox ? "neox"
+                                                 : "normal",
               c.rope_freq_base, c.n_rot, rope_scaling_name(c.rope_scaling));
   if (c.rope_scaling != rope_scaling_type::none) std::printf(" x%g", c.rope_scaling_factor);
   if (c.has_rope_freqs) std::printf(", per-dimension factors");
@@ -132,8 +140,14 @@ void run_info(const info_options& o) {
     std::printf(", LongRoPE factors (long past %u tokens, magnitude %g)", c.rope_original_ctx, c.rope_attn_factor);
   }
   std::printf("\n");
-  std::printf("rms epsilon    %g\n", c.rms_eps);
-  std::printf("output head    %s\n", c.tied_output ? "tied (token_embd.weight)" : "output.weight");
+  if (c.arch->norm == norm_kind::layer) {
+    std::printf("norm epsilon   %g (LayerNorm)\n", c.norm_eps);
+  } else {
+    std::printf("rms epsilon    %g\n", c.rms_eps);
+  }
+  std::printf("output head    %s\n", c.arch->embeddings_only ? "none (embeddings only)"
+                                   : c.tied_output          ? "tied (token_embd.weight)"
+                                                            : "output.weight");
   std::printf(
       "kv cache       %zu bytes per token in F16 (2 x %u layers x %u kv dims x 2 bytes); %s for the %u-token context\n",
       c.kv_bytes_per_token(2), c.n_layer, c.kv_dim(),
