@@ -2,7 +2,8 @@
 // echo and vLLM's prompt_logprobs ride on it): a synthetic model's prompt, computed in chunks
 // of 8 tokens, scored as the model's own forward pass over the whole prompt scores it (every
 // token after the first: logprob, rank, top alternative) and as the reference forward pass
-// (tests/unit/reference_model.h) does, to 1e-3 of the row's logit scale;
+// (tests/unit/reference_model.h) does, to 1e-3 of the row's logit scale (and to 1e-3 absolute
+// on the model's own greedy continuation, sent as token ids);
 // also when the prefix cache holds the prompt's blocks (a scoring sequence computes every
 // position), with max_tokens 0 (nothing generated), and alongside a request that does not ask.
 #include <gtest/gtest.h>
@@ -155,6 +156,45 @@ TEST_F(scoring_runtime, ACachedPromptIsScoredWholeAndOthersGetNoScores) {
   EXPECT_EQ(out[0].tokens, first[0].tokens) << "scoring changes nothing of what is generated";
   EXPECT_EQ(out[0].prompt_logprobs.size(), out[0].done.prompt_tokens);
   expect_reference_scores(out[0].prompt_logprobs);
+}
+
+// Tokens the model finds likely: the prompt followed by the model's own greedy continuation,
+// sent as token ids. Each continuation token was the argmax where it was generated, so its
+// score is near 0, and there it matches the reference pass to 1e-3 absolute.
+TEST_F(scoring_runtime, LikelyTokensScoreToAThousandthOfTheReference) {
+  const auto prompt = test::run_all(*sys_, *rt_, {scoring(0, 0)});
+  ASSERT_EQ(prompt.size(), 1u);
+  std::vector<int32_t> ids;
+  for (const auto& lp : prompt[0].prompt_logprobs) ids.push_back(lp.token);
+  generate_request greedy;
+  greedy.prompt_tokens = ids;
+  greedy.max_tokens = 24;
+  greedy.ignore_eos = true;
+  greedy.sampling.temperature = 0;
+  const auto gen = test::run_all(*sys_, *rt_, {greedy});
+  ASSERT_EQ(gen[0].tokens.size(), 24u);
+  const size_t n_prompt = ids.size();
+  ids.insert(ids.end(), gen[0].tokens.begin(), gen[0].tokens.end());
+  generate_request r;
+  r.prompt_tokens = ids;
+  r.max_tokens = 0;
+  r.sampling.prompt_logprobs = 1;
+  const auto out = test::run_all(*sys_, *rt_, {r});
+  const auto& got = out[0].prompt_logprobs;
+  ASSERT_EQ(got.size(), ids.size());
+  const auto file = gguf::file::open(*path_);
+  test::reference_model ref(file);
+  for (size_t i = 0; i + 1 < ids.size(); ++i) {
+    const std::vector<double> logits = ref.step(ids[i]);
+    if (i + 1 < n_prompt) continue;
+    double m = -1e300, sum = 0;
+    for (double x : logits) m = std::max(m, x);
+    for (double x : logits) sum += std::exp(x - m);
+    const double want = logits[static_cast<size_t>(ids[i + 1])] - m - std::log(sum);
+    EXPECT_EQ(got[i + 1].token, ids[i + 1]);
+    EXPECT_EQ(got[i + 1].rank, 1) << "a greedy token is the most likely, position " << i + 1;
+    EXPECT_NEAR(got[i + 1].logprob, want, 1e-3) << "position " << i + 1;
+  }
 }
 
 }  // namespace
