@@ -383,7 +383,9 @@ def main():
                               f"--rounds {a.rounds} --repeats {a.repeats}" + (f" --only {key}" if a.only else ""))
             print(json.dumps({k: v for k, v in row.items() if k != "rounds"}), flush=True)
             if a.only and os.path.exists(SAVED):  # one file again: the saved others stay
-                keep = {r["key"]: r for r in json.load(open(SAVED))["files"]}
+                saved = json.load(open(SAVED))
+                keep = {r["key"]: {**{k: saved.get(k) for k in ("load_before", "load_after", "command")}, **r}
+                        for r in saved["files"]}
                 keep[key] = row
                 res["files"] = [keep[k] for k, *_ in files(a.models_dir) if k in keep]
             else:
