@@ -6,6 +6,7 @@
 
 #include "actors/admission.h"
 #include "actors/atoms.h"
+#include "actors/chat_turns.h"
 #include "actors/clock.h"
 #include "actors/grammar_compiler.h"
 #include "actors/runtime_shared.h"
@@ -56,21 +57,6 @@ const chat_template& template_for(const streamer_state& st) {
 tool_call_parser::syntax reply_syntax(const streamer_state& st) {
   if (!st.req.tool_call_parser.empty()) return tool_call_parser::syntax_named(st.req.tool_call_parser);
   return st.shared->chat ? tool_call_parser::syntax_for(template_for(st)) : tool_call_parser::syntax::generic;
-}
-
-std::vector<chat_message> chat_messages(const std::vector<chat_turn>& turns) {
-  std::vector<chat_message> out;
-  out.reserve(turns.size());
-  for (const auto& t : turns) {
-    chat_message m(t.role, t.content);
-    m.content_is_null = t.content_is_null;
-    for (const auto& c : t.tool_calls) m.tool_calls.push_back({c.id, c.name, c.arguments});
-    m.tool_call_id = t.tool_call_id;
-    m.name = t.name;
-    m.reasoning_content = t.reasoning_content;
-    out.push_back(std::move(m));
-  }
-  return out;
 }
 
 // Length of the longest suffix of `text` that is a proper prefix of some stop string.

@@ -3,6 +3,7 @@
 #include <boost/json.hpp>
 #include <cmath>
 
+#include "actors/chat_turns.h"
 #include "actors/runtime_access.h"
 #include "engine/chat/prompt_encoder.h"
 #include "net/anthropic_events.h"
@@ -30,16 +31,7 @@ http_reply count_tokens_reply(std::string_view body_text, const runtime& rt, con
   if (!gen.tools_json.empty() && runtime_access::tool_chat(rt)) tmpl = runtime_access::tool_chat(rt);
   if (!tmpl)
     throw api_error(400, "this model has no usable chat template: " + runtime_access::chat_error(rt), "messages");
-  std::vector<chat_message> msgs;
-  for (const auto& t : gen.messages) {
-    chat_message m(t.role, t.content);
-    m.content_is_null = t.content_is_null;
-    for (const auto& c : t.tool_calls) m.tool_calls.push_back({c.id, c.name, c.arguments});
-    m.tool_call_id = t.tool_call_id;
-    m.name = t.name;
-    m.reasoning_content = t.reasoning_content;
-    msgs.push_back(std::move(m));
-  }
+  const auto msgs = chat_messages(gen.messages);
   chat_render_options ro;
   ro.add_generation_prompt = gen.add_generation_prompt;
   ro.tools_json = gen.tools_json;

@@ -27,6 +27,8 @@ import tempfile
 
 import llama_cpp
 
+from make_architecture_vectors import fnv1a64  # noqa: E402 (the same digest the tests check)
+
 PROMPT_LENGTHS = [1, 7, 33, 100]
 BASE = {"layers": 2, "embd": 128, "heads": 4, "kv_heads": 2, "head_dim": 0, "ff": 256, "vocab": 512,
         "ctx": 4096, "rope_base": 1000000.0, "type": "q8_0", "embd_type": "q8_0", "untied": False,
@@ -46,14 +48,6 @@ SPECS = {name: {**BASE, **spec} for name, spec in {
 GEMMA_TEXTS = ["Hello, world!", "The quick brown fox jumps over the lazy dog.",
                "Embeddings map text to vectors; similar texts land near each other.",
                "Tandem serves LLMs over HTTP and WebSockets, written in C++ on CAF and Beast. " * 3]
-
-
-def fnv1a64(data):
-    h = 0xCBF29CE484222325
-    for b in data:
-        h ^= b
-        h = (h * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return f"{h:016x}"
 
 
 def gen_model(tandem, spec, path):
