@@ -11,6 +11,7 @@
 #include "actors/runtime_actors.h"
 #include "actors/sampling_params_from.h"
 #include "cli/commands.h"
+#include "cli/model_sha256.h"
 #include "cli/speculative_options.h"
 #include "cli/tiled_cache_options.h"
 #include "engine/chat/chat_template.h"
@@ -28,6 +29,7 @@ namespace {
 
 struct generate_options {
   std::string model;
+  std::string model_sha256;  // set: the file must have this SHA-256 (cli/model_sha256.h)
   std::string prompt;
   bool chat = false;
   std::string system;
@@ -70,6 +72,7 @@ sampling_options sampling_of(const generate_options& o) {
 }
 
 void run_generate(const generate_options& o) {
+  verify_model_sha256(o.model, o.model_sha256, stderr);  // before any of the file is used
   if (o.rt.speculative != "none" || o.device.cuda()) return run_on_runtime(o);
   const auto path = resolve_model_path(o.model);
   auto file = gguf::file::open(path);
@@ -210,6 +213,7 @@ void register_generate(CLI::App& app) {
       app.add_subcommand("generate", "Generate a completion (CPU, or a GPU with --device cuda), streamed to stdout");
   sub->add_option("--prompt", o->prompt, "Prompt text")->required();
   sub->add_option("--model", o->model, "GGUF file, or 'default'")->default_str("default");
+  add_model_sha256_option(sub, o->model_sha256);
   sub->add_flag("--chat", o->chat, "Apply the model's chat template (the prompt is the user message)");
   sub->add_option("--system", o->system, "System message (with --chat)");
   sub->add_option("--max-tokens", o->max_tokens, "Most tokens to generate")

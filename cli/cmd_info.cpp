@@ -4,6 +4,8 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/model_sha256.h"
+#include "engine/integrity/file_sha256.h"
 #include "engine/gguf/gguf.h"
 #include "engine/model/model_config.h"
 #include "engine/model/model_path.h"
@@ -17,6 +19,7 @@ namespace {
 struct info_options {
   std::string model;
   bool metadata = false;
+  bool sha256 = false;
 };
 
 std::string human_bytes(double b) {
@@ -67,6 +70,11 @@ void run_info(const info_options& o) {
   std::printf("file           %s, GGUF v%u, %zu tensors, %zu metadata keys\n",
               human_bytes(static_cast<double>(f.file_size())).c_str(), f.version(), f.tensors().size(),
               f.metadata().size());
+  if (o.sha256) {
+    sha256_cache cache(sha256_cache_path());
+    const file_sha256 d = cache.digest(path);
+    std::printf("sha256         %s%s\n", d.hex.c_str(), d.from_cache ? " (remembered; the file is unchanged)" : "");
+  }
   if (!c.name.empty()) std::printf("name           %s\n", c.name.c_str());
   if (const auto ft = f.get_int("general.file_type")) {
     const std::string name = file_type_name(*ft);
@@ -172,7 +180,10 @@ void run_info(const info_options& o) {
 void register_info(CLI::App& app) {
   auto opts = std::make_shared<info_options>();
   auto* sub = app.add_subcommand("info", "Show a model's architecture, shapes, tensor types and KV size");
-  sub->add_option("-m,--model", opts->model, "GGUF file, or 'default' (the default model)")->default_str("default");
+  sub->add_option("-m,--model,model", opts->model, "GGUF file, or 'default' (the default model)")
+      ->default_str("default");
+  sub->add_flag("--sha256", opts->sha256,
+                "Also print the file's SHA-256 (what --model-sha256 of serve and generate checks)");
   sub->add_flag("--metadata", opts->metadata, "Also list every metadata key and value");
   sub->callback([opts] { run_info(*opts); });
 }

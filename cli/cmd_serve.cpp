@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/model_sha256.h"
 #include "cli/server_config.h"
 #include "cli/speculative_options.h"
 #include "cli/tiled_cache_options.h"
@@ -28,6 +29,7 @@ namespace {
 
 struct serve_options {
   std::string model = "default";
+  std::string model_sha256;  // set: the file must have this SHA-256 (cli/model_sha256.h)
   std::string served_model_name;
   std::string host = "127.0.0.1";
   uint16_t port = 8080;
@@ -197,6 +199,7 @@ int serve(serve_options o) {
   std::printf("tandem: listening on http://%s:%u (loading %s)\n", o.host.c_str(), server.port(), o.model.c_str());
   std::fflush(stdout);
 
+  verify_model_sha256(o.model, o.model_sha256, stdout);  // before any of the file is used
   auto rt = runtime::start(sys, o.rt, device ? &*device : nullptr);
   if (o.role == "node") {
     const auto port = sys.middleman().publish(rt->node_gate(), o.node_port, o.node_host.c_str(), true);
@@ -236,6 +239,7 @@ void register_serve(CLI::App& app) {
   auto o = std::make_shared<serve_options>();
   auto* cmd = app.add_subcommand("serve", "Serve the model over an OpenAI-compatible HTTP API and WebSocket");
   cmd->add_option("--model", o->model, "GGUF file, or 'default'")->capture_default_str();
+  add_model_sha256_option(cmd, o->model_sha256);
   cmd->add_option("--served-model-name", o->served_model_name, "The model name /v1/models reports");
   cmd->add_option("--host", o->host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", o->port, "Port (0 = a free one)")->capture_default_str();
