@@ -52,6 +52,12 @@ struct serve_options {
   uint32_t shutdown_timeout_s = 30;
   std::vector<std::string> allowed_origins;
   std::string metrics_api_key;
+  // TLS (vLLM's names; net/tls_context.h).
+  std::string ssl_keyfile;
+  std::string ssl_certfile;
+  std::string ssl_ca_certs;
+  int ssl_cert_reqs = 0;
+  uint32_t ssl_handshake_timeout_s = 10;
   std::string log_level = "info";
   std::string reasoning_parser = "auto";
   std::string tool_call_parser = "auto";
@@ -182,6 +188,12 @@ int serve(serve_options o) {
   so.ws_auth_timeout = std::chrono::seconds(o.ws_auth_timeout_s);
   so.allowed_origins = o.allowed_origins;
   so.metrics_api_key = o.metrics_api_key;
+  so.ssl_keyfile = o.ssl_keyfile;
+  so.ssl_certfile = o.ssl_certfile;
+  so.ssl_ca_certs = o.ssl_ca_certs;
+  so.ssl_cert_reqs = o.ssl_cert_reqs;
+  so.ssl_handshake_timeout = std::chrono::seconds(o.ssl_handshake_timeout_s);
+  const char* scheme = so.tls() ? "https" : "http";
   so.parse_reasoning = o.reasoning_parser != "none";
   so.tool_call_parser = o.tool_call_parser == "auto" ? "" : o.tool_call_parser;
   so.prompt_special_tokens = !o.plain_text_prompts;
@@ -196,7 +208,7 @@ int serve(serve_options o) {
                              : o.served_model_name;
   net::http_server server(sys, so);
   server.start();  // /health says 503 while the model loads
-  std::printf("tandem: listening on http://%s:%u (loading %s)\n", o.host.c_str(), server.port(), o.model.c_str());
+  std::printf("tandem: listening on %s://%s:%u (loading %s)\n", scheme, o.host.c_str(), server.port(), o.model.c_str());
   std::fflush(stdout);
 
   verify_model_sha256(o.model, o.model_sha256, stdout);  // before any of the file is used
@@ -214,9 +226,9 @@ int serve(serve_options o) {
       "tandem: ready: model %s, %s\n", so.served_model_name.c_str(),
       o.rt.tenants.empty() ? "open mode (no API keys)" : (std::to_string(o.rt.tenants.size()) + " tenant(s)").c_str());
   std::printf(
-      "tandem: try: curl http://%s:%u/v1/chat/completions -H 'Content-Type: application/json'%s -d "
+      "tandem: try: curl %s://%s:%u/v1/chat/completions -H 'Content-Type: application/json'%s -d "
       "'{\"messages\":[{\"role\":\"user\",\"content\":\"Hello!\"}],\"max_tokens\":64}'\n",
-      o.host.c_str(), server.port(), o.rt.tenants.empty() ? "" : " -H 'Authorization: Bearer KEY'");
+      scheme, o.host.c_str(), server.port(), o.rt.tenants.empty() ? "" : " -H 'Authorization: Bearer KEY'");
   std::fflush(stdout);
   server.wait_for_signal();
   // A graceful end: no new connections or requests; those running may finish within
@@ -317,6 +329,19 @@ void register_serve(CLI::App& app) {
                   "Web origins that may use the server from a browser (e.g. https://chat.example.com; '*' = any); "
                   "same-origin pages and non-browser clients always may")
       ->delimiter(',');
+  cmd->add_option("--ssl-keyfile", o->ssl_keyfile, "TLS: the server's private key (PEM); with --ssl-certfile, HTTPS and WSS");
+  cmd->add_option("--ssl-certfile", o->ssl_certfile,
+                  "TLS: the server's certificate chain (PEM, the server's certificate first)");
+  cmd->add_option("--ssl-ca-certs", o->ssl_ca_certs,
+                  "TLS: CA certificates (PEM) that client certificates must chain to (with --ssl-cert-reqs 1 or 2)");
+  cmd->add_option("--ssl-cert-reqs", o->ssl_cert_reqs,
+                  "TLS client certificates: 0 not asked for, 1 asked for and verified when given, 2 required")
+      ->check(CLI::Range(0, 2))
+      ->capture_default_str();
+  cmd->add_option("--ssl-handshake-timeout", o->ssl_handshake_timeout_s,
+                  "TLS: seconds a new connection has to finish its handshake; then it is closed")
+      ->check(CLI::Range(1u, 3600u))
+      ->capture_default_str();
   cmd->add_option("--metrics-api-key", o->metrics_api_key,
                   "A key GET /metrics requires (it shows tenant names and usage); unset: /metrics is open");
   cmd->add_option("--chat-page", o->chat_page,

@@ -15,6 +15,7 @@
 
 #include "net/listener.h"
 #include "net/server.h"
+#include "net/tls_context.h"
 
 namespace tandem::net {
 namespace asio = boost::asio;
@@ -56,6 +57,7 @@ void http_server::start() {
     s.ctx->chat_page = read_file(s.ctx->opts.chat_page_path);
     if (s.ctx->chat_page.empty()) spdlog::warn("chat page {} not found: / answers 404", s.ctx->opts.chat_page_path);
   }
+  s.ctx->tls = make_tls_context(s.ctx->opts);  // throws for a bad file or flag, before listening
   boost::system::error_code ec;
   const auto address = asio::ip::make_address(s.ctx->opts.host, ec);
   if (ec) throw std::runtime_error("--host " + s.ctx->opts.host + " is not an IP address");

@@ -10,6 +10,16 @@
 //   /v1/messages and count_tokens answer errors in Anthropic's shape (anthropic_job.h)
 //
 // Every route and every upgrade passes the browser policy first (origin_policy.h).
+//
+// The session is a template over its stream (session_io.h): plain TCP, or TLS, whose handshake
+// comes first, bounded by --ssl-handshake-timeout and sheddable like an idle connection.
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/ssl/error.hpp>
+#include <boost/asio/ssl/stream_base.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/websocket/rfc6455.hpp>
 #include <optional>
 
@@ -76,10 +86,38 @@ api_error unreadable(const boost::system::error_code& ec, const server_options& 
   return api_error(400, "malformed HTTP request: " + ec.message());
 }
 
-class http_session : public std::enable_shared_from_this<http_session> {
+// A plain HTTP request sent to the TLS port (OpenSSL recognises its first bytes): the
+// client is told in plain text, as it speaks, then the connection closes.
+bool plain_http_on_tls_port(const boost::system::error_code& ec) {
+  return ec.category() == asio::error::get_ssl_category() && ERR_GET_REASON(ec.value()) == SSL_R_HTTP_REQUEST;
+}
+
+asio::awaitable<void> tell_plain_client(tcp::socket& socket, const server_options& o) {
+  const std::string body =
+      "{\"error\":{\"message\":\"this server speaks HTTPS: use https://\",\"type\":\"invalid_request_error\","
+      "\"code\":400}}\n";
+  const std::string reply =
+      "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
+  asio::steady_timer deadline(socket.get_executor());
+  deadline.expires_after(o.write_timeout);
+  deadline.async_wait([&socket](const boost::system::error_code& e) {
+    if (!e) {
+      boost::system::error_code ignored;
+      socket.cancel(ignored);
+    }
+  });
+  boost::system::error_code ec;
+  co_await asio::async_write(socket, asio::buffer(reply), asio::redirect_error(asio::use_awaitable, ec));
+  deadline.cancel();
+  co_await drain_and_close(socket);
+}
+
+template <class Stream>
+class http_session : public std::enable_shared_from_this<http_session<Stream>> {
  public:
   http_session(tcp::socket socket, std::shared_ptr<server_context> ctx, std::string address)
-      : stream_(std::move(socket)),
+      : stream_(make_stream(std::move(socket), *ctx)),
         buffer_(read_buffer_limit(ctx->opts)),
         ctx_(std::move(ctx)),
         address_(std::move(address)) {}
@@ -87,8 +125,37 @@ class http_session : public std::enable_shared_from_this<http_session> {
   asio::awaitable<void> run();
 
  private:
+  static Stream make_stream(tcp::socket socket, server_context& ctx) {
+    if constexpr (is_tls_stream<Stream>) {
+      return Stream(std::move(socket), *ctx.tls);
+    } else {
+      return Stream(std::move(socket));
+    }
+  }
+  // The tcp_stream under the TLS layer (or the stream itself): its timeouts and its socket.
+  beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }
+
+  // Registers the connection as idle (nothing asked of the server yet): the listener may shed
+  // it when the process runs out of file descriptors. Returns the ticket for remove_idle.
+  uint64_t add_idle() {
+    std::weak_ptr<http_session> weak = this->shared_from_this();
+    return ctx_->add_idle([weak, ex = lowest().get_executor()] {
+      asio::post(ex, [weak] {
+        if (auto s = weak.lock()) {
+          boost::system::error_code ignored;
+          s->lowest().socket().close(ignored);
+        }
+      });
+    });
+  }
+  // TLS: the handshake, within --ssl-handshake-timeout. False: it failed (the connection is
+  // closed; a plain HTTP client is told why first).
+  asio::awaitable<bool> handshake();
+  // TLS: close_notify to the client (waiting a second at most for its own), before the close.
+  asio::awaitable<void> end_tls();
+
   asio::awaitable<void> write(string_response& res) {
-    stream_.expires_after(ctx_->opts.write_timeout);
+    lowest().expires_after(ctx_->opts.write_timeout);
     co_await http::async_write(stream_, res, asio::use_awaitable);
   }
   origin_policy policy(const runtime* rt) const {
@@ -111,31 +178,55 @@ class http_session : public std::enable_shared_from_this<http_session> {
   asio::awaitable<void> stored_response_route(string_response& out, const http_request& req, const std::string& id,
                                               const runtime& rt);
 
-  beast::tcp_stream stream_;
+  Stream stream_;
   beast::flat_buffer buffer_;
   std::shared_ptr<server_context> ctx_;
   std::string address_;
 };
 
-asio::awaitable<void> http_session::run() {
+template <class Stream>
+asio::awaitable<bool> http_session<Stream>::handshake() {
+  lowest().expires_after(ctx_->opts.ssl_handshake_timeout);
+  const uint64_t idle = add_idle();
+  boost::system::error_code ec;
+  co_await stream_.async_handshake(asio::ssl::stream_base::server, asio::redirect_error(asio::use_awaitable, ec));
+  ctx_->remove_idle(idle);
+  if (!ec) co_return true;
+  ctx_->metrics.count_rejection("tls_handshake");
+  spdlog::debug("TLS handshake with {} failed: {}", address_, ec.message());
+  lowest().expires_never();
+  if (plain_http_on_tls_port(ec)) {
+    co_await tell_plain_client(lowest().socket(), ctx_->opts);
+  } else {
+    boost::system::error_code ignored;
+    lowest().socket().close(ignored);
+  }
+  co_return false;
+}
+
+template <class Stream>
+asio::awaitable<void> http_session<Stream>::end_tls() {
+  if (!lowest().socket().is_open()) co_return;
+  lowest().expires_after(std::chrono::seconds(1));
+  boost::system::error_code ec;
+  co_await stream_.async_shutdown(asio::redirect_error(asio::use_awaitable, ec));
+}
+
+template <class Stream>
+asio::awaitable<void> http_session<Stream>::run() {
   connection_slot slot(*ctx_, address_);
+  if constexpr (is_tls_stream<Stream>) {
+    if (!co_await handshake()) co_return;
+  }
   for (;;) {
     http::request_parser<http::string_body> parser;
     parser.header_limit(static_cast<uint32_t>(ctx_->opts.max_header_bytes));
     parser.body_limit(ctx_->opts.max_body_bytes);
-    stream_.expires_after(ctx_->opts.request_timeout);
+    lowest().expires_after(ctx_->opts.request_timeout);
     boost::system::error_code ec;
     // Idle until the request's first bytes are parsed: the listener may shed this connection
     // when the process runs out of file descriptors.
-    std::weak_ptr<http_session> weak = shared_from_this();
-    const uint64_t idle = ctx_->add_idle([weak, ex = stream_.get_executor()] {
-      asio::post(ex, [weak] {
-        if (auto s = weak.lock()) {
-          boost::system::error_code ignored;
-          s->stream_.socket().close(ignored);
-        }
-      });
-    });
+    const uint64_t idle = add_idle();
     co_await http::async_read(stream_, buffer_, parser, asio::redirect_error(asio::use_awaitable, ec));
     ctx_->remove_idle(idle);
     if (ec == http::error::end_of_stream) break;
@@ -154,10 +245,10 @@ asio::awaitable<void> http_session::run() {
       const auto target = parser.get().target();
       const bool anthropic = is_anthropic_path(std::string_view(target.data(), target.size()));
       auto res = to_response(dummy, anthropic ? anthropic_error_reply(why) : error_reply(why));
-      stream_.expires_after(ctx_->opts.write_timeout);
+      lowest().expires_after(ctx_->opts.write_timeout);
       co_await http::async_write(stream_, res, asio::redirect_error(asio::use_awaitable, wec));
-      stream_.expires_never();
-      co_await drain_and_close(stream_.socket());  // the client reads the status, not a reset
+      lowest().expires_never();
+      co_await drain_and_close(lowest().socket());  // the client reads the status, not a reset
       co_return;
     }
     http_request req = parser.release();
@@ -167,15 +258,17 @@ asio::awaitable<void> http_session::run() {
     }
     if (!co_await handle(req)) break;
   }
+  if constexpr (is_tls_stream<Stream>) co_await end_tls();
   boost::system::error_code ec;
-  stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+  lowest().socket().shutdown(tcp::socket::shutdown_send, ec);
 }
 
-asio::awaitable<bool> http_session::upgrade(http_request& req) {
+template <class Stream>
+asio::awaitable<bool> http_session<Stream>::upgrade(http_request& req) {
   const std::optional<api_error> refused = refuse_upgrade(browser_view(req), policy(ctx_->rt.load()));
   const bool responses_mode = req.target() == "/v1/responses" || req.target().starts_with("/v1/responses?");
   if (!refused && (responses_mode || req.target() == "/v1/ws" || req.target().starts_with("/v1/ws?"))) {
-    stream_.expires_never();
+    lowest().expires_never();
     co_await run_websocket_session(stream_, req, ctx_, responses_mode);
     co_return true;
   }
@@ -188,7 +281,8 @@ asio::awaitable<bool> http_session::upgrade(http_request& req) {
   co_return false;
 }
 
-asio::awaitable<bool> http_session::handle(http_request& req) {
+template <class Stream>
+asio::awaitable<bool> http_session<Stream>::handle(http_request& req) {
   const std::string target(req.target());
   const std::string path = target.substr(0, target.find('?'));
   const runtime* rt = ctx_->rt.load();
@@ -241,7 +335,8 @@ asio::awaitable<bool> http_session::handle(http_request& req) {
   co_return req.keep_alive();
 }
 
-asio::awaitable<void> http_session::stored_response_route(string_response& out, const http_request& req,
+template <class Stream>
+asio::awaitable<void> http_session<Stream>::stored_response_route(string_response& out, const http_request& req,
                                                           const std::string& id, const runtime& rt) {
   const std::string key = bearer_key(req);
   std::string tenant;
@@ -257,7 +352,8 @@ asio::awaitable<void> http_session::stored_response_route(string_response& out, 
   out = to_response(req, http_reply{200, "application/json", std::move(s.response), {}});
 }
 
-asio::awaitable<void> http_session::tokenizer_route(string_response& out, const http_request& req, const route& r,
+template <class Stream>
+asio::awaitable<void> http_session<Stream>::tokenizer_route(string_response& out, const http_request& req, const route& r,
                                                     const runtime& rt) {
   if (!rt.config().tenants.empty()) {
     const std::string key = r.kind == route_kind::count_tokens ? anthropic_key(req) : bearer_key(req);
@@ -283,7 +379,8 @@ asio::awaitable<void> http_session::tokenizer_route(string_response& out, const 
   out = to_response(req, std::move(reply));
 }
 
-asio::awaitable<void> http_session::metrics(string_response& out, const http_request& req) {
+template <class Stream>
+asio::awaitable<void> http_session<Stream>::metrics(string_response& out, const http_request& req) {
   const auto& key = ctx_->opts.metrics_api_key;
   if (!key.empty() && !constant_time_equal(bearer_key(req), key)) {
     throw api_error(401, "/metrics needs the metrics key (Authorization: Bearer KEY)");
@@ -296,13 +393,22 @@ asio::awaitable<void> http_session::metrics(string_response& out, const http_req
   out = to_response(req, http_reply{200, "text/plain; version=0.0.4", ctx_->metrics.render(figures), {}});
 }
 
+template <class Stream>
+void launch(tcp::socket socket, std::shared_ptr<server_context> ctx, std::string address) {
+  const auto ex = socket.get_executor();
+  auto session = std::make_shared<http_session<Stream>>(std::move(socket), std::move(ctx), std::move(address));
+  asio::co_spawn(
+      ex, [session]() -> asio::awaitable<void> { co_await session->run(); }, log_session_exception);
+}
+
 }  // namespace
 
 void start_http_session(tcp::socket socket, std::shared_ptr<server_context> ctx, std::string address) {
-  const auto ex = socket.get_executor();
-  auto session = std::make_shared<http_session>(std::move(socket), std::move(ctx), std::move(address));
-  asio::co_spawn(
-      ex, [session]() -> asio::awaitable<void> { co_await session->run(); }, log_session_exception);
+  if (ctx->tls) {
+    launch<tls_stream>(std::move(socket), std::move(ctx), std::move(address));
+  } else {
+    launch<plain_stream>(std::move(socket), std::move(ctx), std::move(address));
+  }
 }
 
 }  // namespace tandem::net

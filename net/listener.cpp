@@ -24,7 +24,13 @@ void log_exception(std::exception_ptr e, spdlog::level::level_enum level, const 
 
 // A connection over a limit: a short 503, then what the client sent is read (up to a bound,
 // for a second at most) before the close, so the client gets the status instead of a reset.
-asio::awaitable<void> refuse_connection(tcp::socket socket, std::string why) {
+// On a TLS port the 503 would need a handshake first, which is what the limit saves: the
+// connection is only closed.
+asio::awaitable<void> refuse_connection(tcp::socket socket, std::string why, bool tls) {
+  if (tls) {
+    co_await drain_and_close(socket);
+    co_return;
+  }
   const std::string body = "{\"error\":{\"message\":\"" + why + "\",\"type\":\"service_unavailable\",\"code\":503}}\n";
   const std::string reply =
       "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
@@ -94,13 +100,16 @@ asio::awaitable<void> accept_loop(tcp::acceptor& acceptor, asio::io_context& ioc
     if (ctx->connections.fetch_add(1) >= ctx->opts.max_connections) {
       ctx->connections.fetch_sub(1);
       ctx->metrics.count_rejection("overloaded");
-      asio::co_spawn(ex, refuse_connection(std::move(socket), "too many open connections"), log_session_exception);
+      asio::co_spawn(ex, refuse_connection(std::move(socket), "too many open connections", ctx->tls != nullptr),
+                     log_session_exception);
       continue;
     }
     if (!ctx->take_address_slot(address)) {
       ctx->connections.fetch_sub(1);
       ctx->metrics.count_rejection("overloaded");
-      asio::co_spawn(ex, refuse_connection(std::move(socket), "too many open connections from this address"),
+      asio::co_spawn(ex,
+                     refuse_connection(std::move(socket), "too many open connections from this address",
+                                       ctx->tls != nullptr),
                      log_session_exception);
       continue;
     }

@@ -1,5 +1,6 @@
 // The listener: accepts connections and starts one HTTP session per connection, each on its
-// own strand. Past --max-connections a connection gets a short 503 and is closed.
+// own strand (through TLS when the server has a TLS context). Past --max-connections a
+// connection gets a short 503 and is closed (on a TLS port: closed).
 #pragma once
 
 #include <boost/asio/awaitable.hpp>

@@ -55,6 +55,15 @@ struct server_options {
   std::string tool_call_parser;       // the tool-call syntax ("" = the template's; --tool-call-parser)
   // The Responses API's stored responses, per tenant (--responses-store-*; actors/response_store.h).
   response_store_limits responses_store;
+  // TLS (net/tls_context.h; vLLM's flag names): with a certificate and its key every connection
+  // speaks HTTPS / WSS; without, plain HTTP. Client certificates: ssl_cert_reqs 0 none, 1 asked
+  // for and verified when given, 2 required; both 1 and 2 verify against ssl_ca_certs.
+  std::string ssl_keyfile;   // PEM private key
+  std::string ssl_certfile;  // PEM certificate chain, the server's first
+  std::string ssl_ca_certs;  // PEM CA bundle that client certificates must chain to
+  int ssl_cert_reqs = 0;
+  std::chrono::seconds ssl_handshake_timeout{10};  // a handshake not done by then: closed
+  bool tls() const { return !ssl_certfile.empty() || !ssl_keyfile.empty(); }
 };
 
 struct server_context;

@@ -7,6 +7,7 @@
 #include <caf/all.hpp>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -16,6 +17,10 @@
 #include "net/metrics.h"
 #include "net/openai_request.h"
 #include "net/server.h"
+
+namespace boost::asio::ssl {
+class context;
+}
 
 namespace tandem::net {
 
@@ -35,6 +40,8 @@ struct server_context {
     return rt.load();
   }
   std::string chat_page;  // the page served at /
+  // Set: every connection speaks TLS (net/tls_context.h); built before the listener opens.
+  std::shared_ptr<boost::asio::ssl::context> tls;
   std::atomic<uint32_t> connections{0};
   std::atomic<int> answering{0};  // generations whose answer is not written yet (graceful stop)
   std::atomic<uint16_t> port{0};  // the bound port

@@ -11,7 +11,9 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <memory>
+#include <type_traits>
 
 #include "net/await_actor.h"
 #include "net/routes.h"
@@ -23,6 +25,14 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
+
+// The two kinds of connection: plain TCP, or TLS over it (net/tls_context.h). The sessions are
+// templates over the stream and are compiled for both; the lowest layer of either is the
+// tcp_stream whose timeouts bound every read and write.
+using plain_stream = beast::tcp_stream;
+using tls_stream = beast::ssl_stream<beast::tcp_stream>;
+template <class Stream>
+inline constexpr bool is_tls_stream = std::is_same_v<Stream, tls_stream>;
 
 using http_request = http::request<http::string_body>;
 using string_response = http::response<http::string_body>;
@@ -43,7 +53,8 @@ inline string_response to_response(const http_request& req, http_reply reply) {
 // parsed (a chunk header, a trailer). Body bytes pass through it into the body.
 inline size_t read_buffer_limit(const server_options& o) { return o.max_header_bytes + (16 << 10); }
 
-// The HTTP session of one accepted connection, on the socket's strand (http_session.cpp).
+// The HTTP session of one accepted connection, on the socket's strand (http_session.cpp);
+// with ctx->tls, the TLS handshake comes first (within --ssl-handshake-timeout).
 // `address` is the peer's, counted in ctx's per-address slots until the session ends.
 void start_http_session(tcp::socket socket, std::shared_ptr<server_context> ctx, std::string address);
 
@@ -51,8 +62,14 @@ void start_http_session(tcp::socket socket, std::shared_ptr<server_context> ctx,
 // the stream and the request over (moves from them). References, not values: GCC 12 may
 // destroy by-value coroutine arguments built in a co_await expression twice.
 // responses_mode: /v1/responses, the Responses API's WebSocket mode; otherwise /v1/ws.
-asio::awaitable<void> run_websocket_session(beast::tcp_stream& stream, http_request& upgrade,
+template <class Stream>
+asio::awaitable<void> run_websocket_session(Stream& stream, http_request& upgrade,
                                             const std::shared_ptr<server_context>& ctx, bool responses_mode);
+extern template asio::awaitable<void> run_websocket_session<plain_stream>(plain_stream&, http_request&,
+                                                                          const std::shared_ptr<server_context>&,
+                                                                          bool);
+extern template asio::awaitable<void> run_websocket_session<tls_stream>(tls_stream&, http_request&,
+                                                                        const std::shared_ptr<server_context>&, bool);
 
 // The API key of a request: "Authorization: Bearer KEY".
 inline std::string bearer_key(const http_request& req) {

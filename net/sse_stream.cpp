@@ -3,10 +3,12 @@
 #include <sys/socket.h>
 
 #include <boost/asio/detached.hpp>
+#include <boost/asio/ssl/error.hpp>
 #include <boost/asio/write.hpp>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <optional>
 #include <utility>
 
@@ -22,9 +24,14 @@ namespace {
 // socket takes it (non-blocking), so a token costs no coroutine round trip. What the socket
 // cannot take waits in `rest` for the session's coroutine, which owns every asynchronous
 // write (start(), drain()); while one is under way, events only queue output in the job.
+//
+// Through TLS nothing is sent from an event: a send outside Asio's SSL operations could lose
+// encrypted bytes the socket did not take, so every chunk goes through the coroutine.
+template <class Stream>
 struct sse_writer {
-  explicit sse_writer(beast::tcp_stream& s) : stream(s) {}
-  beast::tcp_stream& stream;
+  explicit sse_writer(Stream& s) : stream(s) {}
+  Stream& stream;
+  beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream); }
   bool started = false;  // the header is out and the socket non-blocking: chunks may follow
   bool writing = false;  // the coroutine's asynchronous write is under way
   std::string rest;      // framed bytes not sent yet
@@ -51,12 +58,16 @@ struct sse_writer {
   // nothing is left for the coroutine to write.
   bool flush(generation_job& job, bool last) {
     std::string f = frame(job, last);
+    if constexpr (is_tls_stream<Stream>) {
+      rest += f;
+      return rest.empty();
+    }
     if (!rest.empty() || writing) {
       rest += f;
       return false;
     }
     if (f.empty()) return true;
-    const size_t sent = stream.socket().write_some(asio::buffer(f), error);
+    const size_t sent = lowest().socket().write_some(asio::buffer(f), error);
     if (error == asio::error::would_block || error == asio::error::try_again) error.clear();
     if (sent < f.size()) rest.append(f, sent, std::string::npos);
     return rest.empty() && !error;
@@ -76,9 +87,9 @@ struct sse_writer {
     header->chunked(true);
     serializer.emplace(*header);
     deadline = std::chrono::steady_clock::now() + timeout;
-    stream.expires_at(deadline);
+    lowest().expires_at(deadline);
     co_await http::async_write_header(stream, *serializer, asio::use_awaitable);
-    stream.socket().non_blocking(true);  // for flush()'s sends
+    if constexpr (!is_tls_stream<Stream>) lowest().socket().non_blocking(true);  // for flush()'s sends
     started = true;
   }
 
@@ -91,7 +102,7 @@ struct sse_writer {
       const auto now = std::chrono::steady_clock::now();
       if (deadline - now < timeout / 2) {
         deadline = now + timeout;
-        stream.expires_at(deadline);
+        lowest().expires_at(deadline);
       }
       const std::string out_bytes = std::exchange(rest, {});
       writing = true;
@@ -133,11 +144,50 @@ asio::awaitable<void> watch_for_disconnect(tcp::socket& socket, beast::flat_buff
   }
 }
 
-}  // namespace
+// The same through TLS, where bytes must pass the TLS layer to mean anything: the watcher
+// reads through it (a pipelined request lands decrypted in the buffer). Its read shares the
+// stream with the session's next read, so the session waits for `ended` before reading again.
+struct tls_watch {
+  explicit tls_watch(const asio::any_io_executor& ex) : ended(ex) {}
+  bool running = false;
+  strand_signal ended;
+};
 
-asio::awaitable<void> serve_generation(beast::tcp_stream& socket_stream, beast::flat_buffer& pipelined,
-                                       http_request& req, api_kind kind, const std::shared_ptr<server_context>& ctx,
-                                       bool& streamed, string_response& out) {
+asio::awaitable<void> watch_tls_for_disconnect(tls_stream& stream, beast::flat_buffer& pipelined,
+                                               std::shared_ptr<bool> gone, std::weak_ptr<live_job> weak,
+                                               std::shared_ptr<tls_watch> watch) {
+  struct on_exit {
+    tls_watch& w;
+    ~on_exit() {
+      w.running = false;
+      w.ended.notify();
+    }
+  } done{*watch};
+  while (!weak.expired()) {
+    const size_t room = pipelined.max_size() - pipelined.size();
+    if (room == 0) co_return;
+    boost::system::error_code ec;
+    const size_t n = co_await stream.async_read_some(pipelined.prepare(std::min<size_t>(room, 4096)),
+                                                     asio::redirect_error(asio::use_awaitable, ec));
+    pipelined.commit(n);
+    if (!ec) continue;
+    if (ec == asio::error::operation_aborted) co_return;  // the request ended normally
+    // close_notify or a bare FIN: the client is done sending, which is a half-close.
+    if (ec == asio::error::eof || ec == asio::ssl::error::stream_truncated) co_return;
+    *gone = true;
+    if (auto lj = weak.lock()) {
+      lj->cancel();
+      if (lj->notify) lj->notify();
+    }
+    co_return;
+  }
+}
+
+// serve_generation's work; `watch` is set for a TLS stream.
+template <class Stream>
+asio::awaitable<void> answer_generation(Stream& socket_stream, beast::flat_buffer& pipelined, http_request& req,
+                                        api_kind kind, const std::shared_ptr<server_context>& ctx, bool& streamed,
+                                        string_response& out, const std::shared_ptr<tls_watch>& watch) {
   const runtime& rt = *ctx->rt.load();
   const std::string key = kind == api_kind::anthropic ? anthropic_key(req) : bearer_key(req);
   generation_plan plan;
@@ -148,7 +198,7 @@ asio::awaitable<void> serve_generation(beast::tcp_stream& socket_stream, beast::
   strand_signal signal(ex);
   auto lj = std::make_shared<live_job>(generation_job(std::move(plan.req), plan.format, std::move(plan.ctx)));
   auto gone = std::make_shared<bool>(false);
-  sse_writer sse{socket_stream};
+  sse_writer<Stream> sse{socket_stream};
   // Runs on the strand after each event: streaming tokens go out from here; everything
   // else (the header, errors, the end, a full socket) wakes the loop below.
   lj->notify = [&signal, &sse, job = &lj->job, gone] {
@@ -157,14 +207,23 @@ asio::awaitable<void> serve_generation(beast::tcp_stream& socket_stream, beast::
   };
   start_live_job(lj, ex, *ctx, rt, key);
   std::weak_ptr<live_job> weak_job = lj;
-  asio::co_spawn(ex, watch_for_disconnect(socket_stream.socket(), pipelined, gone, weak_job), asio::detached);
+  tcp::socket& socket = beast::get_lowest_layer(socket_stream).socket();
+  if constexpr (is_tls_stream<Stream>) {
+    // The watcher's read must not expire at the request's read deadline (a long answer);
+    // writes set their own deadlines.
+    beast::get_lowest_layer(socket_stream).expires_never();
+    watch->running = true;
+    asio::co_spawn(ex, watch_tls_for_disconnect(socket_stream, pipelined, gone, weak_job, watch), asio::detached);
+  } else {
+    asio::co_spawn(ex, watch_for_disconnect(socket, pipelined, gone, weak_job), asio::detached);
+  }
   struct stop_watch {
     tcp::socket& s;
     ~stop_watch() {
       boost::system::error_code ec;
       s.cancel(ec);
     }
-  } stop_watch_on_exit{socket_stream.socket()};
+  } stop_watch_on_exit{socket};
 
   // A stream begins with the first output once every choice has admission's answer (its
   // rate-limit figures go in the header); anything else is answered once finished, as JSON.
@@ -203,5 +262,35 @@ asio::awaitable<void> serve_generation(beast::tcp_stream& socket_stream, beast::
   ctx->metrics.count_request(job.tenant(), job.final_status());
   out = to_response(req, generation_reply(job));
 }
+
+}  // namespace
+
+template <class Stream>
+asio::awaitable<void> serve_generation(Stream& stream, beast::flat_buffer& pipelined, http_request& req, api_kind kind,
+                                       const std::shared_ptr<server_context>& ctx, bool& streamed,
+                                       string_response& out) {
+  if constexpr (!is_tls_stream<Stream>) {
+    const std::shared_ptr<tls_watch> none;
+    co_await answer_generation(stream, pipelined, req, kind, ctx, streamed, out, none);
+  } else {
+    const auto ex = co_await asio::this_coro::executor;
+    const auto watch = std::make_shared<tls_watch>(ex);
+    std::exception_ptr failed;
+    try {
+      co_await answer_generation(stream, pipelined, req, kind, ctx, streamed, out, watch);
+    } catch (...) {
+      failed = std::current_exception();
+    }
+    while (watch->running) co_await watch->ended.wait();  // cancelled on the way out of answer_generation
+    if (failed) std::rethrow_exception(failed);
+  }
+}
+
+template asio::awaitable<void> serve_generation<plain_stream>(plain_stream&, beast::flat_buffer&, http_request&,
+                                                              api_kind, const std::shared_ptr<server_context>&, bool&,
+                                                              string_response&);
+template asio::awaitable<void> serve_generation<tls_stream>(tls_stream&, beast::flat_buffer&, http_request&, api_kind,
+                                                            const std::shared_ptr<server_context>&, bool&,
+                                                            string_response&);
 
 }  // namespace tandem::net

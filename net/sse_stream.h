@@ -22,8 +22,17 @@ namespace tandem::net {
 // values: GCC 12 can destroy by-value coroutine arguments built in a co_await twice.
 // `pipelined` is the session's read buffer: bytes that arrive while the generation runs (the
 // next request of a pipelining client) are kept there, up to its limit.
-asio::awaitable<void> serve_generation(beast::tcp_stream& stream, beast::flat_buffer& pipelined, http_request& req,
-                                       api_kind kind, const std::shared_ptr<server_context>& ctx, bool& streamed,
+// Compiled for both streams (session_io.h).
+template <class Stream>
+asio::awaitable<void> serve_generation(Stream& stream, beast::flat_buffer& pipelined, http_request& req, api_kind kind,
+                                       const std::shared_ptr<server_context>& ctx, bool& streamed,
                                        string_response& out);
+extern template asio::awaitable<void> serve_generation<plain_stream>(plain_stream&, beast::flat_buffer&,
+                                                                     http_request&, api_kind,
+                                                                     const std::shared_ptr<server_context>&, bool&,
+                                                                     string_response&);
+extern template asio::awaitable<void> serve_generation<tls_stream>(tls_stream&, beast::flat_buffer&, http_request&,
+                                                                   api_kind, const std::shared_ptr<server_context>&,
+                                                                   bool&, string_response&);
 
 }  // namespace tandem::net

@@ -9,9 +9,11 @@
 //   writer: the queue of outgoing frames -> the socket, one at a time
 // Sink events arrive on the strand (live_job), their frames go to the write queue.
 // When the socket closes, every generation still running is cancelled.
+// A template over the stream (session_io.h): plain TCP, or TLS (wss://).
 #include <spdlog/spdlog.h>
 
 #include <boost/beast/websocket.hpp>
+#include <boost/beast/websocket/ssl.hpp>
 #include <boost/json.hpp>
 #include <chrono>
 #include <deque>
@@ -46,11 +48,12 @@ std::string query_key(std::string_view target) {
   return {};
 }
 
-class websocket_session : public std::enable_shared_from_this<websocket_session> {
+template <class Stream>
+class websocket_session : public std::enable_shared_from_this<websocket_session<Stream>> {
  public:
   // authenticated: open mode, or the upgrade's key was accepted; otherwise the first frame
   // must be {"type": "auth", "api_key": KEY} within --ws-auth-timeout.
-  websocket_session(beast::tcp_stream stream, std::shared_ptr<server_context> ctx, std::string api_key,
+  websocket_session(Stream stream, std::shared_ptr<server_context> ctx, std::string api_key,
                     bool authenticated, bool responses_mode)
       : ws_(std::move(stream)),
         ctx_(std::move(ctx)),
@@ -67,7 +70,7 @@ class websocket_session : public std::enable_shared_from_this<websocket_session>
         [](websocket::response_type& res) { res.set(http::field::server, "tandem"); }));
     ws_.read_message_max(ctx_->opts.max_body_bytes);
     co_await ws_.async_accept(upgrade, use_awaitable);
-    auto self = shared_from_this();
+    auto self = this->shared_from_this();
     asio::co_spawn(
         ws_.get_executor(), [self]() -> asio::awaitable<void> { co_await self->write_loop(); },
         [](std::exception_ptr) {});
@@ -250,7 +253,7 @@ class websocket_session : public std::enable_shared_from_this<websocket_session>
       key = std::string(k->value().get_string());
     job_context jc = completion_context(req, *ctx_, *rt, id);
     auto lj = std::make_shared<live_job>(generation_job(std::move(req), job_format::websocket, std::move(jc)));
-    std::weak_ptr<websocket_session> weak = shared_from_this();
+    std::weak_ptr<websocket_session> weak = this->shared_from_this();
     lj->notify = [weak, id] {
       if (auto s = weak.lock()) s->collect(id);
     };
@@ -298,7 +301,7 @@ class websocket_session : public std::enable_shared_from_this<websocket_session>
       co_await find_response(ctx_, tenant, rr.previous_response_id, param, previous);
       if (closing_) co_return;
     }
-    std::weak_ptr<websocket_session> weak = shared_from_this();
+    std::weak_ptr<websocket_session> weak = this->shared_from_this();
     auto keep_local = [weak, limit = ctx_->opts.responses_store.max_bytes](stored_response s) {
       auto self = weak.lock();
       if (self && s.bytes() <= limit) self->last_ = std::move(s);
@@ -371,7 +374,7 @@ class websocket_session : public std::enable_shared_from_this<websocket_session>
     }
   }
 
-  websocket::stream<beast::tcp_stream> ws_;
+  websocket::stream<Stream> ws_;
   std::shared_ptr<server_context> ctx_;
   std::string api_key_;
   bool authenticated_ = true;
@@ -391,7 +394,8 @@ class websocket_session : public std::enable_shared_from_this<websocket_session>
 
 }  // namespace
 
-asio::awaitable<void> run_websocket_session(beast::tcp_stream& stream, http_request& upgrade,
+template <class Stream>
+asio::awaitable<void> run_websocket_session(Stream& stream, http_request& upgrade,
                                             const std::shared_ptr<server_context>& ctx, bool responses_mode) {
   std::string key = bearer_key(upgrade);
   if (key.empty()) key = query_key(std::string_view(upgrade.target().data(), upgrade.target().size()));
@@ -411,9 +415,14 @@ asio::awaitable<void> run_websocket_session(beast::tcp_stream& stream, http_requ
     }
     authenticated = true;
   }
-  auto session =
-      std::make_shared<websocket_session>(std::move(stream), ctx, std::move(key), authenticated, responses_mode);
+  auto session = std::make_shared<websocket_session<Stream>>(std::move(stream), ctx, std::move(key), authenticated,
+                                                             responses_mode);
   co_await session->run(upgrade);
 }
+
+template asio::awaitable<void> run_websocket_session<plain_stream>(plain_stream&, http_request&,
+                                                                   const std::shared_ptr<server_context>&, bool);
+template asio::awaitable<void> run_websocket_session<tls_stream>(tls_stream&, http_request&,
+                                                                 const std::shared_ptr<server_context>&, bool);
 
 }  // namespace tandem::net

@@ -9,6 +9,7 @@ APT_PACKAGES=(
   libboost1.81-dev libboost-json1.81-dev libboost-system1.81-dev   # Asio, Beast, JSON
   libspdlog-dev libfmt-dev libcli11-dev libyaml-cpp-dev
   libxxhash-dev libpcre2-dev
+  libssl-dev openssl                           # SHA-256 of model files, TLS; the TLS test's throwaway CA
   libgtest-dev libgmock-dev
   python3 python3-pip python3-venv
   curl chromium chromium-driver                # serving tests: SSE disconnects, the chat page

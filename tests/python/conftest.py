@@ -38,14 +38,15 @@ class Server:
             env={**os.environ, **(env or {})})
         self.log = []
         self.port = None
+        self.scheme = "http"
         ready = threading.Event()
 
         def pump():
             for line in self.proc.stdout:
                 self.log.append(line)
-                m = re.search(r"listening on http://[^:]+:(\d+)", line)
+                m = re.search(r"listening on (https?)://[^:]+:(\d+)", line)
                 if m:
-                    self.port = int(m.group(1))
+                    self.scheme, self.port = m.group(1), int(m.group(2))
                 if "ready:" in line:
                     ready.set()
             ready.set()
@@ -54,7 +55,7 @@ class Server:
         if not ready.wait(120) or self.port is None or self.proc.poll() is not None:
             self.stop()
             raise RuntimeError("tandem serve did not start:\n" + "".join(self.log))
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{self.scheme}://127.0.0.1:{self.port}"
 
     def metrics(self):
         text = httpx.get(self.url + "/metrics", timeout=30).text
