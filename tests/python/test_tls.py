@@ -227,6 +227,17 @@ def test_required_client_certificate(mtls_server, pki):
             assert f["type"] == "delta", f
 
 
+def test_optional_client_certificate(pki):
+    """--ssl-cert-reqs 1: a client without a certificate is served; one that shows a certificate
+    must show one the CA signed."""
+    with Server(*server_args(pki, "--ssl-ca-certs", str(pki / "ca.pem"), "--ssl-cert-reqs", "1")) as s:
+        assert health(s, pki).status_code == 200
+        assert health(s, pki, cert="client").status_code == 200
+        with pytest.raises(httpx.TransportError):
+            health(s, pki, cert="stranger")
+        assert chat(s, pki).usage.completion_tokens >= 1
+
+
 @pytest.mark.parametrize("flags,message", [
     (["--ssl-certfile", "{d}/server.pem"], "needs both --ssl-certfile and --ssl-keyfile"),
     (["--ssl-certfile", "{d}/server.pem", "--ssl-keyfile", "{d}/client.key"], "is not the key of --ssl-certfile"),
