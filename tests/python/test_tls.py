@@ -111,7 +111,17 @@ def test_openai_sdk_chat_over_https(tls_server, pki):
     assert text == r.choices[0].message.content  # greedy: the same answer either way
 
 
-def test_keep_alive_and_pipelined_requests_over_one_tls_connection(tls_server, pki):
+def test_a_long_sse_stream_over_tls_arrives_whole_and_in_order(tls_server, pki):
+    client = openai.OpenAI(base_url=tls_server.url + "/v1", api_key="unused", max_retries=0,
+                           http_client=httpx.Client(verify=trusting(pki), timeout=120))
+    args = dict(model="default", prompt="a", max_tokens=500, temperature=0, extra_body={"ignore_eos": True})
+    whole = client.completions.create(**args).choices[0].text
+    chunks = list(client.completions.create(**args, stream=True, stream_options={"include_usage": True}))
+    assert chunks[-1].usage.completion_tokens == 500
+    assert "".join(c.choices[0].text for c in chunks if c.choices) == whole
+
+
+def test_keep_alive_requests_over_one_tls_connection(tls_server, pki):
     with httpx.Client(verify=trusting(pki), timeout=60) as c:
         for _ in range(3):
             assert c.get(tls_server.url + "/health").status_code == 200
