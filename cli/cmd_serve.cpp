@@ -329,7 +329,8 @@ void register_serve(CLI::App& app) {
                   "Web origins that may use the server from a browser (e.g. https://chat.example.com; '*' = any); "
                   "same-origin pages and non-browser clients always may")
       ->delimiter(',');
-  cmd->add_option("--ssl-keyfile", o->ssl_keyfile, "TLS: the server's private key (PEM); with --ssl-certfile, HTTPS and WSS");
+  cmd->add_option("--ssl-keyfile", o->ssl_keyfile,
+                  "TLS: the server's private key (PEM); with --ssl-certfile, HTTPS and WSS");
   cmd->add_option("--ssl-certfile", o->ssl_certfile,
                   "TLS: the server's certificate chain (PEM, the server's certificate first)");
   cmd->add_option("--ssl-ca-certs", o->ssl_ca_certs,

@@ -41,8 +41,8 @@ void verify_model_sha256(std::string_view model, const std::string& expected, st
   }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (got.from_cache) {
-    std::fprintf(log, "tandem: model SHA-256 verified: %s (remembered in %s; the file is unchanged)\n",
-                 got.hex.c_str(), cache.path().c_str());
+    std::fprintf(log, "tandem: model SHA-256 verified: %s (remembered in %s; the file is unchanged)\n", got.hex.c_str(),
+                 cache.path().c_str());
   } else {
     std::fprintf(log, "tandem: model SHA-256 verified: %s (read in %.1f s)\n", got.hex.c_str(), s);
   }

@@ -24,8 +24,8 @@
 #include <optional>
 
 #include "engine/tenants/tenant_limits.h"
-#include "net/embeddings_route.h"
 #include "net/anthropic_job.h"
+#include "net/embeddings_route.h"
 #include "net/listener.h"
 #include "net/origin_policy.h"
 #include "net/runtime_probe.h"
@@ -160,7 +160,7 @@ class http_session : public std::enable_shared_from_this<http_session<Stream>> {
   }
   origin_policy policy(const runtime* rt) const {
     return origin_policy{ctx_->opts.host, ctx_->port.load(), ctx_->opts.allowed_origins,
-                         rt && rt->config().tenants.empty()};
+                         rt && rt->config().tenants.empty(), is_tls_stream<Stream>};
   }
   asio::awaitable<bool> handle(http_request& req);  // false: close the connection
   // True: the WebSocket session took the connection over; false: refused (close).
@@ -337,7 +337,7 @@ asio::awaitable<bool> http_session<Stream>::handle(http_request& req) {
 
 template <class Stream>
 asio::awaitable<void> http_session<Stream>::stored_response_route(string_response& out, const http_request& req,
-                                                          const std::string& id, const runtime& rt) {
+                                                                  const std::string& id, const runtime& rt) {
   const std::string key = bearer_key(req);
   std::string tenant;
   co_await caller_tenant(ctx_, rt, key, tenant);
@@ -353,8 +353,8 @@ asio::awaitable<void> http_session<Stream>::stored_response_route(string_respons
 }
 
 template <class Stream>
-asio::awaitable<void> http_session<Stream>::tokenizer_route(string_response& out, const http_request& req, const route& r,
-                                                    const runtime& rt) {
+asio::awaitable<void> http_session<Stream>::tokenizer_route(string_response& out, const http_request& req,
+                                                            const route& r, const runtime& rt) {
   if (!rt.config().tenants.empty()) {
     const std::string key = r.kind == route_kind::count_tokens ? anthropic_key(req) : bearer_key(req);
     std::string tenant;

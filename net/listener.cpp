@@ -107,10 +107,9 @@ asio::awaitable<void> accept_loop(tcp::acceptor& acceptor, asio::io_context& ioc
     if (!ctx->take_address_slot(address)) {
       ctx->connections.fetch_sub(1);
       ctx->metrics.count_rejection("overloaded");
-      asio::co_spawn(ex,
-                     refuse_connection(std::move(socket), "too many open connections from this address",
-                                       ctx->tls != nullptr),
-                     log_session_exception);
+      asio::co_spawn(
+          ex, refuse_connection(std::move(socket), "too many open connections from this address", ctx->tls != nullptr),
+          log_session_exception);
       continue;
     }
     start_http_session(std::move(socket), ctx, std::move(address));

@@ -16,7 +16,7 @@ bool our_host(std::string_view host_header, const origin_policy& p) {
   const auto [host, port] = split_host(host_header);
   const bool ours = host == "127.0.0.1" || host == "localhost" || host == "[::1]" || host == p.server_host;
   const bool our_port = port.empty() || port == std::to_string(p.port);
-  return (ours && our_port) || listed(p.allowed_origins, "http://" + std::string(host_header));
+  return (ours && our_port) || listed(p.allowed_origins, (p.tls ? "https://" : "http://") + std::string(host_header));
 }
 
 }  // namespace

@@ -7,8 +7,9 @@
 //                                                                           needs no preflight)
 //   the Host must be this server's address:      open mode (no keys)        403 (DNS rebinding)
 //     127.0.0.1, localhost, [::1] or --host, on
-//     the bound port or none; or http://HOST is
-//     in --allowed-origins ("*": any)
+//     the bound port or none; or http://HOST
+//     (https://HOST with TLS) is in
+//     --allowed-origins ("*": any)
 //   an upgrade's Origin must be the server's     WebSocket upgrades with    403
 //     own (its authority is the Host) or in      an Origin header
 //     --allowed-origins ("*": any)
@@ -39,6 +40,7 @@ struct origin_policy {
   uint16_t port = 0;                             // the bound port
   std::span<const std::string> allowed_origins;  // --allowed-origins
   bool open_mode = false;                        // no tenants: nothing else stands between a page and the API
+  bool tls = false;                              // the server speaks HTTPS: its pages' origins are https://
 };
 
 // The refusal of a request to a route (415 or 403), or none.

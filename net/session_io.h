@@ -66,8 +66,7 @@ template <class Stream>
 asio::awaitable<void> run_websocket_session(Stream& stream, http_request& upgrade,
                                             const std::shared_ptr<server_context>& ctx, bool responses_mode);
 extern template asio::awaitable<void> run_websocket_session<plain_stream>(plain_stream&, http_request&,
-                                                                          const std::shared_ptr<server_context>&,
-                                                                          bool);
+                                                                          const std::shared_ptr<server_context>&, bool);
 extern template asio::awaitable<void> run_websocket_session<tls_stream>(tls_stream&, http_request&,
                                                                         const std::shared_ptr<server_context>&, bool);
 

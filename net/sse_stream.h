@@ -27,10 +27,9 @@ template <class Stream>
 asio::awaitable<void> serve_generation(Stream& stream, beast::flat_buffer& pipelined, http_request& req, api_kind kind,
                                        const std::shared_ptr<server_context>& ctx, bool& streamed,
                                        string_response& out);
-extern template asio::awaitable<void> serve_generation<plain_stream>(plain_stream&, beast::flat_buffer&,
-                                                                     http_request&, api_kind,
-                                                                     const std::shared_ptr<server_context>&, bool&,
-                                                                     string_response&);
+extern template asio::awaitable<void> serve_generation<plain_stream>(plain_stream&, beast::flat_buffer&, http_request&,
+                                                                     api_kind, const std::shared_ptr<server_context>&,
+                                                                     bool&, string_response&);
 extern template asio::awaitable<void> serve_generation<tls_stream>(tls_stream&, beast::flat_buffer&, http_request&,
                                                                    api_kind, const std::shared_ptr<server_context>&,
                                                                    bool&, string_response&);

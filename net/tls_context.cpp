@@ -40,8 +40,7 @@ std::shared_ptr<asio::ssl::context> make_tls_context(const server_options& o) {
   }
   if (o.ssl_certfile.empty() || o.ssl_keyfile.empty()) {
     throw std::runtime_error("TLS needs both --ssl-certfile and --ssl-keyfile (" +
-                             std::string(o.ssl_certfile.empty() ? "--ssl-certfile" : "--ssl-keyfile") +
-                             " is missing)");
+                             std::string(o.ssl_certfile.empty() ? "--ssl-certfile" : "--ssl-keyfile") + " is missing)");
   }
   if (o.ssl_cert_reqs < 0 || o.ssl_cert_reqs > 2) {
     throw std::runtime_error("--ssl-cert-reqs must be 0 (none), 1 (optional) or 2 (required), got " +
@@ -68,8 +67,7 @@ std::shared_ptr<asio::ssl::context> make_tls_context(const server_options& o) {
   if (ec && ec.category() == asio::error::get_ssl_category() &&
       ERR_GET_REASON(static_cast<unsigned long>(ec.value())) == X509_R_KEY_VALUES_MISMATCH) {
     ERR_clear_error();
-    throw std::runtime_error("--ssl-keyfile " + o.ssl_keyfile + " is not the key of --ssl-certfile " +
-                             o.ssl_certfile);
+    throw std::runtime_error("--ssl-keyfile " + o.ssl_keyfile + " is not the key of --ssl-certfile " + o.ssl_certfile);
   }
   check(ec, "--ssl-keyfile", o.ssl_keyfile);
   if (SSL_CTX_check_private_key(native) != 1) {

@@ -53,8 +53,8 @@ class websocket_session : public std::enable_shared_from_this<websocket_session<
  public:
   // authenticated: open mode, or the upgrade's key was accepted; otherwise the first frame
   // must be {"type": "auth", "api_key": KEY} within --ws-auth-timeout.
-  websocket_session(Stream stream, std::shared_ptr<server_context> ctx, std::string api_key,
-                    bool authenticated, bool responses_mode)
+  websocket_session(Stream stream, std::shared_ptr<server_context> ctx, std::string api_key, bool authenticated,
+                    bool responses_mode)
       : ws_(std::move(stream)),
         ctx_(std::move(ctx)),
         api_key_(std::move(api_key)),

@@ -78,6 +78,18 @@ TEST(OriginPolicy, AllowedOriginsAdmitTheirHosts) {
   EXPECT_EQ(status(refuse_request(get("evil.example:8080"), open_server(any))), 0);
 }
 
+TEST(OriginPolicy, UnderTlsAllowedOriginsAreHttpsOnes) {
+  const std::vector<std::string> chat = {"https://chat.example"};
+  origin_policy p = open_server(chat);
+  EXPECT_EQ(status(refuse_request(get("chat.example"), p)), 403) << "a plain server's pages are http://";
+  p.tls = true;
+  EXPECT_EQ(status(refuse_request(get("chat.example"), p)), 0);
+  const std::vector<std::string> plain = {"http://chat.example"};
+  origin_policy q = open_server(plain);
+  q.tls = true;
+  EXPECT_EQ(status(refuse_request(get("chat.example"), q)), 403) << "http:// names another origin";
+}
+
 TEST(OriginPolicy, WithKeysAnyHostMayAsk) {
   EXPECT_EQ(status(refuse_request(get("evil.example:8080"), keyed_server())), 0) << "the key stands in the way";
 }
