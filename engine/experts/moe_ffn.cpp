@@ -75,6 +75,7 @@ void moe_ffn::forward(const expert_weights& w, const moe_shape& s, const float* 
       kernels::matmul(std::span(outs_).subspan(half), h, E, 1, k, pool, mm_, kernels::large_step_rule::expert);
     }
   }
+  downs_.clear();
   for (int64_t e = 0; e < NE; ++e) {
     const int64_t n = groups_.count(e);
     if (n == 0) continue;
@@ -95,8 +96,23 @@ void moe_ffn::forward(const expert_weights& w, const moe_shape& s, const float* 
       add_bias(&up_[(p0 + i) * F], w.up_bias, e, F);
       act(F, g, &up_[(p0 + i) * F]);
     });
+    if (one_input) {
+      // Row p0 of the activations is this expert's: matmul_each's output p0 reads it.
+      if (static_cast<size_t>(p0) != downs_.size()) throw std::logic_error("moe_ffn: routed rows out of order");
+      downs_.push_back({down, &y_[p0 * E], E});
+      continue;
+    }
     kernels::matmul(down, &gate_[p0 * F], F, n, &y_[p0 * E], E, k, pool, mm_, kernels::large_step_rule::expert);
     if (!w.down_bias.empty()) for_rows(pool, n, [&](int64_t i) { add_bias(&y_[(p0 + i) * E], w.down_bias, e, E); });
+  }
+  if (one_input) {
+    // Every chosen expert's down product in one pass of the pool (each its own input row).
+    kernels::matmul_each(downs_, gate_.data(), F, k, pool, mm_, kernels::large_step_rule::expert);
+    if (!w.down_bias.empty()) {
+      for (int64_t p = 0; p < static_cast<int64_t>(R); ++p) {
+        add_bias(&y_[p * E], w.down_bias, choices_[static_cast<size_t>(groups_.order[static_cast<size_t>(p)])].expert, E);
+      }
+    }
   }
 
   // 4. out[t] = sum over its choices in the router's order of weight * output, in float.

@@ -57,7 +57,8 @@ class moe_ffn {
   std::vector<float> x_;                      // [R][n_embd] each routed row's input
   std::vector<float> gate_, up_;              // [R][n_ff]
   std::vector<float> y_;                      // [R][n_embd] each routed row's expert output
-  std::vector<kernels::matmul_output> outs_;  // a one-token step's gate and up products
+  std::vector<kernels::matmul_output> outs_;   // a one-token step's gate and up products
+  std::vector<kernels::matmul_output> downs_;  // and its down products, in routed-row order
   kernels::matmul_scratch mm_;
 };
 

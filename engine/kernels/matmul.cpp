@@ -129,17 +129,27 @@ struct task_split {
   }
 };
 
+// Which converted input rows output j reads: all n_tok of a shared input, or (own_input,
+// matmul_each) its own row j alone.
+struct output_tokens {
+  int64_t first, count;
+};
+output_tokens tokens_of(size_t j, bool own_input, int64_t n_tok) {
+  return own_input ? output_tokens{static_cast<int64_t>(j), 1} : output_tokens{0, n_tok};
+}
+
 // The tiled path (tiled_weights.h): activations into tiled rows, then per task a run of
 // tiles, each block of tiles passed over by every group of up to eight tokens.
+// n_rows: the input rows to convert (n_tok, or one per output with own_input).
 void tiled_matmul(std::span<const matmul_output> outputs, const dot_kernels& kernels, tiled_fn kernel, const float* x,
-                  int64_t x_stride, int64_t n_tok, thread_pool& pool, matmul_scratch& scratch) {
+                  int64_t x_stride, int64_t n_rows, bool own_input, thread_pool& pool, matmul_scratch& scratch) {
   const weight_view& w = outputs[0].w;
   const activation_format format = activation_format_for(w.type);
   const size_t row_stride = activation_row_bytes(format, w.cols);
   const size_t act_stride = tiled_act_row_bytes(w.type, w.cols);
-  scratch.acts.resize(row_stride * static_cast<size_t>(n_tok));
-  scratch.packed.resize(act_stride * static_cast<size_t>(n_tok));
-  for_each_token(pool, n_tok, [&](int64_t t, int) {
+  scratch.acts.resize(row_stride * static_cast<size_t>(n_rows));
+  scratch.packed.resize(act_stride * static_cast<size_t>(n_rows));
+  for_each_token(pool, n_rows, [&](int64_t t, int) {
     std::byte* row = scratch.acts.data() + static_cast<size_t>(t) * row_stride;
     kernels.convert_activation(format, x + t * x_stride, row, w.cols);
     tile_activation_row(w.type, row, w.cols, scratch.packed.data() + static_cast<size_t>(t) * act_stride);
@@ -152,6 +162,7 @@ void tiled_matmul(std::span<const matmul_output> outputs, const dot_kernels& ker
   pool.parallel_for(split.plan(outputs, scratch.first_task), [&](int64_t task, int) {
     const auto [j, t0, t1] = split.of(task, outputs, scratch.first_task);
     const matmul_output& o = outputs[j];
+    const auto [a0, n_tok] = tokens_of(j, own_input, n_rows);
     const int64_t n_tiles = o.w.rows / kTileRows;
     for (int64_t b0 = t0; b0 < t1; b0 += kTilesPerBlock) {
       const int64_t b1 = std::min(t1, b0 + kTilesPerBlock);
@@ -163,7 +174,7 @@ void tiled_matmul(std::span<const matmul_output> outputs, const dot_kernels& ker
           // where a one-pass step reads its records in order, leaves to the hardware prefetcher.
           const std::byte* next =
               g == 0 && tile + 1 < n_tiles ? o.w.tiled + static_cast<size_t>(tile + 1) * tile_bytes : nullptr;
-          kernel(nb, o.w.tiled + static_cast<size_t>(tile) * tile_bytes, acts + static_cast<size_t>(g) * act_stride,
+          kernel(nb, o.w.tiled + static_cast<size_t>(tile) * tile_bytes, acts + static_cast<size_t>(a0 + g) * act_stride,
                  act_stride, n, o.y + g * o.y_stride + tile * kTileRows, o.y_stride, next);
         }
       }
@@ -182,13 +193,16 @@ void matmul(const weight_view& w, const float* x, int64_t x_stride, int64_t n_to
 namespace {
 
 // One summation order for all n_tok tokens (large: the large-step kernels, dot_kernels.h).
+// With own_input, output j reads input row j alone (one token each; n_tok = outputs' count).
 void matmul_in_order(std::span<const matmul_output> outputs, const float* x, int64_t x_stride, int64_t n_tok,
-                     bool large, const dot_kernels& kernels, thread_pool& pool, matmul_scratch& scratch) {
+                     bool large, const dot_kernels& kernels, thread_pool& pool, matmul_scratch& scratch,
+                     bool own_input = false) {
   const weight_view& w = outputs[0].w;
-  if (const tiled_fn kernel = kernels.tiled_for_step(w.type, large, n_tok); kernel != nullptr) {
+  const int64_t step_tokens = own_input ? 1 : n_tok;  // the tokens each product sees
+  if (const tiled_fn kernel = kernels.tiled_for_step(w.type, large, step_tokens); kernel != nullptr) {
     bool all_tiled = true;
     for (const auto& o : outputs) all_tiled = all_tiled && o.w.tiled != nullptr;
-    if (all_tiled) return tiled_matmul(outputs, kernels, kernel, x, x_stride, n_tok, pool, scratch);
+    if (all_tiled) return tiled_matmul(outputs, kernels, kernel, x, x_stride, n_tok, own_input, pool, scratch);
   }
   const order_kernels& order = kernels.in_order(w.type, large);
   const row_dot_fn dot = order.row;
@@ -209,7 +223,7 @@ void matmul_in_order(std::span<const matmul_output> outputs, const float* x, int
   const group_dot_fn group = order.group;
   const group_rows4_fn group4 = order.rows4;
   const group_rows4x2_fn group8 = order.rows4x2;
-  const int64_t n_groups = group != nullptr ? n_tok / 4 : 0;
+  const int64_t n_groups = group != nullptr && !own_input ? n_tok / 4 : 0;
   const int64_t nb = w.cols / kBlock;
   const packed_layout layout = kernels.packed_layout_for(w.type);
   const size_t group_bytes = static_cast<size_t>(nb) * packed_block_bytes(layout);
@@ -275,10 +289,11 @@ void matmul_in_order(std::span<const matmul_output> outputs, const float* x, int
       }
     }
     // Tokens left over (all of them in decode): the row kernel, up to four tokens at once.
+    const auto [a0, n_out_tok] = tokens_of(out_index, own_input, n_tok);
     const int64_t t_rest = n_groups * 4;
-    for (int64_t t0 = t_rest; t0 < n_tok; t0 += kMaxActsPerDot) {
-      const int n = static_cast<int>(std::min<int64_t>(kMaxActsPerDot, n_tok - t0));
-      const std::byte* a = acts + static_cast<size_t>(t0) * act_stride;
+    for (int64_t t0 = t_rest; t0 < n_out_tok; t0 += kMaxActsPerDot) {
+      const int n = static_cast<int>(std::min<int64_t>(kMaxActsPerDot, n_out_tok - t0));
+      const std::byte* a = acts + static_cast<size_t>(a0 + t0) * act_stride;
       for (int64_t r = r0; r < r1; ++r) {
         dot(w.cols, row(r), a, act_stride, n, out);
         for (int i = 0; i < n; ++i) y[(t0 + i) * y_stride + r] = out[i];
@@ -289,15 +304,32 @@ void matmul_in_order(std::span<const matmul_output> outputs, const float* x, int
 
 }  // namespace
 
+namespace {
+
+void check_one_type(std::span<const matmul_output> outputs) {
+  const weight_view& w = outputs[0].w;
+  for (const auto& o : outputs) {
+    if (o.w.type != w.type || o.w.cols != w.cols) {
+      throw std::invalid_argument("matmul: outputs of one pass need one weight type and width");
+    }
+  }
+}
+
+}  // namespace
+
+void matmul_each(std::span<const matmul_output> outputs, const float* x, int64_t x_stride,
+                 const dot_kernels& kernels, thread_pool& pool, matmul_scratch& scratch, large_step_rule rule) {
+  if (outputs.empty()) return;
+  check_one_type(outputs);
+  const bool large = dot_kernels::large_order_tokens(outputs[0].w.type, 1, rule) > 0;
+  matmul_in_order(outputs, x, x_stride, static_cast<int64_t>(outputs.size()), large, kernels, pool, scratch, true);
+}
+
 void matmul(std::span<const matmul_output> outputs, const float* x, int64_t x_stride, int64_t n_tok,
             const dot_kernels& kernels, thread_pool& pool, matmul_scratch& scratch, large_step_rule rule) {
   if (n_tok <= 0 || outputs.empty()) return;
   const weight_view& w = outputs[0].w;
-  for (const auto& o : outputs) {
-    if (o.w.type != w.type || o.w.cols != w.cols) {
-      throw std::invalid_argument("matmul: outputs sharing an input need one weight type and width");
-    }
-  }
+  check_one_type(outputs);
   // The step's leading tokens in llama.cpp's large-step order, the rest in the ordinary one.
   const int64_t n_large = dot_kernels::large_order_tokens(w.type, n_tok, rule);
   if (n_large > 0) matmul_in_order(outputs, x, x_stride, n_large, true, kernels, pool, scratch);

@@ -75,4 +75,12 @@ void matmul(std::span<const matmul_output> outputs, const float* x, int64_t x_st
             const dot_kernels& kernels, thread_pool& pool, matmul_scratch& scratch,
             large_step_rule rule = large_step_rule::dense);
 
+// Several weights of one type and width, each applied to its own one-token input: output j
+// reads x + j * x_stride (a decode step's routed experts, each expert's down product taking
+// its own activation). The inputs are converted once each and all outputs' rows share one
+// parallel pass; each output gets the bits a one-token matmul of its input would give.
+void matmul_each(std::span<const matmul_output> outputs, const float* x, int64_t x_stride,
+                 const dot_kernels& kernels, thread_pool& pool, matmul_scratch& scratch,
+                 large_step_rule rule = large_step_rule::dense);
+
 }  // namespace tandem::kernels

@@ -221,5 +221,48 @@ TEST(Matmul, TiledWeightsAreBatchInvariantAndAccurate) {
   }
 }
 
+// matmul_each (a decode step's routed experts' down products): output j reads input row j
+// alone, and gets exactly the bits of its own one-token matmul, tiled and untiled, for three
+// distinct matrices in one pass (every tile count of 80 rows: four and one more).
+TEST(Matmul, EachOutputItsOwnInputEqualsOneTokenProducts) {
+  std::mt19937 rng(31);
+  thread_pool pool(2);
+  matmul_scratch scratch;
+  for (tensor_type type : {tensor_type::q8_0, tensor_type::q4_k, tensor_type::mxfp4, tensor_type::q4_0}) {
+    const int64_t cols = traits_of(type).block_size == 256 ? 768 : 576, rows = 80, n_out = 3;
+    std::vector<std::vector<std::byte>> data(n_out), tiled(n_out);
+    std::vector<weight_view> ws;
+    for (int64_t j = 0; j < n_out; ++j) {
+      const auto wf = random_floats(static_cast<size_t>(cols * rows), rng);
+      data[j].resize(row_bytes(type, cols) * rows);
+      for (int64_t r = 0; r < rows; ++r) {
+        quantize_row(type, wf.data() + r * cols, cols, data[j].data() + r * row_bytes(type, cols));
+      }
+      ws.emplace_back(type, cols, rows, data[j].data());
+    }
+    const auto x = random_floats(static_cast<size_t>(cols * n_out), rng);
+    for (const bool use_tiles : {false, true}) {
+      if (use_tiles && !(best_dot_kernels().tiles(type, cols) && tileable(ws[0]))) continue;
+      for (int64_t j = 0; j < n_out && use_tiles; ++j) {
+        tiled[j].resize(tiled_bytes(ws[j]));
+        tile_weight(ws[j], tiled[j].data(), 0, rows / kTileRows);
+        ws[j].tiled = tiled[j].data();
+      }
+      std::vector<float> y(static_cast<size_t>(rows * n_out), -1.0f);
+      std::vector<matmul_output> outs;
+      for (int64_t j = 0; j < n_out; ++j) outs.push_back({ws[j], y.data() + j * rows, rows});
+      matmul_each(outs, x.data(), cols, best_dot_kernels(), pool, scratch, large_step_rule::expert);
+      for (int64_t j = 0; j < n_out; ++j) {
+        std::vector<float> single(static_cast<size_t>(rows));
+        matmul(ws[j], x.data() + j * cols, cols, 1, single.data(), rows, best_dot_kernels(), pool, scratch,
+               large_step_rule::expert);
+        for (int64_t r = 0; r < rows; ++r) {
+          ASSERT_EQ(y[j * rows + r], single[r]) << traits_of(type).name << " output " << j << " tiled " << use_tiles;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tandem::kernels
