@@ -28,6 +28,9 @@ using kv_events_atom = caf::atom_constant<caf::atom("kvevents")>;     // cluster
 using join_atom = caf::atom_constant<caf::atom("join")>;              // router -> node gate
 using update_atom = caf::atom_constant<caf::atom("update")>;          // cluster node -> router
 using nodes_atom = caf::atom_constant<caf::atom("nodes")>;            // metrics -> router
+using kv_load_atom = caf::atom_constant<caf::atom("kvload")>;      // cache manager -> kv_disk
+using kv_save_atom = caf::atom_constant<caf::atom("kvsave")>;      // device worker -> kv_disk
+using prefetch_atom = caf::atom_constant<caf::atom("prefetch")>;   // scheduler -> cache manager
 using tick_atom = caf::atom_constant<caf::atom("tick")>;              // an actor -> itself (timers)
 
 }  // namespace tandem

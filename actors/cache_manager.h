@@ -11,6 +11,12 @@
 //   scheduler --trim(seq, n_tokens)-->              blocks past n_tokens back (rejected drafts)
 //   scheduler --fork(parent, child, n_tokens)-->    child shares parent's blocks (n > 1 choices)
 //   scheduler --reset-->                            the device was restarted: the prefix index forgets all
+//   scheduler --prefetch(salt, prompt)--> tokens    with a disk tier (actors/kv_disk.h): before a new
+//                                                   sequence waits, the blocks of its prompt the pool
+//                                                   lacks are asked of the disk tier; what it finds
+//                                                   enters the pool and the index, and its bytes go
+//                                                   to the device with the next reserve_result
+//                                                   (reserve_result::disk, with the spills)
 //   cluster node --kv_events--> index_events        prefix-index changes since the last ask (router's view)
 #pragma once
 
@@ -39,6 +45,7 @@ using cache_manager_actor =
                      caf::reacts_to<release_atom, std::vector<seq_id>>, caf::reacts_to<trim_atom, seq_id, uint32_t>,
                      caf::reacts_to<fork_atom, seq_id, seq_id, uint32_t>, caf::reacts_to<reset_atom>,
                      caf::replies_to<kv_events_atom>::with<index_events>,
+                     caf::replies_to<prefetch_atom, uint64_t, std::vector<token_id>>::with<uint32_t>,
                      caf::replies_to<stats_atom>::with<kv_cache_stats>>;
 
 }  // namespace tandem

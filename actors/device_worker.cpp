@@ -25,6 +25,7 @@ struct device_worker_state {
   step_input input;
   step_output output;
   std::optional<rank_head> head;  // a reranker's classification head (rank pooling)
+  kv_disk_actor spill_to;         // the disk tier (null: none)
   device_stats stats;
   static inline const char* name = "tandem.device_worker.cpu";
 };
@@ -40,6 +41,51 @@ void copy_block(kv_pool& kv, const block_copy& c) {
       std::memcpy(kv.v_bytes(l, static_cast<int32_t>(dst), h), kv.v_bytes(l, static_cast<int32_t>(src), h), n);
     }
   }
+}
+
+// One block's KV as the disk tier keeps it: per global layer, per KV head, K then V
+// (kv_pool::block_bytes() in all). Calls copy(pool bytes, offset in the block's bytes, n).
+template <class Copy>
+void each_block_part(kv_pool& kv, block_id b, Copy&& copy) {
+  const size_t n = kv.head_block_bytes();
+  const auto blk = static_cast<int32_t>(b);
+  size_t at = 0;
+  for (uint32_t l = 0; l < kv.n_layer(); ++l) {
+    if (kv.in_local_pool(l)) continue;
+    for (uint32_t h = 0; h < kv.n_head_kv(); ++h) {
+      copy(kv.k_bytes(l, blk, h), at, n);
+      copy(kv.v_bytes(l, blk, h), at + n, n);
+      at += 2 * n;
+    }
+  }
+}
+
+// The disk tier's part of a step (engine/kv/disk_transfer.h), before anything else in it:
+// spilled blocks' KV is copied out and sent to the disk tier (which writes it on its own
+// thread), then blocks read from disk are written in. Returns an error or "".
+std::string move_disk_blocks(device_worker_actor::stateful_pointer<device_worker_state> self, const disk_transfer& t) {
+  auto& kv = *self->state.kv;
+  const size_t bytes = kv.block_bytes();
+  if (!t.spills.empty() && self->state.spill_to) {
+    std::vector<kv_block_blob> blobs(t.spills.size());
+    for (size_t i = 0; i < t.spills.size(); ++i) {
+      const auto& s = t.spills[i];
+      blobs[i].key = {s.hash, s.parent, s.tokens};
+      blobs[i].bytes.resize(bytes);
+      std::byte* out = blobs[i].bytes.data();
+      each_block_part(kv, s.block, [out](const std::byte* pool, size_t at, size_t n) { std::memcpy(out + at, pool, n); });
+    }
+    self->send(self->state.spill_to, kv_save_atom::value, std::move(blobs));
+  }
+  for (const auto& in : t.imports) {
+    if (!in.bytes || in.bytes->size() != bytes) {
+      return "a KV block read from the disk tier has " + std::to_string(in.bytes ? in.bytes->size() : 0) +
+             " bytes, a block of this cache has " + std::to_string(bytes);
+    }
+    const std::byte* src = in.bytes->data();
+    each_block_part(kv, in.block, [src](std::byte* pool, size_t at, size_t n) { std::memcpy(pool, src + at, n); });
+  }
+  return "";
 }
 
 // Prompt logprobs: every scored row is one log-softmax pass over the vocabulary, each
@@ -146,7 +192,8 @@ device_step_result run_step(device_worker_state& st, const device_step& step) {
 
 device_worker_actor::behavior_type cpu_device_worker(device_worker_actor::stateful_pointer<device_worker_state> self,
                                                      std::shared_ptr<model> m, uint32_t n_blocks, uint32_t block_size,
-                                                     kv_cache_dtype dtype, uint32_t n_local_blocks) {
+                                                     kv_cache_dtype dtype, uint32_t n_local_blocks,
+                                                     kv_disk_actor spill_to) {
   kv_pool_options opts;
   opts.block_tokens = static_cast<int>(block_size);
   opts.dtype = dtype;
@@ -156,10 +203,21 @@ device_worker_actor::behavior_type cpu_device_worker(device_worker_actor::statef
   self->state.seqs = std::make_unique<device_sequences>();
   self->state.head = rank_head::from_gguf(m->file(), m->config().n_embd);
   self->state.m = std::move(m);
+  self->state.spill_to = std::move(spill_to);
   return {
       [self](run_step_atom, const device_step& step) -> device_step_result {
         // Outside run_step's guard: the worker dies of it, as of a bug (its supervisor restarts it).
         if (fault_point("device.die")) throw std::runtime_error("an injected fault that ends the device worker");
+        if (!step.disk.empty()) {
+          if (std::string e = move_disk_blocks(self, step.disk); !e.empty()) {
+            device_step_result res;
+            res.step = step.step;
+            res.emitted.assign(step.seqs.size(), {});
+            res.logprobs.resize(step.seqs.size());
+            res.error = std::move(e);
+            return res;
+          }
+        }
         return run_step(self->state, step);
       },
       [self](stats_atom) -> device_stats { return self->state.stats; },
@@ -169,8 +227,10 @@ device_worker_actor::behavior_type cpu_device_worker(device_worker_actor::statef
 }  // namespace
 
 device_worker_actor spawn_cpu_device_worker(caf::actor_system& sys, std::shared_ptr<model> m, uint32_t n_blocks,
-                                            uint32_t block_size, kv_cache_dtype dtype, uint32_t n_local_blocks) {
-  return sys.spawn<caf::detached>(cpu_device_worker, std::move(m), n_blocks, block_size, dtype, n_local_blocks);
+                                            uint32_t block_size, kv_cache_dtype dtype, uint32_t n_local_blocks,
+                                            kv_disk_actor spill_to) {
+  return sys.spawn<caf::detached>(cpu_device_worker, std::move(m), n_blocks, block_size, dtype, n_local_blocks,
+                                  std::move(spill_to));
 }
 
 }  // namespace tandem

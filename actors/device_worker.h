@@ -17,6 +17,7 @@
 #include "actors/atoms.h"
 #include "engine/ids.h"
 #include "engine/kv/block_copy.h"
+#include "engine/kv/disk_transfer.h"
 #include "engine/pooling/pooling.h"
 #include "engine/schedule/device_mirror.h"
 #include "tandem/api.h"
@@ -50,6 +51,7 @@ struct device_step {
   std::vector<block_copy> copies;  // copy-on-write, before the step
   std::vector<seq_id> preempted;   // their blocks are gone; tokens and sampler stay for the resume
   std::vector<seq_id> released;    // ended since the last step: forget them
+  disk_transfer disk;              // the disk tier's spills and imports, before the copies
   uint32_t n_tokens() const {
     uint32_t n = 0;
     for (const auto& s : seqs) n += s.n_fed();

@@ -9,6 +9,7 @@
 #include "actors/spawn.h"
 #include "engine/gguf/gguf.h"
 #include "engine/gguf/identity.h"
+#include "engine/kv_disk/disk_store.h"
 #include "engine/model/model.h"
 #include "engine/model/model_path.h"
 #include "engine/pooling/rank_head.h"
@@ -165,16 +166,49 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
     local.n_blocks = static_cast<uint32_t>(std::min<uint64_t>(rt->kv_blocks_, need));
   }
 
+  // The disk tier: its layout names what a block of this model and cache holds; the salt key
+  // lives in its directory so a restarted server names its blocks alike (a cluster's nodes
+  // keep the key their secret gives).
+  kv_disk_actor disk;
+  uint64_t block_bytes = 0;
+  if (!cfg.kv_cache_dir.empty()) {
+    if (device != nullptr) throw std::runtime_error("--kv-cache-dir: the disk tier runs with the CPU device only");
+    if (!cfg.enable_prefix_caching) throw std::runtime_error("--kv-cache-dir needs the prefix cache (it is off)");
+    if (local.enabled()) {
+      throw std::runtime_error(
+          "--kv-cache-dir: a sliding-window model's own local pool is not spilled to disk; add "
+          "--disable-hybrid-kv-cache-manager to keep every layer in one pool");
+    }
+    if (cfg.kv_cache_disk_bytes == 0) throw std::runtime_error("--kv-cache-disk-bytes must be positive");
+    block_bytes = uint64_t{2} * mc.n_layer * mc.n_head_kv * kv_pool::row_bytes_for(mc, kv_dtype) * cfg.block_size;
+    kv_disk_config dc;
+    dc.dir = cfg.kv_cache_dir;
+    dc.layout = {pc.model_identity, static_cast<uint32_t>(kv_dtype), mc.n_layer, mc.n_head_kv, mc.head_dim,
+                 cfg.block_size, block_bytes};
+    dc.max_bytes = cfg.kv_cache_disk_bytes;
+    if (cfg.cluster_secret.empty()) pc.cache_salt_key = kv_disk::load_or_create_salt_key(cfg.kv_cache_dir);
+    disk = spawn_kv_disk(sys, dc);
+    actors.kv_disk = disk;
+    pc.disk_tier = true;
+  }
+
   // The scheduler supervises the device worker with this (a new one, over the same weights,
   // with a new KV pool); runtime_actors::device_worker names the first.
   std::function<device_worker_actor()> spawn_device =
       [sys = &sys, m, n_blocks = rt->kv_blocks_, block_size = cfg.block_size, kv_dtype, n_local = local.n_blocks,
-       factory = device ? std::optional<device_factory>(*device) : std::nullopt]() {
+       disk, factory = device ? std::optional<device_factory>(*device) : std::nullopt]() {
         return factory ? factory->spawn(*sys, m, n_blocks, block_size)
-                       : spawn_cpu_device_worker(*sys, m, n_blocks, block_size, kv_dtype, n_local);
+                       : spawn_cpu_device_worker(*sys, m, n_blocks, block_size, kv_dtype, n_local, disk);
       };
   actors.device_worker = spawn_device();
-  actors.cache_manager = spawn_cache_manager(sys, {rt->kv_blocks_, cfg.block_size, cfg.enable_prefix_caching, local});
+  cache_manager_config cc;
+  cc.n_blocks = rt->kv_blocks_;
+  cc.block_size = cfg.block_size;
+  cc.enable_prefix_caching = cfg.enable_prefix_caching;
+  cc.local = local;
+  cc.disk = disk;
+  cc.block_bytes = block_bytes;
+  actors.cache_manager = spawn_cache_manager(sys, cc);
   speculation_setup spec;
   if (cfg.speculative != "none" && !cfg.speculative.empty()) {
     speculation_config sc;
@@ -242,6 +276,7 @@ runtime::~runtime() {
                               caf::actor_cast<caf::actor>(x.cache_manager),
                               caf::actor_cast<caf::actor>(x.device_worker), caf::actor_cast<caf::actor>(x.drafter),
                               caf::actor_cast<caf::actor>(x.router), caf::actor_cast<caf::actor>(x.node_gate),
+                              caf::actor_cast<caf::actor>(x.kv_disk),
                               shared_ ? caf::actor_cast<caf::actor>(shared_->grammar_compiler) : caf::actor{}}) {
     if (a) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   }

@@ -12,6 +12,7 @@
 #include "actors/cluster_node.h"
 #include "actors/device_worker.h"
 #include "actors/drafter.h"
+#include "actors/kv_disk.h"
 #include "actors/router.h"
 #include "actors/scheduler.h"
 #include "tandem/runtime.h"
@@ -30,6 +31,7 @@ struct runtime_actors {
   // no cache manager, device worker or drafter; a node has `node_gate`.
   router_actor router;
   node_gate_actor node_gate;
+  kv_disk_actor kv_disk;  // the prefix cache's disk tier (null without --kv-cache-dir)
 };
 
 // Spawns a device worker over the model with a KV pool of n_blocks blocks of block_size

@@ -162,6 +162,7 @@ void apply(self_ptr self, const device_step_result& res, bool worker_failed = fa
 
 void run_planned(self_ptr self, const reserve_result& granted) {
   auto& st = self->state;
+  if (!granted.disk.empty()) st.pending_disk.append(disk_transfer(granted.disk));
   st.in_flight = st.planner->finalize(granted);
   auto& plan = st.in_flight;
   if (!plan.orphaned.empty()) self->send(st.cache, release_atom::value, plan.orphaned);
@@ -177,6 +178,7 @@ void run_planned(self_ptr self, const reserve_result& granted) {
     return flush_outbox(self);
   }
   device_step step = st.device_step_of(plan);
+  step.disk = std::exchange(st.pending_disk, {});
   ++st.stats.steps;
   // Planning latency: propose, the cache manager's reserve round trip, finalize.
   st.stats.plan_ms += ms_between(st.kicked, clock_type::now());
@@ -239,6 +241,7 @@ void on_device_down(self_ptr self, const caf::down_msg& dm) {
     fail(self, s, "the device worker failed (" + why + ") and was restarted; this request's state was lost with it");
   }
   self->send(st.cache, reset_atom::value);
+  st.pending_disk = {};  // the blocks it named died with the worker
   st.device = st.respawn_device();
   self->monitor(st.device);
   ++st.stats.device_restarts;
@@ -254,6 +257,23 @@ void kick(self_ptr self) {
   st.kicked = clock_type::now();
   if (st.spec) return draft_and_run(self);
   reserve_and_run(self);
+}
+
+// With a disk tier: the cache manager first brings what the disk holds of the prompt into the
+// pool (it asks the kv_disk actor; nothing here waits), then the sequence joins the planner
+// and finds those blocks as cached ones. Aborted meanwhile: it is gone from seqs, nothing joins.
+void prefetch_then_add(self_ptr self, seq_id id) {
+  auto& st = self->state;
+  const auto& r = st.seqs.at(id);
+  auto join = [self, id] {
+    auto& s = self->state;
+    const auto it = s.seqs.find(id);
+    if (it == s.seqs.end() || s.planner->contains(id)) return;
+    s.add_to_planner(id);
+    kick_and_flush(self);
+  };
+  self->request(st.cache, caf::infinite, prefetch_atom::value, st.salt_of(id), r.req.prompt)
+      .then([join](uint32_t) { join(); }, [join](const caf::error&) { join(); });
 }
 
 // A request the scheduler cannot take ends at once.
@@ -273,6 +293,7 @@ scheduler_actor::behavior_type scheduler(self_ptr self, planner_config cfg, uint
   init.planner = std::make_unique<step_planner>(cfg);
   if (cfg.cache_salt_key != 0) init.salt_key = cfg.cache_salt_key;
   init.model_identity = cfg.model_identity;
+  init.disk_tier = cfg.disk_tier;
   init.cache = std::move(cache);
   init.device = std::move(device);
   init.respawn_device = std::move(respawn_device);
@@ -289,9 +310,10 @@ scheduler_actor::behavior_type scheduler(self_ptr self, planner_config cfg, uint
         seq_info info;
         info.req = std::move(req);
         st.seqs.emplace(id, std::move(info));
-        if (!parked) st.add_to_planner(id);
         const auto& r = st.seqs.at(id).req;
         if (st.spec && (!r.speculative || r.sampling.logprobs)) st.spec->exclude(id);
+        if (!parked && st.disk_tier && !st.scores_prompt(id)) return prefetch_then_add(self, id);
+        if (!parked) st.add_to_planner(id);
         kick_and_flush(self);
       },
       [self](abort_atom, seq_id seq) {

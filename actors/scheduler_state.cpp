@@ -6,15 +6,19 @@
 
 namespace tandem {
 
-void scheduler_state::add_to_planner(seq_id id) {
+uint64_t scheduler_state::salt_of(seq_id id) const {
   const auto& r = seqs.at(id).req;
   // A sequence that scores its prompt computes every prompt position (a cached block would
   // skip its rows): a salt of its own, which no other sequence's blocks carry.
-  const bool scores = r.sampling.prompt_logprobs >= 0;
-  const uint64_t input = scores ? r.input_hash ^ (0x9e3779b97f4a7c15ull * (id + 1)) ^ salt_key : r.input_hash;
-  planner->add(id, r.tenant, r.weight, r.prompt,
-               cache_salt({r.cache_group, model_identity, r.adapter, input}, salt_key), r.kv_cache_share);
-  if (scores) planner->limit_chunk(id, planner->config().scored_chunk);
+  const uint64_t input =
+      scores_prompt(id) ? r.input_hash ^ (0x9e3779b97f4a7c15ull * (id + 1)) ^ salt_key : r.input_hash;
+  return cache_salt({r.cache_group, model_identity, r.adapter, input}, salt_key);
+}
+
+void scheduler_state::add_to_planner(seq_id id) {
+  const auto& r = seqs.at(id).req;
+  planner->add(id, r.tenant, r.weight, r.prompt, salt_of(id), r.kv_cache_share);
+  if (scores_prompt(id)) planner->limit_chunk(id, planner->config().scored_chunk);
 }
 
 device_step scheduler_state::device_step_of(step_plan_core& plan) {
@@ -23,7 +27,7 @@ device_step scheduler_state::device_step_of(step_plan_core& plan) {
     info.out.planned(p, ms_between(info.enqueued, clock_type::now()));
   }
   auto diff = mirror.diff(plan, *planner);
-  device_step step{plan.step, {}, std::move(diff.seqs), plan.copies, plan.preempted, std::move(diff.released)};
+  device_step step{plan.step, {}, std::move(diff.seqs), plan.copies, plan.preempted, std::move(diff.released), {}};
   for (seq_id s : diff.started) {
     const auto& r = seqs.at(s).req;
     step.started.push_back({s, r.sampling, planner->n_prompt(s), r.grammar, r.pooling});

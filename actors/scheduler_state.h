@@ -41,6 +41,11 @@ struct scheduler_state {
   std::unordered_map<seq_id, seq_info> seqs;
   uint64_t salt_key = std::random_device{}() * 0x9e3779b97f4a7c15ull ^ std::random_device{}();
   uint64_t model_identity = 0;
+  // A disk tier under the prefix cache: a new sequence's prompt is prefetched (the cache
+  // manager's prefetch) before it joins the planner. What the cache manager asks of the
+  // device for it rides with the next step that runs (a plan may come back empty).
+  bool disk_tier = false;
+  disk_transfer pending_disk;
   std::function<device_worker_actor()> respawn_device;  // empty: the device is not supervised
   // Token batches for the streamers, sent once the next step is on its way to the device:
   // the streamers' work then overlaps the device's instead of delaying the plan (they share
@@ -56,6 +61,9 @@ struct scheduler_state {
 
   // Hands sequence id's prompt to the planner, under its prefix-cache salt (engine/kv/cache_salt.h).
   void add_to_planner(seq_id id);
+  // That salt; a sequence that scores its prompt has one of its own (scores_prompt).
+  uint64_t salt_of(seq_id id) const;
+  bool scores_prompt(seq_id id) const { return seqs.at(id).req.sampling.prompt_logprobs >= 0; }
   // The plan as a change to what the device holds (engine/schedule/device_mirror.h); marks
   // each planned sequence's output state.
   device_step device_step_of(step_plan_core& plan);

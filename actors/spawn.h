@@ -8,12 +8,14 @@
 
 #include <caf/all.hpp>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "actors/admission.h"
 #include "actors/cache_manager.h"
 #include "actors/device_worker.h"
 #include "actors/drafter.h"
+#include "actors/kv_disk.h"
 #include "actors/scheduler.h"
 #include "actors/streamer.h"
 #include "engine/kv/kv_block_manager.h"
@@ -75,6 +77,12 @@ struct cache_manager_config {
   uint32_t block_size = 16;
   bool enable_prefix_caching = true;
   kv_local_pool local;  // the sliding-window layers' pool (none by default)
+  // The disk tier (null: none; not with a local pool): full blocks are spilled to it as they
+  // enter the prefix index, and prefetch asks it for what the pool lacks. block_bytes: one
+  // block's KV, which bounds what one prefetch reads (max_load_bytes).
+  kv_disk_actor disk;
+  uint64_t block_bytes = 0;
+  uint64_t max_load_bytes = uint64_t{256} << 20;
 };
 
 cache_manager_actor spawn_cache_manager(caf::actor_system& sys, const cache_manager_config& cfg);
@@ -85,9 +93,22 @@ cache_manager_actor spawn_cache_manager(caf::actor_system& sys, const cache_mana
 // n_local_blocks for the sliding-window layers in their own pool (0: one pool for every
 // layer; the cache manager's kv_local_pool must agree). The CUDA worker's spawn function is
 // gpu/worker/gpu_device_worker.h's.
+// spill_to: the disk tier that a step's spills (device_step::disk) are sent to (null: none).
 device_worker_actor spawn_cpu_device_worker(caf::actor_system& sys, std::shared_ptr<model> m, uint32_t n_blocks,
                                             uint32_t block_size, kv_cache_dtype dtype = kv_cache_dtype::f16,
-                                            uint32_t n_local_blocks = 0);
+                                            uint32_t n_local_blocks = 0, kv_disk_actor spill_to = {});
+
+// --- the disk tier ------------------------------------------------------------------------
+
+struct kv_disk_config {
+  std::string dir;          // --kv-cache-dir
+  kv_disk::kv_layout layout;  // what a block of this model and cache is
+  uint64_t max_bytes = 0;   // --kv-cache-disk-bytes
+};
+
+// Opens the directory (reads it once, removes leftovers, trims it to the bounds) and spawns
+// the detached kv_disk actor over it. Throws std::runtime_error naming the directory.
+kv_disk_actor spawn_kv_disk(caf::actor_system& sys, const kv_disk_config& cfg);
 
 // --- speculative decoding ----------------------------------------------------------------
 

@@ -276,6 +276,13 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--max-in-flight", o->rt.max_in_flight, "Accepted unfinished requests at most (then 503)")
       ->capture_default_str();
   cmd->add_flag("!--no-enable-prefix-caching", o->rt.enable_prefix_caching, "Turn the prefix cache off");
+  cmd->add_option("--kv-cache-dir", o->rt.kv_cache_dir,
+                  "A disk tier under the prefix cache: full KV blocks are also written here and read back when "
+                  "memory lacks them, also after a restart (CPU device only; a directory of Tandem's own)");
+  cmd->add_option("--kv-cache-disk-bytes", o->rt.kv_cache_disk_bytes,
+                  "The disk tier's block files together at most (least recently used out first)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 50))
+      ->capture_default_str();
   cmd->add_flag("--disable-hybrid-kv-cache-manager", o->rt.disable_hybrid_kv_cache_manager,
                 "Sliding-window models: hold every layer's KV for every position in one pool (no freeing)");
   cmd->add_flag("--embeddings", o->rt.embeddings,

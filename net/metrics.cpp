@@ -150,6 +150,31 @@ void render_cluster(std::string& out, const cluster_stats& c) {
   out += "tandem:cluster_routing_policy{policy=\"" + label(c.policy) + "\"} 1\n";
 }
 
+// The prefix cache's disk tier (--kv-cache-dir): engine/kv_disk/disk_store.h counts these.
+void render_kv_disk(std::string& out, const kv_cache_stats& kv) {
+  const auto& d = kv.disk;
+  auto c = [&](const char* name, const char* help, uint64_t v) { counter(out, name, help, static_cast<double>(v)); };
+  gauge(out, "tandem:kv_disk_files", "Block files in the disk tier", static_cast<double>(d.files));
+  gauge(out, "tandem:kv_disk_bytes", "Bytes of the disk tier's block files", static_cast<double>(d.bytes));
+  gauge(out, "tandem:kv_disk_max_bytes", "The disk tier's bound (--kv-cache-disk-bytes)",
+        static_cast<double>(d.max_bytes));
+  c("tandem:kv_disk_hits_total", "Blocks read from the disk tier and verified", d.hits);
+  c("tandem:kv_disk_misses_total", "Blocks asked of the disk tier and not found (or refused)", d.misses);
+  c("tandem:kv_disk_hit_tokens_total", "Prompt tokens whose KV came into memory from the disk tier",
+    kv.disk_hit_tokens);
+  c("tandem:kv_disk_corrupt_total", "Block files refused when read (corrupt, truncated, foreign) and removed",
+    d.corrupt);
+  c("tandem:kv_disk_writes_total", "Block files written", d.writes);
+  c("tandem:kv_disk_write_errors_total", "Block files that could not be written", d.write_errors);
+  c("tandem:kv_disk_evictions_total", "Block files removed to stay within the bounds", d.evictions);
+  c("tandem:kv_disk_read_bytes_total", "Bytes read from the disk tier", d.bytes_read);
+  c("tandem:kv_disk_written_bytes_total", "Bytes written to the disk tier", d.bytes_written);
+  c("tandem:kv_disk_removed_at_open_total", "Leftover or malformed files removed when the directory was opened",
+    d.removed_at_open);
+  gauge(out, "tandem:kv_disk_unknown_files", "Files of other names found in the directory (left alone)",
+        static_cast<double>(d.unknown_files));
+}
+
 }  // namespace
 
 std::string server_metrics::render(const runtime_figures& f) const {
@@ -178,6 +203,7 @@ std::string server_metrics::render(const runtime_figures& f) const {
   counter(out, "tandem:prefix_cache_hits_total", "Prompt tokens found in the prefix cache",
           static_cast<double>(f.kv.prefix_hits));
   counter(out, "tandem:kv_evictions_total", "Cached KV blocks evicted", static_cast<double>(f.kv.pool.evictions));
+  if (f.kv.disk_enabled) render_kv_disk(out, f.kv);
   counter(out, "tandem:scheduler_steps_total", "Steps run by the device", static_cast<double>(f.sched.steps));
   counter(out, "tandem:preemptions_total", "Sequences preempted for lack of KV blocks",
           static_cast<double>(f.sched.preemptions));

@@ -212,7 +212,11 @@ void kv_block_manager::commit(seq_id seq, std::span<const token_id> tokens, uint
   for (uint32_t i = s.n_published; i < full; ++i) {
     const auto chunk = tokens.subspan(static_cast<size_t>(i) * block_size(), block_size());
     if (local_ && i < s.local.size() && s.local[i] != kNoBlock) local_->publish(s.local[i], s.last_hash, chunk);
-    pool_.publish(s.table[i], s.last_hash, chunk);
+    const bool indexed = pool_.is_cached(s.table[i]);
+    if (pool_.publish(s.table[i], s.last_hash, chunk) == s.table[i] && !indexed && journal_spills_) {
+      if (spills_.size() >= pool_.n_blocks()) spills_.erase(spills_.begin());
+      spills_.push_back({s.table[i], pool_.hash_block(s.last_hash, chunk), s.last_hash, {chunk.begin(), chunk.end()}});
+    }
     s.last_hash = pool_.hash_block(s.last_hash, chunk);
     s.n_published = i + 1;
   }
@@ -256,7 +260,45 @@ void kv_block_manager::free(seq_id seq) {
   seqs_.erase(it);
 }
 
+std::vector<std::pair<block_id, uint32_t>> kv_block_manager::import_blocks(std::span<const token_id> tokens,
+                                                                          uint64_t salt, uint32_t first,
+                                                                          uint32_t n_loaded) {
+  std::vector<std::pair<block_id, uint32_t>> out;
+  if (!prefix_caching_ || local_) return out;
+  const uint64_t root = block_pool::root_for(salt);
+  const block_table cached = pool_.match(tokens, root);
+  if (cached.size() < first) return out;
+  // The cached prefix stays put while fresh blocks are taken (allocation evicts from the LRU).
+  for (block_id b : cached) pool_.retain(b);
+  uint64_t parent = cached.empty() ? root : *pool_.hash_of(cached.back());
+  const uint32_t bs = block_size();
+  for (auto i = static_cast<uint32_t>(cached.size()); i < first + n_loaded; ++i) {
+    if (static_cast<size_t>(i + 1) * bs > tokens.size()) break;
+    const auto chunk = tokens.subspan(static_cast<size_t>(i) * bs, bs);
+    auto fresh = pool_.allocate(1);
+    if (!fresh) break;
+    const block_id b = fresh->front();
+    if (pool_.publish(b, parent, chunk) != b) {  // cannot happen: match() stopped before it
+      pool_.release(b);
+      break;
+    }
+    out.emplace_back(b, i - first);
+    parent = pool_.hash_block(parent, chunk);
+  }
+  for (block_id b : cached) pool_.release(b);
+  return out;
+}
+
+void kv_block_manager::release_imports(const std::vector<block_id>& blocks) {
+  for (block_id b : blocks) pool_.release(b);
+}
+
+uint32_t kv_block_manager::cached_blocks(std::span<const token_id> tokens, uint64_t salt) const {
+  return static_cast<uint32_t>(match_prefix(tokens, salt).blocks.size());
+}
+
 void kv_block_manager::drop_cache() {
+  spills_.clear();
   pool_.drop_index();
   if (local_) local_->drop_index();
   for (auto& [seq, s] : seqs_) {

@@ -31,11 +31,13 @@
 #include <optional>
 #include <span>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "engine/ids.h"
 #include "engine/kv/block_copy.h"
 #include "engine/kv/block_pool.h"
+#include "engine/kv/disk_transfer.h"
 #include "engine/kv/kv_cache_stats.h"
 #include "engine/kv/kv_window.h"
 
@@ -110,6 +112,23 @@ class kv_block_manager {
   uint32_t ref_count(block_id b) const { return pool_.ref_count(b); }
   uint32_t local_ref_count(block_id b) const { return local_->ref_count(b); }
   kv_cache_stats stats() const;
+  // The disk tier (engine/kv/disk_transfer.h). With the journal on, each block commit()
+  // enters into the index for the first time is noted, to be spilled to disk; take_spills()
+  // hands the notes over (at most n_blocks are kept: older ones are dropped).
+  void journal_spills(bool on) { journal_spills_ = on && !local_; }
+  std::vector<spilled_block> take_spills() { return std::exchange(spills_, {}); }
+  // Enters KV read from disk: loaded[i] is full block first + i of `tokens` (the looked-up
+  // range: a prompt without its last token) under salt, in chain order. Each gets a fresh
+  // block, published, with one reference the caller gives back with release_imports() once
+  // the device has the bytes on their way (before that the block cannot be evicted). Stops at
+  // the first block the pool cannot give, and imports nothing when the cached prefix is now
+  // shorter than `first` (the chain would have a hole). Returns (block, i) per import.
+  std::vector<std::pair<block_id, uint32_t>> import_blocks(std::span<const token_id> tokens, uint64_t salt,
+                                                           uint32_t first, uint32_t n_loaded);
+  void release_imports(const std::vector<block_id>& blocks);
+  // Full blocks of `tokens` (a prompt) cached now, as match_prefix counts them.
+  uint32_t cached_blocks(std::span<const token_id> tokens, uint64_t salt) const;
+
   // The prefix index's changes (block_pool::take_events); recording starts at the first call.
   index_events take_index_events() {
     pool_.enable_events();
@@ -142,6 +161,8 @@ class kv_block_manager {
   std::unordered_map<seq_id, seq_blocks> seqs_;
   uint64_t prefix_queries_ = 0;
   uint64_t prefix_hits_ = 0;
+  bool journal_spills_ = false;
+  std::vector<spilled_block> spills_;
 };
 
 }  // namespace tandem

@@ -28,6 +28,7 @@
 
 #include "engine/ids.h"
 #include "engine/kv/block_copy.h"
+#include "engine/kv/disk_transfer.h"
 #include "engine/kv/table_delta.h"
 
 namespace tandem {
@@ -66,6 +67,7 @@ struct reserve_result {
   std::vector<seq_id> preempted;        // their blocks are freed already
   std::vector<reserve_grant> admitted;  // a prefix of the waiting list
   std::vector<block_copy> copies;       // copy-on-write work for the device, before the step
+  disk_transfer disk;                   // the disk tier's work for the device, before all else
 };
 
 }  // namespace tandem

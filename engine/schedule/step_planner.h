@@ -48,6 +48,9 @@ struct planner_config {
   // at random. A cluster's nodes share one so their router can name their blocks.
   uint64_t cache_salt_key = 0;
   uint64_t model_identity = 0;  // the weights' (gguf::model_identity), in every cache salt
+  // The cache manager has a disk tier (--kv-cache-dir): the scheduler asks it to prefetch a
+  // new sequence's prompt before the sequence waits here.
+  bool disk_tier = false;
   // Bidirectional models (encoders): a prompt is computed whole in one step, never in
   // chunks (each token attends to every other), or it waits for a step with the room; the
   // front refuses prompts longer than max_num_batched_tokens (runtime_shared::whole_prompt_limit).

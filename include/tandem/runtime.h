@@ -44,6 +44,13 @@ struct runtime_config {
   std::string kv_cache_dtype = "auto";     // "auto" (= f16), "f16" or "q8_0" (--kv-cache-dtype): q8_0
                                            // holds 1.88x the tokens per byte; CPU device only
   bool enable_prefix_caching = true;
+  // The prefix cache's disk tier (--kv-cache-dir, --kv-cache-disk-bytes; docs/architecture.md):
+  // every full block entering the prefix cache is also written to a file in this directory
+  // (at most kv_cache_disk_bytes of them, least recently used out first), and a prompt's
+  // blocks missing from memory are read back from there, also after a restart. "" = none.
+  // CPU device only; the directory also keeps the prefix-cache salt key (salt.key).
+  std::string kv_cache_dir;
+  uint64_t kv_cache_disk_bytes = uint64_t{8} << 30;
   // Sliding-window models (gemma3) keep their local layers' KV in a pool of its own and free
   // what the window has passed (vLLM's hybrid KV cache manager); true: one pool for every
   // layer, every position held (--disable-hybrid-kv-cache-manager, as vLLM's flag).
