@@ -30,6 +30,7 @@ PORT         ?= 8080
 PREFIX       ?= /usr/local
 SERVE_FLAGS  ?=
 LLAMA_BENCH  ?=
+comma := ,
 export TANDEM_HOME
 
 TANDEM := $(BUILD_DIR)/bin/tandem
@@ -97,8 +98,10 @@ bench: build model
 	  python3 bench/compare_architectures.py --build $(BUILD_DIR) --llama-bench $(LLAMA_BENCH) --threads 1,2; \
 	  python3 bench/compare_moe.py --build $(BUILD_DIR) --llama-bench $(LLAMA_BENCH) --threads 2 \
 	    $(if $(IK_BENCH),--ik-bench $(IK_BENCH)); \
+	  $(if $(IK_BENCH),python3 bench/compare_ik.py --build $(BUILD_DIR) --llama-bench $(LLAMA_BENCH) \
+	    --ik-bench $(IK_BENCH) --threads 1$(comma)2;) \
 	else echo "bench: LLAMA_BENCH=path/to/llama-bench runs bench/compare_architectures.py (gemma3, qwen2)" \
-	  "and bench/compare_moe.py (qwen3moe, gpt-oss; IK_BENCH=path/to/ik's llama-bench adds ik_llama.cpp)"; fi
+	  "and bench/compare_moe.py (qwen3moe, gpt-oss; IK_BENCH=path/to/ik's llama-bench adds ik_llama.cpp and bench/compare_ik.py)"; fi
 	@if [ -n "$(LLAMA_SERVER)" ]; then \
 	  python3 bench/compare_embeddings.py --build $(BUILD_DIR) --llama-server $(LLAMA_SERVER) --threads 2; \
 	else echo "bench: LLAMA_SERVER=path/to/llama-server runs bench/compare_embeddings.py" \
