@@ -160,10 +160,13 @@ void tiled_q4_1_offsets(int64_t nb, const std::byte* tile, const tiled_acts* a, 
 }
 
 // N tokens (eight, then four, where kEightTokenPasses) in pairs, then one, then (Q4_1, Q5_1)
-// the offsets. Unlike Q4_0 and the K-quants,
-// these types ask for the next tile even in one pass: one-thread decode on a Zen 4 core
-// measured Q8_0 faster so on every shape, tiles of 10 KB to 244 KB (8B shape 15-20%, 1B 20%,
-// SmolLM2 7%; docs/cpu_engine.md, "Prefetch").
+// the offsets. A one-token step reads its records once, forward, and leaves the stream to the
+// hardware prefetcher, as Q4_0 and the K-quants do: on a Zen 4 VM on 2026-12-06, asking for
+// the next tile (prefetcht1, which had measured faster on one thread before) made Q8_0 decode
+// slower in every alternating round (1B-shape Q8_0 tg, one thread 16.3-17.3 -> 18.0-19.9 tok/s
+// without it, two threads 24.8-25.9 -> 25.6-34.8; gpt-oss-20b's Q8_0 attention and head, two
+// threads 10.8-15.9 -> 17.2-17.6; the default model's Q4_1, one thread 201-227 -> 261-285, two
+// 235-270 -> 295-324). Steps of more tokens read each tile once per group and ask.
 template <int N, class R>
 void tiled_lanes_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
                    int64_t y_stride, const std::byte* next_tile) {
@@ -172,7 +175,7 @@ void tiled_lanes_n(int64_t nb, const std::byte* tile, const std::byte* acts, siz
   // Passes over the tile's records: eight tokens take four, four two, two and one one each.
   constexpr bool wide = R::kEightTokenPasses;
   constexpr int passes = wide ? (N / 8) * 4 + ((N % 8) / 4) * 2 + (N % 4) / 2 + N % 2 : (N + 1) / 2;
-  tile_prefetch prefetch(next_tile, static_cast<size_t>(nb) * R::kBytes, nb * passes);
+  tile_prefetch prefetch(N == 1 ? nullptr : next_tile, static_cast<size_t>(nb) * R::kBytes, nb * passes);
   int t = 0;
   if constexpr (wide && N == 8) {
     tiled_lanes_tokens<8, 2, R>(nb, tile, a, y, y_stride, prefetch);

@@ -43,7 +43,7 @@ class tile_prefetch {
 // once, forward (these types' records are laid out in reading order, tiled_layout.h), and
 // asks for no software prefetch: on a Zen 4 core the hardware prefetcher streams such reads
 // 15-25% faster than prefetcht1 4 KiB or a tile ahead does (bench/matmul_bench, streamed;
-// Q8_0, Q5_0 and Q4_1 measured the other way and keep theirs). A step of more
+// and Q8_0, Q5_0 and Q4_1 likewise since 2026-12-06: dot_avx512_tiled.cpp). A step of more
 // groups reads the tile again per group and asks for the next tile while it computes:
 // `steps` times per record (once per piece each kernel unpacks), so a 2-3 KB K-quant record
 // does not ask for its share in one burst.
