@@ -24,7 +24,6 @@ import json
 import os
 import shlex
 import statistics
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -52,25 +51,12 @@ def files(models_dir, tandem, with_8b):
     return out
 
 
-def peer_bench(binary, path, threads, pp, tg, flags):
-    """One llama-bench run (-r 1) with extra flags: {"pp_tok_s", "tg_tok_s"}."""
-    out = subprocess.run([binary, "-m", path, "-t", str(threads), "-p", str(pp), "-n", str(tg), "-r", "1",
-                          "-o", "json", *flags], check=True, capture_output=True, text=True).stdout
-    res = {}
-    for r in json.loads(out):
-        if r.get("n_prompt", 0) > 0 and r.get("n_gen", 0) == 0:
-            res["pp_tok_s"] = r["avg_ts"]
-        elif r.get("n_gen", 0) > 0 and r.get("n_prompt", 0) == 0:
-            res["tg_tok_s"] = r["avg_ts"]
-    return res
-
-
 def measure(a, engine, path, threads):
     """Rounds of the three engines, rotating who goes first: per engine its runs' results."""
     runners = [
         ("t", lambda: cqt.engine_bench(engine, path, threads, a.pp, a.tg)),
-        ("l", lambda: peer_bench(a.llama_bench, path, threads, a.pp, a.tg, [])),
-        ("ik", lambda: peer_bench(a.ik_bench, path, threads, a.pp, a.tg, shlex.split(a.ik_flags))),
+        ("l", lambda: cqt.llama_bench(a.llama_bench, path, threads, a.pp, a.tg)),
+        ("ik", lambda: cqt.llama_bench(a.ik_bench, path, threads, a.pp, a.tg, shlex.split(a.ik_flags))),
     ]
     runs = {k: [] for k, _ in runners}
     for rnd in range(a.reps):

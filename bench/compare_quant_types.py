@@ -98,8 +98,10 @@ def engines_args(threads_help):
     return ap
 
 
-def llama_bench(binary, model, threads, pp, tg):
-    out = run_json([binary, "-m", model, "-t", str(threads), "-p", str(pp), "-n", str(tg), "-r", "1", "-o", "json"])
+def llama_bench(binary, model, threads, pp, tg, flags=()):
+    """One llama-bench run (-r 1, plus any extra flags): {"pp_tok_s", "tg_tok_s"}."""
+    out = run_json([binary, "-m", model, "-t", str(threads), "-p", str(pp), "-n", str(tg), "-r", "1", "-o", "json",
+                    *flags])
     res = {}
     for r in json.loads(out):
         if r.get("n_prompt", 0) > 0 and r.get("n_gen", 0) == 0:
