@@ -160,6 +160,7 @@ void stamp_tenant(generate_request& req, const tenant_config& c) {
   req.weight = c.weight;
   req.cache_group = c.prefix_cache_group.empty() ? c.name : c.prefix_cache_group;
   req.kv_cache_share = c.kv_cache_share;
+  req.priority = c.effective_priority(req.priority);
 }
 
 // Takes what check_tenant said the request costs: one request, its tokens.

@@ -184,6 +184,7 @@ embedder_actor::behavior_type embedder(self_ptr self, request_id id, generate_re
       sr.weight = st.req.weight;
       sr.cache_group = st.req.cache_group;
       sr.kv_cache_share = st.req.kv_cache_share;
+      sr.priority = st.req.priority;
       // A salt no other sequence has: no cached prefix is adopted (embedder.h).
       sr.input_hash = (sr.id + 1) * 0x9e3779b97f4a7c15ull | 1u;
       sr.prompt = std::move(prompts[k]);

@@ -37,6 +37,9 @@ struct sequence_request {
   std::string adapter;          // the adapter over the weights (none yet: empty); in the cache salt
   uint64_t input_hash = 0;      // a hash of non-token input (none yet: 0); in the cache salt
   double kv_cache_share = 1.0;  // the tenant's KV quota
+  int32_t priority = 0;         // generate_request::priority, the tenant's applied: lower runs first
+  double slo_ttft_ms = 0;       // generate_request::slo_ttft_ms: from enqueue; 0 = none
+  bool slo_reject = false;      // refuse at once (503) when the deadline cannot be met
   std::vector<token_id> prompt;
   sampling_options sampling;
   uint32_t max_new_tokens = 256;
@@ -61,7 +64,7 @@ struct sequence_request {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sequence_request& x) {
   return f(caf::meta::type_name("sequence_request"), x.id, x.tenant, x.weight, x.cache_group, x.adapter, x.input_hash,
-           x.kv_cache_share, x.prompt, x.sampling, x.max_new_tokens, x.max_total_tokens, x.stop_token_ids,
+           x.kv_cache_share, x.priority, x.slo_ttft_ms, x.slo_reject, x.prompt, x.sampling, x.max_new_tokens, x.max_total_tokens, x.stop_token_ids,
            x.speculative, x.prompt_group, x.session, x.constrained, x.grammar_kind, x.grammar_text, x.pooling,
            x.streamer);
 }

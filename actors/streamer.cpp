@@ -315,6 +315,9 @@ streamer_actor::behavior_type streamer(self_ptr self, request_id id, generate_re
     sr.weight = st.req.weight;
     sr.cache_group = st.req.cache_group;
     sr.kv_cache_share = st.req.kv_cache_share;
+    sr.priority = st.req.priority;
+    sr.slo_ttft_ms = st.req.slo_ttft_ms;
+    sr.slo_reject = st.req.slo_reject;
     sr.prompt = std::move(prompt);
     sr.sampling = st.req.sampling;
     sr.max_new_tokens = st.req.max_tokens;

@@ -190,6 +190,8 @@ std::string server_config::effective_yaml(const std::vector<tenant_config>& tena
     out << YAML::Key << "max_concurrent_requests" << YAML::Value << t.max_concurrent;
     out << YAML::Key << "weight" << YAML::Value << number(t.weight);
     out << YAML::Key << "kv_cache_share" << YAML::Value << number(t.kv_cache_share);
+    if (t.priority != 0) out << YAML::Key << "priority" << YAML::Value << t.priority;
+    if (t.max_priority) out << YAML::Key << "max_priority" << YAML::Value << *t.max_priority;
     if (!t.prefix_cache_group.empty()) {
       out << YAML::Key << "prefix_cache_group" << YAML::Value << t.prefix_cache_group;
     }

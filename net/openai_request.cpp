@@ -464,6 +464,10 @@ api_request parse_api_request(const json::value& body, api_kind kind, const api_
   // Tandem's extension: false keeps this request out of drafting when the server speculates
   // (--speculative); its output is the same either way, only its speed differs.
   gen.speculative = boolean(o, "speculative", true);
+  // vLLM's priority (lower runs first; admission applies the tenant's) and a time-to-first-
+  // token target in ms (the x-slo-ttft-ms header's, which wins when both are given).
+  gen.priority = static_cast<int32_t>(integer(o, "priority", 0, -1000000, 1000000));
+  gen.slo_ttft_ms = number(o, "slo_ttft_ms", 0.0, 0.0, 86'400'000.0);
 
   auto& s = gen.sampling;
   s.temperature = static_cast<float>(number(o, "temperature", 1.0, 0.0, 2.0));

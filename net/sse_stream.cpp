@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <optional>
 #include <utility>
@@ -183,6 +184,26 @@ asio::awaitable<void> watch_tls_for_disconnect(tls_stream& stream, beast::flat_b
   }
 }
 
+// The Kubernetes Gateway API Inference Extension's latency headers: x-slo-ttft-ms (a
+// time-to-first-token target in ms, over the body's slo_ttft_ms) and x-slo-reject: true
+// (refuse at once with 503 when the target cannot be met).
+void apply_slo_headers(const http_request& req, generate_request& gen) {
+  if (const auto it = req.find("x-slo-ttft-ms"); it != req.end()) {
+    const std::string text(it->value());
+    char* end = nullptr;
+    const double ms = std::strtod(text.c_str(), &end);
+    if (text.empty() || end != text.c_str() + text.size() || !(ms >= 0 && ms <= 86'400'000.0)) {
+      throw api_error(400, "the x-slo-ttft-ms header must be a number of milliseconds in [0, 86400000]");
+    }
+    gen.slo_ttft_ms = ms;
+  }
+  if (const auto it = req.find("x-slo-reject"); it != req.end()) {
+    const std::string_view v = it->value();
+    if (v != "true" && v != "false") throw api_error(400, "the x-slo-reject header must be 'true' or 'false'");
+    gen.slo_reject = v == "true";
+  }
+}
+
 // serve_generation's work; `watch` is set for a TLS stream.
 template <class Stream>
 asio::awaitable<void> answer_generation(Stream& socket_stream, beast::flat_buffer& pipelined, http_request& req,
@@ -192,6 +213,7 @@ asio::awaitable<void> answer_generation(Stream& socket_stream, beast::flat_buffe
   const std::string key = kind == api_kind::anthropic ? anthropic_key(req) : bearer_key(req);
   generation_plan plan;
   co_await read_generation_request(req.body(), key, kind, ctx, plan);
+  apply_slo_headers(req, plan.req.gen);
   const bool stream = plan.req.stream;
 
   const auto ex = co_await asio::this_coro::executor;

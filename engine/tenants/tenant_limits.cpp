@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 #include <stdexcept>
 
@@ -58,6 +59,16 @@ std::vector<tenant_config> load_tenants_yaml(const std::string& path) {
     if (!(t.kv_cache_share > 0 && t.kv_cache_share <= 1)) {
       fail("tenant '" + t.name + "': 'kv_cache_share' must be in (0, 1]");
     }
+    const auto whole = [&](const char* field) -> std::optional<int32_t> {
+      if (!n[field]) return std::nullopt;
+      const double v = number(field, 0);
+      if (v != std::floor(v) || std::abs(v) > 1e6) {
+        fail("tenant '" + t.name + "': '" + field + "' must be a whole number in [-1000000, 1000000]");
+      }
+      return static_cast<int32_t>(v);
+    };
+    t.priority = whole("priority").value_or(0);
+    t.max_priority = whole("max_priority");
     if (t.api_keys.empty()) fail("tenant '" + t.name + "' has no api_keys");
     if (!(t.weight > 0)) fail("tenant '" + t.name + "': 'weight' must be > 0");
     if (t.requests_per_minute < 0) fail("tenant '" + t.name + "': 'requests_per_minute' must be >= 0");

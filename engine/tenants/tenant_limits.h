@@ -22,6 +22,8 @@ namespace tandem {
 //       weight: 2
 //       prefix_cache_group: shared   # optional: share prefix-cache entries with this group
 //       kv_cache_share: 0.25         # optional: at most this share of the KV cache
+//       priority: -5                 # optional: added to each request's (lower runs first)
+//       max_priority: -10            # optional: the most urgent a request may reach (default: priority)
 // Throws std::runtime_error naming the file and the problem.
 std::vector<tenant_config> load_tenants_yaml(const std::string& path);
 

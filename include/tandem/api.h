@@ -112,6 +112,11 @@ struct sampling_options {
 
 struct generation_delta;
 struct generation_done;
+
+// The priority of the Batch API's requests (POST /v1/batches): less urgent than any an
+// interactive request may ask for, so batches run in the capacity interactive traffic leaves
+// and are preempted first.
+inline constexpr int32_t kBatchPriority = 1 << 20;
 using sink_actor = caf::typed_actor<caf::reacts_to<generation_delta>, caf::reacts_to<generation_done>>;
 
 struct generate_request {
@@ -155,6 +160,16 @@ struct generate_request {
   std::string cache_group;         // the tenant's prefix-cache group (set by admission)
   double kv_cache_share = 1.0;     // the tenant's KV quota (set by admission; tenant_config)
   std::string api_key;             // the caller's key (Authorization: Bearer); checked by admission
+  // vLLM's priority: lower runs first. Admission adds the tenant's `priority` and keeps the
+  // sum no more urgent than the tenant's `max_priority`; the Batch API's requests run at
+  // kBatchPriority, after every interactive one. Waiting prompts start in priority order,
+  // and a more urgent arrival may preempt less urgent running sequences.
+  int32_t priority = 0;
+  // A time-to-first-token target in ms (0: none; header x-slo-ttft-ms or body slo_ttft_ms):
+  // earliest deadline first among equal priorities. With slo_reject (x-slo-reject: true) a
+  // request the scheduler predicts would miss it is refused at once with 503 and Retry-After.
+  double slo_ttft_ms = 0;
+  bool slo_reject = false;
   // Tokens per delta (vLLM's --stream-interval): the first token goes out at once, then a
   // delta whenever this many have gathered, and the rest at the end. 1 (or 0): each step's
   // tokens as they come. Larger: fewer, larger deltas, less server work per token.
@@ -296,7 +311,7 @@ typename Inspector::result_type inspect(Inspector& f, generate_request& x) {
            x.add_generation_prompt, x.tools_json, x.chat_template_kwargs_json, x.parse_tool_calls, x.tool_call_parser,
            x.parse_reasoning, x.thinking_token_budget, x.grammar, x.prompt_special_tokens, x.max_tokens, x.stop,
            x.stop_token_ids, x.ignore_eos, x.speculative, x.prompt_group, x.choices, x.sampling, x.tenant, x.weight,
-           x.cache_group, x.kv_cache_share, x.api_key, x.stream_interval, x.session, x.embed, x.embed_texts,
+           x.cache_group, x.kv_cache_share, x.api_key, x.priority, x.slo_ttft_ms, x.slo_reject, x.stream_interval, x.session, x.embed, x.embed_texts,
            x.embed_tokens, x.dimensions, x.rerank, x.rerank_query, x.sink);
 }
 template <class Inspector>

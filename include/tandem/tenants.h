@@ -2,7 +2,9 @@
 // configuration; loaded from YAML by `tandem serve --config`).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,18 @@ struct tenant_config {
   // The largest share of the KV cache's blocks the tenant's running sequences hold, in
   // (0, 1]: past it, its new sequences wait and its growing ones preempt its own newest.
   double kv_cache_share = 1.0;
+  // Added to each request's priority (vLLM's: lower runs first); -5 puts the tenant's
+  // requests ahead of those at the default 0.
+  int32_t priority = 0;
+  // The most urgent (lowest) priority the tenant's requests may reach, its own added: a
+  // request asking for more is held to it. Unset: the tenant's `priority`.
+  std::optional<int32_t> max_priority;
+  // The priority a request asking for `requested` runs at.
+  int32_t effective_priority(int32_t requested) const {
+    const int64_t p = int64_t{priority} + requested;
+    const int64_t floor = max_priority ? *max_priority : priority;
+    return static_cast<int32_t>(std::clamp<int64_t>(std::max(p, floor), INT32_MIN, INT32_MAX));
+  }
 };
 
 }  // namespace tandem
