@@ -263,6 +263,11 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--max-num-seqs", o->rt.max_num_seqs, "Running sequences at most")->capture_default_str();
   cmd->add_option("--max-num-batched-tokens", o->rt.max_num_batched_tokens, "Tokens per step at most")
       ->capture_default_str();
+  cmd->add_option("--target-itl-ms", o->rt.target_itl_ms,
+                  "Inter-token latency target while streams decode: prompt work per step is sized by measured cost "
+                  "to fit it (0 = off: only --max-num-batched-tokens bounds a step)")
+      ->check(CLI::Range(0.0, 60000.0))
+      ->capture_default_str();
   cmd->add_option("--max-model-len", o->rt.max_model_len, "Context length (0 = the model's)")->capture_default_str();
   cmd->add_option(
       "--kv-cache-tokens", o->rt.kv_cache_tokens,

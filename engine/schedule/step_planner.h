@@ -37,6 +37,9 @@ struct planner_config {
   uint32_t max_num_seqs = 64;              // running sequences at most
   uint32_t max_num_batched_tokens = 2048;  // tokens computed per step at most (the budget)
   uint32_t prefill_chunk = 512;            // a prompt is computed at most this many tokens a step
+  // Steps sized in time: while sequences decode, a step's prompt tokens are those the cost
+  // model (step_cost.h) predicts fit in this many ms beside the decoding rows. 0 = off.
+  double target_step_ms = 0;
   // Cost of attending to one cached key, relative to one token's pass through the weights
   // (0 = ignore attention). A chunk late in a long prompt attends to everything before it,
   // so equal token counts make late chunks slower (2x at 4,000 tokens for SmolLM2-135M) and

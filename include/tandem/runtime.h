@@ -36,6 +36,11 @@ struct runtime_config {
   std::string tiled_cache_dir_in_use() const { return tiled_cache ? tiled_cache_dir : std::string(); }
   uint32_t max_num_seqs = 64;              // running sequences at most
   uint32_t max_num_batched_tokens = 2048;  // tokens per step at most
+  // Steps sized in time (--target-itl-ms; step_planner.h): while sequences decode, a step's
+  // prompt tokens are what the measured cost model says fits in this many ms beside the
+  // decoding rows, so streams keep a readable pace; max_num_batched_tokens stays the cap.
+  // 0 = off (a step takes max_num_batched_tokens whatever they cost).
+  double target_itl_ms = 150;
   uint32_t prefill_chunk = 512;            // prompt tokens per sequence per step at most
   bool cost_aware_chunks = true;           // later chunks of a long prompt get fewer tokens, so
                                            // each costs about what the first did (step_planner.h)
