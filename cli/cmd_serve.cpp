@@ -397,6 +397,24 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--routing-policy", o->rt.routing_policy, "Router: kv-aware, least-loaded or round-robin")
       ->check(CLI::IsMember({"kv-aware", "least-loaded", "round-robin"}))
       ->capture_default_str();
+  o->rt.batch_dir = (tandem_home() / "batches").string();
+  cmd->add_option("--batch-dir", o->rt.batch_dir,
+                  "The Batch API's uploads, queue and results (kept across restarts; a directory of Tandem's own)")
+      ->capture_default_str();
+  cmd->add_option("--batch-max-file-bytes", o->rt.batch_max_file_bytes, "A Batch API upload's bytes at most")
+      ->check(CLI::Range(uint64_t{1024}, uint64_t{1} << 40))
+      ->capture_default_str();
+  cmd->add_option("--batch-max-lines", o->rt.batch_max_lines, "Requests in one batch input file at most")
+      ->check(CLI::Range(1u, 10000000u))
+      ->capture_default_str();
+  cmd->add_option("--batch-max-tenant-bytes", o->rt.batch_max_tenant_bytes,
+                  "A tenant's Batch API uploads together at most (delete files to make room)")
+      ->check(CLI::Range(uint64_t{1024}, uint64_t{1} << 50))
+      ->capture_default_str();
+  cmd->add_option("--batch-max-in-flight", o->rt.batch_max_in_flight,
+                  "Batch requests running at once, all batches together (they run at the lowest priority)")
+      ->check(CLI::Range(1u, 4096u))
+      ->capture_default_str();
   cmd->add_option("--log-level", o->log_level, "trace, debug, info, warn, error")->capture_default_str();
   const auto config = std::make_shared<server_config>(cmd);  // adds --print-config: after every other option
   cmd->callback([o, config] {

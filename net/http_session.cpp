@@ -25,6 +25,7 @@
 
 #include "engine/tenants/tenant_limits.h"
 #include "net/anthropic_job.h"
+#include "net/batch_routes.h"
 #include "net/embeddings_route.h"
 #include "net/listener.h"
 #include "net/origin_policy.h"
@@ -227,8 +228,17 @@ asio::awaitable<void> http_session<Stream>::run() {
     // Idle until the request's first bytes are parsed: the listener may shed this connection
     // when the process runs out of file descriptors.
     const uint64_t idle = add_idle();
-    co_await http::async_read(stream_, buffer_, parser, asio::redirect_error(asio::use_awaitable, ec));
+    co_await http::async_read_header(stream_, buffer_, parser, asio::redirect_error(asio::use_awaitable, ec));
     ctx_->remove_idle(idle);
+    if (!ec && !parser.is_done()) {
+      // A Batch API upload (POST /v1/files) may be larger than other bodies: its own bound.
+      const auto target = parser.get().target();
+      const runtime* loaded = ctx_->rt.load();
+      if (loaded && is_batch_upload(parser.get().method_string(), std::string_view(target.data(), target.size()))) {
+        parser.body_limit(std::max<uint64_t>(ctx_->opts.max_body_bytes, batch_upload_body_limit(*loaded)));
+      }
+      co_await http::async_read(stream_, buffer_, parser, asio::redirect_error(asio::use_awaitable, ec));
+    }
     if (ec == http::error::end_of_stream) break;
     if (ec && ec != http::error::buffer_overflow &&
         ec.category() != http::make_error_code(http::error::bad_target).category())
@@ -287,6 +297,7 @@ asio::awaitable<bool> http_session<Stream>::handle(http_request& req) {
   const std::string path = target.substr(0, target.find('?'));
   const runtime* rt = ctx_->rt.load();
   const route* r = find_route(path);
+  if (rt) ensure_batch_queue(ctx_, *rt);  // once: resumes --batch-dir's unfinished batches
 
   // Responses are built into a named local first: GCC 12 mishandles temporaries passed
   // straight into a coroutine call inside co_await.
@@ -298,7 +309,15 @@ asio::awaitable<bool> http_session<Stream>::handle(http_request& req) {
     if (!r) throw api_error(404, "no such endpoint: " + path);
     if (auto wrong = refuse_method(*r, req.method_string())) throw *wrong;
     if (r->needs_model && !rt) throw model_loading();
-    if (auto refused = refuse_request(browser_view(req), policy(rt))) throw *refused;
+    browser_request view = browser_view(req);
+    // A Batch API upload is a multipart form, as OpenAI takes it. With an Authorization header
+    // it cannot be a cross-site form (that header needs a CORS preflight), so the JSON-only
+    // rule (origin_policy.h) is met; without one it is refused as any non-JSON POST.
+    if (r->kind == route_kind::batch_api && is_batch_upload(req.method_string(), path) &&
+        view.content_type.starts_with("multipart/form-data") && req.find(http::field::authorization) != req.end()) {
+      view.content_type = "application/json";
+    }
+    if (auto refused = refuse_request(view, policy(rt))) throw *refused;
     if (r->kind == route_kind::metrics) {
       co_await metrics(res, req);
     } else if (r->kind == route_kind::tokenize || r->kind == route_kind::detokenize ||
@@ -308,6 +327,14 @@ asio::awaitable<bool> http_session<Stream>::handle(http_request& req) {
       const std::string key = bearer_key(req);
       http_reply reply;
       co_await serve_embeddings(ctx_, *rt, req.body(), key, r->kind == route_kind::rerank, reply);
+      res = to_response(req, std::move(reply));
+    } else if (r->kind == route_kind::batch_api) {
+      batch_http_request breq{std::string(req.method_string()), path,
+                              target.size() > path.size() ? target.substr(path.size() + 1) : std::string(),
+                              std::string(header_value(req, http::field::content_type)), bearer_key(req),
+                              std::move(req.body())};
+      http_reply reply;
+      co_await serve_batch_route(ctx_, *rt, breq, reply);
       res = to_response(req, std::move(reply));
     } else if (r->kind == route_kind::stored_response) {
       const std::string id(route_id(*r, path));

@@ -33,6 +33,10 @@ constexpr route kRoutes[] = {
     {"/v1/responses/", false, route_kind::stored_response, true, true, true},
     {"/v1/messages", true, route_kind::messages, true},
     {"/v1/messages/count_tokens", true, route_kind::count_tokens, true},
+    {"/v1/files", true, route_kind::batch_api, true, false, false, true},
+    {"/v1/files/", false, route_kind::batch_api, true, true, true, true},
+    {"/v1/batches", true, route_kind::batch_api, true, false, false, true},
+    {"/v1/batches/", false, route_kind::batch_api, true, true, false, true},
 };
 
 http_reply json_reply(const json::value& v) {
@@ -55,6 +59,7 @@ std::string_view route_id(const route& r, std::string_view path) {
 }
 
 std::optional<api_error> refuse_method(const route& r, std::string_view method) {
+  if (r.own_methods) return std::nullopt;
   const bool get = method == "GET" || method == "HEAD";
   if (r.post ? method == "POST" : get || (r.deletes && method == "DELETE")) return std::nullopt;
   return api_error(405, std::string("use ") +

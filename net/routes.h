@@ -19,6 +19,8 @@
 //   /v1/rerank, /rerank     POST    rerank            yes (the same)
 //   /v1/messages            POST    messages          yes (Anthropic's; a generation: sse_stream.h)
 //   /v1/messages/count_tokens POST  count_tokens      yes (on the work pool, as /tokenize)
+//   /v1/files, /v1/files/{id}[/content], /v1/batches, /v1/batches/{id}[/cancel]
+//                           (own)   batch_api         yes (the Batch API: batch_routes.h)
 //   /v1/ws                  GET + Upgrade: websocket_session.cpp
 //   /v1/responses           GET + Upgrade: the Responses API's WebSocket mode (websocket_session.cpp)
 #pragma once
@@ -55,7 +57,8 @@ enum class route_kind {
   responses,
   stored_response,
   messages,
-  count_tokens
+  count_tokens,
+  batch_api
 };
 
 struct route {
@@ -65,6 +68,7 @@ struct route {
   bool needs_model = true;
   bool takes_id = false;  // `path` is a prefix: the rest of the request's path, not empty, is an id
   bool deletes = false;   // DELETE as well as GET
+  bool own_methods = false;  // the route's handler checks the method itself (batch_routes.h)
 };
 
 // The route for a path (without its query), or nullptr.

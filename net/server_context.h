@@ -13,6 +13,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "actors/batch_queue.h"
 #include "actors/response_store.h"
 #include "net/metrics.h"
 #include "net/openai_request.h"
@@ -27,10 +28,17 @@ namespace tandem::net {
 struct server_context {
   server_context(caf::actor_system& s, server_options o)
       : sys(s), opts(std::move(o)), responses(spawn_response_store(sys, opts.responses_store)) {}
-  ~server_context() { caf::anon_send_exit(responses, caf::exit_reason::user_shutdown); }
+  ~server_context() {
+    caf::anon_send_exit(responses, caf::exit_reason::user_shutdown);
+    if (batches) caf::anon_send_exit(batches, caf::exit_reason::user_shutdown);
+  }
   caf::actor_system& sys;
   server_options opts;
   response_store_actor responses;  // the Responses API's stored responses (their one owner)
+  // The Batch API's queue (net/batch_routes.h): spawned once, by ensure_batch_queue, with the
+  // first request after the model loaded; read only after batches_once.
+  std::once_flag batches_once;
+  batch_queue_actor batches;
   server_metrics metrics;
   std::atomic<const runtime*> rt{nullptr};  // null while the model loads
   // The runtime that serves `model` (a request's "model" field): the one runtime for every

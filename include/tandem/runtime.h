@@ -89,6 +89,16 @@ struct runtime_config {
   // cls, last, rank (--pooling).
   bool embeddings = false;
   std::string pooling;
+  // The Batch API (POST /v1/files, /v1/batches; actors/batch_queue.h, docs/serving.md): its
+  // uploads, queue and results live in batch_dir ("" = $TANDEM_HOME/batches), written so a
+  // crash loses at most the requests in flight. Bounds: an upload's bytes and requests, a
+  // tenant's uploads together, and the batch requests running at once (all batches together,
+  // at kBatchPriority).
+  std::string batch_dir;
+  uint64_t batch_max_file_bytes = uint64_t{100} << 20;
+  uint32_t batch_max_lines = 50000;
+  uint64_t batch_max_tenant_bytes = uint64_t{1} << 30;
+  uint32_t batch_max_in_flight = 8;
 };
 
 // Scheduler settings the runtime wants from the host's actor system, set on its config
