@@ -1,5 +1,6 @@
 #include "net/metrics.h"
 
+#include <chrono>
 #include <cstdio>
 
 namespace tandem::net {
@@ -76,6 +77,10 @@ void latency_histogram::render(std::string& out, const std::string& name, const 
   out += name + "_bucket{le=\"+Inf\"} " + std::to_string(count_) + "\n";
   out += name + "_sum " + fmt_double(sum_) + "\n";
   out += name + "_count " + std::to_string(count_) + "\n";
+}
+
+double server_metrics::unix_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 void server_metrics::count_request(const std::string& tenant, int status) {
@@ -181,6 +186,10 @@ std::string server_metrics::render(const runtime_figures& f) const {
   std::string out;
   out.reserve(8192);
   gauge(out, "tandem:ready", "1 once the model is loaded and the server takes requests", f.ready ? 1 : 0);
+  // The Gateway API Inference Extension's model-server protocol reads the next two, the KV
+  // usage ratio and tandem:lora_requests_info (docs/cluster.md names the picker's flags):
+  // running = sequences in the running batch; waiting = sequences queued for it (preempted
+  // ones included), neither counting requests still in admission or tokenization.
   gauge(out, "tandem:num_requests_running", "Sequences in the running batch", f.sched.running);
   gauge(out, "tandem:num_requests_waiting", "Sequences waiting to be scheduled", f.sched.waiting);
   gauge(out, "tandem:requests_in_flight", "Accepted requests not finished yet", f.admission.in_flight);
@@ -188,8 +197,17 @@ std::string server_metrics::render(const runtime_figures& f) const {
   gauge(out, "tandem:kv_blocks_used", "KV blocks held by sequences (outside the prefix cache)", f.kv.pool.used);
   gauge(out, "tandem:kv_blocks_cached", "KV blocks held only by the prefix cache (evictable)", f.kv.pool.cached_free);
   gauge(out, "tandem:kv_blocks_free", "KV blocks neither used nor cached", f.kv.pool.free);
-  gauge(out, "tandem:kv_cache_usage_ratio", "Fraction of KV blocks used by sequences",
+  // 0..1, vLLM's kv_cache_usage_perc: blocks only the prefix cache holds are evictable, so free.
+  gauge(out, "tandem:kv_cache_usage_ratio", "Fraction of KV blocks used by sequences (0..1)",
         f.kv.pool.total ? static_cast<double>(f.kv.pool.used) / f.kv.pool.total : 0.0);
+  // vLLM's lora_requests_info shape. No adapters yet: empty lists and max_lora 0, so a picker's
+  // adapter-affinity scorer sees a server that holds none (and can load none).
+  header(out, "tandem:lora_requests_info", "gauge",
+         "Adapters running and waiting (labels); the value is when the set last changed (Unix seconds)");
+  out += "tandem:lora_requests_info{max_lora=\"0\",running_lora_adapters=\"\",waiting_lora_adapters=\"\"} ";
+  char since[32];
+  std::snprintf(since, sizeof since, "%.3f\n", adapters_since_);  // %g would round to 9 digits
+  out += since;
   if (f.kv.local_pool.total > 0) {  // a model with sliding-window layers: their own pool
     gauge(out, "tandem:kv_local_blocks_total", "Sliding-window layers' KV blocks in their pool", f.kv.local_pool.total);
     gauge(out, "tandem:kv_local_blocks_used", "Sliding-window layers' KV blocks held by sequences (their window)",

@@ -54,6 +54,10 @@ class server_metrics {
   std::string render(const runtime_figures& f) const;
 
  private:
+  // When the adapter set last changed (no adapters yet: it never does after start): the
+  // value of tandem:lora_requests_info, which the endpoint picker reads as "latest".
+  const double adapters_since_ = unix_seconds();
+  static double unix_seconds();
   mutable std::mutex mutex_;
   latency_histogram ttft_;
   latency_histogram itl_;

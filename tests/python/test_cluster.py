@@ -266,3 +266,24 @@ def test_the_kubernetes_manifests_use_flags_the_binary_has():
     assert len(nodes) == hpa["spec"]["maxReplicas"]
     tenants = yaml.safe_load(next(d for d in docs if d["kind"] == "ConfigMap")["data"]["tenants.yaml"])
     assert tenants["tenants"]
+
+
+def test_the_inferencepool_variant_uses_flags_the_binary_has():
+    """deploy/kubernetes/tandem-inferencepool.yaml (pods behind the inference gateway, no router):
+    every document parses, the pods are plain servers, and every flag they pass exists."""
+    import subprocess
+
+    import yaml
+    from conftest import ROOT, tandem_binary
+
+    help_text = subprocess.run([tandem_binary(), "serve", "--help"], capture_output=True, text=True).stdout
+    docs = list(yaml.safe_load_all((ROOT / "deploy/kubernetes/tandem-inferencepool.yaml").read_text()))
+    kinds = {d["kind"] for d in docs}
+    assert {"InferencePool", "HTTPRoute", "Deployment", "Service", "ConfigMap"} <= kinds
+    servers = [c for d in docs if d["kind"] == "Deployment"
+               for c in d["spec"]["template"]["spec"]["containers"] if c["args"][0] == "serve"]
+    assert servers
+    for c in servers:
+        assert "--role" not in c["args"]
+        for flag in (a for a in c["args"] if a.startswith("--")):
+            assert re.search(r"(^|\s)" + re.escape(flag) + r"\b", help_text), flag
