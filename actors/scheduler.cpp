@@ -156,7 +156,15 @@ void apply(self_ptr self, const device_step_result& res, bool worker_failed = fa
   // The cost model learns the whole iteration's time, from kick() to this result: drafting
   // (a draft model's or layer skip's passes), the actors' round trips and the device step.
   // Device time alone would make drafting look free.
-  if (st.spec) st.spec->report(plan.n_tokens(), ms_between(st.kicked, clock_type::now()));
+  const double step_ms = ms_between(st.kicked, clock_type::now());
+  if (st.spec) st.spec->report(plan.n_tokens(), step_ms);
+  // The cost model that sizes steps learns the same time: what the streams wait per step.
+  if (res.error.empty()) {
+    st.planner->observe(plan, step_ms);
+    st.stats.step_budget_tokens = plan.budget_tokens;
+    st.stats.step_predicted_ms = plan.predicted_ms;
+    st.stats.step_measured_ms = step_ms;
+  }
   st.stats.plan_ms += ms_between(t0, clock_type::now());
 }
 
@@ -167,6 +175,7 @@ void run_planned(self_ptr self, const reserve_result& granted) {
   auto& plan = st.in_flight;
   if (!plan.orphaned.empty()) self->send(st.cache, release_atom::value, plan.orphaned);
   st.stats.preemptions += plan.preempted.size();
+  st.stats.priority_preemptions += plan.priority_preempted;
   if (plan.seqs.empty()) {
     st.busy = false;
     if (const auto head = plan.unservable) {
@@ -199,6 +208,7 @@ void run_planned(self_ptr self, const reserve_result& granted) {
 
 void reserve_and_run(self_ptr self) {
   auto& st = self->state;
+  st.tick();
   auto req = st.planner->propose();
   std::vector<seq_id> proposed;
   for (const auto& r : req.waiting) proposed.push_back(r.seq);
@@ -304,6 +314,11 @@ scheduler_actor::behavior_type scheduler(self_ptr self, planner_config cfg, uint
         auto& st = self->state;
         const seq_id id = req.id;
         if (st.seqs.count(id) || req.prompt.empty() || req.prompt.size() >= st.capacity) return refuse(self, req);
+        st.tick();
+        if (auto no = st.slo_refusal(req)) {
+          ++st.stats.slo_rejected;
+          return self->send(req.streamer, tokens_atom::value, std::move(*no));
+        }
         // A sequence alone may fill the pool, but not overflow it.
         if (req.max_total_tokens == 0 || req.max_total_tokens > st.capacity) req.max_total_tokens = st.capacity;
         const bool parked = req.prompt_group != 0 && st.groups.join(req.prompt_group, id, req.prompt, *st.planner);
@@ -330,6 +345,8 @@ scheduler_actor::behavior_type scheduler(self_ptr self, planner_config cfg, uint
         auto s = self->state.stats;
         s.running = static_cast<uint32_t>(self->state.planner->n_running());
         s.waiting = static_cast<uint32_t>(self->state.planner->n_waiting());
+        const auto c = self->state.planner->cost_model().coefficients();
+        s.step_cost.assign(c.begin(), c.end());
         return s;
       },
       [self](spec_stats_atom) -> speculation_stats {

@@ -81,12 +81,22 @@ struct scheduler_stats {
   double device_ms = 0;          // time the device spent in steps
   double plan_ms = 0;            // device idle for bookkeeping: propose, reserve round trip,
                                  // finalize, and applying each result
+  // Steps sized in time (step_planner.h): the last step's token budget, its predicted and
+  // measured time (planning to result), and the cost model's coefficients (ms fixed, per
+  // decode row, per prompt token, per attended key).
+  uint32_t step_budget_tokens = 0;
+  double step_predicted_ms = 0;
+  double step_measured_ms = 0;
+  std::vector<double> step_cost;
+  uint64_t priority_preemptions = 0;  // of preemptions: running sequences a more urgent one displaced
+  uint64_t slo_rejected = 0;          // refused at once: their TTFT target could not be met
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, scheduler_stats& x) {
   return f(caf::meta::type_name("scheduler_stats"), x.running, x.waiting, x.steps, x.prompt_tokens, x.generated_tokens,
-           x.preemptions, x.aborted, x.device_restarts, x.device_ms, x.plan_ms);
+           x.preemptions, x.aborted, x.device_restarts, x.device_ms, x.plan_ms, x.step_budget_tokens, x.step_predicted_ms,
+           x.step_measured_ms, x.step_cost, x.priority_preemptions, x.slo_rejected);
 }
 
 using scheduler_actor =

@@ -17,7 +17,11 @@ uint64_t scheduler_state::salt_of(seq_id id) const {
 
 void scheduler_state::add_to_planner(seq_id id) {
   const auto& r = seqs.at(id).req;
-  planner->add(id, r.tenant, r.weight, r.prompt, salt_of(id), r.kv_cache_share);
+  const auto& info = seqs.at(id);
+  // The deadline counts from the sequence's arrival here (tokenizing before is microseconds).
+  const double deadline = r.slo_ttft_ms > 0 ? ms_between(epoch, info.enqueued) + r.slo_ttft_ms : 0;
+  tick();
+  planner->add(id, r.tenant, r.weight, r.prompt, salt_of(id), r.kv_cache_share, {r.priority, deadline});
   if (scores_prompt(id)) planner->limit_chunk(id, planner->config().scored_chunk);
 }
 
@@ -33,6 +37,21 @@ device_step scheduler_state::device_step_of(step_plan_core& plan) {
     step.started.push_back({s, r.sampling, planner->n_prompt(s), r.grammar, r.pooling});
   }
   return step;
+}
+
+std::optional<token_batch> scheduler_state::slo_refusal(const sequence_request& req) const {
+  if (!req.slo_reject || req.slo_ttft_ms <= 0) return std::nullopt;
+  const double predicted = planner->predicted_ttft_ms(req.priority, static_cast<uint32_t>(req.prompt.size()));
+  if (predicted <= req.slo_ttft_ms) return std::nullopt;
+  token_batch b;
+  b.seq = req.id;
+  b.finished = true;
+  b.reason = finish_reason::error;
+  b.status = 503;
+  b.error = "the queue ahead predicts a first token in " + std::to_string(static_cast<int64_t>(predicted)) +
+            " ms, past this request's x-slo-ttft-ms of " + std::to_string(static_cast<int64_t>(req.slo_ttft_ms)) +
+            " ms (x-slo-reject: true); retry later or at a more urgent priority";
+  return b;
 }
 
 token_batch scheduler_state::refusal(const sequence_request& req) const {

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <unordered_map>
 #include <utility>
@@ -56,9 +57,13 @@ struct scheduler_state {
   clock_type::time_point kicked;  // when planning of the current step began
   uint32_t block_size = 16;
   uint32_t capacity = 0;  // tokens the KV pool holds
+  clock_type::time_point epoch = clock_type::now();  // the planner's clock counts from here
   scheduler_stats stats;
   static inline const char* name = "tandem.scheduler";
 
+  double now_ms() const { return ms_since(epoch); }
+  // Moves the planner's clock to now (ageing, deadlines).
+  void tick() { planner->set_now(now_ms()); }
   // Hands sequence id's prompt to the planner, under its prefix-cache salt (engine/kv/cache_salt.h).
   void add_to_planner(seq_id id);
   // That salt; a sequence that scores its prompt has one of its own (scores_prompt).
@@ -70,6 +75,9 @@ struct scheduler_state {
   // The final batch of a request the scheduler cannot take (a duplicate id, an empty prompt,
   // or a prompt the KV pool cannot hold, which the error names).
   token_batch refusal(const sequence_request& req) const;
+  // A request with x-slo-reject whose TTFT target the planner predicts it would miss: the
+  // 503 that says so (finished batch); nullopt when it is taken.
+  std::optional<token_batch> slo_refusal(const sequence_request& req) const;
 };
 
 }  // namespace tandem

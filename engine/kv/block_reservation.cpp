@@ -54,6 +54,12 @@ reserve_result block_reservations::reserve(const reserve_request& req) {
     k.quota_tenant = item.kv_share < 1.0 ? item.quota_tenant : 0;
     k.quota_blocks = static_cast<uint32_t>(std::clamp(item.kv_share, 0.0, 1.0) * pool_blocks);
   }
+  // Priority preemption first: the scheduler names running sequences a more urgent one displaces.
+  for (seq_id victim : req.preempt) {
+    if (!kv_.has(victim)) continue;  // released meanwhile
+    preempt(victim);
+    out.preempted.push_back(victim);
+  }
   // Table entries per tenant with a quota, kept current as this reservation changes tables.
   std::unordered_map<uint32_t, uint32_t> tenant_held;
   for (const auto& [seq, k] : known_) {

@@ -51,6 +51,9 @@ struct reserve_item {
 };
 
 struct reserve_request {
+  // Running sequences to preempt before anything else (the scheduler's priority preemption):
+  // their blocks are freed and they come back in reserve_result::preempted.
+  std::vector<seq_id> preempt;
   std::vector<reserve_item> running;
   std::vector<reserve_item> waiting;
 };

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <tuple>
+#include <unordered_map>
 
 namespace tandem {
 
@@ -32,7 +34,7 @@ step_planner::step_planner(planner_config config) : config_(config) {
 }
 
 void step_planner::add(seq_id seq, const std::string& tenant, double weight, std::vector<token_id> prompt,
-                       uint64_t cache_salt, double kv_share) {
+                       uint64_t cache_salt, double kv_share, seq_class cls) {
   if (prompt.empty()) throw std::invalid_argument("a sequence needs at least one token");
   if (seqs_.count(seq)) throw std::invalid_argument("sequence id in use");
   auto& t = tenants_[tenant];
@@ -53,6 +55,8 @@ void step_planner::add(seq_id seq, const std::string& tenant, double weight, std
   s.n_prompt = static_cast<uint32_t>(prompt.size());
   s.tokens = std::move(prompt);
   s.cache_salt = cache_salt;
+  s.cls = cls;
+  s.arrival_ms = now_ms_;
   seqs_.emplace(seq, std::move(s));
   t.waiting.push_back(seq);
   ++n_waiting_;
@@ -120,54 +124,230 @@ std::vector<seq_id> step_planner::decoding() const {
   return out;
 }
 
-reserve_request step_planner::request() const {
+std::vector<seq_id> step_planner::waiting_order() const {
+  // Each tenant's queue in its own order: preempted first, then earliest deadline, then the
+  // shortest aged prompt; the deque's order (arrival) breaks ties.
+  struct queue {
+    double service;
+    double weight;
+    std::vector<seq_id> seqs;
+    size_t next = 0;
+  };
+  std::vector<queue> queues;
+  const auto key = [&](seq_id id) {
+    const auto& s = seqs_.at(id);
+    const double deadline = s.cls.deadline_ms > 0 ? s.cls.deadline_ms : std::numeric_limits<double>::infinity();
+    const double aged =
+        static_cast<double>(s.tokens.size()) - config_.aging_tokens_per_s * std::max(0.0, now_ms_ - s.arrival_ms) / 1e3;
+    return std::make_tuple(s.cls.priority, !s.preempted, deadline, aged);
+  };
+  for (const auto& [name, t] : tenants_) {
+    if (t.waiting.empty()) continue;
+    queue q{t.service, t.weight, {t.waiting.begin(), t.waiting.end()}};
+    std::stable_sort(q.seqs.begin(), q.seqs.end(), [&](seq_id a, seq_id b) { return key(a) < key(b); });
+    queues.push_back(std::move(q));
+  }
+  // Class by class (most urgent first), repeatedly the head of the tenant with least service,
+  // charging the simulated service as we go so one proposal spreads across tenants.
+  std::vector<seq_id> order;
+  order.reserve(n_waiting_);
+  while (order.size() < n_waiting_) {
+    int32_t cls = std::numeric_limits<int32_t>::max();
+    for (const auto& q : queues) {
+      if (q.next < q.seqs.size()) cls = std::min(cls, seqs_.at(q.seqs[q.next]).cls.priority);
+    }
+    queue* best = nullptr;
+    for (auto& q : queues) {
+      if (q.next == q.seqs.size() || seqs_.at(q.seqs[q.next]).cls.priority != cls) continue;
+      if (!best || q.service < best->service) best = &q;
+    }
+    const seq_id id = best->seqs[best->next++];
+    const auto& s = seqs_.at(id);
+    order.push_back(id);
+    best->service += std::min<double>(chunk_of(s, 0), static_cast<double>(s.tokens.size())) / best->weight;
+  }
+  return order;
+}
+
+double step_planner::prompt_time_ms(const step_shape& decode) const {
+  if (config_.target_step_ms <= 0 || decode.decode_rows == 0 || !cost_.ready()) {
+    return std::numeric_limits<double>::infinity();
+  }
+  return std::max(config_.target_step_ms - cost_.predict_ms(decode), config_.min_prompt_share * config_.target_step_ms);
+}
+
+reserve_request step_planner::request(uint32_t* budget_tokens) const {
   reserve_request req;
   uint32_t budget = config_.max_num_batched_tokens;
+  // Running sequences by priority, then admission (oldest first): the pool preempts from the
+  // back of the request, so the least urgent, newest goes first when blocks run short.
+  std::vector<seq_id> order;
   for (seq_id id : running_) {
-    if (budget == 0) break;
+    if (std::find(victims_.begin(), victims_.end(), id) == victims_.end()) order.push_back(id);
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](seq_id a, seq_id b) { return seqs_.at(a).cls.priority < seqs_.at(b).cls.priority; });
+  std::unordered_map<seq_id, uint32_t> n_new_of;
+
+  // 1. Decoding rows (the last token plus any drafts to verify), all of them.
+  step_shape shape;
+  std::vector<seq_id> prefilling;
+  for (seq_id id : order) {
     const auto& s = seqs_.at(id);
-    // Pending tokens: the prompt rest or the last sampled token, plus any drafts to verify.
     const uint32_t pending = static_cast<uint32_t>(s.tokens.size() + s.draft.size()) - s.n_computed;
-    // Decoding (pending = the last token plus its drafts) takes it all; only a prompt's rest
-    // is cut to a chunk.
     const uint32_t decode = 1 + static_cast<uint32_t>(s.draft.size());
-    const uint32_t chunk = pending > decode ? chunk_of(s, s.n_computed) : decode;
-    const uint32_t n_new = std::min({pending, std::max(chunk, decode), budget});
-    if (n_new == 0 || (config_.whole_prompts && n_new < pending)) continue;
+    if (pending > decode) {
+      prefilling.push_back(id);
+      continue;
+    }
+    const uint32_t n_new = std::min(pending, budget);
+    if (n_new == 0) continue;
     budget -= n_new;
-    req.running.push_back({id, s.n_computed + n_new, s.n_computed, 0, {}});
+    shape.add_rows(s.n_computed, n_new, false);
+    n_new_of[id] = n_new;
   }
 
-  // Waiting sequences in fair order: repeatedly the head of the tenant with least service,
-  // charging the simulated service as we go so one proposal spreads across tenants.
-  size_t slots = config_.max_num_seqs > running_.size() ? config_.max_num_seqs - running_.size() : 0;
-  std::map<std::string, std::pair<double, size_t>> sim;  // tenant -> (service, next index)
-  for (const auto& [name, t] : tenants_) {
-    if (!t.waiting.empty()) sim[name] = {t.service, 0};
+  // 2. Prompt work, class by class: running prompts' next chunks, then waiting sequences.
+  double time_left = prompt_time_ms(shape);
+  const bool timed = time_left != std::numeric_limits<double>::infinity();
+  uint32_t prompt_fed = 0;
+  // The tokens of a chunk from `start` that the budget and the time allow (the floor past the time).
+  const auto fit = [&](uint32_t start, uint32_t want) {
+    uint32_t c = std::min(want, budget);
+    if (!timed) return c;
+    uint32_t t = cost_.prompt_tokens_within(time_left, start, c);
+    if (prompt_fed < config_.min_prompt_tokens) t = std::max(t, std::min(c, config_.min_prompt_tokens - prompt_fed));
+    return t;
+  };
+  const auto take = [&](uint32_t start, uint32_t c) {
+    budget -= c;
+    prompt_fed += c;
+    if (timed) time_left -= cost_.prompt_cost_ms(start, c);
+  };
+  const auto out_of_time = [&] { return timed && time_left <= 0 && prompt_fed >= config_.min_prompt_tokens; };
+  if (budget_tokens) {
+    *budget_tokens = shape.decode_rows + (timed ? std::max(cost_.prompt_tokens_within(time_left, 0, budget),
+                                                           std::min(budget, config_.min_prompt_tokens))
+                                                : budget);
   }
-  while (slots > 0 && budget > 0 && !sim.empty()) {
-    auto best = sim.begin();
-    for (auto it = sim.begin(); it != sim.end(); ++it) {
-      if (it->second.first < best->second.first) best = it;
+
+  const auto waiting = waiting_order();
+  size_t slots = config_.max_num_seqs > order.size() ? config_.max_num_seqs - order.size() : 0;  // victims' count
+  size_t pi = 0, wi = 0;
+  bool waiting_blocked = false;  // an encoder's prompt that must wait whole: the rest wait behind it
+  while (budget > 0 && !out_of_time()) {
+    const bool prefill_left = pi < prefilling.size();
+    const bool waiting_left = !waiting_blocked && slots > 0 && wi < waiting.size();
+    if (!prefill_left && !waiting_left) break;
+    const bool prefill_first =
+        prefill_left &&
+        (!waiting_left || seqs_.at(prefilling[pi]).cls.priority <= seqs_.at(waiting[wi]).cls.priority);
+    if (prefill_first) {
+      const seq_id id = prefilling[pi++];
+      const auto& s = seqs_.at(id);
+      const uint32_t pending = static_cast<uint32_t>(s.tokens.size()) - s.n_computed;
+      const uint32_t n_new = fit(s.n_computed, std::min(pending, chunk_of(s, s.n_computed)));
+      if (n_new == 0 || (config_.whole_prompts && n_new < pending)) continue;
+      take(s.n_computed, n_new);
+      n_new_of[id] = n_new;
+      continue;
     }
-    const auto& t = tenants_.at(best->first);
-    const seq_id id = t.waiting[best->second.second];
+    const seq_id id = waiting[wi++];
     const auto& s = seqs_.at(id);
     // A prefix-cache hit moves the start (known only after the cache manager's lookup);
     // sizing as from position 0 at most overshoots the first chunk's cost once.
-    const uint32_t max_compute = std::min({chunk_of(s, 0), budget, static_cast<uint32_t>(s.tokens.size())});
-    if (config_.whole_prompts && max_compute < s.tokens.size()) break;  // whole, or it waits (in order)
+    const uint32_t max_compute = fit(0, std::min(chunk_of(s, 0), static_cast<uint32_t>(s.tokens.size())));
+    if (max_compute == 0) break;
+    if (config_.whole_prompts && max_compute < s.tokens.size()) {  // whole, or it waits (in order)
+      waiting_blocked = true;
+      continue;
+    }
     req.waiting.push_back({id, 0, 0, max_compute, {}});
-    budget -= max_compute;
+    take(0, max_compute);
     --slots;
-    best->second.first += static_cast<double>(max_compute) / t.weight;
-    if (++best->second.second == t.waiting.size()) sim.erase(best);
+  }
+
+  for (seq_id id : order) {
+    const auto it = n_new_of.find(id);
+    if (it == n_new_of.end()) continue;
+    const auto& s = seqs_.at(id);
+    req.running.push_back({id, s.n_computed + it->second, s.n_computed, 0, {}});
   }
   return req;
 }
 
+std::vector<seq_id> step_planner::choose_victims() const {
+  std::vector<seq_id> victims;
+  if (n_waiting_ == 0 || running_.empty()) return victims;
+  // Candidates: the least urgent first, newest first among equals.
+  std::vector<seq_id> cand(running_.rbegin(), running_.rend());
+  std::stable_sort(cand.begin(), cand.end(),
+                   [&](seq_id a, seq_id b) { return seqs_.at(a).cls.priority > seqs_.at(b).cls.priority; });
+  const int32_t least_urgent = seqs_.at(cand.front()).cls.priority;
+  std::vector<int32_t> urgent;  // waiting priorities more urgent than some running one
+  for (const auto& [name, t] : tenants_) {
+    for (seq_id id : t.waiting) {
+      if (seqs_.at(id).cls.priority < least_urgent) urgent.push_back(seqs_.at(id).cls.priority);
+    }
+  }
+  std::sort(urgent.begin(), urgent.end());
+  constexpr size_t kMaxPerStep = 8;  // displaced a few at a time: each recomputes its prompt later
+  if (urgent.size() > kMaxPerStep) urgent.resize(kMaxPerStep);
+  // The running set is full: each urgent arrival beyond the free slots displaces one.
+  size_t free_slots = config_.max_num_seqs > running_.size() ? config_.max_num_seqs - running_.size() : 0;
+  size_t next = 0;
+  for (int32_t p : urgent) {
+    if (free_slots > 0) {
+      --free_slots;
+      continue;
+    }
+    if (next == cand.size() || seqs_.at(cand[next]).cls.priority <= p) break;
+    victims.push_back(cand[next++]);
+  }
+  // The pool is short: the head was proposed, not admitted, and nothing was preempted for it.
+  if (victims.empty() && head_starved_ && proposed_head_ && seqs_.count(*proposed_head_)) {
+    const int32_t p = seqs_.at(*proposed_head_).cls.priority;
+    if (seqs_.at(cand.front()).cls.priority > p) victims.push_back(cand.front());
+  }
+  return victims;
+}
+
+double step_planner::predicted_ttft_ms(int32_t priority, uint32_t n_prompt) const {
+  if (!cost_.ready()) return 0;
+  // Prompt tokens ahead: every waiting or prefilling sequence at this priority or more urgent.
+  double ahead = n_prompt;
+  step_shape decode;
+  for (seq_id id : running_) {
+    const auto& s = seqs_.at(id);
+    if (s.tokens.size() > s.n_computed + 1) {
+      if (s.cls.priority <= priority) ahead += static_cast<double>(s.tokens.size() - s.n_computed);
+    } else {
+      decode.add_rows(s.n_computed, 1, false);
+    }
+  }
+  for (const auto& [name, t] : tenants_) {
+    for (seq_id id : t.waiting) {
+      if (seqs_.at(id).cls.priority <= priority) ahead += static_cast<double>(seqs_.at(id).tokens.size());
+    }
+  }
+  // A step's prompt tokens and its time under the current decode load.
+  const double time = prompt_time_ms(decode);
+  uint32_t per_step = config_.max_num_batched_tokens > decode.decode_rows
+                          ? config_.max_num_batched_tokens - decode.decode_rows
+                          : config_.min_prompt_tokens;
+  if (time != std::numeric_limits<double>::infinity()) {
+    per_step = std::max(config_.min_prompt_tokens, cost_.prompt_tokens_within(time, 0, per_step));
+  }
+  step_shape step = decode;
+  step.add_rows(0, per_step, true);
+  const double step_ms = std::max(1e-3, cost_.predict_ms(step));
+  return std::ceil(ahead / std::max(1u, per_step)) * step_ms;
+}
+
 reserve_request step_planner::propose() {
-  auto req = request();
+  victims_ = choose_victims();  // before the proposal, which leaves them out
+  auto req = request(&proposed_budget_);
+  req.preempt = victims_;
   proposed_head_ = req.waiting.empty() ? std::nullopt : std::optional<seq_id>(req.waiting.front().seq);
   for (auto& item : req.waiting) {
     auto& s = seqs_.at(item.seq);
@@ -194,6 +374,16 @@ step_plan_core step_planner::finalize(const reserve_result& granted) {
   plan.step = next_step_++;
   plan.copies = granted.copies;
   plan.preempted = granted.preempted;
+  plan.budget_tokens = proposed_budget_;
+  for (seq_id id : granted.preempted) {
+    if (std::find(victims_.begin(), victims_.end(), id) != victims_.end()) ++plan.priority_preempted;
+  }
+  victims_.clear();
+  // The head of the proposal found no room although nothing was preempted for it: the next
+  // proposal may displace a less urgent running sequence for it (choose_victims).
+  head_starved_ = proposed_head_ && granted.preempted.empty() &&
+                  std::none_of(granted.admitted.begin(), granted.admitted.end(),
+                               [&](const reserve_grant& g) { return g.seq == *proposed_head_; });
 
   for (seq_id id : granted.preempted) {
     if (!seqs_.count(id)) continue;  // removed meanwhile; its blocks are freed already
@@ -204,6 +394,7 @@ step_plan_core step_planner::finalize(const reserve_result& granted) {
     s.draft.clear();   // its drafts had no blocks; the drafter offers new ones once it runs
     s.table.clear();   // its blocks are freed
     s.local_table.clear();
+    s.preempted = true;
     requeue_front(id);
   }
 
@@ -241,10 +432,18 @@ step_plan_core step_planner::finalize(const reserve_result& granted) {
     q.erase(std::find(q.begin(), q.end(), g.seq));
     --n_waiting_;
     s.running = true;
+    s.preempted = false;
     s.n_computed = g.n_cached;
     running_.push_back(g.seq);
     add_planned(g, g.n_cached);
   }
+  for (const auto& p : plan.seqs) {
+    // A chunk of known tokens is prompt work (also a preempted sequence's recomputation);
+    // one token with its drafts is a decoding row.
+    const bool prompt = p.draft.empty() && (p.n_new > 1 || p.start_pos + 1 < seqs_.at(p.seq).n_prompt);
+    plan.shape.add_rows(p.start_pos, p.n_fed(), prompt);
+  }
+  plan.predicted_ms = cost_.predict_ms(plan.shape);
   const bool stuck = plan.seqs.empty() && plan.preempted.empty() && plan.orphaned.empty() && running_.empty();
   if (stuck && proposed_head_ && seqs_.count(*proposed_head_)) plan.unservable = proposed_head_;
   return plan;

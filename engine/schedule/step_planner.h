@@ -14,8 +14,24 @@
 //            [device worker runs the step]
 //            complete() per sequence           (computed count advances, sampled token added)
 //
-// Fair share: waiting sequences start in the order of their tenant's weighted service (tokens
-// computed / weight), so a tenant with a long queue cannot starve one that just arrived.
+// Order of work in a step (request()):
+//   1. every decoding row, most urgent priority first (decode is never starved by prompts)
+//   2. prompt work, by priority class (lower first): running prompts' next chunks, then waiting
+//      sequences in fair order: the tenant with least weighted service (tokens computed /
+//      weight) goes next, so a tenant with a long queue cannot starve one that just arrived;
+//      within a tenant, preempted ones first, then earliest TTFT deadline, then the shortest
+//      prompt (the one that can stream soonest), aged so that long prompts still start.
+// Steps sized in time (target_step_ms): while rows decode, prompt chunks get the tokens the
+// cost model (step_cost.h) predicts fit beside them, never less than a floor, so neither
+// starves; with nothing decoding, nobody's pace is at stake and the token budget alone rules.
+//
+//   decode rows D --> predicted decode time t_D --> prompt time max(target - t_D, share * target)
+//        --> each chunk the tokens whose predicted cost fits what is left --> cap: token budget
+//
+// Priority preemption: a waiting sequence more urgent than a running one may take its place:
+// when the running set is full (max_num_seqs), or when it was proposed and not admitted (the
+// pool is short) while nothing was preempted for it. The least urgent, newest running
+// sequence goes (reserve_request::preempt); equal priorities never preempt each other.
 #pragma once
 
 #include <algorithm>
@@ -30,6 +46,7 @@
 
 #include "engine/kv/reservation.h"
 #include "engine/model/model_config.h"
+#include "engine/schedule/step_cost.h"
 
 namespace tandem {
 
@@ -37,9 +54,6 @@ struct planner_config {
   uint32_t max_num_seqs = 64;              // running sequences at most
   uint32_t max_num_batched_tokens = 2048;  // tokens computed per step at most (the budget)
   uint32_t prefill_chunk = 512;            // a prompt is computed at most this many tokens a step
-  // Steps sized in time: while sequences decode, a step's prompt tokens are those the cost
-  // model (step_cost.h) predicts fit in this many ms beside the decoding rows. 0 = off.
-  double target_step_ms = 0;
   // Cost of attending to one cached key, relative to one token's pass through the weights
   // (0 = ignore attention). A chunk late in a long prompt attends to everything before it,
   // so equal token counts make late chunks slower (2x at 4,000 tokens for SmolLM2-135M) and
@@ -61,6 +75,17 @@ struct planner_config {
   // The prompt chunk of a sequence that scores its prompt (prompt logprobs), whose step
   // returns a vocabulary row of logits per token: kScoredRowsBytes / (n_vocab * 4) tokens.
   uint32_t scored_chunk = 64;
+  // Steps sized in time: while sequences decode, a step's prompt tokens are those the cost
+  // model (step_cost.h) predicts fit in this many ms beside the decoding rows. 0 = off.
+  double target_step_ms = 0;
+  // While decode alone takes more than the target, prompts still get this share of it...
+  double min_prompt_share = 0.25;
+  // ...and at least this many tokens a step.
+  uint32_t min_prompt_tokens = 16;
+  // Ageing of the shortest-prompt-first order: a waiting prompt counts this many tokens
+  // shorter for each second it has waited (a 2,000-token prompt passes fresh 150-token ones
+  // after ~18 s at 100).
+  double aging_tokens_per_s = 100;
 };
 
 // Logits a prompt-scoring chunk may hold at once: 64 MiB (64 rows of a 262k vocabulary).
@@ -79,6 +104,13 @@ uint32_t prefill_chunk_tokens(const planner_config& config, uint32_t start);
 
 // One sequence in a step. Its tokens and block table stay with the planner (tokens(),
 // table()); the plan says which of them the step computes, and what the grant changed.
+// A sequence's place in the order of work: vLLM's priority (lower first), then, among equal
+// priorities, its time-to-first-token deadline (ms on the planner's clock, 0 = none).
+struct seq_class {
+  int32_t priority = 0;
+  double deadline_ms = 0;
+};
+
 struct planned_seq {
   seq_id seq = 0;
   uint32_t start_pos = 0;  // tokens before this one are in the KV cache
@@ -102,6 +134,11 @@ struct step_plan_core {
   // Nothing fits and nothing runs: the head of the proposal's waiting sequences, which this
   // pool can never serve (it would wait forever).
   std::optional<seq_id> unservable;
+  step_shape shape;             // what the step computes, for the cost model
+  double predicted_ms = 0;      // the cost model's prediction of it (0: not ready)
+  uint32_t budget_tokens = 0;   // the tokens the step might have computed: decode rows plus the
+                                // prompt tokens its time allowed (the token cap without one)
+  uint32_t priority_preempted = 0;  // of preempted: those a more urgent sequence displaced
   uint32_t n_tokens() const {
     uint32_t n = 0;
     for (const auto& s : seqs) n += s.n_fed();
@@ -118,8 +155,20 @@ class step_planner {
   // A new sequence joins the waiting queue of its tenant.
   // cache_salt: the prefix-cache salt its blocks are published and found under.
   // kv_share: the tenant's largest share of the KV pool, in (0, 1] (reservation.h's quotas).
+  // cls: its priority and TTFT deadline.
   void add(seq_id seq, const std::string& tenant, double weight, std::vector<token_id> prompt, uint64_t cache_salt = 0,
-           double kv_share = 1.0);
+           double kv_share = 1.0, seq_class cls = {});
+  // The planner's clock, in ms (ageing, deadlines): the scheduler sets it before each
+  // arrival and proposal; tests move it by hand.
+  void set_now(double ms) { now_ms_ = ms; }
+  double now() const { return now_ms_; }
+  // The step of `plan` took ms from planning to result: the cost model learns it.
+  void observe(const step_plan_core& plan, double ms) { cost_.observe(plan.shape, ms); }
+  const step_cost_model& cost_model() const { return cost_; }
+  // The predicted wait until a new sequence of this class and prompt length has its first
+  // token: the prompt work queued at its priority or more urgent, plus its own, at the prompt
+  // rate the current decode load leaves. 0 when the cost model cannot say yet.
+  double predicted_ttft_ms(int32_t priority, uint32_t n_prompt) const;
   // A sequence that shares parent's prompt (a choice of the same request, n > 1): it starts
   // running with parent's block table and computes only the prompt's last token itself, for
   // its own logits (the write copies the shared block). Call it in the step where parent's
@@ -189,6 +238,9 @@ class step_planner {
     block_table table;            // as granted: covers what the last step computed
     block_table local_table;      // as granted: the sliding-window layers' (empty without them)
     std::vector<token_id> draft;  // for the next step only
+    seq_class cls;
+    double arrival_ms = 0;
+    bool preempted = false;  // waits again after a preemption: first in its tenant's queue
   };
   struct tenant_state {
     double weight = 1.0;
@@ -198,7 +250,14 @@ class step_planner {
     std::deque<seq_id> waiting;
   };
 
-  reserve_request request() const;  // propose() without the tokens
+  // propose() without the tokens; budget_tokens: step_plan_core::budget_tokens.
+  reserve_request request(uint32_t* budget_tokens = nullptr) const;
+  // The waiting sequences in the order they start (the header's order, all classes).
+  std::vector<seq_id> waiting_order() const;
+  // The prompt time a step has beside `decode` (infinity: no time limit).
+  double prompt_time_ms(const step_shape& decode) const;
+  // Running sequences more urgent waiting ones displace in the next proposal.
+  std::vector<seq_id> choose_victims() const;
   // A prompt chunk of s starting at position start: prefill_chunk_tokens, within s's limit.
   uint32_t chunk_of(const seq_state& s, uint32_t start) const {
     const uint32_t c = prefill_chunk_tokens(config_, start);
@@ -214,6 +273,11 @@ class step_planner {
   std::map<std::string, tenant_state> tenants_;
   size_t n_waiting_ = 0;
   std::optional<seq_id> proposed_head_;  // the last proposal's first waiting sequence
+  std::vector<seq_id> victims_;          // the last proposal's priority preemptions
+  bool head_starved_ = false;            // the last proposal's head was not admitted, nothing preempted
+  uint32_t proposed_budget_ = 0;
+  double now_ms_ = 0;
+  step_cost_model cost_;
 };
 
 }  // namespace tandem

@@ -254,7 +254,7 @@ TEST(StepPlanner, AbortInEveryPhaseFreesEverything) {
   harness h({2, 64, 32}, 64, 4);
   h.add(1, 100, 10);  // will be mid-prefill
   h.add(2, 10, 100);  // will be decoding
-  h.add(3, 10, 10);   // still waiting (max 2 running)
+  h.add(3, 120, 10);  // still waiting (max 2 running; the longest prompt goes last)
   h.step();
   h.step();
   ASSERT_TRUE(h.planner.is_running(1));
@@ -559,18 +559,18 @@ TEST(StepPlanner, AnEncoderPromptRunsWholeOrWaits) {
   planner_config cfg{8, 300, 64};
   cfg.whole_prompts = true;
   harness h(cfg, 256);
-  h.add(1, 280, 1);
-  h.add(2, 100, 1);
+  h.add(1, 100, 1);
+  h.add(2, 280, 1);
   auto p1 = h.step();
-  ASSERT_EQ(p1.seqs.size(), 1u);
+  ASSERT_EQ(p1.seqs.size(), 1u) << "2 does not fit whole beside 1: it waits";
   EXPECT_EQ(p1.seqs[0].seq, 1);
-  EXPECT_EQ(p1.seqs[0].n_fed(), 280u) << "whole, past prefill_chunk";
+  EXPECT_EQ(p1.seqs[0].n_fed(), 100u);
   EXPECT_TRUE(p1.seqs[0].sample);
   auto p2 = h.step();
   ASSERT_EQ(p2.seqs.size(), 1u);
   EXPECT_EQ(p2.seqs[0].seq, 2);
   EXPECT_EQ(p2.seqs[0].start_pos, 0u);
-  EXPECT_EQ(p2.seqs[0].n_fed(), 100u);
+  EXPECT_EQ(p2.seqs[0].n_fed(), 280u) << "whole, past prefill_chunk";
   h.run_to_end();
   EXPECT_EQ(h.finished, (std::vector<seq_id>{1, 2}));
   h.expect_all_blocks_free_or_cached();
