@@ -3,9 +3,13 @@
 #include "actors/router.h"
 
 #include <xxhash.h>
+#include <algorithm>
 #include <chrono>
+#include <deque>
 #include <memory>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "engine/tenants/tenant_limits.h"
 
@@ -14,14 +18,18 @@ namespace {
 
 constexpr auto kUpdatePeriod = std::chrono::milliseconds(50);
 
+constexpr uint32_t kMaxReadyWait_s = 3600;
+constexpr size_t kRememberedNodes = 64;  // the gate's newest node actors (whose warm it believes)
+
 struct node_state {
   node_config cfg;
+  warm_gate_actor gate;
   router_actor router;
   std::unordered_map<seq_id, streamer_actor> seqs;  // running here for the router: its stand-in streamer
   static inline const char* name = "tandem.cluster_node";
 };
 
-using node_ptr = node_actor::stateful_pointer<node_state>;
+using node_ptr = warm_node_actor::stateful_pointer<node_state>;
 
 // Prefix-index changes, then the scheduler's figures, then one update to the router.
 void send_update(node_ptr self) {
@@ -72,8 +80,9 @@ void compile_then_enqueue(node_ptr self, sequence_request sr) {
       });
 }
 
-node_actor::behavior_type cluster_node(node_ptr self, node_config cfg, caf::actor router) {
+warm_node_actor::behavior_type cluster_node(node_ptr self, node_config cfg, warm_gate_actor gate, caf::actor router) {
   self->state.cfg = std::move(cfg);
+  self->state.gate = std::move(gate);
   self->state.router = caf::actor_cast<router_actor>(router);
   // The router's connection is gone: nobody reads these sequences' tokens any more.
   self->monitor(router);
@@ -107,6 +116,7 @@ node_actor::behavior_type cluster_node(node_ptr self, node_config cfg, caf::acto
         if (last) st.seqs.erase(it);
       },
       [](cancel_atom) {},
+      [self](warm_atom) { self->send(self->state.gate, warm_atom::value); },
       [self](tick_atom) {
         send_update(self);
         self->delayed_send(self, kUpdatePeriod, tick_atom::value);
@@ -114,19 +124,55 @@ node_actor::behavior_type cluster_node(node_ptr self, node_config cfg, caf::acto
   };
 }
 
+// The gate: joins, and the node's readiness. warm stays true once a router warmed the node
+// (a later join's warm-up gates that router's routing, not the probe).
 struct gate_state {
   node_config cfg;
+  bool warm = false;
+  uint64_t next_waiter = 0;
+  std::vector<std::pair<uint64_t, caf::typed_response_promise<bool>>> waiters;  // at most kMaxReadyWaiters
+  std::deque<caf::actor_addr> nodes;  // its newest node actors: only they may say warm
   static inline const char* name = "tandem.cluster_gate";
 };
 
-node_gate_actor::behavior_type node_gate(node_gate_actor::stateful_pointer<gate_state> self, node_config cfg) {
+warm_gate_actor::behavior_type node_gate(warm_gate_actor::stateful_pointer<gate_state> self, node_config cfg) {
   self->state.cfg = std::move(cfg);
   return {
       [self](join_atom, const std::string& secret, const caf::actor& router) -> caf::result<caf::actor> {
         if (!constant_time_equal(secret, self->state.cfg.secret) || !router) {
           return caf::make_error(caf::sec::invalid_argument, "join refused: wrong cluster secret");
         }
-        return caf::actor_cast<caf::actor>(self->spawn(cluster_node, self->state.cfg, router));
+        auto node = self->spawn(cluster_node, self->state.cfg, caf::actor_cast<warm_gate_actor>(self), router);
+        auto& nodes = self->state.nodes;
+        nodes.push_back(node.address());
+        if (nodes.size() > kRememberedNodes) nodes.pop_front();
+        return caf::actor_cast<caf::actor>(node);
+      },
+      [self](ready_atom, uint32_t timeout_s) -> caf::result<bool> {
+        auto& st = self->state;
+        if (st.warm) return true;
+        if (st.waiters.size() >= kMaxReadyWaiters) return false;
+        const uint64_t id = ++st.next_waiter;
+        auto rp = self->make_response_promise<bool>();
+        st.waiters.emplace_back(id, rp);
+        self->delayed_send(self, std::chrono::seconds(std::min(timeout_s, kMaxReadyWait_s)), tick_atom::value, id);
+        return rp;
+      },
+      [self](tick_atom, uint64_t id) {
+        auto& w = self->state.waiters;
+        const auto it = std::find_if(w.begin(), w.end(), [id](const auto& x) { return x.first == id; });
+        if (it == w.end()) return;
+        it->second.deliver(false);
+        w.erase(it);
+      },
+      [self](warm_atom) {
+        auto& st = self->state;
+        const auto from = self->current_sender() ? caf::actor_cast<caf::actor_addr>(self->current_sender())
+                                                 : caf::actor_addr{};
+        if (std::find(st.nodes.begin(), st.nodes.end(), from) == st.nodes.end()) return;
+        st.warm = true;
+        for (auto& [id, rp] : st.waiters) rp.deliver(true);
+        st.waiters.clear();
       },
   };
 }
@@ -134,7 +180,7 @@ node_gate_actor::behavior_type node_gate(node_gate_actor::stateful_pointer<gate_
 }  // namespace
 
 node_gate_actor spawn_node_gate(caf::actor_system& sys, node_config cfg) {
-  return sys.spawn(node_gate, std::move(cfg));
+  return caf::actor_cast<node_gate_actor>(sys.spawn(node_gate, std::move(cfg)));
 }
 
 uint64_t cluster_salt_key(const std::string& secret) {

@@ -10,6 +10,9 @@
 //   router --abort(seq) / force(seq, tokens)--> node --> scheduler
 //   node --update(node_update), every 50 ms--> router: prefix-index changes and load
 //   router down (connection lost): the node aborts every sequence it still runs for it
+//   warm-up: the router sends the joined node its hottest prefixes as one-token sequences
+//            (it streams them to itself), then --warm--> node --warm--> gate: the gate answers
+//            the readiness query (ready, from `tandem serve`) that waits for it
 #pragma once
 
 #include <caf/all.hpp>
@@ -22,6 +25,12 @@
 #include "tandem/remote.h"
 
 namespace tandem {
+
+using warm_atom = caf::atom_constant<caf::atom("warm")>;    // router -> node -> gate: warm-up done
+using ready_atom = caf::atom_constant<caf::atom("ready")>;  // serve -> gate: wait until warm
+
+// A router's own warm-up sequences carry this bit in their id (admission's ids never reach it).
+constexpr seq_id kWarmupSeqBit = seq_id{1} << 63;
 
 // What a node tells its router, every update period.
 struct node_update {
@@ -46,9 +55,20 @@ using node_actor = caf::typed_actor<caf::reacts_to<enqueue_atom, sequence_reques
                                     caf::reacts_to<tokens_atom, token_batch>,  // from its own scheduler
                                     caf::reacts_to<cancel_atom>,  // (streamer_actor's other message; unused)
                                     caf::reacts_to<tick_atom>>;   // its update timer
+// What a node actor of this process also takes: warm, from its router (warm-up done). A
+// router's node handle is a node_actor, so a simulated node need not know warm-ups.
+using warm_node_actor = node_actor::extend<caf::reacts_to<warm_atom>>;
 
 // join(secret, router) -> the node actor, as an untyped handle (node_actor behind it).
 using node_gate_actor = caf::typed_actor<caf::replies_to<join_atom, std::string, caf::actor>::with<caf::actor>>;
+// The gate of this process also answers readiness. ready(timeout_s) -> true once a router
+// warmed the node, false when timeout_s (at most an hour) passed first; at most
+// kMaxReadyWaiters wait at once (more: false at once): the gate is published, so a stranger
+// may ask too. warm: from the gate's own node actors only.
+using warm_gate_actor = node_gate_actor::extend<caf::replies_to<ready_atom, uint32_t>::with<bool>,
+                                                caf::reacts_to<warm_atom>,
+                                                caf::reacts_to<tick_atom, uint64_t>>;  // a waiter's timeout
+constexpr size_t kMaxReadyWaiters = 8;
 
 struct node_config {
   std::string secret;  // the cluster secret a router must present
@@ -61,6 +81,7 @@ struct node_config {
 };
 
 // The gate; each router that joins gets a node actor of its own (its sequences, its updates).
+// Behind the handle: a warm_gate_actor.
 node_gate_actor spawn_node_gate(caf::actor_system& sys, node_config cfg);
 
 // The key of the prefix-cache group salts shared by a cluster's nodes and router.

@@ -4,11 +4,14 @@
 #include <chrono>
 #include <deque>
 #include <limits>
+#include <span>
+#include <algorithm>
 #include <stdexcept>
 #include <unordered_map>
 
 #include "actors/atoms.h"
 #include "actors/clock.h"
+#include "engine/cluster/hot_prefixes.h"
 #include "engine/cluster/prefix_index.h"
 #include "engine/cluster/routing_policy.h"
 #include "engine/kv/block_pool.h"
@@ -21,11 +24,15 @@ constexpr auto kReconnectPeriod = std::chrono::seconds(1);
 constexpr auto kJoinTimeout = std::chrono::seconds(5);
 constexpr size_t kMaxSessions = 65536;
 
+constexpr size_t kMaxHotPrefixes = 256;  // the hot-prefix table's bound (x warmup_max_tokens tokens)
+
 struct node_slot {
   std::string host;
   uint16_t port = 0;
   node_actor handle;  // null while down
   bool connecting = false;
+  uint32_t warm_pending = 0;  // its warm-up sequences not finished yet
+  clock_type::time_point warm_start;
   node_figures fig;
 };
 
@@ -56,6 +63,12 @@ struct router_state {
   uint32_t cursor = 0;
   uint32_t block_size = 16;  // the nodes' (from their updates)
   cluster_stats counters;
+  // Warm-up (router_config): prefixes by heat, and the warm-up sequences in flight -> node.
+  router_config warmup;
+  cluster::hot_prefixes hot{kMaxHotPrefixes, 0, 300};
+  std::unordered_map<seq_id, uint32_t> warming;
+  uint64_t next_warm_id = 0;
+  clock_type::time_point started = clock_type::now();
   static inline const char* name = "tandem.router";
 };
 
@@ -71,6 +84,21 @@ void end_with_error(self_ptr self, const streamer_actor& to, seq_id seq, std::st
   self->send(to, tokens_atom::value, std::move(b));
 }
 
+double seconds_since_start(const router_state& st) { return ms_since(st.started) / 1000.0; }
+
+// The prompt's longest run of blocks some node holds is a hit for that prefix (cut to the
+// warm-up's token bound: its key is then the cut prefix's last block).
+void note_hit(router_state& st, const sequence_request& sr, const std::vector<uint64_t>& hashes,
+              const std::vector<uint32_t>& held) {
+  if (st.warmup.warmup_prefixes == 0 || held.empty()) return;
+  const uint32_t most = *std::max_element(held.begin(), held.end());
+  const uint32_t blocks = std::min<uint32_t>(most, st.warmup.warmup_max_tokens / st.block_size);
+  if (blocks == 0 || blocks > hashes.size()) return;
+  const std::span<const token_id> prefix(sr.prompt.data(), size_t{blocks} * st.block_size);
+  st.hot.hit(hashes[blocks - 1], {sr.tenant, sr.cache_group, sr.adapter, sr.input_hash}, prefix,
+             seconds_since_start(st));
+}
+
 // Picks a node for the sequence and sends it there; none can take it: a 503.
 void place(self_ptr self, sequence_request sr) {
   auto& st = self->state;
@@ -78,14 +106,17 @@ void place(self_ptr self, sequence_request sr) {
   const auto n = static_cast<uint32_t>(st.nodes.size());
   std::vector<cluster::node_load> loads(n);
   std::vector<uint32_t> cached(n, 0);
-  if (st.policy == cluster::routing_policy::kv_aware) {
+  const bool kv_aware = st.policy == cluster::routing_policy::kv_aware;
+  if (kv_aware || st.warmup.warmup_prefixes > 0) {
     const uint64_t salt = cache_salt({sr.cache_group, st.model_identity, sr.adapter, sr.input_hash}, st.salt_key);
     const auto hashes = block_pool::chain_hashes(sr.prompt, st.block_size, salt);
-    cached = st.index.cached_blocks(hashes, n);
+    auto held = st.index.cached_blocks(hashes, n);
+    note_hit(st, sr, hashes, held);
+    if (kv_aware) cached = std::move(held);
   }
   for (uint32_t i = 0; i < n; ++i) {
     const auto& slot = st.nodes[i];
-    loads[i].up = static_cast<bool>(slot.handle);
+    loads[i].up = slot.handle && !slot.fig.warming;  // a warming node takes nothing yet
     loads[i].outstanding = slot.fig.outstanding;
     loads[i].capacity = slot.fig.last.capacity > 0 ? slot.fig.last.capacity : std::numeric_limits<uint32_t>::max();
     loads[i].cached_blocks = cached[i];
@@ -162,6 +193,9 @@ void node_down(self_ptr self, uint32_t node) {
   slot.handle = nullptr;
   slot.fig.up = false;
   slot.fig.outstanding = 0;
+  slot.fig.warming = false;
+  slot.warm_pending = 0;
+  std::erase_if(st.warming, [node](const auto& w) { return w.second == node; });
   st.index.forget(node);
   std::vector<sequence_request> retry;
   for (auto it = st.seqs.begin(); it != st.seqs.end();) {
@@ -182,6 +216,74 @@ void node_down(self_ptr self, uint32_t node) {
     it = st.seqs.erase(it);
   }
   for (auto& req : retry) place(self, std::move(req));
+}
+
+// The node may take sequences now: it is told (its readiness probe turns ready).
+void end_warmup(self_ptr self, uint32_t node, bool timed_out) {
+  auto& st = self->state;
+  auto& slot = st.nodes[node];
+  if (slot.fig.warming) {
+    slot.fig.warming = false;
+    slot.fig.warmup_seconds = ms_since(slot.warm_start) / 1000.0;
+    if (timed_out) {
+      slot.fig.warmup_timeouts++;
+      for (auto it = st.warming.begin(); it != st.warming.end();) {  // nobody waits for them now
+        if (it->second != node) {
+          ++it;
+          continue;
+        }
+        if (slot.handle) self->send(slot.handle, abort_atom::value, it->first);
+        it = st.warming.erase(it);
+      }
+    }
+    slot.warm_pending = 0;
+  }
+  if (slot.handle) self->send(caf::actor_cast<warm_node_actor>(slot.handle), warm_atom::value);
+}
+
+// A node joined: it prefills the hottest prefixes first, as one-token sequences whose tokens
+// come back here; until they are done (or the timeout) it takes no sequence.
+void begin_warmup(self_ptr self, uint32_t node) {
+  auto& st = self->state;
+  auto& slot = st.nodes[node];
+  auto picks = st.warmup.warmup_prefixes == 0
+                   ? std::vector<cluster::hot_prefix>{}
+                   : st.hot.hottest(st.warmup.warmup_prefixes, st.warmup.warmup_max_tokens, seconds_since_start(st));
+  if (picks.empty()) return end_warmup(self, node, false);
+  slot.fig.warming = true;
+  slot.fig.warmups++;
+  slot.warm_start = clock_type::now();
+  slot.warm_pending = static_cast<uint32_t>(picks.size());
+  for (auto& p : picks) {
+    sequence_request sr;
+    sr.id = kWarmupSeqBit | ++st.next_warm_id;
+    sr.tenant = std::move(p.origin.tenant);
+    sr.cache_group = std::move(p.origin.cache_group);
+    sr.adapter = std::move(p.origin.adapter);
+    sr.input_hash = p.origin.input_hash;
+    sr.prompt = std::move(p.tokens);
+    sr.max_new_tokens = 1;
+    sr.speculative = false;
+    sr.streamer = caf::actor_cast<streamer_actor>(self);
+    slot.fig.warmup_tokens += sr.prompt.size();
+    st.warming[sr.id] = node;
+    self->send(slot.handle, enqueue_atom::value, std::move(sr));
+  }
+  const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::duration<double>(st.warmup.warmup_timeout_s));
+  self->delayed_send(self, timeout, warm_atom::value, node, slot.fig.joins);
+}
+
+// A warm-up sequence's tokens: its end counts down its node's warm-up.
+void warmup_tokens(self_ptr self, const token_batch& b) {
+  auto& st = self->state;
+  if (!b.finished) return;
+  const auto it = st.warming.find(b.seq);
+  if (it == st.warming.end()) return;  // its node went down, or the warm-up timed out
+  const uint32_t node = it->second;
+  st.warming.erase(it);
+  auto& slot = st.nodes[node];
+  if (slot.warm_pending > 0 && --slot.warm_pending == 0) end_warmup(self, node, false);
 }
 
 void connect(self_ptr self, uint32_t node) {
@@ -206,6 +308,7 @@ void connect(self_ptr self, uint32_t node) {
                       joined.fig.up = true;
                       joined.fig.joins++;
                       self->monitor(handle);
+                      begin_warmup(self, node);
                     },
                     [self, node](const caf::error& err) {
                       self->state.nodes[node].connecting = false;
@@ -231,6 +334,8 @@ router_actor::behavior_type router(self_ptr self, router_config cfg, std::vector
   init.salt_key = cluster_salt_key(cfg.secret);
   init.model_identity = cfg.model_identity;
   init.counters.policy = cluster::to_string(init.policy);
+  init.warmup = cfg;
+  init.hot = cluster::hot_prefixes(kMaxHotPrefixes, cfg.warmup_max_tokens, cfg.warmup_window_s);
   self->set_down_handler([self](const caf::down_msg& dm) {
     const int node = node_of(self->state, dm.source);
     if (node >= 0) node_down(self, static_cast<uint32_t>(node));
@@ -252,6 +357,7 @@ router_actor::behavior_type router(self_ptr self, router_config cfg, std::vector
         if (auto& h = st.nodes[it->second.node].handle) self->send(h, force_atom::value, seq, std::move(tokens));
       },
       [self](tokens_atom, token_batch& b) {
+        if (b.seq & kWarmupSeqBit) return warmup_tokens(self, b);
         auto& st = self->state;
         const auto it = st.seqs.find(b.seq);
         if (it == st.seqs.end()) return;  // aborted, or moved off a node that came back
@@ -300,6 +406,13 @@ router_actor::behavior_type router(self_ptr self, router_config cfg, std::vector
         return sum;
       },
       [](spec_stats_atom) -> speculation_stats { return {}; },  // the nodes speculate, each alone
+      [self](warm_atom, uint32_t node, uint64_t joins) {
+        // The warm-up of this join is still going after warmup_timeout_s: route to it anyway.
+        if (node < self->state.nodes.size() && self->state.nodes[node].fig.joins == joins &&
+            self->state.nodes[node].fig.warming) {
+          end_warmup(self, node, true);
+        }
+      },
       [self](nodes_atom) -> cluster_stats {
         auto out = self->state.counters;
         for (const auto& slot : self->state.nodes) out.nodes.push_back(slot.fig);
@@ -313,6 +426,12 @@ router_actor::behavior_type router(self_ptr self, router_config cfg, std::vector
 router_actor spawn_router(caf::actor_system& sys, const router_config& cfg) {
   (void)cluster::parse_routing_policy(cfg.policy);  // a bad name fails here, not in the actor
   if (cfg.nodes.empty()) throw std::invalid_argument("--nodes: a router needs at least one node (host:port)");
+  if (cfg.warmup_prefixes > 0 && cfg.warmup_max_tokens == 0) {
+    throw std::invalid_argument("--warmup-max-tokens must be positive when --warmup-prefixes is");
+  }
+  if (!(cfg.warmup_timeout_s >= 0 && cfg.warmup_timeout_s <= 3600)) {
+    throw std::invalid_argument("--warmup-timeout-s: 0 to 3600 seconds");
+  }
   if (cfg.nodes.size() > cluster::prefix_index::kMaxNodes) {
     throw std::invalid_argument("--nodes: at most 64 nodes per router");
   }

@@ -101,6 +101,10 @@ std::unique_ptr<runtime> runtime::start_router(caf::actor_system& sys, const run
   rc.secret = cfg.cluster_secret;
   rc.policy = cfg.routing_policy;
   rc.model_identity = gguf::model_identity(file);
+  rc.warmup_prefixes = cfg.warmup_prefixes;
+  rc.warmup_max_tokens = cfg.warmup_max_tokens;
+  rc.warmup_timeout_s = cfg.warmup_timeout_s;
+  rc.warmup_window_s = cfg.warmup_window_s;
   actors.router = spawn_router(sys, rc);
   actors.scheduler = caf::actor_cast<scheduler_actor>(actors.router);
   admission_config ac;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/cluster_node.h"
 #include "cli/commands.h"
 #include "cli/model_sha256.h"
 #include "cli/server_config.h"
@@ -217,6 +219,19 @@ int serve(serve_options o) {
     const auto port = sys.middleman().publish(rt->node_gate(), o.node_port, o.node_host.c_str(), true);
     if (!port) throw std::runtime_error("--node-port " + std::to_string(o.node_port) + ": " + sys.render(port.error()));
     std::printf("tandem: cluster node: routers join at %s:%u\n", o.node_host.c_str(), *port);
+    // Not ready (/health 503) until a router has warmed this node, or --warmup-timeout-s.
+    if (o.rt.warmup_timeout_s > 0) {
+      std::printf("tandem: cluster node: warming up (ready after a router's warm-up, at most %.0f s)\n",
+                  o.rt.warmup_timeout_s);
+      std::fflush(stdout);
+      caf::scoped_actor waiter{sys};
+      bool warmed = false;
+      waiter
+          ->request(caf::actor_cast<warm_gate_actor>(rt->node_gate()), caf::infinite, ready_atom::value,
+                    static_cast<uint32_t>(std::ceil(o.rt.warmup_timeout_s)))
+          .receive([&](bool w) { warmed = w; }, [](const caf::error&) {});
+      std::printf("tandem: cluster node: %s\n", warmed ? "warm" : "no router's warm-up in time; ready anyway");
+    }
   } else if (o.role == "router") {
     std::printf("tandem: cluster router over %zu node(s), routing %s\n", o.rt.nodes.size(),
                 o.rt.routing_policy.c_str());
@@ -416,6 +431,22 @@ void register_serve(CLI::App& app) {
       ->check(CLI::Range(1u, 4096u))
       ->capture_default_str();
   cmd->add_option("--log-level", o->log_level, "trace, debug, info, warn, error")->capture_default_str();
+  cmd->add_option("--warmup-prefixes", o->rt.warmup_prefixes,
+                  "Router: the hottest prompt prefixes a joining node prefills before it takes traffic (0: none)")
+      ->check(CLI::Range(0u, 256u))
+      ->capture_default_str();
+  cmd->add_option("--warmup-max-tokens", o->rt.warmup_max_tokens, "Router: those prefixes' tokens in all, at most")
+      ->check(CLI::Range(1u, 1u << 20))
+      ->capture_default_str();
+  cmd->add_option("--warmup-timeout-s", o->rt.warmup_timeout_s,
+                  "Router: a joining node takes traffic after this even if not warm; node: /health turns ready "
+                  "after a router's warm-up, or after this")
+      ->check(CLI::Range(0.0, 3600.0))
+      ->capture_default_str();
+  cmd->add_option("--warmup-window-s", o->rt.warmup_window_s,
+                  "Router: a prefix's heat is its cache hits in the last window and the one before")
+      ->check(CLI::Range(1.0, 86400.0))
+      ->capture_default_str();
   const auto config = std::make_shared<server_config>(cmd);  // adds --print-config: after every other option
   cmd->callback([o, config] {
     if (!o->config.empty()) o->rt.tenants = config->apply(o->config);

@@ -147,6 +147,17 @@ void render_cluster(std::string& out, const cluster_stats& c) {
            [](const node_figures& n) { return double(n.lost); });
   per_node("tandem:cluster_joins_total", "counter", "Times the router joined the node",
            [](const node_figures& n) { return double(n.joins); });
+  per_node("tandem:cluster_node_warming", "gauge", "1 while the node prefills its warm-up and takes no sequence",
+           [](const node_figures& n) { return n.warming ? 1.0 : 0.0; });
+  per_node("tandem:cluster_warmups_total", "counter", "Joins after which the node was sent hot prefixes to prefill",
+           [](const node_figures& n) { return double(n.warmups); });
+  per_node("tandem:cluster_warmup_timeouts_total", "counter",
+           "Warm-ups cut short by --warmup-timeout-s (the node took traffic unwarmed)",
+           [](const node_figures& n) { return double(n.warmup_timeouts); });
+  per_node("tandem:cluster_warmup_tokens_total", "counter", "Prompt tokens sent to the node to prefill as warm-up",
+           [](const node_figures& n) { return double(n.warmup_tokens); });
+  per_node("tandem:cluster_node_warmup_seconds", "gauge", "How long the node's last warm-up took",
+           [](const node_figures& n) { return n.warmup_seconds; });
   counter(out, "tandem:cluster_routing_decisions_total", "Routing decisions made", double(c.decisions));
   counter(out, "tandem:cluster_routing_decision_seconds_total", "Time spent deciding (prompt hashing included)",
           c.decision_us_total / 1e6);

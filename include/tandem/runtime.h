@@ -99,6 +99,15 @@ struct runtime_config {
   uint32_t batch_max_lines = 50000;
   uint64_t batch_max_tenant_bytes = uint64_t{1} << 30;
   uint32_t batch_max_in_flight = 8;
+  // Cluster warm-up (docs/cluster.md, "Warm-up"). Router: a node that joins first prefills the
+  // hottest prompt prefixes (hits in the last warmup_window_s and the window before), at most
+  // warmup_prefixes of them and warmup_max_tokens tokens in all (0 prefixes: no warm-up), and
+  // takes sequences once they are done or warmup_timeout_s passed. Node (`tandem serve`): its
+  // readiness waits for a router's warm-up, at most warmup_timeout_s.
+  uint32_t warmup_prefixes = 8;
+  uint32_t warmup_max_tokens = 4096;
+  double warmup_timeout_s = 60;
+  double warmup_window_s = 300;
 };
 
 // Scheduler settings the runtime wants from the host's actor system, set on its config

@@ -7,8 +7,12 @@
 - tenant limits are the router's, whatever node runs the request;
 - a router with the wrong secret is never joined; with no node it answers 503.
 """
+import contextlib
+import os
 import re
 import signal
+import socket
+import subprocess
 import textwrap
 import threading
 import time
@@ -17,7 +21,7 @@ import httpx
 import openai
 import pytest
 
-from conftest import Server, openai_client, temp_file
+from conftest import Server, openai_client, tandem_binary, temp_file
 
 SECRET = "test-cluster-secret-0123456789"
 TENANTS = textwrap.dedent("""\
@@ -41,9 +45,46 @@ def gate_port(node):
     raise AssertionError("no gate port in the node's log:\n" + "".join(node.log))
 
 
-def start_node(port=0):
-    return Server("--role", "node", "--node-port", str(port), "--max-num-seqs", "1", "--log-level", "warn",
-                  env={"TANDEM_CLUSTER_SECRET": SECRET})
+class Node(Server):
+    """A node process, returned once its gate listens: its /health turns ready only after a
+    router's warm-up (or --warmup-timeout-s), so it cannot wait for the "ready:" line."""
+
+    def __init__(self, *args):
+        self.proc = subprocess.Popen(
+            [tandem_binary(), "serve", "--port", "0", "--threads", "2", *args],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env={**os.environ, "TANDEM_CLUSTER_SECRET": SECRET})
+        self.log, self.port, self.scheme = [], None, "http"
+        gate = threading.Event()
+
+        def pump():
+            for line in self.proc.stdout:
+                self.log.append(line)
+                m = re.search(r"listening on (https?)://[^:]+:(\d+)", line)
+                if m:
+                    self.scheme, self.port = m.group(1), int(m.group(2))
+                if "routers join at" in line:
+                    gate.set()
+            gate.set()
+
+        threading.Thread(target=pump, daemon=True).start()
+        if not gate.wait(120) or self.port is None or self.proc.poll() is not None:
+            self.stop()
+            raise RuntimeError("tandem serve --role node did not start:\n" + "".join(self.log))
+        self.url = f"{self.scheme}://127.0.0.1:{self.port}"
+
+    def healthy(self):
+        return httpx.get(self.url + "/health", timeout=10).status_code == 200
+
+
+def start_node(port=0, *extra):
+    return Node("--role", "node", "--node-port", str(port), "--max-num-seqs", "1", "--log-level", "warn", *extra)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def series(metrics, name, node):
@@ -68,6 +109,8 @@ def cluster():
                         "--log-level", "warn", env={"TANDEM_CLUSTER_SECRET": SECRET})
         wait_for(lambda: all(series(router.metrics(), "tandem:cluster_node_up", p) == 1 for p in ports), 30,
                  "the router to join both nodes")
+        # Nothing was hot yet: the warm-up is empty and each node turns ready at once.
+        wait_for(lambda: all(n.healthy() for n in nodes), 30, "the nodes to be ready")
         state = {"nodes": nodes, "ports": ports, "router": router}
         yield state
         router.stop()
@@ -219,6 +262,81 @@ def test_a_killed_nodes_unstarted_requests_finish_elsewhere(cluster):
     cluster["nodes"][0] = start_node(ports[0])
     wait_for(lambda: series(router.metrics(), "tandem:cluster_node_up", ports[0]) == 1, 30, "the rejoin")
     assert series(router.metrics(), "tandem:cluster_joins_total", ports[0]) == 2
+    # SYSTEM_A was hot: the rejoined node was warmed with it before it took traffic, then turned ready.
+    wait_for(cluster["nodes"][0].healthy, 60, "the rejoined node to be ready")
+    m = router.metrics()
+    assert series(m, "tandem:cluster_warmups_total", ports[0]) == 1, m
+    assert series(m, "tandem:cluster_node_warming", ports[0]) == 0, m
+
+
+def test_a_node_added_under_load_is_warm_before_its_first_request():
+    """Warm-up: a third node that joins while the others are busy prefills the router's hottest
+    prefix first, so its first request with that system prompt is a prefix-cache hit."""
+    nodes = [start_node(), start_node()]
+    ports = [gate_port(n) for n in nodes]
+    third = free_port()
+    addresses = ",".join(f"127.0.0.1:{p}" for p in ports + [third])
+    router = Server("--role", "router", "--nodes", addresses, "--log-level", "warn",
+                    env={"TANDEM_CLUSTER_SECRET": SECRET})
+    streams, stop = [], threading.Event()
+    try:
+        wait_for(lambda: all(series(router.metrics(), "tandem:cluster_node_up", p) == 1 for p in ports), 30,
+                 "the router to join the two nodes")
+        # SYSTEM_A becomes hot: cached on one node and hit three times.
+        ask(router, SYSTEM_A, "Hello, who are you?")
+        time.sleep(0.3)
+        for i in range(3):
+            assert ask(router, SYSTEM_A, f"Question {i}?").usage.prompt_tokens_details.cached_tokens > 0
+        # Load: long streams keep both nodes busy (one sequence each, the rest queued).
+        def load(i):
+            s = client(router).chat.completions.create(
+                model="m", messages=[{"role": "user", "content": f"Tell a long story number {i}."}],
+                max_tokens=2000, temperature=0.7, stream=True, extra_body={"ignore_eos": True})
+            with contextlib.suppress(Exception):  # closed at the end of the test
+                for _ in s:
+                    if stop.is_set():
+                        break
+                s.close()
+
+        streams = [threading.Thread(target=load, args=(i,), daemon=True) for i in range(4)]
+        for t in streams:
+            t.start()
+        wait_for(lambda: router.metrics()["tandem:requests_in_flight"] == 4, 30, "the load")
+        # The third node joins under that load.
+        newcomer = start_node(third)
+        nodes.append(newcomer)
+        wait_for(lambda: series(router.metrics(), "tandem:cluster_node_up", third) == 1, 30, "the third join")
+        wait_for(lambda: series(router.metrics(), "tandem:cluster_node_warming", third) == 0, 60, "its warm-up")
+        wait_for(newcomer.healthy, 30, "the third node to be ready")
+        m = router.metrics()
+        assert series(m, "tandem:cluster_warmups_total", third) == 1, m
+        assert series(m, "tandem:cluster_warmup_timeouts_total", third) == 0, m
+        assert series(m, "tandem:cluster_warmup_tokens_total", third) >= 256, m
+        assert routed(m, third) == 0, m  # nothing was routed to it while it warmed
+        assert any("cluster node: warm" in line for line in newcomer.log), "".join(newcomer.log)
+        time.sleep(0.3)  # its warm blocks reach the router's index within an update period
+        # Its first request: the busy nodes lose to the idle one, which holds the prefix already.
+        before = router.metrics()
+        r = ask(router, SYSTEM_A, "A question for the new node?")
+        assert routed_to(router, ports + [third], before) == third
+        assert r.usage.prompt_tokens_details.cached_tokens >= 256, r.usage
+    finally:
+        stop.set()
+        for t in streams:
+            t.join(60)
+        router.stop()
+        for n in nodes:
+            n.stop()
+
+
+def test_a_node_no_router_warms_is_ready_after_the_timeout():
+    node = start_node(0, "--warmup-timeout-s", "3")
+    try:
+        assert not node.healthy()  # no router has warmed it yet
+        wait_for(node.healthy, 30, "the node to be ready after --warmup-timeout-s")
+        assert any("ready anyway" in line for line in node.log), "".join(node.log)
+    finally:
+        node.stop()
 
 
 def test_a_wrong_secret_is_never_joined_and_no_node_means_503(cluster):
