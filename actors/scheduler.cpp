@@ -347,6 +347,7 @@ scheduler_actor::behavior_type scheduler(self_ptr self, planner_config cfg, uint
         s.waiting = static_cast<uint32_t>(self->state.planner->n_waiting());
         const auto c = self->state.planner->cost_model().coefficients();
         s.step_cost.assign(c.begin(), c.end());
+        s.target_step_ms = self->state.planner->config().target_step_ms;
         return s;
       },
       [self](spec_stats_atom) -> speculation_stats {

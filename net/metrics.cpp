@@ -191,6 +191,28 @@ void render_kv_disk(std::string& out, const kv_cache_stats& kv) {
         static_cast<double>(d.unknown_files));
 }
 
+// Steps sized in time (engine/schedule/step_planner.h): the last step's budget, its predicted
+// and measured time, and the cost model behind both.
+void render_step_budget(std::string& out, const scheduler_stats& s) {
+  gauge(out, "tandem:target_itl_seconds", "The step time the planner sizes prompt work for (--target-itl-ms)",
+        s.target_step_ms / 1e3);
+  gauge(out, "tandem:step_budget_tokens",
+        "Tokens the last step might compute: its decode rows and the prompt tokens its time allowed",
+        s.step_budget_tokens);
+  gauge(out, "tandem:step_predicted_seconds", "The cost model's prediction of the last step's time (0: not ready)",
+        s.step_predicted_ms / 1e3);
+  gauge(out, "tandem:step_measured_seconds", "The last step's time, from planning it to its result",
+        s.step_measured_ms / 1e3);
+  header(out, "tandem:step_cost_seconds", "gauge",
+         "The cost model: seconds per step (fixed), per decode row, per prompt token and per attended key");
+  static const char* const parts[] = {"fixed", "decode_row", "prompt_token", "key"};
+  for (size_t i = 0; i < s.step_cost.size() && i < 4; ++i) {
+    char v[64];
+    std::snprintf(v, sizeof v, "%.9g\n", s.step_cost[i] / 1e3);
+    out += std::string("tandem:step_cost_seconds{part=\"") + parts[i] + "\"} " + v;
+  }
+}
+
 }  // namespace
 
 std::string server_metrics::render(const runtime_figures& f) const {
@@ -236,6 +258,13 @@ std::string server_metrics::render(const runtime_figures& f) const {
   counter(out, "tandem:scheduler_steps_total", "Steps run by the device", static_cast<double>(f.sched.steps));
   counter(out, "tandem:preemptions_total", "Sequences preempted for lack of KV blocks",
           static_cast<double>(f.sched.preemptions));
+  counter(out, "tandem:priority_preemptions_total",
+          "Of the preemptions: running sequences a more urgent arrival displaced (request priority)",
+          static_cast<double>(f.sched.priority_preemptions));
+  counter(out, "tandem:slo_rejected_total",
+          "Requests refused at once because their x-slo-ttft-ms could not be met (x-slo-reject: true)",
+          static_cast<double>(f.sched.slo_rejected));
+  render_step_budget(out, f.sched);
   counter(out, "tandem:device_restarts_total", "Device workers that died and were replaced",
           static_cast<double>(f.sched.device_restarts));
   counter(out, "tandem:requests_cancelled_total", "Requests cancelled (client gone or cancel frame)",
