@@ -336,6 +336,9 @@ router_actor::behavior_type router(self_ptr self, router_config cfg, std::vector
   init.counters.policy = cluster::to_string(init.policy);
   init.warmup = cfg;
   init.hot = cluster::hot_prefixes(kMaxHotPrefixes, cfg.warmup_max_tokens, cfg.warmup_window_s);
+  // A node that does not know a message (warm, to an older or a simulated node) answers with an
+  // error message. CAF's default would end the router on it; the router ignores it instead.
+  self->set_error_handler([](caf::error&) {});
   self->set_down_handler([self](const caf::down_msg& dm) {
     const int node = node_of(self->state, dm.source);
     if (node >= 0) node_down(self, static_cast<uint32_t>(node));
