@@ -1,6 +1,7 @@
 #include "actors/router.h"
 
 #include <caf/io/all.hpp>
+#include <caf/openssl/manager.hpp>  // its middleman handle only (inline): no link to libcaf_openssl
 #include <chrono>
 #include <deque>
 #include <limits>
@@ -47,6 +48,7 @@ struct placement {
 
 struct router_state {
   std::string secret;
+  bool tls = false;  // connect through CAF's OpenSSL module (router_config::tls)
   cluster::routing_policy policy = cluster::routing_policy::kv_aware;
   uint64_t salt_key = 0;
   uint64_t model_identity = 0;
@@ -290,7 +292,7 @@ void connect(self_ptr self, uint32_t node) {
   auto& slot = self->state.nodes[node];
   if (slot.handle || slot.connecting) return;
   slot.connecting = true;
-  auto mm = self->system().middleman().actor_handle();
+  auto mm = self->state.tls ? self->system().openssl_manager().actor_handle() : self->system().middleman().actor_handle();
   self->request(mm, kJoinTimeout, caf::connect_atom::value, slot.host, slot.port)
       .then(
           [self, node](const caf::node_id&, caf::strong_actor_ptr& gate_ptr, const std::set<std::string>&) {
@@ -330,6 +332,7 @@ router_actor::behavior_type router(self_ptr self, router_config cfg, std::vector
   auto& init = self->state;
   init.nodes = std::move(slots);
   init.secret = cfg.secret;
+  init.tls = cfg.tls;
   init.policy = cluster::parse_routing_policy(cfg.policy);
   init.salt_key = cluster_salt_key(cfg.secret);
   init.model_identity = cfg.model_identity;
@@ -429,6 +432,9 @@ router_actor::behavior_type router(self_ptr self, router_config cfg, std::vector
 router_actor spawn_router(caf::actor_system& sys, const router_config& cfg) {
   (void)cluster::parse_routing_policy(cfg.policy);  // a bad name fails here, not in the actor
   if (cfg.nodes.empty()) throw std::invalid_argument("--nodes: a router needs at least one node (host:port)");
+  if (cfg.tls && !sys.has_openssl_manager()) {
+    throw std::invalid_argument("a TLS router needs CAF's OpenSSL module loaded (caf::openssl::manager)");
+  }
   if (cfg.warmup_prefixes > 0 && cfg.warmup_max_tokens == 0) {
     throw std::invalid_argument("--warmup-max-tokens must be positive when --warmup-prefixes is");
   }

@@ -39,6 +39,9 @@ struct router_config {
   uint32_t warmup_max_tokens = 4096;
   double warmup_timeout_s = 60;
   double warmup_window_s = 300;
+  // Join the nodes over TLS: through CAF's OpenSSL module (loaded in the actor system, with its
+  // certificate, key and CA), not the plain middleman.
+  bool tls = false;
 };
 
 // One node as the router sees it (/metrics' tandem:cluster_* series).

@@ -105,6 +105,7 @@ std::unique_ptr<runtime> runtime::start_router(caf::actor_system& sys, const run
   rc.warmup_max_tokens = cfg.warmup_max_tokens;
   rc.warmup_timeout_s = cfg.warmup_timeout_s;
   rc.warmup_window_s = cfg.warmup_window_s;
+  rc.tls = cfg.cluster_tls;
   actors.router = spawn_router(sys, rc);
   actors.scheduler = caf::actor_cast<scheduler_actor>(actors.router);
   admission_config ac;

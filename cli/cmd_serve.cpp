@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "actors/cluster_node.h"
+#include "cli/cmd_cluster_tls.h"
 #include "cli/commands.h"
 #include "cli/model_sha256.h"
 #include "cli/server_config.h"
@@ -73,6 +74,7 @@ struct serve_options {
   std::string node_host = "127.0.0.1";
   uint16_t node_port = 7070;
   std::string cluster_secret_file;
+  cluster_tls_options cluster_tls;
 };
 
 // The cluster secret: --cluster-secret-file (first line), else $TANDEM_CLUSTER_SECRET.
@@ -173,6 +175,11 @@ int serve(serve_options o) {
     add_message_types(cfg);
     add_cluster_message_types(cfg);
   }
+  if (o.cluster_tls.enabled()) {
+    if (!clustered) throw std::runtime_error("--cluster-tls-* are for --role node or router");
+    enable_cluster_tls(cfg, o.cluster_tls);
+    o.rt.cluster_tls = true;
+  }
   caf::actor_system sys{cfg};
   net::server_options so;
   so.host = o.host;
@@ -216,9 +223,11 @@ int serve(serve_options o) {
   verify_model_sha256(o.model, o.model_sha256, stdout);  // before any of the file is used
   auto rt = runtime::start(sys, o.rt, device ? &*device : nullptr);
   if (o.role == "node") {
-    const auto port = sys.middleman().publish(rt->node_gate(), o.node_port, o.node_host.c_str(), true);
+    const auto port = o.rt.cluster_tls ? publish_tls(rt->node_gate(), o.node_port, o.node_host.c_str())
+                                       : sys.middleman().publish(rt->node_gate(), o.node_port, o.node_host.c_str(), true);
     if (!port) throw std::runtime_error("--node-port " + std::to_string(o.node_port) + ": " + sys.render(port.error()));
-    std::printf("tandem: cluster node: routers join at %s:%u\n", o.node_host.c_str(), *port);
+    std::printf("tandem: cluster node: routers join at %s:%u%s\n", o.node_host.c_str(), *port,
+                o.rt.cluster_tls ? " (TLS, mutual certificates)" : "");
     // Not ready (/health 503) until a router has warmed this node, or --warmup-timeout-s.
     if (o.rt.warmup_timeout_s > 0) {
       std::printf("tandem: cluster node: warming up (ready after a router's warm-up, at most %.0f s)\n",
@@ -447,6 +456,11 @@ void register_serve(CLI::App& app) {
                   "Router: a prefix's heat is its cache hits in the last window and the one before")
       ->check(CLI::Range(1.0, 86400.0))
       ->capture_default_str();
+  cmd->add_option("--cluster-tls-certfile", o->cluster_tls.certfile,
+                  "Node and router: this process's certificate (PEM) for the node link over TLS (with the two below)");
+  cmd->add_option("--cluster-tls-keyfile", o->cluster_tls.keyfile, "Node and router: its private key (PEM)");
+  cmd->add_option("--cluster-tls-ca", o->cluster_tls.cafile,
+                  "Node and router: the CA a peer's certificate must chain to (PEM); peers without one are refused");
   const auto config = std::make_shared<server_config>(cmd);  // adds --print-config: after every other option
   cmd->callback([o, config] {
     if (!o->config.empty()) o->rt.tenants = config->apply(o->config);

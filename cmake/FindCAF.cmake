@@ -1,8 +1,10 @@
 # Finds the C++ Actor Framework 0.17 as Debian packages it (no CMake config ships with it)
-# and defines the imported targets CAF::core and CAF::io, the names later CAF versions use.
+# and defines the imported targets CAF::core and CAF::io, the names later CAF versions use, and
+# CAF::openssl where libcaf_openssl is installed (the cluster's TLS link, docs/cluster.md).
 find_path(CAF_INCLUDE_DIR caf/all.hpp)
 find_library(CAF_CORE_LIBRARY caf_core)
 find_library(CAF_IO_LIBRARY caf_io)
+find_library(CAF_OPENSSL_LIBRARY caf_openssl)
 
 include(FindPackageHandleStandardArgs)
 find_package_handle_standard_args(CAF REQUIRED_VARS CAF_INCLUDE_DIR CAF_CORE_LIBRARY CAF_IO_LIBRARY)
@@ -18,4 +20,11 @@ if(CAF_FOUND AND NOT TARGET CAF::core)
     IMPORTED_LOCATION ${CAF_IO_LIBRARY}
     INTERFACE_LINK_LIBRARIES CAF::core)
 endif()
-mark_as_advanced(CAF_INCLUDE_DIR CAF_CORE_LIBRARY CAF_IO_LIBRARY)
+if(CAF_FOUND AND CAF_OPENSSL_LIBRARY AND NOT TARGET CAF::openssl)
+  find_package(OpenSSL REQUIRED)
+  add_library(CAF::openssl UNKNOWN IMPORTED)
+  set_target_properties(CAF::openssl PROPERTIES
+    IMPORTED_LOCATION ${CAF_OPENSSL_LIBRARY}
+    INTERFACE_LINK_LIBRARIES "CAF::io;OpenSSL::SSL;OpenSSL::Crypto")
+endif()
+mark_as_advanced(CAF_INCLUDE_DIR CAF_CORE_LIBRARY CAF_IO_LIBRARY CAF_OPENSSL_LIBRARY)

@@ -108,6 +108,10 @@ struct runtime_config {
   uint32_t warmup_max_tokens = 4096;
   double warmup_timeout_s = 60;
   double warmup_window_s = 300;
+  // The router-node link over TLS with mutual certificates (docs/cluster.md): the router
+  // connects through CAF's OpenSSL module, which the host must have loaded
+  // (caf::openssl::manager) with the certificate, key and CA in the actor system's config.
+  bool cluster_tls = false;
 };
 
 // Scheduler settings the runtime wants from the host's actor system, set on its config

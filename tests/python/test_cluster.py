@@ -339,6 +339,89 @@ def test_a_node_no_router_warms_is_ready_after_the_timeout():
         node.stop()
 
 
+def test_the_node_link_over_tls_admits_only_the_clusters_ca(tmp_path):
+    """--cluster-tls-*: router and node present certificates of the cluster's CA to each other.
+    A node whose certificate another CA signed is never joined, nor is a router without TLS.
+    (Such a failed handshake can drop the process's healthy TLS links once, a CAF 0.17 OpenSSL
+    module defect, docs/cluster.md; they rejoin within a second, which the end checks.)"""
+    from test_tls import make_ca, make_leaf
+
+    make_ca(tmp_path, "ca")
+    make_ca(tmp_path, "other-ca")
+    for name, ca in (("router", "ca"), ("node", "ca"), ("impostor", "other-ca")):
+        make_leaf(tmp_path, ca, name, "serverAuth,clientAuth")
+
+    def tls(name):
+        return ("--cluster-tls-certfile", str(tmp_path / f"{name}.pem"), "--cluster-tls-keyfile",
+                str(tmp_path / f"{name}.key"), "--cluster-tls-ca", str(tmp_path / "ca.pem"))
+
+    def router_of(ports, *extra):
+        return Server("--role", "router", "--nodes", ",".join(f"127.0.0.1:{p}" for p in ports), "--log-level",
+                      "warn", *extra, env={"TANDEM_CLUSTER_SECRET": SECRET})
+
+    def chat(router):
+        r = client(router).chat.completions.create(model="m", messages=[{"role": "user", "content": "Hi"}],
+                                                   max_tokens=3, temperature=0)
+        return r.choices[0].message.content
+
+    good, impostor = start_node(0, *tls("node")), start_node(0, *tls("impostor"))
+    good_port, impostor_port = gate_port(good), gate_port(impostor)
+    assert any("TLS, mutual certificates" in line for line in good.log)
+    routers = []
+    try:
+        router = router_of([good_port], *tls("router"))
+        routers.append(router)
+        wait_for(lambda: series(router.metrics(), "tandem:cluster_node_up", good_port) == 1, 30, "the TLS join")
+        for _ in range(3):
+            assert chat(router) is not None
+        assert series(router.metrics(), "tandem:cluster_joins_total", good_port) == 1  # one link, kept
+        # Refused: a node with another CA's certificate, and a router without TLS.
+        rogue = router_of([impostor_port], *tls("router"))
+        plain = router_of([good_port])
+        routers += [rogue, plain]
+        time.sleep(2.5)  # two more join attempts each
+        assert series(rogue.metrics(), "tandem:cluster_node_up", impostor_port) == 0
+        assert series(rogue.metrics(), "tandem:cluster_joins_total", impostor_port) == 0
+        assert series(plain.metrics(), "tandem:cluster_node_up", good_port) == 0
+        assert series(plain.metrics(), "tandem:cluster_joins_total", good_port) == 0
+        rogue.stop()
+        plain.stop()
+        # The cluster's own link serves again: a refused handshake leaves a stale OpenSSL error
+        # that CAF 0.17 mistakes for the failure of the next healthy TLS read or write in that
+        # process (docs/cluster.md), which drops the link once; the router rejoins within 1 s.
+        assert good.proc.poll() is None and impostor.proc.poll() is None
+
+        def serves():
+            try:
+                return chat(router) is not None
+            except openai.InternalServerError:
+                time.sleep(0.5)
+                return False
+
+        wait_for(serves, 30, "the TLS link to serve again")
+        assert chat(router) is not None
+    finally:
+        for r in routers:
+            r.stop()
+        good.stop()
+        impostor.stop()
+
+
+def test_bad_cluster_tls_files_stop_serve_at_start(tmp_path):
+    (tmp_path / "junk.pem").write_text("not a certificate\n")
+    out = subprocess.run([tandem_binary(), "serve", "--role", "node", "--port", "0", "--cluster-tls-certfile",
+                          str(tmp_path / "junk.pem"), "--cluster-tls-keyfile", str(tmp_path / "junk.pem"),
+                          "--cluster-tls-ca", str(tmp_path / "junk.pem")],
+                         capture_output=True, text=True, timeout=60, env={**os.environ, "TANDEM_CLUSTER_SECRET": SECRET})
+    assert out.returncode != 0
+    assert "--cluster-tls-certfile" in out.stdout + out.stderr
+    out = subprocess.run([tandem_binary(), "serve", "--role", "node", "--port", "0", "--cluster-tls-ca",
+                          str(tmp_path / "junk.pem")],
+                         capture_output=True, text=True, timeout=60, env={**os.environ, "TANDEM_CLUSTER_SECRET": SECRET})
+    assert out.returncode != 0
+    assert "go together" in out.stdout + out.stderr
+
+
 def test_a_wrong_secret_is_never_joined_and_no_node_means_503(cluster):
     ports = cluster["ports"]
     stranger = Server("--role", "router", "--nodes", f"127.0.0.1:{ports[1]}", "--log-level", "warn",
