@@ -289,7 +289,8 @@ void load(batch_queue_state& st) {
     st.batches.emplace(id, std::move(b));
   }
   st.store->remove_orphans(keep);
-  if (st.store->skipped() > 0) spdlog::warn("batch dir {}: {} damaged records skipped", st.limits.dir, st.store->skipped());
+  if (st.store->skipped() > 0)
+    spdlog::warn("batch dir {}: {} damaged records skipped", st.limits.dir, st.store->skipped());
   // Oldest first, as they were queued.
   std::sort(resume.begin(), resume.end(), [&](const std::string& x, const std::string& y) {
     return st.batches.at(x).created_at < st.batches.at(y).created_at;
@@ -299,7 +300,8 @@ void load(batch_queue_state& st) {
     if (b.status == batch_status::finalizing) b.status = batch_status::in_progress;  // finish() redoes it
     st.start(b);
   }
-  if (!resume.empty()) spdlog::info("batch queue: resuming {} unfinished batch(es) from {}", resume.size(), st.limits.dir);
+  if (!resume.empty())
+    spdlog::info("batch queue: resuming {} unfinished batch(es) from {}", resume.size(), st.limits.dir);
 }
 
 json::object list_json(const batch_queue_state& st, const std::string& tenant, const std::string& after,
@@ -328,6 +330,32 @@ json::object list_json(const batch_queue_state& st, const std::string& tenant, c
   return o;
 }
 
+// The tenant's files (of `purpose`, "" = any), newest first, after `after`.
+json::object files_json(const batch_queue_state& st, const std::string& tenant, const std::string& purpose,
+                        const std::string& after, uint32_t limit) {
+  std::vector<const file_record*> mine;
+  for (const auto& [id, f] : st.files) {
+    if (f.tenant == tenant && (purpose.empty() || f.purpose == purpose)) mine.push_back(&f);
+  }
+  std::sort(mine.begin(), mine.end(), [](const file_record* x, const file_record* y) {
+    return x->created_at != y->created_at ? x->created_at > y->created_at : x->id > y->id;
+  });
+  size_t start = 0;
+  if (!after.empty()) {
+    for (size_t i = 0; i < mine.size(); ++i) {
+      if (mine[i]->id == after) start = i + 1;
+    }
+  }
+  json::array data;
+  for (size_t i = start; i < mine.size() && data.size() < limit; ++i) data.push_back(batch::to_api_json(*mine[i]));
+  const bool more = start + data.size() < mine.size();
+  json::object o{{"object", "list"}, {"data", std::move(data)}, {"has_more", more}};
+  const auto& d = o["data"].get_array();
+  o["first_id"] = d.empty() ? json::value(nullptr) : d.front().at("id");
+  o["last_id"] = d.empty() ? json::value(nullptr) : d.back().at("id");
+  return o;
+}
+
 batch_queue_actor::behavior_type batch_queue(queue_pointer self, batch_limits limits, batch_runner runner) {
   auto& init = self->state;
   init.limits = std::move(limits);
@@ -336,7 +364,7 @@ batch_queue_actor::behavior_type batch_queue(queue_pointer self, batch_limits li
     load(init);
   } catch (const std::exception& e) {
     init.unusable = e.what();
-    spdlog::error("the Batch API is off: {}", e.what());
+    spdlog::warn("the Batch API is off in this server: {}", e.what());
   }
   self->delayed_send(self, kTickEvery, bq_tick_atom::value);
   // Every route answers 500 while the directory is unusable; a disk error inside a handler
@@ -394,10 +422,15 @@ batch_queue_actor::behavior_type batch_queue(queue_pointer self, batch_limits li
             }
           }
           st.store->remove_file(id);
-          if (it->second.purpose == "batch") st.tenant_bytes[tenant] -= std::min(st.tenant_bytes[tenant], it->second.bytes);
+          if (it->second.purpose == "batch")
+            st.tenant_bytes[tenant] -= std::min(st.tenant_bytes[tenant], it->second.bytes);
           st.files.erase(it);
           return ok(json::object{{"id", id}, {"object", "file"}, {"deleted", true}});
         });
+      },
+      [self, guarded](bq_lsfiles_atom, const std::string& tenant, const std::string& purpose, const std::string& after,
+                      uint32_t limit) -> batch_reply {
+        return guarded([&]() -> batch_reply { return ok(files_json(self->state, tenant, purpose, after, limit)); });
       },
       [self, guarded](bq_create_atom, batch_create& c) -> batch_reply {
         return guarded([&]() -> batch_reply {
@@ -443,7 +476,8 @@ batch_queue_actor::behavior_type batch_queue(queue_pointer self, batch_limits li
           return ok(batch::to_api_json(it->second));
         });
       },
-      [self, guarded](bq_list_atom, const std::string& tenant, const std::string& after, uint32_t limit) -> batch_reply {
+      [self, guarded](bq_list_atom, const std::string& tenant, const std::string& after,
+                      uint32_t limit) -> batch_reply {
         return guarded([&]() -> batch_reply { return ok(list_json(self->state, tenant, after, limit)); });
       },
       [self, guarded](bq_cancel_atom, const std::string& tenant, const std::string& id) -> batch_reply {

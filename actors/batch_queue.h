@@ -9,6 +9,7 @@
 //   route --put(tenant, filename, purpose, content, lines)--> queue --batch_reply (file object)
 //   route --file(tenant, id, content?)--------------------->  queue --batch_reply (object or content)
 //   route --delfile(tenant, id)---------------------------->  queue --batch_reply
+//   route --lsfiles(tenant, purpose, after, limit)--------->  queue --batch_reply (a list)
 //   route --create(batch_create)--------------------------->  queue --batch_reply (batch object)
 //   route --get / cancel(tenant, id)----------------------->  queue --batch_reply (batch object)
 //   route --list(tenant, after, limit)--------------------->  queue --batch_reply (a list)
@@ -29,12 +30,12 @@
 namespace tandem {
 
 struct batch_limits {
-  std::string dir;                                   // --batch-dir
-  uint64_t max_file_bytes = uint64_t{100} << 20;     // an upload at most
-  uint32_t max_lines = 50000;                        // requests in one input file at most
-  uint32_t max_in_flight = 8;                        // lines running at once, all batches together
-  uint64_t max_tenant_bytes = uint64_t{1} << 30;     // a tenant's uploads together at most
-  uint32_t max_unfinished_per_tenant = 100;          // batches not yet final, per tenant
+  std::string dir;                                // --batch-dir
+  uint64_t max_file_bytes = uint64_t{100} << 20;  // an upload at most
+  uint32_t max_lines = 50000;                     // requests in one input file at most
+  uint32_t max_in_flight = 8;                     // lines running at once, all batches together
+  uint64_t max_tenant_bytes = uint64_t{1} << 30;  // a tenant's uploads together at most
+  uint32_t max_unfinished_per_tenant = 100;       // batches not yet final, per tenant
 };
 
 // One input line to run.
@@ -83,6 +84,7 @@ struct batch_create {
 using bq_put_atom = caf::atom_constant<caf::atom("bqput")>;
 using bq_file_atom = caf::atom_constant<caf::atom("bqfile")>;
 using bq_delfile_atom = caf::atom_constant<caf::atom("bqdelfile")>;
+using bq_lsfiles_atom = caf::atom_constant<caf::atom("bqlsfiles")>;
 using bq_create_atom = caf::atom_constant<caf::atom("bqcreate")>;
 using bq_get_atom = caf::atom_constant<caf::atom("bqget")>;
 using bq_list_atom = caf::atom_constant<caf::atom("bqlist")>;
@@ -96,6 +98,8 @@ using batch_queue_actor = caf::typed_actor<
     // tenant, file id, true: the content (else the file object)
     caf::replies_to<bq_file_atom, std::string, std::string, bool>::with<batch_reply>,
     caf::replies_to<bq_delfile_atom, std::string, std::string>::with<batch_reply>,
+    // tenant, purpose ("" = any), after (a file id, "" = from the newest), limit
+    caf::replies_to<bq_lsfiles_atom, std::string, std::string, std::string, uint32_t>::with<batch_reply>,
     caf::replies_to<bq_create_atom, batch_create>::with<batch_reply>,
     caf::replies_to<bq_get_atom, std::string, std::string>::with<batch_reply>,
     // tenant, after (a batch id, "" = from the newest), limit

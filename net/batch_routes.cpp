@@ -19,7 +19,7 @@ namespace asio = boost::asio;
 
 namespace {
 
-constexpr uint64_t kFormSlack = 64 * 1024;  // the form's fields and headers beside the file
+constexpr uint64_t kFormSlack = 64 * 1024;               // the form's fields and headers beside the file
 constexpr auto kAskTimeout = std::chrono::seconds(120);  // an upload's fsync of 100 MB included
 
 batch_limits limits_of(const runtime& rt) {
@@ -61,7 +61,8 @@ std::string query_value(std::string_view query, std::string_view key) {
     if (end == std::string_view::npos) end = query.size();
     const std::string_view pair = query.substr(pos, end - pos);
     const size_t eq = pair.find('=');
-    if (pair.substr(0, eq) == key) return eq == std::string_view::npos ? std::string() : std::string(pair.substr(eq + 1));
+    if (pair.substr(0, eq) == key)
+      return eq == std::string_view::npos ? std::string() : std::string(pair.substr(eq + 1));
     pos = end + 1;
   }
   return {};
@@ -147,6 +148,17 @@ batch_create read_create(const std::string& body, const runtime& rt) {
   return c;
 }
 
+// A list's ?limit=, from 1 to `most`; throws api_error 400.
+uint32_t parse_limit(const std::string& text, uint32_t most) {
+  try {
+    size_t used = 0;
+    const long n = std::stol(text, &used);
+    if (used == text.size() && n >= 1 && n <= static_cast<long>(most)) return static_cast<uint32_t>(n);
+  } catch (const std::exception&) {
+  }
+  throw api_error(400, "limit must be an integer from 1 to " + std::to_string(most), "limit");
+}
+
 api_error wrong_method(std::string_view allowed, std::string_view path) {
   return api_error(405, "use " + std::string(allowed) + " for " + std::string(path));
 }
@@ -177,8 +189,19 @@ asio::awaitable<void> serve_batch_route(const std::shared_ptr<server_context>& c
   const bool post = req.method == "POST";
   batch_reply r;
 
+  if (path == "/v1/files" && get) {
+    uint32_t limit = 10000;
+    if (const std::string text = query_value(req.query, "limit"); !text.empty()) {
+      limit = parse_limit(text, 10000);
+    }
+    auto ask = queue_question(ctx, bq_lsfiles_atom::value, tenant, query_value(req.query, "purpose"),
+                              query_value(req.query, "after"), limit);
+    co_await await_actor(r, ask);
+    out = to_reply(std::move(r));
+    co_return;
+  }
   if (path == "/v1/files") {
-    if (!post) throw wrong_method("POST", path);
+    if (!post) throw wrong_method("GET or POST", path);
     upload u;
     const batch_limits limits = limits_of(rt);
     auto check = [&](auto done) {
@@ -221,16 +244,7 @@ asio::awaitable<void> serve_batch_route(const std::shared_ptr<server_context>& c
       co_await await_actor(r, ask);
     } else if (get) {
       const std::string limit_text = query_value(req.query, "limit");
-      uint32_t limit = 20;
-      if (!limit_text.empty()) {
-        try {
-          const long n = std::stol(limit_text);
-          if (n < 1 || n > 100) throw std::out_of_range("limit");
-          limit = static_cast<uint32_t>(n);
-        } catch (const std::exception&) {
-          throw api_error(400, "limit must be an integer from 1 to 100", "limit");
-        }
-      }
+      const uint32_t limit = limit_text.empty() ? 20 : parse_limit(limit_text, 100);
       auto ask = queue_question(ctx, bq_list_atom::value, tenant, query_value(req.query, "after"), limit);
       co_await await_actor(r, ask);
     } else {

@@ -2,6 +2,7 @@
 // work unchanged); the state is the batch_queue actor's (actors/batch_queue.h):
 //
 //   POST /v1/files                  multipart: purpose "batch", file (JSONL) -> file object
+//   GET  /v1/files                  the caller's files, newest first (?purpose=&limit=&after=)
 //   GET  /v1/files/{id}             file object        DELETE /v1/files/{id}: deleted
 //   GET  /v1/files/{id}/content     the file's bytes (an input, a batch's output or errors)
 //   POST /v1/batches                {input_file_id, endpoint, completion_window "24h", metadata}

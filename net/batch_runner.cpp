@@ -39,8 +39,9 @@ void run_line(const std::shared_ptr<server_context>& ctx, const runtime& rt, bat
               std::function<void(batch_answer)> done) {
   const auto key = key_of(rt, call.tenant);
   if (!key) {
-    done(answer_of(call, error_reply(api_error(401, "the batch's tenant '" + call.tenant + "' has no API key now",
-                                               "", "invalid_api_key")),
+    done(answer_of(call,
+                   error_reply(api_error(401, "the batch's tenant '" + call.tenant + "' has no API key now", "",
+                                         "invalid_api_key")),
                    ""));
     return;
   }
@@ -57,9 +58,8 @@ void run_line(const std::shared_ptr<server_context>& ctx, const runtime& rt, bat
   req.gen.priority = kBatchPriority;  // after every interactive request; preempted first
   job_context jc = completion_context(req, *ctx, rt, ctx->new_id(kind == api_kind::chat ? "chatcmpl" : "cmpl"));
   const std::string request_id = jc.response_id;
-  auto lj = std::make_shared<live_job>(
-      generation_job(std::move(req), kind == api_kind::chat ? job_format::chat_json : job_format::completion_json,
-                     std::move(jc)));
+  auto lj = std::make_shared<live_job>(generation_job(
+      std::move(req), kind == api_kind::chat ? job_format::chat_json : job_format::completion_json, std::move(jc)));
   // The job keeps itself alive through `hold` until it has finished; then it answers once and
   // lets go (the strand's call that ran notify holds it until that call returns).
   auto hold = std::make_shared<std::shared_ptr<live_job>>(lj);

@@ -329,9 +329,11 @@ asio::awaitable<bool> http_session<Stream>::handle(http_request& req) {
       co_await serve_embeddings(ctx_, *rt, req.body(), key, r->kind == route_kind::rerank, reply);
       res = to_response(req, std::move(reply));
     } else if (r->kind == route_kind::batch_api) {
-      batch_http_request breq{std::string(req.method_string()), path,
+      batch_http_request breq{std::string(req.method_string()),
+                              path,
                               target.size() > path.size() ? target.substr(path.size() + 1) : std::string(),
-                              std::string(header_value(req, http::field::content_type)), bearer_key(req),
+                              std::string(header_value(req, http::field::content_type)),
+                              bearer_key(req),
                               std::move(req.body())};
       http_reply reply;
       co_await serve_batch_route(ctx_, *rt, breq, reply);

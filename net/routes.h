@@ -66,8 +66,8 @@ struct route {
   bool post = false;  // POST; otherwise GET (or HEAD)
   route_kind kind;
   bool needs_model = true;
-  bool takes_id = false;  // `path` is a prefix: the rest of the request's path, not empty, is an id
-  bool deletes = false;   // DELETE as well as GET
+  bool takes_id = false;     // `path` is a prefix: the rest of the request's path, not empty, is an id
+  bool deletes = false;      // DELETE as well as GET
   bool own_methods = false;  // the route's handler checks the method itself (batch_routes.h)
 };
 

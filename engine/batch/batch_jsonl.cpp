@@ -48,8 +48,8 @@ std::optional<jsonl_problem> check_batch_jsonl(std::string_view content, uint32_
       return jsonl_problem{"line " + std::to_string(line_no) + ": custom_id is longer than 512 characters", line_no};
     }
     if (!ids.insert(std::string(id->get_string())).second) {
-      return jsonl_problem{"line " + std::to_string(line_no) + " repeats custom_id '" +
-                               std::string(id->get_string()) + "': each must be unique in the file",
+      return jsonl_problem{"line " + std::to_string(line_no) + " repeats custom_id '" + std::string(id->get_string()) +
+                               "': each must be unique in the file",
                            line_no};
     }
   }
@@ -86,17 +86,16 @@ input_line read_input_line(std::string_view text, std::string_view endpoint) {
   return out;
 }
 
-std::string response_line(std::string_view id, std::string_view custom_id, int status_code,
-                          std::string_view request_id, std::string_view body) {
+std::string response_line(std::string_view id, std::string_view custom_id, int status_code, std::string_view request_id,
+                          std::string_view body) {
   boost::system::error_code ec;
   json::value b = json::parse(body, ec);
   if (ec) b = json::string(body);
-  return json::serialize(json::object{{"id", id},
-                                      {"custom_id", custom_id},
-                                      {"response", json::object{{"status_code", status_code},
-                                                                {"request_id", request_id},
-                                                                {"body", std::move(b)}}},
-                                      {"error", nullptr}});
+  return json::serialize(json::object{
+      {"id", id},
+      {"custom_id", custom_id},
+      {"response", json::object{{"status_code", status_code}, {"request_id", request_id}, {"body", std::move(b)}}},
+      {"error", nullptr}});
 }
 
 std::string error_line(std::string_view id, std::string_view custom_id, std::string_view code,

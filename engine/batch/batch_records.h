@@ -37,8 +37,8 @@ struct file_record {
 struct batch_error {
   std::string code;
   std::string message;
-  std::string param;       // "" = null
-  int64_t line = -1;       // 1-based line of the input file; -1 = null
+  std::string param;  // "" = null
+  int64_t line = -1;  // 1-based line of the input file; -1 = null
 };
 
 struct request_counts {

@@ -137,8 +137,8 @@ input_line read_input_line(std::string_view text, std::string_view endpoint);
 // A result line, as OpenAI writes them:
 //   {"id": "batch_req_...", "custom_id": ..., "response": {"status_code", "request_id", "body"}, "error": null}
 // `body` is JSON text (a response or an error body); non-JSON text is kept as a string.
-std::string response_line(std::string_view id, std::string_view custom_id, int status_code,
-                          std::string_view request_id, std::string_view body);
+std::string response_line(std::string_view id, std::string_view custom_id, int status_code, std::string_view request_id,
+                          std::string_view body);
 //   {"id": ..., "custom_id": ..., "response": null, "error": {"code", "message"}}
 std::string error_line(std::string_view id, std::string_view custom_id, std::string_view code,
                        std::string_view message);

@@ -101,6 +101,12 @@ def test_a_batch_completes_with_every_request_answered_once(server):
     assert [e["custom_id"] for e in errors] == ["wrong-url"]
     assert errors[0]["response"] is None and errors[0]["error"]["code"] == "invalid_url"
     assert alice.files.retrieve(b.output_file_id).purpose == "batch_output"
+    listed = [x.id for x in alice.files.list(purpose="batch")]
+    assert f.id in listed and b.output_file_id not in listed
+    assert b.output_file_id in [x.id for x in alice.files.list()]
+    assert alice.files.delete(f.id).deleted
+    with pytest.raises(openai.NotFoundError):
+        alice.files.retrieve(f.id)
 
 
 def test_completions_endpoint_and_bad_bodies(server):
@@ -152,6 +158,9 @@ def test_a_tenant_sees_only_its_own(server):
         bob.files.retrieve(f.id)
     with pytest.raises(openai.NotFoundError):
         bob.files.content(f.id)
+    with pytest.raises(openai.NotFoundError):
+        bob.files.delete(f.id)
+    assert f.id not in [x.id for x in bob.files.list()]
     with pytest.raises(openai.BadRequestError):
         bob.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
     assert b.id not in [x.id for x in bob.batches.list(limit=100)]

@@ -23,8 +23,8 @@ namespace json = boost::json;
 
 struct temp_dir {
   temp_dir() {
-    path = fs::temp_directory_path() / ("batch_store_test_" + std::to_string(::getpid()) + "_" +
-                                        std::to_string(std::random_device{}()));
+    path = fs::temp_directory_path() /
+           ("batch_store_test_" + std::to_string(::getpid()) + "_" + std::to_string(std::random_device{}()));
     fs::create_directories(path);
   }
   ~temp_dir() { fs::remove_all(path); }
@@ -163,14 +163,13 @@ TEST(BatchJsonl, LinesThatCannotRunSayWhy) {
   EXPECT_TRUE(ok.error_code.empty());
   EXPECT_EQ(ok.body, R"({"messages":[]})");
   EXPECT_EQ(read_input_line(kLine2, "/v1/chat/completions").error_code, "invalid_url");
-  EXPECT_EQ(read_input_line(R"({"custom_id":"c","method":"GET","url":"/v1/completions","body":{}})",
-                            "/v1/completions")
+  EXPECT_EQ(read_input_line(R"({"custom_id":"c","method":"GET","url":"/v1/completions","body":{}})", "/v1/completions")
                 .error_code,
             "invalid_method");
-  EXPECT_EQ(read_input_line(R"({"custom_id":"c","method":"POST","url":"/v1/completions","body":"x"})",
-                            "/v1/completions")
-                .error_code,
-            "invalid_request");
+  EXPECT_EQ(
+      read_input_line(R"({"custom_id":"c","method":"POST","url":"/v1/completions","body":"x"})", "/v1/completions")
+          .error_code,
+      "invalid_request");
 }
 
 TEST(ResultLog, ATornLastLineIsCutAndAnsweredIdsAreKnown) {
