@@ -28,11 +28,20 @@ int64_t now_s() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+// "<prefix><14 hex digits of a microsecond clock, increasing><10 random hex digits>": ids sort
+// in the order they were made (lists page by id), and cannot be guessed. Called on the
+// queue's thread only.
 std::string random_id(const char* prefix) {
   thread_local std::mt19937_64 rng{std::random_device{}()};
+  thread_local uint64_t last = 0;
   static constexpr char kHex[] = "0123456789abcdef";
+  const auto us = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
+  last = std::max(last + 1, us);
   std::string s(prefix);
-  for (int i = 0; i < 24; ++i) s += kHex[rng() & 15];
+  for (int shift = 52; shift >= 0; shift -= 4) s += kHex[(last >> shift) & 15];
+  for (int i = 0; i < 10; ++i) s += kHex[rng() & 15];
   return s;
 }
 
@@ -291,10 +300,8 @@ void load(batch_queue_state& st) {
   st.store->remove_orphans(keep);
   if (st.store->skipped() > 0)
     spdlog::warn("batch dir {}: {} damaged records skipped", st.limits.dir, st.store->skipped());
-  // Oldest first, as they were queued.
-  std::sort(resume.begin(), resume.end(), [&](const std::string& x, const std::string& y) {
-    return st.batches.at(x).created_at < st.batches.at(y).created_at;
-  });
+  // Oldest first, as they were queued (ids increase as they are made).
+  std::sort(resume.begin(), resume.end());
   for (const auto& id : resume) {
     auto& b = st.batches.at(id);
     if (b.status == batch_status::finalizing) b.status = batch_status::in_progress;  // finish() redoes it
@@ -310,10 +317,8 @@ json::object list_json(const batch_queue_state& st, const std::string& tenant, c
   for (const auto& [id, b] : st.batches) {
     if (b.tenant == tenant) mine.push_back(&b);
   }
-  // Newest first (OpenAI's order); the id breaks ties, so `after` pages are stable.
-  std::sort(mine.begin(), mine.end(), [](const batch_record* x, const batch_record* y) {
-    return x->created_at != y->created_at ? x->created_at > y->created_at : x->id > y->id;
-  });
+  // Newest first (OpenAI's order): ids increase as they are made (random_id).
+  std::sort(mine.begin(), mine.end(), [](const batch_record* x, const batch_record* y) { return x->id > y->id; });
   size_t start = 0;
   if (!after.empty()) {
     for (size_t i = 0; i < mine.size(); ++i) {
@@ -337,9 +342,7 @@ json::object files_json(const batch_queue_state& st, const std::string& tenant, 
   for (const auto& [id, f] : st.files) {
     if (f.tenant == tenant && (purpose.empty() || f.purpose == purpose)) mine.push_back(&f);
   }
-  std::sort(mine.begin(), mine.end(), [](const file_record* x, const file_record* y) {
-    return x->created_at != y->created_at ? x->created_at > y->created_at : x->id > y->id;
-  });
+  std::sort(mine.begin(), mine.end(), [](const file_record* x, const file_record* y) { return x->id > y->id; });
   size_t start = 0;
   if (!after.empty()) {
     for (size_t i = 0; i < mine.size(); ++i) {

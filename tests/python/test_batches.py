@@ -109,6 +109,24 @@ def test_a_batch_completes_with_every_request_answered_once(server):
         alice.files.retrieve(f.id)
 
 
+def test_a_large_batch_keeps_a_bounded_number_in_flight(server):
+    """--batch-max-in-flight 4: a 300-line batch never has more than 4 requests in admission,
+    and an interactive request is answered while it runs."""
+    alice = openai_client(server, key="sk-alice")
+    f = upload(alice, [chat_line(f"big{i}", "Count to ten.", max_tokens=16) for i in range(300)])
+    b = alice.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
+    peak = 0
+    for _ in range(40):
+        peak = max(peak, server.metrics()["tandem:requests_in_flight"])
+        time.sleep(0.05)
+    r = alice.chat.completions.create(model="default", messages=[{"role": "user", "content": "Hi"}], max_tokens=8)
+    assert r.choices[0].message.content
+    alice.batches.cancel(b.id)
+    b = wait_for(alice, b.id, {"cancelled"}, timeout=120)
+    assert 1 <= peak <= 4, peak
+    assert b.request_counts.completed < 300
+
+
 def test_completions_endpoint_and_bad_bodies(server):
     alice = openai_client(server, key="sk-alice")
     lines = [json.dumps({"custom_id": f"c{i}", "method": "POST", "url": "/v1/completions",
