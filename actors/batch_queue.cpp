@@ -79,7 +79,9 @@ struct batch_queue_state {
   std::vector<std::string> order;  // running batches, oldest first (round-robin)
   size_t turn = 0;
   uint32_t in_flight = 0;
-  std::unordered_map<std::string, uint64_t> tenant_bytes;  // uploads of purpose "batch"
+  // The bytes of each tenant's files (uploads, and the outputs of its finished batches):
+  // uploads and new batches are refused at --batch-max-tenant-bytes until files are deleted.
+  std::unordered_map<std::string, uint64_t> tenant_bytes;
 
   void save(const batch_record& b) { store->save_batch(b); }
 
@@ -125,6 +127,7 @@ struct batch_queue_state {
       if (log.lines() == 0) return;
       file_record f{id, b.tenant, b.id + "_" + what + ".jsonl", "batch_output", log.bytes(), t};
       store->put_file_record(f);
+      if (!files.contains(id)) tenant_bytes[b.tenant] += f.bytes;  // a resumed finish may redo this
       files[id] = std::move(f);
     };
     publish(b.output_file_id, r.out, "output");
@@ -283,7 +286,7 @@ void load(batch_queue_state& st) {
   std::unordered_set<std::string> keep;
   for (auto& f : st.store->load_files()) {
     keep.insert(f.id);
-    if (f.purpose == "batch") st.tenant_bytes[f.tenant] += f.bytes;
+    st.tenant_bytes[f.tenant] += f.bytes;
     const std::string id = f.id;
     st.files.emplace(id, std::move(f));
   }
@@ -425,8 +428,7 @@ batch_queue_actor::behavior_type batch_queue(queue_pointer self, batch_limits li
             }
           }
           st.store->remove_file(id);
-          if (it->second.purpose == "batch")
-            st.tenant_bytes[tenant] -= std::min(st.tenant_bytes[tenant], it->second.bytes);
+          st.tenant_bytes[tenant] -= std::min(st.tenant_bytes[tenant], it->second.bytes);
           st.files.erase(it);
           return ok(json::object{{"id", id}, {"object", "file"}, {"deleted", true}});
         });
@@ -447,6 +449,12 @@ batch_queue_actor::behavior_type batch_queue(queue_pointer self, batch_limits li
           }
           uint32_t unfinished = 0;
           for (const auto& [id, b] : st.batches) unfinished += b.tenant == c.tenant && !batch::is_final(b.status);
+          if (st.tenant_bytes[c.tenant] >= st.limits.max_tenant_bytes) {
+            return error(400,
+                         "the tenant's batch files (uploads and outputs) hold " +
+                             std::to_string(st.tenant_bytes[c.tenant]) + " bytes, the most allowed: delete some first",
+                         "input_file_id", "storage_limit_exceeded");
+          }
           if (unfinished >= st.limits.max_unfinished_per_tenant) {
             return error(429, "the tenant has " + std::to_string(unfinished) + " unfinished batches, the most allowed",
                          "", "rate_limit_exceeded");

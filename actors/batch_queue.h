@@ -34,7 +34,7 @@ struct batch_limits {
   uint64_t max_file_bytes = uint64_t{100} << 20;  // an upload at most
   uint32_t max_lines = 50000;                     // requests in one input file at most
   uint32_t max_in_flight = 8;                     // lines running at once, all batches together
-  uint64_t max_tenant_bytes = uint64_t{1} << 30;  // a tenant's uploads together at most
+  uint64_t max_tenant_bytes = uint64_t{1} << 30;  // a tenant's files (uploads, outputs) together
   uint32_t max_unfinished_per_tenant = 100;       // batches not yet final, per tenant
 };
 

@@ -432,7 +432,8 @@ void register_serve(CLI::App& app) {
       ->check(CLI::Range(1u, 10000000u))
       ->capture_default_str();
   cmd->add_option("--batch-max-tenant-bytes", o->rt.batch_max_tenant_bytes,
-                  "A tenant's Batch API uploads together at most (delete files to make room)")
+                  "A tenant's Batch API files (uploads and outputs) together at most; at the bound uploads and new "
+                  "batches are refused until files are deleted")
       ->check(CLI::Range(uint64_t{1024}, uint64_t{1} << 50))
       ->capture_default_str();
   cmd->add_option("--batch-max-in-flight", o->rt.batch_max_in_flight,

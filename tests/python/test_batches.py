@@ -246,3 +246,19 @@ def test_a_killed_server_resumes_and_answers_each_request_once(config, tmp_path)
         ids = [r["custom_id"] for r in out]
         assert sorted(ids) == sorted(f"r{i}" for i in range(n)), "each request answered exactly once"
         assert all(r["response"]["body"]["choices"][0]["message"]["content"] for r in out)
+
+
+def test_a_tenants_files_are_bounded(config, tmp_path):
+    """--batch-max-tenant-bytes bounds a tenant's files together; deleting makes room; another
+    tenant is not affected."""
+    lines = [chat_line(f"k{i}", "Hi " + "x" * 40) for i in range(20)]
+    size = len(jsonl(lines))
+    with serve(tmp_path, config, "--batch-max-tenant-bytes", str(size + size // 2)) as s:
+        alice = openai_client(s, key="sk-alice")
+        first = upload(alice, lines)
+        with pytest.raises(openai.BadRequestError) as e:
+            upload(alice, lines)
+        assert e.value.body.get("code", e.value.body.get("error", {}).get("code")) == "storage_limit_exceeded"
+        upload(openai_client(s, key="sk-bob"), lines)
+        alice.files.delete(first.id)
+        upload(alice, lines)
