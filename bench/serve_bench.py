@@ -259,7 +259,7 @@ def mix_request(k):
 
 
 async def run_mix(port, first, seconds, n_clients=None, rate=None, sampling=SAMPLED, model_name="default",
-                  drain_s=400):
+                  drain_s=400, keep=None, good_ttft_s=1.0, extra_body=None):
     """Closed loop (n_clients) or Poisson arrivals (rate per second) for `seconds`, then at most
     drain_s for the requests in flight; those still running are cancelled and count as
     unfinished (their tokens so far count; a TTFT they never reached counts as the time
@@ -271,7 +271,7 @@ async def run_mix(port, first, seconds, n_clients=None, rate=None, sampling=SAMP
         r = mix_request(k[0])
         k[0] += 1
         return {"model": model_name, "messages": r["messages"], "max_tokens": r["max_tokens"], "stream": True,
-                "stream_options": {"include_usage": True}, **sampling}
+                "stream_options": {"include_usage": True}, **sampling, **(extra_body or {})}
 
     async def one(body):
         conn = idle.pop() if idle else connection(port)
@@ -308,7 +308,9 @@ async def run_mix(port, first, seconds, n_clients=None, rate=None, sampling=SAMP
     tokens = sum(r[2] for r in records)
     ttft = sorted((r[1][0] if r[1] else r[4]) - r[0] for r in records)
     itl = sorted(b - a for r in records for a, b in zip(r[1], r[1][1:]))
-    good = sum(1 for r in records if r[3] and r[1] and r[1][0] - r[0] <= 1.0 and
+    if keep is not None:  # (sent, [token times], tokens, finished, ...) per request, times from t0
+        keep.extend((r[0] - t0, [x - t0 for x in r[1]], r[2], r[3]) for r in records)
+    good = sum(1 for r in records if r[3] and r[1] and r[1][0] - r[0] <= good_ttft_s and
                (len(r[1]) < 2 or (r[1][-1] - r[1][0]) / (len(r[1]) - 1) <= 0.1))
     finished = [r for r in records if r[3]]
     return {"requests": len(records), "unfinished": len(records) - len(finished), "errors": len(errors),

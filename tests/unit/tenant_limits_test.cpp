@@ -34,6 +34,8 @@ class TenantsFile : public ::testing::Test {
   std::filesystem::path path_;
 };
 
+constexpr int32_t kBatchPriorityForTest = 1 << 20;  // tandem::kBatchPriority
+
 }  // namespace
 
 TEST_F(TenantsFile, LoadsEveryField) {
@@ -61,6 +63,28 @@ TEST_F(TenantsFile, LoadsEveryField) {
   EXPECT_EQ(t[0].prefix_cache_group, "shared");
   EXPECT_EQ(t[0].kv_cache_share, 0.25);
   EXPECT_EQ(t[1].kv_cache_share, 1.0) << "the whole cache unless given";
+}
+
+// A tenant's priority is added to its requests' (lower runs first); max_priority bounds how
+// urgent they may ask to be, by default the tenant's own priority.
+TEST_F(TenantsFile, PrioritiesAreAddedAndBounded) {
+  const auto t = load_tenants_yaml(write(R"(tenants:
+  - {name: premium, api_keys: [p], priority: -5, max_priority: -10}
+  - {name: plain, api_keys: [q]}
+)"));
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0].priority, -5);
+  EXPECT_EQ(t[0].effective_priority(0), -5);
+  EXPECT_EQ(t[0].effective_priority(-3), -8);
+  EXPECT_EQ(t[0].effective_priority(-100), -10) << "held to max_priority";
+  EXPECT_EQ(t[0].effective_priority(kBatchPriorityForTest), kBatchPriorityForTest - 5);
+  EXPECT_EQ(t[1].effective_priority(0), 0);
+  EXPECT_EQ(t[1].effective_priority(-7), 0) << "a client cannot jump its tenant's class unless allowed";
+  EXPECT_EQ(t[1].effective_priority(4), 4) << "but may step back";
+  EXPECT_NE(error_of("tenants:\n  - {name: a, api_keys: [k], priority: 1.5}\n").find("'priority' must be a whole"),
+            std::string::npos);
+  EXPECT_NE(error_of("tenants:\n  - {name: a, api_keys: [k], max_priority: 1e9}\n").find("'max_priority'"),
+            std::string::npos);
 }
 
 TEST_F(TenantsFile, RefusesWhatCannotBeServed) {
