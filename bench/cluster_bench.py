@@ -63,7 +63,9 @@ class Proc:
     def _pump(self):
         for line in self.proc.stdout:
             self.lines.append(line)
-            if "ready:" in line:
+            # A node is up once routers can join it; its own readiness waits for a router's
+            # warm-up (docs/cluster.md), which starts only when the router joins.
+            if "ready:" in line or "routers join at" in line:
                 self.ready.set()
         self.ready.set()
 

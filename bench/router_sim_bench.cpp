@@ -27,7 +27,8 @@ const std::string kSecret = "router-sim-bench-secret";
 using done_atom = caf::atom_constant<caf::atom("simdone")>;
 
 // A node that finishes every sequence at once; at join it tells the router what it holds.
-node_actor::behavior_type sim_node(node_actor::pointer self, caf::actor router, std::vector<uint64_t> held) {
+// (A warm node: the router tells it when its warm-up is done, here at once: nothing is hot.)
+warm_node_actor::behavior_type sim_node(warm_node_actor::pointer self, caf::actor router, std::vector<uint64_t> held) {
   node_update u;
   u.kv.snapshot = true;
   u.kv.entered = std::move(held);
@@ -46,6 +47,7 @@ node_actor::behavior_type sim_node(node_actor::pointer self, caf::actor router, 
       [](tokens_atom, token_batch&) {},
       [](cancel_atom) {},
       [](tick_atom) {},
+      [](warm_atom) {},
   };
 }
 
