@@ -61,15 +61,37 @@ void run_line(const std::shared_ptr<server_context>& ctx, const runtime& rt, bat
   auto lj = std::make_shared<live_job>(generation_job(
       std::move(req), kind == api_kind::chat ? job_format::chat_json : job_format::completion_json, std::move(jc)));
   // The job keeps itself alive through `hold` until it has finished; then it answers once and
-  // lets go (the strand's call that ran notify holds it until that call returns).
+  // lets go (the strand's call that ran notify holds it until that call returns). A choice
+  // aborted by the runtime (it is stopping) reads as "stop" in a JSON body: such a line is
+  // not answered but run again (retry), after the restart.
   auto hold = std::make_shared<std::shared_ptr<live_job>>(lj);
-  lj->notify = [hold, call = std::move(call), done = std::move(done), request_id]() mutable {
+  auto aborted = std::make_shared<bool>(false);  // touched on the strand only
+  lj->notify = [hold, aborted, call = std::move(call), done = std::move(done), request_id]() mutable {
     const std::shared_ptr<live_job> l = *hold;
     if (!l || !l->job.finished()) return;
     hold->reset();
-    done(answer_of(call, generation_reply(l->job), request_id));
+    batch_answer a = answer_of(call, generation_reply(l->job), request_id);
+    a.retry = a.retry || *aborted;
+    done(std::move(a));
   };
-  start_live_job(lj, boost::asio::make_strand(ctx->work), *ctx, rt, *key);
+  // start_live_job's loop, with each final event looked at for an abort first.
+  const auto ex = boost::asio::make_strand(ctx->work);
+  auto reqs = lj->job.requests();
+  for (uint32_t i = 0; i < reqs.size(); ++i) {
+    reqs[i].api_key = *key;
+    reqs[i].stream_interval = ctx->opts.stream_interval;
+    std::weak_ptr<live_job> weak = lj;
+    auto callback = [weak, ex, i, aborted](sink_event ev) {
+      boost::asio::post(ex, [weak, i, aborted, ev = std::move(ev)]() mutable {
+        if (const auto* d = std::get_if<generation_done>(&ev); d && d->reason == finish_reason::abort) *aborted = true;
+        if (auto l = weak.lock()) {
+          l->job.on_event(i, std::move(ev));
+          if (l->notify) l->notify();
+        }
+      });
+    };
+    lj->sinks.push_back(spawn_request_sink(ctx->sys, rt.admission(), std::move(reqs[i]), std::move(callback)));
+  }
 }
 
 }  // namespace

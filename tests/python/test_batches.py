@@ -262,3 +262,30 @@ def test_a_tenants_files_are_bounded(config, tmp_path):
         upload(openai_client(s, key="sk-bob"), lines)
         alice.files.delete(first.id)
         upload(alice, lines)
+
+
+def test_a_stopping_server_does_not_record_cut_answers(config, tmp_path):
+    """SIGTERM with --shutdown-timeout 0 cancels the requests in flight: those are run again
+    after the restart, not recorded cut short (every answer has all its max_tokens)."""
+    n, tokens = 16, 48
+
+    def line(i):
+        return json.dumps({"custom_id": f"s{i}", "method": "POST", "url": "/v1/chat/completions",
+                           "body": {"max_tokens": tokens, "ignore_eos": True, "temperature": 0,
+                                    "messages": [{"role": "user", "content": f"Say something about {i}."}]}})
+
+    with serve(tmp_path, config, "--batch-max-in-flight", "4", "--shutdown-timeout", "0") as s:
+        alice = openai_client(s, key="sk-alice")
+        b = alice.batches.create(input_file_id=upload(alice, [line(i) for i in range(n)]).id,
+                                 endpoint="/v1/chat/completions", completion_window="24h")
+        deadline = time.time() + 120
+        while alice.batches.retrieve(b.id).request_counts.completed < 2 and time.time() < deadline:
+            time.sleep(0.05)
+        s.stop()  # SIGTERM
+    with serve(tmp_path, config) as s:
+        alice = openai_client(s, key="sk-alice")
+        b = wait_for(alice, b.id, {"completed", "failed"})
+        assert b.status == "completed" and b.request_counts.completed == n, b
+        out = results(alice, b.output_file_id)
+        assert sorted(r["custom_id"] for r in out) == sorted(f"s{i}" for i in range(n))
+        assert all(r["response"]["body"]["usage"]["completion_tokens"] == tokens for r in out)
