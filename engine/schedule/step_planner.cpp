@@ -189,74 +189,109 @@ reserve_request step_planner::request(uint32_t* budget_tokens) const {
                    [&](seq_id a, seq_id b) { return seqs_.at(a).cls.priority < seqs_.at(b).cls.priority; });
   std::unordered_map<seq_id, uint32_t> n_new_of;
 
-  // 1. Decoding rows (the last token plus any drafts to verify), all of them.
-  step_shape shape;
-  std::vector<seq_id> prefilling;
+  // 1. Decoding rows (the last token plus any drafts to verify): all of the most urgent class
+  // that decodes; less urgent classes' rows (a batch's) only in the time the step has left.
+  step_shape shape;  // the step so far: its rows and the keys they read
+  std::vector<seq_id> prefilling, deferred;
+  int32_t top = std::numeric_limits<int32_t>::max();  // the most urgent class with decoding rows
+  const auto decode_rows_of = [&](const seq_state& s) {
+    const uint32_t pending = static_cast<uint32_t>(s.tokens.size() + s.draft.size()) - s.n_computed;
+    return pending > 1 + s.draft.size() ? 0u : pending;  // 0: it is computing its prompt
+  };
   for (seq_id id : order) {
     const auto& s = seqs_.at(id);
-    const uint32_t pending = static_cast<uint32_t>(s.tokens.size() + s.draft.size()) - s.n_computed;
-    const uint32_t decode = 1 + static_cast<uint32_t>(s.draft.size());
-    if (pending > decode) {
+    const uint32_t rows = decode_rows_of(s);
+    if (rows == 0) {
       prefilling.push_back(id);
       continue;
     }
-    const uint32_t n_new = std::min(pending, budget);
+    if (top == std::numeric_limits<int32_t>::max()) top = s.cls.priority;
+    if (s.cls.priority != top) {
+      deferred.push_back(id);
+      continue;
+    }
+    const uint32_t n_new = std::min(rows, budget);
     if (n_new == 0) continue;
     budget -= n_new;
     shape.add_rows(s.n_computed, n_new, false);
     n_new_of[id] = n_new;
   }
 
-  // 2. Prompt work, class by class: running prompts' next chunks, then waiting sequences.
-  double time_left = prompt_time_ms(shape);
-  const bool timed = time_left != std::numeric_limits<double>::infinity();
+  // The step's time: unlimited with nothing decoding (nobody's pace is at stake) or without a
+  // target; else the target, and for prompts of the urgent classes at least their floor share.
+  const double urgent_limit = prompt_time_ms(shape) == std::numeric_limits<double>::infinity()
+                                  ? std::numeric_limits<double>::infinity()
+                                  : cost_.predict_ms(shape) + prompt_time_ms(shape);
+  const bool timed = urgent_limit != std::numeric_limits<double>::infinity();
+  const double lower_limit = timed ? config_.target_step_ms : urgent_limit;
+  const auto time_left = [&](int32_t cls) {
+    return (cls <= top ? urgent_limit : lower_limit) - (timed ? cost_.predict_ms(shape) : 0.0);
+  };
   uint32_t prompt_fed = 0;
-  // The tokens of a chunk from `start` that the budget and the time allow (the floor past the time).
-  const auto fit = [&](uint32_t start, uint32_t want) {
+  // The tokens of a chunk of class cls from `start` that the budget and the time allow (the
+  // urgent classes' floor past the time).
+  const auto fit = [&](int32_t cls, uint32_t start, uint32_t want) {
     uint32_t c = std::min(want, budget);
     if (!timed) return c;
-    uint32_t t = cost_.prompt_tokens_within(time_left, start, c);
-    if (prompt_fed < config_.min_prompt_tokens) t = std::max(t, std::min(c, config_.min_prompt_tokens - prompt_fed));
+    uint32_t t = cost_.prompt_tokens_within(time_left(cls), start, c);
+    if (cls <= top && prompt_fed < config_.min_prompt_tokens) {
+      t = std::max(t, std::min(c, config_.min_prompt_tokens - prompt_fed));
+    }
     return t;
   };
   const auto take = [&](uint32_t start, uint32_t c) {
     budget -= c;
     prompt_fed += c;
-    if (timed) time_left -= cost_.prompt_cost_ms(start, c);
+    shape.add_rows(start, c, true);
   };
-  const auto out_of_time = [&] { return timed && time_left <= 0 && prompt_fed >= config_.min_prompt_tokens; };
+  // Less urgent decoding rows of classes up to cls, while the step stays within the target.
+  size_t di = 0;
+  const auto add_deferred = [&](int32_t cls) {
+    for (; di < deferred.size() && seqs_.at(deferred[di]).cls.priority <= cls; ++di) {
+      const auto& s = seqs_.at(deferred[di]);
+      const uint32_t n_new = std::min(decode_rows_of(s), budget);
+      if (n_new == 0) continue;
+      step_shape trial = shape;
+      trial.add_rows(s.n_computed, n_new, false);
+      if (timed && cost_.predict_ms(trial) > lower_limit) continue;
+      budget -= n_new;
+      shape = trial;
+      n_new_of[deferred[di]] = n_new;
+    }
+  };
   if (budget_tokens) {
-    *budget_tokens = shape.decode_rows + (timed ? std::max(cost_.prompt_tokens_within(time_left, 0, budget),
+    *budget_tokens = shape.decode_rows + (timed ? std::max(cost_.prompt_tokens_within(time_left(top), 0, budget),
                                                            std::min(budget, config_.min_prompt_tokens))
                                                 : budget);
   }
 
+  // 2. Prompt work, class by class: running prompts' next chunks, then waiting sequences; a
+  // less urgent class's decoding rows go before its prompts.
   const auto waiting = waiting_order();
   size_t slots = config_.max_num_seqs > order.size() ? config_.max_num_seqs - order.size() : 0;  // victims' count
   size_t pi = 0, wi = 0;
   bool waiting_blocked = false;  // an encoder's prompt that must wait whole: the rest wait behind it
-  while (budget > 0 && !out_of_time()) {
+  while (budget > 0) {
     const bool prefill_left = pi < prefilling.size();
     const bool waiting_left = !waiting_blocked && slots > 0 && wi < waiting.size();
     if (!prefill_left && !waiting_left) break;
     const bool prefill_first =
         prefill_left &&
         (!waiting_left || seqs_.at(prefilling[pi]).cls.priority <= seqs_.at(waiting[wi]).cls.priority);
+    const seq_id id = prefill_first ? prefilling[pi++] : waiting[wi++];
+    const auto& s = seqs_.at(id);
+    add_deferred(s.cls.priority);
     if (prefill_first) {
-      const seq_id id = prefilling[pi++];
-      const auto& s = seqs_.at(id);
       const uint32_t pending = static_cast<uint32_t>(s.tokens.size()) - s.n_computed;
-      const uint32_t n_new = fit(s.n_computed, std::min(pending, chunk_of(s, s.n_computed)));
+      const uint32_t n_new = fit(s.cls.priority, s.n_computed, std::min(pending, chunk_of(s, s.n_computed)));
       if (n_new == 0 || (config_.whole_prompts && n_new < pending)) continue;
       take(s.n_computed, n_new);
       n_new_of[id] = n_new;
       continue;
     }
-    const seq_id id = waiting[wi++];
-    const auto& s = seqs_.at(id);
     // A prefix-cache hit moves the start (known only after the cache manager's lookup);
     // sizing as from position 0 at most overshoots the first chunk's cost once.
-    const uint32_t max_compute = fit(0, std::min(chunk_of(s, 0), static_cast<uint32_t>(s.tokens.size())));
+    const uint32_t max_compute = fit(s.cls.priority, 0, std::min(chunk_of(s, 0), static_cast<uint32_t>(s.tokens.size())));
     if (max_compute == 0) break;
     if (config_.whole_prompts && max_compute < s.tokens.size()) {  // whole, or it waits (in order)
       waiting_blocked = true;
@@ -266,6 +301,7 @@ reserve_request step_planner::request(uint32_t* budget_tokens) const {
     take(0, max_compute);
     --slots;
   }
+  add_deferred(std::numeric_limits<int32_t>::max());
 
   for (seq_id id : order) {
     const auto it = n_new_of.find(id);

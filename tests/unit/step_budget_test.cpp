@@ -60,6 +60,13 @@ struct driver {
   std::map<seq_id, uint32_t> max_out_;
 };
 
+const planned_seq* find_planned(const step_plan_core& plan, seq_id s) {
+  for (const auto& p : plan.seqs) {
+    if (p.seq == s) return &p;
+  }
+  return nullptr;
+}
+
 planner_config timed(double target_ms, uint32_t max_seqs = 64) {
   planner_config c;
   c.max_num_seqs = max_seqs;
@@ -158,6 +165,28 @@ TEST(StepBudget, PromptsKeepAFloorWhenDecodeAloneExceedsTheTarget) {
   // A quarter of the target (10 ms) buys 5 tokens; the floor is 16.
   EXPECT_EQ(plan.shape.prompt_tokens, 16u);
   EXPECT_EQ(plan.shape.decode_rows, 48u);
+}
+
+// Less urgent classes (the Batch API's) run in the time more urgent work leaves: their decode
+// rows join a step only while it stays within the target, and their prompts get no floor.
+TEST(StepBudget, BatchRowsRunOnlyInTheTimeInteractiveWorkLeaves) {
+  driver d(timed(100, /*max_seqs=*/128), 8192);
+  for (seq_id s = 1; s <= 4; ++s) d.add(s, 40, 400, {kBatch});
+  for (seq_id s = 11; s <= 14; ++s) d.add(s, 40, 400, {0});
+  for (int i = 0; i < 12; ++i) d.step();
+  auto plan = d.step();  // 8 rows: 18 ms, far within 100 ms: everybody decodes
+  EXPECT_EQ(plan.shape.decode_rows, 8u);
+  for (seq_id s = 21; s <= 110; ++s) d.add(s, 10, 400, {0});  // 90 more interactive streams
+  for (int i = 0; i < 60 && d.h.planner.n_waiting() > 0; ++i) d.step();
+  ASSERT_EQ(d.h.planner.n_waiting(), 0u);
+  d.step();
+  plan = d.step();
+  // 94 interactive rows take ~104 ms by themselves: no room for the batch's rows.
+  EXPECT_EQ(plan.shape.decode_rows, 94u);
+  for (seq_id s = 1; s <= 4; ++s) EXPECT_EQ(find_planned(plan, s), nullptr) << s;
+  d.add(200, 300, 2, {kBatch});  // a batch prompt gets no floor beside them
+  plan = d.step();
+  EXPECT_EQ(find_planned(plan, 200), nullptr);
 }
 
 TEST(StepBudget, OffWhenNoTargetIsSet) {
