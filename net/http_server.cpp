@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "net/batch_routes.h"
 #include "net/listener.h"
 #include "net/server.h"
 #include "net/tls_context.h"
@@ -83,7 +84,10 @@ void http_server::start() {
 
 uint16_t http_server::port() const { return impl_->port; }
 
-void http_server::attach(const runtime& rt) { impl_->ctx->rt.store(&rt); }
+void http_server::attach(const runtime& rt) {
+  impl_->ctx->rt.store(&rt);
+  ensure_batch_queue(impl_->ctx, rt);  // resumes --batch-dir's unfinished batches now, not at the first request
+}
 
 void http_server::wait_for_signal() {
   asio::io_context sig_ctx;
