@@ -239,8 +239,14 @@ def test_a_killed_server_resumes_and_answers_each_request_once(config, tmp_path)
     assert 3 <= done < n, f"the kill came mid-batch ({done} of {n} answered)"
     with serve(tmp_path, config, "--batch-max-in-flight", "4") as s:
         alice = openai_client(s, key="sk-alice")
-        time.sleep(4)  # no request yet: the batch resumes when the server starts, not at its first request
-        assert alice.batches.retrieve(b.id).request_counts.completed > done
+        # No request yet: the batch resumes when the server starts, not at its first request.
+        def answered_on_disk():
+            return sum(line.count('"response":') for f in (tmp_path / "files").glob("*.jsonl")
+                       for line in f.read_text().splitlines())
+        deadline = time.time() + 60
+        while answered_on_disk() <= done and time.time() < deadline:
+            time.sleep(0.1)
+        assert answered_on_disk() > done
         b = wait_for(alice, b.id, {"completed", "failed"})
         assert b.status == "completed", b
         assert b.request_counts.total == n and b.request_counts.completed == n and b.request_counts.failed == 0
