@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 
 namespace tandem {
 
@@ -193,7 +194,11 @@ reserve_request step_planner::request(uint32_t* budget_tokens) const {
   // that decodes; less urgent classes' rows (a batch's) only in the time the step has left.
   step_shape shape;  // the step so far: its rows and the keys they read
   std::vector<seq_id> prefilling, deferred;
-  int32_t top = std::numeric_limits<int32_t>::max();  // the most urgent class with decoding rows
+  const auto waiting = waiting_order();
+  // The most urgent class with any work (decoding, computing its prompt, or waiting): its rows
+  // and prompts go first; less urgent classes (a batch's) only extend the step a little.
+  int32_t top = waiting.empty() ? std::numeric_limits<int32_t>::max() : seqs_.at(waiting.front()).cls.priority;
+  if (!order.empty()) top = std::min(top, seqs_.at(order.front()).cls.priority);
   const auto decode_rows_of = [&](const seq_state& s) {
     const uint32_t pending = static_cast<uint32_t>(s.tokens.size() + s.draft.size()) - s.n_computed;
     return pending > 1 + s.draft.size() ? 0u : pending;  // 0: it is computing its prompt
@@ -205,7 +210,6 @@ reserve_request step_planner::request(uint32_t* budget_tokens) const {
       prefilling.push_back(id);
       continue;
     }
-    if (top == std::numeric_limits<int32_t>::max()) top = s.cls.priority;
     if (s.cls.priority != top) {
       deferred.push_back(id);
       continue;
@@ -223,17 +227,33 @@ reserve_request step_planner::request(uint32_t* budget_tokens) const {
                                   ? std::numeric_limits<double>::infinity()
                                   : cost_.predict_ms(shape) + prompt_time_ms(shape);
   const bool timed = urgent_limit != std::numeric_limits<double>::infinity();
-  const double lower_limit = timed ? config_.target_step_ms : urgent_limit;
-  const auto time_left = [&](int32_t cls) {
-    return (cls <= top ? urgent_limit : lower_limit) - (timed ? cost_.predict_ms(shape) : 0.0);
+  // Less urgent classes get what the urgent work leaves within the target, at most
+  // kLowerShare of the urgent work's own time (all of it when there is none): fixed once the
+  // urgent work is placed (the candidates come class by class).
+  constexpr double kLowerShare = 0.1;
+  double lower_limit = std::numeric_limits<double>::infinity();
+  bool lower_fixed = false;
+  const auto fix_lower_limit = [&] {
+    if (std::exchange(lower_fixed, true) || !cost_.ready()) return;
+    const double urgent_ms = cost_.predict_ms(shape);
+    const bool urgent_work = shape.decode_rows + shape.prompt_tokens > 0;
+    if (urgent_work) lower_limit = urgent_ms * (1 + kLowerShare);
+    if (timed) lower_limit = std::min(lower_limit, config_.target_step_ms);
   };
+  const auto time_left = [&](int32_t cls) {
+    if (cls > top) fix_lower_limit();
+    const double limit = cls <= top ? urgent_limit : lower_limit;
+    return limit == std::numeric_limits<double>::infinity() ? limit : limit - cost_.predict_ms(shape);
+  };
+  const bool limited_lower = cost_.ready();
   uint32_t prompt_fed = 0;
   // The tokens of a chunk of class cls from `start` that the budget and the time allow (the
   // urgent classes' floor past the time).
   const auto fit = [&](int32_t cls, uint32_t start, uint32_t want) {
     uint32_t c = std::min(want, budget);
-    if (!timed) return c;
-    uint32_t t = cost_.prompt_tokens_within(time_left(cls), start, c);
+    const double left = time_left(cls);
+    if (left == std::numeric_limits<double>::infinity()) return c;
+    uint32_t t = cost_.prompt_tokens_within(left, start, c);
     if (cls <= top && prompt_fed < config_.min_prompt_tokens) {
       t = std::max(t, std::min(c, config_.min_prompt_tokens - prompt_fed));
     }
@@ -247,13 +267,14 @@ reserve_request step_planner::request(uint32_t* budget_tokens) const {
   // Less urgent decoding rows of classes up to cls, while the step stays within the target.
   size_t di = 0;
   const auto add_deferred = [&](int32_t cls) {
+    if (cls > top && di < deferred.size()) fix_lower_limit();
     for (; di < deferred.size() && seqs_.at(deferred[di]).cls.priority <= cls; ++di) {
       const auto& s = seqs_.at(deferred[di]);
       const uint32_t n_new = std::min(decode_rows_of(s), budget);
       if (n_new == 0) continue;
       step_shape trial = shape;
       trial.add_rows(s.n_computed, n_new, false);
-      if (timed && cost_.predict_ms(trial) > lower_limit) continue;
+      if (limited_lower && cost_.predict_ms(trial) > lower_limit) continue;
       budget -= n_new;
       shape = trial;
       n_new_of[deferred[di]] = n_new;
@@ -267,7 +288,6 @@ reserve_request step_planner::request(uint32_t* budget_tokens) const {
 
   // 2. Prompt work, class by class: running prompts' next chunks, then waiting sequences; a
   // less urgent class's decoding rows go before its prompts.
-  const auto waiting = waiting_order();
   size_t slots = config_.max_num_seqs > order.size() ? config_.max_num_seqs - order.size() : 0;  // victims' count
   size_t pi = 0, wi = 0;
   bool waiting_blocked = false;  // an encoder's prompt that must wait whole: the rest wait behind it
