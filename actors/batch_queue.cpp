@@ -314,14 +314,11 @@ void load(batch_queue_state& st) {
     spdlog::info("batch queue: resuming {} unfinished batch(es) from {}", resume.size(), st.limits.dir);
 }
 
-json::object list_json(const batch_queue_state& st, const std::string& tenant, const std::string& after,
-                       uint32_t limit) {
-  std::vector<const batch_record*> mine;
-  for (const auto& [id, b] : st.batches) {
-    if (b.tenant == tenant) mine.push_back(&b);
-  }
-  // Newest first (OpenAI's order): ids increase as they are made (random_id).
-  std::sort(mine.begin(), mine.end(), [](const batch_record* x, const batch_record* y) { return x->id > y->id; });
+// One page of OpenAI's list object over records (batches or files): newest first (ids
+// increase as they are made: random_id), those after `after`, at most `limit`.
+template <class Record>
+json::object page_json(std::vector<const Record*> mine, const std::string& after, uint32_t limit) {
+  std::sort(mine.begin(), mine.end(), [](const Record* x, const Record* y) { return x->id > y->id; });
   size_t start = 0;
   if (!after.empty()) {
     for (size_t i = 0; i < mine.size(); ++i) {
@@ -338,6 +335,15 @@ json::object list_json(const batch_queue_state& st, const std::string& tenant, c
   return o;
 }
 
+json::object list_json(const batch_queue_state& st, const std::string& tenant, const std::string& after,
+                       uint32_t limit) {
+  std::vector<const batch_record*> mine;
+  for (const auto& [id, b] : st.batches) {
+    if (b.tenant == tenant) mine.push_back(&b);
+  }
+  return page_json(std::move(mine), after, limit);
+}
+
 // The tenant's files (of `purpose`, "" = any), newest first, after `after`.
 json::object files_json(const batch_queue_state& st, const std::string& tenant, const std::string& purpose,
                         const std::string& after, uint32_t limit) {
@@ -345,21 +351,7 @@ json::object files_json(const batch_queue_state& st, const std::string& tenant, 
   for (const auto& [id, f] : st.files) {
     if (f.tenant == tenant && (purpose.empty() || f.purpose == purpose)) mine.push_back(&f);
   }
-  std::sort(mine.begin(), mine.end(), [](const file_record* x, const file_record* y) { return x->id > y->id; });
-  size_t start = 0;
-  if (!after.empty()) {
-    for (size_t i = 0; i < mine.size(); ++i) {
-      if (mine[i]->id == after) start = i + 1;
-    }
-  }
-  json::array data;
-  for (size_t i = start; i < mine.size() && data.size() < limit; ++i) data.push_back(batch::to_api_json(*mine[i]));
-  const bool more = start + data.size() < mine.size();
-  json::object o{{"object", "list"}, {"data", std::move(data)}, {"has_more", more}};
-  const auto& d = o["data"].get_array();
-  o["first_id"] = d.empty() ? json::value(nullptr) : d.front().at("id");
-  o["last_id"] = d.empty() ? json::value(nullptr) : d.back().at("id");
-  return o;
+  return page_json(std::move(mine), after, limit);
 }
 
 batch_queue_actor::behavior_type batch_queue(queue_pointer self, batch_limits limits, batch_runner runner) {
