@@ -20,7 +20,7 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS adduser)
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS
     "libcaf-dev, libboost1.81-dev, libboost-json1.81-dev, libboost-system1.81-dev, libspdlog-dev, libfmt-dev, "
-    "libyaml-cpp-dev, libpcre2-dev, libxxhash-dev, pkg-config")
+    "libyaml-cpp-dev, libpcre2-dev, libxxhash-dev, libpng-dev, libturbojpeg0-dev, libwebp-dev, pkg-config")
 string(REPLACE ";" "" CPACK_DEBIAN_PACKAGE_SUGGESTS "${CPACK_DEBIAN_PACKAGE_SUGGESTS}")
 configure_file(${PROJECT_SOURCE_DIR}/deploy/debian/conffiles ${PROJECT_BINARY_DIR}/deploy/debian/conffiles COPYONLY)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA

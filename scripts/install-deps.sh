@@ -10,6 +10,7 @@ APT_PACKAGES=(
   libspdlog-dev libfmt-dev libcli11-dev libyaml-cpp-dev
   libxxhash-dev libpcre2-dev
   libssl-dev openssl                           # SHA-256 of model files, TLS; the TLS test's throwaway CA
+  libpng-dev libturbojpeg0-dev libwebp-dev     # images in chat requests (engine/vision/image_decode)
   libgtest-dev libgmock-dev
   python3 python3-pip python3-venv
   curl chromium chromium-driver                # serving tests: SSE disconnects, the chat page
