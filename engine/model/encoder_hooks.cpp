@@ -63,12 +63,15 @@ void model::ffn_ungated(const layer_weights& w, int64_t T) {
   const int64_t F = config_.n_ff;
   auto& b = buf_;
   matmul(w.w_up, b.h, T, b.up);
+  const auto li = static_cast<int32_t>(&w - weights_.layers.data());
+  lora_update(li, matrix_role::ffn_up, b.h, config_.n_embd, b.up.data(), F);
   each_row(pool_, T, [&](int64_t t) {
     float* u = &b.up[t * F];
     for (size_t i = 0; i < w.b_up.size(); ++i) u[i] += w.b_up[i];
     for (int64_t i = 0; i < F; ++i) u[i] = kernels::gelu_tanh(u[i]);
   });
   matmul(w.w_down, b.up, T, b.proj);
+  lora_update(li, matrix_role::ffn_down, b.up, F, b.proj.data(), config_.n_embd);
 }
 
 }  // namespace tandem

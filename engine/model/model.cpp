@@ -170,6 +170,10 @@ std::unique_ptr<model> model::open(const std::filesystem::path& path, const mode
   return std::make_unique<model>(gguf::file::open(path), options);
 }
 
+std::shared_ptr<const lora::adapter> model::load_adapter(const std::filesystem::path& path) const {
+  return lora::adapter::load(path, config_, weights_, kernels_);
+}
+
 void model::matmul(const kernels::weight_view& w, const std::vector<float>& x, int64_t n_tok, std::vector<float>& y) {
   kernels::matmul(w, x.data(), w.cols, n_tok, y.data(), w.rows, kernels_, pool_, buf_.mm);
 }
@@ -212,6 +216,10 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
     if (!c.causal && s.start_pos != 0 && !s.tokens.empty()) {
       throw std::invalid_argument("forward: sequence " + std::to_string(s.seq) +
                                   " of a bidirectional model must come whole in one step, from position 0");
+    }
+    if (s.adapter < -1 || s.adapter >= static_cast<int32_t>(adapters_.size())) {
+      throw std::invalid_argument("forward: sequence " + std::to_string(s.seq) + " names adapter " +
+                                  std::to_string(s.adapter) + " of " + std::to_string(adapters_.size()));
     }
     if (c.arch->embeddings_only && !s.want_hidden && !s.tokens.empty()) {
       throw std::invalid_argument("forward: '" + c.architecture + "' has no output head (embeddings only)");
@@ -276,6 +284,21 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
   }
   if (c.arch->encoder_inputs) add_encoder_inputs(T);
 
+  // Each token row's adapter: the step's rows grouped by adapter once, for every hook.
+  auto adapter_of = [&](const seq_step& s) {
+    return s.adapter >= 0 ? adapters_[static_cast<size_t>(s.adapter)].get() : nullptr;
+  };
+  row_adapter_.assign(static_cast<size_t>(T), nullptr);
+  row_scale_.assign(static_cast<size_t>(T), 0.0f);
+  if (!adapters_.empty()) {
+    for (int64_t t = 0; t < T; ++t) {
+      const auto& s = in.seqs[static_cast<size_t>(b.seq[t])];
+      row_adapter_[static_cast<size_t>(t)] = adapter_of(s);
+      row_scale_[static_cast<size_t>(t)] = s.adapter_scale;
+    }
+  }
+  lora_.plan(row_adapter_, row_scale_);
+
   auto for_rows = [&](int64_t n, const auto& fn) {
     if (n < kParallelRowThreshold) {
       for (int64_t t = 0; t < n; ++t) fn(t);
@@ -315,8 +338,13 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
       norm_rows(w.attn_norm);
     }
     matmul_shared(b.h, T, {{w.wq, b.q.data(), Q}, {w.wk, b.k.data(), KV}, {w.wv, b.v.data(), KV}});
+    const auto li = static_cast<int32_t>(l);
+    lora_update(li, matrix_role::attn_q, b.h, E, b.q.data(), Q);
+    lora_update(li, matrix_role::attn_k, b.h, E, b.k.data(), KV);
+    lora_update(li, matrix_role::attn_v, b.h, E, b.v.data(), KV);
     attention_layer(l, in, cache, T);
     matmul(w.wo, b.attn, T, b.proj);
+    lora_update(li, matrix_role::attn_output, b.attn, Q, b.proj.data(), E);
     add_sublayer_output(w.bo, w.post_attn_norm, T, w.attn_out_norm, w.attn_out_norm_b);
 
     // Feed-forward block: x += ffn(norm(x)), through the layer kind's hook.
@@ -368,6 +396,8 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
       out.n_rows[i] = n == 0 ? 0 : static_cast<int32_t>(t + n - first);
       for (int64_t u = first; n > 0 && u < t + n; ++u, ++n_out) {
         kernels::rms_norm(&b.x[u * E], weights_.output_norm.data(), &b.h[n_out * E], E, c.rms_eps);
+        row_adapter_[static_cast<size_t>(n_out)] = adapter_of(in.seqs[i]);
+        row_scale_[static_cast<size_t>(n_out)] = in.seqs[i].adapter_scale;
       }
       t += n;
     }
@@ -375,6 +405,13 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
   out.logits.resize(static_cast<size_t>(n_out) * c.n_vocab);
   if (n_out == 0) return;  // a step of embedding sequences only
   kernels::matmul(weights_.output, b.h.data(), E, n_out, out.logits.data(), c.n_vocab, kernels_, pool_, b.mm);
+  if (!lora_.empty()) {  // the head's rows: the first n_out entries, rewritten above
+    lora_head_.plan(std::span(row_adapter_).first(static_cast<size_t>(n_out)),
+                    std::span(row_scale_).first(static_cast<size_t>(n_out)));
+    if (!lora_head_.empty()) {
+      lora_head_.apply(-1, matrix_role::output, b.h.data(), E, out.logits.data(), c.n_vocab, kernels_, pool_);
+    }
+  }
   if (c.final_logit_softcap > 0.0f) {
     const float cap = c.final_logit_softcap, inv = 1.0f / cap;
     for (float& l : out.logits) l = std::tanh(l * inv) * cap;
@@ -407,6 +444,9 @@ void model::ffn_dense(const layer_weights& w, int64_t T) {
   const int64_t F = config_.n_ff;
   auto& b = buf_;
   matmul_shared(b.h, T, {{w.w_gate, b.gate.data(), F}, {w.w_up, b.up.data(), F}});
+  const auto li = static_cast<int32_t>(&w - weights_.layers.data());
+  lora_update(li, matrix_role::ffn_gate, b.h, config_.n_embd, b.gate.data(), F);
+  lora_update(li, matrix_role::ffn_up, b.h, config_.n_embd, b.up.data(), F);
   auto act = [&](int64_t t) { activate(F, &b.gate[t * F], &b.up[t * F]); };
   if (T < kParallelRowThreshold) {
     for (int64_t t = 0; t < T; ++t) act(t);
@@ -414,6 +454,7 @@ void model::ffn_dense(const layer_weights& w, int64_t T) {
     pool_.parallel_for(T, [&](int64_t t, int) { act(t); });
   }
   matmul(w.w_down, b.gate, T, b.proj);
+  lora_update(li, matrix_role::ffn_down, b.gate, F, b.proj.data(), config_.n_embd);
 }
 
 // b.proj = the mixture of the experts each row of b.h is routed to (engine/experts/moe_ffn.h).

@@ -13,6 +13,8 @@
 #include "engine/gguf/gguf.h"
 #include "engine/kernels/dot_kernels.h"
 #include "engine/kernels/matmul.h"
+#include "engine/lora/adapter.h"
+#include "engine/lora/step_updates.h"
 #include "engine/model/attention.h"
 #include "engine/model/kv_pool.h"
 #include "engine/model/model_config.h"
@@ -86,6 +88,13 @@ class model {
   // The last forward's routing of a mixture-of-experts layer: [T][k] choices (the step's
   // tokens in order, each strongest first), and how many experts' matrices ran (each once).
   std::span<const experts::expert_choice> expert_choices(uint32_t layer) const { return routes_.at(layer).choices; }
+
+  // The LoRA adapters a step's sequences may name (seq_step::adapter indexes this list).
+  // Set before the first forward (the model does not copy them; they stay alive with it).
+  void set_adapters(std::vector<std::shared_ptr<const lora::adapter>> adapters) { adapters_ = std::move(adapters); }
+  const std::vector<std::shared_ptr<const lora::adapter>>& adapters() const { return adapters_; }
+  // Reads an adapter file against this model's shapes (lora::adapter::load).
+  std::shared_ptr<const lora::adapter> load_adapter(const std::filesystem::path& path) const;
   int64_t experts_run(uint32_t layer) const { return routes_.at(layer).experts_run; }
 
  private:
@@ -114,6 +123,11 @@ class model {
   void matmul(const kernels::weight_view& w, const std::vector<float>& x, int64_t n_tok, std::vector<float>& y);
   // Several weights on one input (Q/K/V, gate/up): one conversion, one parallel pass.
   void matmul_shared(const std::vector<float>& x, int64_t n_tok, std::initializer_list<kernels::matmul_output> outputs);
+  // y += the step's LoRA updates of (layer, role) over input x (no-op without adapted rows).
+  void lora_update(int32_t layer, matrix_role role, const std::vector<float>& x, int64_t x_cols, float* y,
+                   int64_t y_stride) {
+    if (!lora_.empty()) lora_.apply(layer, role, x.data(), x_cols, y, y_stride, kernels_, pool_);
+  }
   void attention_layer(uint32_t layer, const step_input& in, kv_pool& cache, int64_t n_tok);
   void check_local_table(const seq_step& s, const kv_pool& cache) const;
   // The feed-forward hooks (kinds: layer_weights::ffn): b.proj from b.h.
@@ -148,6 +162,11 @@ class model {
   tiled_origin tiled_origin_ = tiled_origin::none;
   buffers buf_;
   experts::moe_ffn moe_;  // the mixture-of-experts step and its scratch
+  std::vector<std::shared_ptr<const lora::adapter>> adapters_;
+  lora::step_updates lora_;       // this step's token rows grouped by adapter
+  lora::step_updates lora_head_;  // the same for the rows the head computes
+  std::vector<const lora::adapter*> row_adapter_;  // [T] scratch for planning them
+  std::vector<float> row_scale_;
   struct route_record {
     std::vector<experts::expert_choice> choices;  // [T][k]
     int64_t experts_run = 0;

@@ -42,6 +42,11 @@ struct seq_step {
   // token (after the output norm, before the head: what llama.cpp pools) in
   // step_output::hidden, and no logits (want_all_logits is ignored).
   bool want_hidden = false;
+  // A LoRA adapter over the weights for this sequence's rows: an index into the model's
+  // adapters (model::set_adapters), -1 for none, at this scale (llama.cpp's user scale: the
+  // update is scaled by adapter_scale * alpha / rank). engine/lora/step_updates.h.
+  int32_t adapter = -1;
+  float adapter_scale = 1.0f;
 };
 
 struct step_input {
