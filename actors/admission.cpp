@@ -154,6 +154,27 @@ std::string wrong_kind(const generate_request& req, pooling_type served) {
   return "";
 }
 
+// The request's LoRA adapter (engine/lora/adapter_choice.h), left in req as one id or none;
+// false with r's error when it names none that exists.
+bool choose_adapter_for(const admission_state& st, generate_request& req, int tenant, submit_reply& r) {
+  const auto& adapters = st.shared->adapters;
+  const std::string none;
+  const auto c = lora::choose_adapter(adapters, req.model, req.lora_ids, req.lora_scales,
+                                      tenant >= 0 ? st.tenants[tenant].cfg.lora : none);
+  if (!c.error.empty()) {
+    r.status = c.status;
+    r.error = c.error;
+    return false;
+  }
+  req.lora_ids.clear();
+  req.lora_scales.clear();
+  if (c.id >= 0) {
+    req.lora_ids.push_back(c.id);
+    req.lora_scales.push_back(c.scale);
+  }
+  return true;
+}
+
 // What the engine needs to know of the request's tenant.
 void stamp_tenant(generate_request& req, const tenant_config& c) {
   req.tenant = c.name;
@@ -244,6 +265,7 @@ admission_internal_actor::behavior_type admission(self_ptr self, admission_confi
             ++st.stats.rejected;
             return r;
           }
+          (void)choose_adapter_for(st, req, tenant, r);  // as the first choice's: it passed there
           --st.reserved_slots;  // the slot held for this choice is taken below
           if (tenant >= 0) --st.tenants[tenant].in_flight;
         } else {
@@ -269,6 +291,7 @@ admission_internal_actor::behavior_type admission(self_ptr self, admission_confi
             if (req.cache_group.empty()) req.cache_group = req.tenant;
             r.tenant = req.tenant;
           }
+          if (r.error.empty()) (void)choose_adapter_for(st, req, tenant, r);
           if (r.error.empty() && n > st.cfg.max_in_flight) {
             r.status = 400;
             r.error = "this request has " + std::to_string(n) + " choices, more than the server runs at once (" +

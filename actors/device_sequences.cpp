@@ -19,6 +19,8 @@ device_sequences::sequence::sequence(const device_seq_start& start)
       seed(start.sampling.seed >= 0 ? static_cast<uint64_t>(start.sampling.seed) : std::random_device{}()) {
   if (start.grammar) grammar.emplace(start.grammar);
   pooling = start.pooling;
+  adapter = start.adapter;
+  adapter_scale = start.adapter_scale;
 }
 
 namespace {
@@ -89,6 +91,8 @@ void device_sequences::begin(const device_step& step, step_input& in) {
     s.want_all_logits = !p.draft.empty() || scored_rows(p) > 0;
     s.decode_numerics = !p.draft.empty();
     s.want_hidden = sq.pooling != pooling_type::none;
+    s.adapter = sq.adapter;
+    s.adapter_scale = sq.adapter_scale;
   }
 }
 

@@ -53,6 +53,8 @@ class device_sequences {
     // An embedding sequence: its hidden rows pooled as its prompt is computed.
     pooling_type pooling = pooling_type::none;
     pooled_rows pooled;
+    int32_t adapter = -1;  // device_seq_start::adapter
+    float adapter_scale = 1.0f;
   };
 
   // Applies the step's changes to the copies and fills `in` with the model's input. Throws

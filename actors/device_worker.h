@@ -39,6 +39,10 @@ struct device_seq_start {
   // An embedding sequence (not none): the device pools its prompt's hidden states instead
   // of sampling, and its step result carries the pooled vector (rank: the head's scores).
   pooling_type pooling = pooling_type::none;
+  // The LoRA adapter over the weights for its rows (an index into the model's; -1: none) and
+  // its scale: seq_step::adapter.
+  int32_t adapter = -1;
+  float adapter_scale = 1.0f;
 };
 
 // The scheduler's plan as the device sees it (vLLM v1's SchedulerOutput: what changed since

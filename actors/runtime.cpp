@@ -3,12 +3,14 @@
 #include "actors/runtime_access.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "actors/runtime_actors.h"
 #include "actors/runtime_shared.h"
 #include "actors/spawn.h"
 #include "engine/gguf/gguf.h"
 #include "engine/gguf/identity.h"
+#include "engine/lora/adapter_choice.h"
 #include "engine/kv_disk/disk_store.h"
 #include "engine/model/model.h"
 #include "engine/model/model_path.h"
@@ -83,12 +85,46 @@ void set_embedding_kind(runtime_shared& shared, const gguf::file& file, const mo
   shared.rerank_template = file.get_string("tokenizer.chat_template.rerank").value_or("");
 }
 
+// The LoRA adapters (--lora), read and checked against the model, which applies them; their
+// names, scales and identities go to the streamers and admission. Every tenant's default
+// adapter must be one of them.
+void load_adapters(tandem::model& m, runtime_shared& shared, const runtime_config& cfg, bool custom_device) {
+  if (!cfg.lora_adapters.empty() && custom_device) {
+    throw std::runtime_error("--lora: adapters run on the CPU device only (--device cpu)");
+  }
+  if (cfg.lora_adapters.size() > 256) throw std::runtime_error("--lora: at most 256 adapters");
+  std::vector<std::shared_ptr<const lora::adapter>> loaded;
+  for (const auto& a : cfg.lora_adapters) {
+    if (!lora::valid_adapter_name(a.name)) {
+      throw std::runtime_error("--lora: adapter name '" + a.name + "' must be 1 to 64 of A-Z a-z 0-9 . _ -");
+    }
+    for (const auto& o : shared.adapters) {
+      if (o.name == a.name) throw std::runtime_error("--lora: two adapters are named '" + a.name + "'");
+    }
+    if (!std::isfinite(a.scale)) throw std::runtime_error("--lora " + a.name + ": the scale must be a finite number");
+    loaded.push_back(m.load_adapter(a.path));
+    shared.adapters.push_back({a.name, a.scale});
+    shared.adapter_identities.push_back(loaded.back()->identity());
+  }
+  for (const auto& t : cfg.tenants) {
+    if (t.lora.empty()) continue;
+    bool found = false;
+    for (const auto& o : shared.adapters) found = found || o.name == t.lora;
+    if (!found) {
+      throw std::runtime_error("tenant '" + t.name + "': lora '" + t.lora + "' is not an adapter given with --lora (" +
+                               lora::adapter_list(shared.adapters) + ")");
+    }
+  }
+  m.set_adapters(std::move(loaded));
+}
+
 }  // namespace
 
 // A cluster's router: the file's vocabulary and template (its weights stay unread), admission
 // and the streamers here, every sequence on a node (actors/router.h).
 std::unique_ptr<runtime> runtime::start_router(caf::actor_system& sys, const runtime_config& cfg) {
   if (cfg.cluster_secret.empty()) throw std::invalid_argument("a router needs the cluster secret its nodes have");
+  if (!cfg.lora_adapters.empty()) throw std::runtime_error("--lora: a cluster's router holds no weights (not yet)");
   std::unique_ptr<runtime> rt(new runtime());
   auto& actors = *rt->actors_;
   rt->cfg_ = cfg;
@@ -140,6 +176,7 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
 
   auto shared = load_shared(sys, m->file(), mc, cfg);
   set_embedding_kind(*shared, m->file(), mc, cfg, device != nullptr);
+  load_adapters(*m, *shared, cfg, device != nullptr);
   shared->scores_prompts = device == nullptr;
   rt->shared_ = shared;
 
@@ -309,6 +346,11 @@ void runtime::stop(std::chrono::milliseconds grace) {
   wait_until(std::chrono::steady_clock::now() + std::chrono::seconds(5));
 }
 const tokenizer& runtime_access::tok(const runtime& rt) { return rt.shared_->tok; }
+std::vector<std::string> runtime_access::adapter_names(const runtime& rt) {
+  std::vector<std::string> names;
+  for (const auto& a : rt.shared_->adapters) names.push_back(a.name);
+  return names;
+}
 const model_config& runtime_access::model_cfg(const runtime& rt) { return *rt.model_cfg_; }
 const chat_template* runtime_access::chat(const runtime& rt) { return rt.shared_->chat ? &*rt.shared_->chat : nullptr; }
 const std::string& runtime_access::chat_error(const runtime& rt) { return rt.shared_->chat_error; }

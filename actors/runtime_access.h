@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "actors/runtime_actors.h"
 #include "engine/chat/chat_template.h"
@@ -22,6 +23,8 @@ class runtime_access {
   // The file's tool_use template, which requests with tools render with, or nullptr.
   static const chat_template* tool_chat(const runtime& rt);
   static const model_config& model_cfg(const runtime& rt);
+  // The LoRA adapters' names (runtime_config::lora_adapters, in order: llama-server's ids).
+  static std::vector<std::string> adapter_names(const runtime& rt);
   // The scheduler, cache manager, device worker and drafter, for the server's metrics,
   // tests and benchmarks.
   static const runtime_actors& actors(const runtime& rt) { return *rt.actors_; }

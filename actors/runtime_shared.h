@@ -4,9 +4,12 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "actors/grammar_compiler.h"
 #include "engine/chat/chat_template.h"
+#include "engine/lora/adapter_choice.h"
 #include "engine/pooling/pooling.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -29,6 +32,11 @@ struct runtime_shared {
   // Prompt logprobs: the CPU worker scores prompt rows (device_sequences::score); a GPU
   // worker does not yet, so such requests are refused there.
   bool scores_prompts = true;
+  // The LoRA adapters (runtime_config::lora_adapters, in order: llama-server's ids), each with
+  // its default scale and the identity of its file (gguf::model_identity), which keys the
+  // prefix cache so one adapter's KV never serves another, in memory or on disk.
+  std::vector<lora::adapter_option> adapters;
+  std::vector<uint64_t> adapter_identities;  // parallel
 };
 
 }  // namespace tandem

@@ -34,7 +34,9 @@ struct sequence_request {
   std::string tenant = "default";
   double weight = 1.0;
   std::string cache_group;      // prefix-cache isolation: blocks are found only within the group
-  std::string adapter;          // the adapter over the weights (none yet: empty); in the cache salt
+  std::string adapter;          // the LoRA adapter over the weights, as name@scale ("": none); in the cache salt
+  int32_t adapter_id = -1;      // its index in the model's adapters (runtime_config::lora_adapters); -1: none
+  float adapter_scale = 1.0f;   // the request's scale of it (times alpha / rank)
   uint64_t input_hash = 0;      // a hash of non-token input (none yet: 0); in the cache salt
   double kv_cache_share = 1.0;  // the tenant's KV quota
   int32_t priority = 0;         // generate_request::priority, the tenant's applied: lower runs first
@@ -63,7 +65,7 @@ struct sequence_request {
 // Every field but the compiled grammar (a cluster's router sends requests to its nodes).
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sequence_request& x) {
-  return f(caf::meta::type_name("sequence_request"), x.id, x.tenant, x.weight, x.cache_group, x.adapter, x.input_hash,
+  return f(caf::meta::type_name("sequence_request"), x.id, x.tenant, x.weight, x.cache_group, x.adapter, x.adapter_id, x.adapter_scale, x.input_hash,
            x.kv_cache_share, x.priority, x.slo_ttft_ms, x.slo_reject, x.prompt, x.sampling, x.max_new_tokens, x.max_total_tokens, x.stop_token_ids,
            x.speculative, x.prompt_group, x.session, x.constrained, x.grammar_kind, x.grammar_text, x.pooling,
            x.streamer);

@@ -34,7 +34,7 @@ device_step scheduler_state::device_step_of(step_plan_core& plan) {
   device_step step{plan.step, {}, std::move(diff.seqs), plan.copies, plan.preempted, std::move(diff.released), {}};
   for (seq_id s : diff.started) {
     const auto& r = seqs.at(s).req;
-    step.started.push_back({s, r.sampling, planner->n_prompt(s), r.grammar, r.pooling});
+    step.started.push_back({s, r.sampling, planner->n_prompt(s), r.grammar, r.pooling, r.adapter_id, r.adapter_scale});
   }
   return step;
 }

@@ -1,6 +1,7 @@
 #include "actors/streamer.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <chrono>
 #include <iterator>
 
@@ -314,6 +315,15 @@ streamer_actor::behavior_type streamer(self_ptr self, request_id id, generate_re
     sr.tenant = st.req.tenant;
     sr.weight = st.req.weight;
     sr.cache_group = st.req.cache_group;
+    if (!st.req.lora_ids.empty()) {  // admission left one adapter here, or none
+      sr.adapter_id = st.req.lora_ids.front();
+      sr.adapter_scale = st.req.lora_scales.front();
+      const uint64_t identity = st.shared->adapter_identities.at(static_cast<size_t>(sr.adapter_id));
+      char key[64];
+      std::snprintf(key, sizeof key, "lora:%016llx@%a", static_cast<unsigned long long>(identity),
+                    static_cast<double>(sr.adapter_scale));
+      sr.adapter = key;
+    }
     sr.kv_cache_share = st.req.kv_cache_share;
     sr.priority = st.req.priority;
     sr.slo_ttft_ms = st.req.slo_ttft_ms;

@@ -10,6 +10,7 @@
 #include "engine/gguf/quant_mixture.h"
 #include "engine/model/architecture.h"
 #include "engine/model/model_path.h"
+#include "engine/model/synthetic_lora.h"
 #include "engine/model/synthetic_model.h"
 
 namespace tandem::cli {
@@ -23,7 +24,13 @@ struct gen_options {
   std::string embd_type = "q8_0";
   std::string output_type;
   bool untied = false;
+  // --lora BASE: write a LoRA adapter for that base file instead of a model.
+  std::string lora_base;
+  synthetic_lora_spec lora;
+  std::string lora_type = "f16";
+  std::string lora_targets;
 };
+
 
 tensor_type parse_type_option(const std::string& text, const char* option) {
   if (auto t = parse_tensor_type(text)) return *t;
@@ -31,7 +38,32 @@ tensor_type parse_type_option(const std::string& text, const char* option) {
                            ")");
 }
 
+// The adapter for --lora's base (engine/model/synthetic_lora.h), with --seed's draws.
+void run_gen_lora(gen_options& o) {
+  o.lora.type = parse_type_option(o.lora_type, "--lora-type");
+  o.lora.seed = o.spec.seed;
+  if (!o.lora_targets.empty()) {
+    o.lora.targets.clear();
+    size_t at = 0;
+    while (at <= o.lora_targets.size()) {
+      const size_t comma = std::min(o.lora_targets.find(',', at), o.lora_targets.size());
+      if (comma > at) o.lora.targets.push_back(o.lora_targets.substr(at, comma - at));
+      at = comma + 1;
+    }
+  }
+  const auto base = gguf::file::open(resolve_model_path(o.lora_base));
+  try {
+    make_synthetic_lora(base, o.lora).write(o.out);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(std::string("cannot make the adapter: ") + e.what());
+  }
+  std::fprintf(stderr, "wrote %s (LoRA for %s, rank %u, alpha %g, %s, strength %g)\n", o.out.c_str(),
+               o.lora_base.c_str(), o.lora.rank, static_cast<double>(o.lora.alpha), o.lora_type.c_str(),
+               static_cast<double>(o.lora.strength));
+}
+
 void run_gen_model(gen_options& o) {
+  if (!o.lora_base.empty()) return run_gen_lora(o);
   // mixtral: llama's tensors and keys with a mixture of experts (8 experts, 2 per token unless told).
   if (o.spec.architecture == "mixtral") {
     o.spec.architecture = "llama";
@@ -125,6 +157,21 @@ void register_gen_model(CLI::App& app) {
                   "A reranker head: cls.output.weight with this many labels (yes, no, ...; 0: none)")
       ->capture_default_str();
   sub->add_option("--name", o->spec.name, "general.name")->capture_default_str();
+  sub->add_option("--lora", o->lora_base,
+                  "Write a LoRA adapter (llama.cpp's GGUF layout) for this base GGUF instead of a model "
+                  "('default' = the default model)");
+  sub->add_option("--lora-rank", o->lora.rank, "The adapter's rank")->capture_default_str()->check(
+      CLI::Range(1u, 1024u));
+  sub->add_option("--lora-alpha", o->lora.alpha, "adapter.lora.alpha (updates scale by alpha / rank)")
+      ->capture_default_str();
+  sub->add_option("--lora-type", o->lora_type, "Type of lora_a and lora_b (f32, f16, q8_0, ...)")
+      ->capture_default_str();
+  sub->add_option("--lora-targets", o->lora_targets,
+                  "Comma-separated matrices adapted in every layer (attn_q,attn_k,attn_v,attn_output,ffn_gate,"
+                  "ffn_up,ffn_down; output for an untied head); default all of the layers'");
+  sub->add_option("--lora-strength", o->lora.strength,
+                  "Size of the update relative to the matrix's output (B's entries: strength / sqrt(rank))")
+      ->capture_default_str();
   sub->callback([o] { run_gen_model(*o); });
 }
 

@@ -20,6 +20,7 @@
 #include "cli/model_sha256.h"
 #include "cli/server_config.h"
 #include "cli/speculative_options.h"
+#include "cli/lora_options.h"
 #include "cli/tiled_cache_options.h"
 #include "engine/tenants/tenant_limits.h"
 #include "gpu/cli/device_options.h"
@@ -326,6 +327,7 @@ void register_serve(CLI::App& app) {
   add_tiled_cache_options(cmd, o->rt);
   add_device_options(cmd, o->device);
   add_speculative_options(cmd, o->rt);
+  add_lora_options(cmd, o->rt);
   cmd->add_option("--io-threads", o->io_threads, "Network threads")->capture_default_str();
   cmd->add_option("--stream-interval", o->stream_interval,
                   "Tokens per streamed event (SSE chunk, WebSocket frame): the first token at once, then every N; "

@@ -351,6 +351,23 @@ void reject_unsupported(const json::object& o) {
   if (integer(o, "best_of", 1, 1, 1) != 1) bad("best_of", "is not supported");
 }
 
+// llama-server's "lora": [{"id": N, "scale": S}, ...], the adapters' ids and scales (admission
+// checks the ids against the server's adapters: engine/lora/adapter_choice.h).
+void parse_lora(const json::object& o, generate_request& gen) {
+  const json::value* v = field(o, "lora");
+  if (v == nullptr) return;
+  if (!v->is_array()) bad("lora", "must be a list of {\"id\": N, \"scale\": S} objects");
+  const auto& a = v->get_array();
+  if (a.size() > 256) bad("lora", "lists more than 256 adapters");
+  for (const auto& e : a) {
+    if (!e.is_object()) bad("lora", "must be a list of {\"id\": N, \"scale\": S} objects");
+    const auto& eo = e.get_object();
+    if (!eo.contains("id")) bad("lora", "an entry has no id");
+    gen.lora_ids.push_back(static_cast<int32_t>(integer(eo, "id", 0, 0, 1 << 20)));
+    gen.lora_scales.push_back(static_cast<float>(number(eo, "scale", 0, -100, 100)));
+  }
+}
+
 // response_format {"type": "text" | "json_object" | "json_schema", "json_schema": {"name",
 // "schema", "strict"}} and Tandem's (llama-server's) "grammar": a GBNF grammar. The grammar
 // is compiled when the request starts (off the network thread); a bad one is a 400 then.
@@ -417,6 +434,7 @@ api_request parse_api_request(const json::value& body, api_kind kind, const api_
   gen.model = r.model;
   gen.session = o.contains("session_id") ? string(o, "session_id") : r.user;
   if (gen.session.size() > 256) bad(o.contains("session_id") ? "session_id" : "user", "must be at most 256 bytes");
+  parse_lora(o, gen);
   if (kind == api_kind::chat) {
     parse_messages(o, gen);
     parse_tools(o, r);

@@ -41,6 +41,7 @@ std::vector<tenant_config> load_tenants_yaml(const std::string& path) {
       t.name = n["name"].as<std::string>("");
       if (t.name.empty()) fail("every tenant needs a name");
       t.prefix_cache_group = n["prefix_cache_group"].as<std::string>("");
+      t.lora = n["lora"].as<std::string>("");
       if (const auto k = n["api_keys"]) {
         for (const auto& key : k) t.api_keys.push_back(key.as<std::string>());
       }

@@ -24,6 +24,7 @@ namespace tandem {
 //       kv_cache_share: 0.25         # optional: at most this share of the KV cache
 //       priority: -5                 # optional: added to each request's (lower runs first)
 //       max_priority: -10            # optional: the most urgent a request may reach (default: priority)
+//       lora: support-v2             # optional: the LoRA adapter (a --lora NAME) its requests get when they name none
 // Throws std::runtime_error naming the file and the problem.
 std::vector<tenant_config> load_tenants_yaml(const std::string& path);
 

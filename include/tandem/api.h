@@ -123,6 +123,13 @@ struct generate_request {
   // The model the request is for (OpenAI's "model"). A runtime serves one model and takes
   // every name as its own; a server of several models routes by it. "" = the default one.
   std::string model;
+  // A LoRA adapter, llama-server's "lora" field: [{"id": N, "scale": S}], N indexing the
+  // server's adapters (--lora, in order), scale 0 for those not listed; at most one may have a
+  // nonzero scale (one adapter per sequence). Empty: the model name's ":NAME" suffix, else
+  // the tenant's default adapter, else none. Admission resolves them all into this form
+  // (one id, or none) before the request goes on.
+  std::vector<int32_t> lora_ids;
+  std::vector<float> lora_scales;
   std::string prompt;                  // raw completion prompt, used when messages is empty
   std::vector<int32_t> prompt_tokens;  // or the raw prompt as token ids (when prompt is empty)
   std::vector<chat_turn> messages;     // chat: rendered with the model's chat template
@@ -307,7 +314,7 @@ typename Inspector::result_type inspect(Inspector& f, sampling_options& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generate_request& x) {
-  return f(caf::meta::type_name("generate_request"), x.model, x.prompt, x.prompt_tokens, x.messages,
+  return f(caf::meta::type_name("generate_request"), x.model, x.lora_ids, x.lora_scales, x.prompt, x.prompt_tokens, x.messages,
            x.add_generation_prompt, x.tools_json, x.chat_template_kwargs_json, x.parse_tool_calls, x.tool_call_parser,
            x.parse_reasoning, x.thinking_token_budget, x.grammar, x.prompt_special_tokens, x.max_tokens, x.stop,
            x.stop_token_ids, x.ignore_eos, x.speculative, x.prompt_group, x.choices, x.sampling, x.tenant, x.weight,

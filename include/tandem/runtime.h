@@ -64,6 +64,15 @@ struct runtime_config {
   uint32_t max_model_len = 0;          // 0 = the model's trained context
   std::string chat_template;           // a family name overriding the model's template
   std::vector<tenant_config> tenants;  // API keys and limits; empty = open mode (no keys)
+  // LoRA adapters over the model (--lora NAME=PATH[:SCALE]; engine/lora/adapter.h): GGUF files
+  // as llama.cpp's convert_lora_to_gguf writes them. A request picks one by "model":
+  // "<model>:NAME" or llama-server's "lora" field (ids in this order); CPU device only.
+  struct lora_adapter {
+    std::string name;
+    std::string path;
+    float scale = 1.0f;  // the scale a request naming the adapter gets (times alpha / rank)
+  };
+  std::vector<lora_adapter> lora_adapters;
   // Speculative decoding (--speculative, --num-speculative-tokens): "none", "ngram" (prompt
   // lookup), "layer-skip" (the target's first speculative_layers blocks draft) or "draft"
   // (a separate model, draft_model, sharing the target's vocabulary).

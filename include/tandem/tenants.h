@@ -29,6 +29,8 @@ struct tenant_config {
   // The most urgent (lowest) priority the tenant's requests may reach, its own added: a
   // request asking for more is held to it. Unset: the tenant's `priority`.
   std::optional<int32_t> max_priority;
+  // The LoRA adapter (a --lora NAME) the tenant's requests get when they name none; "": none.
+  std::string lora;
   // The priority a request asking for `requested` runs at.
   int32_t effective_priority(int32_t requested) const {
     const int64_t p = int64_t{priority} + requested;
