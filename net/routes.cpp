@@ -133,7 +133,17 @@ http_reply models_reply(const runtime& rt, const std::string& served_model_name)
                  {"created", 0},
                  {"owned_by", "tandem"},
                  {"max_model_len", rt.max_model_len()}};
-  return json_reply(json::object{{"object", "list"}, {"data", json::array{std::move(m)}}});
+  json::array data{std::move(m)};
+  // Each LoRA adapter as "<model>:NAME" (the model field picks it; parent names the base).
+  for (const auto& name : runtime_access::adapter_names(rt)) {
+    data.push_back(json::object{{"id", served_model_name + ":" + name},
+                                {"object", "model"},
+                                {"created", 0},
+                                {"owned_by", "tandem"},
+                                {"parent", served_model_name},
+                                {"max_model_len", rt.max_model_len()}});
+  }
+  return json_reply(json::object{{"object", "list"}, {"data", std::move(data)}});
 }
 
 http_reply tokenize_reply(std::string_view body_text, const runtime& rt, const api_limits& limits) {
