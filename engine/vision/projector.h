@@ -1,0 +1,82 @@
+// A vision projector file (llama.cpp's "mmproj" GGUF, `clip.*` keys): the ViT image encoder
+// and the projector that maps its patches into the language model's embedding space.
+//
+// Families (clip.projector_type), the data that sets them apart:
+//   gemma3    SigLIP at a fixed resolution (896: 64x64 patches of 14), mean-pooled n_merge x
+//             n_merge (4: 256 tokens), RMS-normed, projected by mm.input_projection.
+// The weights stay in the mapped file; 2-D ones are read by the engine's matmul kernels in
+// their stored type (f32, f16, bf16 or a quantized type), 1-D ones are copied as floats.
+// Every dimension the file declares is bounded and every tensor's shape checked on load, so
+// a hostile file is a clear error, never an allocation it chose.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/gguf/gguf.h"
+#include "engine/kernels/matmul.h"
+#include "engine/vision/resample.h"
+
+namespace tandem::vision {
+
+enum class projector_family { gemma3 };
+const char* family_name(projector_family f);
+
+struct vision_hparams {
+  projector_family family = projector_family::gemma3;
+  uint32_t image_size = 0;  // the encoder's input side, pixels
+  uint32_t patch_size = 0;
+  uint32_t n_embd = 0;      // ViT width
+  uint32_t n_ff = 0;
+  uint32_t n_layer = 0;
+  uint32_t n_head = 0;
+  uint32_t n_merge = 1;     // gemma3: pooling kernel per side
+  uint32_t n_embd_text = 0; // the language model's width (projector output)
+  float eps = 1e-6f;
+  std::array<float, 3> mean{0.5f, 0.5f, 0.5f}, std{0.5f, 0.5f, 0.5f};
+  resample_filter filter = resample_filter::bilinear;
+
+  uint32_t grid() const { return image_size / patch_size; }  // patches per side
+  uint32_t n_patches() const { return grid() * grid(); }
+  uint32_t n_tokens() const { return n_patches() / (n_merge * n_merge); }  // image tokens out
+  uint32_t head_dim() const { return n_embd / n_head; }
+};
+
+struct vit_layer {
+  std::vector<float> ln1_w, ln1_b, ln2_w, ln2_b;                   // [n_embd]
+  kernels::weight_view q, k, v, out;                               // [n_embd] -> [n_embd]
+  std::vector<float> q_b, k_b, v_b, out_b;                         // [n_embd]
+  kernels::weight_view up, down;                                   // [n_embd] -> [n_ff] -> [n_embd]
+  std::vector<float> up_b, down_b;                                 // [n_ff], [n_embd]
+};
+
+class projector {
+ public:
+  // Throws gguf::format_error naming the key or tensor that is missing, out of bounds or of
+  // the wrong shape.
+  static std::unique_ptr<projector> load(const std::filesystem::path& path);
+  static std::unique_ptr<projector> from(gguf::file file);
+
+  const vision_hparams& hparams() const { return hp_; }
+
+  // Weights (GGUF orientation: rows of `cols` inputs).
+  kernels::weight_view patch;           // [n_embd] rows of [3][patch][patch]
+  std::vector<float> patch_b;           // [n_embd]
+  std::vector<float> pos;               // [n_patches][n_embd]
+  std::vector<vit_layer> layers;
+  std::vector<float> post_ln_w, post_ln_b;  // [n_embd]
+  std::vector<float> soft_norm_w;           // gemma3: [n_embd]
+  kernels::weight_view proj;                // gemma3: [n_embd_text] rows of [n_embd]
+
+ private:
+  explicit projector(gguf::file f) : file_(std::move(f)) {}
+  gguf::file file_;
+  vision_hparams hp_;
+  std::vector<std::byte> proj_t_;  // gemma3's projection, transposed to rows of n_embd inputs
+};
+
+}  // namespace tandem::vision

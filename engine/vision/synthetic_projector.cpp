@@ -1,0 +1,66 @@
+#include "engine/vision/synthetic_projector.h"
+
+#include <cmath>
+
+#include "engine/model/synthetic_weights.h"
+
+namespace tandem::vision {
+
+gguf::writer make_projector(const synthetic_projector_spec& s) {
+  gguf::writer w;
+  w.set_string("general.architecture", "clip");
+  w.set_string("general.name", "synthetic gemma3 projector");
+  w.set_string("clip.projector_type", "gemma3");
+  w.set_bool("clip.has_vision_encoder", true);
+  w.set_bool("clip.has_text_encoder", false);
+  w.set_bool("clip.use_gelu", true);
+  w.set_u32("clip.vision.image_size", s.image_size);
+  w.set_u32("clip.vision.patch_size", s.patch_size);
+  w.set_u32("clip.vision.embedding_length", s.n_embd);
+  w.set_u32("clip.vision.feed_forward_length", s.n_ff);
+  w.set_u32("clip.vision.block_count", s.n_layer);
+  w.set_u32("clip.vision.attention.head_count", s.n_head);
+  w.set_u32("clip.vision.projection_dim", s.n_embd_text);
+  w.set_f32("clip.vision.attention.layer_norm_epsilon", 1e-6f);
+  if (s.n_merge != 4) w.set_u32("clip.vision.projector.scale_factor", s.n_merge);
+  w.set_array("clip.vision.image_mean", gguf::value_type::float32, std::vector<float>{0.5f, 0.5f, 0.5f});
+  w.set_array("clip.vision.image_std", gguf::value_type::float32, std::vector<float>{0.5f, 0.5f, 0.5f});
+
+  weight_maker m(s.seed);
+  const int64_t E = s.n_embd, F = s.n_ff, P = s.patch_size, G = s.image_size / s.patch_size;
+  const float in_scale = 1.0f / std::sqrt(static_cast<float>(E));
+  auto vec = [&](const std::string& name, int64_t n, float lo, float hi) {
+    w.add_tensor(name, tensor_type::f32, {n}, m.norm(n, lo, hi));
+  };
+  w.add_tensor("v.patch_embd.weight", s.type, {P, P, 3, E}, m.matrix(s.type, 3 * P * P, E, 1.0f / std::sqrt(3.0f * P * P)));
+  vec("v.patch_embd.bias", E, -0.1f, 0.1f);
+  w.add_tensor("v.position_embd.weight", tensor_type::f32, {E, G * G}, m.matrix(tensor_type::f32, E, G * G, 0.5f));
+  for (uint32_t il = 0; il < s.n_layer; ++il) {
+    const std::string b = "v.blk." + std::to_string(il) + ".";
+    vec(b + "ln1.weight", E, 0.8f, 1.2f);
+    vec(b + "ln1.bias", E, -0.1f, 0.1f);
+    for (const char* t : {"attn_q", "attn_k", "attn_v", "attn_out"}) {
+      w.add_tensor(b + t + ".weight", s.type, {E, E}, m.matrix(s.type, E, E, in_scale));
+      vec(b + t + ".bias", E, -0.1f, 0.1f);
+    }
+    vec(b + "ln2.weight", E, 0.8f, 1.2f);
+    vec(b + "ln2.bias", E, -0.1f, 0.1f);
+    w.add_tensor(b + "ffn_up.weight", s.type, {E, F}, m.matrix(s.type, E, F, in_scale));
+    vec(b + "ffn_up.bias", F, -0.1f, 0.1f);
+    w.add_tensor(b + "ffn_down.weight", s.type, {F, E}, m.matrix(s.type, F, E, 1.0f / std::sqrt(static_cast<float>(F))));
+    vec(b + "ffn_down.bias", E, -0.1f, 0.1f);
+  }
+  vec("v.post_ln.weight", E, 0.8f, 1.2f);
+  vec("v.post_ln.bias", E, -0.1f, 0.1f);
+  vec("mm.soft_emb_norm.weight", E, 0.8f, 1.2f);
+  // Stored [E][n_embd_text] (ne0 = text width), as ggml multiplies by its transpose.
+  w.add_tensor("mm.input_projection.weight", s.type, {static_cast<int64_t>(s.n_embd_text), E},
+               m.matrix(s.type, s.n_embd_text, E, in_scale));
+  return w;
+}
+
+void write_projector(const synthetic_projector_spec& spec, const std::filesystem::path& path) {
+  make_projector(spec).write(path);
+}
+
+}  // namespace tandem::vision

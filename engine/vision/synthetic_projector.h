@@ -1,0 +1,26 @@
+// Synthetic projector files of real shapes (`tandem gen-model --mmproj`, tests): random
+// weights under the keys and tensor names llama.cpp's libmtmd reads, so both load the file.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+
+#include "engine/gguf/gguf_writer.h"
+#include "engine/gguf/tensor_type.h"
+
+namespace tandem::vision {
+
+struct synthetic_projector_spec {
+  // gemma3's SigLIP-so400m by default (Gemma 3 4B's projector: 2560-wide language model).
+  uint32_t image_size = 896, patch_size = 14;
+  uint32_t n_embd = 1152, n_ff = 4304, n_layer = 27, n_head = 16;
+  uint32_t n_merge = 4;
+  uint32_t n_embd_text = 2560;
+  tensor_type type = tensor_type::f16;  // the matrices (vectors are f32, as convert_hf_to_gguf writes them)
+  uint64_t seed = 1;
+};
+
+gguf::writer make_projector(const synthetic_projector_spec& spec);
+void write_projector(const synthetic_projector_spec& spec, const std::filesystem::path& path);
+
+}  // namespace tandem::vision

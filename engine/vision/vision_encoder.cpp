@@ -1,0 +1,137 @@
+#include "engine/vision/vision_encoder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "engine/kernels/ops.h"
+
+namespace tandem::vision {
+
+namespace {
+
+using kernels::weight_view;
+
+// y[n][w.rows] = x[n][w.cols]·wᵀ + bias
+void linear(const weight_view& w, const std::vector<float>& bias, const float* x, int64_t n, float* y,
+            const kernels::dot_kernels& k, thread_pool& pool, kernels::matmul_scratch& s) {
+  kernels::matmul(w, x, w.cols, n, y, w.rows, k, pool, s);
+  pool.parallel_for(n, [&](int64_t t, int) {
+    float* row = y + t * w.rows;
+    for (int64_t r = 0; r < w.rows; ++r) row[r] += bias[static_cast<size_t>(r)];
+  });
+}
+
+void layer_norm_rows(const float* x, const std::vector<float>& w, const std::vector<float>& b, float* y, int64_t n,
+                     int64_t width, float eps, thread_pool& pool) {
+  pool.parallel_for(n, [&](int64_t t, int) { kernels::layer_norm(x + t * width, w.data(), b.data(), y + t * width, width, eps); });
+}
+
+// O[N][E] (head h at columns h*D) = softmax(Q_h K_hᵀ / √D) V_h, every patch seeing every
+// patch. Scores go through the matmul kernels as f32 "weights" (K_h rows, and V_h transposed
+// to D rows of N), a block of query rows at a time so the score buffer stays bounded.
+void attention(const vision_hparams& hp, const float* q, const float* k, const float* v, float* o,
+               const kernels::dot_kernels& kern, thread_pool& pool, kernels::matmul_scratch& s) {
+  const int64_t N = hp.n_patches(), E = hp.n_embd, D = hp.head_dim();
+  const int64_t block = std::min<int64_t>(N, 512);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  std::vector<float> scores(static_cast<size_t>(block * N));  // [block][N]
+  std::vector<float> vt(static_cast<size_t>(D * N));          // V_h transposed: [D][N]
+  for (int64_t h = 0; h < hp.n_head; ++h) {
+    weight_view kh(tensor_type::f32, D, N, reinterpret_cast<const std::byte*>(k + h * D));
+    kh.stride = static_cast<size_t>(E) * sizeof(float);  // K_h's rows: every E floats
+    for (int64_t j = 0; j < N; ++j) {
+      for (int64_t d = 0; d < D; ++d) vt[static_cast<size_t>(d * N + j)] = v[j * E + h * D + d];
+    }
+    const weight_view vh(tensor_type::f32, N, D, reinterpret_cast<const std::byte*>(vt.data()));
+    for (int64_t q0 = 0; q0 < N; q0 += block) {
+      const int64_t nq = std::min(block, N - q0);
+      kernels::matmul(kh, q + q0 * E + h * D, E, nq, scores.data(), N, kern, pool, s);  // [nq][N]
+      pool.parallel_for(nq, [&](int64_t i, int) {
+        float* row = scores.data() + i * N;
+        float most = -INFINITY;
+        for (int64_t j = 0; j < N; ++j) most = std::max(most, row[j] *= scale);
+        double sum = 0;
+        for (int64_t j = 0; j < N; ++j) sum += row[j] = std::exp(row[j] - most);
+        const float inv = static_cast<float>(1.0 / sum);
+        for (int64_t j = 0; j < N; ++j) row[j] *= inv;
+      });
+      kernels::matmul(vh, scores.data(), N, nq, o + q0 * E + h * D, E, kern, pool, s);  // [nq][D] into O
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<float> preprocess(const projector& p, const rgb_image& img) {
+  const vision_hparams& hp = p.hparams();
+  // gemma3 (libmtmd's fixed-size preprocessing): fitted inside S x S keeping the aspect
+  // ratio, padded black, bilinear.
+  const rgb_image fitted = resize_padded(img, hp.image_size, hp.image_size, hp.filter);
+  return normalize_planar(fitted, hp.mean, hp.std);
+}
+
+std::vector<float> encode(const projector& p, const std::vector<float>& pixels, thread_pool& pool,
+                          const kernels::dot_kernels& kern) {
+  const vision_hparams& hp = p.hparams();
+  const int64_t S = hp.image_size, P = hp.patch_size, G = hp.grid(), N = hp.n_patches(), E = hp.n_embd,
+                F = hp.n_ff;
+  if (pixels.size() != static_cast<size_t>(3 * S * S)) throw std::invalid_argument("vision encode: wrong pixel count");
+  kernels::matmul_scratch scratch;
+
+  // X [N][3][P][P]: patch (py, px) of each channel plane.
+  std::vector<float> x(static_cast<size_t>(N * 3 * P * P));
+  pool.parallel_for(N, [&](int64_t n, int) {
+    const int64_t py = n / G, px = n % G;
+    float* dst = &x[static_cast<size_t>(n * 3 * P * P)];
+    for (int64_t c = 0; c < 3; ++c)
+      for (int64_t y = 0; y < P; ++y)
+        std::copy_n(&pixels[static_cast<size_t>(c * S * S + (py * P + y) * S + px * P)], P, dst + (c * P + y) * P);
+  });
+
+  std::vector<float> h(static_cast<size_t>(N * E));  // H [N][E], the residual stream
+  linear(p.patch, p.patch_b, x.data(), N, h.data(), kern, pool, scratch);
+  for (size_t i = 0; i < h.size(); ++i) h[i] += p.pos[i];
+  x = {};
+
+  std::vector<float> a(h.size()), q(h.size()), k(h.size()), v(h.size()), o(h.size());  // [N][E]
+  std::vector<float> up(static_cast<size_t>(N * F));                                    // [N][F]
+  for (const vit_layer& L : p.layers) {
+    layer_norm_rows(h.data(), L.ln1_w, L.ln1_b, a.data(), N, E, hp.eps, pool);
+    linear(L.q, L.q_b, a.data(), N, q.data(), kern, pool, scratch);
+    linear(L.k, L.k_b, a.data(), N, k.data(), kern, pool, scratch);
+    linear(L.v, L.v_b, a.data(), N, v.data(), kern, pool, scratch);
+    attention(hp, q.data(), k.data(), v.data(), o.data(), kern, pool, scratch);
+    linear(L.out, L.out_b, o.data(), N, a.data(), kern, pool, scratch);
+    for (size_t i = 0; i < h.size(); ++i) h[i] += a[i];
+
+    layer_norm_rows(h.data(), L.ln2_w, L.ln2_b, a.data(), N, E, hp.eps, pool);
+    linear(L.up, L.up_b, a.data(), N, up.data(), kern, pool, scratch);
+    pool.parallel_for(N, [&](int64_t t, int) {
+      for (int64_t i = 0; i < F; ++i) up[static_cast<size_t>(t * F + i)] = kernels::gelu_tanh(up[static_cast<size_t>(t * F + i)]);
+    });
+    linear(L.down, L.down_b, up.data(), N, a.data(), kern, pool, scratch);
+    for (size_t i = 0; i < h.size(); ++i) h[i] += a[i];
+  }
+  layer_norm_rows(h.data(), p.post_ln_w, p.post_ln_b, h.data(), N, E, hp.eps, pool);
+
+  // gemma3: T [n_tokens][E], token (ty, tx) the mean of its m x m patches.
+  const int64_t m = hp.n_merge, g = G / m, n_tok = hp.n_tokens();
+  std::vector<float> t(static_cast<size_t>(n_tok * E), 0.0f);
+  for (int64_t ty = 0; ty < g; ++ty)
+    for (int64_t tx = 0; tx < g; ++tx) {
+      float* dst = &t[static_cast<size_t>((ty * g + tx) * E)];
+      for (int64_t dy = 0; dy < m; ++dy)
+        for (int64_t dx = 0; dx < m; ++dx) {
+          const float* src = &h[static_cast<size_t>(((ty * m + dy) * G + tx * m + dx) * E)];
+          for (int64_t e = 0; e < E; ++e) dst[e] += src[e];
+        }
+      for (int64_t e = 0; e < E; ++e) dst[e] /= static_cast<float>(m * m);
+    }
+  kernels::rms_norm_rows(t.data(), p.soft_norm_w.data(), t.data(), n_tok, E, hp.eps);
+  std::vector<float> out(static_cast<size_t>(n_tok * hp.n_embd_text));
+  kernels::matmul(p.proj, t.data(), E, n_tok, out.data(), hp.n_embd_text, kern, pool, scratch);
+  return out;
+}
+
+}  // namespace tandem::vision
