@@ -11,6 +11,7 @@
 #include "engine/model/architecture.h"
 #include "engine/model/model_path.h"
 #include "engine/model/synthetic_lora.h"
+#include "engine/vision/synthetic_projector.h"
 #include "engine/model/synthetic_model.h"
 
 namespace tandem::cli {
@@ -29,6 +30,9 @@ struct gen_options {
   synthetic_lora_spec lora;
   std::string lora_type = "f16";
   std::string lora_targets;
+  // --mmproj: write a vision projector (engine/vision/synthetic_projector.h) for --arch.
+  bool mmproj = false;
+  vision::synthetic_projector_spec projector;
 };
 
 
@@ -62,8 +66,31 @@ void run_gen_lora(gen_options& o) {
                static_cast<double>(o.lora.strength));
 }
 
+// A projector file for --arch's vision family, real shapes unless told otherwise.
+void run_gen_projector(gen_options& o) {
+  if (o.spec.architecture != "gemma3") {
+    throw std::runtime_error("--mmproj: no projector family for --arch " + o.spec.architecture + " (supported: gemma3)");
+  }
+  auto& p = o.projector;
+  p.type = o.weight_type.empty() ? tensor_type::f16 : parse_type_option(o.weight_type, "--type");
+  if (p.type != tensor_type::f16 && p.type != tensor_type::f32 && p.type != tensor_type::bf16) {
+    throw std::runtime_error("--mmproj: --type must be f16, bf16 or f32 (projectors are not quantized here)");
+  }
+  p.seed = o.spec.seed;
+  if (p.patch_size == 0 || p.image_size % p.patch_size || p.n_head == 0 || p.n_embd % p.n_head ||
+      p.n_merge == 0 || (p.image_size / p.patch_size) % p.n_merge) {
+    throw std::runtime_error("--mmproj: the image size must be a multiple of the patch size, the patch grid of "
+                             "--mmproj-merge, and the width of the heads");
+  }
+  vision::write_projector(p, o.out);
+  std::fprintf(stderr, "wrote %s (gemma3 projector: %u px, patch %u, %u layers, width %u, ffn %u, %u heads, %u tokens "
+               "of width %u)\n", o.out.c_str(), p.image_size, p.patch_size, p.n_layer, p.n_embd, p.n_ff, p.n_head,
+               (p.image_size / p.patch_size / p.n_merge) * (p.image_size / p.patch_size / p.n_merge), p.n_embd_text);
+}
+
 void run_gen_model(gen_options& o) {
   if (!o.lora_base.empty()) return run_gen_lora(o);
+  if (o.mmproj) return run_gen_projector(o);
   // mixtral: llama's tensors and keys with a mixture of experts (8 experts, 2 per token unless told).
   if (o.spec.architecture == "mixtral") {
     o.spec.architecture = "llama";
@@ -172,6 +199,25 @@ void register_gen_model(CLI::App& app) {
   sub->add_option("--lora-strength", o->lora.strength,
                   "Size of the update relative to the matrix's output (B's entries: strength / sqrt(rank))")
       ->capture_default_str();
+  sub->add_flag("--mmproj", o->mmproj,
+                "Write a vision projector (libmtmd's mmproj GGUF) for --arch (gemma3: SigLIP-so400m's shape) "
+                "instead of a model; --type f16 (default), bf16 or f32");
+  sub->add_option("--mmproj-text-embd", o->projector.n_embd_text, "The language model's width the projector maps to")
+      ->capture_default_str();
+  sub->add_option("--mmproj-image-size", o->projector.image_size, "The encoder's input side in pixels")
+      ->capture_default_str()->check(CLI::Range(1u, 4096u));
+  sub->add_option("--mmproj-patch", o->projector.patch_size, "Patch side in pixels")->capture_default_str()->check(
+      CLI::Range(1u, 64u));
+  sub->add_option("--mmproj-layers", o->projector.n_layer, "Encoder blocks")->capture_default_str()->check(
+      CLI::Range(1u, 96u));
+  sub->add_option("--mmproj-embd", o->projector.n_embd, "Encoder width")->capture_default_str()->check(
+      CLI::Range(1u, 8192u));
+  sub->add_option("--mmproj-ff", o->projector.n_ff, "Encoder FFN width")->capture_default_str()->check(
+      CLI::Range(1u, 32768u));
+  sub->add_option("--mmproj-heads", o->projector.n_head, "Encoder heads")->capture_default_str()->check(
+      CLI::Range(1u, 256u));
+  sub->add_option("--mmproj-merge", o->projector.n_merge, "Patches pooled per side into one image token")
+      ->capture_default_str()->check(CLI::Range(1u, 64u));
   sub->callback([o] { run_gen_model(*o); });
 }
 

@@ -275,3 +275,45 @@ TEST(VisionEncoder, BadProjectorFilesAreClearErrors) {
     refused(std::move(w), "expected");
   }
 }
+
+// The same projector files and images as tests/data/vision/make_mtmd_vectors.sh gives
+// llama.cpp's libmtmd: the embeddings agree within 1e-3 of the largest (issue 55's bar).
+TEST(VisionEncoder, Gemma3MatchesLibmtmd) {
+  thread_pool pool(2);
+  struct fidelity_case {
+    const char* file;
+    tensor_type type;
+    uint32_t w, h;
+  };
+  for (const fidelity_case& c : {fidelity_case{"mtmd-gemma3-f16-50x29.bin", tensor_type::f16, 50, 29},
+                                 fidelity_case{"mtmd-gemma3-f32-300x170.bin", tensor_type::f32, 300, 170}}) {
+    synthetic_projector_spec s;
+    s.image_size = 112;
+    s.patch_size = 14;
+    s.n_layer = 2;
+    s.n_embd = 64;
+    s.n_ff = 128;
+    s.n_head = 4;
+    s.n_merge = 4;
+    s.n_embd_text = 640;
+    s.type = c.type;
+    s.seed = 5;
+    std::vector<std::byte> bytes;
+    const auto p = load(s, bytes);
+    const std::vector<float> got = encode(*p, preprocess(*p, test_image(c.w, c.h)), pool);
+
+    std::ifstream in(std::string(TANDEM_SOURCE_DIR "/tests/data/vision/") + c.file, std::ios::binary);
+    ASSERT_TRUE(in) << c.file;
+    int32_t shape[2] = {0, 0};
+    in.read(reinterpret_cast<char*>(shape), sizeof shape);
+    ASSERT_EQ(shape[0], 4);
+    ASSERT_EQ(shape[1], 640);
+    std::vector<float> want(static_cast<size_t>(shape[0] * shape[1]));
+    in.read(reinterpret_cast<char*>(want.data()), static_cast<std::streamsize>(want.size() * sizeof(float)));
+    ASSERT_TRUE(in) << c.file << " is short";
+    ASSERT_EQ(got.size(), want.size());
+    const double err = max_rel_error(got, std::vector<double>(want.begin(), want.end()));
+    std::printf("%s: max difference %.2e of the largest embedding value\n", c.file, err);
+    EXPECT_LT(err, 1e-3) << c.file;
+  }
+}

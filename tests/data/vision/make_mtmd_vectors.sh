@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Writes mtmd-*.bin: what llama.cpp's libmtmd (llama-mtmd-cli, MTMD_DEBUG_EMBEDDINGS) computes
+# for synthetic projector files that `tandem gen-model --mmproj` makes, on test images whose
+# pixels tests/unit/vision_test.cpp computes by the same formula. The test regenerates the same
+# projectors (same shapes and seed) and compares its embeddings with these, so it needs neither
+# llama.cpp nor Python. Each file: int32 n_tokens, int32 n_embd, then n_tokens x n_embd floats.
+#
+#   tests/data/vision/make_mtmd_vectors.sh TANDEM MTMD_CLI GEMMA3_TEXT_GGUF
+# TANDEM: build/bin/tandem; MTMD_CLI: llama-mtmd-cli built from the llama-cpp-python 0.3.36
+# sdist (scripts/build-llama-server.sh's sources, target llama-mtmd-cli with LLAMA_BUILD_MTMD=ON);
+# GEMMA3_TEXT_GGUF: any gemma3 language model of width 640 (make test-data's gemma-3-270m).
+set -euo pipefail
+tandem=$1 mtmd=$2 text=$3
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+image() {  # width height -> $work/WxH.png
+  python3 - "$1" "$2" "$work/$1x$2.png" <<'PY'
+import sys
+from PIL import Image
+w, h, path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+Image.frombytes("RGB", (w, h), bytes(((i * 37 + i // 7) % 251) for i in range(w * h * 3))).save(path)
+PY
+}
+
+# name type width height: a 112-pixel gemma3 projector (8x8 patches of 14, 4x4 pooled: 4 tokens)
+for spec in "gemma3-f16-50x29 f16 50 29" "gemma3-f32-300x170 f32 300 170"; do
+  read -r name type w h <<<"$spec"
+  image "$w" "$h"
+  "$tandem" gen-model --arch gemma3 --mmproj --type "$type" --seed 5 -o "$work/$name.gguf" \
+    --mmproj-image-size 112 --mmproj-patch 14 --mmproj-layers 2 --mmproj-embd 64 --mmproj-ff 128 \
+    --mmproj-heads 4 --mmproj-merge 4 --mmproj-text-embd 640
+  MTMD_DEBUG_EMBEDDINGS="$here/mtmd-$name.bin" "$mtmd" -m "$text" --mmproj "$work/$name.gguf" \
+    --image "$work/${w}x$h.png" -p hi -n 1 -t 2 --temp 0 --chat-template gemma >"$work/log" 2>&1 ||
+    { tail -20 "$work/log"; exit 1; }
+  echo "mtmd-$name.bin"
+done
