@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds llama.cpp's llama-server, the serving benchmark's peer, from the llama.cpp sources
+# Builds llama.cpp's llama-server, the serving benchmark's peer, and llama-mtmd-cli, the vision
+# peer (tests/data/vision/make_mtmd_vectors.sh, the encode benchmark), from the llama.cpp sources
 # inside the llama-cpp-python 0.3.36 sdist on PyPI (the same llama.cpp the engine benchmark
 # uses through llama_cpp). Nothing of it enters this repository: the sources and the build go
 # to $TANDEM_HOME/peer. Prints the binary's path on the last line; does nothing when it is built.
@@ -9,7 +10,7 @@ version=0.3.36
 home="${TANDEM_HOME:-$HOME/.cache/tandem}"
 dest="$home/peer/llama-server-$version"
 bin="$dest/llama-server"
-if [[ -x "$bin" ]]; then echo "$bin"; exit 0; fi
+if [[ -x "$bin" && -x "$dest/llama-mtmd-cli" ]]; then echo "$bin"; exit 0; fi
 
 work="$home/peer/src-$version"
 mkdir -p "$work"
@@ -25,10 +26,11 @@ fi
 echo "build-llama-server: building llama-server (native CPU, static; several minutes)" >&2
 cmake -S "$work/llama.cpp" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
   -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON \
-  -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
+  -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_MTMD=ON -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
   -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF >&2
-cmake --build "$work/build" -j"$(nproc)" --target llama-server >&2
+cmake --build "$work/build" -j"$(nproc)" --target llama-server llama-mtmd-cli >&2
 mkdir -p "$dest"
 cp "$work/build/bin/llama-server" "$bin"
+cp "$work/build/bin/llama-mtmd-cli" "$dest/llama-mtmd-cli"
 rm -rf "$work/build"
 echo "$bin"

@@ -7,7 +7,7 @@
 #
 #   tests/data/vision/make_mtmd_vectors.sh TANDEM MTMD_CLI GEMMA3_TEXT_GGUF
 # TANDEM: build/bin/tandem; MTMD_CLI: llama-mtmd-cli built from the llama-cpp-python 0.3.36
-# sdist (scripts/build-llama-server.sh's sources, target llama-mtmd-cli with LLAMA_BUILD_MTMD=ON);
+# sdist (scripts/build-llama-server.sh builds it beside llama-server);
 # GEMMA3_TEXT_GGUF: any gemma3 language model of width 640 (make test-data's gemma-3-270m).
 set -euo pipefail
 tandem=$1 mtmd=$2 text=$3
