@@ -24,6 +24,8 @@
 #include "cli/tiled_cache_options.h"
 #include "engine/tenants/tenant_limits.h"
 #include "gpu/cli/device_options.h"
+#include "models/model_spec.h"
+#include "models/supervisor.h"
 #include "net/server.h"
 #include "tandem/remote.h"
 #include "tandem/runtime.h"
@@ -33,6 +35,13 @@ namespace {
 
 struct serve_options {
   std::string model = "default";
+  // A server of several models (models/): every --model NAME=PATH given, or the config's
+  // `models` list; empty: one model (--model PATH) takes every name.
+  std::vector<model_spec> models;
+  uint64_t models_memory_budget = 0;  // 0: three quarters of the machine's memory
+  std::string models_keep_alive = "5m";
+  double models_load_timeout_s = 120;
+  std::string admin_api_key;
   std::string model_sha256;  // set: the file must have this SHA-256 (cli/model_sha256.h)
   std::string served_model_name;
   std::string host = "127.0.0.1";
@@ -143,6 +152,72 @@ std::string find_chat_page(const std::string& given) {
   return {};
 }
 
+const model_spec& default_model(const std::vector<model_spec>& models) {
+  for (const auto& m : models) {
+    if (m.is_default) return m;
+  }
+  return models.front();
+}
+
+uint64_t default_memory_budget() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) / 4 * 3 : uint64_t{8} << 30;
+}
+
+supervisor_config supervisor_settings(const serve_options& o, const std::optional<device_factory>& device) {
+  supervisor_config sc;
+  sc.models = o.models;
+  sc.base = o.rt;
+  sc.device = device;
+  sc.memory_budget = o.models_memory_budget > 0 ? o.models_memory_budget : default_memory_budget();
+  sc.keep_alive_s = parse_keep_alive(o.models_keep_alive, "--models-keep-alive");
+  sc.load_timeout_s = o.models_load_timeout_s;
+  sc.admin_key = o.admin_api_key;
+  for (const auto& t : o.rt.tenants) {
+    for (const auto& m : t.models) {
+      bool known = false;
+      for (const auto& spec : o.models) known = known || spec.name == m;
+      if (!known) throw std::runtime_error("tenant '" + t.name + "' names model '" + m + "', which is not served");
+    }
+  }
+  return sc;
+}
+
+// A server of several models: the supervisor loads the default one now (pinned), the others
+// on first use; a graceful end drains every loaded one.
+int serve_models(const serve_options& o, caf::actor_system& sys, net::http_server& server,
+                 const model_supervisor_actor& sup) {
+  model_grant first;
+  {
+    caf::scoped_actor self{sys};
+    self->request(sup, caf::infinite, ms_default_atom::value)
+        .receive([&](model_grant& g) { first = std::move(g); }, [&](caf::error& e) { first.message = sys.render(e); });
+  }
+  if (!first.rt) throw std::runtime_error(first.message);
+  server.attach(*first.rt);
+  const uint64_t budget = o.models_memory_budget > 0 ? o.models_memory_budget : default_memory_budget();
+  std::printf(
+      "tandem: ready: %zu models, default %s (memory budget %llu MiB), %s\n", o.models.size(), first.name.c_str(),
+      static_cast<unsigned long long>(budget >> 20),
+      o.rt.tenants.empty() ? "open mode (no API keys)" : (std::to_string(o.rt.tenants.size()) + " tenant(s)").c_str());
+  std::fflush(stdout);
+  server.wait_for_signal();
+  std::printf("tandem: shutting down (up to %u s for running requests)\n", o.shutdown_timeout_s);
+  std::fflush(stdout);
+  server.stop_accepting();
+  loaded_runtimes all;
+  {
+    caf::scoped_actor self{sys};
+    self->request(sup, std::chrono::seconds(10), ms_all_atom::value)
+        .receive([&](loaded_runtimes& v) { all = std::move(v); }, [](caf::error&) {});
+  }
+  for (const auto& rt : all) rt->stop(std::chrono::seconds(o.shutdown_timeout_s));
+  server.wait_for_answers(std::chrono::seconds(5));
+  server.stop();
+  std::fflush(stdout);
+  _exit(0);
+}
+
 int serve(serve_options o) {
   spdlog::set_level(spdlog::level::from_str(o.log_level));
   o.rt.model = o.model;
@@ -216,11 +291,23 @@ int serve(serve_options o) {
                              ? (o.model == "default" ? std::string("SmolLM2-135M-Instruct")
                                                      : std::filesystem::path(o.model).stem().string())
                              : o.served_model_name;
+  if (!o.models.empty()) {
+    if (clustered) throw std::runtime_error("several models (--model NAME=PATH, models:) are for --role single");
+    if (!o.model_sha256.empty()) throw std::runtime_error("--model-sha256 is for a server of one model");
+    so.served_model_name = default_model(o.models).name;
+    o.model = default_model(o.models).path;
+  }
   net::http_server server(sys, so);
+  std::optional<model_supervisor_actor> supervisor;
+  if (!o.models.empty()) {
+    supervisor = spawn_model_supervisor(sys, supervisor_settings(o, device));
+    server.set_model_catalog(make_model_catalog(sys, *supervisor, o.admin_api_key));
+  }
   server.start();  // /health says 503 while the model loads
   std::printf("tandem: listening on %s://%s:%u (loading %s)\n", scheme, o.host.c_str(), server.port(), o.model.c_str());
   std::fflush(stdout);
 
+  if (supervisor) return serve_models(o, sys, server, *supervisor);
   verify_model_sha256(o.model, o.model_sha256, stdout);  // before any of the file is used
   auto rt = runtime::start(sys, o.rt, device ? &*device : nullptr);
   if (o.role == "node") {
@@ -275,7 +362,26 @@ int serve(serve_options o) {
 void register_serve(CLI::App& app) {
   auto o = std::make_shared<serve_options>();
   auto* cmd = app.add_subcommand("serve", "Serve the model over an OpenAI-compatible HTTP API and WebSocket");
-  cmd->add_option("--model", o->model, "GGUF file, or 'default'")->capture_default_str();
+  auto* model_opt = cmd->add_option("--model", o->model,
+                                    "GGUF file, or 'default'; NAME=PATH (repeated) serves several models, each "
+                                    "picked by the request's model field")
+                        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+                        ->capture_default_str();
+  cmd->add_option("--models-memory-budget", o->models_memory_budget,
+                  "Several models: bytes of models (file + KV cache) loaded at once; idle ones are unloaded, least "
+                  "recently used first, to make room (0 = three quarters of the machine's memory)")
+      ->capture_default_str();
+  cmd->add_option("--models-keep-alive", o->models_keep_alive,
+                  "Several models: a model idle this long is unloaded (seconds, or 30s / 5m / 2h; -1 = never); a "
+                  "model's keep_alive in the config overrides it")
+      ->capture_default_str();
+  cmd->add_option("--models-load-timeout", o->models_load_timeout_s,
+                  "Several models: seconds a request waits for its model to load, then 503 with Retry-After (0 = "
+                  "answer 503 at once while it loads)")
+      ->check(CLI::Range(0.0, 3600.0))
+      ->capture_default_str();
+  cmd->add_option("--admin-api-key", o->admin_api_key,
+                  "The key POST /models/load and /models/unload require (several models); unset: those are off");
   add_model_sha256_option(cmd, o->model_sha256);
   cmd->add_option("--served-model-name", o->served_model_name, "The model name /v1/models reports");
   cmd->add_option("--host", o->host, "Address to listen on")->capture_default_str();
@@ -465,8 +571,24 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--cluster-tls-ca", o->cluster_tls.cafile,
                   "Node and router: the CA a peer's certificate must chain to (PEM); peers without one are refused");
   const auto config = std::make_shared<server_config>(cmd);  // adds --print-config: after every other option
-  cmd->callback([o, config] {
+  cmd->callback([o, config, model_opt] {
     if (!o->config.empty()) o->rt.tenants = config->apply(o->config);
+    o->models = config->models();
+    // --model NAME=PATH, repeated: several models (over the config's list, as flags win).
+    std::vector<model_spec> named;
+    size_t plain = 0;
+    for (const std::string& arg : model_opt->results()) {
+      if (auto spec = parse_model_arg(arg)) {
+        named.push_back(std::move(*spec));
+      } else {
+        ++plain;
+      }
+    }
+    if (!named.empty()) {
+      if (plain > 0) throw std::runtime_error("--model: give every model a NAME=PATH when serving several");
+      check_models(named);
+      o->models = std::move(named);
+    }
     if (config->print_requested()) {
       std::fputs(config->effective_yaml(o->rt.tenants).c_str(), stdout);
       return;

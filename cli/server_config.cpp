@@ -119,6 +119,10 @@ std::vector<tenant_config> server_config::apply(const std::string& path) {
       tenants = load_tenants_yaml(path);
       continue;
     }
+    if (key == "models") {
+      models_ = load_models_yaml(path);
+      continue;
+    }
     if (key == "config") fail("'config': a config file cannot name another one");
     if (key == "print_config" || key == "print-config") fail("'" + key + "' is a command-line flag only");
     bool inverted = false;
@@ -195,9 +199,35 @@ std::string server_config::effective_yaml(const std::vector<tenant_config>& tena
     if (!t.prefix_cache_group.empty()) {
       out << YAML::Key << "prefix_cache_group" << YAML::Value << t.prefix_cache_group;
     }
+    if (!t.models.empty()) {
+      out << YAML::Key << "models" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+      for (const auto& m : t.models) out << m;
+      out << YAML::EndSeq;
+    }
     out << YAML::EndMap;
   }
-  out << YAML::EndSeq << YAML::EndMap;
+  out << YAML::EndSeq;
+  if (!models_.empty()) {
+    out << YAML::Key << "models" << YAML::Value << YAML::BeginSeq;
+    for (const model_spec& m : models_) {
+      out << YAML::BeginMap << YAML::Key << "name" << YAML::Value << m.name << YAML::Key << "path" << YAML::Value
+          << m.path;
+      if (!m.aliases.empty()) {
+        out << YAML::Key << "aliases" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+        for (const auto& a : m.aliases) out << a;
+        out << YAML::EndSeq;
+      }
+      if (m.keep_alive_s) out << YAML::Key << "keep_alive" << YAML::Value << number(*m.keep_alive_s);
+      if (m.max_num_seqs) out << YAML::Key << "max_num_seqs" << YAML::Value << *m.max_num_seqs;
+      if (m.max_model_len) out << YAML::Key << "max_model_len" << YAML::Value << *m.max_model_len;
+      if (m.kv_cache_tokens) out << YAML::Key << "kv_cache_tokens" << YAML::Value << *m.kv_cache_tokens;
+      if (m.kv_cache_share) out << YAML::Key << "kv_cache_share" << YAML::Value << number(*m.kv_cache_share);
+      if (m.is_default) out << YAML::Key << "default" << YAML::Value << true;
+      out << YAML::EndMap;
+    }
+    out << YAML::EndSeq;
+  }
+  out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }
 

@@ -6,7 +6,8 @@
 // '-' between words (max_num_seqs, max-num-seqs). Flags take true or false, and a `--no-X`
 // flag is the key X (enable_prefix_caching: false). A list option (allowed_origins) takes a
 // YAML list or one comma-separated string. `tenants` is the tenants list that
-// engine/tenants/tenant_limits.h reads, so a tenants file is a server config file as it is.
+// engine/tenants/tenant_limits.h reads, so a tenants file is a server config file as it is;
+// `models` is the list of models a server of several serves (models/model_spec.h).
 // Unknown keys, wrong types and refused values are errors naming the file and the key.
 //
 // The keys come from the command's options themselves (CLI11), so a flag added to serve is
@@ -18,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "models/model_spec.h"
 #include "tandem/tenants.h"
 
 namespace tandem::cli {
@@ -34,6 +36,9 @@ class server_config {
   std::vector<tenant_config> apply(const std::string& path);
 
   bool print_requested() const { return print_; }
+  // The file's `models` list (models/model_spec.h), read specially as `tenants` is; empty
+  // without the key.
+  const std::vector<model_spec>& models() const { return models_; }
 
   // The effective settings as YAML that --config reads back. Values of options whose name ends
   // in "key", and tenants' api_keys, are not shown: a comment says whether they are set.
@@ -55,6 +60,7 @@ class server_config {
   bool print_ = false;
   std::vector<setting> settings_;  // in the order of --help
   std::string applied_path_;
+  std::vector<model_spec> models_;
 };
 
 }  // namespace tandem::cli

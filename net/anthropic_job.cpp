@@ -15,9 +15,9 @@ namespace tandem::net {
 namespace json = boost::json;
 
 generation_plan anthropic_plan(const json::value& body, server_context& ctx, const runtime& rt) {
-  const anthropic_request ar = parse_anthropic_request(body, ctx.limits());
+  const anthropic_request ar = parse_anthropic_request(body, ctx.limits(rt));
   generation_plan plan;
-  plan.req = anthropic_api_request(ar, ctx.limits());
+  plan.req = anthropic_api_request(ar, ctx.limits(rt));
   plan.ctx = completion_context(plan.req, ctx, rt, ctx.new_id("msg", '_'));
   plan.format = ar.stream ? job_format::anthropic_sse : job_format::anthropic_json;
   return plan;

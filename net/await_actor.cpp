@@ -7,6 +7,23 @@
 
 namespace tandem::net {
 
+boost::asio::awaitable<void> acquire_model(const std::shared_ptr<server_context>& ctx, const std::string& model,
+                                           const std::string& key, model_grant& out) {
+  if (!ctx->catalog) {
+    const runtime* rt = ctx->rt.load();
+    if (!rt) throw model_loading();
+    out.rt = std::shared_ptr<const runtime>(rt, [](const runtime*) {});  // the server's: lives as long
+    co_return;
+  }
+  auto ask = [&](auto done) { ctx->catalog->acquire(model, key, std::move(done)); };
+  co_await await_actor(out, ask);
+  if (!out.rt) {
+    api_error e(out.status == 200 ? 503 : out.status, out.message, out.status == 404 ? "model" : "", out.code);
+    e.retry_after_s = out.retry_after_s;
+    throw e;
+  }
+}
+
 boost::asio::awaitable<void> check_key(const std::shared_ptr<server_context>& ctx, const runtime& rt,
                                        const std::string& key, submit_reply& out) {
   auto ask = [&](auto done) { authenticate(ctx->sys, rt.admission(), key, std::move(done)); };

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "actors/response_shelf.h"
+#include "models/model_catalog.h"
 #include "tandem/api.h"
 
 namespace tandem {
@@ -72,6 +73,15 @@ boost::asio::awaitable<void> await_actor(T& out, Ask& ask) {
 }
 
 // The questions sessions ask the actors (request_sink.h), each waited for on the strand.
+
+// The runtime that serves a request naming `model` (its `model` field; "" = none), held in
+// out.rt while the request runs. A server of several models asks its supervisor, which may
+// load the model first (the wait is bounded there) and checks `key`'s tenant may use it; a
+// server of one answers with its runtime for any name. Throws api_error: 401 (key), 404
+// (no such model, naming the available ones), 503 with Retry-After (still loading, or the
+// server's model is not up yet), 507 (it cannot fit the memory budget), 500 (it failed to load).
+boost::asio::awaitable<void> acquire_model(const std::shared_ptr<server_context>& ctx, const std::string& model,
+                                           const std::string& key, model_grant& out);
 
 // Asks admission whether `key` may use the runtime (accepted with the tenant, or refused).
 boost::asio::awaitable<void> check_key(const std::shared_ptr<server_context>& ctx, const runtime& rt,

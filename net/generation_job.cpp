@@ -374,7 +374,7 @@ void generation_job::on_done(uint32_t choice, generation_done& d) {
   if (c.ended) return;
   c.ended = true;
   c.done = d;
-  if (ctx_.metrics) ctx_.metrics->observe_generation(tenant_, d);
+  if (ctx_.metrics) ctx_.metrics->observe_generation(tenant_, d, ctx_.metrics_model);
   if (failure_) return;
   if (d.reason == finish_reason::error) {
     const std::string param = !d.error_param.empty() ? d.error_param

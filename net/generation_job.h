@@ -63,6 +63,7 @@ struct job_context {
   const tokenizer* tok = nullptr;
   server_metrics* metrics = nullptr;
   std::string model_name;
+  std::string metrics_model;  // the serving model's name in a server of several (metrics' label), else ""
   std::string response_id;                         // chatcmpl-... / cmpl-...; for websocket the client's id
   int64_t created = 0;                             // unix seconds
   std::shared_ptr<const responses_job> responses;  // with the responses_* formats

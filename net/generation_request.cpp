@@ -23,26 +23,44 @@ job_context completion_context(api_request& req, server_context& ctx, const runt
   return jc;
 }
 
+namespace {
+
+// The body's "model" when it is a string, else "".
+std::string named_model(const boost::json::value& body) {
+  if (!body.is_object()) return {};
+  const boost::json::value* m = body.get_object().if_contains("model");
+  return m && m->is_string() ? std::string(m->get_string()) : std::string();
+}
+
+}  // namespace
+
 boost::asio::awaitable<void> read_generation_request(const std::string& body_text, const std::string& key,
                                                      api_kind kind, const std::shared_ptr<server_context>& ctx,
                                                      generation_plan& out) {
   const auto body = parse_json_body(body_text);
+  const std::string model = named_model(body);
+  model_grant held;
+  co_await acquire_model(ctx, model, key, held);
+  out.rt = held.rt;
+  const runtime& rt = *out.rt;
   if (kind == api_kind::anthropic) {
-    out = anthropic_plan(body, *ctx, *ctx->runtime_for(""));
+    std::shared_ptr<const runtime> hold = std::move(out.rt);
+    out = anthropic_plan(body, *ctx, *hold);
+    out.rt = std::move(hold);
+    out.ctx.metrics_model = held.name;
     co_return;
   }
   if (kind != api_kind::responses) {
-    out.req = parse_api_request(body, kind, ctx->limits());
-    const runtime& rt = *ctx->runtime_for(out.req.model);
+    out.req = parse_api_request(body, kind, ctx->limits(rt));
+    if (out.req.model.empty()) out.req.model = held.name;  // a server of several: the one that serves it
     out.ctx = completion_context(out.req, *ctx, rt, ctx->new_id(kind == api_kind::chat ? "chatcmpl" : "cmpl"));
+    out.ctx.metrics_model = held.name;
     out.format = kind == api_kind::chat ? (out.req.stream ? job_format::chat_sse : job_format::chat_json)
                                         : (out.req.stream ? job_format::completion_sse : job_format::completion_json);
     co_return;
   }
   // Translated into a chat request; a continuation first finds its predecessor.
-  const responses_request rr = parse_responses_request(body, ctx->limits());
-  const boost::json::value* named = rr.chat.if_contains("model");
-  const runtime& rt = *ctx->runtime_for(named && named->is_string() ? std::string_view(named->get_string()) : "");
+  const responses_request rr = parse_responses_request(body, ctx->limits(rt));
   stored_response previous;
   if (!rr.previous_response_id.empty()) {
     // Named locals: GCC 12 mishandles temporaries passed into a coroutine call in co_await.
@@ -54,6 +72,7 @@ boost::asio::awaitable<void> read_generation_request(const std::string& body_tex
   prepared_response p = prepare_response(rr, previous, *ctx, rt);
   out.req = std::move(p.req);
   out.ctx = std::move(p.ctx);
+  out.ctx.metrics_model = held.name;
   out.format = rr.stream ? job_format::responses_sse : job_format::responses_json;
 }
 

@@ -23,13 +23,17 @@ struct generation_plan {
   api_request req;
   job_format format = job_format::chat_json;
   job_context ctx;
+  // The runtime that serves it, held until the job is gone (a server of several models
+  // unloads none that a request holds; net/await_actor.h's acquire_model).
+  std::shared_ptr<const runtime> rt;
 };
 
 // The context of a chat or completion request answered under `id`; a request that names no
 // model gets the served model's name.
 job_context completion_context(api_request& req, server_context& ctx, const runtime& rt, std::string id);
 
-// An HTTP generation request's body (throws api_error 400 naming the field). A Responses API
+// An HTTP generation request's body (throws api_error 400 naming the field), and the runtime
+// its `model` names (throws acquire_model's errors: 401, 404, 503, ...). A Responses API
 // continuation first finds its predecessor, which only the caller's tenant (`key`'s) can
 // see (throws api_error 401 or 404). References: GCC 12 can destroy by-value coroutine
 // arguments built in a co_await twice.

@@ -89,6 +89,10 @@ void http_server::attach(const runtime& rt) {
   ensure_batch_queue(impl_->ctx, rt);  // resumes --batch-dir's unfinished batches now, not at the first request
 }
 
+void http_server::set_model_catalog(std::shared_ptr<model_catalog> catalog) {
+  impl_->ctx->catalog = std::move(catalog);
+}
+
 void http_server::wait_for_signal() {
   asio::io_context sig_ctx;
   asio::signal_set signals(sig_ctx, SIGINT, SIGTERM);

@@ -170,6 +170,9 @@ class http_session : public std::enable_shared_from_this<http_session<Stream>> {
   // cross a co_await twice (coroutine arguments, results), so none are passed by value.
   // Each throws api_error for the error reply.
   asio::awaitable<void> metrics(string_response& out, const http_request& req);
+  // A server of several models: GET /v1/models, POST /models/load and /models/unload.
+  asio::awaitable<void> model_list(string_response& out, const http_request& req);
+  asio::awaitable<void> models_admin(string_response& out, const http_request& req, const std::string& path);
   // /tokenize, /detokenize and /v1/messages/count_tokens: the key first (with tenants), then
   // the work off the network threads (ctx->work), the answer back on this strand.
   asio::awaitable<void> tokenizer_route(string_response& out, const http_request& req, const route& r,
@@ -348,6 +351,10 @@ asio::awaitable<bool> http_session<Stream>::handle(http_request& req) {
                                                                     : api_kind::responses;
       answering.emplace(*ctx_);
       co_await serve_generation(stream_, buffer_, req, kind, ctx_, streamed, res);
+    } else if (r->kind == route_kind::models_admin) {
+      co_await models_admin(res, req, path);
+    } else if (r->kind == route_kind::models && ctx_->catalog) {
+      co_await model_list(res, req);
     } else {
       res = to_response(req, immediate_reply(*r, rt, ctx_->chat_page, ctx_->opts.served_model_name));
     }
@@ -406,6 +413,47 @@ asio::awaitable<void> http_session<Stream>::tokenizer_route(string_response& out
   co_await await_actor(reply, ask);
   if (reply.status == 400) ctx_->metrics.count_rejection("invalid_request");
   out = to_response(req, std::move(reply));
+}
+
+template <class Stream>
+asio::awaitable<void> http_session<Stream>::model_list(string_response& out, const http_request& req) {
+  std::vector<model_info> models;
+  const std::string key = bearer_key(req);
+  auto ask = [&](auto done) { ctx_->catalog->list(key, std::move(done)); };
+  co_await await_actor(models, ask);
+  out = to_response(req, model_list_reply(models));
+}
+
+template <class Stream>
+asio::awaitable<void> http_session<Stream>::models_admin(string_response& out, const http_request& req,
+                                                         const std::string& path) {
+  if (!ctx_->catalog) {
+    throw api_error(404, "this server runs one model; --model NAME=PATH (repeated) or a models: list serves several");
+  }
+  const std::string& admin = ctx_->catalog->admin_key();
+  if (admin.empty()) throw api_error(403, "no admin key is set (--admin-api-key): " + path + " is off");
+  if (!constant_time_equal(bearer_key(req), admin)) {
+    throw api_error(401, path + " needs the admin key (Authorization: Bearer KEY)", "", "invalid_api_key");
+  }
+  const auto body = parse_json_body(req.body());
+  const boost::json::value* m = body.is_object() ? body.get_object().if_contains("model") : nullptr;
+  if (!m || !m->is_string() || m->get_string().empty()) throw api_error(400, "'model' must be a model's name", "model");
+  const std::string model(m->get_string());
+  model_grant g;
+  auto ask = [&](auto done) {
+    if (path == "/models/load") {
+      ctx_->catalog->load(model, std::move(done));
+    } else {
+      ctx_->catalog->unload(model, std::move(done));
+    }
+  };
+  co_await await_actor(g, ask);
+  if (g.status != 200) {
+    api_error e(g.status, g.message, "model", g.code);
+    e.retry_after_s = g.retry_after_s;
+    throw e;
+  }
+  out = to_response(req, model_entry_reply(g.info));
 }
 
 template <class Stream>

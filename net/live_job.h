@@ -36,6 +36,9 @@ struct live_job {
   std::function<void()> notify;           // runs on the session's strand after each event
   bool overflowed = false;                // cancelled for a full output queue (WebSocket)
   std::atomic<int>* answering = nullptr;  // counted while it lives (WebSocket; a graceful stop waits)
+  // The runtime it runs on, held while the job lives (a server of several models unloads no
+  // model a job holds); null where the server's one runtime serves it.
+  std::shared_ptr<const runtime> rt;
 };
 
 // Submits every choice of `lj` to admission; events come back on `ex`.

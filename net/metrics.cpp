@@ -40,10 +40,15 @@ void counter(std::string& out, const std::string& name, const std::string& help,
   out += name + " " + fmt_double(v) + "\n";
 }
 
+// Keyed by (tenant, model); a server of one model leaves the model out ("").
 void per_tenant(std::string& out, const std::string& name, const std::string& help,
-                const std::map<std::string, uint64_t>& m) {
+                const std::map<std::pair<std::string, std::string>, uint64_t>& m) {
   header(out, name, "counter", help);
-  for (const auto& [tenant, v] : m) out += name + "{tenant=\"" + label(tenant) + "\"} " + std::to_string(v) + "\n";
+  for (const auto& [key, v] : m) {
+    out += name + "{tenant=\"" + label(key.first) + "\"" +
+           (key.second.empty() ? std::string() : ",model=\"" + label(key.second) + "\"") + "} " + std::to_string(v) +
+           "\n";
+  }
 }
 
 }  // namespace
@@ -83,9 +88,9 @@ double server_metrics::unix_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-void server_metrics::count_request(const std::string& tenant, int status) {
+void server_metrics::count_request(const std::string& tenant, int status, const std::string& model) {
   std::lock_guard lock(mutex_);
-  ++requests_[{tenant, status}];
+  ++requests_[{tenant, status, model}];
 }
 
 void server_metrics::count_rejection(const std::string& reason) {
@@ -93,11 +98,11 @@ void server_metrics::count_rejection(const std::string& reason) {
   ++rejections_[reason];
 }
 
-void server_metrics::observe_generation(const std::string& tenant, const generation_done& d) {
+void server_metrics::observe_generation(const std::string& tenant, const generation_done& d, const std::string& model) {
   std::lock_guard lock(mutex_);
-  prompt_tokens_[tenant] += d.prompt_tokens;
-  generation_tokens_[tenant] += d.completion_tokens;
-  cached_tokens_[tenant] += d.cached_tokens;
+  prompt_tokens_[{tenant, model}] += d.prompt_tokens;
+  generation_tokens_[{tenant, model}] += d.completion_tokens;
+  cached_tokens_[{tenant, model}] += d.cached_tokens;
   if (d.completion_tokens > 0) ttft_.observe(d.ttft_ms / 1000.0);
   if (d.completion_tokens > 1) itl_.observe(d.tpot_ms / 1000.0, d.completion_tokens - 1);
   e2e_queue_.observe(d.queue_ms / 1000.0);
@@ -300,10 +305,11 @@ std::string server_metrics::render(const runtime_figures& f) const {
   ttft_.render(out, "tandem:time_to_first_token_seconds", "Time from submit to the first token");
   itl_.render(out, "tandem:inter_token_latency_seconds", "Time between output tokens (per token, mean per request)");
   e2e_queue_.render(out, "tandem:request_queue_time_seconds", "Time waiting before the first step");
-  header(out, "tandem:requests_total", "counter", "API requests by tenant and HTTP status");
+  header(out, "tandem:requests_total", "counter", "API requests by tenant and HTTP status (and model, with several)");
   for (const auto& [key, v] : requests_) {
-    out += "tandem:requests_total{tenant=\"" + label(key.first) + "\",status=\"" + std::to_string(key.second) + "\"} " +
-           std::to_string(v) + "\n";
+    const auto& [tenant, status, model] = key;
+    out += "tandem:requests_total{tenant=\"" + label(tenant) + "\",status=\"" + std::to_string(status) + "\"" +
+           (model.empty() ? std::string() : ",model=\"" + label(model) + "\"") + "} " + std::to_string(v) + "\n";
   }
   header(out, "tandem:rejections_total", "counter", "Requests refused before any work, by reason");
   for (const char* reason : {"unauthorized", "rate_limited", "overloaded", "invalid_request"}) {

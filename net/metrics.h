@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <tuple>
 
 #include "actors/router.h"
 #include "actors/scheduler.h"
@@ -44,12 +45,13 @@ class latency_histogram {
 
 class server_metrics {
  public:
-  // One API request (or WebSocket generation) ended with this HTTP-style status.
-  void count_request(const std::string& tenant, int status);
+  // One API request (or WebSocket generation) ended with this HTTP-style status. `model`: the
+  // model that served it in a server of several (a `model` label), "" in a server of one.
+  void count_request(const std::string& tenant, int status, const std::string& model = "");
   // A refusal before work: "unauthorized", "rate_limited", "overloaded", "invalid_request".
   void count_rejection(const std::string& reason);
   // A generation finished: its token counts and timings.
-  void observe_generation(const std::string& tenant, const generation_done& d);
+  void observe_generation(const std::string& tenant, const generation_done& d, const std::string& model = "");
 
   std::string render(const runtime_figures& f) const;
 
@@ -62,9 +64,10 @@ class server_metrics {
   latency_histogram ttft_;
   latency_histogram itl_;
   latency_histogram e2e_queue_;
-  std::map<std::pair<std::string, int>, uint64_t> requests_;
+  std::map<std::tuple<std::string, int, std::string>, uint64_t> requests_;  // tenant, status, model
   std::map<std::string, uint64_t> rejections_;
-  std::map<std::string, uint64_t> prompt_tokens_, generation_tokens_, cached_tokens_;
+  // By (tenant, model).
+  std::map<std::pair<std::string, std::string>, uint64_t> prompt_tokens_, generation_tokens_, cached_tokens_;
 };
 
 // The reason label for a refused submit's status.

@@ -14,7 +14,7 @@ prepared_response prepare_response(const responses_request& r, const stored_resp
                                    const runtime& rt, std::function<void(stored_response)> keep_local) {
   json::array history;
   if (!previous.id.empty()) history = json::parse(previous.conversation).as_array();
-  prepared_response p{responses_api_request(r, history, ctx.limits()), {}};
+  prepared_response p{responses_api_request(r, history, ctx.limits(rt)), {}};
   if (p.req.model.empty()) p.req.model = ctx.opts.served_model_name;
   auto rj = std::make_shared<responses_job>();
   rj->echo = r.echo;

@@ -37,6 +37,8 @@ constexpr route kRoutes[] = {
     {"/v1/files/", false, route_kind::batch_api, true, true, true, true},
     {"/v1/batches", true, route_kind::batch_api, true, false, false, true},
     {"/v1/batches/", false, route_kind::batch_api, true, true, false, true},
+    {"/models/load", true, route_kind::models_admin, false},
+    {"/models/unload", true, route_kind::models_admin, false},
 };
 
 http_reply json_reply(const json::value& v) {
@@ -145,6 +147,48 @@ http_reply models_reply(const runtime& rt, const std::string& served_model_name)
   }
   return json_reply(json::object{{"object", "list"}, {"data", std::move(data)}});
 }
+
+namespace {
+
+json::object model_entry(const model_info& m) {
+  json::array aliases;
+  for (const auto& a : m.aliases) aliases.push_back(json::string(a));
+  json::object o{{"id", m.name},
+                 {"object", "model"},
+                 {"created", 0},
+                 {"owned_by", "tandem"},
+                 {"state", model_state_name(m.state)},
+                 {"aliases", std::move(aliases)},
+                 {"bytes", m.bytes},
+                 {"in_use", m.in_use},
+                 {"keep_alive", m.keep_alive_s},
+                 {"pinned", m.pinned}};
+  if (m.state == model_state::loaded) {
+    o["max_model_len"] = m.max_model_len;
+    o["idle_seconds"] = m.idle_s;
+  }
+  return o;
+}
+
+}  // namespace
+
+http_reply model_list_reply(const std::vector<model_info>& models) {
+  json::array data;
+  for (const auto& m : models) {
+    data.push_back(model_entry(m));
+    // Its LoRA adapters as "<model>:NAME", as a server of one lists them (models_reply).
+    for (const auto& a : m.adapters) {
+      json::object o = model_entry(m);
+      o["id"] = m.name + ":" + a;
+      o["parent"] = m.name;
+      o.erase("aliases");
+      data.push_back(std::move(o));
+    }
+  }
+  return json_reply(json::object{{"object", "list"}, {"data", std::move(data)}});
+}
+
+http_reply model_entry_reply(const model_info& m) { return json_reply(model_entry(m)); }
 
 http_reply tokenize_reply(std::string_view body_text, const runtime& rt, const api_limits& limits) {
   const auto body = parse_json_body(body_text);

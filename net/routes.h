@@ -21,6 +21,7 @@
 //   /v1/messages/count_tokens POST  count_tokens      yes (on the work pool, as /tokenize)
 //   /v1/files, /v1/files/{id}[/content], /v1/batches, /v1/batches/{id}[/cancel]
 //                           (own)   batch_api         yes (the Batch API: batch_routes.h)
+//   /models/load, /models/unload  POST  models_admin  no (a server of several models; the admin key)
 //   /v1/ws                  GET + Upgrade: websocket_session.cpp
 //   /v1/responses           GET + Upgrade: the Responses API's WebSocket mode (websocket_session.cpp)
 #pragma once
@@ -31,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "models/model_catalog.h"
 #include "net/api_error.h"
 #include "net/openai_request.h"
 #include "tandem/api.h"
@@ -58,7 +60,8 @@ enum class route_kind {
   stored_response,
   messages,
   count_tokens,
-  batch_api
+  batch_api,
+  models_admin
 };
 
 struct route {
@@ -107,6 +110,10 @@ http_reply health_reply(const runtime* rt);
 // DELETE /v1/responses/{id} once the store dropped it.
 http_reply deleted_response_reply(const std::string& id);
 http_reply models_reply(const runtime& rt, const std::string& served_model_name);
+// GET /v1/models of a server of several models: each configured one with its state.
+http_reply model_list_reply(const std::vector<model_info>& models);
+// One model of it as /v1/models lists it (POST /models/load and /models/unload answer this).
+http_reply model_entry_reply(const model_info& m);
 // POST /tokenize {"prompt": "..."} or {"messages": [...]}; add_special_tokens (default true).
 // Throws api_error 400 naming the field.
 http_reply tokenize_reply(std::string_view body, const runtime& rt, const api_limits& limits);

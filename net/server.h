@@ -22,6 +22,7 @@
 
 namespace tandem {
 class runtime;
+class model_catalog;  // models/model_catalog.h (in-tree: `tandem serve` with several models)
 }
 
 namespace tandem::net {
@@ -78,6 +79,10 @@ class http_server {
   void start();                    // throws std::runtime_error when it cannot bind
   uint16_t port() const;           // the bound port
   void attach(const runtime& rt);  // from now on requests are served
+  // Before start(): a server of several models. Generation requests acquire the runtime their
+  // `model` names from `catalog`; attach() then gives the default model's runtime, which must
+  // stay loaded (the routes that name no model use it).
+  void set_model_catalog(std::shared_ptr<model_catalog> catalog);
   void wait_for_signal();          // blocks until SIGINT or SIGTERM
   void stop_accepting();           // closes the listener; sessions go on
   // Waits until no generation is being answered (the last events written), at most `limit`.

@@ -10,11 +10,18 @@
 namespace tandem::net {
 
 api_limits server_context::limits() const {
+  if (const runtime* r = rt.load()) return limits(*r);
   api_limits l;
-  if (const runtime* r = rt.load()) {
-    l.vocab_size = runtime_access::tok(*r).vocab_size();
-    l.max_model_len = r->max_model_len();
-  }
+  l.prompt_special_tokens = opts.prompt_special_tokens;
+  l.parse_reasoning = opts.parse_reasoning;
+  l.tool_call_parser = opts.tool_call_parser;
+  return l;
+}
+
+api_limits server_context::limits(const runtime& r) const {
+  api_limits l;
+  l.vocab_size = runtime_access::tok(r).vocab_size();
+  l.max_model_len = r.max_model_len();
   l.prompt_special_tokens = opts.prompt_special_tokens;
   l.parse_reasoning = opts.parse_reasoning;
   l.tool_call_parser = opts.tool_call_parser;

@@ -15,6 +15,7 @@
 
 #include "actors/batch_queue.h"
 #include "actors/response_store.h"
+#include "models/model_catalog.h"
 #include "net/metrics.h"
 #include "net/openai_request.h"
 #include "net/server.h"
@@ -47,6 +48,11 @@ struct server_context {
     (void)model;
     return rt.load();
   }
+  // A server of several models (models/model_catalog.h): each generation request acquires the
+  // runtime its `model` names and holds it while it runs; `rt` is then the default model's
+  // (pinned: loaded at start, never unloaded), which the routes that name no model use. Null:
+  // one runtime serves every name. Set before the listener starts, read-only after.
+  std::shared_ptr<model_catalog> catalog;
   std::string chat_page;  // the page served at /
   // Set: every connection speaks TLS (net/tls_context.h); built before the listener opens.
   std::shared_ptr<boost::asio::ssl::context> tls;
@@ -70,6 +76,7 @@ struct server_context {
   bool shed_oldest_idle();  // false: none is idle
 
   api_limits limits() const;
+  api_limits limits(const runtime& r) const;                     // with `r`'s vocabulary and context
   std::string new_id(const char* prefix, char separator = '-');  // chatcmpl-..., resp_...
 
  private:

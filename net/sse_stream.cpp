@@ -209,16 +209,18 @@ template <class Stream>
 asio::awaitable<void> answer_generation(Stream& socket_stream, beast::flat_buffer& pipelined, http_request& req,
                                         api_kind kind, const std::shared_ptr<server_context>& ctx, bool& streamed,
                                         string_response& out, const std::shared_ptr<tls_watch>& watch) {
-  const runtime& rt = *ctx->rt.load();
   const std::string key = kind == api_kind::anthropic ? anthropic_key(req) : bearer_key(req);
   generation_plan plan;
   co_await read_generation_request(req.body(), key, kind, ctx, plan);
   apply_slo_headers(req, plan.req.gen);
   const bool stream = plan.req.stream;
+  const runtime& rt = *plan.rt;
+  const std::string model_label = plan.ctx.metrics_model;
 
   const auto ex = co_await asio::this_coro::executor;
   strand_signal signal(ex);
   auto lj = std::make_shared<live_job>(generation_job(std::move(plan.req), plan.format, std::move(plan.ctx)));
+  lj->rt = std::move(plan.rt);
   auto gone = std::make_shared<bool>(false);
   sse_writer<Stream> sse{socket_stream};
   // Runs on the strand after each event: streaming tokens go out from here; everything
@@ -253,7 +255,7 @@ asio::awaitable<void> answer_generation(Stream& socket_stream, beast::flat_buffe
   for (;;) {
     if (*gone) {  // nothing more is written: the client is gone
       lj->cancel();
-      ctx->metrics.count_request(job.tenant(), 499);
+      ctx->metrics.count_request(job.tenant(), 499, model_label);
       out = to_response(req, http_reply{400, "application/json", "", {}});
       out.keep_alive(false);
       streamed = true;
@@ -271,7 +273,7 @@ asio::awaitable<void> answer_generation(Stream& socket_stream, beast::flat_buffe
       sse.flush(job, finished);
       co_await sse.drain(ctx->opts.write_timeout);
       if (finished) {
-        ctx->metrics.count_request(job.tenant(), job.final_status());
+        ctx->metrics.count_request(job.tenant(), job.final_status(), model_label);
         out = string_response{http::status::ok, req.version()};
         out.keep_alive(req.keep_alive());
         co_return;
@@ -281,7 +283,7 @@ asio::awaitable<void> answer_generation(Stream& socket_stream, beast::flat_buffe
     }
     co_await signal.wait();
   }
-  ctx->metrics.count_request(job.tenant(), job.final_status());
+  ctx->metrics.count_request(job.tenant(), job.final_status(), model_label);
   out = to_response(req, generation_reply(job));
 }
 

@@ -45,6 +45,10 @@ std::vector<tenant_config> load_tenants_yaml(const std::string& path) {
       if (const auto k = n["api_keys"]) {
         for (const auto& key : k) t.api_keys.push_back(key.as<std::string>());
       }
+      if (const auto m = n["models"]) {
+        if (!m.IsSequence()) fail("tenant '" + t.name + "': 'models' must be a list of model names");
+        for (const auto& name : m) t.models.push_back(name.as<std::string>());
+      }
     } catch (const YAML::Exception& e) {
       fail("tenant '" + t.name + "': " + e.what());
     }

@@ -25,6 +25,7 @@ namespace tandem {
 //       priority: -5                 # optional: added to each request's (lower runs first)
 //       max_priority: -10            # optional: the most urgent a request may reach (default: priority)
 //       lora: support-v2             # optional: the LoRA adapter (a --lora NAME) its requests get when they name none
+//       models: [small, large]       # optional: the models it may use (a server of several)
 // Throws std::runtime_error naming the file and the problem.
 std::vector<tenant_config> load_tenants_yaml(const std::string& path);
 

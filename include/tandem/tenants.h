@@ -31,6 +31,9 @@ struct tenant_config {
   std::optional<int32_t> max_priority;
   // The LoRA adapter (a --lora NAME) the tenant's requests get when they name none; "": none.
   std::string lora;
+  // The models (names, in a server of several: models/model_spec.h) the tenant may use; empty:
+  // every one. A request naming no model gets the first.
+  std::vector<std::string> models;
   // The priority a request asking for `requested` runs at.
   int32_t effective_priority(int32_t requested) const {
     const int64_t p = int64_t{priority} + requested;

@@ -1,0 +1,349 @@
+"""Several models in one server (models/supervisor.h, docs/serving.md "Several models"): a real
+`tandem serve` with small synthetic models made by `tandem gen-model`, driven with the openai SDK
+and httpx. Each model is picked by its name, an alias or NAME:ADAPTER; models load on first use
+and unload when idle past keep_alive or when the memory budget needs room (least recently used
+first, never one a request holds); a request waits for a loading model within a bound, then 503.
+"""
+import subprocess
+import textwrap
+import threading
+import time
+
+import httpx
+import openai
+import pytest
+
+from conftest import Server, openai_client, tandem_binary, temp_file
+
+SMALL = ["--layers", "2", "--embd", "128", "--heads", "2", "--kv-heads", "2", "--ff", "256", "--vocab", "512",
+         "--ctx", "1024", "--untied"]  # untied: each seed's replies differ
+# Large enough that its load (the weights re-laid in memory) and its decode take a while.
+BIG = ["--layers", "4", "--embd", "1024", "--heads", "8", "--kv-heads", "4", "--ff", "2816", "--vocab", "2048",
+       "--ctx", "1024"]
+KV_TOKENS = 1024
+HI = [{"role": "user", "content": "Hello there, how are you?"}]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("models")
+    out = {}
+    for name, seed in (("a", 1), ("b", 2), ("c", 3), ("d", 4)):
+        out[name] = d / f"{name}.gguf"
+        subprocess.run([tandem_binary(), "gen-model", "--out", str(out[name]), *SMALL, "--seed", str(seed)],
+                       check=True, capture_output=True, timeout=60)
+    out["big"] = d / "big.gguf"
+    subprocess.run([tandem_binary(), "gen-model", "--out", str(out["big"]), *BIG, "--seed", "9"], check=True,
+                   capture_output=True, timeout=120)
+    return out
+
+
+def kv_bytes(layers, kv_heads, head_dim, tokens=KV_TOKENS):
+    return 2 * layers * kv_heads * head_dim * 2 * tokens  # K and V, f16
+
+
+def small_bytes(files):
+    return files["a"].stat().st_size + kv_bytes(2, 2, 64)
+
+
+def big_bytes(files):
+    return files["big"].stat().st_size + kv_bytes(4, 4, 128)
+
+
+# A fault (models/supervisor.cpp): every load first waits this long, as on a slow disk, so a
+# model is seen loading and a request can outwait its bound.
+SLOW = {"TANDEM_SLOW_MODEL_LOAD_MS": "1500"}
+
+
+def listed(files, names):
+    """The models: list of these test models, each kept until the budget needs room."""
+    return "".join(f"- name: {n}\n  path: {files[n]}\n  keep_alive: -1\n" for n in names)
+
+
+def serve(files, models_yaml, *args, tenants="", env=None):
+    yaml = "models:\n" + textwrap.indent(textwrap.dedent(models_yaml), "  ") + tenants
+    f = temp_file(yaml)
+    path = f.__enter__()
+    try:
+        return Server("--config", path, "--no-tiled-cache", "--kv-cache-tokens", str(KV_TOKENS), "--max-num-seqs",
+                      "4", *args, env=env)
+    finally:
+        f.__exit__(None, None, None)
+
+
+def states(server, key=None):
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    data = httpx.get(server.url + "/v1/models", headers=headers, timeout=30).json()["data"]
+    return {m["id"]: m for m in data}
+
+
+def wait_state(server, model, state, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if states(server)[model]["state"] == state:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def ask(client, model, max_tokens=4):
+    return client.chat.completions.create(model=model, messages=HI, max_tokens=max_tokens, temperature=0)
+
+
+def fingerprint(client, model):
+    """The greedy reply's tokens with their logprobs: which weights answered."""
+    r = client.chat.completions.create(model=model, messages=HI, max_tokens=4, temperature=0, logprobs=True)
+    return r.model, [(t.token, round(t.logprob, 4)) for t in r.choices[0].logprobs.content]
+
+
+class MemoryWatch:
+    """Polls /v1/models; the bytes of models loading, loaded or unloading at each look."""
+
+    def __init__(self, server):
+        self.server, self.peak, self.looks, self.stop = server, 0, 0, False
+        self.seen = {}
+        self.look()  # the first look before the test goes on
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.stop:
+            self.look()
+            time.sleep(0.01)
+
+    def look(self):
+        ms = states(self.server)
+        self.peak = max(self.peak, sum(m["bytes"] for m in ms.values() if m["state"] != "unloaded"))
+        for name, m in ms.items():
+            self.seen.setdefault(name, []).append(m["state"])
+        self.looks += 1
+
+    def end(self):
+        self.stop = True
+        self.thread.join()
+        self.look()  # what the test saw last is in it
+
+
+def test_models_by_name_alias_and_unknown(files):
+    with serve(files, f"""\
+            - name: a
+              path: {files['a']}
+            - name: b
+              path: {files['b']}
+              aliases: [bee, gpt-4o-mini]
+            """) as s:
+        client = openai_client(s)
+        (ma, fa), (mb, fb) = fingerprint(client, "a"), fingerprint(client, "b")
+        assert ma == "a" and mb == "b"
+        assert fa != fb  # different weights answered
+        # An alias is the same model: the same greedy answer, the same logprobs.
+        assert fingerprint(client, "bee") == ("bee", fb)
+        assert fingerprint(client, "gpt-4o-mini") == ("gpt-4o-mini", fb)
+        assert states(s)["b"]["state"] == "loaded"
+        # No model named: the default (the first).
+        none = httpx.post(s.url + "/v1/chat/completions",
+                          json={"messages": HI, "max_tokens": 4, "temperature": 0, "logprobs": True},
+                          timeout=60).json()
+        assert none["model"] == "a"
+        assert [(t["token"], round(t["logprob"], 4)) for t in none["choices"][0]["logprobs"]["content"]] == fa
+        with pytest.raises(openai.NotFoundError) as e:
+            ask(client, "nope")
+        body = e.value.response.json()["error"]
+        assert body["code"] == "model_not_found" and body["param"] == "model"
+        assert "nope" in body["message"] and "a, b" in body["message"]
+        # Streamed too, and the completions and Responses paths pick the same way.
+        chunks = list(client.chat.completions.create(model="b", messages=HI, max_tokens=4, stream=True))
+        assert chunks and all(c.model == "b" for c in chunks)
+        assert client.completions.create(model="b", prompt="Hi", max_tokens=3).model == "b"
+        assert client.responses.create(model="bee", input="Hi", max_output_tokens=3).model == "bee"
+        with pytest.raises(openai.NotFoundError):
+            client.completions.create(model="zzz", prompt="Hi", max_tokens=3)
+        # /v1/models lists both with their states and the accounted bytes (file + KV pool).
+        ms = states(s)
+        assert set(ms) == {"a", "b"} and ms["b"]["aliases"] == ["bee", "gpt-4o-mini"]
+        assert ms["a"]["pinned"] and ms["b"]["bytes"] == small_bytes(files)
+        # Metrics carry the model.
+        text = httpx.get(s.url + "/metrics").text
+        assert 'tandem:requests_total{tenant="default",status="200",model="b"}' in text
+        assert 'tandem:generation_tokens_total{tenant="default",model="a"}' in text
+        # Without --admin-api-key the operator routes are off.
+        assert httpx.post(s.url + "/models/load", json={"model": "b"}).status_code == 403
+
+
+def test_states_keep_alive_and_waiting_stream(files):
+    with serve(files, f"""\
+            - name: a
+              path: {files['a']}
+            - name: big
+              path: {files['big']}
+              keep_alive: 2s
+            """, env=SLOW) as s:
+        assert states(s)["big"]["state"] == "unloaded" and states(s)["a"]["state"] == "loaded"
+        watch = MemoryWatch(s)
+        client = openai_client(s)
+        # A stream for a model that is not loaded waits for it and gets its first event once it runs.
+        t0 = time.time()
+        stream = client.chat.completions.create(model="big", messages=HI, max_tokens=4, stream=True)
+        first = next(iter(stream))
+        assert first.model == "big" and time.time() - t0 >= 1.5
+        rest = list(stream)
+        assert rest[-1].choices[0].finish_reason in ("stop", "length")
+        assert states(s)["big"]["state"] == "loaded"  # idle less than its keep_alive
+        assert wait_state(s, "big", "unloaded", timeout=20)
+        idle_for = time.time() - t0
+        watch.end()
+        assert idle_for >= 2
+        seen = watch.seen["big"]
+        # In order: unloaded, loading, loaded, (unloading,) unloaded.
+        order = [x for i, x in enumerate(seen) if i == 0 or seen[i - 1] != x]
+        assert order[0] == "unloaded" and "loading" in order and "loaded" in order
+        assert order.index("loading") < order.index("loaded") < len(order) - 1 and order[-1] == "unloaded"
+        # Used again: loads again.
+        assert ask(client, "big").model == "big"
+
+
+def test_load_timeout_503_with_retry_after(files):
+    with serve(files, f"""\
+            - name: a
+              path: {files['a']}
+            - name: big
+              path: {files['big']}
+            """, "--models-load-timeout", "0.5", env=SLOW) as s:
+        t0 = time.time()
+        r = httpx.post(s.url + "/v1/chat/completions", json={"model": "big", "messages": HI, "max_tokens": 2},
+                       timeout=60)
+        waited = time.time() - t0
+        assert r.status_code == 503 and int(r.headers["retry-after"]) >= 1
+        assert r.json()["error"]["code"] == "model_loading" and "big" in r.json()["error"]["message"]
+        assert 0.4 <= waited < 1.5  # the bound, not the whole load
+        assert states(s)["big"]["state"] == "loading"
+        # A stream past the bound gets the same 503 before any event.
+        with pytest.raises(openai.APIStatusError) as e:
+            list(openai_client(s).chat.completions.create(model="big", messages=HI, max_tokens=2, stream=True))
+        assert e.value.status_code == 503
+        # The load went on: the model comes up and then serves.
+        assert wait_state(s, "big", "loaded")
+        assert ask(openai_client(s), "big").model == "big"
+        # Other models serve while one loads.
+        assert ask(openai_client(s), "a").model == "a"
+
+
+def test_budget_evicts_least_recently_used(files):
+    one = small_bytes(files)
+    budget = 3 * one + one // 2  # the default and two more
+    with serve(files, listed(files, ("a", "b", "c", "d")), "--models-memory-budget", str(budget)) as s:
+        watch = MemoryWatch(s)
+        client = openai_client(s)
+        for name in ("b", "c", "b"):  # b used last: c is the least recently used
+            assert ask(client, name).model == name
+        ms = states(s)
+        assert ms["b"]["state"] == ms["c"]["state"] == "loaded"
+        assert ask(client, "d").model == "d"
+        ms = states(s)
+        assert ms["c"]["state"] in ("unloading", "unloaded")
+        assert ms["b"]["state"] == ms["d"]["state"] == ms["a"]["state"] == "loaded"
+        assert ask(client, "c").model == "c"  # now b is the least recently used
+        assert wait_state(s, "b", "unloaded")
+        watch.end()
+        assert watch.looks >= 3 and watch.peak <= budget + one
+
+
+def test_budget_never_evicts_a_running_stream(files):
+    one, big = small_bytes(files), big_bytes(files)
+    budget = one + big + one + one // 2  # the default, big and one small
+    with serve(files, listed(files, ("a", "big", "b", "c")), "--models-memory-budget", str(budget)) as s:
+        watch = MemoryWatch(s)
+        client = openai_client(s)
+        assert ask(client, "b").model == "b"
+        stream = client.chat.completions.create(model="big", messages=HI, max_tokens=400, stream=True,
+                                                extra_body={"ignore_eos": True})
+        it = iter(stream)
+        next(it)  # big runs
+        # While it streams, b and c take turns in the room left; big stays.
+        assert ask(client, "c").model == "c"
+        assert ask(client, "b").model == "b"
+        assert states(s)["big"]["state"] == "loaded" and states(s)["big"]["in_use"] == 1
+        n = 1 + sum(1 for _ in it)
+        watch.end()
+        assert n > 10
+        big_seen = watch.seen["big"]
+        assert all(x == "loaded" for x in big_seen[big_seen.index("loaded"):]), big_seen
+        assert "unloaded" in watch.seen["c"] or "unloading" in watch.seen["c"] or states(s)["c"]["state"] != "loaded"
+        assert watch.peak <= budget + big
+
+
+def test_operator_load_and_unload(files):
+    with serve(files, f"""\
+            - name: a
+              path: {files['a']}
+            - name: b
+              path: {files['b']}
+            """, "--admin-api-key", "sk-admin") as s:
+        url = s.url
+        assert httpx.post(url + "/models/load", json={"model": "b"}).status_code == 401
+        assert httpx.post(url + "/models/load", json={"model": "b"},
+                          headers={"Authorization": "Bearer wrong"}).status_code == 401
+        admin = {"Authorization": "Bearer sk-admin"}
+        r = httpx.post(url + "/models/load", json={"model": "b"}, headers=admin, timeout=60)
+        assert r.status_code == 200 and r.json()["state"] == "loaded" and r.json()["id"] == "b"
+        assert states(s)["b"]["state"] == "loaded"
+        r = httpx.post(url + "/models/unload", json={"model": "b"}, headers=admin)
+        assert r.status_code == 200 and r.json()["state"] in ("unloading", "unloaded")
+        assert wait_state(s, "b", "unloaded")
+        r = httpx.post(url + "/models/unload", json={"model": "a"}, headers=admin)
+        assert r.status_code == 409 and r.json()["error"]["code"] == "model_pinned"
+        assert httpx.post(url + "/models/load", json={"model": "x"}, headers=admin).status_code == 404
+        assert httpx.post(url + "/models/load", json={}, headers=admin).status_code == 400
+        assert httpx.get(url + "/health").status_code == 200
+
+
+def test_tenant_limited_to_models(files):
+    tenants = textwrap.dedent("""\
+        tenants:
+          - name: alice
+            api_keys: [sk-alice]
+            models: [b]
+          - name: bob
+            api_keys: [sk-bob]
+        """)
+    with serve(files, f"""\
+            - name: a
+              path: {files['a']}
+            - name: b
+              path: {files['b']}
+            """, tenants=tenants) as s:
+        alice, bob = openai_client(s, "sk-alice"), openai_client(s, "sk-bob")
+        with pytest.raises(openai.NotFoundError) as e:
+            ask(alice, "a")
+        assert "b" in e.value.response.json()["error"]["message"]
+        assert ask(alice, "b").model == "b"
+        # Naming no model: the tenant's first.
+        r = httpx.post(s.url + "/v1/chat/completions", json={"messages": HI, "max_tokens": 2},
+                       headers={"Authorization": "Bearer sk-alice"}, timeout=60)
+        assert r.status_code == 200 and r.json()["model"] == "b"
+        assert ask(bob, "a").model == "a" and ask(bob, "b").model == "b"
+        with pytest.raises(openai.AuthenticationError):
+            ask(openai_client(s, "sk-nobody"), "b")
+        assert list(states(s, "sk-alice")) == ["b"]
+        assert sorted(states(s, "sk-bob")) == ["a", "b"]
+
+
+def test_adapters_belong_to_the_default_model(files, tmp_path):
+    adapter = tmp_path / "x.gguf"
+    subprocess.run([tandem_binary(), "gen-model", "--lora", str(files["a"]), "--out", str(adapter), "--seed", "5"],
+                   check=True, capture_output=True, timeout=60)
+    with serve(files, f"""\
+            - name: a
+              path: {files['a']}
+            - name: b
+              path: {files['b']}
+            """, "--lora", f"x={adapter}") as s:
+        client = openai_client(s)
+        base, with_x = fingerprint(client, "a")[1], fingerprint(client, "a:x")
+        assert with_x[0] == "a:x" and with_x[1] != base  # the adapter changes the answer
+        ms = states(s)
+        assert ms["a:x"]["parent"] == "a" and "b:x" not in ms
+        for wrong in ("a:y", "b:x"):
+            with pytest.raises(openai.NotFoundError) as e:
+                ask(client, wrong)
+            assert "adapter" in e.value.response.json()["error"]["message"]
