@@ -151,6 +151,7 @@ std::shared_ptr<const adapter> adapter::from_file(gguf::file file, const model_c
     u.a = kernels::weight_view(a.type, a.ne[0], a.ne[1], a.data);
     u.rank = rank;
     u.rows = b.ne[1];
+    u.b_type = b.type;
     u.alpha_scale = alpha != 0.0 ? static_cast<float>(alpha / static_cast<double>(rank)) : 1.0f;
     // B transposed into floats: the row dequantized, then scattered into its column.
     u.bt.resize(static_cast<size_t>(rank * u.rows));

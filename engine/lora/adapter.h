@@ -34,6 +34,7 @@ namespace tandem::lora {
 struct matrix_update {
   kernels::weight_view a;  // [rank rows][cols], read in the file (any type with a row kernel)
   std::vector<float> bt;   // [rank][rows]: B transposed, in float (rank * rows floats)
+  tensor_type b_type = tensor_type::f32;  // B's type in the file: A x is rounded as B's activations are
   int64_t rank = 0;
   int64_t rows = 0;
   float alpha_scale = 1.0f;  // alpha / rank, or 1 when alpha is 0

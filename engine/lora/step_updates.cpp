@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "engine/gguf/quantize.h"
+
 namespace tandem::lora {
 namespace {
 
@@ -14,12 +16,12 @@ constexpr int64_t kTileRows = 512;  // output rows per stage-2 task
 #define TANDEM_LORA_CLONES
 #endif
 
-// y[i][r] += sum_j u[i * rank + j] * bt[j * rows + r]   for r in [r0, r1), i < n <= 4: each
-// tile of Bt is read once for the chunk's rows. Plain loops, compiled for three instruction
-// sets (the CPU picks one at load).
+// y[i][r] += s[i] * sum_j u[i * rank + j] * bt[j * rows + r]   for r in [r0, r1), i < n <= 4:
+// each tile of Bt is read once for the chunk's rows. Plain loops, compiled for three
+// instruction sets (the CPU picks one at load).
 TANDEM_LORA_CLONES
 void add_products(const float* u, int64_t rank, int n, const float* bt, int64_t rows, int64_t r0, int64_t r1,
-                  float* const* y) {
+                  const float* s, float* const* y) {
   constexpr int64_t kWidth = 64;
   for (int64_t r = r0; r < r1; r += kWidth) {
     float acc[4][kWidth] = {};
@@ -32,7 +34,7 @@ void add_products(const float* u, int64_t rank, int n, const float* bt, int64_t 
         }
       }
       for (int i = 0; i < n; ++i) {
-        for (int64_t e = 0; e < kWidth; ++e) y[i][r + e] += acc[i][e];
+        for (int64_t e = 0; e < kWidth; ++e) y[i][r + e] += s[i] * acc[i][e];
       }
       continue;
     }
@@ -45,9 +47,34 @@ void add_products(const float* u, int64_t rank, int n, const float* bt, int64_t 
       }
     }
     for (int i = 0; i < n; ++i) {
-      for (int64_t e = 0; e < w; ++e) y[i][r + e] += acc[i][e];
+      for (int64_t e = 0; e < w; ++e) y[i][r + e] += s[i] * acc[i][e];
     }
   }
+}
+
+// A x rounded as llama.cpp rounds it before the product with B: into B's activation format
+// (F16 for an F16 B, Q8_0 blocks for a Q8_0 B, ...) and back; F32 and formats without a
+// plain block layout here are left as they are.
+void round_as_activations(tensor_type b_type, float* u, int64_t rank, const kernels::dot_kernels& k) {
+  const kernels::activation_format f = kernels::activation_format_for(b_type);
+  tensor_type as;
+  switch (f) {
+    case kernels::activation_format::f16:
+      as = tensor_type::f16;
+      break;
+    case kernels::activation_format::bf16:
+      as = tensor_type::bf16;
+      break;
+    case kernels::activation_format::q8_0:
+      as = tensor_type::q8_0;
+      break;
+    default:
+      return;
+  }
+  std::byte buf[4096];
+  if (kernels::activation_row_bytes(f, rank) > sizeof buf) return;
+  k.convert_activation(f, u, buf, rank);
+  dequantize_row(as, buf, rank, u);
 }
 
 }  // namespace
@@ -107,8 +134,9 @@ void step_updates::apply(int32_t layer, matrix_role role, const float* x, int64_
     float out[kernels::kMaxActsPerDot];
     for (int64_t j = 0; j < m.rank; ++j) {
       dot(m.a.cols, m.a.row(j), acts, stride, c.n, out);
-      for (int i = 0; i < c.n; ++i) u[i * m.rank + j] = out[i] * scale_[static_cast<size_t>(c.first + i)] * m.alpha_scale;
+      for (int i = 0; i < c.n; ++i) u[i * m.rank + j] = out[i];
     }
+    for (int i = 0; i < c.n; ++i) round_as_activations(m.b_type, u + i * m.rank, m.rank, k);
   });
 
   // Stage 2: y += Bt^T u, per chunk and tile of output rows.
@@ -119,9 +147,13 @@ void step_updates::apply(int32_t layer, matrix_role role, const float* x, int64_
     const chunk& c = chunks_[static_cast<size_t>(live_[static_cast<size_t>(l)])];
     const matrix_update& m = *c.a->find(layer, role);
     float* ys[4];
-    for (int i = 0; i < c.n; ++i) ys[i] = y + order_[static_cast<size_t>(c.first + i)] * y_stride;
+    float s[4];
+    for (int i = 0; i < c.n; ++i) {
+      ys[i] = y + order_[static_cast<size_t>(c.first + i)] * y_stride;
+      s[i] = scale_[static_cast<size_t>(c.first + i)] * m.alpha_scale;  // after the product, as llama.cpp
+    }
     add_products(&u_[static_cast<size_t>(l * 4 * max_rank)], m.rank, c.n, m.bt.data(), m.rows, tile * kTileRows,
-                 std::min(rows, (tile + 1) * kTileRows), ys);
+                 std::min(rows, (tile + 1) * kTileRows), s, ys);
   });
 }
 
