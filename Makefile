@@ -104,8 +104,10 @@ bench: build model
 	  "and bench/compare_moe.py (qwen3moe, gpt-oss; IK_BENCH=path/to/ik's llama-bench adds ik_llama.cpp and bench/compare_ik.py)"; fi
 	@if [ -n "$(LLAMA_SERVER)" ]; then \
 	  python3 bench/compare_embeddings.py --build $(BUILD_DIR) --llama-server $(LLAMA_SERVER) --threads 2; \
+	  python3 bench/compare_lora.py --build $(BUILD_DIR) --llama-server $(LLAMA_SERVER) || true; \
 	else echo "bench: LLAMA_SERVER=path/to/llama-server runs bench/compare_embeddings.py" \
-	  "(embeddings/s against llama-server, issue 52)"; fi
+	  "(embeddings/s against llama-server, issue 52) and bench/compare_lora.py (LoRA greedy output, issue 54)"; fi
+	python3 bench/run_lora_bench.py --build $(BUILD_DIR)
 	python3 bench/run_runtime_bench.py
 	python3 bench/run_speculative_bench.py
 	python3 bench/serve_bench.py
