@@ -108,6 +108,10 @@ bench: build model
 	else echo "bench: LLAMA_SERVER=path/to/llama-server runs bench/compare_embeddings.py" \
 	  "(embeddings/s against llama-server, issue 52) and bench/compare_lora.py (LoRA greedy output, issue 54)"; fi
 	python3 bench/run_lora_bench.py --build $(BUILD_DIR)
+	@if [ -n "$(LLAMA_MTMD_CLI)" ]; then \
+	  python3 bench/compare_vision.py --build $(BUILD_DIR) --mtmd-cli $(LLAMA_MTMD_CLI) --threads 2; \
+	else echo "bench: LLAMA_MTMD_CLI=path/to/llama-mtmd-cli runs bench/compare_vision.py" \
+	  "(image encode time against libmtmd, issue 55)"; fi
 	python3 bench/run_runtime_bench.py
 	python3 bench/run_speculative_bench.py
 	python3 bench/serve_bench.py

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "engine/kernels/ops.h"
+#include "engine/vision/vision_kernels.h"
 
 namespace tandem::vision {
 
@@ -15,7 +16,7 @@ using kernels::weight_view;
 // y[n][w.rows] = x[n][w.cols]·wᵀ + bias
 void linear(const weight_view& w, const std::vector<float>& bias, const float* x, int64_t n, float* y,
             const kernels::dot_kernels& k, thread_pool& pool, kernels::matmul_scratch& s) {
-  kernels::matmul(w, x, w.cols, n, y, w.rows, k, pool, s);
+  float_gemm(w, x, w.cols, n, y, w.rows, k, pool, s);
   pool.parallel_for(n, [&](int64_t t, int) {
     float* row = y + t * w.rows;
     for (int64_t r = 0; r < w.rows; ++r) row[r] += bias[static_cast<size_t>(r)];
@@ -28,8 +29,9 @@ void layer_norm_rows(const float* x, const std::vector<float>& w, const std::vec
 }
 
 // O[N][E] (head h at columns h*D) = softmax(Q_h K_hᵀ / √D) V_h, every patch seeing every
-// patch. Scores go through the matmul kernels as f32 "weights" (K_h rows, and V_h transposed
-// to D rows of N), a block of query rows at a time so the score buffer stays bounded.
+// patch, a block of query rows at a time so the score buffer stays bounded. Scores are sums
+// of broadcasts against K_h transposed (gemm_bt: the head width is too short for dot
+// products), the weighted sum float_gemm's dot products against V_h transposed (N long).
 void attention(const vision_hparams& hp, const float* q, const float* k, const float* v, float* o,
                const kernels::dot_kernels& kern, thread_pool& pool, kernels::matmul_scratch& s) {
   const int64_t N = hp.n_patches(), E = hp.n_embd, D = hp.head_dim();
@@ -37,26 +39,20 @@ void attention(const vision_hparams& hp, const float* q, const float* k, const f
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   std::vector<float> scores(static_cast<size_t>(block * N));  // [block][N]
   std::vector<float> vt(static_cast<size_t>(D * N));          // V_h transposed: [D][N]
+  std::vector<float> kt(static_cast<size_t>(D * N));          // K_h transposed: [D][N]
   for (int64_t h = 0; h < hp.n_head; ++h) {
-    weight_view kh(tensor_type::f32, D, N, reinterpret_cast<const std::byte*>(k + h * D));
-    kh.stride = static_cast<size_t>(E) * sizeof(float);  // K_h's rows: every E floats
     for (int64_t j = 0; j < N; ++j) {
-      for (int64_t d = 0; d < D; ++d) vt[static_cast<size_t>(d * N + j)] = v[j * E + h * D + d];
+      for (int64_t d = 0; d < D; ++d) {
+        kt[static_cast<size_t>(d * N + j)] = k[j * E + h * D + d];
+        vt[static_cast<size_t>(d * N + j)] = v[j * E + h * D + d];
+      }
     }
     const weight_view vh(tensor_type::f32, N, D, reinterpret_cast<const std::byte*>(vt.data()));
     for (int64_t q0 = 0; q0 < N; q0 += block) {
       const int64_t nq = std::min(block, N - q0);
-      kernels::matmul(kh, q + q0 * E + h * D, E, nq, scores.data(), N, kern, pool, s);  // [nq][N]
-      pool.parallel_for(nq, [&](int64_t i, int) {
-        float* row = scores.data() + i * N;
-        float most = -INFINITY;
-        for (int64_t j = 0; j < N; ++j) most = std::max(most, row[j] *= scale);
-        double sum = 0;
-        for (int64_t j = 0; j < N; ++j) sum += row[j] = std::exp(row[j] - most);
-        const float inv = static_cast<float>(1.0 / sum);
-        for (int64_t j = 0; j < N; ++j) row[j] *= inv;
-      });
-      kernels::matmul(vh, scores.data(), N, nq, o + q0 * E + h * D, E, kern, pool, s);  // [nq][D] into O
+      gemm_bt(q + q0 * E + h * D, E, kt.data(), N, scores.data(), N, nq, N, D, pool);  // [nq][N]
+      softmax_rows(scores.data(), nq, N, scale, pool);
+      float_gemm(vh, scores.data(), N, nq, o + q0 * E + h * D, E, kern, pool, s);  // [nq][D] into O
     }
   }
 }
@@ -130,7 +126,7 @@ std::vector<float> encode(const projector& p, const std::vector<float>& pixels, 
     }
   kernels::rms_norm_rows(t.data(), p.soft_norm_w.data(), t.data(), n_tok, E, hp.eps);
   std::vector<float> out(static_cast<size_t>(n_tok * hp.n_embd_text));
-  kernels::matmul(p.proj, t.data(), E, n_tok, out.data(), hp.n_embd_text, kern, pool, scratch);
+  float_gemm(p.proj, t.data(), E, n_tok, out.data(), hp.n_embd_text, kern, pool, scratch);
   return out;
 }
 

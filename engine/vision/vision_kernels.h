@@ -1,0 +1,46 @@
+// The vision encoder's two hot loops, with an AVX-512 body and a portable fallback.
+//
+// float_gemm: large products of float weights (f32, f16, bf16) and many activation rows, register-tiled:
+// the vision encoder's shape (thousands of patches through every matrix, attention scores
+// included), where the engine's row kernels (engine/kernels/matmul.h), built for decode and
+// prompt steps of quantized weights, re-read every activation row for each weight row.
+//
+//   y[t * y_stride + r] = sum_c w[r][c] * x[t * x_stride + c]    t < n_tok, r < w.rows
+//
+// Each output is one dot product summed in float over 16 lanes, its lanes added at the end:
+// not the row kernels' bits, so it is the vision room's own (its fidelity is checked against
+// libmtmd and a double-precision reference). On CPUs without AVX-512 it falls back to the
+// row kernels.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/kernels/dot_kernels.h"
+#include "engine/kernels/matmul.h"
+#include "engine/platform/thread_pool.h"
+
+namespace tandem::vision {
+
+void float_gemm(const kernels::weight_view& w, const float* x, int64_t x_stride, int64_t n_tok, float* y,
+                int64_t y_stride, const kernels::dot_kernels& fallback, thread_pool& pool,
+                kernels::matmul_scratch& scratch);
+
+// c[i][j] = sum_d a[i][d] * bt[d][j]   i < m, j < n, d < k: a product whose inputs are short
+// (attention's scores: k = the head width), with the second factor given transposed, so
+// each output is a sum of broadcasts instead of a dot product that would end in a horizontal
+// add. Row strides lda, ldb, ldc in floats.
+void gemm_bt(const float* a, int64_t lda, const float* bt, int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t n,
+             int64_t k, thread_pool& pool);
+
+// Attention's softmax over n_rows rows of n scores each (row i at rows + i * n), in place:
+// row = exp(scale * row - max) / sum, exp by engine/kernels/fast_exp.h's algorithm.
+void softmax_rows(float* rows, int64_t n_rows, int64_t n, float scale, thread_pool& pool);
+
+// The AVX-512 bodies (vision_kernels_avx512.cpp); only called where the CPU has it.
+void float_gemm_avx512(const kernels::weight_view& w, const float* x, int64_t x_stride, int64_t n_tok, float* y,
+                       int64_t y_stride, thread_pool& pool);
+void softmax_row_avx512(float* row, int64_t n, float scale);
+void gemm_bt_avx512(const float* a, int64_t lda, const float* bt, int64_t ldb, float* c, int64_t ldc, int64_t m,
+                    int64_t n, int64_t k, thread_pool& pool);
+
+}  // namespace tandem::vision
