@@ -6,8 +6,8 @@
 #   make model   fetch the default model (SmolLM2-135M-Instruct Q4_1) once
 #   make bench   benchmarks (slow; not part of `make test`; LLAMA_BENCH=path adds the architectures')
 #   make test-slow  the slow checks (`tandem quantize` against llama-quantize for every file type)
-#   make fuzz    build the libFuzzer targets; fuzz the GGUF reader, HTTP parser, WebSocket frames and
-#                OpenAI request parser, FUZZ_SECONDS each
+#   make fuzz    build the libFuzzer targets; fuzz the GGUF reader, HTTP parser, WebSocket frames,
+#                OpenAI request parser and image decoding, FUZZ_SECONDS each
 #   make sanitize  unit and runtime tests under ASan+UBSan (build-asan), actor tests under TSan (build-tsan)
 #   make soak    256 streaming clients for SOAK_SECONDS with disconnects and cancels; figures to docs/benchmarks.md
 #   make format  clang-format every C++ file in place (.clang-format; the generated table excepted)
@@ -125,8 +125,8 @@ fuzz:
 	@scripts/install-deps.sh --fuzz
 	cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
 	  -DCMAKE_CXX_COMPILER=clang++ -DTANDEM_FUZZ=ON -DTANDEM_BUILD_TESTS=OFF -DTANDEM_CUDA=OFF
-	cmake --build build-fuzz -j $(JOBS) --target fuzz_gguf fuzz_http fuzz_ws fuzz_openai
-	for t in gguf http ws openai; do \
+	cmake --build build-fuzz -j $(JOBS) --target fuzz_gguf fuzz_http fuzz_ws fuzz_openai fuzz_image
+	for t in gguf http ws openai image; do \
 	  mkdir -p build-fuzz/corpus/$$t && \
 	  build-fuzz/bin/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 \
 	    -print_final_stats=1 build-fuzz/corpus/$$t tests/fuzz/seeds/$$t || exit 1; \
