@@ -303,6 +303,7 @@ void generation_job::emit_prompt_part(uint32_t choice) {
 void generation_job::on_delta(uint32_t choice, generation_delta& d) {
   auto& c = choices_[choice];
   if (c.ended || failure_) return;
+  generated_tokens_ += d.tokens.size();
   if (!d.prompt_logprobs.empty()) c.prompt = std::move(d.prompt_logprobs);
   emit_prompt_part(choice);
   // The last delta of a sequence cut by max_tokens may end inside a character: JSON needs
@@ -328,6 +329,7 @@ void generation_job::on_delta(uint32_t choice, generation_delta& d) {
   switch (format_) {
     case job_format::chat_sse:
     case job_format::completion_sse:
+      c.text += d.text;  // what a guard checks (net/guard.h)
       if (!d.text.empty() || !d.logprobs.empty() || parsed) {
         emit(stream_chunk(choice, d.text, d.logprobs, nullptr, parsed ? &d : nullptr));
       }
@@ -437,6 +439,17 @@ void generation_job::finish_response(const generation_done& d) {
 
 int generation_job::final_status() const { return failure_ ? failure_->status : 200; }
 
+void generation_job::filter_output() {
+  filtered_ = true;
+  if (format_ != job_format::chat_sse && format_ != job_format::completion_sse) return;
+  out_.clear();  // what the guard has not passed is not sent
+  pending_bytes_ = 0;
+  const std::string reason = "content_filter";
+  for (uint32_t i = 0; i < choices_.size(); ++i) emit(stream_chunk(i, "", {}, &reason));
+  emit("data: [DONE]\n\n");
+  closed_ = true;
+}
+
 std::string generation_job::json_body() const {
   if (events_) return json::serialize(events_->response());
   if (anthropic_) return json::serialize(anthropic_->message());
@@ -444,11 +457,16 @@ std::string generation_job::json_body() const {
   json::array choices;
   for (uint32_t i = 0; i < choices_.size(); ++i) {
     const auto& c = choices_[i];
-    const std::string reason = c.done.reason == finish_reason::abort ? "stop" : to_string(c.done.reason);
+    const std::string reason = filtered_                               ? "content_filter"
+                               : c.done.reason == finish_reason::abort ? "stop"
+                                                                       : to_string(c.done.reason);
     json::object ch{{"index", i}};
     const json::value logprobs =
-        logprobs_json(c.logprobs, chat, req_.echo ? c.prompt : std::span<const output_logprob>());
-    if (chat) {
+        filtered_ ? json::value(nullptr)
+                  : logprobs_json(c.logprobs, chat, req_.echo ? c.prompt : std::span<const output_logprob>());
+    if (chat && filtered_) {
+      ch["message"] = json::object{{"role", "assistant"}, {"content", ""}};
+    } else if (chat) {
       json::object message{{"role", "assistant"}};
       message["content"] = c.text.empty() && !c.calls.empty() ? json::value(nullptr) : json::value(c.text);
       if (!c.reasoning.empty()) message["reasoning_content"] = c.reasoning;
@@ -463,7 +481,7 @@ std::string generation_job::json_body() const {
       }
       ch["message"] = std::move(message);
     } else {
-      ch["text"] = req_.echo ? echo_text() + c.text : c.text;
+      ch["text"] = filtered_ ? std::string() : req_.echo ? echo_text() + c.text : c.text;
     }
     ch["logprobs"] = logprobs;
     ch["finish_reason"] = reason;

@@ -63,7 +63,8 @@ struct job_context {
   const tokenizer* tok = nullptr;
   server_metrics* metrics = nullptr;
   std::string model_name;
-  std::string metrics_model;  // the serving model's name in a server of several (metrics' label), else ""
+  // The serving model's name in a server of several (the metrics' model label), else "".
+  std::string metrics_model;
   std::string response_id;                         // chatcmpl-... / cmpl-...; for websocket the client's id
   int64_t created = 0;                             // unix seconds
   std::shared_ptr<const responses_job> responses;  // with the responses_* formats
@@ -100,6 +101,15 @@ class generation_job {
   // Marks a choice as cancelled by the client (WebSocket): its done is still reported.
   void mark_cancelled() { cancelled_ = true; }
 
+  // The guard (net/guard.h): a choice's text so far, the tokens every choice produced so far,
+  // and what a flagged reply becomes: a JSON body's choices end with finish_reason
+  // content_filter and no text; a stream (chat, completions) drops its unsent output and ends
+  // each choice with that finish reason, then [DONE].
+  const std::string& choice_text(uint32_t i) const { return choices_[i].text; }
+  uint64_t generated_tokens() const { return generated_tokens_; }
+  void filter_output();
+  bool filtered() const { return filtered_; }
+
   int final_status() const;  // for the request counter
   bool is_responses() const { return events_.has_value(); }
   bool is_anthropic() const { return anthropic_.has_value(); }
@@ -117,6 +127,8 @@ class generation_job {
     bool echoed = false;                 // a stream's prompt part (echo, prompt_logprobs) went out
     generation_done done;
   };
+  bool filtered_ = false;
+  uint64_t generated_tokens_ = 0;
   void on_reply(uint32_t choice, submit_reply& r);
   void on_delta(uint32_t choice, generation_delta& d);
   void on_done(uint32_t choice, generation_done& d);

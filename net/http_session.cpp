@@ -27,6 +27,7 @@
 #include "net/anthropic_job.h"
 #include "net/batch_routes.h"
 #include "net/embeddings_route.h"
+#include "net/guard.h"
 #include "net/listener.h"
 #include "net/origin_policy.h"
 #include "net/runtime_probe.h"
@@ -351,6 +352,11 @@ asio::awaitable<bool> http_session<Stream>::handle(http_request& req) {
                                                                     : api_kind::responses;
       answering.emplace(*ctx_);
       co_await serve_generation(stream_, buffer_, req, kind, ctx_, streamed, res);
+    } else if (r->kind == route_kind::moderations) {
+      std::string body;
+      const std::string key = bearer_key(req);
+      co_await serve_moderations(ctx_, req.body(), key, body);
+      res = to_response(req, http_reply{200, "application/json", std::move(body), {}});
     } else if (r->kind == route_kind::models_admin) {
       co_await models_admin(res, req, path);
     } else if (r->kind == route_kind::models && ctx_->catalog) {

@@ -93,6 +93,11 @@ void server_metrics::count_request(const std::string& tenant, int status, const 
   ++requests_[{tenant, status, model}];
 }
 
+void server_metrics::count_guard(const std::string& stage, bool flagged) {
+  std::lock_guard lock(mutex_);
+  ++guard_checks_[{stage, flagged}];
+}
+
 void server_metrics::count_rejection(const std::string& reason) {
   std::lock_guard lock(mutex_);
   ++rejections_[reason];
@@ -316,6 +321,13 @@ std::string server_metrics::render(const runtime_figures& f) const {
     const auto it = rejections_.find(reason);
     out += std::string("tandem:rejections_total{reason=\"") + reason + "\"} " +
            std::to_string(it == rejections_.end() ? 0 : it->second) + "\n";
+  }
+  if (!guard_checks_.empty()) {
+    header(out, "tandem:guard_checks_total", "counter", "Guard model verdicts by stage (input, output, moderation)");
+    for (const auto& [key, v] : guard_checks_) {
+      out += "tandem:guard_checks_total{stage=\"" + label(key.first) + "\",verdict=\"" +
+             (key.second ? "unsafe" : "safe") + "\"} " + std::to_string(v) + "\n";
+    }
   }
   per_tenant(out, "tandem:prompt_tokens_total", "Prompt tokens by tenant", prompt_tokens_);
   per_tenant(out, "tandem:generation_tokens_total", "Generated tokens by tenant", generation_tokens_);

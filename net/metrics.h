@@ -50,6 +50,8 @@ class server_metrics {
   void count_request(const std::string& tenant, int status, const std::string& model = "");
   // A refusal before work: "unauthorized", "rate_limited", "overloaded", "invalid_request".
   void count_rejection(const std::string& reason);
+  // A guard model's verdict (net/guard.h): stage input, output or moderation.
+  void count_guard(const std::string& stage, bool flagged);
   // A generation finished: its token counts and timings.
   void observe_generation(const std::string& tenant, const generation_done& d, const std::string& model = "");
 
@@ -66,6 +68,7 @@ class server_metrics {
   latency_histogram e2e_queue_;
   std::map<std::tuple<std::string, int, std::string>, uint64_t> requests_;  // tenant, status, model
   std::map<std::string, uint64_t> rejections_;
+  std::map<std::pair<std::string, bool>, uint64_t> guard_checks_;  // stage, flagged
   // By (tenant, model).
   std::map<std::pair<std::string, std::string>, uint64_t> prompt_tokens_, generation_tokens_, cached_tokens_;
 };

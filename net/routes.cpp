@@ -39,6 +39,7 @@ constexpr route kRoutes[] = {
     {"/v1/batches/", false, route_kind::batch_api, true, true, false, true},
     {"/models/load", true, route_kind::models_admin, false},
     {"/models/unload", true, route_kind::models_admin, false},
+    {"/v1/moderations", true, route_kind::moderations, true},
 };
 
 http_reply json_reply(const json::value& v) {

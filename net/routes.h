@@ -22,6 +22,7 @@
 //   /v1/files, /v1/files/{id}[/content], /v1/batches, /v1/batches/{id}[/cancel]
 //                           (own)   batch_api         yes (the Batch API: batch_routes.h)
 //   /models/load, /models/unload  POST  models_admin  no (a server of several models; the admin key)
+//   /v1/moderations         POST    moderations       yes (the guard model: net/guard.h)
 //   /v1/ws                  GET + Upgrade: websocket_session.cpp
 //   /v1/responses           GET + Upgrade: the Responses API's WebSocket mode (websocket_session.cpp)
 #pragma once
@@ -61,7 +62,8 @@ enum class route_kind {
   messages,
   count_tokens,
   batch_api,
-  models_admin
+  models_admin,
+  moderations
 };
 
 struct route {

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "net/generation_request.h"
+#include "net/guard.h"
 #include "net/live_job.h"
 #include "tandem/runtime.h"
 
@@ -216,6 +217,28 @@ asio::awaitable<void> answer_generation(Stream& socket_stream, beast::flat_buffe
   const bool stream = plan.req.stream;
   const runtime& rt = *plan.rt;
   const std::string model_label = plan.ctx.metrics_model;
+  // The tenant's guard model (net/guard.h): the input before anything runs, the output of
+  // chat and completions as it comes (a stream's every `every` tokens) and at the end.
+  const tenant_config* guarded = guard_tenant(rt, key);
+  if (guarded && guarded->guard.model.empty()) guarded = nullptr;
+  const std::string guard_model = guarded ? guarded->guard.model : std::string();
+  if (guarded && guarded->guard.input) {
+    guard_verdict verdict;
+    const std::string text = guard_input_text(plan.req.gen);
+    const std::string stage = "input";
+    co_await guard_check(ctx, guard_model, key, text, stage, verdict);
+    if (verdict.flagged) {
+      std::string cats;
+      for (const auto& c : verdict.categories) cats += (cats.empty() ? "" : ", ") + c;
+      throw api_error(400, "the input was flagged by the content filter (categories: " + cats + ")",
+                      kind == api_kind::completion ? "prompt" : "messages", "content_filter");
+    }
+  }
+  const bool openai_format = plan.format == job_format::chat_json || plan.format == job_format::chat_sse ||
+                             plan.format == job_format::completion_json || plan.format == job_format::completion_sse;
+  const bool guard_output = guarded && guarded->guard.output && openai_format;
+  const uint32_t guard_every = guarded ? guarded->guard.every : 0;
+  uint64_t guard_checked = 0;  // tokens the guard has passed
 
   const auto ex = co_await asio::this_coro::executor;
   strand_signal signal(ex);
@@ -225,8 +248,8 @@ asio::awaitable<void> answer_generation(Stream& socket_stream, beast::flat_buffe
   sse_writer<Stream> sse{socket_stream};
   // Runs on the strand after each event: streaming tokens go out from here; everything
   // else (the header, errors, the end, a full socket) wakes the loop below.
-  lj->notify = [&signal, &sse, job = &lj->job, gone] {
-    if (sse.started && !*gone && !job->finished() && sse.flush(*job, false)) return;
+  lj->notify = [&signal, &sse, job = &lj->job, gone, guard_output] {
+    if (!guard_output && sse.started && !*gone && !job->finished() && sse.flush(*job, false)) return;
     signal.notify();
   };
   start_live_job(lj, ex, *ctx, rt, key);
@@ -270,6 +293,34 @@ asio::awaitable<void> answer_generation(Stream& socket_stream, beast::flat_buffe
       // Read finished() before taking the output: events that arrive while the write below
       // is under way add output that the next round must still send.
       const bool finished = job.finished();
+      if (guard_output) {
+        // Output goes out only once a check has passed it: held until `every` more tokens
+        // (or the end), then checked (what arrives during a check goes out with it and is in
+        // the next check's text).
+        if (!finished && (guard_every == 0 || job.generated_tokens() < guard_checked + guard_every)) {
+          co_await signal.wait();
+          continue;
+        }
+        guard_checked = job.generated_tokens();
+        bool flagged = false;
+        for (uint32_t i = 0; i < job.choices() && !flagged; ++i) {
+          guard_verdict verdict;
+          const std::string text = job.choice_text(i);
+          const std::string stage = "output";
+          co_await guard_check(ctx, guard_model, key, text, stage, verdict);
+          flagged = verdict.flagged;
+        }
+        if (flagged) {  // nothing more of it goes out: it ends with finish_reason content_filter
+          lj->cancel();
+          job.filter_output();
+          sse.flush(job, true);
+          co_await sse.drain(ctx->opts.write_timeout);
+          ctx->metrics.count_request(job.tenant(), 200, model_label);
+          out = string_response{http::status::ok, req.version()};
+          out.keep_alive(req.keep_alive());
+          co_return;
+        }
+      }
       sse.flush(job, finished);
       co_await sse.drain(ctx->opts.write_timeout);
       if (finished) {
@@ -282,6 +333,17 @@ asio::awaitable<void> answer_generation(Stream& socket_stream, beast::flat_buffe
       break;
     }
     co_await signal.wait();
+  }
+  if (guard_output && !job.failure()) {
+    bool flagged = false;
+    for (uint32_t i = 0; i < job.choices() && !flagged; ++i) {
+      guard_verdict verdict;
+      const std::string text = job.choice_text(i);
+      const std::string stage = "output";
+      co_await guard_check(ctx, guard_model, key, text, stage, verdict);
+      flagged = verdict.flagged;
+    }
+    if (flagged) job.filter_output();
   }
   ctx->metrics.count_request(job.tenant(), job.final_status(), model_label);
   out = to_response(req, generation_reply(job));

@@ -45,6 +45,38 @@ std::vector<tenant_config> load_tenants_yaml(const std::string& path) {
       if (const auto k = n["api_keys"]) {
         for (const auto& key : k) t.api_keys.push_back(key.as<std::string>());
       }
+      if (const auto g = n["guard"]) {
+        if (!g.IsMap() || !g["model"] || !g["model"].IsScalar() || g["model"].Scalar().empty()) {
+          fail("tenant '" + t.name + "': 'guard' must be a map with a model (and check: [input, output], every: N)");
+        }
+        for (const auto& kv : g) {
+          const std::string k = kv.first.as<std::string>("");
+          if (k != "model" && k != "check" && k != "every")
+            fail("tenant '" + t.name + "': guard: unknown field '" + k + "'");
+        }
+        t.guard.model = g["model"].Scalar();
+        if (const auto c = g["check"]) {
+          if (!c.IsSequence()) fail("tenant '" + t.name + "': guard: 'check' must be a list of input, output");
+          for (const auto& x : c) {
+            const std::string what = x.as<std::string>("");
+            if (what == "input") {
+              t.guard.input = true;
+            } else if (what == "output") {
+              t.guard.output = true;
+            } else {
+              fail("tenant '" + t.name + "': guard: 'check' takes input and output, not '" + what + "'");
+            }
+          }
+        } else {
+          t.guard.input = t.guard.output = true;
+        }
+        if (const auto e = g["every"]) {
+          const long v = e.as<long>(-1);
+          if (v < 0 || v > 100000)
+            fail("tenant '" + t.name + "': guard: 'every' must be a whole number of tokens >= 0");
+          t.guard.every = static_cast<uint32_t>(v);
+        }
+      }
       if (const auto m = n["models"]) {
         if (!m.IsSequence()) fail("tenant '" + t.name + "': 'models' must be a list of model names");
         for (const auto& name : m) t.models.push_back(name.as<std::string>());

@@ -26,6 +26,7 @@ namespace tandem {
 //       max_priority: -10            # optional: the most urgent a request may reach (default: priority)
 //       lora: support-v2             # optional: the LoRA adapter (a --lora NAME) its requests get when they name none
 //       models: [small, large]       # optional: the models it may use (a server of several)
+//       guard: {model: llama-guard, check: [input, output], every: 32}   # optional (net/guard.h)
 // Throws std::runtime_error naming the file and the problem.
 std::vector<tenant_config> load_tenants_yaml(const std::string& path);
 

@@ -34,6 +34,16 @@ struct tenant_config {
   // The models (names, in a server of several: models/model_spec.h) the tenant may use; empty:
   // every one. A request naming no model gets the first.
   std::vector<std::string> models;
+  // A guard model that screens the tenant's conversations (net/guard.h): `guard: {model: NAME,
+  // check: [input, output], every: N}`. Input: the conversation before generation (flagged:
+  // 400 content_filter); output: the reply (flagged: finish_reason content_filter), a stream's
+  // every N tokens (0: at its end only) and at its end. Empty model: no guard.
+  struct guard_config {
+    std::string model;
+    bool input = false;
+    bool output = false;
+    uint32_t every = 0;
+  } guard;
   // The priority a request asking for `requested` runs at.
   int32_t effective_priority(int32_t requested) const {
     const int64_t p = int64_t{priority} + requested;

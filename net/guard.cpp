@@ -1,0 +1,141 @@
+#include "net/guard.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <boost/asio/this_coro.hpp>
+#include <boost/json.hpp>
+
+#include "engine/tenants/tenant_limits.h"
+#include "net/await_actor.h"
+#include "net/generation_request.h"
+#include "net/live_job.h"
+#include "net/server_context.h"
+#include "tandem/runtime.h"
+
+namespace tandem::net {
+namespace json = boost::json;
+
+const char* const kGuardGrammar = "root ::= \"safe\" | \"unsafe\\nS\" [1-9] [0-9]? (\",S\" [1-9] [0-9]?)?";
+
+guard_verdict read_guard_reply(std::string_view reply) {
+  guard_verdict v;
+  v.reply = std::string(reply);
+  while (!reply.empty() && (reply.front() == ' ' || reply.front() == '\n')) reply.remove_prefix(1);
+  if (!reply.starts_with("unsafe")) return v;
+  v.flagged = true;
+  reply.remove_prefix(6);
+  std::string cur;
+  for (const char c : reply) {
+    if (c == ',' || c == '\n' || c == ' ') {
+      if (!cur.empty()) v.categories.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  if (!cur.empty()) v.categories.push_back(cur);
+  return v;
+}
+
+std::string guard_input_text(const generate_request& gen) {
+  if (gen.messages.empty()) return gen.prompt;
+  if (gen.messages.size() == 1) return gen.messages.front().content;
+  std::string out;
+  for (const auto& m : gen.messages) out += m.role + ": " + m.content + "\n";
+  return out;
+}
+
+const tenant_config* guard_tenant(const runtime& rt, const std::string& key) {
+  const tenant_config* found = nullptr;
+  for (const auto& t : rt.config().tenants) {
+    for (const auto& k : t.api_keys) {
+      if (constant_time_equal(k, key)) found = &t;
+    }
+  }
+  return found;
+}
+
+boost::asio::awaitable<void> guard_check(const std::shared_ptr<server_context>& ctx, const std::string& model,
+                                         const std::string& key, const std::string& text, const std::string& stage,
+                                         guard_verdict& out) {
+  model_grant held;
+  co_await acquire_model(ctx, model, key, held);
+  const runtime& rt = *held.rt;
+  json::object body{{"model", model},
+                    {"messages", json::array{json::object{{"role", "user"}, {"content", text}}}},
+                    {"max_tokens", 24},
+                    {"temperature", 0},
+                    {"grammar", kGuardGrammar}};
+  api_request req = parse_api_request(body, api_kind::chat, ctx->limits(rt));
+  job_context jc = completion_context(req, *ctx, rt, ctx->new_id("guard"));
+  const auto ex = co_await boost::asio::this_coro::executor;
+  strand_signal signal(ex);
+  auto lj = std::make_shared<live_job>(generation_job(std::move(req), job_format::chat_json, std::move(jc)));
+  lj->rt = held.rt;
+  lj->notify = [&signal] { signal.notify(); };
+  start_live_job(lj, ex, *ctx, rt, key);
+  while (!lj->job.finished() && !lj->job.failure()) co_await signal.wait();
+  lj->notify = nullptr;
+  if (lj->job.failure()) {
+    api_error e = *lj->job.failure();
+    throw api_error(e.status >= 500 ? 503 : e.status, "the guard model '" + model + "' did not answer: " + e.what(), "",
+                    "guard_unavailable");
+  }
+  out = read_guard_reply(lj->job.choice_text(0));
+  ctx->metrics.count_guard(stage, out.flagged);
+  if (out.flagged) {
+    std::string said = out.reply;
+    std::replace(said.begin(), said.end(), '\n', ' ');
+    spdlog::info("guard '{}': {} flagged ({})", model, stage, said);
+  } else {
+    spdlog::debug("guard '{}': {} safe", model, stage);
+  }
+}
+
+boost::asio::awaitable<void> serve_moderations(const std::shared_ptr<server_context>& ctx, const std::string& body,
+                                               const std::string& key, std::string& out_json) {
+  const auto v = parse_json_body(body);
+  if (!v.is_object()) throw api_error(400, "the body must be a JSON object");
+  const auto& o = v.get_object();
+  std::vector<std::string> inputs;
+  const json::value* in = o.if_contains("input");
+  if (in && in->is_string()) {
+    inputs.emplace_back(in->get_string());
+  } else if (in && in->is_array() && !in->get_array().empty() && in->get_array().size() <= 32) {
+    for (const auto& x : in->get_array()) {
+      if (!x.is_string()) throw api_error(400, "'input' must be a string or a list of up to 32 strings", "input");
+      inputs.emplace_back(x.get_string());
+    }
+  } else {
+    throw api_error(400, "'input' must be a string or a list of up to 32 strings", "input");
+  }
+  std::string model;
+  const runtime* dflt = ctx->rt.load();
+  if (!dflt) throw model_loading();
+  if (const tenant_config* t = guard_tenant(*dflt, key); t && !t->guard.model.empty()) model = t->guard.model;
+  if (model.empty()) {
+    const json::value* m = o.if_contains("model");
+    if (!m || !m->is_string() || m->get_string().empty()) {
+      throw api_error(400, "'model' must name the guard model (the caller's tenant has no guard)", "model");
+    }
+    model = std::string(m->get_string());
+  }
+  json::array results;
+  for (const auto& text : inputs) {
+    guard_verdict verdict;
+    const std::string stage = "moderation";
+    co_await guard_check(ctx, model, key, text, stage, verdict);
+    json::object categories, scores;
+    for (const auto& c : verdict.categories) {
+      categories[c] = true;
+      scores[c] = 1.0;
+    }
+    results.push_back(json::object{
+        {"flagged", verdict.flagged}, {"categories", std::move(categories)}, {"category_scores", std::move(scores)}});
+  }
+  out_json =
+      json::serialize(json::object{{"id", ctx->new_id("modr")}, {"model", model}, {"results", std::move(results)}});
+}
+
+}  // namespace tandem::net
