@@ -66,7 +66,8 @@ struct model_grant {
 class model_catalog {
  public:
   virtual ~model_catalog() = default;
-  virtual void acquire(std::string model, std::string api_key, std::function<void(model_grant)> done) = 0;
+  // guard: for a tenant's guard model, which the tenant's `models` list need not name.
+  virtual void acquire(std::string model, std::string api_key, bool guard, std::function<void(model_grant)> done) = 0;
   virtual void list(std::string api_key, std::function<void(std::vector<model_info>)> done) = 0;
   virtual void load(std::string model, std::function<void(model_grant)> done) = 0;
   virtual void unload(std::string model, std::function<void(model_grant)> done) = 0;

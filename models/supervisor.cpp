@@ -347,7 +347,8 @@ model_supervisor_actor spawn_model_supervisor(caf::actor_system& sys, supervisor
     try_load(self, static_cast<uint32_t>(init.default_index));
     self->delayed_send(self, kTick, ms_tick_atom::value);
     return {
-        [self](ms_acquire_atom, const std::string& model, const std::string& key) -> caf::result<model_grant> {
+        [self](ms_acquire_atom, const std::string& model, const std::string& key,
+               bool guard) -> caf::result<model_grant> {
           auto& st = self->state;
           const tenant_config* t = nullptr;
           if (!st.cfg.base.tenants.empty()) {
@@ -360,7 +361,7 @@ model_supervisor_actor spawn_model_supervisor(caf::actor_system& sys, supervisor
           } else {
             i = resolve(st, model);
           }
-          if (i < 0 || (t && !model_allowed(t->models, st.models[i].spec.name))) {
+          if (i < 0 || (t && !guard && !model_allowed(t->models, st.models[i].spec.name))) {
             auto g = refusal(404,
                              "The model '" + model + "' does not exist or you do not have access to it (available: " +
                                  available(st, t) + ")",
@@ -493,8 +494,8 @@ class supervisor_catalog final : public model_catalog {
   supervisor_catalog(caf::actor_system& sys, model_supervisor_actor sup, std::string admin_key)
       : sys_(sys), sup_(std::move(sup)), admin_key_(std::move(admin_key)) {}
 
-  void acquire(std::string model, std::string api_key, std::function<void(model_grant)> done) override {
-    ask(std::move(done), ms_acquire_atom::value, std::move(model), std::move(api_key));
+  void acquire(std::string model, std::string api_key, bool guard, std::function<void(model_grant)> done) override {
+    ask(std::move(done), ms_acquire_atom::value, std::move(model), std::move(api_key), guard);
   }
   void load(std::string model, std::function<void(model_grant)> done) override {
     ask(std::move(done), ms_load_atom::value, std::move(model));

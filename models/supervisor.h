@@ -63,8 +63,9 @@ using ms_all_atom = caf::atom_constant<caf::atom("msall")>;
 using loaded_runtimes = std::vector<std::shared_ptr<runtime>>;
 
 using model_supervisor_actor = caf::typed_actor<
-    // model ("" = the default, or the tenant's first), API key -> the runtime, held
-    caf::replies_to<ms_acquire_atom, std::string, std::string>::with<model_grant>,
+    // model ("" = the default, or the tenant's first), API key, for a guard (the tenant's
+    // models list does not apply) -> the runtime, held
+    caf::replies_to<ms_acquire_atom, std::string, std::string, bool>::with<model_grant>,
     caf::reacts_to<ms_release_atom, uint32_t, uint64_t>,
     // API key: the models its tenant may use (every one for an unknown or no key)
     caf::replies_to<ms_list_atom, std::string>::with<std::vector<model_info>>,

@@ -8,14 +8,14 @@
 namespace tandem::net {
 
 boost::asio::awaitable<void> acquire_model(const std::shared_ptr<server_context>& ctx, const std::string& model,
-                                           const std::string& key, model_grant& out) {
+                                           const std::string& key, model_grant& out, bool guard) {
   if (!ctx->catalog) {
     const runtime* rt = ctx->rt.load();
     if (!rt) throw model_loading();
     out.rt = std::shared_ptr<const runtime>(rt, [](const runtime*) {});  // the server's: lives as long
     co_return;
   }
-  auto ask = [&](auto done) { ctx->catalog->acquire(model, key, std::move(done)); };
+  auto ask = [&](auto done) { ctx->catalog->acquire(model, key, guard, std::move(done)); };
   co_await await_actor(out, ask);
   if (!out.rt) {
     api_error e(out.status == 200 ? 503 : out.status, out.message, out.status == 404 ? "model" : "", out.code);

@@ -80,8 +80,9 @@ boost::asio::awaitable<void> await_actor(T& out, Ask& ask) {
 // server of one answers with its runtime for any name. Throws api_error: 401 (key), 404
 // (no such model, naming the available ones), 503 with Retry-After (still loading, or the
 // server's model is not up yet), 507 (it cannot fit the memory budget), 500 (it failed to load).
+// `guard`: the tenant's guard model (net/guard.h), which its `models` list need not name.
 boost::asio::awaitable<void> acquire_model(const std::shared_ptr<server_context>& ctx, const std::string& model,
-                                           const std::string& key, model_grant& out);
+                                           const std::string& key, model_grant& out, bool guard = false);
 
 // Asks admission whether `key` may use the runtime (accepted with the tenant, or refused).
 boost::asio::awaitable<void> check_key(const std::shared_ptr<server_context>& ctx, const runtime& rt,

@@ -60,7 +60,7 @@ boost::asio::awaitable<void> guard_check(const std::shared_ptr<server_context>& 
                                          const std::string& key, const std::string& text, const std::string& stage,
                                          guard_verdict& out) {
   model_grant held;
-  co_await acquire_model(ctx, model, key, held);
+  co_await acquire_model(ctx, model, key, held, true);
   const runtime& rt = *held.rt;
   json::object body{{"model", model},
                     {"messages", json::array{json::object{{"role", "user"}, {"content", text}}}},

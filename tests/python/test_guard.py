@@ -42,6 +42,7 @@ def server(tmp_path_factory):
             api_keys: [sk-plain]
           - name: screened-in
             api_keys: [sk-in]
+            models: [main]   # the guard need not be among them
             guard: {{model: guard, check: [input]}}
           - name: screened-out
             api_keys: [sk-out]
@@ -111,6 +112,9 @@ def test_flagged_input_is_refused(server):
                                               max_tokens=4, stream=True))
     ok = screened.chat.completions.create(model="main", messages=[{"role": "user", "content": safe[0]}], max_tokens=4)
     assert ok.choices[0].finish_reason in ("stop", "length")
+    # The tenant may not use the guard model itself.
+    with pytest.raises(openai.NotFoundError):
+        screened.chat.completions.create(model="guard", messages=[{"role": "user", "content": safe[0]}], max_tokens=2)
     # A tenant without a guard is not screened.
     plain = openai_client(server, "sk-plain")
     assert plain.chat.completions.create(model="main", messages=[{"role": "user", "content": flagged[0]}],
