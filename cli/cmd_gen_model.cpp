@@ -32,7 +32,7 @@ struct gen_options {
   std::string lora_targets;
   // --mmproj: write a vision projector (engine/vision/synthetic_projector.h) for --arch.
   bool mmproj = false;
-  vision::synthetic_projector_spec projector;
+  vision::synthetic_projector_spec projector{.family = ""};  // family "": --arch's
 };
 
 
@@ -68,10 +68,13 @@ void run_gen_lora(gen_options& o) {
 
 // A projector file for --arch's vision family, real shapes unless told otherwise.
 void run_gen_projector(gen_options& o) {
-  if (o.spec.architecture != "gemma3") {
-    throw std::runtime_error("--mmproj: no projector family for --arch " + o.spec.architecture + " (supported: gemma3)");
-  }
   auto& p = o.projector;
+  // The family of --arch's vision models: Gemma 3's, or SmolVLM's (a llama language model).
+  if (p.family.empty()) p.family = o.spec.architecture == "gemma3" ? "gemma3" : o.spec.architecture == "llama" ? "idefics3" : "";
+  if (p.family != "gemma3" && p.family != "idefics3") {
+    throw std::runtime_error("--mmproj: no projector family for --arch " + o.spec.architecture +
+                             " (gemma3; llama: idefics3; or --mmproj-family)");
+  }
   p.type = o.weight_type.empty() ? tensor_type::f16 : parse_type_option(o.weight_type, "--type");
   if (p.type != tensor_type::f16 && p.type != tensor_type::f32 && p.type != tensor_type::bf16) {
     throw std::runtime_error("--mmproj: --type must be f16, bf16 or f32 (projectors are not quantized here)");
@@ -83,8 +86,8 @@ void run_gen_projector(gen_options& o) {
                              "--mmproj-merge, and the width of the heads");
   }
   vision::write_projector(p, o.out);
-  std::fprintf(stderr, "wrote %s (gemma3 projector: %u px, patch %u, %u layers, width %u, ffn %u, %u heads, %u tokens "
-               "of width %u)\n", o.out.c_str(), p.image_size, p.patch_size, p.n_layer, p.n_embd, p.n_ff, p.n_head,
+  std::fprintf(stderr, "wrote %s (%s projector: %u px, patch %u, %u layers, width %u, ffn %u, %u heads, %u tokens "
+               "of width %u)\n", o.out.c_str(), p.family.c_str(), p.image_size, p.patch_size, p.n_layer, p.n_embd, p.n_ff, p.n_head,
                (p.image_size / p.patch_size / p.n_merge) * (p.image_size / p.patch_size / p.n_merge), p.n_embd_text);
 }
 
@@ -200,8 +203,13 @@ void register_gen_model(CLI::App& app) {
                   "Size of the update relative to the matrix's output (B's entries: strength / sqrt(rank))")
       ->capture_default_str();
   sub->add_flag("--mmproj", o->mmproj,
-                "Write a vision projector (libmtmd's mmproj GGUF) for --arch (gemma3: SigLIP-so400m's shape) "
-                "instead of a model; --type f16 (default), bf16 or f32");
+                "Write a vision projector (libmtmd's mmproj GGUF) for --arch (gemma3: SigLIP-so400m's shape; "
+                "llama: SmolVLM's idefics3 with --mmproj-* shapes) instead of a model; --type f16 (default), bf16 or f32");
+  sub->add_option("--mmproj-family", o->projector.family,
+                  "gemma3 or idefics3 (SmolVLM); default: --arch's (gemma3: gemma3, llama: idefics3)");
+  sub->add_option("--mmproj-longest-edge", o->projector.longest_edge,
+                  "idefics3: the resized image's longer side, cut into tiles of --mmproj-image-size (0: the tile)")
+      ->capture_default_str();
   sub->add_option("--mmproj-text-embd", o->projector.n_embd_text, "The language model's width the projector maps to")
       ->capture_default_str();
   sub->add_option("--mmproj-image-size", o->projector.image_size, "The encoder's input side in pixels")

@@ -70,6 +70,7 @@ struct reader {
 const char* family_name(projector_family f) {
   switch (f) {
     case projector_family::gemma3: return "gemma3";
+    case projector_family::idefics3: return "idefics3";
   }
   return "?";
 }
@@ -85,21 +86,30 @@ std::unique_ptr<projector> projector::from(gguf::file file) {
 
   std::string type = f.get_string("clip.projector_type").value_or(f.get_string("clip.vision.projector_type").value_or(""));
   if (type.empty()) throw format_error("not a projector file: no clip.projector_type (is this the language model?)");
-  if (type != "gemma3") {
-    throw format_error("projector type '" + type + "' is not supported (supported: gemma3)");
+  if (type != "gemma3" && type != "idefics3") {
+    throw format_error("projector type '" + type + "' is not supported (supported: gemma3, idefics3)");
   }
+  const bool gemma3 = type == "gemma3";
   if (f.get_bool("clip.has_vision_encoder") == false) throw format_error("projector file has no vision encoder");
   if (f.get_bool("clip.use_gelu") != true) throw format_error("projector file: only GELU encoders are supported (clip.use_gelu)");
 
   vision_hparams& hp = p->hp_;
-  hp.family = projector_family::gemma3;
+  hp.family = gemma3 ? projector_family::gemma3 : projector_family::idefics3;
   hp.image_size = r.u32("clip.vision.image_size", 1, kMaxImage);
   hp.patch_size = r.u32("clip.vision.patch_size", 1, kMaxPatch);
   hp.n_embd = r.u32("clip.vision.embedding_length", 1, kMaxEmbd);
   hp.n_ff = r.u32("clip.vision.feed_forward_length", 1, kMaxFf);
   hp.n_layer = r.u32("clip.vision.block_count", 1, kMaxLayers);
   hp.n_head = r.u32("clip.vision.attention.head_count", 1, hp.n_embd);
-  hp.n_merge = f.get_int("clip.vision.projector.scale_factor") ? r.u32("clip.vision.projector.scale_factor", 1, 64) : 4;
+  if (gemma3) {
+    hp.n_merge = f.get_int("clip.vision.projector.scale_factor") ? r.u32("clip.vision.projector.scale_factor", 1, 64) : 4;
+  } else {
+    hp.n_merge = r.u32("clip.vision.projector.scale_factor", 2, 64);
+    hp.filter = resample_filter::lanczos;  // libmtmd's choice for idefics3
+    hp.longest_edge = f.get_int("clip.vision.preproc_image_size")
+                          ? r.u32("clip.vision.preproc_image_size", hp.image_size, hp.image_size * 8)
+                          : hp.image_size;
+  }
   const auto eps = f.get_float("clip.vision.attention.layer_norm_epsilon");
   hp.eps = eps && *eps > 0 && *eps < 1 ? static_cast<float>(*eps) : 1e-6f;
   hp.mean = r.triple("clip.vision.image_mean", hp.mean);
@@ -144,8 +154,21 @@ std::unique_ptr<projector> projector::from(gguf::file file) {
     L.down = r.mat(b + "ffn_down.weight", F, E);
     L.down_b = r.vec(b + "ffn_down.bias", E);
   }
-  p->post_ln_w = r.vec("v.post_ln.weight", E);
-  p->post_ln_b = r.vec("v.post_ln.bias", E);
+  if (f.find_tensor("v.post_ln.weight")) {  // optional, as in libmtmd
+    p->post_ln_w = r.vec("v.post_ln.weight", E);
+    p->post_ln_b = r.vec("v.post_ln.bias", E);
+  }
+  if (!gemma3) {
+    // idefics3: a plain matrix over the shuffled patches, read in place.
+    const int64_t in = E * hp.n_merge * hp.n_merge;
+    const gguf::tensor_info* fc = f.find_tensor("mm.model.fc.weight");
+    if (!fc) throw format_error("projector file: missing tensor mm.model.fc.weight");
+    const int64_t T = fc->ne[1];
+    if (T < 1 || T > kMaxEmbd * 4) throw format_error("projector file: mm.model.fc.weight has a bad width");
+    p->proj = r.mat("mm.model.fc.weight", in, T);
+    hp.n_embd_text = static_cast<uint32_t>(T);
+    return p;
+  }
   p->soft_norm_w = r.vec("mm.soft_emb_norm.weight", E);
 
   // gemma3's projection is stored [E][n_embd_text] (ggml transposes it at use): re-laid once

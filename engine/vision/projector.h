@@ -4,6 +4,10 @@
 // Families (clip.projector_type), the data that sets them apart:
 //   gemma3    SigLIP at a fixed resolution (896: 64x64 patches of 14), mean-pooled n_merge x
 //             n_merge (4: 256 tokens), RMS-normed, projected by mm.input_projection.
+//   idefics3  (SmolVLM) SigLIP on tiles of image_size (512: 32x32 patches of 16): the image
+//             resized so its longer side is preproc_image_size, cut into tiles, plus the whole
+//             image as one tile first; each tile's patches pixel-shuffled n_merge x n_merge
+//             into one token (4: 64 tokens) and projected by mm.model.fc.
 // The weights stay in the mapped file; 2-D ones are read by the engine's matmul kernels in
 // their stored type (f32, f16, bf16 or a quantized type), 1-D ones are copied as floats.
 // Every dimension the file declares is bounded and every tensor's shape checked on load, so
@@ -23,7 +27,7 @@
 
 namespace tandem::vision {
 
-enum class projector_family { gemma3 };
+enum class projector_family { gemma3, idefics3 };
 const char* family_name(projector_family f);
 
 struct vision_hparams {
@@ -34,7 +38,8 @@ struct vision_hparams {
   uint32_t n_ff = 0;
   uint32_t n_layer = 0;
   uint32_t n_head = 0;
-  uint32_t n_merge = 1;     // gemma3: pooling kernel per side
+  uint32_t n_merge = 1;     // patches per side merged into one token (gemma3 pools, idefics3 shuffles)
+  uint32_t longest_edge = 0;  // idefics3: the resized image's longer side (clip.vision.preproc_image_size)
   uint32_t n_embd_text = 0; // the language model's width (projector output)
   float eps = 1e-6f;
   std::array<float, 3> mean{0.5f, 0.5f, 0.5f}, std{0.5f, 0.5f, 0.5f};
@@ -68,9 +73,10 @@ class projector {
   std::vector<float> patch_b;           // [n_embd]
   std::vector<float> pos;               // [n_patches][n_embd]
   std::vector<vit_layer> layers;
-  std::vector<float> post_ln_w, post_ln_b;  // [n_embd]
+  std::vector<float> post_ln_w, post_ln_b;  // [n_embd]; empty: no final norm
   std::vector<float> soft_norm_w;           // gemma3: [n_embd]
-  kernels::weight_view proj;                // gemma3: [n_embd_text] rows of [n_embd]
+  kernels::weight_view proj;                // [n_embd_text] rows of [n_embd] (gemma3) or
+                                            // [n_embd * n_merge^2] (idefics3)
 
  private:
   explicit projector(gguf::file f) : file_(std::move(f)) {}

@@ -1,6 +1,7 @@
 #include "engine/vision/synthetic_projector.h"
 
 #include <cmath>
+#include <stdexcept>
 
 #include "engine/model/synthetic_weights.h"
 
@@ -9,8 +10,10 @@ namespace tandem::vision {
 gguf::writer make_projector(const synthetic_projector_spec& s) {
   gguf::writer w;
   w.set_string("general.architecture", "clip");
-  w.set_string("general.name", "synthetic gemma3 projector");
-  w.set_string("clip.projector_type", "gemma3");
+  const bool gemma3 = s.family == "gemma3";
+  if (!gemma3 && s.family != "idefics3") throw std::invalid_argument("no projector family " + s.family);
+  w.set_string("general.name", "synthetic " + s.family + " projector");
+  w.set_string("clip.projector_type", s.family);
   w.set_bool("clip.has_vision_encoder", true);
   w.set_bool("clip.has_text_encoder", false);
   w.set_bool("clip.use_gelu", true);
@@ -22,7 +25,8 @@ gguf::writer make_projector(const synthetic_projector_spec& s) {
   w.set_u32("clip.vision.attention.head_count", s.n_head);
   w.set_u32("clip.vision.projection_dim", s.n_embd_text);
   w.set_f32("clip.vision.attention.layer_norm_epsilon", 1e-6f);
-  if (s.n_merge != 4) w.set_u32("clip.vision.projector.scale_factor", s.n_merge);
+  if (s.n_merge != 4 || !gemma3) w.set_u32("clip.vision.projector.scale_factor", s.n_merge);
+  if (!gemma3 && s.longest_edge) w.set_u32("clip.vision.preproc_image_size", s.longest_edge);
   w.set_array("clip.vision.image_mean", gguf::value_type::float32, std::vector<float>{0.5f, 0.5f, 0.5f});
   w.set_array("clip.vision.image_std", gguf::value_type::float32, std::vector<float>{0.5f, 0.5f, 0.5f});
 
@@ -52,6 +56,12 @@ gguf::writer make_projector(const synthetic_projector_spec& s) {
   }
   vec("v.post_ln.weight", E, 0.8f, 1.2f);
   vec("v.post_ln.bias", E, -0.1f, 0.1f);
+  if (!gemma3) {  // idefics3: [n_embd_text] rows over the n_merge^2 shuffled patches
+    const int64_t in = E * s.n_merge * s.n_merge;
+    w.add_tensor("mm.model.fc.weight", s.type, {in, static_cast<int64_t>(s.n_embd_text)},
+                 m.matrix(s.type, in, s.n_embd_text, 1.0f / std::sqrt(static_cast<float>(in))));
+    return w;
+  }
   vec("mm.soft_emb_norm.weight", E, 0.8f, 1.2f);
   // Stored [E][n_embd_text] (ne0 = text width), as ggml multiplies by its transpose.
   w.add_tensor("mm.input_projection.weight", s.type, {static_cast<int64_t>(s.n_embd_text), E},

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <string>
 
 #include "engine/gguf/gguf_writer.h"
 #include "engine/gguf/tensor_type.h"
@@ -11,10 +12,12 @@
 namespace tandem::vision {
 
 struct synthetic_projector_spec {
+  std::string family = "gemma3";  // or "idefics3" (SmolVLM's: set the shapes below to its own)
   // gemma3's SigLIP-so400m by default (Gemma 3 4B's projector: 2560-wide language model).
   uint32_t image_size = 896, patch_size = 14;
   uint32_t n_embd = 1152, n_ff = 4304, n_layer = 27, n_head = 16;
   uint32_t n_merge = 4;
+  uint32_t longest_edge = 0;  // idefics3: clip.vision.preproc_image_size (0: not written)
   uint32_t n_embd_text = 2560;
   tensor_type type = tensor_type::f16;  // the matrices (vectors are f32, as convert_hf_to_gguf writes them)
   uint64_t seed = 1;

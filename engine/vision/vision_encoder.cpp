@@ -59,12 +59,46 @@ void attention(const vision_hparams& hp, const float* q, const float* k, const f
 
 }  // namespace
 
-std::vector<float> preprocess(const projector& p, const rgb_image& img) {
+image_tiles preprocess_tiles(const projector& p, const rgb_image& img) {
   const vision_hparams& hp = p.hparams();
-  // gemma3 (libmtmd's fixed-size preprocessing): fitted inside S x S keeping the aspect
-  // ratio, padded black, bilinear.
-  const rgb_image fitted = resize_padded(img, hp.image_size, hp.image_size, hp.filter);
-  return normalize_planar(fitted, hp.mean, hp.std);
+  image_tiles out;
+  if (hp.family == projector_family::gemma3) {
+    // libmtmd's fixed-size preprocessing: fitted inside S x S keeping the aspect ratio,
+    // padded black, bilinear.
+    out.tiles.push_back(normalize_planar(resize_padded(img, hp.image_size, hp.image_size, hp.filter), hp.mean, hp.std));
+    return out;
+  }
+  // idefics3 (libmtmd's, after transformers' Idefics3ImageProcessor): the longer side to
+  // longest_edge (the other by the aspect ratio, rounded down, then up to even), then both up
+  // to multiples of the tile; the overview is that resized to one tile, the slices its crops.
+  const uint32_t S = hp.image_size, L = hp.longest_edge;
+  const double aspect = static_cast<double>(img.width) / img.height;
+  uint32_t w = L, h = L;
+  if (img.width >= img.height) {
+    h = std::max<uint32_t>(2, static_cast<uint32_t>(L / aspect));
+    h += h % 2;
+  } else {
+    w = std::max<uint32_t>(2, static_cast<uint32_t>(L * aspect));
+    w += w % 2;
+  }
+  out.grid_x = (w + S - 1) / S;
+  out.grid_y = (h + S - 1) / S;
+  const rgb_image refined = resize(resize(img, w, h, hp.filter), out.grid_x * S, out.grid_y * S, hp.filter);
+  out.tiles.push_back(normalize_planar(resize(refined, S, S, hp.filter), hp.mean, hp.std));
+  rgb_image slice{S, S, std::vector<uint8_t>(size_t{S} * S * 3)};
+  for (uint32_t gy = 0; gy < out.grid_y; ++gy)
+    for (uint32_t gx = 0; gx < out.grid_x; ++gx) {
+      for (uint32_t y = 0; y < S; ++y) {
+        std::copy_n(&refined.rgb[(size_t{gy * S + y} * refined.width + gx * S) * 3], size_t{S} * 3,
+                    &slice.rgb[size_t{y} * S * 3]);
+      }
+      out.tiles.push_back(normalize_planar(slice, hp.mean, hp.std));
+    }
+  return out;
+}
+
+std::vector<float> preprocess(const projector& p, const rgb_image& img) {
+  return std::move(preprocess_tiles(p, img).tiles.front());
 }
 
 std::vector<float> encode(const projector& p, const std::vector<float>& pixels, thread_pool& pool,
@@ -109,10 +143,23 @@ std::vector<float> encode(const projector& p, const std::vector<float>& pixels, 
     linear(L.down, L.down_b, up.data(), N, a.data(), kern, pool, scratch);
     for (size_t i = 0; i < h.size(); ++i) h[i] += a[i];
   }
-  layer_norm_rows(h.data(), p.post_ln_w, p.post_ln_b, h.data(), N, E, hp.eps, pool);
+  if (!p.post_ln_w.empty()) layer_norm_rows(h.data(), p.post_ln_w, p.post_ln_b, h.data(), N, E, hp.eps, pool);
 
-  // gemma3: T [n_tokens][E], token (ty, tx) the mean of its m x m patches.
   const int64_t m = hp.n_merge, g = G / m, n_tok = hp.n_tokens();
+  std::vector<float> out(static_cast<size_t>(n_tok * hp.n_embd_text));
+  if (hp.family == projector_family::idefics3) {
+    // T [n_tokens][m][m][E]: token (ty, tx) holds its m x m patches, row by row.
+    std::vector<float> t(static_cast<size_t>(n_tok * m * m * E));
+    for (int64_t ty = 0; ty < g; ++ty)
+      for (int64_t tx = 0; tx < g; ++tx)
+        for (int64_t dy = 0; dy < m; ++dy)
+          for (int64_t dx = 0; dx < m; ++dx)
+            std::copy_n(&h[static_cast<size_t>(((ty * m + dy) * G + tx * m + dx) * E)], E,
+                        &t[static_cast<size_t>((((ty * g + tx) * m + dy) * m + dx) * E)]);
+    float_gemm(p.proj, t.data(), m * m * E, n_tok, out.data(), hp.n_embd_text, kern, pool, scratch);
+    return out;
+  }
+  // gemma3: T [n_tokens][E], token (ty, tx) the mean of its m x m patches.
   std::vector<float> t(static_cast<size_t>(n_tok * E), 0.0f);
   for (int64_t ty = 0; ty < g; ++ty)
     for (int64_t tx = 0; tx < g; ++tx) {
@@ -125,7 +172,6 @@ std::vector<float> encode(const projector& p, const std::vector<float>& pixels, 
       for (int64_t e = 0; e < E; ++e) dst[e] /= static_cast<float>(m * m);
     }
   kernels::rms_norm_rows(t.data(), p.soft_norm_w.data(), t.data(), n_tok, E, hp.eps);
-  std::vector<float> out(static_cast<size_t>(n_tok * hp.n_embd_text));
   float_gemm(p.proj, t.data(), E, n_tok, out.data(), hp.n_embd_text, kern, pool, scratch);
   return out;
 }

@@ -317,3 +317,47 @@ TEST(VisionEncoder, Gemma3MatchesLibmtmd) {
     EXPECT_LT(err, 1e-3) << c.file;
   }
 }
+
+// idefics3 (SmolVLM's family): a 100x60 image resized to a 128 longest edge (128x76, even),
+// cut into 2x2 slices of 64 after the overview; libmtmd's dump (make_mtmd_vectors.sh) holds
+// the last tile it encoded, slice (1, 1): the tiling, Lanczos resizing and pixel shuffle agree.
+TEST(VisionEncoder, Idefics3TilesAndMatchesLibmtmd) {
+  thread_pool pool(2);
+  synthetic_projector_spec s;
+  s.family = "idefics3";
+  s.image_size = 64;
+  s.patch_size = 8;
+  s.n_layer = 2;
+  s.n_embd = 64;
+  s.n_ff = 128;
+  s.n_head = 4;
+  s.n_merge = 2;
+  s.n_embd_text = 576;
+  s.longest_edge = 128;
+  s.type = tensor_type::f32;
+  s.seed = 7;
+  std::vector<std::byte> bytes;
+  const auto p = load(s, bytes);
+  EXPECT_EQ(p->hparams().n_tokens(), 16u);
+  const image_tiles tiles = preprocess_tiles(*p, test_image(100, 60));
+  ASSERT_EQ(tiles.grid_x, 2u);
+  ASSERT_EQ(tiles.grid_y, 2u);
+  ASSERT_EQ(tiles.tiles.size(), 5u);
+
+  std::ifstream in(TANDEM_SOURCE_DIR "/tests/data/vision/mtmd-idefics3-f32-100x60.bin", std::ios::binary);
+  ASSERT_TRUE(in);
+  int32_t shape[2] = {0, 0};
+  in.read(reinterpret_cast<char*>(shape), sizeof shape);
+  ASSERT_EQ(shape[0], 16);
+  ASSERT_EQ(shape[1], 576);
+  std::vector<float> want(16 * 576);
+  in.read(reinterpret_cast<char*>(want.data()), static_cast<std::streamsize>(want.size() * sizeof(float)));
+  ASSERT_TRUE(in);
+  const std::vector<double> wanted(want.begin(), want.end());
+  for (size_t i = 0; i < tiles.tiles.size(); ++i) {
+    const double err = max_rel_error(encode(*p, tiles.tiles[i], pool), wanted);
+    std::printf("idefics3 tile %zu against libmtmd's last: max difference %.2e\n", i, err);
+    if (i == 4) EXPECT_LT(err, 1e-3);
+    else EXPECT_GT(err, 1e-2);  // the other tiles are other pictures
+  }
+}

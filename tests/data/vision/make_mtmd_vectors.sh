@@ -5,12 +5,15 @@
 # projectors (same shapes and seed) and compares its embeddings with these, so it needs neither
 # llama.cpp nor Python. Each file: int32 n_tokens, int32 n_embd, then n_tokens x n_embd floats.
 #
-#   tests/data/vision/make_mtmd_vectors.sh TANDEM MTMD_CLI GEMMA3_TEXT_GGUF
+#   tests/data/vision/make_mtmd_vectors.sh TANDEM MTMD_CLI GEMMA3_TEXT_GGUF LLAMA_TEXT_GGUF
 # TANDEM: build/bin/tandem; MTMD_CLI: llama-mtmd-cli built from the llama-cpp-python 0.3.36
 # sdist (scripts/build-llama-server.sh builds it beside llama-server);
-# GEMMA3_TEXT_GGUF: any gemma3 language model of width 640 (make test-data's gemma-3-270m).
+# GEMMA3_TEXT_GGUF: any gemma3 language model of width 640 (make test-data's gemma-3-270m);
+# LLAMA_TEXT_GGUF: any llama model of width 576 (the default model, SmolLM2-135M). SmolLM2's
+# vocabulary lacks SmolVLM's image tokens, so llama-mtmd-cli aborts once the image's tiles
+# (overview, then slices row by row) are encoded: the dump holds the last, slice (1, 1).
 set -euo pipefail
-tandem=$1 mtmd=$2 text=$3
+tandem=$1 mtmd=$2 text=$3 llama_text=$4
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -36,3 +39,15 @@ for spec in "gemma3-f16-50x29 f16 50 29" "gemma3-f32-300x170 f32 300 170"; do
     { tail -20 "$work/log"; exit 1; }
   echo "mtmd-$name.bin"
 done
+
+# idefics3 (SmolVLM's family): 64-pixel tiles of 8x8 patches, 2x2 shuffled (16 tokens), the
+# image resized to a 128 longest edge: a 100x60 image gives 2x2 slices and the overview.
+image 100 60
+"$tandem" gen-model --arch llama --mmproj --type f32 --seed 7 -o "$work/idefics3.gguf" \
+  --mmproj-image-size 64 --mmproj-patch 8 --mmproj-layers 2 --mmproj-embd 64 --mmproj-ff 128 \
+  --mmproj-heads 4 --mmproj-merge 2 --mmproj-text-embd 576 --mmproj-longest-edge 128
+rm -f "$here/mtmd-idefics3-f32-100x60.bin"
+MTMD_DEBUG_EMBEDDINGS="$here/mtmd-idefics3-f32-100x60.bin" "$mtmd" -m "$llama_text" --mmproj "$work/idefics3.gguf" \
+  --image "$work/100x60.png" -p hi -n 1 -t 2 --temp 0 >"$work/log" 2>&1 || true
+grep -q "done = 7, total = 11" "$work/log" || { tail -20 "$work/log"; exit 1; }
+echo mtmd-idefics3-f32-100x60.bin
