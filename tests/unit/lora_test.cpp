@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/lora_options.h"
 #include "engine/gguf/gguf.h"
 #include "engine/gguf/gguf_writer.h"
 #include "engine/gguf/quantize.h"
@@ -366,6 +367,20 @@ TEST(LoraChoice, FromTheFieldTheModelNameOrTheTenant) {
   EXPECT_TRUE(lora::valid_adapter_name("sql-v2.1_x"));
   EXPECT_FALSE(lora::valid_adapter_name("a:b"));
   EXPECT_FALSE(lora::valid_adapter_name(""));
+}
+
+TEST(LoraFlag, NameEqualsPathWithAnOptionalScale) {
+  auto a = cli::parse_lora_spec("sql=/models/sql.gguf");
+  EXPECT_EQ(a.name, "sql");
+  EXPECT_EQ(a.path, "/models/sql.gguf");
+  EXPECT_FLOAT_EQ(a.scale, 1.0f);
+  a = cli::parse_lora_spec("chat=C:/x/chat.gguf:0.5");  // a path with ':' keeps it; the last number is the scale
+  EXPECT_EQ(a.path, "C:/x/chat.gguf");
+  EXPECT_FLOAT_EQ(a.scale, 0.5f);
+  EXPECT_EQ(cli::parse_lora_spec("v=dir:v2/a.gguf").path, "dir:v2/a.gguf");
+  for (const char* bad : {"noequals", "=a.gguf", "x=", "x=a.gguf:1e9", "x=:0.5"}) {
+    EXPECT_THROW(cli::parse_lora_spec(bad), CLI::ValidationError) << bad;
+  }
 }
 
 }  // namespace
