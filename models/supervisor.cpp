@@ -320,8 +320,12 @@ model_supervisor_actor spawn_model_supervisor(caf::actor_system& sys, supervisor
       e.spec = init.cfg.models[i];
       e.cfg = init.cfg.base;
       e.cfg.model = e.spec.path;
-      // --lora adapters are the default model's (an adapter fits one base's shapes).
-      if (static_cast<int>(i) != init.default_index) e.cfg.lora_adapters.clear();
+      // --lora adapters are the default model's (an adapter fits one base's shapes), and so
+      // are tenants' default adapters: another model runs its base for them.
+      if (static_cast<int>(i) != init.default_index) {
+        e.cfg.lora_adapters.clear();
+        for (auto& t : e.cfg.tenants) t.lora.clear();
+      }
       if (e.spec.max_num_seqs) e.cfg.max_num_seqs = *e.spec.max_num_seqs;
       if (e.spec.max_model_len) e.cfg.max_model_len = *e.spec.max_model_len;
       if (e.spec.kv_cache_tokens) e.cfg.kv_cache_tokens = *e.spec.kv_cache_tokens;

@@ -347,3 +347,28 @@ def test_adapters_belong_to_the_default_model(files, tmp_path):
             with pytest.raises(openai.NotFoundError) as e:
                 ask(client, wrong)
             assert "adapter" in e.value.response.json()["error"]["message"]
+
+
+def test_a_tenants_default_adapter_applies_to_the_default_model_only(files, tmp_path):
+    adapter = tmp_path / "x.gguf"
+    subprocess.run([tandem_binary(), "gen-model", "--lora", str(files["a"]), "--out", str(adapter), "--seed", "5"],
+                   check=True, capture_output=True, timeout=60)
+    tenants = textwrap.dedent("""\
+        tenants:
+          - name: carol
+            api_keys: [sk-carol]
+            lora: x
+          - name: dave
+            api_keys: [sk-dave]
+        """)
+    with serve(files, f"""\
+            - name: a
+              path: {files['a']}
+            - name: b
+              path: {files['b']}
+            """, "--lora", f"x={adapter}", tenants=tenants) as s:
+        carol, dave = openai_client(s, "sk-carol"), openai_client(s, "sk-dave")
+        # On the adapters' model carol's default applies; on the other model she gets its base,
+        # as dave does (this was a 500: the default looked for on a model without adapters).
+        assert fingerprint(carol, "a")[1] == fingerprint(dave, "a:x")[1] != fingerprint(dave, "a")[1]
+        assert fingerprint(carol, "b")[1] == fingerprint(dave, "b")[1]
