@@ -328,10 +328,16 @@ def test_tenant_limited_to_models(files):
         assert sorted(states(s, "sk-bob")) == ["a", "b"]
 
 
-def test_adapters_belong_to_the_default_model(files, tmp_path):
+def adapter_for_a(files, tmp_path):
+    """A LoRA adapter (gen-model --lora) for model a's file."""
     adapter = tmp_path / "x.gguf"
     subprocess.run([tandem_binary(), "gen-model", "--lora", str(files["a"]), "--out", str(adapter), "--seed", "5"],
                    check=True, capture_output=True, timeout=60)
+    return adapter
+
+
+def test_adapters_belong_to_the_default_model(files, tmp_path):
+    adapter = adapter_for_a(files, tmp_path)
     with serve(files, f"""\
             - name: a
               path: {files['a']}
@@ -350,9 +356,7 @@ def test_adapters_belong_to_the_default_model(files, tmp_path):
 
 
 def test_a_tenants_default_adapter_applies_to_the_default_model_only(files, tmp_path):
-    adapter = tmp_path / "x.gguf"
-    subprocess.run([tandem_binary(), "gen-model", "--lora", str(files["a"]), "--out", str(adapter), "--seed", "5"],
-                   check=True, capture_output=True, timeout=60)
+    adapter = adapter_for_a(files, tmp_path)
     tenants = textwrap.dedent("""\
         tenants:
           - name: carol
