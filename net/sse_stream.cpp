@@ -205,6 +205,20 @@ void apply_slo_headers(const http_request& req, generate_request& gen) {
   }
 }
 
+// Whether the guard model flags any choice's reply so far (asked choice by choice, stopping at
+// the first flag): a stream's periodic and final output checks and a whole reply's check.
+asio::awaitable<bool> output_flagged(const std::shared_ptr<server_context>& ctx, const std::string& guard_model,
+                                     const std::string& key, const generation_job& job) {
+  const std::string stage = "output";
+  for (uint32_t i = 0; i < job.choices(); ++i) {
+    guard_verdict verdict;
+    const std::string text = job.choice_text(i);  // a copy: the stream may grow it meanwhile
+    co_await guard_check(ctx, guard_model, key, text, stage, verdict);
+    if (verdict.flagged) co_return true;
+  }
+  co_return false;
+}
+
 // serve_generation's work; `watch` is set for a TLS stream.
 template <class Stream>
 asio::awaitable<void> answer_generation(Stream& socket_stream, beast::flat_buffer& pipelined, http_request& req,
@@ -302,15 +316,7 @@ asio::awaitable<void> answer_generation(Stream& socket_stream, beast::flat_buffe
           continue;
         }
         guard_checked = job.generated_tokens();
-        bool flagged = false;
-        for (uint32_t i = 0; i < job.choices() && !flagged; ++i) {
-          guard_verdict verdict;
-          const std::string text = job.choice_text(i);
-          const std::string stage = "output";
-          co_await guard_check(ctx, guard_model, key, text, stage, verdict);
-          flagged = verdict.flagged;
-        }
-        if (flagged) {  // nothing more of it goes out: it ends with finish_reason content_filter
+        if (co_await output_flagged(ctx, guard_model, key, job)) {  // nothing more of it goes out: it ends with finish_reason content_filter
           lj->cancel();
           job.filter_output();
           sse.flush(job, true);
@@ -334,17 +340,7 @@ asio::awaitable<void> answer_generation(Stream& socket_stream, beast::flat_buffe
     }
     co_await signal.wait();
   }
-  if (guard_output && !job.failure()) {
-    bool flagged = false;
-    for (uint32_t i = 0; i < job.choices() && !flagged; ++i) {
-      guard_verdict verdict;
-      const std::string text = job.choice_text(i);
-      const std::string stage = "output";
-      co_await guard_check(ctx, guard_model, key, text, stage, verdict);
-      flagged = verdict.flagged;
-    }
-    if (flagged) job.filter_output();
-  }
+  if (guard_output && !job.failure() && co_await output_flagged(ctx, guard_model, key, job)) job.filter_output();
   ctx->metrics.count_request(job.tenant(), job.final_status(), model_label);
   out = to_response(req, generation_reply(job));
 }
