@@ -107,22 +107,26 @@ rgb_image resize(const rgb_image& src, uint32_t width, uint32_t height, resample
   if (width == 0 || height == 0 || width > 65536 || height > 65536) {
     throw image_error("resize target " + std::to_string(width) + "x" + std::to_string(height) + " out of range");
   }
-  rgb_image cur = src;
+  // Each pass reads the last one's output (the source until one ran); no pass copies the source.
+  rgb_image horizontal;
+  const rgb_image* cur = &src;
   if (width != src.width) {  // rows: [height][width][3]
     const axis_filter a = make_filter(static_cast<int>(src.width), static_cast<int>(width), filter);
-    rgb_image next{width, cur.height, std::vector<uint8_t>(size_t{width} * cur.height * 3)};
-    apply(a, cur.rgb.data(), 3, next.rgb.data(), 3, static_cast<int>(width), static_cast<int>(cur.height),
-          size_t{cur.width} * 3, size_t{width} * 3);
-    cur = std::move(next);
+    horizontal = {width, src.height, std::vector<uint8_t>(size_t{width} * src.height * 3)};
+    apply(a, src.rgb.data(), 3, horizontal.rgb.data(), 3, static_cast<int>(width), static_cast<int>(src.height),
+          size_t{src.width} * 3, size_t{width} * 3);
+    cur = &horizontal;
   }
-  if (height != src.height) {  // columns: neighbours a row apart
-    const axis_filter a = make_filter(static_cast<int>(src.height), static_cast<int>(height), filter);
-    rgb_image next{cur.width, height, std::vector<uint8_t>(size_t{cur.width} * height * 3)};
-    apply(a, cur.rgb.data(), size_t{cur.width} * 3, next.rgb.data(), size_t{cur.width} * 3, static_cast<int>(height),
-          static_cast<int>(cur.width), 3, 3);
-    cur = std::move(next);
+  if (height == src.height) {
+    if (cur == &src) return src;  // nothing to do: a copy
+    return horizontal;
   }
-  return cur;
+  // columns: neighbours a row apart
+  const axis_filter a = make_filter(static_cast<int>(src.height), static_cast<int>(height), filter);
+  rgb_image out{cur->width, height, std::vector<uint8_t>(size_t{cur->width} * height * 3)};
+  apply(a, cur->rgb.data(), size_t{cur->width} * 3, out.rgb.data(), size_t{cur->width} * 3, static_cast<int>(height),
+        static_cast<int>(cur->width), 3, 3);
+  return out;
 }
 
 rgb_image resize_padded(const rgb_image& src, uint32_t width, uint32_t height, resample_filter filter,
