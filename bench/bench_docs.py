@@ -56,6 +56,16 @@ def wait_healthy(port, proc, what, timeout=180):
     sys.exit(f"{runner}: {what} not healthy after {timeout} s")
 
 
+def stop_server(proc):
+    """Ends a server a runner started: SIGTERM, then SIGKILL if it is not gone in 30 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def write_section(section, begin, end, path=os.path.join(ROOT, "docs", "benchmarks.md")):
     text = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
     if begin in text:

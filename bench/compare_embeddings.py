@@ -41,7 +41,8 @@ import httpx
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_docs import ROOT, cpu_name, free_port, section_tail, wait_healthy, write_section  # noqa: E402
+from bench_docs import (ROOT, cpu_name, free_port, section_tail, stop_server, wait_healthy,  # noqa: E402
+                        write_section)
 
 BEGIN, END = "<!-- embeddings-bench:begin -->", "<!-- embeddings-bench:end -->"
 SAVED = os.path.join(ROOT, "docs", "bench", "embeddings.json")
@@ -166,15 +167,6 @@ def start_llama_server(exe, model, port, threads, pooling, n, tokens):
     return cmd, subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def stop(proc):
-    proc.terminate()
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
 def embed(client, base, inputs):
     r = client.post(f"{base}/v1/embeddings", json={"model": "m", "input": inputs, "encoding_format": "float"})
     r.raise_for_status()
@@ -228,7 +220,7 @@ def run_server(name, start, exe, path, pooling, a, inputs, pool):
               f"prompt tokens {res['prompt_tokens_batch']} / {tok_c}", flush=True)
         return res
     finally:
-        stop(proc)
+        stop_server(proc)
 
 
 def bench_file(a, tandem, key, label, pooling, path):
@@ -240,7 +232,7 @@ def bench_file(a, tandem, key, label, pooling, path):
         with httpx.Client(timeout=600) as client:
             inputs = cut_to_tokens(client, f"http://127.0.0.1:{port}", texts(a.inputs), a.tokens)
     finally:
-        stop(proc)
+        stop_server(proc)
     assert len(set(inputs)) == len(inputs)
     starts = {"tandem": (start_tandem, tandem), "llama-server": (start_llama_server, a.llama_server)}
     rounds = []

@@ -23,7 +23,7 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_docs import ROOT, cpu_name, free_port, wait_healthy, write_section  # noqa: E402
+from bench_docs import ROOT, cpu_name, free_port, stop_server, wait_healthy, write_section  # noqa: E402
 
 BEGIN, END = "<!-- lora-fidelity:begin -->", "<!-- lora-fidelity:end -->"
 HOME = os.environ.get("TANDEM_HOME", os.path.expanduser("~/.cache/tandem"))
@@ -77,12 +77,7 @@ def run(cmd, port, what, requests):
         wait_healthy(port, proc, what)
         return [complete(port, b) for b in requests]
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_server(proc)
 
 
 def main():
