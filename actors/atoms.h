@@ -32,5 +32,6 @@ using kv_load_atom = caf::atom_constant<caf::atom("kvload")>;      // cache mana
 using kv_save_atom = caf::atom_constant<caf::atom("kvsave")>;      // device worker -> kv_disk
 using prefetch_atom = caf::atom_constant<caf::atom("prefetch")>;   // scheduler -> cache manager
 using tick_atom = caf::atom_constant<caf::atom("tick")>;              // an actor -> itself (timers)
+using encode_atom = caf::atom_constant<caf::atom("encode")>;        // streamer -> image encoder
 
 }  // namespace tandem

@@ -21,6 +21,7 @@ device_sequences::sequence::sequence(const device_seq_start& start)
   pooling = start.pooling;
   adapter = start.adapter;
   adapter_scale = start.adapter_scale;
+  media = start.media;
 }
 
 namespace {
@@ -93,6 +94,15 @@ void device_sequences::begin(const device_step& step, step_input& in) {
     s.want_hidden = sq.pooling != pooling_type::none;
     s.adapter = sq.adapter;
     s.adapter_scale = sq.adapter_scale;
+    // The part of each embedding run this chunk computes, as offsets into its new tokens.
+    s.embeddings.clear();
+    for (const embedding_rows& e : sq.media) {
+      const auto lo = std::max<int64_t>(e.offset, p.start_pos);
+      const auto hi = std::min<int64_t>(int64_t{e.offset} + e.count, static_cast<int64_t>(end));
+      if (lo >= hi) continue;
+      s.embeddings.push_back({static_cast<int32_t>(lo - p.start_pos), static_cast<int32_t>(hi - lo), e.rows,
+                              static_cast<int32_t>(e.first + (lo - e.offset)), e.bidirectional});
+    }
   }
 }
 

@@ -55,6 +55,7 @@ class device_sequences {
     pooled_rows pooled;
     int32_t adapter = -1;  // device_seq_start::adapter
     float adapter_scale = 1.0f;
+    std::vector<embedding_rows> media;  // device_seq_start::media
   };
 
   // Applies the step's changes to the copies and fills `in` with the model's input. Throws

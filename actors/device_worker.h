@@ -18,6 +18,7 @@
 #include "engine/ids.h"
 #include "engine/kv/block_copy.h"
 #include "engine/kv/disk_transfer.h"
+#include "engine/model/step.h"
 #include "engine/pooling/pooling.h"
 #include "engine/schedule/device_mirror.h"
 #include "tandem/api.h"
@@ -43,6 +44,9 @@ struct device_seq_start {
   // its scale: seq_step::adapter.
   int32_t adapter = -1;
   float adapter_scale = 1.0f;
+  // Its prompt's embedding runs (sequence_request::media: offsets are prompt positions); each
+  // step's seq_step gets the part of them its chunk computes.
+  std::vector<embedding_rows> media;
 };
 
 // The scheduler's plan as the device sees it (vLLM v1's SchedulerOutput: what changed since

@@ -118,6 +118,28 @@ void load_adapters(tandem::model& m, runtime_shared& shared, const runtime_confi
   m.set_adapters(std::move(loaded));
 }
 
+// The vision projector (--mmproj): checked against the model (its output width is the
+// model's embedding width, the vocabulary has its family's marker tokens), and its encoder
+// actor over the process's shared thread pool.
+void load_vision(caf::actor_system& sys, runtime_shared& shared, const model_config& mc, const runtime_config& cfg,
+                 bool custom_device) {
+  if (cfg.mmproj.empty()) return;
+  if (custom_device) throw std::runtime_error("--mmproj: images run on the CPU device only (--device cpu)");
+  if (!mc.causal) throw std::runtime_error("--mmproj: an embeddings model takes no images");
+  if (cfg.limit_mm_per_prompt == 0) throw std::runtime_error("--limit-mm-per-prompt must be at least 1");
+  std::shared_ptr<const vision::projector> p = vision::projector::load(cfg.mmproj);
+  if (p->hparams().n_embd_text != mc.n_embd) {
+    throw std::runtime_error("--mmproj: the projector's output width (" + std::to_string(p->hparams().n_embd_text) +
+                             ") is not the model's embedding width (" + std::to_string(mc.n_embd) +
+                             "): is it this model's projector?");
+  }
+  vision::image_layout layout(*p, shared.tok);
+  const vision::image_limits limits{cfg.image_max_bytes, cfg.image_max_side, cfg.image_max_pixels};
+  auto encoder = spawn_image_encoder(sys, p, limits, shared_thread_pool(cfg.threads));
+  shared.vision.emplace(runtime_shared::vision_parts{std::move(encoder), std::move(p), std::move(layout),
+                                                     cfg.limit_mm_per_prompt});
+}
+
 }  // namespace
 
 // A cluster's router: the file's vocabulary and template (its weights stay unread), admission
@@ -125,6 +147,7 @@ void load_adapters(tandem::model& m, runtime_shared& shared, const runtime_confi
 std::unique_ptr<runtime> runtime::start_router(caf::actor_system& sys, const runtime_config& cfg) {
   if (cfg.cluster_secret.empty()) throw std::invalid_argument("a router needs the cluster secret its nodes have");
   if (!cfg.lora_adapters.empty()) throw std::runtime_error("--lora: a cluster's router holds no weights (not yet)");
+  if (!cfg.mmproj.empty()) throw std::runtime_error("--mmproj: a cluster's router takes no images (not yet)");
   std::unique_ptr<runtime> rt(new runtime());
   auto& actors = *rt->actors_;
   rt->cfg_ = cfg;
@@ -177,6 +200,8 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
   auto shared = load_shared(sys, m->file(), mc, cfg);
   set_embedding_kind(*shared, m->file(), mc, cfg, device != nullptr);
   load_adapters(*m, *shared, cfg, device != nullptr);
+  load_vision(sys, *shared, mc, cfg, device != nullptr);
+  if (shared->vision) actors.image_encoder = shared->vision->encoder;
   shared->scores_prompts = device == nullptr;
   rt->shared_ = shared;
 
@@ -320,7 +345,9 @@ runtime::~runtime() {
                               caf::actor_cast<caf::actor>(x.device_worker), caf::actor_cast<caf::actor>(x.drafter),
                               caf::actor_cast<caf::actor>(x.router), caf::actor_cast<caf::actor>(x.node_gate),
                               caf::actor_cast<caf::actor>(x.kv_disk),
-                              shared_ ? caf::actor_cast<caf::actor>(shared_->grammar_compiler) : caf::actor{}}) {
+                              shared_ ? caf::actor_cast<caf::actor>(shared_->grammar_compiler) : caf::actor{},
+                              shared_ && shared_->vision ? caf::actor_cast<caf::actor>(shared_->vision->encoder)
+                                                         : caf::actor{}}) {
     if (a) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   }
 }

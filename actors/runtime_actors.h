@@ -12,6 +12,7 @@
 #include "actors/cluster_node.h"
 #include "actors/device_worker.h"
 #include "actors/drafter.h"
+#include "actors/image_encoder.h"
 #include "actors/kv_disk.h"
 #include "actors/router.h"
 #include "actors/scheduler.h"
@@ -32,6 +33,7 @@ struct runtime_actors {
   router_actor router;
   node_gate_actor node_gate;
   kv_disk_actor kv_disk;  // the prefix cache's disk tier (null without --kv-cache-dir)
+  image_encoder_actor image_encoder;  // null without --mmproj (runtime_shared::vision's)
 };
 
 // Spawns a device worker over the model with a KV pool of n_blocks blocks of block_size

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "actors/grammar_compiler.h"
+#include "actors/image_encoder.h"
 #include "engine/chat/chat_template.h"
 #include "engine/lora/adapter_choice.h"
 #include "engine/pooling/pooling.h"
@@ -37,6 +38,15 @@ struct runtime_shared {
   // prefix cache so one adapter's KV never serves another, in memory or on disk.
   std::vector<lora::adapter_option> adapters;
   std::vector<uint64_t> adapter_identities;  // parallel
+  // Images (runtime_config::mmproj): where they are encoded and how an encoded one is laid
+  // out in the prompt. Absent without a projector.
+  struct vision_parts {
+    image_encoder_actor encoder;
+    std::shared_ptr<const vision::projector> projector;
+    vision::image_layout layout;
+    uint32_t max_images = 0;  // per request
+  };
+  std::optional<vision_parts> vision;
 };
 
 }  // namespace tandem

@@ -23,6 +23,7 @@
 #include "actors/streamer.h"
 #include "engine/grammar/grammar_cache.h"
 #include "engine/ids.h"
+#include "engine/model/step.h"
 #include "engine/pooling/pooling.h"
 #include "engine/speculation/speculation_policy.h"
 #include "tandem/api.h"
@@ -59,10 +60,14 @@ struct sequence_request {
   // An embedding sequence (not none): its prompt is pooled instead of continued; it ends when
   // the prompt is computed, with the pooled vector in its one token_batch (embedder.h).
   pooling_type pooling = pooling_type::none;
+  // Prompt positions that take embedding rows instead of token lookups (an image's runs; their
+  // offsets are prompt positions). Shared, never copied; stays in this process (a cluster's
+  // router refuses images).
+  std::vector<embedding_rows> media;
   streamer_actor streamer;
 };
 
-// Every field but the compiled grammar (a cluster's router sends requests to its nodes).
+// Every field but the compiled grammar and the media (a cluster's router sends requests to its nodes).
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sequence_request& x) {
   return f(caf::meta::type_name("sequence_request"), x.id, x.tenant, x.weight, x.cache_group, x.adapter, x.adapter_id, x.adapter_scale, x.input_hash,

@@ -23,6 +23,13 @@ void scheduler_state::add_to_planner(seq_id id) {
   tick();
   planner->add(id, r.tenant, r.weight, r.prompt, salt_of(id), r.kv_cache_share, {r.priority, deadline});
   if (scores_prompt(id)) planner->limit_chunk(id, planner->config().scored_chunk);
+  std::vector<uint32_t> atomic;
+  for (const embedding_rows& e : r.media) {
+    if (!e.bidirectional) continue;
+    atomic.push_back(static_cast<uint32_t>(e.offset));
+    atomic.push_back(static_cast<uint32_t>(e.offset + e.count));
+  }
+  if (!atomic.empty()) planner->set_atomic_runs(id, std::move(atomic));
 }
 
 device_step scheduler_state::device_step_of(step_plan_core& plan) {
@@ -34,7 +41,8 @@ device_step scheduler_state::device_step_of(step_plan_core& plan) {
   device_step step{plan.step, {}, std::move(diff.seqs), plan.copies, plan.preempted, std::move(diff.released), {}};
   for (seq_id s : diff.started) {
     const auto& r = seqs.at(s).req;
-    step.started.push_back({s, r.sampling, planner->n_prompt(s), r.grammar, r.pooling, r.adapter_id, r.adapter_scale});
+    step.started.push_back(
+        {s, r.sampling, planner->n_prompt(s), r.grammar, r.pooling, r.adapter_id, r.adapter_scale, r.media});
   }
   return step;
 }

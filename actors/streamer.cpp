@@ -257,22 +257,14 @@ void compile_then_enqueue(self_ptr self, sequence_request sr) {
           });
 }
 
-streamer_actor::behavior_type streamer(self_ptr self, request_id id, generate_request req,
-                                       std::shared_ptr<const runtime_shared> shared, scheduler_actor scheduler,
-                                       admission_internal_actor admission) {
+// The prompt's tokens (with each image's where its marker was), checked, then the sequence
+// to the scheduler (through the grammar compiler for a constrained one).
+void start_sequence(self_ptr self, const std::vector<vision::encoded_image>& images) {
   auto& st = self->state;
-  st.id = id;
-  st.req = std::move(req);
-  st.shared = std::move(shared);
-  st.scheduler = std::move(scheduler);
-  st.admission = std::move(admission);
   const auto& tok = st.shared->tok;
-  // Tool-call markers such as <|python_tag|> and [TOOL_CALLS] are control tokens: the parser
-  // needs them as text.
-  st.decoder.emplace(tok, /*render_special=*/st.req.parse_tool_calls);
-
   // Prompt tokens: chat messages through the template, or the raw prompt.
   std::vector<int32_t> prompt;
+  std::vector<embedding_rows> media;  // the images' runs, at prompt positions
   try {
     if (!st.req.messages.empty()) {
       if (!st.shared->chat) throw std::invalid_argument(st.shared->chat_error);
@@ -282,7 +274,29 @@ streamer_actor::behavior_type streamer(self_ptr self, request_id id, generate_re
       ro.add_generation_prompt = st.req.add_generation_prompt;
       ro.tools_json = st.req.tools_json;
       ro.template_kwargs_json = st.req.chat_template_kwargs_json;
-      prompt = encode_chat(tok, tmpl, msgs, ro);
+      if (images.empty()) {
+        prompt = encode_chat(tok, tmpl, msgs, ro);
+      } else {
+        // Each marker the request parser wrote where an image part was: that image's tokens.
+        const auto& layout = st.shared->vision->layout;
+        size_t n_markers = 0;
+        prompt = encode_chat(
+            tok, tmpl, msgs, ro, st.req.media_marker,
+            [&](size_t k, std::vector<token_id>& out) {
+              if (k >= images.size()) return;  // counted below
+              const vision::image_prompt ip = layout.lay_out(images[k], tok);
+              for (const auto& r : ip.runs) {
+                media.push_back({static_cast<int32_t>(out.size() + r.offset), static_cast<int32_t>(r.count), r.rows, 0,
+                                 r.bidirectional});
+              }
+              out.insert(out.end(), ip.tokens.begin(), ip.tokens.end());
+            },
+            n_markers);
+        if (n_markers != images.size()) {
+          throw std::invalid_argument("the chat template dropped " + std::to_string(images.size() - n_markers) +
+                                      " of the request's images (it renders only some messages' content)");
+        }
+      }
       chat_output_options po;
       po.parse_reasoning = st.req.parse_reasoning;
       po.parse_tool_calls = st.req.parse_tool_calls;
@@ -294,8 +308,7 @@ streamer_actor::behavior_type streamer(self_ptr self, request_id id, generate_re
       prompt = encode_prompt(tok, st.req.prompt, st.req.prompt_special_tokens);
     }
   } catch (const std::exception& e) {
-    close(self, finish_reason::error, e.what(), 400);
-    return {[](tokens_atom, token_batch&) {}, [](cancel_atom) {}};
+    return close(self, finish_reason::error, e.what(), 400);
   }
   st.prompt_tokens = static_cast<uint32_t>(prompt.size());
   const uint32_t limit = st.shared->max_model_len;
@@ -306,12 +319,16 @@ streamer_actor::behavior_type streamer(self_ptr self, request_id id, generate_re
           "the prompt has " + std::to_string(prompt.size()) + " tokens; this model's context is " +
               std::to_string(limit) + " tokens (prompt and completion together)",
           400);
+  } else if (st.req.sampling.prompt_logprobs >= 0 && !media.empty()) {
+    close(self, finish_reason::error, "prompt logprobs are not computed for prompts with images", 400,
+          "prompt_logprobs");
   } else if (st.req.sampling.prompt_logprobs >= 0 && !st.shared->scores_prompts) {
     close(self, finish_reason::error, "prompt logprobs are computed by the CPU worker only; this server runs on a GPU",
           400, "prompt_logprobs");
   } else {
     sequence_request sr;
-    sr.id = id;
+    sr.id = st.id;
+    sr.media = std::move(media);
     sr.tenant = st.req.tenant;
     sr.weight = st.req.weight;
     sr.cache_group = st.req.cache_group;
@@ -346,6 +363,59 @@ streamer_actor::behavior_type streamer(self_ptr self, request_id id, generate_re
     } else {
       compile_then_enqueue(self, std::move(sr));
     }
+  }
+}
+
+// A request with images: they are decoded and encoded first (image_encoder.h), then its
+// sequence starts; a bad image ends the request with a 400 naming its part.
+void encode_then_start(self_ptr self) {
+  auto& st = self->state;
+  if (!st.shared->vision) {
+    return close(self, finish_reason::error,
+                 "this server takes no images: start it with --mmproj PATH (the model's vision projector)", 400,
+                 st.req.image_parts.empty() ? "" : st.req.image_parts.front());
+  }
+  if (st.req.images.size() > st.shared->vision->max_images) {
+    return close(self, finish_reason::error,
+                 "the request has " + std::to_string(st.req.images.size()) + " images; this server takes at most " +
+                     std::to_string(st.shared->vision->max_images) + " per request (--limit-mm-per-prompt)",
+                 400, "messages");
+  }
+  self->request(st.shared->vision->encoder, caf::infinite, encode_atom::value, st.req.images)
+      .then(
+          [self](image_reply& r) {
+            const auto& parts = self->state.req.image_parts;
+            if (self->state.done) return;  // cancelled meanwhile
+            if (r.bad_index >= 0) {
+              const auto i = static_cast<size_t>(r.bad_index);
+              const std::string part = i < parts.size() ? parts[i] : "image";
+              return close(self, finish_reason::error, part + ": " + r.error, 400, part);
+            }
+            start_sequence(self, r.images);
+          },
+          [self](caf::error& err) {
+            close(self, finish_reason::error, "the image encoder failed: " + self->system().render(err), 500);
+          });
+}
+
+streamer_actor::behavior_type streamer(self_ptr self, request_id id, generate_request req,
+                                       std::shared_ptr<const runtime_shared> shared, scheduler_actor scheduler,
+                                       admission_internal_actor admission) {
+  auto& st = self->state;
+  st.id = id;
+  st.req = std::move(req);
+  st.shared = std::move(shared);
+  st.scheduler = std::move(scheduler);
+  st.admission = std::move(admission);
+  const auto& tok = st.shared->tok;
+  // Tool-call markers such as <|python_tag|> and [TOOL_CALLS] are control tokens: the parser
+  // needs them as text.
+  st.decoder.emplace(tok, /*render_special=*/st.req.parse_tool_calls);
+
+  if (st.req.images.empty()) {
+    start_sequence(self, {});
+  } else {
+    encode_then_start(self);
   }
   return {
       [self](tokens_atom, token_batch& b) {

@@ -24,6 +24,9 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "gpu/cli/device_options.h"
 
+#include <fstream>
+#include <iterator>
+
 namespace tandem::cli {
 namespace {
 
@@ -42,9 +45,27 @@ struct generate_options {
   int64_t seed = -1;
   int threads = 0;
   bool ignore_eos = false;
-  runtime_config rt;  // the speculative-decoding options
+  runtime_config rt;  // the speculative-decoding options, --mmproj
   device_options device;
+  std::vector<std::string> images;  // --image FILE: before the prompt, in order (needs --chat)
 };
+
+// A file's bytes as a data: URI (percent-encoded: decode_data_uri reads either form).
+std::string file_data_uri(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("--image: cannot read '" + path + "'");
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  static const char* hex = "0123456789ABCDEF";
+  std::string uri = "data:application/octet-stream,";
+  uri.reserve(uri.size() + 3 * bytes.size());
+  for (const char c : bytes) {
+    const auto b = static_cast<unsigned char>(c);
+    uri += '%';
+    uri += hex[b >> 4];
+    uri += hex[b & 15];
+  }
+  return uri;
+}
 
 std::vector<chat_message> chat_messages(const generate_options& o) {
   std::vector<chat_message> messages;
@@ -73,7 +94,10 @@ sampling_options sampling_of(const generate_options& o) {
 
 void run_generate(const generate_options& o) {
   verify_model_sha256(o.model, o.model_sha256, stderr);  // before any of the file is used
-  if (o.rt.speculative != "none" || o.device.cuda()) return run_on_runtime(o);
+  if (!o.images.empty() && (o.rt.mmproj.empty() || !o.chat)) {
+    throw std::runtime_error("--image needs --mmproj PATH and --chat");
+  }
+  if (o.rt.speculative != "none" || o.device.cuda() || !o.rt.mmproj.empty()) return run_on_runtime(o);
   const auto path = resolve_model_path(o.model);
   auto file = gguf::file::open(path);
   const auto tok = tokenizer::from_gguf(file);
@@ -149,6 +173,17 @@ void run_on_runtime(const generate_options& o) {
   generate_request req;
   if (o.chat) {
     for (const auto& m : chat_messages(o)) req.messages.push_back({m.role, m.content});
+    // Images lead the user's message, as llama-mtmd-cli places them when the prompt names none.
+    if (!o.images.empty()) {
+      req.media_marker = "<__image_cli__>";
+      std::string lead;
+      for (const auto& path : o.images) {
+        req.images.push_back(file_data_uri(path));
+        req.image_parts.push_back("--image " + path);
+        lead += req.media_marker;
+      }
+      req.messages.back().content = lead + req.messages.back().content;
+    }
   } else {
     req.prompt = o.prompt;
   }
@@ -234,6 +269,8 @@ void register_generate(CLI::App& app) {
       ->capture_default_str();
   add_device_options(sub, o->device);
   sub->add_flag("--ignore-eos", o->ignore_eos, "Keep going past end-of-generation tokens");
+  sub->add_option("--mmproj", o->rt.mmproj, "A vision projector GGUF for the model (llama.cpp's mmproj file)");
+  sub->add_option("--image", o->images, "An image file (PNG, JPEG, WebP) before the prompt; repeatable (--chat)");
   add_speculative_options(sub, o->rt);
   sub->callback([o] { run_generate(*o); });
 }

@@ -21,6 +21,7 @@
 #include "cli/server_config.h"
 #include "cli/speculative_options.h"
 #include "cli/lora_options.h"
+#include "cli/vision_options.h"
 #include "cli/tiled_cache_options.h"
 #include "engine/tenants/tenant_limits.h"
 #include "gpu/cli/device_options.h"
@@ -57,7 +58,7 @@ struct serve_options {
   uint32_t max_connections = 1024;
   uint32_t timeout_s = 30;
   size_t max_pending_output_bytes = 1 << 20;
-  size_t max_body_bytes = 1 << 20;
+  size_t max_body_bytes = 0;  // 0: 1 MiB, or 32 MiB with --mmproj (images come inline)
   int send_buffer_bytes = 0;
   uint32_t max_connections_per_address = 0;
   uint32_t ws_idle_timeout_s = 60;
@@ -266,7 +267,7 @@ int serve(serve_options o) {
   so.request_timeout = std::chrono::seconds(o.timeout_s);
   so.write_timeout = std::chrono::seconds(o.timeout_s);
   so.max_pending_output_bytes = o.max_pending_output_bytes;
-  so.max_body_bytes = o.max_body_bytes;
+  so.max_body_bytes = o.max_body_bytes > 0 ? o.max_body_bytes : o.rt.mmproj.empty() ? size_t{1} << 20 : size_t{32} << 20;
   so.send_buffer_bytes = o.send_buffer_bytes;
   so.max_connections_per_address = o.max_connections_per_address;
   so.ws_idle_timeout = std::chrono::seconds(o.ws_idle_timeout_s);
@@ -434,6 +435,7 @@ void register_serve(CLI::App& app) {
   add_device_options(cmd, o->device);
   add_speculative_options(cmd, o->rt);
   add_lora_options(cmd, o->rt);
+  add_vision_options(cmd, o->rt);
   cmd->add_option("--io-threads", o->io_threads, "Network threads")->capture_default_str();
   cmd->add_option("--stream-interval", o->stream_interval,
                   "Tokens per streamed event (SSE chunk, WebSocket frame): the first token at once, then every N; "
@@ -441,7 +443,9 @@ void register_serve(CLI::App& app) {
       ->check(CLI::Range(1u, 1024u))
       ->capture_default_str();
   cmd->add_option("--max-connections", o->max_connections, "Open connections at most")->capture_default_str();
-  cmd->add_option("--max-body-bytes", o->max_body_bytes, "Request body size at most")->capture_default_str();
+  cmd->add_option("--max-body-bytes", o->max_body_bytes,
+                  "Request body size at most (0 = 1 MiB, or 32 MiB with --mmproj: images come inline)")
+      ->capture_default_str();
   cmd->add_option("--timeout", o->timeout_s,
                   "Seconds to receive a whole request (an idle keep-alive connection included) and for one "
                   "write to drain to a slow reader; then the connection is closed")

@@ -32,8 +32,9 @@ const json::object& object_at(const json::value& v, const std::string& where) {
 // Block types Anthropic defines that need what this server does not have (images and
 // documents: a vision or file service; the rest: server tools).
 [[noreturn]] void unsupported_block(const std::string& where, const std::string& type) {
-  if (type == "image" || type == "document" || type == "search_result" || type == "container_upload") {
-    bad(where, "'" + type + "' is not supported: this server's models read text only");
+  if (type == "image") bad(where, "images belong in user messages");
+  if (type == "document" || type == "search_result" || type == "container_upload") {
+    bad(where, "'" + type + "' is not supported: this server's models read text and images only");
   }
   if (type.empty()) bad(where, "is required");
   bad(where, "'" + type + "' is not supported here (server tools and their results are not available)");
@@ -56,6 +57,21 @@ std::string text_of(const json::value& v, const std::string& where) {
   return out;
 }
 
+// An image block's source as a chat image_url: {"type": "base64", "media_type", "data"} as
+// a data: URI; {"type": "url", "url"} as given (the chat parser refuses what it will not fetch).
+std::string image_url(const json::object& block, const std::string& at) {
+  const json::value* src = field(block, "source");
+  if (!src) bad(at + ".source", "is required");
+  const auto& so = object_at(*src, at + ".source");
+  const std::string type = string_field(so, "type", at + ".source.type");
+  if (type == "base64") {
+    const std::string media = required_string(so, "media_type", at + ".source.media_type");
+    return "data:" + media + ";base64," + required_string(so, "data", at + ".source.data");
+  }
+  if (type == "url") return required_string(so, "url", at + ".source.url");
+  bad(at + ".source.type", "must be 'base64' or 'url' (got '" + type + "')");
+}
+
 // The translation of `messages`, with where each chat message came from.
 struct message_builder {
   json::array messages;
@@ -76,12 +92,25 @@ struct message_builder {
     }
     if (!content->is_array()) bad(where + ".content", "must be a string or a list of content blocks");
     // Text gathers until a tool_result, which is its own (tool) message: the order is kept.
+    // Images make the message's content chat parts (text, image_url) in their order.
     std::string text;
     bool has_text = false;
-    auto flush_text = [&] {
-      if (has_text) push(json::object{{"role", "user"}, {"content", std::move(text)}}, where);
+    json::array parts;
+    auto text_to_parts = [&] {
+      if (has_text) parts.push_back(json::object{{"type", "text"}, {"text", std::move(text)}});
       text.clear();
       has_text = false;
+    };
+    auto flush_text = [&] {
+      if (parts.empty()) {
+        if (has_text) push(json::object{{"role", "user"}, {"content", std::move(text)}}, where);
+      } else {
+        text_to_parts();
+        push(json::object{{"role", "user"}, {"content", std::move(parts)}}, where);
+      }
+      text.clear();
+      has_text = false;
+      parts = json::array{};
     };
     size_t j = 0;
     for (const auto& b : content->get_array()) {
@@ -92,6 +121,9 @@ struct message_builder {
         if (has_text) text += "\n";
         text += string_field(bo, "text", at + ".text");
         has_text = true;
+      } else if (type == "image") {
+        text_to_parts();
+        parts.push_back(json::object{{"type", "image_url"}, {"image_url", json::object{{"url", image_url(bo, at)}}}});
       } else if (type == "tool_result") {
         flush_text();
         const std::string id = required_string(bo, "tool_use_id", at + ".tool_use_id");

@@ -305,6 +305,20 @@ std::string server_metrics::render(const runtime_figures& f) const {
   }
 
   if (f.clustered) render_cluster(out, f.cluster);
+  if (f.images) {
+    const auto& im = f.image;
+    header(out, "tandem:image_encode_seconds", "histogram",
+           "Time to decode and encode one image (--mmproj), off the step loop");
+    for (size_t b = 0; b < im.bounds.size(); ++b) {
+      out += "tandem:image_encode_seconds_bucket{le=\"" + fmt_double(im.bounds[b]) + "\"} " +
+             std::to_string(im.counts[b]) + "\n";
+    }
+    out += "tandem:image_encode_seconds_bucket{le=\"+Inf\"} " + std::to_string(im.count) + "\n";
+    out += "tandem:image_encode_seconds_sum " + fmt_double(im.sum_seconds) + "\n";
+    out += "tandem:image_encode_seconds_count " + std::to_string(im.count) + "\n";
+    header(out, "tandem:images_rejected_total", "counter", "Images refused (malformed, too large, not an image)");
+    out += "tandem:images_rejected_total " + std::to_string(im.rejected) + "\n";
+  }
 
   std::lock_guard lock(mutex_);
   ttft_.render(out, "tandem:time_to_first_token_seconds", "Time from submit to the first token");

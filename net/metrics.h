@@ -11,6 +11,7 @@
 #include <string>
 #include <tuple>
 
+#include "actors/image_encoder.h"
 #include "actors/router.h"
 #include "actors/scheduler.h"
 #include "engine/kv/kv_cache_stats.h"
@@ -28,6 +29,8 @@ struct runtime_figures {
   speculation_stats spec;
   bool clustered = false;  // a cluster's router: the figures below, and sched/kv summed over the nodes
   cluster_stats cluster;
+  bool images = false;  // --mmproj: the image encoder's figures
+  image_encoder_stats image;
 };
 
 class latency_histogram {

@@ -5,6 +5,8 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
+#include <random>
 
 #include "net/request_fields.h"
 
@@ -116,16 +118,58 @@ std::string string(const json::object& o, std::string_view name) {
   return std::string(v->get_string());
 }
 
-// A message's content: a string, or a list of {"type": "text", "text": ...} parts.
-std::string message_content(const json::value& v, const std::string& where) {
+// A fresh marker for a request's images: random, so no text a client types is taken for one.
+std::string new_media_marker() {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "<__image_%016llx__>", static_cast<unsigned long long>(rng()));
+  return buf;
+}
+
+// An image_url part: {"image_url": {"url": ..., "detail": ...}} (or the URL as a string).
+// Only data: URIs: the server fetches nothing. The image itself is decoded off this thread.
+void add_image(const json::object& p, const std::string& at, generate_request& gen) {
+  const json::value* iu = field(p, "image_url");
+  if (!iu) bad(at + ".image_url", "is required");
+  std::string url;
+  if (iu->is_string()) {
+    url = std::string(iu->get_string());
+  } else if (iu->is_object()) {
+    url = string(iu->get_object(), "url");
+  } else {
+    bad(at + ".image_url", "must be an object with a url");
+  }
+  if (url.starts_with("http://") || url.starts_with("https://")) {
+    bad(at + ".image_url.url",
+        "this server fetches no URLs: send the image inline as a data: URI (data:image/png;base64,...)");
+  }
+  if (!url.starts_with("data:")) bad(at + ".image_url.url", "must be a data: URI (data:image/png;base64,...)");
+  if (gen.media_marker.empty()) gen.media_marker = new_media_marker();
+  gen.images.push_back(std::move(url));
+  gen.image_parts.push_back(at);
+}
+
+// A message's content: a string, or a list of {"type": "text", "text": ...} parts and, in a
+// user message, {"type": "image_url", ...} parts (each leaves the request's media marker).
+std::string message_content(const json::value& v, const std::string& where, generate_request& gen,
+                            bool images_allowed) {
   if (v.is_string()) return std::string(v.get_string());
   if (v.is_null()) return {};
   if (!v.is_array()) bad(where, "must be a string or a list of text parts");
   std::string out;
+  size_t j = 0;
   for (const auto& part : v.get_array()) {
+    const std::string at = where + "[" + std::to_string(j++) + "]";
     if (!part.is_object()) bad(where, "parts must be objects");
     const auto& p = part.get_object();
-    if (string(p, "type") != "text") bad(where, "supports only parts of type 'text'");
+    const std::string type = string(p, "type");
+    if (type == "image_url" && images_allowed) {
+      add_image(p, at, gen);
+      out += gen.media_marker;
+      continue;
+    }
+    if (type == "image_url") bad(at + ".type", "images belong in user messages");
+    if (type != "text") bad(where, "supports only parts of type 'text' and 'image_url'");
     out += string(p, "text");
   }
   return out;
@@ -193,7 +237,7 @@ void parse_messages(const json::object& o, generate_request& gen) {
     if (c == mo.end() && t.tool_calls.empty()) bad(where + ".content", "is required");
     t.content_is_null = c == mo.end() || c->value().is_null();
     if (t.content_is_null && t.tool_calls.empty() && t.role != "assistant") bad(where + ".content", "is required");
-    if (c != mo.end()) t.content = message_content(c->value(), where + ".content");
+    if (c != mo.end()) t.content = message_content(c->value(), where + ".content", gen, t.role == "user");
     gen.messages.push_back(std::move(t));
   }
 }

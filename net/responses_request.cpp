@@ -27,7 +27,8 @@ json::object text_part(const char* type, std::string text) {
 }
 
 // A message's content as parts: a string, or input_text / output_text / refusal parts.
-json::array message_content(const json::value& v, const std::string& role, const std::string& where) {
+json::array message_content(const json::value& v, const std::string& role, const std::string& where,
+                            bool images_allowed = false) {
   const char* own_type = role == "assistant" ? "output_text" : "input_text";
   if (v.is_string()) return json::array{text_part(own_type, std::string(v.get_string()))};
   if (!v.is_array()) bad(where, "must be a string or a list of content parts");
@@ -41,8 +42,24 @@ json::array message_content(const json::value& v, const std::string& role, const
       parts.push_back(text_part(own_type, string_field(p.get_object(), "text", at + ".text")));
     } else if (type == "refusal" && role == "assistant") {
       parts.push_back(text_part(own_type, string_field(p.get_object(), "refusal", at + ".refusal")));
-    } else if (type == "input_image" || type == "input_file" || type == "input_audio") {
-      bad(at + ".type", "'" + type + "' is not supported: this server's models read text only");
+    } else if (type == "input_image" && images_allowed) {
+      // {"type": "input_image", "image_url": "data:..."}: a chat image_url part, checked there.
+      const json::value* url = field(p.get_object(), "image_url");
+      if (!url) {
+        bad(at + (field(p.get_object(), "file_id") ? ".file_id" : ".image_url"),
+            "is required: send the image inline as a data: URI in image_url (files are not supported here)");
+      }
+      if (!url->is_string()) bad(at + ".image_url", "must be a string (a data: URI)");
+      const std::string_view u = url->get_string();
+      if (!u.starts_with("data:")) {
+        bad(at + ".image_url", "this server fetches no URLs: send the image inline as a data: URI "
+                               "(data:image/png;base64,...)");
+      }
+      parts.push_back(json::object{{"type", "input_image"}, {"image_url", *url}});
+    } else if (type == "input_image") {
+      bad(at + ".type", "images belong in user messages");
+    } else if (type == "input_file" || type == "input_audio") {
+      bad(at + ".type", "'" + type + "' is not supported: this server's models read text and images only");
     } else {
       bad(at + ".type", "must be 'input_text' or 'output_text' (got '" + type + "')");
     }
@@ -58,7 +75,7 @@ json::object message_item(const json::object& o, const std::string& where) {
   const json::value* content = field(o, "content");
   if (!content) bad(where + ".content", "is required");
   return json::object{
-      {"type", "message"}, {"role", role}, {"content", message_content(*content, role, where + ".content")}};
+      {"type", "message"}, {"role", role}, {"content", message_content(*content, role, where + ".content", role == "user")}};
 }
 
 // function_call_output's output: a string, or text parts (joined).
@@ -310,9 +327,27 @@ json::object chat_body(const responses_request& r, const json::array& history) {
     const auto& item = v.as_object();
     const std::string_view type = item.at("type").as_string();
     if (type == "message") {
+      // Text parts joined; with images, chat parts in order (text, image_url).
       std::string text;
-      for (const auto& p : item.at("content").as_array()) text += p.as_object().at("text").as_string();
-      messages.push_back(json::object{{"role", item.at("role")}, {"content", std::move(text)}});
+      json::array parts;
+      bool images = false;
+      for (const auto& p : item.at("content").as_array()) {
+        const auto& po = p.as_object();
+        if (po.at("type").as_string() == "input_image") {
+          images = true;
+          if (!text.empty()) parts.push_back(json::object{{"type", "text"}, {"text", std::move(text)}});
+          text.clear();
+          parts.push_back(json::object{{"type", "image_url"}, {"image_url", json::object{{"url", po.at("image_url")}}}});
+        } else {
+          text += po.at("text").as_string();
+        }
+      }
+      if (!images) {
+        messages.push_back(json::object{{"role", item.at("role")}, {"content", std::move(text)}});
+      } else {
+        if (!text.empty()) parts.push_back(json::object{{"type", "text"}, {"text", std::move(text)}});
+        messages.push_back(json::object{{"role", item.at("role")}, {"content", std::move(parts)}});
+      }
     } else if (type == "function_call") {
       const std::string call_id(item.at("call_id").as_string());
       call_names[call_id] = std::string(item.at("name").as_string());

@@ -59,12 +59,29 @@ void probe_runtime(caf::actor_system& sys, const runtime& rt, std::function<void
   const auto timeout = std::chrono::seconds(5);
   sys.spawn([sched = runtime_access::actors(rt).scheduler, cache = runtime_access::actors(rt).cache_manager,
              adm = rt.admission(), speculating = static_cast<bool>(runtime_access::actors(rt).drafter),
-             method = rt.config().speculative, done, timeout](caf::event_based_actor* self) {
+             encoder = runtime_access::actors(rt).image_encoder, method = rt.config().speculative, done,
+             timeout](caf::event_based_actor* self) {
     auto figures = std::make_shared<runtime_figures>();
     figures->ready = true;
     auto fail = [self, done](const caf::error&) {
       done(runtime_figures{});
       self->quit();
+    };
+    // Last, the image encoder's figures where there is one (it answers between images).
+    auto finish = [=] {
+      if (!encoder) {
+        done(*figures);
+        return self->quit();
+      }
+      self->request(encoder, std::chrono::seconds(60), stats_atom::value)
+          .then(
+              [=](image_encoder_stats st) {
+                figures->images = true;
+                figures->image = std::move(st);
+                done(*figures);
+                self->quit();
+              },
+              fail);
     };
     self->request(sched, timeout, stats_atom::value)
         .then(
@@ -78,17 +95,13 @@ void probe_runtime(caf::actor_system& sys, const runtime& rt, std::function<void
                             .then(
                                 [=](admission_stats a) {
                                   figures->admission = a;
-                                  if (!speculating) {
-                                    done(*figures);
-                                    return self->quit();
-                                  }
+                                  if (!speculating) return finish();
                                   self->request(sched, timeout, spec_stats_atom::value)
                                       .then(
                                           [=](speculation_stats sp) {
                                             figures->spec_method = method;
                                             figures->spec = std::move(sp);
-                                            done(*figures);
-                                            self->quit();
+                                            finish();
                                           },
                                           fail);
                                 },

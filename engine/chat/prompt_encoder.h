@@ -8,7 +8,9 @@
 //                          ^ content: plain text, never control tokens
 #pragma once
 
+#include <functional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "engine/chat/chat_template.h"
@@ -21,6 +23,16 @@ std::vector<token_id> encode_chat(const tokenizer& tok, const chat_template& tmp
                                   std::span<const chat_message> messages, bool add_generation_prompt);
 std::vector<token_id> encode_chat(const tokenizer& tok, const chat_template& tmpl,
                                   std::span<const chat_message> messages, const chat_render_options& opts);
+
+// The same with images: each `marker` in a message's content stands for one (the k-th in
+// the rendered prompt, counting from 0), whose tokens on_marker(k, out) appends in its place;
+// the text on each side is tokenized on its own, as llama.cpp's libmtmd splits at its media
+// marker. Returns how many markers were found through `n_markers`.
+std::vector<token_id> encode_chat(const tokenizer& tok, const chat_template& tmpl,
+                                  std::span<const chat_message> messages, const chat_render_options& opts,
+                                  std::string_view marker,
+                                  const std::function<void(size_t, std::vector<token_id>&)>& on_marker,
+                                  size_t& n_markers);
 
 // A raw completion prompt: BOS as the model says, and no control tokens from the text.
 std::vector<token_id> encode_prompt(const tokenizer& tok, std::string_view text);

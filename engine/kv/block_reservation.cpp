@@ -129,7 +129,9 @@ reserve_result block_reservations::reserve(const reserve_request& req) {
     const auto& k = known_[item.seq];
     const prefix_hit hit = kv_.match_prefix(k.tokens, k.salt);
     const uint32_t total = static_cast<uint32_t>(k.tokens.size());
-    const uint32_t n_tokens = hit.n_tokens + std::min(total - hit.n_tokens, item.max_compute);
+    const uint32_t n_tokens = std::min(
+        total, chunk_end_outside_runs(item.atomic_runs, hit.n_tokens,
+                                      hit.n_tokens + std::min(total - hit.n_tokens, item.max_compute)));
     if (k.quota_tenant != 0) {
       // Over its tenant's quota it waits; the others are admitted past it.
       const uint32_t used = tenant_held[k.quota_tenant];

@@ -33,6 +33,20 @@
 
 namespace tandem {
 
+// Runs of a sequence's tokens that a step computes whole (an image whose tokens attend to
+// each other: embedding_rows::bidirectional): flat pairs begin, end, ascending. A chunk may
+// start inside a run (after a prefix-cache hit) but never end inside one: it ends at the run's
+// start when it began before it, else it takes the run to its end (past the step's token
+// budget if it must: the model needs the whole run at once, as llama.cpp needs a batch that
+// holds the whole image).
+inline uint32_t chunk_end_outside_runs(const std::vector<uint32_t>& runs, uint32_t start, uint32_t end) {
+  for (size_t i = 0; i + 1 < runs.size(); i += 2) {
+    const uint32_t a = runs[i], b = runs[i + 1];
+    if (a < end && end < b) return a > start ? a : b;
+  }
+  return end;
+}
+
 struct reserve_item {
   seq_id seq = 0;
   // running: the sequence must hold n_tokens tokens and writes from write_from on.
@@ -48,6 +62,7 @@ struct reserve_item {
   // kv_share is its largest share of the pool, in (0, 1].
   uint32_t quota_tenant = 0;
   double kv_share = 1.0;
+  std::vector<uint32_t> atomic_runs = {};  // waiting: chunk_end_outside_runs's runs (empty: none)
 };
 
 struct reserve_request {

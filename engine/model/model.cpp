@@ -130,14 +130,15 @@ std::vector<const float*> embedding_row_pointers(const seq_step& s, int64_t n_em
   std::vector<const float*> rows(s.tokens.size(), nullptr);
   for (const embedding_rows& e : s.embeddings) {
     const bool fits = e.offset >= 0 && e.count > 0 && static_cast<size_t>(e.offset) + e.count <= s.tokens.size();
-    if (!fits || e.rows == nullptr || e.rows->size() != static_cast<size_t>(e.count) * static_cast<size_t>(n_embd)) {
+    if (!fits || e.rows == nullptr || e.first < 0 ||
+        e.rows->size() < (static_cast<size_t>(e.first) + static_cast<size_t>(e.count)) * static_cast<size_t>(n_embd)) {
       throw std::invalid_argument("forward: embedding rows of sequence " + std::to_string(s.seq) +
                                   " do not fit its new tokens or the model's width");
     }
     for (int32_t k = 0; k < e.count; ++k) {
       const float*& slot = rows[static_cast<size_t>(e.offset + k)];
       if (slot != nullptr) throw std::invalid_argument("forward: overlapping embedding rows");
-      slot = e.rows->data() + static_cast<size_t>(k) * static_cast<size_t>(n_embd);
+      slot = e.rows->data() + static_cast<size_t>(e.first + k) * static_cast<size_t>(n_embd);
     }
   }
   return rows;
@@ -253,6 +254,7 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
   b.q16.resize(static_cast<size_t>(pool_.size()) * c.q_dim());
   b.q8.resize(static_cast<size_t>(pool_.size()) * c.q_dim() / kernels::kBlock * sizeof(kernels::block_q8_0));
   b.pos.resize(T);
+  b.key_end.resize(T);
   b.seq.resize(T);
   b.single_order.resize(T);
 
@@ -264,6 +266,7 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
       const std::vector<const float*> given = embedding_row_pointers(s, E);
       for (size_t j = 0; j < s.tokens.size(); ++j, ++t) {
         b.pos[t] = s.start_pos + static_cast<int32_t>(j);
+        b.key_end[t] = b.pos[t] + 1;
         b.seq[t] = static_cast<int32_t>(i);
         b.single_order[t] = llama_cpp_order_ && (s.tokens.size() == 1 || s.decode_numerics) ? 1 : 0;
         if (given[j] != nullptr) {  // already in embedding space: no lookup, no scaling
@@ -280,6 +283,18 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
           for (int64_t e = 0; e < E; ++e) b.x[t * E + e] *= scale;
         }
       }
+    }
+  }
+  // Bidirectional embedding runs: their tokens see the whole run (its keys are stored by
+  // this step, which holds the run through its end).
+  {
+    int64_t t0 = 0;
+    for (const auto& s : in.seqs) {
+      for (const embedding_rows& e : s.embeddings) {
+        if (!e.bidirectional) continue;
+        for (int32_t k = 0; k < e.count; ++k) b.key_end[t0 + e.offset + k] = s.start_pos + e.offset + e.count;
+      }
+      t0 += static_cast<int64_t>(s.tokens.size());
     }
   }
   if (c.arch->encoder_inputs) add_encoder_inputs(T);
@@ -584,7 +599,7 @@ void model::attention_layer(uint32_t layer, const step_input& in, kv_pool& cache
     const auto& s = in.seqs[static_cast<size_t>(b.seq[t])];
     const block_table& blocks = own_pool ? s.local_blocks : s.blocks;
     const bool single_token = llama_cpp_order_ && (s.tokens.size() == 1 || s.decode_numerics);
-    const int32_t key_end = c.causal ? b.pos[t] + 1 : s.start_pos + static_cast<int32_t>(s.tokens.size());
+    const int32_t key_end = c.causal ? b.key_end[t] : s.start_pos + static_cast<int32_t>(s.tokens.size());
     for (int g0 = 0; g0 < group; g0 += kMaxGroupedHeads) {
       const int n = std::min(kMaxGroupedHeads, group - g0);
       if (cache.dtype() == kv_cache_dtype::q8_0) {

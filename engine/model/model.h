@@ -115,6 +115,7 @@ class model {
     std::vector<kernels::f16_bits> q16;           // [threads][q_dim]: a kv head's queries in half
     std::vector<std::byte> q8;                    // [threads][q_dim / 32 block_q8_0]: the same in Q8_0 (Q8_0 cache)
     std::vector<int32_t> pos;                     // [T] position of each token
+    std::vector<int32_t> key_end;                 // [T] keys it sees end here (causal: pos + 1)
     std::vector<int32_t> seq;                     // [T] index of its sequence in the step
     std::vector<uint8_t> single_order;            // [T] 1: llama.cpp's one-token summation orders
     kernels::matmul_scratch mm;

@@ -14,13 +14,20 @@
 namespace tandem {
 
 // Rows that enter a step as embeddings instead of token lookups (an image's projected
-// patches): new tokens [offset, offset + count) of the sequence take the n_embd-float rows of
-// `rows` in order; their token ids are placeholders, not looked up (nor checked against the
-// vocabulary). The rows are shared, not copied, as a step travels.
+// patches): new tokens [offset, offset + count) of the sequence take the n_embd-float rows
+// first, first + 1, ... of `rows`; their token ids are placeholders, not looked up (nor
+// checked against the vocabulary). The rows are shared, not copied, as a step travels.
+//
+// bidirectional (Gemma 3's images): each of these tokens also sees the keys after it up to
+// the run's end, as llama.cpp decodes such an image with causal attention off. A step holds
+// such a run through its end (a chunk may start inside one, after a prefix-cache hit, never
+// stop inside one: step_planner's atomic runs), so those keys are stored by this step.
 struct embedding_rows {
   int32_t offset = 0;
   int32_t count = 0;
-  std::shared_ptr<const std::vector<float>> rows;  // [count][n_embd]
+  std::shared_ptr<const std::vector<float>> rows;  // [first + count or more][n_embd]
+  int32_t first = 0;
+  bool bidirectional = false;
 };
 
 struct seq_step {

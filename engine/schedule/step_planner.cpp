@@ -91,6 +91,11 @@ void step_planner::append_tokens(seq_id seq, std::span<const token_id> tokens) {
 
 void step_planner::limit_chunk(seq_id seq, uint32_t max_tokens) { seqs_.at(seq).max_chunk = std::max(1u, max_tokens); }
 
+void step_planner::set_atomic_runs(seq_id seq, std::vector<uint32_t> runs) {
+  if (runs.size() % 2 != 0) throw std::invalid_argument("atomic runs come in begin, end pairs");
+  seqs_.at(seq).atomic = std::move(runs);
+}
+
 bool step_planner::remove(seq_id seq) {
   const auto it = seqs_.find(seq);
   if (it == seqs_.end()) return false;
@@ -303,9 +308,10 @@ reserve_request step_planner::request(uint32_t* budget_tokens) const {
     add_deferred(s.cls.priority);
     if (prefill_first) {
       const uint32_t pending = static_cast<uint32_t>(s.tokens.size()) - s.n_computed;
-      const uint32_t n_new = fit(s.cls.priority, s.n_computed, std::min(pending, chunk_of(s, s.n_computed)));
+      uint32_t n_new = fit(s.cls.priority, s.n_computed, std::min(pending, chunk_of(s, s.n_computed)));
       if (n_new == 0 || (config_.whole_prompts && n_new < pending)) continue;
-      take(s.n_computed, n_new);
+      n_new = chunk_end_outside_runs(s.atomic, s.n_computed, s.n_computed + n_new) - s.n_computed;
+      take(s.n_computed, std::min(n_new, budget));
       n_new_of[id] = n_new;
       continue;
     }
@@ -409,6 +415,7 @@ reserve_request step_planner::propose() {
     auto& s = seqs_.at(item.seq);
     item.new_tokens.assign(s.tokens.begin() + s.n_sent, s.tokens.end());
     item.cache_salt = s.cache_salt;
+    item.atomic_runs = s.atomic;
     const auto& t = tenants_.at(s.tenant);
     item.quota_tenant = t.index;
     item.kv_share = t.kv_share;

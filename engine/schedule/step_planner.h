@@ -184,6 +184,9 @@ class step_planner {
   // returns logits for every prompt position (prompt logprobs) holds a vocabulary row per
   // token, so its chunks are sized by rows, not by the token budget alone.
   void limit_chunk(seq_id seq, uint32_t max_tokens);
+  // Runs of the sequence's prompt that a chunk never ends inside (engine/kv/reservation.h's
+  // chunk_end_outside_runs: an image that attends to itself whole); flat begin, end pairs.
+  void set_atomic_runs(seq_id seq, std::vector<uint32_t> runs);
   // Removes the sequence wherever it is. Returns true if it was running (holding blocks).
   bool remove(seq_id seq);
 
@@ -234,6 +237,7 @@ class step_planner {
     uint32_t n_sent = 0;      // tokens the cache manager has been sent
     uint64_t cache_salt = 0;
     uint32_t max_chunk = 0;  // 0: the config's prefill chunk
+    std::vector<uint32_t> atomic;  // set_atomic_runs
     bool running = false;
     block_table table;            // as granted: covers what the last step computed
     block_table local_table;      // as granted: the sliding-window layers' (empty without them)

@@ -133,6 +133,13 @@ struct generate_request {
   std::string prompt;                  // raw completion prompt, used when messages is empty
   std::vector<int32_t> prompt_tokens;  // or the raw prompt as token ids (when prompt is empty)
   std::vector<chat_turn> messages;     // chat: rendered with the model's chat template
+  // Chat with images (--mmproj): each as the client sent it (a data: URI), decoded and
+  // encoded by the runtime; media_marker stands in the messages' content where each one was,
+  // in order (a per-request random text, so no typed text is taken for one); image_parts
+  // names each one's part for errors ("messages[0].content[1]").
+  std::vector<std::string> images;
+  std::vector<std::string> image_parts;
+  std::string media_marker;
   bool add_generation_prompt = true;
   // Chat: OpenAI's "tools" as a JSON array (the template renders them); "" = none.
   std::string tools_json;
@@ -315,6 +322,7 @@ typename Inspector::result_type inspect(Inspector& f, sampling_options& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generate_request& x) {
   return f(caf::meta::type_name("generate_request"), x.model, x.lora_ids, x.lora_scales, x.prompt, x.prompt_tokens, x.messages,
+           x.images, x.image_parts, x.media_marker,
            x.add_generation_prompt, x.tools_json, x.chat_template_kwargs_json, x.parse_tool_calls, x.tool_call_parser,
            x.parse_reasoning, x.thinking_token_budget, x.grammar, x.prompt_special_tokens, x.max_tokens, x.stop,
            x.stop_token_ids, x.ignore_eos, x.speculative, x.prompt_group, x.choices, x.sampling, x.tenant, x.weight,

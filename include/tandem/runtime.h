@@ -73,6 +73,15 @@ struct runtime_config {
     float scale = 1.0f;  // the scale a request naming the adapter gets (times alpha / rank)
   };
   std::vector<lora_adapter> lora_adapters;
+  // Images in chat (--mmproj PATH: a vision projector GGUF as llama.cpp's libmtmd reads it,
+  // `clip.*` keys; engine/vision, docs/vision.md). CPU device only. Each image is bounded
+  // before it is decoded (--image-max-bytes, --image-max-side, --image-max-pixels) and a
+  // request carries at most limit_mm_per_prompt of them (vLLM's --limit-mm-per-prompt).
+  std::string mmproj;
+  uint32_t limit_mm_per_prompt = 4;
+  uint64_t image_max_bytes = uint64_t{20} << 20;
+  uint32_t image_max_side = 8192;
+  uint64_t image_max_pixels = uint64_t{4096} * 4096;
   // Speculative decoding (--speculative, --num-speculative-tokens): "none", "ngram" (prompt
   // lookup), "layer-skip" (the target's first speculative_layers blocks draft) or "draft"
   // (a separate model, draft_model, sharing the target's vocabulary).

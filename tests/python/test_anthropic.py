@@ -248,6 +248,8 @@ def test_bad_requests_are_invalid_request_errors(server):
         ({"max_tokens": 4, "messages": []}, "messages"),
         ({"max_tokens": 4, "messages": user("x"), "temperature": 5}, "temperature"),
         ({"max_tokens": 4, "messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]},
+         "messages[0].content[0].source.type"),
+        ({"max_tokens": 4, "messages": [{"role": "assistant", "content": [{"type": "image", "source": {}}]}]},
          "messages[0].content[0].type"),
         ({"max_tokens": 4, "messages": user("x"), "tools": [{"type": "web_search_20250305", "name": "s"}]},
          "tools[0].type"),

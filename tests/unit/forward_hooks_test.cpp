@@ -3,6 +3,7 @@
 // process shared by every engine.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <set>
 #include <thread>
@@ -113,12 +114,87 @@ TEST(EmbeddingRows, RunsMustFitTheTokensAndTheWidth) {
   EXPECT_EQ(p[3], nullptr);
   for (const embedding_rows& bad :
        {embedding_rows{3, 2, rows(2)}, embedding_rows{-1, 1, rows(1)}, embedding_rows{0, 0, rows(0)},
-        embedding_rows{0, 2, rows(3)}, embedding_rows{0, 1, nullptr}}) {
+        embedding_rows{0, 2, rows(1)}, embedding_rows{0, 1, nullptr}, embedding_rows{0, 2, rows(3), 2},
+        embedding_rows{0, 1, rows(1), -1}}) {
     s.embeddings = {bad};
     EXPECT_THROW(embedding_row_pointers(s, E), std::invalid_argument) << bad.offset << "+" << bad.count;
   }
   s.embeddings = {{0, 2, rows(2)}, {1, 1, rows(1)}};  // overlapping
   EXPECT_THROW(embedding_row_pointers(s, E), std::invalid_argument);
+  // `first` starts the run further into its rows (a chunk that begins inside an image).
+  s.embeddings = {{1, 2, rows(5), 3}};
+  const auto q = embedding_row_pointers(s, E);
+  EXPECT_EQ(q[1], s.embeddings[0].rows->data() + 3 * E);
+  EXPECT_EQ(q[2], s.embeddings[0].rows->data() + 4 * E);
+}
+
+// A bidirectional run (Gemma 3's image): its tokens see the run's later tokens too, and
+// nothing else changes: the tokens before it never see it.
+std::shared_ptr<std::vector<float>> random_rows(int64_t n, int64_t E, uint32_t seed) {
+  auto rows = std::make_shared<std::vector<float>>(static_cast<size_t>(n * E));
+  for (auto& x : *rows) {
+    seed = seed * 1664525u + 1013904223u;
+    x = static_cast<float>(seed >> 8) / static_cast<float>(1u << 24) - 0.5f;
+  }
+  return rows;
+}
+
+TEST(EmbeddingRows, BidirectionalRunSeesItsLaterTokens) {
+  const auto bytes = model_bytes("llama", true);
+  model m(gguf::file::parse(bytes), model_options{2});
+  const int64_t E = m.config().n_embd;
+  const std::vector<int32_t> prompt = {5, 17, 0, 0, 0, 0, 0, 0, 0, 0, 250, 1};  // a run at [2, 10)
+  const auto logits_of = [&](std::shared_ptr<std::vector<float>> rows, bool bidirectional) {
+    step_input in;
+    in.seqs.push_back({1, prompt, 0, {0}, true, false});
+    in.seqs[0].embeddings.push_back({2, 8, rows, 0, bidirectional});
+    kv_pool cache(m.config(), kv_pool_options{16, 64, 0});
+    step_output out;
+    m.forward(in, cache, out);
+    return out;
+  };
+  const auto rows = random_rows(8, E, 7);
+  auto changed = std::make_shared<std::vector<float>>(*rows);
+  for (int64_t e = 0; e < E; ++e) (*changed)[static_cast<size_t>(7 * E + e)] += 0.25f;  // the run's last row
+  const auto row_equal = [](const step_output& a, const step_output& b, int32_t j) {
+    const auto x = a.row(0, j), y = b.row(0, j);
+    return std::equal(x.begin(), x.end(), y.begin());
+  };
+  const step_output causal = logits_of(rows, false), causal_changed = logits_of(changed, false);
+  const step_output bidir = logits_of(rows, true), bidir_changed = logits_of(changed, true);
+  // Causal: the run's first token does not see its last; bidirectional: it does.
+  EXPECT_TRUE(row_equal(causal, causal_changed, 2));
+  EXPECT_FALSE(row_equal(bidir, bidir_changed, 2));
+  EXPECT_FALSE(row_equal(causal, bidir, 2));
+  // The tokens before the run are the same either way.
+  for (int32_t j = 0; j < 2; ++j) EXPECT_TRUE(row_equal(causal, bidir, j)) << j;
+}
+
+// A chunk that starts inside a bidirectional run (its first tokens' KV from the prefix cache)
+// computes what the whole run in one step computed: the rows from `first` on, each seeing
+// the run to its end.
+TEST(EmbeddingRows, ChunkStartingInsideARunMatchesTheWholeStep) {
+  const auto bytes = model_bytes("llama", true);
+  model m(gguf::file::parse(bytes), model_options{2});
+  const int64_t E = m.config().n_embd;
+  const std::vector<int32_t> prompt = {5, 17, 0, 0, 0, 0, 0, 0, 0, 0, 250, 1};
+  const auto rows = random_rows(8, E, 11);
+  kv_pool cache(m.config(), kv_pool_options{16, 64, 0});
+  step_input whole;
+  whole.seqs.push_back({1, prompt, 0, {0}, true, false});
+  whole.seqs[0].embeddings.push_back({2, 8, rows, 0, true});
+  step_output want;
+  m.forward(whole, cache, want);
+  // Positions [0, 6) stay in block 0; the rest again from position 6 (run rows 4..7).
+  step_input rest;
+  rest.seqs.push_back({1, std::vector<int32_t>(prompt.begin() + 6, prompt.end()), 6, {0}, true, false});
+  rest.seqs[0].embeddings.push_back({0, 4, rows, 4, true});
+  step_output got;
+  m.forward(rest, cache, got);
+  for (int32_t j = 0; j < 6; ++j) {
+    const auto x = want.row(0, 6 + j), y = got.row(0, j);
+    for (size_t v = 0; v < x.size(); ++v) ASSERT_EQ(x[v], y[v]) << "row " << j << " logit " << v;
+  }
 }
 
 // One pool per process: every model asking for a size shares it; a second caller while a job

@@ -31,6 +31,11 @@ class harness {
     max_out_[s] = max_out;
   }
 
+  void add_tokens(seq_id s, std::vector<token_id> prompt, uint32_t max_out) {
+    planner.add(s, "default", 1.0, std::move(prompt), 0, 1.0);
+    max_out_[s] = max_out;
+  }
+
   void abort(seq_id s) {
     planner.remove(s);
     book.release(s);
@@ -279,6 +284,51 @@ TEST(StepPlanner, AbortBetweenProposalAndPlanReturnsTheGrantedBlocks) {
   EXPECT_TRUE(plan.seqs.empty());
   ASSERT_EQ(plan.orphaned, (std::vector<seq_id>{1}));
   h.book.release(1);
+  h.expect_all_blocks_free_or_cached();
+}
+
+// An image that attends to itself whole: a chunk never ends inside its run. It stops before
+// a run it reaches, takes the run whole even past the chunk size, and a waiting sequence's
+// first chunk after a prefix-cache hit inside the run runs to the run's end.
+TEST(StepPlanner, AChunkNeverEndsInsideAnAtomicRun) {
+  EXPECT_EQ(chunk_end_outside_runs({10, 60}, 0, 32), 10u);   // stops before the run
+  EXPECT_EQ(chunk_end_outside_runs({10, 60}, 10, 42), 60u);  // takes it whole
+  EXPECT_EQ(chunk_end_outside_runs({10, 60}, 20, 30), 60u);  // began inside it: to its end
+  EXPECT_EQ(chunk_end_outside_runs({10, 60}, 0, 60), 60u);   // ends at its end: fine
+  EXPECT_EQ(chunk_end_outside_runs({10, 60, 70, 90}, 60, 80), 70u);
+  EXPECT_EQ(chunk_end_outside_runs({}, 0, 32), 32u);
+
+  harness h({8, 2048, 32}, 256);
+  h.add(1, 100, 1);
+  h.planner.set_atomic_runs(1, {10, 60});
+  std::vector<std::pair<uint32_t, uint32_t>> chunks;
+  while (h.planner.has_work()) {
+    const auto plan = h.step();
+    for (const auto& p : plan.seqs) {
+      if (p.start_pos < 100) chunks.emplace_back(p.start_pos, p.start_pos + p.n_new);
+    }
+    ASSERT_LT(chunks.size(), 20u);
+  }
+  const std::vector<std::pair<uint32_t, uint32_t>> want = {{0, 10}, {10, 60}, {60, 92}, {92, 100}};
+  EXPECT_EQ(chunks, want);
+  h.expect_all_blocks_free_or_cached();
+
+  // A prompt that shares 120 tokens with a computed one finds 112 of them cached (7 blocks),
+  // inside its run [40, 190): its first chunk computes the run's rest whole, past the 32-token
+  // chunk size.
+  h.add(2, 120, 1, "default", 1.0, 50000);
+  h.run_to_end();
+  std::vector<token_id> p3(200);
+  for (uint32_t i = 0; i < 200; ++i) p3[i] = static_cast<token_id>(i < 120 ? 50000 + i : 70000 + i);
+  h.add_tokens(3, p3, 1);
+  h.planner.set_atomic_runs(3, {40, 190});
+  const auto plan = h.step();
+  const planned_seq* p = find(plan, 3);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->n_cached, 112u);
+  EXPECT_EQ(p->start_pos, 112u);
+  EXPECT_EQ(p->start_pos + p->n_new, 190u);
+  h.run_to_end();
   h.expect_all_blocks_free_or_cached();
 }
 

@@ -1,0 +1,57 @@
+#include "actors/image_encoder.h"
+
+#include <chrono>
+#include <exception>
+
+namespace tandem {
+namespace {
+
+struct image_encoder_state {
+  std::shared_ptr<const vision::projector> projector;
+  vision::image_limits limits;
+  std::shared_ptr<thread_pool> pool;
+  image_encoder_stats stats;
+  static inline const char* name = "tandem.image_encoder";
+};
+
+image_encoder_actor::behavior_type image_encoder(image_encoder_actor::stateful_pointer<image_encoder_state> self,
+                                                 std::shared_ptr<const vision::projector> projector,
+                                                 vision::image_limits limits, std::shared_ptr<thread_pool> pool) {
+  auto& init = self->state;
+  init.projector = std::move(projector);
+  init.limits = limits;
+  init.pool = std::move(pool);
+  init.stats.bounds = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
+  init.stats.counts.assign(init.stats.bounds.size(), 0);
+  return {
+      [self](encode_atom, const std::vector<std::string>& uris) -> image_reply {
+        auto& st = self->state;
+        image_reply r;
+        for (size_t i = 0; i < uris.size(); ++i) {
+          const auto t0 = std::chrono::steady_clock::now();
+          try {
+            const std::string bytes = vision::decode_data_uri(uris[i], st.limits.max_bytes);
+            r.images.push_back(vision::encode_image(*st.projector, bytes, st.limits, *st.pool));
+          } catch (const std::exception& e) {
+            ++st.stats.rejected;
+            return {{}, e.what(), static_cast<int32_t>(i)};
+          }
+          const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          ++st.stats.count;
+          st.stats.sum_seconds += s;
+          for (size_t b = 0; b < st.stats.bounds.size(); ++b) st.stats.counts[b] += s <= st.stats.bounds[b] ? 1 : 0;
+        }
+        return r;
+      },
+      [self](stats_atom) { return self->state.stats; },
+  };
+}
+
+}  // namespace
+
+image_encoder_actor spawn_image_encoder(caf::actor_system& sys, std::shared_ptr<const vision::projector> projector,
+                                        vision::image_limits limits, std::shared_ptr<thread_pool> pool) {
+  return sys.spawn<caf::detached>(image_encoder, std::move(projector), limits, std::move(pool));
+}
+
+}  // namespace tandem

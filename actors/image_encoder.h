@@ -1,0 +1,53 @@
+// image_encoder actor: the images of chat requests (--mmproj) decoded, checked and encoded
+// into the language model's embedding space, off the scheduler's step loop. It runs
+// detached, on its own thread, one image at a time; the matrix work goes through the
+// process's shared thread pool, so between the device worker's steps it has every core, and
+// while a step runs its work runs on its own thread alone (thread_pool::parallel_for): a
+// large image slows the streams beside it but never stalls them.
+//
+//   streamer --encode(images)--> image_encoder --image_reply--> streamer
+//   streamer --enqueue(sequence_request with the image runs)--> scheduler --> device worker
+#pragma once
+
+#include <caf/all.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/atoms.h"
+#include "engine/platform/thread_pool.h"
+#include "engine/vision/image_prompt.h"
+#include "tandem/atoms.h"
+
+namespace tandem {
+
+
+
+struct image_reply {
+  std::vector<vision::encoded_image> images;  // in request order; empty on error
+  std::string error;                          // what is wrong (a 400's message)
+  int32_t bad_index = -1;                     // the image at fault
+};
+
+// Encode time (tandem:image_encode_seconds): a histogram over bounds, and the failures.
+struct image_encoder_stats {
+  std::vector<double> bounds;    // seconds, ascending
+  std::vector<uint64_t> counts;  // per bound: images that took at most it (cumulative)
+  uint64_t count = 0;
+  double sum_seconds = 0;
+  uint64_t rejected = 0;  // images that failed to decode
+};
+
+using image_encoder_actor =
+    caf::typed_actor<caf::replies_to<encode_atom, std::vector<std::string>>::with<image_reply>,
+                     caf::replies_to<stats_atom>::with<image_encoder_stats>>;
+
+// Each request's images arrive as the client wrote them (data: URIs); the encoder decodes
+// their payloads (at most limits.max_bytes each), then the images.
+image_encoder_actor spawn_image_encoder(caf::actor_system& sys, std::shared_ptr<const vision::projector> projector,
+                                        vision::image_limits limits, std::shared_ptr<thread_pool> pool);
+
+}  // namespace tandem
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::image_reply)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::image_encoder_stats)

@@ -1,0 +1,228 @@
+"""Images in chat (issue 55) on a real `tandem serve` with Gemma 3 (gemma-3-270m, the file
+`make test-data` fetches) and a small projector `tandem gen-model --mmproj --arch gemma3`
+writes for it (SigLIP's layout at 224 px: 16 image tokens): an image_url data: URI in chat,
+streamed and not; two images; the same image twice is a prefix-cache hit and a different
+one is not; the Responses API's input_image and Anthropic's image block; bad images
+(truncated, a 20000 x 20000 declared canvas, a decompression bomb, a non-image, an http URL)
+each get a 400 naming the part while the server goes on serving; encode time in /metrics.
+
+The PNGs are written here by hand (zlib and struct): no imaging package is needed.
+"""
+import base64
+import struct
+import subprocess
+import zlib
+from pathlib import Path
+
+import anthropic
+import httpx
+import openai
+import pytest
+
+from conftest import Server, openai_client, tandem_binary
+
+GEMMA = Path.home() / ".cache" / "tandem" / "models" / "gemma-3-270m-q4_k_m.gguf"
+IMAGE_TOKENS = 16  # (224 / 14)^2 patches pooled 4 x 4
+
+
+def png(width, height, pixel=None):
+    """An 8-bit RGB PNG of the given pixels (a gradient by default)."""
+    pixel = pixel or (lambda x, y: (x * 255 // max(1, width - 1), y * 255 // max(1, height - 1), 128))
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+    rows = b"".join(b"\x00" + bytes(c for x in range(width) for c in pixel(x, y)) for y in range(height))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)) +
+            chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+
+
+def declared_png(width, height, idat=b""):
+    """A PNG whose header declares width x height, with the given compressed data."""
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)) +
+            chunk(b"IDAT", idat) + chunk(b"IEND", b""))
+
+
+def data_uri(data, mime="image/png"):
+    return f"data:{mime};base64," + base64.b64encode(data).decode()
+
+
+RED = png(48, 32, lambda x, y: (220, 30, 30))
+GRADIENT = png(64, 64)
+STRIPES = png(40, 60, lambda x, y: (0, 0, 0) if (x // 5) % 2 else (255, 255, 255))
+
+
+def image_part(data):
+    return {"type": "image_url", "image_url": {"url": data_uri(data)}}
+
+
+def ask(*images, text="What is in this image?"):
+    return [{"role": "user", "content": [*[image_part(i) for i in images], {"type": "text", "text": text}]}]
+
+
+@pytest.fixture(scope="module")
+def projector(tmp_path_factory):
+    if not GEMMA.exists():
+        pytest.skip(f"no {GEMMA} (make test-data)")
+    p = tmp_path_factory.mktemp("vision") / "mmproj.gguf"
+    subprocess.run([tandem_binary(), "gen-model", "--mmproj", "--arch", "gemma3", "--out", str(p),
+                    "--mmproj-text-embd", "640", "--mmproj-image-size", "224", "--mmproj-patch", "14",
+                    "--mmproj-layers", "2", "--mmproj-embd", "64", "--mmproj-ff", "128", "--mmproj-heads", "2",
+                    "--seed", "3"], check=True, capture_output=True)
+    return str(p)
+
+
+# gemma-3-270m's file has no chat template: Gemma's turn format (as llama.cpp's built-in
+# "gemma" template renders it, which llama-mtmd-cli uses for it).
+GEMMA_TEMPLATE = ("{{ bos_token }}{% for m in messages %}{% set role = 'model' if m['role'] == 'assistant' "
+                  "else m['role'] %}<start_of_turn>{{ role }}\n{{ m['content'] | trim }}<end_of_turn>\n"
+                  "{% endfor %}{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}")
+
+
+@pytest.fixture(scope="module")
+def server(projector, tmp_path_factory):
+    template = tmp_path_factory.mktemp("template") / "gemma.jinja"
+    template.write_text(GEMMA_TEMPLATE)
+    with Server("--model", str(GEMMA), "--mmproj", projector, "--limit-mm-per-prompt", '{"image": 3}',
+                "--chat-template", str(template), "--log-level", "warn") as s:
+        yield s
+
+
+def chat(server, messages, **kw):
+    return openai_client(server).chat.completions.create(model="gemma", messages=messages, max_tokens=12,
+                                                         temperature=0, **kw)
+
+
+def test_an_image_in_chat_streamed_and_not(server):
+    whole = chat(server, ask(GRADIENT))
+    text = chat(server, ask(text="What is in this image?"))  # the same words without the image
+    # The image's tokens: <start_of_image>, its 16 rows, <end_of_image>.
+    assert whole.usage.prompt_tokens == text.usage.prompt_tokens + IMAGE_TOKENS + 2
+    assert whole.choices[0].message.content
+    chunks = list(chat(server, ask(GRADIENT), stream=True, stream_options={"include_usage": True}))
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert streamed == whole.choices[0].message.content
+    assert chunks[-1].usage.prompt_tokens == whole.usage.prompt_tokens
+    # The image reaches the model: another image gives other scores (this projector's random
+    # weights make the text itself degenerate).
+    def first_scores(image):
+        r = chat(server, ask(image), logprobs=True, top_logprobs=5)
+        return [(t.token, round(t.logprob, 4)) for t in r.choices[0].logprobs.content[0].top_logprobs]
+    assert first_scores(STRIPES) != first_scores(GRADIENT)
+    assert first_scores(GRADIENT) == first_scores(GRADIENT)
+
+
+def test_two_images(server):
+    one = chat(server, ask(RED))
+    two = chat(server, ask(RED, STRIPES))
+    assert two.usage.prompt_tokens == one.usage.prompt_tokens + IMAGE_TOKENS + 2
+    assert two.choices[0].message.content
+
+
+def test_the_same_image_twice_is_a_prefix_cache_hit(server):
+    long_text = "Describe the colours, the shapes and the mood of the picture in three sentences. " * 3
+    first = chat(server, ask(STRIPES, text=long_text))
+    again = chat(server, ask(STRIPES, text=long_text))
+    assert again.choices[0].message.content == first.choices[0].message.content
+    cached = again.usage.prompt_tokens_details.cached_tokens
+    # Everything but the last block (the last token is always computed): the image included.
+    assert cached >= again.usage.prompt_tokens - 16
+    # A different image in the same place: only the blocks before it are reused.
+    fresh = png(30, 30, lambda x, y: (x * 8, 255 - y * 8, (x * y) % 256))  # sent nowhere else
+    other = chat(server, ask(fresh, text=long_text))
+    assert other.usage.prompt_tokens == again.usage.prompt_tokens
+    assert other.usage.prompt_tokens_details.cached_tokens < 16
+
+
+def test_input_image_and_anthropic_image_blocks(server):
+    r = httpx.post(server.url + "/v1/responses", timeout=120, json={
+        "model": "gemma", "max_output_tokens": 8, "temperature": 0,
+        "input": [{"role": "user", "content": [{"type": "input_image", "image_url": data_uri(RED)},
+                                               {"type": "input_text", "text": "What colour is it?"}]}]})
+    assert r.status_code == 200, r.text
+    assert r.json()["usage"]["input_tokens"] > IMAGE_TOKENS
+    client = anthropic.Anthropic(base_url=server.url, api_key="unused", max_retries=0)
+    m = client.messages.create(model="gemma", max_tokens=8, messages=[{"role": "user", "content": [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                     "data": base64.b64encode(RED).decode()}},
+        {"type": "text", "text": "What colour is it?"}]}])
+    # Anthropic's input_tokens leaves out what the cache read (RED was sent before).
+    assert m.usage.input_tokens + (m.usage.cache_read_input_tokens or 0) > IMAGE_TOKENS
+    assert m.content[0].text
+
+
+BOMB = declared_png(8192, 8192, zlib.compress(b"\x00" * (8192 * 3 + 1) * 64))
+
+
+@pytest.mark.parametrize("name,url,says", [
+    ("truncated", data_uri(GRADIENT[:len(GRADIENT) // 2]), ""),
+    ("huge canvas", data_uri(declared_png(20000, 20000)), "20000"),
+    ("bomb", data_uri(BOMB), "8192"),
+    ("not an image", "data:text/plain;base64," + base64.b64encode(b"hello there").decode(), ""),
+    ("bad base64", "data:image/png;base64,***", ""),
+    ("http", "https://example.com/cat.png", "data: URI"),
+])
+def test_a_bad_image_is_a_400_naming_its_part(server, name, url, says):
+    messages = [{"role": "user", "content": [{"type": "text", "text": "Look:"},
+                                             {"type": "image_url", "image_url": {"url": url}}]}]
+    with pytest.raises(openai.BadRequestError) as e:
+        chat(server, messages)
+    assert "messages[0].content[1]" in str(e.value), name
+    assert says in str(e.value), name
+    # The server goes on serving.
+    assert chat(server, ask(RED)).choices[0].message.content
+
+
+def test_bounds_per_request_and_metrics(server):
+    with pytest.raises(openai.BadRequestError) as e:
+        chat(server, ask(RED, RED, RED, RED))
+    assert "at most 3" in str(e.value)
+    with pytest.raises(openai.BadRequestError) as e:
+        chat(server, [{"role": "assistant", "content": [image_part(RED)]}, *ask(RED)])
+    assert "user messages" in str(e.value)
+    m = server.metrics()
+    assert m["tandem:image_encode_seconds_count"] >= 5
+    assert m["tandem:images_rejected_total"] >= 4
+
+
+def test_a_server_without_a_projector_refuses_images():
+    with Server("--log-level", "warn") as s:
+        with pytest.raises(openai.BadRequestError) as e:
+            openai_client(s).chat.completions.create(model="m", messages=ask(RED), max_tokens=4)
+        assert "--mmproj" in str(e.value)
+
+
+def test_the_chat_page_sends_an_attached_image(server, tmp_path):
+    """The chat page's image input: a file chosen with its attach button (the same path as a
+    pasted or dropped one) goes with the message; headless Chromium as in test_chat_page."""
+    webdriver = pytest.importorskip("selenium.webdriver")
+    import shutil
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+    if not shutil.which("chromium") or not shutil.which("chromedriver"):
+        pytest.skip("chromium and chromium-driver (Debian packages) are needed")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = shutil.which("chromium")
+    for a in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"]:
+        opts.add_argument(a)
+    browser = webdriver.Chrome(service=webdriver.ChromeService(executable_path=shutil.which("chromedriver")),
+                               options=opts)
+    try:
+        picture = tmp_path / "stripes.png"
+        picture.write_bytes(STRIPES)
+        browser.get(server.url + "/")
+        wait = WebDriverWait(browser, 120, poll_frequency=0.05)
+        wait.until(lambda b: b.find_element(By.ID, "status").text == "connected")
+        browser.find_element(By.ID, "file").send_keys(str(picture))
+        wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#images img"))
+        browser.find_element(By.ID, "input").send_keys("What is in this image?")
+        browser.find_element(By.ID, "send").click()
+        reply = wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, ".msg.assistant"))[-1]
+        wait.until(lambda b: reply.get_attribute("data-finish"))
+        assert reply.get_attribute("data-finish") in ("stop", "length"), reply.text
+        assert browser.find_elements(By.CSS_SELECTOR, ".msg.user img")  # shown in the user's bubble
+        assert not browser.find_elements(By.CSS_SELECTOR, "#images img")  # and gone from the strip
+        prompt_tokens = int(reply.find_element(By.CSS_SELECTOR, ".meta").text.split("·")[1].split()[0])
+        assert prompt_tokens > IMAGE_TOKENS
+    finally:
+        browser.quit()
