@@ -210,6 +210,10 @@ void register_gen_model(CLI::App& app) {
   sub->add_option("--mmproj-longest-edge", o->projector.longest_edge,
                   "idefics3: the resized image's longer side, cut into tiles of --mmproj-image-size (0: the tile)")
       ->capture_default_str();
+  sub->add_option("--mmproj-output-scale", o->projector.output_scale,
+                  "The projection's weights times this (below 1: image rows small beside the text's)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0f, 100.0f));
   sub->add_option("--mmproj-text-embd", o->projector.n_embd_text, "The language model's width the projector maps to")
       ->capture_default_str();
   sub->add_option("--mmproj-image-size", o->projector.image_size, "The encoder's input side in pixels")

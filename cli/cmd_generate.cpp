@@ -102,7 +102,8 @@ void run_generate(const generate_options& o) {
   auto file = gguf::file::open(path);
   const auto tok = tokenizer::from_gguf(file);
   const std::vector<token_id> prompt =
-      o.chat ? encode_chat(tok, chat_template::from_gguf(file), chat_messages(o), true) : encode_prompt(tok, o.prompt);
+      o.chat ? encode_chat(tok, chat_template::from_gguf(file, o.rt.chat_template), chat_messages(o), true)
+             : encode_prompt(tok, o.prompt);
   if (prompt.empty()) throw std::runtime_error("the prompt is empty");
 
   model_options mo;
@@ -269,6 +270,8 @@ void register_generate(CLI::App& app) {
       ->capture_default_str();
   add_device_options(sub, o->device);
   sub->add_flag("--ignore-eos", o->ignore_eos, "Keep going past end-of-generation tokens");
+  sub->add_option("--chat-template", o->rt.chat_template,
+                  "With --chat: a Jinja file, a named variant of the file's, or a family overriding the model's");
   sub->add_option("--mmproj", o->rt.mmproj, "A vision projector GGUF for the model (llama.cpp's mmproj file)");
   sub->add_option("--image", o->images, "An image file (PNG, JPEG, WebP) before the prompt; repeatable (--chat)");
   add_speculative_options(sub, o->rt);

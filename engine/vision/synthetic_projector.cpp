@@ -59,13 +59,13 @@ gguf::writer make_projector(const synthetic_projector_spec& s) {
   if (!gemma3) {  // idefics3: [n_embd_text] rows over the n_merge^2 shuffled patches
     const int64_t in = E * s.n_merge * s.n_merge;
     w.add_tensor("mm.model.fc.weight", s.type, {in, static_cast<int64_t>(s.n_embd_text)},
-                 m.matrix(s.type, in, s.n_embd_text, 1.0f / std::sqrt(static_cast<float>(in))));
+                 m.matrix(s.type, in, s.n_embd_text, s.output_scale / std::sqrt(static_cast<float>(in))));
     return w;
   }
   vec("mm.soft_emb_norm.weight", E, 0.8f, 1.2f);
   // Stored [E][n_embd_text] (ne0 = text width), as ggml multiplies by its transpose.
   w.add_tensor("mm.input_projection.weight", s.type, {static_cast<int64_t>(s.n_embd_text), E},
-               m.matrix(s.type, s.n_embd_text, E, in_scale));
+               m.matrix(s.type, s.n_embd_text, E, s.output_scale * in_scale));
   return w;
 }
 

@@ -19,6 +19,9 @@ struct synthetic_projector_spec {
   uint32_t n_merge = 4;
   uint32_t longest_edge = 0;  // idefics3: clip.vision.preproc_image_size (0: not written)
   uint32_t n_embd_text = 2560;
+  // The projection's weights times this: below 1, image rows small beside the text's, so a
+  // small language model's reply stays text-like (fidelity tests compare continuations).
+  float output_scale = 1.0f;
   tensor_type type = tensor_type::f16;  // the matrices (vectors are f32, as convert_hf_to_gguf writes them)
   uint64_t seed = 1;
 };
