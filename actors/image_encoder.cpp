@@ -6,6 +6,8 @@
 namespace tandem {
 namespace {
 
+constexpr int kEncoderNice = 10;  // CFS weight 110 against a step's 1024: about 10% when both want a core
+
 struct image_encoder_state {
   std::shared_ptr<const vision::projector> projector;
   vision::image_limits limits;
@@ -17,6 +19,7 @@ struct image_encoder_state {
 image_encoder_actor::behavior_type image_encoder(image_encoder_actor::stateful_pointer<image_encoder_state> self,
                                                  std::shared_ptr<const vision::projector> projector,
                                                  vision::image_limits limits, std::shared_ptr<thread_pool> pool) {
+  thread_pool::lower_this_thread_priority(kEncoderNice);  // the actor's own thread (the pool's thread 0)
   auto& init = self->state;
   init.projector = std::move(projector);
   init.limits = limits;
@@ -50,8 +53,9 @@ image_encoder_actor::behavior_type image_encoder(image_encoder_actor::stateful_p
 }  // namespace
 
 image_encoder_actor spawn_image_encoder(caf::actor_system& sys, std::shared_ptr<const vision::projector> projector,
-                                        vision::image_limits limits, std::shared_ptr<thread_pool> pool) {
-  return sys.spawn<caf::detached>(image_encoder, std::move(projector), limits, std::move(pool));
+                                        vision::image_limits limits, int n_threads) {
+  return sys.spawn<caf::detached>(image_encoder, std::move(projector), limits,
+                                  std::make_shared<thread_pool>(n_threads, kEncoderNice));
 }
 
 }  // namespace tandem

@@ -1,9 +1,9 @@
 // image_encoder actor: the images of chat requests (--mmproj) decoded, checked and encoded
 // into the language model's embedding space, off the scheduler's step loop. It runs
-// detached, on its own thread, one image at a time; the matrix work goes through the
-// process's shared thread pool, so between the device worker's steps it has every core, and
-// while a step runs its work runs on its own thread alone (thread_pool::parallel_for): a
-// large image slows the streams beside it but never stalls them.
+// detached, on its own thread, one image at a time, with a thread pool of its own at a
+// lower scheduling priority (nice 10, its thread too): the kernel gives the cores to the
+// device worker's steps first, and the encoder has what they leave (every core between
+// steps). A large image delays its own request, not the streams beside it.
 //
 //   streamer --encode(images)--> image_encoder --image_reply--> streamer
 //   streamer --enqueue(sequence_request with the image runs)--> scheduler --> device worker
@@ -43,9 +43,10 @@ using image_encoder_actor =
                      caf::replies_to<stats_atom>::with<image_encoder_stats>>;
 
 // Each request's images arrive as the client wrote them (data: URIs); the encoder decodes
-// their payloads (at most limits.max_bytes each), then the images.
+// their payloads (at most limits.max_bytes each), then the images. n_threads: its pool's
+// size (<= 0: one per core), as --threads sets the device worker's.
 image_encoder_actor spawn_image_encoder(caf::actor_system& sys, std::shared_ptr<const vision::projector> projector,
-                                        vision::image_limits limits, std::shared_ptr<thread_pool> pool);
+                                        vision::image_limits limits, int n_threads);
 
 }  // namespace tandem
 

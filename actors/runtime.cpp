@@ -120,7 +120,7 @@ void load_adapters(tandem::model& m, runtime_shared& shared, const runtime_confi
 
 // The vision projector (--mmproj): checked against the model (its output width is the
 // model's embedding width, the vocabulary has its family's marker tokens), and its encoder
-// actor over the process's shared thread pool.
+// actor with its own pool at a lower priority (image_encoder.h).
 void load_vision(caf::actor_system& sys, runtime_shared& shared, const model_config& mc, const runtime_config& cfg,
                  bool custom_device) {
   if (cfg.mmproj.empty()) return;
@@ -135,7 +135,7 @@ void load_vision(caf::actor_system& sys, runtime_shared& shared, const model_con
   }
   vision::image_layout layout(*p, shared.tok);
   const vision::image_limits limits{cfg.image_max_bytes, cfg.image_max_side, cfg.image_max_pixels};
-  auto encoder = spawn_image_encoder(sys, p, limits, shared_thread_pool(cfg.threads));
+  auto encoder = spawn_image_encoder(sys, p, limits, cfg.threads);
   shared.vision.emplace(runtime_shared::vision_parts{std::move(encoder), std::move(p), std::move(layout),
                                                      cfg.limit_mm_per_prompt});
 }

@@ -1,5 +1,9 @@
 #include "engine/platform/thread_pool.h"
 
+#include <sched.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <immintrin.h>
 #include <pthread.h>
 
@@ -42,8 +46,19 @@ int thread_pool::default_thread_count() {
   return n == 0 ? 1 : static_cast<int>(n);
 }
 
-thread_pool::thread_pool(int n_threads)
-    : n_threads_(n_threads > 0 ? n_threads : default_thread_count()), ranges_(static_cast<size_t>(n_threads_)) {
+void thread_pool::lower_this_thread_priority(int nice) {
+  if (nice <= 0) return;
+  // Background work: SCHED_IDLE runs only on cores nothing else wants (a nice value alone
+  // still takes its share of a core a step is waiting for); the nice value where that
+  // policy is refused.
+  const sched_param none{};
+  if (sched_setscheduler(0, SCHED_IDLE, &none) != 0) (void)setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), nice);
+}
+
+thread_pool::thread_pool(int n_threads, int nice)
+    : n_threads_(n_threads > 0 ? n_threads : default_thread_count()),
+      nice_(nice),
+      ranges_(static_cast<size_t>(n_threads_)) {
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
@@ -79,7 +94,8 @@ void thread_pool::run_tasks(int thread_index) {
 
 void thread_pool::worker_loop(int thread_index) {
   // Named so profilers and the serving benchmark can tell model compute from the rest.
-  pthread_setname_np(pthread_self(), "tandem-compute");
+  pthread_setname_np(pthread_self(), nice_ > 0 ? "tandem-backgrnd" : "tandem-compute");
+  lower_this_thread_priority(nice_);
   uint64_t seen = 0;
   for (;;) {
     uint64_t gen = generation_.load(std::memory_order_acquire);

@@ -26,8 +26,10 @@ namespace tandem {
 
 class thread_pool {
  public:
-  // n_threads <= 0 means one per hardware thread.
-  explicit thread_pool(int n_threads = 0);
+  // n_threads <= 0 means one per hardware thread. nice > 0: the workers run at that lower
+  // scheduling priority (background work, such as the image encoder beside the device
+  // worker: the kernel gives the cores to the step first).
+  explicit thread_pool(int n_threads = 0, int nice = 0);
   ~thread_pool();
   thread_pool(const thread_pool&) = delete;
   thread_pool& operator=(const thread_pool&) = delete;
@@ -42,6 +44,9 @@ class thread_pool {
   void parallel_for(int64_t n_tasks, const std::function<void(int64_t, int)>& task);
 
   static int default_thread_count();
+  // Lowers the calling thread's scheduling priority to `nice` (Linux: per thread); a
+  // failure is ignored (the work still runs, only at the normal priority).
+  static void lower_this_thread_priority(int nice);
 
  private:
   void worker_loop(int thread_index);
@@ -56,6 +61,7 @@ class thread_pool {
   bool claim(int share, bool from_back, int64_t& task);
 
   int n_threads_;
+  int nice_ = 0;
   std::vector<std::thread> workers_;
   const std::function<void(int64_t, int)>* task_ = nullptr;
   std::vector<task_range> ranges_;       // [n_threads_]
