@@ -59,3 +59,40 @@ TEST(PromptEncoder, RawPromptsParseControlTokensOnlyWhenAsked) {
   EXPECT_EQ(count(parsed, im_start), 2);
   EXPECT_EQ(m.tok.decode(parsed), m.tok.decode(m.tok.encode(raw, true, true)));
 }
+
+// Images: each marker in a message's content becomes the tokens the callback writes, in
+// order, and the text on each side is tokenized on its own; text without a marker is as it
+// was, and the same text typed by a client is not a marker unless it is the request's own.
+TEST(PromptEncoder, MediaMarkersTakeTheImagesTokensInOrder) {
+  const auto& m = model();
+  const std::string marker = "<__image_0123456789abcdef__>";
+  const std::vector<chat_message> msgs = {{"user", marker + "What is this? And " + marker + "?"}};
+  std::vector<size_t> seen;
+  size_t n = 0;
+  const auto ids = encode_chat(
+      m.tok, m.tmpl, msgs, chat_render_options{}, marker,
+      [&](size_t k, std::vector<token_id>& out) {
+        seen.push_back(k);
+        out.insert(out.end(), 3, static_cast<token_id>(1000 + k));  // three placeholders per image
+      },
+      n);
+  EXPECT_EQ(n, 2u);
+  EXPECT_EQ(seen, (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(count(ids, 1000), 3);
+  EXPECT_EQ(count(ids, 1001), 3);
+  // Image 0 comes before the words, image 1 after them.
+  const auto first0 = std::find(ids.begin(), ids.end(), 1000), first1 = std::find(ids.begin(), ids.end(), 1001);
+  const auto words = m.tok.encode("What is this? And ", false, false);
+  EXPECT_TRUE(std::search(first0, first1, words.begin(), words.end()) != first1);
+  // Without the marker argument the same content is plain text, marker and all.
+  const auto plain = encode_chat(m.tok, m.tmpl, msgs, true);
+  EXPECT_EQ(count(plain, 1000), 0);
+  EXPECT_NE(m.tok.decode(plain).find(marker), std::string::npos);
+  // Another request's marker is text to this one.
+  n = 0;
+  const auto other = encode_chat(
+      m.tok, m.tmpl, msgs, chat_render_options{}, "<__image_fedcba9876543210__>",
+      [&](size_t, std::vector<token_id>&) { ADD_FAILURE() << "no marker of this request is in the text"; }, n);
+  EXPECT_EQ(n, 0u);
+  EXPECT_EQ(other, plain);
+}
