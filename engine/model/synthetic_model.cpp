@@ -41,9 +41,13 @@ std::string byte_token(uint8_t b) {
 
 // A small byte-level BPE vocabulary: 256 byte tokens, ChatML control tokens, then merges of
 // frequent English letter pairs (and space + letter) until n_vocab tokens exist.
-void add_generated_vocab(gguf::writer& w, uint32_t n_vocab) {
+void add_generated_vocab(gguf::writer& w, uint32_t n_vocab, const std::vector<std::string>& extra_control) {
   std::vector<std::string> tokens = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
   std::vector<int32_t> types = {3, 3, 3};  // control
+  for (const auto& t : extra_control) {
+    tokens.push_back(t);
+    types.push_back(3);
+  }
   for (int b = 0; b < 256; ++b) {
     tokens.push_back(byte_token(static_cast<uint8_t>(b)));
     types.push_back(1);  // normal
@@ -243,7 +247,7 @@ gguf::writer make_synthetic_model(const synthetic_model_spec& spec, const gguf::
     if (tokens == nullptr) throw std::invalid_argument("the vocabulary source has no tokenizer.ggml.tokens");
     n_vocab = static_cast<uint32_t>(tokens->items.size());
   } else {
-    add_generated_vocab(w, n_vocab);
+    add_generated_vocab(w, n_vocab, s.extra_control_tokens);
   }
   w.set_u32(p + "vocab_size", n_vocab);
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "engine/gguf/gguf.h"
 #include "engine/gguf/gguf_writer.h"
@@ -24,6 +25,9 @@ struct synthetic_model_spec {
   uint32_t head_dim = 0;  // 0: n_embd / n_head; else written as attention.key_length (qwen3, gemma3)
   uint32_t n_ff = 256;
   uint32_t n_vocab = 512;  // ignored when a vocabulary is borrowed
+  // Control tokens the generated vocabulary holds after ChatML's (a vision family's image
+  // tokens: `gen-model --image-tokens idefics3`); within n_vocab.
+  std::vector<std::string> extra_control_tokens = {};
   uint32_t n_ctx = 2048;
   float rope_freq_base = 10000.0f;
   float rms_eps = 1e-5f;

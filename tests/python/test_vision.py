@@ -256,3 +256,39 @@ def test_greedy_continuations_against_llama_cpps(template, tmp_path):
     # distributions (top logprob about -3.4) flip with the text path's own differences.
     assert same >= 13, f"{same} of {len(cases)} equal; differ: {differ}"
     print(f"continuations equal to llama.cpp's: {same} of {len(cases)}; first-token |delta| mean {mean:.3f}")
+
+
+# idefics3 (SmolVLM) image tokens per image size, as llama-server --mmproj (libmtmd) counted
+# them on the same files (prompt tokens with the image minus without): slices of 64 px tiles
+# with their <fake_token_around_image><row_Y_col_X> tags, "\n" between rows, then the
+# overview between "\n\n<fake_token_around_image><global-img>" and <fake_token_around_image>.
+IDEFICS3_IMAGE_TOKENS = {"noise 200x50": 56, "noise 30x90": 57, "gradient 64x64": 93, "disc 300x300": 93}
+
+
+def test_idefics3_images_take_libmtmds_layout(tmp_path):
+    text_model, projector = tmp_path / "smolvlm-text.gguf", tmp_path / "idefics3.gguf"
+    subprocess.run([tandem_binary(), "gen-model", "--arch", "llama", "--embd", "128", "--heads", "4", "--kv-heads", "2",
+                    "--ff", "256", "--layers", "2", "--vocab", "1024", "--image-tokens", "idefics3", "--type", "q8_0",
+                    "--seed", "4", "--out", str(text_model)], check=True, capture_output=True)
+    subprocess.run([tandem_binary(), "gen-model", "--arch", "llama", "--mmproj", "--type", "f32", "--seed", "7", "-o",
+                    str(projector), "--mmproj-image-size", "64", "--mmproj-patch", "8", "--mmproj-layers", "2",
+                    "--mmproj-embd", "64", "--mmproj-ff", "128", "--mmproj-heads", "4", "--mmproj-merge", "2",
+                    "--mmproj-text-embd", "128", "--mmproj-longest-edge", "128", "--mmproj-output-scale", "0.5"],
+                   check=True, capture_output=True)
+    with Server("--model", str(text_model), "--mmproj", str(projector), "--log-level", "warn") as s:
+        c = openai_client(s)
+        q = "What is in the image?"
+        base = c.chat.completions.create(model="m", messages=[{"role": "user", "content": q}], max_tokens=1,
+                                         temperature=0).usage.prompt_tokens
+        for spec, n in IDEFICS3_IMAGE_TOKENS.items():
+            r = c.chat.completions.create(model="m", max_tokens=4, temperature=0, messages=[
+                {"role": "user", "content": [image_part(png_of(spec)), {"type": "text", "text": q}]}])
+            assert r.usage.prompt_tokens - base == n, spec
+    # A vocabulary without SmolVLM's image tokens cannot take this projector: a clear error.
+    plain = tmp_path / "plain.gguf"
+    subprocess.run([tandem_binary(), "gen-model", "--arch", "llama", "--embd", "128", "--heads", "4", "--kv-heads", "2",
+                    "--ff", "256", "--layers", "2", "--out", str(plain)], check=True, capture_output=True)
+    r = subprocess.run([tandem_binary(), "serve", "--port", "0", "--model", str(plain), "--mmproj", str(projector)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0
+    assert "no '<fake_token_around_image>' token" in r.stdout + r.stderr
