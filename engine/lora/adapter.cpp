@@ -143,23 +143,29 @@ std::shared_ptr<const adapter> adapter::from_file(gguf::file file, const model_c
     if (rank > std::min(w->rows, w->cols)) {
       throw format_error("tensor '" + name + "': rank " + std::to_string(rank) + " exceeds the matrix's shape");
     }
-    if (k.in_order(a.type, false).row == nullptr) {
-      throw format_error("tensor '" + name + ".lora_a' has type " + std::string(traits_of(a.type).name) +
-                         ", which has no CPU kernel");
+    for (const gguf::tensor_info* t : {&a, &b}) {
+      if (k.in_order(t->type, false).row == nullptr) {
+        throw format_error("tensor '" + t->name + "' has type " + std::string(traits_of(t->type).name) +
+                           ", which has no CPU kernel");
+      }
     }
     matrix_update u;
     u.a = kernels::weight_view(a.type, a.ne[0], a.ne[1], a.data);
     u.rank = rank;
     u.rows = b.ne[1];
+    u.b = kernels::weight_view(b.type, b.ne[0], b.ne[1], b.data);
     u.b_type = b.type;
     u.alpha_scale = alpha != 0.0 ? static_cast<float>(alpha / static_cast<double>(rank)) : 1.0f;
-    // B transposed into floats: the row dequantized, then scattered into its column.
-    u.bt.resize(static_cast<size_t>(rank * u.rows));
-    std::vector<float> row(static_cast<size_t>(rank));
-    const size_t rb = row_bytes(b.type, rank);
-    for (int64_t r = 0; r < u.rows; ++r) {
-      dequantize_row(b.type, b.data + static_cast<size_t>(r) * rb, rank, row.data());
-      for (int64_t j = 0; j < rank; ++j) u.bt[static_cast<size_t>(j * u.rows + r)] = row[static_cast<size_t>(j)];
+    // An F16 B also transposed into floats (one-row steps sum its products in double, across
+    // output rows): the row dequantized, then scattered into its column.
+    if (b.type == tensor_type::f16) {
+      u.bt.resize(static_cast<size_t>(rank * u.rows));
+      std::vector<float> row(static_cast<size_t>(rank));
+      const size_t rb = row_bytes(b.type, rank);
+      for (int64_t r = 0; r < u.rows; ++r) {
+        dequantize_row(b.type, b.data + static_cast<size_t>(r) * rb, rank, row.data());
+        for (int64_t j = 0; j < rank; ++j) u.bt[static_cast<size_t>(j * u.rows + r)] = row[static_cast<size_t>(j)];
+      }
     }
     out->max_rank_ = std::max(out->max_rank_, rank);
     out->index_[slot_of(m->layer, m->role)] = static_cast<int32_t>(out->updates_.size());

@@ -32,8 +32,9 @@ namespace tandem::lora {
 
 // One adapted matrix.
 struct matrix_update {
-  kernels::weight_view a;  // [rank rows][cols], read in the file (any type with a row kernel)
-  std::vector<float> bt;   // [rank][rows]: B transposed, in float (rank * rows floats)
+  kernels::weight_view a;                 // [rank rows][cols], read in the file (any type with a row kernel)
+  kernels::weight_view b;                 // [rows][rank], read in the file (any type with a row kernel)
+  std::vector<float> bt;                  // F16 B only: [rank][rows], B transposed, in float (rank * rows floats)
   tensor_type b_type = tensor_type::f32;  // B's type in the file: A x is rounded as B's activations are
   int64_t rank = 0;
   int64_t rows = 0;
@@ -69,7 +70,7 @@ class adapter {
 
  private:
   explicit adapter(gguf::file f) : file_(std::move(f)) {}
-  gguf::file file_;            // A is read in place from its mapping
+  gguf::file file_;             // A is read in place from its mapping
   std::vector<int32_t> index_;  // slot -> updates_ index, -1 for none
   std::vector<matrix_update> updates_;
   float alpha_ = 0.0f;

@@ -305,14 +305,24 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
   };
   row_adapter_.assign(static_cast<size_t>(T), nullptr);
   row_scale_.assign(static_cast<size_t>(T), 0.0f);
+  // How llama.cpp would multiply each row's update (lora::step_updates::plan): alone in a
+  // one-token step, and a sequence's only output row alone in the last layer's FFN.
+  std::vector<uint8_t> lora_order(static_cast<size_t>(T), 0);
   if (!adapters_.empty()) {
     for (int64_t t = 0; t < T; ++t) {
       const auto& s = in.seqs[static_cast<size_t>(b.seq[t])];
       row_adapter_[static_cast<size_t>(t)] = adapter_of(s);
       row_scale_[static_cast<size_t>(t)] = s.adapter_scale;
+      const bool one_output = !s.want_hidden && (!s.want_all_logits || s.tokens.size() == 1) &&
+                              b.pos[t] == s.start_pos + static_cast<int32_t>(s.tokens.size()) - 1;
+      if (llama_cpp_order_) {
+        lora_order[static_cast<size_t>(t)] = (b.single_order[t] != 0 ? lora::step_updates::kSingleRow : 0) |
+                                             (one_output ? lora::step_updates::kSingleOutput : 0);
+      }
     }
   }
-  lora_.plan(row_adapter_, row_scale_);
+  lora_.plan(row_adapter_, row_scale_, lora_order,
+             static_cast<int32_t>(in.n_layers > 0 ? std::min(in.n_layers, c.n_layer) : c.n_layer) - 1);
 
   auto for_rows = [&](int64_t n, const auto& fn) {
     if (n < kParallelRowThreshold) {
@@ -413,6 +423,8 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
         kernels::rms_norm(&b.x[u * E], weights_.output_norm.data(), &b.h[n_out * E], E, c.rms_eps);
         row_adapter_[static_cast<size_t>(n_out)] = adapter_of(in.seqs[i]);
         row_scale_[static_cast<size_t>(n_out)] = in.seqs[i].adapter_scale;
+        lora_order[static_cast<size_t>(n_out)] =
+            llama_cpp_order_ && t + n - first == 1 ? lora::step_updates::kSingleRow : 0;  // its only output row
       }
       t += n;
     }
@@ -422,7 +434,8 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
   kernels::matmul(weights_.output, b.h.data(), E, n_out, out.logits.data(), c.n_vocab, kernels_, pool_, b.mm);
   if (!lora_.empty()) {  // the head's rows: the first n_out entries, rewritten above
     lora_head_.plan(std::span(row_adapter_).first(static_cast<size_t>(n_out)),
-                    std::span(row_scale_).first(static_cast<size_t>(n_out)));
+                    std::span(row_scale_).first(static_cast<size_t>(n_out)),
+                    std::span(lora_order).first(static_cast<size_t>(n_out)));
     if (!lora_head_.empty()) {
       lora_head_.apply(-1, matrix_role::output, b.h.data(), E, out.logits.data(), c.n_vocab, kernels_, pool_);
     }

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "engine/gguf/quantize.h"
 #include "engine/lora/adapter.h"
 #include "engine/lora/adapter_choice.h"
+#include "engine/lora/step_updates.h"
 #include "engine/model/kv_block_allocator.h"
 #include "engine/model/model.h"
 #include "engine/model/synthetic_lora.h"
@@ -342,6 +344,93 @@ TEST(LoraForward, ARowInAMixedStepEqualsTheRowAlone) {
   // Two sequences on one adapter at different scales differ; adapters differ from each other.
   auto last = [&](int s) { return std::vector<float>(decode.last(size_t(s)).begin(), decode.last(size_t(s)).end()); };
   EXPECT_GT(max_relative_error(last(0), last(1)), 0.01);
+}
+
+// llama.cpp's CPU sums of an F16 product (AVX-512), written out element by element here, apart
+// from engine/lora: ggml_vec_dot_f16 for a product of one row, llamafile's tinyBLAS for more.
+float reduce_add16(const float* v) {  // _mm512_reduce_add_ps: halves, quarters, then pairs
+  float h[8], q[4];
+  for (int i = 0; i < 8; ++i) h[i] = v[8 + i] + v[i];
+  for (int i = 0; i < 4; ++i) q[i] = h[4 + i] + h[i];
+  return (q[0] + q[2]) + (q[1] + q[3]);
+}
+float f16(kernels::f16_bits h) { return kernels::f16_to_f32(h); }
+float ggml_vec_dot_f16(int64_t n, const kernels::f16_bits* w, const kernels::f16_bits* x) {
+  float acc[4][16] = {};
+  const int64_t np = n - n % 64;
+  for (int64_t i = 0; i < np; i += 64) {
+    for (int c = 0; c < 4; ++c) {
+      for (int l = 0; l < 16; ++l) acc[c][l] = std::fma(f16(w[i + 16 * c + l]), f16(x[i + 16 * c + l]), acc[c][l]);
+    }
+  }
+  float folded[16];
+  for (int l = 0; l < 16; ++l) folded[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
+  double s = reduce_add16(folded);
+  for (int64_t i = np; i < n; ++i) s += static_cast<double>(f16(w[i]) * f16(x[i]));
+  return static_cast<float>(s);
+}
+float tinyblas_f16(int64_t n, const kernels::f16_bits* w, const kernels::f16_bits* x) {
+  float acc[16] = {};
+  for (int64_t i = 0; i < n; i += 16) {
+    for (int l = 0; l < 16; ++l) acc[l] = std::fma(f16(w[i + l]), f16(x[i + l]), acc[l]);
+  }
+  return reduce_add16(acc);
+}
+
+TEST(LoraOrder, F16UpdatesSumAsLlamaCpp) {
+  // Greedy fidelity to llama-server --lora needs the update's bits (docs/benchmarks.md, "LoRA"):
+  // res + ggml_scale(mul_mat(B, mul_mat(A, x)), scale * alpha / rank), x and A x rounded to
+  // halves, each product in the order llama.cpp takes for its number of rows. Three rows: a
+  // one-token step's, a prompt row, and a prompt's last row, which llama.cpp's last layer
+  // multiplies alone in its FFN (and with the others before it). Ranks 16 (B's products all
+  // in ggml_vec_dot_f16's double leftover loop) and 80 (64 in its chains, then 16).
+  test::fixture_model base(base_spec(tensor_type::q8_0));
+  const kernels::dot_kernels& k = kernels::best_dot_kernels();
+  thread_pool pool(2);
+  for (const uint32_t rank : {16u, 80u}) {
+    synthetic_lora_spec spec;
+    spec.rank = rank;
+    spec.alpha = 24.0f;
+    spec.seed = 5 + rank;
+    spec.targets = {"attn_q", "attn_output", "ffn_down"};
+    const held_file f(make_synthetic_lora(*base.file, spec));
+    const auto a = load(f, *base.fast);
+    const std::vector<uint8_t> how = {lora::step_updates::kSingleRow, 0, lora::step_updates::kSingleOutput};
+    const std::vector<const lora::adapter*> adapters(3, a.get());
+    const std::vector<float> scales(3, 0.75f);
+    for (const matrix_role role : {matrix_role::attn_q, matrix_role::attn_output, matrix_role::ffn_down}) {
+      const lora::matrix_update& m = *a->find(1, role);
+      const int64_t cols = m.a.cols, rows = m.rows;
+      std::mt19937 rng(40 + rank);
+      std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+      std::vector<float> x(static_cast<size_t>(3 * cols)), y(static_cast<size_t>(3 * rows));
+      for (float& v : x) v = dist(rng);
+      for (float& v : y) v = dist(rng);
+      std::vector<float> want = y;
+      lora::step_updates updates;
+      updates.plan(adapters, scales, how, 1);
+      updates.apply(1, role, x.data(), cols, y.data(), rows, k, pool);
+      const float s = 0.75f * 24.0f / static_cast<float>(rank);
+      for (int t = 0; t < 3; ++t) {
+        const bool alone = t == 0 || (t == 2 && role == matrix_role::ffn_down);
+        auto dot = [&](int64_t n, const void* w, const kernels::f16_bits* v) {
+          const auto* h = static_cast<const kernels::f16_bits*>(w);
+          return alone ? ggml_vec_dot_f16(n, h, v) : tinyblas_f16(n, h, v);
+        };
+        std::vector<kernels::f16_bits> x16(static_cast<size_t>(cols)), u16(rank);
+        for (int64_t e = 0; e < cols; ++e) x16[size_t(e)] = kernels::f32_to_f16(x[size_t(t * cols + e)]);
+        for (uint32_t j = 0; j < rank; ++j) u16[j] = kernels::f32_to_f16(dot(cols, m.a.row(j), x16.data()));
+        for (int64_t r = 0; r < rows; ++r) {
+          const float ab = dot(rank, m.b.row(r), u16.data()) * s;
+          want[size_t(t * rows + r)] = want[size_t(t * rows + r)] + ab;
+        }
+      }
+      for (size_t i = 0; i < y.size(); ++i) {
+        ASSERT_EQ(y[i], want[i]) << "rank " << rank << ", " << matrix_role_name(role) << ", row " << i / size_t(rows)
+                                 << ", output " << i % size_t(rows);
+      }
+    }
+  }
 }
 
 TEST(LoraChoice, FromTheFieldTheModelNameOrTheTenant) {
