@@ -135,7 +135,9 @@ void load_vision(caf::actor_system& sys, runtime_shared& shared, const model_con
   }
   vision::image_layout layout(*p, shared.tok);
   const vision::image_limits limits{cfg.image_max_bytes, cfg.image_max_side, cfg.image_max_pixels};
-  auto encoder = spawn_image_encoder(sys, p, limits, cfg.threads);
+  const int compute = cfg.threads > 0 ? cfg.threads : thread_pool::default_thread_count();
+  const int threads = cfg.mmproj_threads > 0 ? static_cast<int>(cfg.mmproj_threads) : std::max(1, compute / 2);
+  auto encoder = spawn_image_encoder(sys, p, limits, threads);
   shared.vision.emplace(runtime_shared::vision_parts{std::move(encoder), std::move(p), std::move(layout),
                                                      cfg.limit_mm_per_prompt});
 }

@@ -29,6 +29,10 @@ inline void add_vision_options(CLI::App* cmd, runtime_config& rt) {
   cmd->add_option("--mmproj", rt.mmproj,
                   "A vision projector GGUF for the model (llama.cpp's mmproj file): chat requests may carry images "
                   "(CPU device only)");
+  cmd->add_option("--mmproj-threads", rt.mmproj_threads,
+                  "The image encoder's threads, at idle priority beside the model's (0 = half of --threads)")
+      ->check(CLI::Range(0u, 1024u))
+      ->capture_default_str();
   cmd->add_option_function<std::string>(
          "--limit-mm-per-prompt", [&rt](const std::string& v) { rt.limit_mm_per_prompt = parse_image_limit(v); },
          "Images per request at most, as a count or vLLM's {\"image\": N} (default 4)");

@@ -78,6 +78,10 @@ struct runtime_config {
   // before it is decoded (--image-max-bytes, --image-max-side, --image-max-pixels) and a
   // request carries at most limit_mm_per_prompt of them (vLLM's --limit-mm-per-prompt).
   std::string mmproj;
+  // The image encoder's threads (--mmproj-threads), which run at idle priority beside the
+  // device worker's: 0 = half of `threads` (at least 1), which keeps the other streams'
+  // pace while an image encodes (docs/vision.md).
+  uint32_t mmproj_threads = 0;
   uint32_t limit_mm_per_prompt = 4;
   uint64_t image_max_bytes = uint64_t{20} << 20;
   uint32_t image_max_side = 8192;
