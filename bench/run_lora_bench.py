@@ -59,8 +59,8 @@ def main():
         "",
         f"Target: 32 sequences over 8 rank-16 adapters at >= 0.80x: {target:.2f}x "
         f"({'met' if target >= 0.8 else 'not met'}). What the adapters cost is reading them: each sequence's "
-        "chunk of up to four rows reads its adapter's A (in place, through the dot kernels of its type) and B "
-        "(transposed, in float) once per step, so the cost grows with the number of distinct adapters in the "
+        "chunk of up to four rows reads its adapter's A (in place, summed in llama.cpp's orders: "
+        "engine/lora/step_updates.h) and B (transposed, in float) once per step, so the cost grows with the number of distinct adapters in the "
         "step and their rank, not with the rows (8 adapters of rank 16 on this shape: about 190 MB of F32 B "
         "and 84 MB of F16 A per step beside the 640 MB file of base weights; B kept in F16 would halve its part).",
         "", END])
