@@ -35,7 +35,8 @@ inline void add_vision_options(CLI::App* cmd, runtime_config& rt) {
       ->capture_default_str();
   cmd->add_option_function<std::string>(
          "--limit-mm-per-prompt", [&rt](const std::string& v) { rt.limit_mm_per_prompt = parse_image_limit(v); },
-         "Images per request at most, as a count or vLLM's {\"image\": N} (default 4)");
+         "Images per request at most, as a count or vLLM's {\"image\": N}")
+      ->default_str(std::to_string(rt.limit_mm_per_prompt));
   cmd->add_option("--image-max-bytes", rt.image_max_bytes, "An image's encoded size at most")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30))
       ->capture_default_str();

@@ -182,7 +182,13 @@ TEST(AnthropicRequest, BadInputNamesTheAnthropicField) {
       {R"({"max_tokens": 0, "messages": [{"role": "user", "content": "x"}]})", "max_tokens"},
       {R"({"max_tokens": "5", "messages": [{"role": "user", "content": "x"}]})", "max_tokens"},
       {R"({"max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]})",
-       "messages[0].content[0].type"},
+       "messages[0].content[0].source.type"},
+      {R"({"max_tokens": 5, "messages": [{"role": "user", "content": [
+          {"type": "image", "source": {"type": "base64", "media_type": "image/png"}}]}]})",
+       "messages[0].content[0].source.data"},
+      {R"({"max_tokens": 5, "messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": [
+          {"type": "image", "source": {"type": "url", "url": "data:,x"}}]}]})",
+       "messages[1].content[0].type"},
       {R"({"max_tokens": 5, "messages": [{"role": "user", "content": [
           {"type": "tool_result", "tool_use_id": "nope", "content": "x"}]}]})",
        "messages[0].content[0].tool_use_id"},

@@ -126,8 +126,14 @@ TEST(ResponsesRequest, BadInputNamesTheResponsesField) {
   EXPECT_EQ(error_of(R"({"model": "m"})").param, "input");
   EXPECT_EQ(error_of(R"({"input": []})").param, "input");
   EXPECT_EQ(error_of(R"({"input": [{"role": "robot", "content": "x"}]})").param, "input[0].role");
+  // Images come inline: a URL to fetch names the part's image_url; an image in an
+  // assistant's message names its type.
   EXPECT_EQ(error_of(R"({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "u"}]}]})").param,
-            "input[0].content[0].type");
+            "input[0].content[0].image_url");
+  EXPECT_EQ(
+      error_of(R"({"input": [{"role": "assistant", "content": [{"type": "input_image", "image_url": "data:,x"}]}]})")
+          .param,
+      "input[0].content[0].type");
   EXPECT_EQ(error_of(R"({"input": [{"type": "item_reference", "id": "x"}]})").param, "input[0].type");
   EXPECT_EQ(error_of(R"({"input": [{"type": "function_call_output", "output": "x"}]})").param, "input[0].call_id");
   const api_error web = error_of(R"({"input": "x", "tools": [{"type": "web_search"}]})");
