@@ -6,7 +6,9 @@
 namespace tandem {
 namespace {
 
-constexpr int kEncoderNice = 10;  // CFS weight 110 against a step's 1024: about 10% when both want a core
+// The encoder's threads run as background work (thread_pool::lower_this_thread_priority:
+// SCHED_IDLE, or this nice value where Linux refuses that policy).
+constexpr int kEncoderNice = 10;
 
 struct image_encoder_state {
   std::shared_ptr<const vision::projector> projector;

@@ -284,10 +284,10 @@ void start_sequence(self_ptr self, const std::vector<vision::encoded_image>& ima
             tok, tmpl, msgs, ro, st.req.media_marker,
             [&](size_t k, std::vector<token_id>& out) {
               if (k >= images.size()) return;  // counted below
-              const vision::image_prompt ip = layout.lay_out(images[k], tok);
-              for (const auto& r : ip.runs) {
-                media.push_back({static_cast<int32_t>(out.size() + r.offset), static_cast<int32_t>(r.count), r.rows, 0,
-                                 r.bidirectional});
+              vision::image_prompt ip = layout.lay_out(images[k], tok);
+              for (embedding_rows& r : ip.runs) {
+                r.offset += static_cast<int32_t>(out.size());
+                media.push_back(std::move(r));
               }
               out.insert(out.end(), ip.tokens.begin(), ip.tokens.end());
             },

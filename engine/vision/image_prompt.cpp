@@ -29,8 +29,6 @@ token_id placeholder(const pixel_hash& h, uint32_t j, size_t n_vocab) {
 encoded_image encode_image(const projector& p, std::string_view bytes, const image_limits& limits, thread_pool& pool) {
   const rgb_image img = decode_image(bytes, limits);
   encoded_image out;
-  out.width = img.width;
-  out.height = img.height;
   out.hash = hash_pixels(img);
   image_tiles tiles = preprocess_tiles(p, img);
   out.grid_x = tiles.grid_x;
@@ -63,7 +61,8 @@ image_prompt image_layout::lay_out(const encoded_image& img, const tokenizer& to
   image_prompt out;
   uint32_t j = 0;  // placeholders so far
   const auto add_run = [&](const std::shared_ptr<const std::vector<float>>& rows, bool bidirectional) {
-    out.runs.push_back({static_cast<uint32_t>(out.tokens.size()), n_tile_, rows, bidirectional});
+    out.runs.push_back(
+        {static_cast<int32_t>(out.tokens.size()), static_cast<int32_t>(n_tile_), rows, 0, bidirectional});
     for (uint32_t k = 0; k < n_tile_; ++k) out.tokens.push_back(placeholder(img.hash, j++, tok.vocab_size()));
   };
   const auto add = [&](const std::vector<token_id>& ids) { out.tokens.insert(out.tokens.end(), ids.begin(), ids.end()); };

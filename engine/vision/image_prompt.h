@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "engine/ids.h"
+#include "engine/model/step.h"
 #include "engine/platform/thread_pool.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/vision/image_decode.h"
@@ -31,24 +32,17 @@ struct encoded_image {
   // row by row (preprocess_tiles' order).
   std::vector<std::shared_ptr<const std::vector<float>>> tiles;
   uint32_t grid_x = 0, grid_y = 0;  // idefics3's slices; 0 for gemma3
-  uint32_t width = 0, height = 0;   // as decoded
   pixel_hash hash;
 };
 
 // Decodes (bounded by `limits`: throws image_error), preprocesses and encodes one image.
 encoded_image encode_image(const projector& p, std::string_view bytes, const image_limits& limits, thread_pool& pool);
 
-// A run of placeholder tokens that take embedding rows [0, count) of `rows`.
-struct image_run {
-  uint32_t offset = 0;  // within image_prompt::tokens
-  uint32_t count = 0;
-  std::shared_ptr<const std::vector<float>> rows;
-  bool bidirectional = false;
-};
-
+// An image's tokens, and the runs of its placeholders that take a tile's rows (offsets
+// within `tokens`: the caller shifts them to prompt positions).
 struct image_prompt {
   std::vector<token_id> tokens;
-  std::vector<image_run> runs;
+  std::vector<embedding_rows> runs;
 };
 
 class image_layout {
