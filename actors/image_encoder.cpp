@@ -14,7 +14,6 @@ struct image_encoder_state {
   std::shared_ptr<const vision::projector> projector;
   vision::image_limits limits;
   std::shared_ptr<thread_pool> pool;
-  image_encoder_stats stats;
   static inline const char* name = "tandem.image_encoder";
 };
 
@@ -26,8 +25,6 @@ image_encoder_actor::behavior_type image_encoder(image_encoder_actor::stateful_p
   init.projector = std::move(projector);
   init.limits = limits;
   init.pool = std::move(pool);
-  init.stats.bounds = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
-  init.stats.counts.assign(init.stats.bounds.size(), 0);
   return {
       [self](encode_atom, const std::vector<std::string>& uris) -> image_reply {
         auto& st = self->state;
@@ -38,17 +35,12 @@ image_encoder_actor::behavior_type image_encoder(image_encoder_actor::stateful_p
             const std::string bytes = vision::decode_data_uri(uris[i], st.limits.max_bytes);
             r.images.push_back(vision::encode_image(*st.projector, bytes, st.limits, *st.pool));
           } catch (const std::exception& e) {
-            ++st.stats.rejected;
-            return {{}, e.what(), static_cast<int32_t>(i)};
+            return {{}, {}, e.what(), static_cast<int32_t>(i)};
           }
-          const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          ++st.stats.count;
-          st.stats.sum_seconds += s;
-          for (size_t b = 0; b < st.stats.bounds.size(); ++b) st.stats.counts[b] += s <= st.stats.bounds[b] ? 1 : 0;
+          r.encode_seconds.push_back(std::chrono::duration<float>(std::chrono::steady_clock::now() - t0).count());
         }
         return r;
       },
-      [self](stats_atom) { return self->state.stats; },
   };
 }
 

@@ -23,24 +23,17 @@ namespace tandem {
 
 
 
+// The encode times travel with the reply to the request's streamer and on to the server's
+// metrics (generation_done::image_encode_seconds): nothing asks the encoder for figures, as
+// it answers only between images.
 struct image_reply {
   std::vector<vision::encoded_image> images;  // in request order; empty on error
+  std::vector<float> encode_seconds;          // per image encoded: decode and encode time
   std::string error;                          // what is wrong (a 400's message)
   int32_t bad_index = -1;                     // the image at fault
 };
 
-// Encode time (tandem:image_encode_seconds): a histogram over bounds, and the failures.
-struct image_encoder_stats {
-  std::vector<double> bounds;    // seconds, ascending
-  std::vector<uint64_t> counts;  // per bound: images that took at most it (cumulative)
-  uint64_t count = 0;
-  double sum_seconds = 0;
-  uint64_t rejected = 0;  // images that failed to decode
-};
-
-using image_encoder_actor =
-    caf::typed_actor<caf::replies_to<encode_atom, std::vector<std::string>>::with<image_reply>,
-                     caf::replies_to<stats_atom>::with<image_encoder_stats>>;
+using image_encoder_actor = caf::typed_actor<caf::replies_to<encode_atom, std::vector<std::string>>::with<image_reply>>;
 
 // Each request's images arrive as the client wrote them (data: URIs); the encoder decodes
 // their payloads (at most limits.max_bytes each), then the images. n_threads: its pool's
@@ -51,4 +44,3 @@ image_encoder_actor spawn_image_encoder(caf::actor_system& sys, std::shared_ptr<
 }  // namespace tandem
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::image_reply)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::image_encoder_stats)

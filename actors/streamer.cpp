@@ -41,6 +41,8 @@ struct streamer_state {
   uint32_t completion_tokens = 0;
   uint32_t cached_tokens = 0;
   double queue_ms = 0;
+  std::vector<float> image_encode_seconds;  // the image encoder's reply, for the metrics
+  bool image_rejected = false;
   clock_type::time_point submitted = clock_type::now();
   clock_type::time_point first_token, last_token;
   bool done = false;
@@ -133,6 +135,8 @@ void close(self_ptr self, finish_reason reason, std::string error = "", uint16_t
   d.completion_tokens = st.completion_tokens;
   d.cached_tokens = st.cached_tokens;
   d.queue_ms = st.queue_ms;
+  d.image_encode_seconds = std::move(st.image_encode_seconds);
+  d.image_rejected = st.image_rejected;
   if (st.completion_tokens > 0) {
     d.ttft_ms = ms_between(st.submitted, st.first_token);
     if (st.completion_tokens > 1) d.tpot_ms = ms_between(st.first_token, st.last_token) / (st.completion_tokens - 1);
@@ -386,6 +390,8 @@ void encode_then_start(self_ptr self) {
           [self](image_reply& r) {
             const auto& parts = self->state.req.image_parts;
             if (self->state.done) return;  // cancelled meanwhile
+            self->state.image_encode_seconds = std::move(r.encode_seconds);
+            self->state.image_rejected = r.bad_index >= 0;
             if (r.bad_index >= 0) {
               const auto i = static_cast<size_t>(r.bad_index);
               const std::string part = i < parts.size() ? parts[i] : "image";

@@ -67,8 +67,8 @@ const char* rejection_reason(int status) {
 }
 
 void latency_histogram::observe(double seconds, uint64_t times) {
-  for (size_t i = 0; i < kBounds.size(); ++i) {
-    if (seconds <= kBounds[i]) counts_[i] += times;
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    if (seconds <= bounds_[i]) counts_[i] += times;
   }
   count_ += times;
   sum_ += seconds * static_cast<double>(times);
@@ -76,8 +76,8 @@ void latency_histogram::observe(double seconds, uint64_t times) {
 
 void latency_histogram::render(std::string& out, const std::string& name, const std::string& help) const {
   header(out, name, "histogram", help);
-  for (size_t i = 0; i < kBounds.size(); ++i) {
-    out += name + "_bucket{le=\"" + fmt_double(kBounds[i]) + "\"} " + std::to_string(counts_[i]) + "\n";
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    out += name + "_bucket{le=\"" + fmt_double(bounds_[i]) + "\"} " + std::to_string(counts_[i]) + "\n";
   }
   out += name + "_bucket{le=\"+Inf\"} " + std::to_string(count_) + "\n";
   out += name + "_sum " + fmt_double(sum_) + "\n";
@@ -111,6 +111,8 @@ void server_metrics::observe_generation(const std::string& tenant, const generat
   if (d.completion_tokens > 0) ttft_.observe(d.ttft_ms / 1000.0);
   if (d.completion_tokens > 1) itl_.observe(d.tpot_ms / 1000.0, d.completion_tokens - 1);
   e2e_queue_.observe(d.queue_ms / 1000.0);
+  for (const float s : d.image_encode_seconds) image_encode_.observe(s);
+  images_rejected_ += d.image_rejected ? 1 : 0;
 }
 
 namespace {
@@ -305,24 +307,15 @@ std::string server_metrics::render(const runtime_figures& f) const {
   }
 
   if (f.clustered) render_cluster(out, f.cluster);
-  if (f.images) {
-    const auto& im = f.image;
-    header(out, "tandem:image_encode_seconds", "histogram",
-           "Time to decode and encode one image (--mmproj), off the step loop");
-    for (size_t b = 0; b < im.bounds.size(); ++b) {
-      out += "tandem:image_encode_seconds_bucket{le=\"" + fmt_double(im.bounds[b]) + "\"} " +
-             std::to_string(im.counts[b]) + "\n";
-    }
-    out += "tandem:image_encode_seconds_bucket{le=\"+Inf\"} " + std::to_string(im.count) + "\n";
-    out += "tandem:image_encode_seconds_sum " + fmt_double(im.sum_seconds) + "\n";
-    out += "tandem:image_encode_seconds_count " + std::to_string(im.count) + "\n";
-    header(out, "tandem:images_rejected_total", "counter", "Images refused (malformed, too large, not an image)");
-    out += "tandem:images_rejected_total " + std::to_string(im.rejected) + "\n";
-  }
-
   std::lock_guard lock(mutex_);
   ttft_.render(out, "tandem:time_to_first_token_seconds", "Time from submit to the first token");
   itl_.render(out, "tandem:inter_token_latency_seconds", "Time between output tokens (per token, mean per request)");
+  if (f.images) {
+    image_encode_.render(out, "tandem:image_encode_seconds",
+                         "Time to decode and encode one image (--mmproj), off the step loop");
+    header(out, "tandem:images_rejected_total", "counter", "Images refused (malformed, too large, not an image)");
+    out += "tandem:images_rejected_total " + std::to_string(images_rejected_) + "\n";
+  }
   e2e_queue_.render(out, "tandem:request_queue_time_seconds", "Time waiting before the first step");
   header(out, "tandem:requests_total", "counter", "API requests by tenant and HTTP status (and model, with several)");
   for (const auto& [key, v] : requests_) {

@@ -10,8 +10,8 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <vector>
 
-#include "actors/image_encoder.h"
 #include "actors/router.h"
 #include "actors/scheduler.h"
 #include "engine/kv/kv_cache_stats.h"
@@ -29,19 +29,23 @@ struct runtime_figures {
   speculation_stats spec;
   bool clustered = false;  // a cluster's router: the figures below, and sched/kv summed over the nodes
   cluster_stats cluster;
-  bool images = false;  // --mmproj: the image encoder's figures
-  image_encoder_stats image;
+  bool images = false;  // --mmproj: the image series are rendered (from server_metrics' own counts)
 };
 
 class latency_histogram {
  public:
+  // Request latencies, 1 ms to 30 s.
   static constexpr std::array<double, 14> kBounds = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                                                      0.25,  0.5,    1.0,   2.5,  5.0,   10.0, 30.0};
+  latency_histogram() : latency_histogram({kBounds.begin(), kBounds.end()}) {}
+  explicit latency_histogram(std::vector<double> bounds)  // ascending, seconds
+      : bounds_(std::move(bounds)), counts_(bounds_.size(), 0) {}
   void observe(double seconds, uint64_t times = 1);
   void render(std::string& out, const std::string& name, const std::string& help) const;
 
  private:
-  std::array<uint64_t, kBounds.size()> counts_{};
+  std::vector<double> bounds_;
+  std::vector<uint64_t> counts_;  // per bound: observations at most it (cumulative)
   uint64_t count_ = 0;
   double sum_ = 0;
 };
@@ -69,6 +73,9 @@ class server_metrics {
   latency_histogram ttft_;
   latency_histogram itl_;
   latency_histogram e2e_queue_;
+  // One image's decode and encode, 50 ms (a small image, a small encoder) to 2 minutes.
+  latency_histogram image_encode_{{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}};
+  uint64_t images_rejected_ = 0;
   std::map<std::tuple<std::string, int, std::string>, uint64_t> requests_;  // tenant, status, model
   std::map<std::string, uint64_t> rejections_;
   std::map<std::pair<std::string, bool>, uint64_t> guard_checks_;  // stage, flagged

@@ -267,6 +267,10 @@ struct generation_done {
   double queue_ms = 0;         // submit -> first scheduled
   double ttft_ms = 0;          // submit -> first token
   double tpot_ms = 0;          // mean time per output token after the first
+  // Chat with images (--mmproj): each image's decode and encode time, in request order, and
+  // whether one was refused (tandem:image_encode_seconds, tandem:images_rejected_total).
+  std::vector<float> image_encode_seconds;
+  bool image_rejected = false;
 };
 
 // What admission counts (its stats reply).
@@ -346,7 +350,8 @@ typename Inspector::result_type inspect(Inspector& f, generation_delta& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generation_done& x) {
   return f(caf::meta::type_name("generation_done"), x.id, x.reason, x.error, x.error_param, x.status, x.prompt_tokens,
-           x.completion_tokens, x.cached_tokens, x.queue_ms, x.ttft_ms, x.tpot_ms);
+           x.completion_tokens, x.cached_tokens, x.queue_ms, x.ttft_ms, x.tpot_ms, x.image_encode_seconds,
+           x.image_rejected);
 }
 
 }  // namespace tandem

@@ -175,6 +175,39 @@ def test_bounds_per_request_and_metrics(server):
     assert m["tandem:images_rejected_total"] >= 4
 
 
+def test_a_scrape_never_waits_for_an_encode(template, tmp_path):
+    """/metrics answers while the encoder is busy: the encode times travel with each request's
+    reply (the encoder answers only between images, up to a minute each at 896 px)."""
+    import threading
+    import time
+    slow = tmp_path / "slow-mmproj.gguf"  # 896 px: 4,096 patches, some seconds per image here
+    subprocess.run([tandem_binary(), "gen-model", "--mmproj", "--arch", "gemma3", "--out", str(slow),
+                    "--mmproj-text-embd", "640", "--mmproj-image-size", "896", "--mmproj-patch", "14",
+                    "--mmproj-layers", "2", "--mmproj-embd", "128", "--mmproj-ff", "256", "--mmproj-heads", "2",
+                    "--seed", "5"], check=True, capture_output=True)
+    with Server("--model", str(GEMMA), "--mmproj", str(slow), "--chat-template", template,
+                "--log-level", "warn") as s:
+        done = []
+        turns = [threading.Thread(target=lambda i=i: done.append(
+            chat(s, ask(png(32 + i, 32))) and time.monotonic())) for i in range(2)]
+        for t in turns:
+            t.start()
+        time.sleep(1.0)  # the first image is encoding, the second waits for the encoder
+        t0 = time.monotonic()
+        m = s.metrics()
+        scraped = time.monotonic()
+        for t in turns:
+            t.join(120)
+        assert len(done) == 2 and min(done) > scraped, "the scrape came after an image turn ended"
+        assert scraped - t0 < 1.0, f"the scrape took {scraped - t0:.2f} s"
+        assert m["tandem:image_encode_seconds_count"] == 0
+        after = s.metrics()
+        assert after["tandem:image_encode_seconds_count"] == 2
+        # Each encode outlasts the scrape's start by more than a second: a scrape that asked the
+        # encoder would have waited that long.
+        assert after["tandem:image_encode_seconds_sum"] / 2 > 2.0
+
+
 def test_a_server_without_a_projector_refuses_images():
     with Server("--log-level", "warn") as s:
         with pytest.raises(openai.BadRequestError) as e:
