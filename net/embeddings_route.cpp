@@ -23,10 +23,15 @@ struct gathered {
 
 }  // namespace
 
-boost::asio::awaitable<void> serve_embeddings(const std::shared_ptr<server_context>& ctx, const runtime& rt,
-                                              const std::string& body, const std::string& key, bool rerank,
-                                              http_reply& out) {
+boost::asio::awaitable<void> serve_embeddings(const std::shared_ptr<server_context>& ctx, const std::string& body,
+                                              const std::string& key, bool rerank, http_reply& out) {
   embeddings_call call = rerank ? parse_rerank_request(body) : parse_embeddings_request(body);
+  // Held in this frame until the last event: the supervisor unloads no model a request holds.
+  model_grant held;
+  co_await acquire_model(ctx, call.model, key, held);
+  const runtime& rt = *held.rt;
+  const std::string model_label = held.name;  // "" in a server of one model
+  const std::string served = held.name.empty() ? ctx->opts.served_model_name : held.name;
   const auto ex = co_await boost::asio::this_coro::executor;
   auto state = std::make_shared<gathered>(ex);
   std::weak_ptr<gathered> weak = state;
@@ -70,17 +75,15 @@ boost::asio::awaitable<void> serve_embeddings(const std::shared_ptr<server_conte
                                          " vectors for this request's inputs"));
   } else {
     try {
-      out.body = rerank ? rerank_body(call, std::move(state->results), state->done.prompt_tokens,
-                                      ctx->opts.served_model_name)
-                        : embeddings_body(call, std::move(state->results), state->done.prompt_tokens,
-                                          ctx->opts.served_model_name);
+      out.body = rerank ? rerank_body(call, std::move(state->results), state->done.prompt_tokens, served)
+                        : embeddings_body(call, std::move(state->results), state->done.prompt_tokens, served);
     } catch (const std::exception& e) {  // an index outside the inputs
       out = error_reply(api_error(500, std::string("the embeddings are inconsistent: ") + e.what()));
     }
-    ctx->metrics.observe_generation(tenant, state->done);
+    ctx->metrics.observe_generation(tenant, state->done, model_label);
   }
   add_rate_limit_headers(out.headers, r);
-  ctx->metrics.count_request(tenant, out.status);
+  ctx->metrics.count_request(tenant, out.status, model_label);
 }
 
 }  // namespace tandem::net

@@ -174,10 +174,10 @@ class http_session : public std::enable_shared_from_this<http_session<Stream>> {
   // A server of several models: GET /v1/models, POST /models/load and /models/unload.
   asio::awaitable<void> model_list(string_response& out, const http_request& req);
   asio::awaitable<void> models_admin(string_response& out, const http_request& req, const std::string& path);
-  // /tokenize, /detokenize and /v1/messages/count_tokens: the key first (with tenants), then
+  // /tokenize, /detokenize and /v1/messages/count_tokens: the runtime the body's `model`
+  // names (acquire_model; held until the work is done) and the key (with tenants) first, then
   // the work off the network threads (ctx->work), the answer back on this strand.
-  asio::awaitable<void> tokenizer_route(string_response& out, const http_request& req, const route& r,
-                                        const runtime& rt);
+  asio::awaitable<void> tokenizer_route(string_response& out, const http_request& req, const route& r);
   // GET /v1/responses/{id} (the stored Response object) and DELETE (drops it), the caller's
   // tenant's only.
   asio::awaitable<void> stored_response_route(string_response& out, const http_request& req, const std::string& id,
@@ -326,11 +326,11 @@ asio::awaitable<bool> http_session<Stream>::handle(http_request& req) {
       co_await metrics(res, req);
     } else if (r->kind == route_kind::tokenize || r->kind == route_kind::detokenize ||
                r->kind == route_kind::count_tokens) {
-      co_await tokenizer_route(res, req, *r, *rt);
+      co_await tokenizer_route(res, req, *r);
     } else if (r->kind == route_kind::embeddings || r->kind == route_kind::rerank) {
       const std::string key = bearer_key(req);
       http_reply reply;
-      co_await serve_embeddings(ctx_, *rt, req.body(), key, r->kind == route_kind::rerank, reply);
+      co_await serve_embeddings(ctx_, req.body(), key, r->kind == route_kind::rerank, reply);
       res = to_response(req, std::move(reply));
     } else if (r->kind == route_kind::batch_api) {
       batch_http_request breq{std::string(req.method_string()),
@@ -396,20 +396,26 @@ asio::awaitable<void> http_session<Stream>::stored_response_route(string_respons
 
 template <class Stream>
 asio::awaitable<void> http_session<Stream>::tokenizer_route(string_response& out, const http_request& req,
-                                                            const route& r, const runtime& rt) {
-  if (!rt.config().tenants.empty()) {
-    const std::string key = r.kind == route_kind::count_tokens ? anthropic_key(req) : bearer_key(req);
+                                                            const route& r) {
+  const std::string key = r.kind == route_kind::count_tokens ? anthropic_key(req) : bearer_key(req);
+  // One model: it serves every name, so the body is not looked at here.
+  const std::string model = ctx_->catalog ? body_model(req.body()) : std::string();
+  model_grant held;
+  co_await acquire_model(ctx_, model, key, held);  // throws 404 (no such model), 503 (loading), ...
+  const std::shared_ptr<const runtime> rt = held.rt;
+  if (!rt->config().tenants.empty()) {
     std::string tenant;
-    co_await caller_tenant(ctx_, rt, key, tenant);  // throws for a key admission refuses
+    co_await caller_tenant(ctx_, *rt, key, tenant);  // throws for a key admission refuses
   }
   http_reply reply;
+  // The work holds the runtime (`rt`), so it outlives this frame should the client go.
   auto ask = [&](auto done) {
-    asio::post(ctx_->work, [done = std::move(done), body = req.body(), kind = r.kind, &rt, limits = ctx_->limits()] {
+    asio::post(ctx_->work, [done = std::move(done), body = req.body(), kind = r.kind, rt, limits = ctx_->limits(*rt)] {
       http_reply rep;
       try {
-        rep = kind == route_kind::tokenize       ? tokenize_reply(body, rt, limits)
-              : kind == route_kind::count_tokens ? count_tokens_reply(body, rt, limits)
-                                                 : detokenize_reply(body, rt);
+        rep = kind == route_kind::tokenize       ? tokenize_reply(body, *rt, limits)
+              : kind == route_kind::count_tokens ? count_tokens_reply(body, *rt, limits)
+                                                 : detokenize_reply(body, *rt);
       } catch (const api_error& e) {
         rep = kind == route_kind::count_tokens ? anthropic_error_reply(e) : error_reply(e);
       }

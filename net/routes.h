@@ -122,4 +122,9 @@ http_reply tokenize_reply(std::string_view body, const runtime& rt, const api_li
 // POST /detokenize {"tokens": [ids]}. Throws api_error 400 naming the field.
 http_reply detokenize_reply(std::string_view body, const runtime& rt);
 
+// The model a JSON body names (its "model" when that is a string), "" for none: what a server
+// of several models routes by (await_actor.h's acquire_model). A body that does not parse
+// names none here; its route's own parser reports it.
+std::string body_model(std::string_view body);
+
 }  // namespace tandem::net
