@@ -9,6 +9,9 @@
 //   writer: the queue of outgoing frames -> the socket, one at a time
 // Sink events arrive on the strand (live_job), their frames go to the write queue.
 // When the socket closes, every generation still running is cancelled.
+// A start (or response.create) frame's `model` picks the runtime in a server of several models
+// (await_actor.h's acquire_model), held by its job while it runs; the reader waits on the
+// strand for a model that is loading (within --models-load-timeout) before it reads on.
 // A template over the stream (session_io.h): plain TCP, or TLS (wss://).
 #include <spdlog/spdlog.h>
 
@@ -20,6 +23,7 @@
 #include <map>
 
 #include "engine/tokenizer/tokenizer.h"
+#include "net/await_actor.h"
 #include "net/generation_request.h"
 #include "net/live_job.h"
 #include "net/responses_job.h"
@@ -103,7 +107,7 @@ class websocket_session : public std::enable_shared_from_this<websocket_session<
       const char* why = nullptr;
       if (!authenticated_ && now - opened > ctx_->opts.ws_auth_timeout) {
         why = "no auth frame in time";
-      } else if (jobs_.empty() && now - last_activity_ > ctx_->opts.ws_idle_timeout) {
+      } else if (jobs_.empty() && acquiring_ == 0 && now - last_activity_ > ctx_->opts.ws_idle_timeout) {
         why = "idle";
       }
       if (!why) continue;
@@ -177,7 +181,7 @@ class websocket_session : public std::enable_shared_from_this<websocket_session<
           continue;
         }
         if (type == "start")
-          start(id, frame);
+          co_await start(id, frame);
         else if (type == "cancel")
           cancel(id);
         else
@@ -233,13 +237,36 @@ class websocket_session : public std::enable_shared_from_this<websocket_session<
     write_signal_.notify();
   }
 
-  void start(const std::string& id, const json::value& frame) {
-    const runtime* rt = ctx_->rt.load();
-    if (!rt) throw model_loading();
+  // The runtime the frame's `model` names, for `key` (acquire_model's errors are thrown);
+  // while it is waited for (a model loading), the socket does not count as idle.
+  asio::awaitable<void> acquire(const json::object& o, const std::string& key, model_grant& out) {
+    const auto m = o.find("model");
+    const std::string model = m != o.end() && m->value().is_string() ? std::string(m->value().get_string()) : "";
+    ++acquiring_;
+    try {
+      co_await acquire_model(ctx_, model, key, out);
+    } catch (...) {
+      --acquiring_;
+      last_activity_ = std::chrono::steady_clock::now();
+      throw;
+    }
+    --acquiring_;
+    last_activity_ = std::chrono::steady_clock::now();
+  }
+
+  asio::awaitable<void> start(const std::string& id, const json::value& frame) {
     if (jobs_.count(id)) throw api_error(400, "a generation with id '" + id + "' is still running", "id");
     const auto& o = frame.as_object();
+    std::string key = api_key_;
+    if (const auto k = o.find("api_key"); k != o.end() && k->value().is_string())
+      key = std::string(k->value().get_string());
+    model_grant held;
+    co_await acquire(o, key, held);
+    if (closing_) co_return;
+    const runtime& rt = *held.rt;
     const api_kind kind = o.contains("messages") || !o.contains("prompt") ? api_kind::chat : api_kind::completion;
-    api_request req = parse_api_request(frame, kind, ctx_->limits());
+    api_request req = parse_api_request(frame, kind, ctx_->limits(rt));
+    if (req.model.empty()) req.model = held.name;  // a server of several: the one that serves it
     // The cap counts choices: 64 starts of 16 choices each would otherwise hold 1,024 slots.
     uint32_t running = 0;
     for (const auto& [jid, job] : jobs_) running += static_cast<uint32_t>(job->job.live_choices().size());
@@ -248,19 +275,19 @@ class websocket_session : public std::enable_shared_from_this<websocket_session<
                                " choices of generations may run at once on one socket (" + std::to_string(running) +
                                " run now)");
     }
-    std::string key = api_key_;
-    if (const auto k = o.find("api_key"); k != o.end() && k->value().is_string())
-      key = std::string(k->value().get_string());
-    job_context jc = completion_context(req, *ctx_, *rt, id);
+    job_context jc = completion_context(req, *ctx_, rt, id);
+    jc.metrics_model = held.name;
     auto lj = std::make_shared<live_job>(generation_job(std::move(req), job_format::websocket, std::move(jc)));
+    lj->rt = std::move(held.rt);  // held while the job lives
     std::weak_ptr<websocket_session> weak = this->shared_from_this();
     lj->notify = [weak, id] {
       if (auto s = weak.lock()) s->collect(id);
     };
     jobs_.emplace(id, lj);
+    models_[id] = held.name;
     ++ctx_->answering;
     lj->answering = &ctx_->answering;
-    start_live_job(lj, ws_.get_executor(), *ctx_, *rt, key);
+    start_live_job(lj, ws_.get_executor(), *ctx_, *lj->rt, key);
   }
 
   // The Responses API's WebSocket mode: {"type": "response.create", ...POST body...} and
@@ -276,9 +303,11 @@ class websocket_session : public std::enable_shared_from_this<websocket_session<
     if (type != "response.create") {
       throw api_error(400, "'type' must be 'response.create' or 'response.cancel' (got '" + type + "')", "type");
     }
-    const runtime* rt = ctx_->rt.load();
-    if (!rt) throw model_loading();
-    const responses_request rr = parse_responses_request(frame, ctx_->limits());
+    model_grant held;
+    co_await acquire(o, api_key_, held);
+    if (closing_) co_return;
+    const runtime* rt = held.rt.get();
+    const responses_request rr = parse_responses_request(frame, ctx_->limits(*rt));
     if (const auto busy = lanes_.find(rr.stream_id); busy != lanes_.end()) {
       throw api_error(409,
                       "response " + busy->second + " is still running on this connection" +
@@ -308,16 +337,19 @@ class websocket_session : public std::enable_shared_from_this<websocket_session<
     };
     prepared_response p = prepare_response(rr, previous, *ctx_, *rt, std::move(keep_local));
     const std::string id = p.ctx.response_id;
+    p.ctx.metrics_model = held.name;
     auto lj =
         std::make_shared<live_job>(generation_job(std::move(p.req), job_format::responses_websocket, std::move(p.ctx)));
+    lj->rt = std::move(held.rt);  // held while the job lives
     lj->notify = [weak, id] {
       if (auto s = weak.lock()) s->collect(id);
     };
     jobs_.emplace(id, lj);
+    models_[id] = held.name;
     lanes_.emplace(rr.stream_id, id);
     ++ctx_->answering;
     lj->answering = &ctx_->answering;
-    start_live_job(lj, ws_.get_executor(), *ctx_, *rt, api_key_);
+    start_live_job(lj, ws_.get_executor(), *ctx_, *lj->rt, api_key_);
   }
 
   void cancel_response(const json::object& o) {
@@ -352,7 +384,9 @@ class websocket_session : public std::enable_shared_from_this<websocket_session<
     auto& job = it->second->job;
     for (auto& f : job.take_output()) enqueue(std::move(f));
     if (job.finished()) {
-      ctx_->metrics.count_request(job.tenant(), job.final_status());
+      const auto label = models_.find(id);
+      ctx_->metrics.count_request(job.tenant(), job.final_status(), label == models_.end() ? "" : label->second);
+      if (label != models_.end()) models_.erase(label);
       std::erase_if(lanes_, [&id](const auto& lane) { return lane.second == id; });
       jobs_.erase(it);
       last_activity_ = std::chrono::steady_clock::now();
@@ -387,6 +421,8 @@ class websocket_session : public std::enable_shared_from_this<websocket_session<
   std::chrono::steady_clock::time_point last_activity_;
   boost::system::error_code close_ec_;
   std::map<std::string, std::shared_ptr<live_job>> jobs_;
+  std::map<std::string, std::string> models_;  // a running job's model (the metrics' label; "" with one model)
+  int acquiring_ = 0;                          // frames waiting for their model (the socket is not idle)
   bool responses_mode_ = false;
   std::map<std::string, std::string> lanes_;  // responses mode: stream_id -> the response running there
   stored_response last_;  // responses mode: the latest response that ended here (for store: false continuations)
