@@ -3,7 +3,10 @@
 and httpx. Each model is picked by its name, an alias or NAME:ADAPTER; models load on first use
 and unload when idle past keep_alive or when the memory budget needs room (least recently used
 first, never one a request holds); a request waits for a loading model within a bound, then 503.
+Every route that serves a model picks it so: generation, /tokenize, /detokenize, count_tokens,
+/v1/embeddings and rerank, and the WebSocket's start and response.create frames.
 """
+import json
 import subprocess
 import textwrap
 import threading
@@ -12,11 +15,13 @@ import time
 import httpx
 import openai
 import pytest
+from websockets.sync.client import connect
 
 from conftest import Server, openai_client, tandem_binary, temp_file
 
 SMALL = ["--layers", "2", "--embd", "128", "--heads", "2", "--kv-heads", "2", "--ff", "256", "--vocab", "512",
          "--ctx", "1024", "--untied"]  # untied: each seed's replies differ
+SMALL_NO_VOCAB = [x for i, x in enumerate(SMALL) if x != "--vocab" and (i == 0 or SMALL[i - 1] != "--vocab")]
 # Large enough that its load (the weights re-laid in memory) and its decode take a while.
 BIG = ["--layers", "4", "--embd", "1024", "--heads", "8", "--kv-heads", "4", "--ff", "2816", "--vocab", "2048",
        "--ctx", "1024"]
@@ -31,6 +36,12 @@ def files(tmp_path_factory):
     for name, seed in (("a", 1), ("b", 2), ("c", 3), ("d", 4)):
         out[name] = d / f"{name}.gguf"
         subprocess.run([tandem_binary(), "gen-model", "--out", str(out[name]), *SMALL, "--seed", str(seed)],
+                       check=True, capture_output=True, timeout=60)
+    # Another vocabulary (fewer merges: more tokens for the same text), and an embeddings model
+    # (the file declares mean pooling).
+    for name, extra in (("t", ["--vocab", "300"]), ("e", ["--vocab", "512", "--pooling-type", "1"])):
+        out[name] = d / f"{name}.gguf"
+        subprocess.run([tandem_binary(), "gen-model", "--out", str(out[name]), *SMALL_NO_VOCAB, *extra, "--seed", "7"],
                        check=True, capture_output=True, timeout=60)
     out["big"] = d / "big.gguf"
     subprocess.run([tandem_binary(), "gen-model", "--out", str(out["big"]), *BIG, "--seed", "9"], check=True,
@@ -376,3 +387,186 @@ def test_a_tenants_default_adapter_applies_to_the_default_model_only(files, tmp_
         # as dave does (this was a 500: the default looked for on a model without adapters).
         assert fingerprint(carol, "a")[1] == fingerprint(dave, "a:x")[1] != fingerprint(dave, "a")[1]
         assert fingerprint(carol, "b")[1] == fingerprint(dave, "b")[1]
+
+
+# The routes beside generation pick the model too: /tokenize, /detokenize, count_tokens,
+# /v1/embeddings (and rerank), the WebSocket's start frames and the Responses API's WebSocket mode.
+TEXT = "Hello there, how are you?"
+
+
+def cli_ids(path, text=TEXT):
+    """The token ids `tandem tokenize --model PATH` gives: what that model's tokenizer says."""
+    out = subprocess.run([tandem_binary(), "tokenize", "--model", str(path), "--json", "--prompt", text], check=True,
+                         capture_output=True, text=True, timeout=60).stdout
+    return json.loads(out)["ids"]
+
+
+def not_found_naming(r, names):
+    """A 404 whose message names every model the caller may use (OpenAI's shape or Anthropic's)."""
+    assert r.status_code == 404, r.text
+    err = r.json()["error"]
+    assert ", ".join(names) in err["message"], err
+    return err
+
+
+def test_tokenizer_routes_pick_the_model(files):
+    with serve(files, f"""\
+            - name: a
+              path: {files['a']}
+            - name: t
+              path: {files['t']}
+            """) as s:
+        ids_a, ids_t = cli_ids(files["a"]), cli_ids(files["t"])
+        assert ids_a != ids_t and max(ids_a) >= 300  # a's merges reach past t's vocabulary
+
+        def post(path, body):
+            return httpx.post(s.url + path, json=body, timeout=60)
+
+        assert states(s)["t"]["state"] == "unloaded"
+        r = post("/tokenize", {"model": "t", "prompt": TEXT})
+        assert r.status_code == 200 and r.json()["tokens"] == ids_t, r.text
+        assert states(s)["t"]["state"] == "loaded"  # the request loaded it
+        assert post("/tokenize", {"model": "a", "prompt": TEXT}).json()["tokens"] == ids_a
+        assert post("/tokenize", {"prompt": TEXT}).json()["tokens"] == ids_a  # no model: the default
+        # Chat messages through each model's template.
+        chat_t = post("/tokenize", {"model": "t", "messages": [{"role": "user", "content": TEXT}]}).json()
+        chat_a = post("/tokenize", {"model": "a", "messages": [{"role": "user", "content": TEXT}]}).json()
+        assert chat_t["count"] > chat_a["count"] and max(chat_t["tokens"]) < 300 <= max(chat_a["tokens"])
+
+        # /detokenize reads ids with the named model's vocabulary: a's ids past 299 are not t's.
+        assert post("/detokenize", {"model": "t", "tokens": ids_t}).json()["prompt"] == TEXT
+        assert post("/detokenize", {"model": "a", "tokens": ids_a}).json()["prompt"] == TEXT
+        r = post("/detokenize", {"model": "t", "tokens": ids_a})
+        assert r.status_code == 400 and "0 to 299" in r.json()["error"]["message"], r.text
+        assert post("/detokenize", {"tokens": ids_a}).status_code == 200
+
+        # Anthropic's count_tokens: the named model's template and tokens.
+        msgs = [{"role": "user", "content": TEXT}]
+        count = {m: post("/v1/messages/count_tokens", {"model": m, "messages": msgs}).json()["input_tokens"]
+                 for m in ("a", "t")}
+        assert count["a"] == chat_a["count"] and count["t"] == chat_t["count"]
+
+        # An unknown model: a 404 naming the models, on each route (Anthropic's shape for count_tokens).
+        for path, body in (("/tokenize", {"prompt": TEXT}), ("/detokenize", {"tokens": [1]})):
+            err = not_found_naming(post(path, {**body, "model": "nope"}), ["a", "t"])
+            assert err["code"] == "model_not_found" and err["param"] == "model"
+        r = post("/v1/messages/count_tokens", {"model": "nope", "messages": msgs})
+        assert r.json()["type"] == "error" and r.json()["error"]["type"] == "not_found_error"
+        not_found_naming(r, ["a", "t"])
+
+
+def test_embeddings_pick_the_model(files):
+    with serve(files, f"""\
+            - name: a
+              path: {files['a']}
+            - name: e
+              path: {files['e']}
+            """) as s:
+        client = openai_client(s)
+        assert states(s)["e"]["state"] == "unloaded"
+        r = client.embeddings.create(model="e", input=["Hello there", "Good night"], encoding_format="float")
+        assert r.model == "e" and len(r.data) == 2 and len(r.data[0].embedding) == 128
+        assert states(s)["e"]["state"] == "loaded"
+        # a serves generation: an embeddings request naming it (or naming none: the default) is
+        # its 400, so the vectors above came from e.
+        for body in ({"model": "a", "input": "Hello"}, {"input": "Hello"}):
+            r = httpx.post(s.url + "/v1/embeddings", json=body, timeout=60)
+            assert r.status_code == 400 and "text generation" in r.json()["error"]["message"], r.text
+        # e serves embeddings only.
+        with pytest.raises(openai.BadRequestError):
+            ask(client, "e")
+        not_found_naming(httpx.post(s.url + "/v1/embeddings", json={"model": "nope", "input": "x"}), ["a", "e"])
+        not_found_naming(httpx.post(s.url + "/v1/rerank", json={"model": "nope", "query": "q", "documents": ["d"]}),
+                         ["a", "e"])
+        text = httpx.get(s.url + "/metrics").text
+        assert 'tandem:requests_total{tenant="default",status="200",model="e"}' in text
+
+
+def ws_url(server, path="/v1/ws"):
+    return server.url.replace("http://", "ws://") + path
+
+
+def ws_generation(ws, frame):
+    """One /v1/ws generation: its text and its done frame (or the error frame)."""
+    ws.send(json.dumps(frame))
+    text = ""
+    while True:
+        f = json.loads(ws.recv(timeout=120))
+        if f["type"] == "delta":
+            text += f["text"]
+        else:
+            return text, f
+
+
+def ws_response(ws, frame):
+    """One Responses API WebSocket response: its events up to the last (or the error event)."""
+    ws.send(json.dumps(frame))
+    events = []
+    while True:
+        e = json.loads(ws.recv(timeout=120))
+        events.append(e)
+        if e["type"] in ("response.completed", "response.incomplete", "response.failed", "error"):
+            return events
+
+
+def http_text(server, model, **extra):
+    body = {"messages": HI, "max_tokens": 8, "temperature": 0, "ignore_eos": True, **extra}
+    if model:
+        body["model"] = model
+    r = httpx.post(server.url + "/v1/chat/completions", json=body, timeout=120)
+    assert r.status_code == 200, r.text
+    return r.json()["choices"][0]["message"]["content"]
+
+
+def test_websocket_generations_pick_the_model(files):
+    with serve(files, listed(files, ("a", "b", "c"))) as s:
+        assert states(s)["b"]["state"] == states(s)["c"]["state"] == "unloaded"
+        start = {"type": "start", "messages": HI, "max_tokens": 8, "temperature": 0, "ignore_eos": True}
+        with connect(ws_url(s)) as ws:
+            text_b, done = ws_generation(ws, {**start, "id": "g1", "model": "b"})
+            assert done["type"] == "done" and done["usage"]["completion_tokens"] == 8, done
+            assert states(s)["b"]["state"] == "loaded"  # the start frame loaded it
+            text_a, _ = ws_generation(ws, {**start, "id": "g2"})  # no model: the default
+            _, err = ws_generation(ws, {**start, "id": "g3", "model": "nope"})
+            assert err["type"] == "error" and err["id"] == "g3" and err["status"] == 404, err
+            assert "a, b, c" in err["message"]
+            # The socket goes on after the error.
+            assert ws_generation(ws, {**start, "id": "g4", "model": "b"})[0] == text_b
+        assert text_a != text_b  # different weights
+        assert text_b == http_text(s, "b") and text_a == http_text(s, None)
+
+        # The Responses API's WebSocket mode: response.create's model.
+        create = {"type": "response.create", "input": "Hello there, how are you?", "max_output_tokens": 8,
+                  "temperature": 0}
+        with connect(ws_url(s, "/v1/responses")) as ws:
+            end = ws_response(ws, {**create, "model": "c"})[-1]
+            assert end["type"] in ("response.completed", "response.incomplete"), end
+            assert end["response"]["model"] == "c"
+            assert states(s)["c"]["state"] == "loaded"
+            ws_c = end["response"]["output"][0]["content"][0]["text"] if end["response"]["output"] else ""
+            err = ws_response(ws, {**create, "model": "nope"})[-1]
+            assert err["type"] == "error" and err["status"] == 404 and "a, b, c" in err["error"]["message"], err
+        http_c = httpx.post(s.url + "/v1/responses", timeout=120,
+                            json={k: v for k, v in create.items() if k != "type"} | {"model": "c"}).json()
+        assert ws_c == (http_c["output"][0]["content"][0]["text"] if http_c["output"] else "")
+        text = httpx.get(s.url + "/metrics").text
+        assert 'tandem:requests_total{tenant="default",status="200",model="b"}' in text
+
+
+def test_other_routes_wait_for_a_loading_model_then_503(files):
+    with serve(files, f"""\
+            - name: a
+              path: {files['a']}
+            - name: big
+              path: {files['big']}
+            """, "--models-load-timeout", "0.3", env=SLOW) as s:
+        for path, body in (("/tokenize", {"prompt": "Hi"}), ("/v1/embeddings", {"input": "Hi"})):
+            r = httpx.post(s.url + path, json={**body, "model": "big"}, timeout=60)
+            assert r.status_code == 503 and int(r.headers["retry-after"]) >= 1, r.text
+            assert r.json()["error"]["code"] == "model_loading"
+        with connect(ws_url(s)) as ws:
+            _, err = ws_generation(ws, {"type": "start", "id": "w", "model": "big", "messages": HI, "max_tokens": 2})
+            assert err["type"] == "error" and err["status"] == 503 and err["retry_after"] >= 1, err
+        assert states(s)["big"]["state"] == "loading"
+        assert wait_state(s, "big", "loaded")
+        assert httpx.post(s.url + "/tokenize", json={"model": "big", "prompt": "Hi"}).status_code == 200
