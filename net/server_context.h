@@ -42,16 +42,12 @@ struct server_context {
   batch_queue_actor batches;
   server_metrics metrics;
   std::atomic<const runtime*> rt{nullptr};  // null while the model loads
-  // The runtime that serves `model` (a request's "model" field): the one runtime for every
-  // name today. The seam where a supervisor of several models (and adapters) stands in.
-  const runtime* runtime_for(std::string_view model) const {
-    (void)model;
-    return rt.load();
-  }
-  // A server of several models (models/model_catalog.h): each generation request acquires the
-  // runtime its `model` names and holds it while it runs; `rt` is then the default model's
-  // (pinned: loaded at start, never unloaded), which the routes that name no model use. Null:
-  // one runtime serves every name. Set before the listener starts, read-only after.
+  // A server of several models (models/model_catalog.h): each request that names a model
+  // (generation, tokenizer routes, embeddings, WebSocket frames) acquires the runtime its
+  // `model` names (await_actor.h's acquire_model) and holds it while it runs; `rt` is then the
+  // default model's (pinned: loaded at start, never unloaded), which the routes that pick no
+  // model use (the Batch API, stored responses, /metrics, key checks). Null: one runtime
+  // serves every name. Set before the listener starts, read-only after.
   std::shared_ptr<model_catalog> catalog;
   std::string chat_page;  // the page served at /
   // Set: every connection speaks TLS (net/tls_context.h); built before the listener opens.
