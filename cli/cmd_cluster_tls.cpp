@@ -55,19 +55,11 @@ void enable_cluster_tls(caf::actor_system_config& cfg, const cluster_tls_options
   cfg.load<caf::openssl::manager>();
 }
 
-caf::expected<uint16_t> publish_tls(const caf::actor& gate, uint16_t port, const char* host) {
-  return caf::openssl::publish(gate, port, host, true);
-}
-
 #else
 
 void enable_cluster_tls(caf::actor_system_config&, const cluster_tls_options& o) {
   check_files(o);
   throw std::runtime_error("--cluster-tls-*: this build has no CAF OpenSSL module (libcaf_openssl)");
-}
-
-caf::expected<uint16_t> publish_tls(const caf::actor&, uint16_t, const char*) {
-  return caf::make_error(caf::sec::runtime_error, "no CAF OpenSSL module in this build");
 }
 
 #endif

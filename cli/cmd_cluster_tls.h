@@ -1,6 +1,7 @@
 // The router-node link over TLS with mutual certificates (docs/cluster.md, "TLS on the node
-// link"): CAF's OpenSSL module carries the middleman's BASP connections. Both sides present a
-// certificate and accept only a peer whose certificate chains to the cluster's CA.
+// link"): the router connects through CAF's OpenSSL module, and a node's port is Tandem's own
+// TLS front (net/node_tls_front.h) before the gate. Both sides present a certificate and
+// accept only a peer whose certificate chains to the cluster's CA.
 #pragma once
 
 #include <caf/fwd.hpp>
@@ -21,8 +22,5 @@ struct cluster_tls_options {
 // certificate), so a bad one stops `tandem serve` at start instead of failing every join;
 // then loads CAF's OpenSSL module with them. Throws std::runtime_error naming the problem.
 void enable_cluster_tls(caf::actor_system_config& cfg, const cluster_tls_options& o);
-
-// Publishes a node's gate through the OpenSSL module (enable_cluster_tls first).
-caf::expected<uint16_t> publish_tls(const caf::actor& gate, uint16_t port, const char* host);
 
 }  // namespace tandem::cli

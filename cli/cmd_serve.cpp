@@ -11,11 +11,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "actors/cluster_node.h"
 #include "cli/cmd_cluster_tls.h"
+#include "net/node_tls_front.h"
 #include "cli/commands.h"
 #include "cli/model_sha256.h"
 #include "cli/server_config.h"
@@ -311,12 +313,25 @@ int serve(serve_options o) {
   if (supervisor) return serve_models(o, sys, server, *supervisor);
   verify_model_sha256(o.model, o.model_sha256, stdout);  // before any of the file is used
   auto rt = runtime::start(sys, o.rt, device ? &*device : nullptr);
+  // With --cluster-tls-*, the node port is Tandem's own TLS front (net/node_tls_front.h) and
+  // the gate listens on loopback behind it.
+  std::optional<net::node_tls_front> tls_front;
   if (o.role == "node") {
-    const auto port = o.rt.cluster_tls ? publish_tls(rt->node_gate(), o.node_port, o.node_host.c_str())
-                                       : sys.middleman().publish(rt->node_gate(), o.node_port, o.node_host.c_str(), true);
-    if (!port) throw std::runtime_error("--node-port " + std::to_string(o.node_port) + ": " + sys.render(port.error()));
-    std::printf("tandem: cluster node: routers join at %s:%u%s\n", o.node_host.c_str(), *port,
-                o.rt.cluster_tls ? " (TLS, mutual certificates)" : "");
+    const bool tls = o.rt.cluster_tls;
+    const auto gate = sys.middleman().publish(rt->node_gate(), tls ? 0 : o.node_port,
+                                              tls ? "127.0.0.1" : o.node_host.c_str(), !tls);
+    if (!gate) throw std::runtime_error("--node-port " + std::to_string(o.node_port) + ": " + sys.render(gate.error()));
+    if (tls) {
+      tls_front.emplace(net::node_tls_options{.host = o.node_host,
+                                              .port = o.node_port,
+                                              .certfile = o.cluster_tls.certfile,
+                                              .keyfile = o.cluster_tls.keyfile,
+                                              .cafile = o.cluster_tls.cafile,
+                                              .backend_port = *gate,
+                                              .handshake_timeout = so.ssl_handshake_timeout});
+    }
+    std::printf("tandem: cluster node: routers join at %s:%u%s\n", o.node_host.c_str(),
+                tls ? tls_front->port() : *gate, tls ? " (TLS, mutual certificates)" : "");
     // Not ready (/health 503) until a router has warmed this node, or --warmup-timeout-s.
     if (o.rt.warmup_timeout_s > 0) {
       std::printf("tandem: cluster node: warming up (ready after a router's warm-up, at most %.0f s)\n",
@@ -488,7 +503,8 @@ void register_serve(CLI::App& app) {
       ->check(CLI::Range(0, 2))
       ->capture_default_str();
   cmd->add_option("--ssl-handshake-timeout", o->ssl_handshake_timeout_s,
-                  "TLS: seconds a new connection has to finish its handshake; then it is closed")
+                  "TLS: seconds a new connection (HTTP, or a cluster node's port) has to finish its handshake; then it "
+                  "is closed")
       ->check(CLI::Range(1u, 3600u))
       ->capture_default_str();
   cmd->add_option("--metrics-api-key", o->metrics_api_key,

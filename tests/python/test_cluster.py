@@ -427,6 +427,61 @@ def test_the_node_link_over_tls_admits_only_the_clusters_ca(tmp_path):
         impostor.stop()
 
 
+def test_silent_connections_on_a_tls_node_port_cost_nothing(tmp_path):
+    """Connections that never send their handshake: four per address are held, until
+    --ssl-handshake-timeout, the rest closed at once; the node spends no CPU on them (CAF 0.17's
+    own TLS acceptor spun a core for each), and a router joins and serves beside them."""
+    from test_tls import make_ca, make_leaf
+
+    make_ca(tmp_path, "ca")
+    for name in ("router", "node"):
+        make_leaf(tmp_path, "ca", name, "serverAuth,clientAuth")
+
+    def tls(name):
+        return ("--cluster-tls-certfile", str(tmp_path / f"{name}.pem"), "--cluster-tls-keyfile",
+                str(tmp_path / f"{name}.key"), "--cluster-tls-ca", str(tmp_path / "ca.pem"))
+
+    def cpu_seconds(proc):
+        fields = open(f"/proc/{proc.pid}/stat").read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    node = start_node(0, *tls("node"), "--ssl-handshake-timeout", "3")
+    port = gate_port(node)
+    silent = []
+    router = None
+    try:
+        for _ in range(40):
+            silent.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+        time.sleep(0.5)
+        before = cpu_seconds(node.proc)
+        time.sleep(2)
+        assert cpu_seconds(node.proc) - before < 0.5, "the node spins on silent connections"
+
+        def closed(s):
+            s.setblocking(False)
+            try:
+                return s.recv(1) == b""
+            except BlockingIOError:
+                return False
+            except OSError:
+                return True
+
+        assert sum(closed(s) for s in silent) >= 36  # all but the four held for their handshake
+        router = Server("--role", "router", "--nodes", f"127.0.0.1:{port}", "--log-level", "warn", *tls("router"),
+                        env={"TANDEM_CLUSTER_SECRET": SECRET})
+        wait_for(lambda: series(router.metrics(), "tandem:cluster_node_up", port) == 1, 30, "the TLS join")
+        r = client(router).chat.completions.create(model="m", messages=[{"role": "user", "content": "Hi"}],
+                                                   max_tokens=3, temperature=0)
+        assert r.choices[0].message.content is not None
+        wait_for(lambda: all(closed(s) for s in silent), 10, "the held handshakes to time out")
+    finally:
+        for s in silent:
+            s.close()
+        if router:
+            router.stop()
+        node.stop()
+
+
 def test_bad_cluster_tls_files_stop_serve_at_start(tmp_path):
     (tmp_path / "junk.pem").write_text("not a certificate\n")
     out = subprocess.run([tandem_binary(), "serve", "--role", "node", "--port", "0", "--cluster-tls-certfile",
