@@ -303,6 +303,8 @@ int serve(serve_options o) {
   net::http_server server(sys, so);
   std::optional<model_supervisor_actor> supervisor;
   if (!o.models.empty()) {
+    // Each model's `sha256` (the config's models: list) before the server takes a request.
+    for (const auto& m : o.models) verify_model_sha256(m.path, m.sha256, stdout, "models: '" + m.name + "': sha256");
     supervisor = spawn_model_supervisor(sys, supervisor_settings(o, device));
     server.set_model_catalog(make_model_catalog(sys, *supervisor, o.admin_api_key));
   }

@@ -27,7 +27,8 @@ void add_model_sha256_option(CLI::App* cmd, std::string& sha256) {
           "SHA256", "sha256"));
 }
 
-void verify_model_sha256(std::string_view model, const std::string& expected, std::FILE* log) {
+void verify_model_sha256(std::string_view model, const std::string& expected, std::FILE* log,
+                         const std::string& what) {
   if (expected.empty()) return;
   const auto path = resolve_model_path(model);
   sha256_cache cache(sha256_cache_path());
@@ -36,7 +37,7 @@ void verify_model_sha256(std::string_view model, const std::string& expected, st
   try {
     got = verify_sha256(path, expected, cache);
   } catch (const sha256_mismatch& e) {
-    throw std::runtime_error("--model-sha256: the model file " + path.string() + " does not match: expected " +
+    throw std::runtime_error(what + ": the model file " + path.string() + " does not match: expected " +
                              e.expected + ", actual " + e.actual + "; refusing to use it");
   }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

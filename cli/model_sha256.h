@@ -18,8 +18,10 @@ std::filesystem::path sha256_cache_path();
 void add_model_sha256_option(CLI::App* cmd, std::string& sha256);
 
 // With `expected` set: resolves the model (resolve_model_path) and checks its digest, printing
-// one line to `log` (verified, and whether the cache answered); throws sha256_mismatch (a
-// std::runtime_error naming both digests) when it differs. Does nothing when `expected` is empty.
-void verify_model_sha256(std::string_view model, const std::string& expected, std::FILE* log);
+// one line to `log` (verified, and whether the cache answered); throws a std::runtime_error
+// naming `what` (where the digest was given) and both digests when it differs. Does nothing
+// when `expected` is empty.
+void verify_model_sha256(std::string_view model, const std::string& expected, std::FILE* log,
+                         const std::string& what = "--model-sha256");
 
 }  // namespace tandem::cli

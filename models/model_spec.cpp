@@ -69,7 +69,7 @@ std::vector<model_spec> load_models_yaml(const std::string& path) {
   if (!list || !list.IsSequence()) fail("expected a list of models (name, path, ...)");
   static const std::set<std::string> known{"name",         "path",          "aliases",         "keep_alive",
                                            "max_num_seqs", "max_model_len", "kv_cache_tokens", "kv_cache_share",
-                                           "default"};
+                                           "sha256",       "default"};
   std::vector<model_spec> out;
   for (const auto& n : list) {
     if (!n.IsMap()) fail("each model is a map (name, path, ...)");
@@ -126,6 +126,14 @@ std::vector<model_spec> load_models_yaml(const std::string& path) {
         fail(where + ": 'kv_cache_share' must be in (0, 1]");
       }
       s.kv_cache_share = x;
+    }
+    if (const auto v = n["sha256"]) {
+      std::string hex = v.IsScalar() ? v.Scalar() : "";
+      for (char& c : hex) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (hex.size() != 64 || hex.find_first_not_of("0123456789abcdef") != std::string::npos) {
+        fail(where + ": 'sha256' must be the file's SHA-256 as 64 hex digits");
+      }
+      s.sha256 = std::move(hex);
     }
     if (const auto v = n["default"]) {
       if (!v.IsScalar() || !YAML::convert<bool>::decode(v, s.is_default)) fail(where + ": 'default' is true or false");

@@ -30,6 +30,7 @@ struct model_spec {
   std::optional<uint32_t> max_model_len;
   std::optional<uint64_t> kv_cache_tokens;
   std::optional<double> kv_cache_share;  // (0, 1]: of the server's KV cache tokens
+  std::string sha256;  // set (64 lowercase hex digits): the file must have this SHA-256 to be served
   bool is_default = false;
 };
 
