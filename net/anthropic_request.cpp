@@ -76,6 +76,7 @@ std::string image_url(const json::object& block, const std::string& at) {
 struct message_builder {
   json::array messages;
   std::vector<std::string> origin;
+  std::vector<std::string> image_parts;  // each image block's own field, in order
   std::unordered_map<std::string, std::string> tool_names;  // tool_use id -> the tool's name
 
   void push(json::object m, const std::string& from) {
@@ -124,6 +125,7 @@ struct message_builder {
       } else if (type == "image") {
         text_to_parts();
         parts.push_back(json::object{{"type", "image_url"}, {"image_url", json::object{{"url", image_url(bo, at)}}}});
+        image_parts.push_back(at);
       } else if (type == "tool_result") {
         flush_text();
         const std::string id = required_string(bo, "tool_use_id", at + ".tool_use_id");
@@ -339,6 +341,7 @@ anthropic_request parse_anthropic_request(const json::value& body, const api_lim
   }
   chat["messages"] = std::move(mb.messages);
   r.message_origin = std::move(mb.origin);
+  r.image_parts = std::move(mb.image_parts);
 
   const json::array tools = parse_tools(o);
   if (!tools.empty()) chat["tools"] = tools;
@@ -387,6 +390,7 @@ api_request anthropic_api_request(const anthropic_request& r, const api_limits& 
   try {
     api_request req = parse_api_request(r.chat, api_kind::chat, limits);
     req.stream = r.stream;
+    if (r.image_parts.size() == req.gen.images.size()) req.gen.image_parts = r.image_parts;  // a bad image's 400
     return req;
   } catch (const api_error& e) {
     std::string param = e.param;

@@ -42,6 +42,8 @@ struct anthropic_request {
   std::vector<std::string> stop_sequences;
   // chat.messages[k] came from the Anthropic field message_origin[k] ("system", "messages[3]").
   std::vector<std::string> message_origin;
+  // Each image block's field ("messages[0].content[1]"), in order: what a bad image's 400 names.
+  std::vector<std::string> image_parts;
 };
 
 // count_only: /v1/messages/count_tokens, whose body has no max_tokens, stream or sampling.

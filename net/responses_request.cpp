@@ -1,5 +1,6 @@
 #include "net/responses_request.h"
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <unordered_map>
 
@@ -86,6 +87,29 @@ std::string call_output(const json::object& o, const std::string& where) {
   std::string text;
   for (const auto& p : message_content(*v, "user", where)) text += p.as_object().at("text").as_string();
   return text;
+}
+
+// The input_image parts of a checked input, by the client's own indices (parse_input drops
+// reasoning items, so the normalized items' indices can differ).
+std::vector<std::string> input_image_parts(const json::object& body) {
+  std::vector<std::string> out;
+  const json::value* v = field(body, "input");
+  if (!v || !v->is_array()) return out;
+  size_t i = 0;
+  for (const auto& it : v->get_array()) {
+    const std::string at = "input[" + std::to_string(i++) + "]";
+    const json::value* content = it.is_object() ? field(it.get_object(), "content") : nullptr;
+    if (!content || !content->is_array()) continue;
+    size_t j = 0;
+    for (const auto& p : content->get_array()) {
+      const json::value* type = p.is_object() ? field(p.get_object(), "type") : nullptr;
+      if (type && type->is_string() && type->get_string() == "input_image") {
+        out.push_back(at + ".content[" + std::to_string(j) + "]");
+      }
+      ++j;
+    }
+  }
+  return out;
 }
 
 json::array parse_input(const json::object& body) {
@@ -248,6 +272,7 @@ responses_request parse_responses_request(const json::value& body, const api_lim
   reject_unsupported(o);
   responses_request r;
   r.input = parse_input(o);
+  r.image_parts = input_image_parts(o);
   if (const json::value* ins = field(o, "instructions")) {
     if (!ins->is_string()) bad("instructions", "must be a string");
     r.instructions = std::string(ins->get_string());
@@ -380,6 +405,12 @@ api_request responses_api_request(const responses_request& r, const json::array&
   try {
     api_request req = parse_api_request(chat_body(r, history), api_kind::chat, limits);
     req.stream = r.stream;
+    // The images the stored conversation holds come first; a bad one there is the
+    // previous response's.
+    const size_t earlier = req.gen.images.size() - std::min(req.gen.images.size(), r.image_parts.size());
+    std::vector<std::string> parts(earlier, "previous_response_id");
+    parts.insert(parts.end(), r.image_parts.begin(), r.image_parts.end());
+    if (parts.size() == req.gen.images.size()) req.gen.image_parts = std::move(parts);
     return req;
   } catch (const api_error& e) {
     std::string param = e.param;

@@ -21,6 +21,7 @@
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
 #include <string>
+#include <vector>
 
 #include "net/openai_request.h"
 
@@ -28,6 +29,9 @@ namespace tandem::net {
 
 struct responses_request {
   boost::json::array input;  // this request's input items, normalized
+  // Each input_image's part as the client wrote it ("input[1].content[0]"), in order: what a
+  // bad image's 400 names (the chat parser would name the chat message it became).
+  std::vector<std::string> image_parts;
   std::string instructions;
   std::string previous_response_id;
   bool store = true;

@@ -141,6 +141,27 @@ def test_input_image_and_anthropic_image_blocks(server):
     assert m.content[0].text
 
 
+def test_a_bad_image_is_named_by_its_own_api(server):
+    """A Responses input_image and an Anthropic image block that do not decode: each 400 names
+    the part as that API's client wrote it (not the chat message it was translated into)."""
+    truncated = data_uri(GRADIENT[:len(GRADIENT) // 2])
+    r = httpx.post(server.url + "/v1/responses", timeout=120, json={
+        "model": "gemma", "max_output_tokens": 4, "instructions": "Be brief.",
+        "input": [{"type": "reasoning", "id": "rs_1", "summary": []},
+                  {"role": "user", "content": [{"type": "input_text", "text": "Look:"},
+                                               {"type": "input_image", "image_url": truncated}]}]})
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["param"] == "input[1].content[1]", r.text
+    client = anthropic.Anthropic(base_url=server.url, api_key="unused", max_retries=0)
+    with pytest.raises(anthropic.BadRequestError) as e:
+        client.messages.create(model="gemma", max_tokens=4, system="Be brief.", messages=[{"role": "user", "content": [
+            {"type": "text", "text": "Look:"},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                         "data": truncated.split(",", 1)[1]}}]}])
+    assert "messages[0].content[1]" in str(e.value)
+    assert "messages[1]" not in str(e.value)
+
+
 BOMB = declared_png(8192, 8192, zlib.compress(b"\x00" * (8192 * 3 + 1) * 64))
 
 
