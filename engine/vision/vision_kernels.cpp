@@ -13,8 +13,11 @@ void float_gemm(const kernels::weight_view& w, const float* x, int64_t x_stride,
                 kernels::matmul_scratch& scratch) {
   const bool float_weights =
       w.type == tensor_type::f32 || w.type == tensor_type::f16 || w.type == tensor_type::bf16;
-  if (float_weights && !w.tiled && kernels::kernel_isa() == kernels::isa_level::avx512) {
+  const auto isa = kernels::kernel_isa();
+  if (float_weights && !w.tiled && isa == kernels::isa_level::avx512) {
     float_gemm_avx512(w, x, x_stride, n_tok, y, y_stride, pool);
+  } else if (float_weights && !w.tiled && isa >= kernels::isa_level::avx2) {
+    float_gemm_avx2(w, x, x_stride, n_tok, y, y_stride, pool);
   } else {
     kernels::matmul(w, x, x_stride, n_tok, y, y_stride, fallback, pool, scratch);
   }
@@ -22,7 +25,9 @@ void float_gemm(const kernels::weight_view& w, const float* x, int64_t x_stride,
 
 void gemm_bt(const float* a, int64_t lda, const float* bt, int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t n,
              int64_t k, thread_pool& pool) {
-  if (kernels::kernel_isa() == kernels::isa_level::avx512) return gemm_bt_avx512(a, lda, bt, ldb, c, ldc, m, n, k, pool);
+  const auto isa = kernels::kernel_isa();
+  if (isa == kernels::isa_level::avx512) return gemm_bt_avx512(a, lda, bt, ldb, c, ldc, m, n, k, pool);
+  if (isa >= kernels::isa_level::avx2) return gemm_bt_avx2(a, lda, bt, ldb, c, ldc, m, n, k, pool);
   pool.parallel_for(m, [&](int64_t i, int) {
     float* row = c + i * ldc;
     std::fill(row, row + n, 0.0f);
@@ -35,10 +40,11 @@ void gemm_bt(const float* a, int64_t lda, const float* bt, int64_t ldb, float* c
 }
 
 void softmax_rows(float* rows, int64_t n_rows, int64_t n, float scale, thread_pool& pool) {
-  const bool avx512 = kernels::kernel_isa() == kernels::isa_level::avx512;
+  const auto isa = kernels::kernel_isa();
   pool.parallel_for(n_rows, [&](int64_t i, int) {
     float* row = rows + i * n;
-    if (avx512) return softmax_row_avx512(row, n, scale);
+    if (isa == kernels::isa_level::avx512) return softmax_row_avx512(row, n, scale);
+    if (isa >= kernels::isa_level::avx2) return softmax_row_avx2(row, n, scale);
     float most = -INFINITY;
     for (int64_t j = 0; j < n; ++j) most = std::max(most, row[j] *= scale);
     float sum = 0;

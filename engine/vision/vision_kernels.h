@@ -1,4 +1,4 @@
-// The vision encoder's two hot loops, with an AVX-512 body and a portable fallback.
+// The vision encoder's hot loops, with SIMD bodies (AVX-512, AVX2) and a portable fallback.
 //
 // float_gemm: large products of float weights (f32, f16, bf16) and many activation rows, register-tiled:
 // the vision encoder's shape (thousands of patches through every matrix, attention scores
@@ -9,8 +9,8 @@
 //
 // Each output is one dot product summed in float over 16 lanes, its lanes added at the end:
 // not the row kernels' bits, so it is the vision room's own (its fidelity is checked against
-// libmtmd and a double-precision reference). On CPUs without AVX-512 it falls back to the
-// row kernels.
+// libmtmd and a double-precision reference). On CPUs without AVX2 it falls back to the row
+// kernels.
 #pragma once
 
 #include <cstdint>
@@ -36,11 +36,19 @@ void gemm_bt(const float* a, int64_t lda, const float* bt, int64_t ldb, float* c
 // row = exp(scale * row - max) / sum, exp by engine/kernels/fast_exp.h's algorithm.
 void softmax_rows(float* rows, int64_t n_rows, int64_t n, float scale, thread_pool& pool);
 
-// The AVX-512 bodies (vision_kernels_avx512.cpp); only called where the CPU has it.
+// The SIMD bodies, one source for both (vision_kernels_simd.inl): AVX-512
+// (vision_kernels_avx512.cpp) and AVX2 with FMA and F16C (vision_kernels_avx2.cpp), each only
+// called where kernel_isa() reaches its level. The two sum each dot product over 16 and 8
+// lanes, so their last bits differ; each is checked against the scalar body (vision_test).
 void float_gemm_avx512(const kernels::weight_view& w, const float* x, int64_t x_stride, int64_t n_tok, float* y,
                        int64_t y_stride, thread_pool& pool);
 void softmax_row_avx512(float* row, int64_t n, float scale);
 void gemm_bt_avx512(const float* a, int64_t lda, const float* bt, int64_t ldb, float* c, int64_t ldc, int64_t m,
                     int64_t n, int64_t k, thread_pool& pool);
+void float_gemm_avx2(const kernels::weight_view& w, const float* x, int64_t x_stride, int64_t n_tok, float* y,
+                     int64_t y_stride, thread_pool& pool);
+void softmax_row_avx2(float* row, int64_t n, float scale);
+void gemm_bt_avx2(const float* a, int64_t lda, const float* bt, int64_t ldb, float* c, int64_t ldc, int64_t m,
+                  int64_t n, int64_t k, thread_pool& pool);
 
 }  // namespace tandem::vision
