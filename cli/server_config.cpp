@@ -222,6 +222,7 @@ std::string server_config::effective_yaml(const std::vector<tenant_config>& tena
       if (m.max_model_len) out << YAML::Key << "max_model_len" << YAML::Value << *m.max_model_len;
       if (m.kv_cache_tokens) out << YAML::Key << "kv_cache_tokens" << YAML::Value << *m.kv_cache_tokens;
       if (m.kv_cache_share) out << YAML::Key << "kv_cache_share" << YAML::Value << number(*m.kv_cache_share);
+      if (!m.chat_template.empty()) out << YAML::Key << "chat_template" << YAML::Value << m.chat_template;
       if (!m.sha256.empty()) out << YAML::Key << "sha256" << YAML::Value << m.sha256;
       if (m.is_default) out << YAML::Key << "default" << YAML::Value << true;
       out << YAML::EndMap;

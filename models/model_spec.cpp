@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <set>
 #include <stdexcept>
 
@@ -69,7 +70,7 @@ std::vector<model_spec> load_models_yaml(const std::string& path) {
   if (!list || !list.IsSequence()) fail("expected a list of models (name, path, ...)");
   static const std::set<std::string> known{"name",         "path",          "aliases",         "keep_alive",
                                            "max_num_seqs", "max_model_len", "kv_cache_tokens", "kv_cache_share",
-                                           "sha256",       "default"};
+                                           "sha256",       "default",       "chat_template"};
   std::vector<model_spec> out;
   for (const auto& n : list) {
     if (!n.IsMap()) fail("each model is a map (name, path, ...)");
@@ -134,6 +135,14 @@ std::vector<model_spec> load_models_yaml(const std::string& path) {
         fail(where + ": 'sha256' must be the file's SHA-256 as 64 hex digits");
       }
       s.sha256 = std::move(hex);
+    }
+    if (const auto v = n["chat_template"]) {
+      s.chat_template = v.IsScalar() ? v.Scalar() : "";
+      if (s.chat_template.empty()) fail(where + ": 'chat_template' must be a Jinja file's path or a template name");
+      // A path (it has a '/') must name a file now, not when the model first loads.
+      if (s.chat_template.find('/') != std::string::npos && !std::filesystem::is_regular_file(s.chat_template)) {
+        fail(where + ": 'chat_template' " + s.chat_template + " is not a file");
+      }
     }
     if (const auto v = n["default"]) {
       if (!v.IsScalar() || !YAML::convert<bool>::decode(v, s.is_default)) fail(where + ": 'default' is true or false");

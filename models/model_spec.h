@@ -9,6 +9,8 @@
 //       max_model_len: 4096
 //       kv_cache_tokens: 8192
 //       kv_cache_share: 0.5           # or: this share of the server's --kv-cache-tokens
+//       chat_template: /etc/guard.jinja   # a Jinja file (or a template name) for this model, as
+//                                     #   --chat-template is for the server's models
 //       default: true                 # serves requests that name no model (else the first)
 //
 // Plain C++ (yaml-cpp); the supervisor (models/supervisor.h) owns what is made of it.
@@ -30,7 +32,8 @@ struct model_spec {
   std::optional<uint32_t> max_model_len;
   std::optional<uint64_t> kv_cache_tokens;
   std::optional<double> kv_cache_share;  // (0, 1]: of the server's KV cache tokens
-  std::string sha256;  // set (64 lowercase hex digits): the file must have this SHA-256 to be served
+  std::string chat_template;  // set: this model's template (a Jinja file's path or a name), else --chat-template's
+  std::string sha256;         // set (64 lowercase hex digits): the file must have this SHA-256 to be served
   bool is_default = false;
 };
 

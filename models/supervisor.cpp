@@ -326,6 +326,7 @@ model_supervisor_actor spawn_model_supervisor(caf::actor_system& sys, supervisor
         e.cfg.lora_adapters.clear();
         for (auto& t : e.cfg.tenants) t.lora.clear();
       }
+      if (!e.spec.chat_template.empty()) e.cfg.chat_template = e.spec.chat_template;
       if (e.spec.max_num_seqs) e.cfg.max_num_seqs = *e.spec.max_num_seqs;
       if (e.spec.max_model_len) e.cfg.max_model_len = *e.spec.max_model_len;
       if (e.spec.kv_cache_tokens) e.cfg.kv_cache_tokens = *e.spec.kv_cache_tokens;

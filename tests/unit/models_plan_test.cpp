@@ -156,7 +156,7 @@ TEST(ModelSpec, YamlListAndItsErrors) {
   const std::string ok = write_temp(
       "models:\n"
       "  - name: small\n    path: /m/s.gguf\n    aliases: [s, tiny]\n    keep_alive: 2m\n    max_num_seqs: 8\n"
-      "  - name: large\n    path: /m/l.gguf\n    kv_cache_share: 0.5\n    default: true\n");
+      "  - name: large\n    path: /m/l.gguf\n    kv_cache_share: 0.5\n    default: true\n    chat_template: chatml\n");
   const auto m = load_models_yaml(ok);
   ASSERT_EQ(m.size(), 2u);
   EXPECT_EQ(m[0].aliases, (std::vector<std::string>{"s", "tiny"}));
@@ -164,6 +164,8 @@ TEST(ModelSpec, YamlListAndItsErrors) {
   EXPECT_EQ(*m[0].max_num_seqs, 8u);
   EXPECT_TRUE(m[1].is_default);
   EXPECT_DOUBLE_EQ(*m[1].kv_cache_share, 0.5);
+  EXPECT_EQ(m[0].chat_template, "");  // unset: the server's --chat-template
+  EXPECT_EQ(m[1].chat_template, "chatml");
   std::remove(ok.c_str());
   for (const char* bad : {"models:\n  - name: a\n",                                         // no path
                           "models:\n  - name: a\n    path: x\n  - name: a\n    path: y\n",  // twice
@@ -171,7 +173,9 @@ TEST(ModelSpec, YamlListAndItsErrors) {
                           "models:\n  - name: a\n    path: x\n    colour: red\n",  // unknown field
                           "models:\n  - name: a\n    path: x\n    max_num_seqs: 0\n",
                           "models:\n  - name: a\n    path: x\n    kv_cache_share: 2\n",
-                          "models:\n  - name: a\n    path: x\n    keep_alive: soon\n", "models: []\n"}) {
+                          "models:\n  - name: a\n    path: x\n    keep_alive: soon\n", "models: []\n",
+                          "models:\n  - name: a\n    path: x\n    chat_template: /no/such/file.jinja\n",
+                          "models:\n  - name: a\n    path: x\n    chat_template: [a]\n"}) {
     const std::string f = write_temp(bad);
     EXPECT_THROW(load_models_yaml(f), std::runtime_error) << bad;
     std::remove(f.c_str());
