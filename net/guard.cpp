@@ -7,6 +7,7 @@
 #include <boost/json.hpp>
 
 #include "engine/tenants/tenant_limits.h"
+#include "engine/tokenizer/utf8.h"
 #include "net/await_actor.h"
 #include "net/generation_request.h"
 #include "net/live_job.h"
@@ -16,7 +17,10 @@
 namespace tandem::net {
 namespace json = boost::json;
 
-const char* const kGuardGrammar = "root ::= \"safe\" | \"unsafe\\nS\" [1-9] [0-9]? (\",S\" [1-9] [0-9]?)?";
+// Llama Guard 3's codes are S1..S14: a code past them would name no category.
+const char* const kGuardGrammar =
+    "root ::= \"safe\" | \"unsafe\\nS\" code (\",S\" code)?\n"
+    "code ::= \"1\" [0-4]? | [2-9]";
 
 guard_verdict read_guard_reply(std::string_view reply) {
   guard_verdict v;
@@ -28,13 +32,17 @@ guard_verdict read_guard_reply(std::string_view reply) {
   std::string cur;
   for (const char c : reply) {
     if (c == ',' || c == '\n' || c == ' ') {
-      if (!cur.empty()) v.categories.push_back(cur);
+      if (!cur.empty() && std::find(v.categories.begin(), v.categories.end(), cur) == v.categories.end()) {
+        v.categories.push_back(cur);  // once each ("S8,S8" is S8)
+      }
       cur.clear();
     } else {
       cur += c;
     }
   }
-  if (!cur.empty()) v.categories.push_back(cur);
+  if (!cur.empty() && std::find(v.categories.begin(), v.categories.end(), cur) == v.categories.end()) {
+    v.categories.push_back(cur);
+  }
   return v;
 }
 
@@ -44,6 +52,59 @@ std::string guard_input_text(const generate_request& gen) {
   std::string out;
   for (const auto& m : gen.messages) out += m.role + ": " + m.content + "\n";
   return out;
+}
+
+std::vector<chat_message> guard_conversation(const generate_request& gen) {
+  std::vector<chat_message> out;
+  if (gen.messages.empty()) {
+    out.emplace_back("user", gen.prompt);
+    return out;
+  }
+  for (const auto& m : gen.messages) {
+    if (m.role == "user" || m.role == "assistant") out.emplace_back(m.role, m.content);
+  }
+  return out;
+}
+
+namespace {
+
+// Llama Guard 3's hazard codes with an OpenAI moderation category of the same meaning.
+constexpr std::pair<std::string_view, std::string_view> kOpenAiCategory[] = {
+    {"S1", "violence"}, {"S2", "illicit"},    {"S4", "sexual/minors"}, {"S9", "illicit/violent"},
+    {"S10", "hate"},    {"S11", "self-harm"}, {"S12", "sexual"}};
+
+// Every category of OpenAI's moderation object (the openai SDK requires each).
+constexpr std::string_view kOpenAiCategories[] = {"harassment",
+                                                  "harassment/threatening",
+                                                  "hate",
+                                                  "hate/threatening",
+                                                  "illicit",
+                                                  "illicit/violent",
+                                                  "self-harm",
+                                                  "self-harm/instructions",
+                                                  "self-harm/intent",
+                                                  "sexual",
+                                                  "sexual/minors",
+                                                  "violence",
+                                                  "violence/graphic"};
+
+// usage.prompt_tokens of a finished job's JSON body (0 when absent).
+uint64_t prompt_tokens_of(const generation_job& job) {
+  boost::system::error_code ec;
+  const json::value v = json::parse(job.json_body(), ec);
+  if (ec || !v.is_object()) return 0;
+  const json::value* u = v.get_object().if_contains("usage");
+  const json::value* p = u && u->is_object() ? u->get_object().if_contains("prompt_tokens") : nullptr;
+  return p && p->is_int64() ? static_cast<uint64_t>(p->get_int64()) : p && p->is_uint64() ? p->get_uint64() : 0;
+}
+
+}  // namespace
+
+std::string_view openai_moderation_category(std::string_view code) {
+  for (const auto& [c, name] : kOpenAiCategory) {
+    if (c == code) return name;
+  }
+  return {};
 }
 
 const tenant_config* guard_tenant(const runtime& rt, const std::string& key) {
@@ -57,13 +118,18 @@ const tenant_config* guard_tenant(const runtime& rt, const std::string& key) {
 }
 
 boost::asio::awaitable<void> guard_check(const std::shared_ptr<server_context>& ctx, const std::string& model,
-                                         const std::string& key, const std::string& text, const std::string& stage,
-                                         guard_verdict& out) {
+                                         const std::string& key, const std::vector<chat_message>& conversation,
+                                         const std::string& stage, guard_verdict& out) {
   model_grant held;
   co_await acquire_model(ctx, model, key, held, true);
   const runtime& rt = *held.rt;
+  json::array messages;
+  // The text as a client reads it: a reply cut inside a character has U+FFFD there.
+  for (const auto& m : conversation) {
+    messages.push_back(json::object{{"role", m.role}, {"content", utf8::replace_invalid(m.content)}});
+  }
   json::object body{{"model", model},
-                    {"messages", json::array{json::object{{"role", "user"}, {"content", text}}}},
+                    {"messages", std::move(messages)},
                     {"max_tokens", 24},
                     {"temperature", 0},
                     {"grammar", kGuardGrammar}};
@@ -84,13 +150,32 @@ boost::asio::awaitable<void> guard_check(const std::shared_ptr<server_context>& 
   }
   out = read_guard_reply(lj->job.choice_text(0));
   ctx->metrics.count_guard(stage, out.flagged);
-  if (out.flagged) {
-    std::string said = out.reply;
-    std::replace(said.begin(), said.end(), '\n', ' ');
-    spdlog::info("guard '{}': {} flagged ({})", model, stage, said);
-  } else {
-    spdlog::debug("guard '{}': {} safe", model, stage);
+  // The prompt's length shows which template the guard's model rendered it with.
+  std::string said = out.reply;
+  std::replace(said.begin(), said.end(), '\n', ' ');
+  spdlog::info("guard '{}': {} {} ({}), {} turns, {} prompt tokens", model, stage, out.flagged ? "flagged" : "safe",
+               said, conversation.size(), prompt_tokens_of(lj->job));
+}
+
+boost::asio::awaitable<void> guard_check(const std::shared_ptr<server_context>& ctx, const std::string& model,
+                                         const std::string& key, const std::string& text, const std::string& stage,
+                                         guard_verdict& out) {
+  const std::vector<chat_message> one{chat_message("user", text)};
+  co_await guard_check(ctx, model, key, one, stage, out);
+}
+
+boost::asio::awaitable<bool> guard_output_flagged(const std::shared_ptr<server_context>& ctx, const std::string& model,
+                                                  const std::string& key, const std::vector<chat_message>& conversation,
+                                                  const generation_job& job) {
+  const std::string stage = "output";
+  for (uint32_t i = 0; i < job.choices(); ++i) {
+    guard_verdict verdict;
+    std::vector<chat_message> shown = conversation;
+    shown.emplace_back("assistant", job.choice_text(i));  // a copy: the stream may grow it meanwhile
+    co_await guard_check(ctx, model, key, shown, stage, verdict);
+    if (verdict.flagged) co_return true;
   }
+  co_return false;
 }
 
 boost::asio::awaitable<void> serve_moderations(const std::shared_ptr<server_context>& ctx, const std::string& body,
@@ -126,13 +211,25 @@ boost::asio::awaitable<void> serve_moderations(const std::shared_ptr<server_cont
     guard_verdict verdict;
     const std::string stage = "moderation";
     co_await guard_check(ctx, model, key, text, stage, verdict);
-    json::object categories, scores;
-    for (const auto& c : verdict.categories) {
-      categories[c] = true;
-      scores[c] = 1.0;
+    json::object categories, scores, input_types;
+    for (const std::string_view name : kOpenAiCategories) {
+      categories[name] = false;
+      scores[name] = 0.0;
+      input_types[name] = json::array{"text"};
     }
-    results.push_back(json::object{
-        {"flagged", verdict.flagged}, {"categories", std::move(categories)}, {"category_scores", std::move(scores)}});
+    json::array codes;
+    for (const auto& c : verdict.categories) {
+      codes.push_back(json::string(c));
+      if (const std::string_view name = openai_moderation_category(c); !name.empty()) {
+        categories[name] = true;
+        scores[name] = 1.0;
+      }
+    }
+    results.push_back(json::object{{"flagged", verdict.flagged},
+                                   {"categories", std::move(categories)},
+                                   {"category_scores", std::move(scores)},
+                                   {"category_applied_input_types", std::move(input_types)},
+                                   {"guard_categories", std::move(codes)}});
   }
   out_json =
       json::serialize(json::object{{"id", ctx->new_id("modr")}, {"model", model}, {"results", std::move(results)}});

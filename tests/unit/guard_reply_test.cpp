@@ -1,5 +1,6 @@
 // The guard model's plain parts (net/guard.h): its reply read into a verdict, the text an
-// input is judged by, and the tenant's guard in the tenants file.
+// input is judged by, the conversation an output check shows, OpenAI's names for the hazard
+// codes, and the tenant's guard in the tenants file.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -21,6 +22,7 @@ TEST(GuardReply, SafeAndUnsafeWithCategories) {
   EXPECT_EQ(one.categories, (std::vector<std::string>{"S3"}));
   const auto two = read_guard_reply("unsafe\nS1,S10");
   EXPECT_EQ(two.categories, (std::vector<std::string>{"S1", "S10"}));
+  EXPECT_EQ(read_guard_reply("unsafe\nS8,S8").categories, (std::vector<std::string>{"S8"}));
   EXPECT_TRUE(read_guard_reply("unsafe").flagged);
   EXPECT_TRUE(read_guard_reply("unsafe").categories.empty());
 }
@@ -36,6 +38,42 @@ TEST(GuardReply, InputText) {
   generate_request raw;
   raw.prompt = "once upon";
   EXPECT_EQ(guard_input_text(raw), "once upon");
+}
+
+TEST(GuardReply, OutputConversation) {
+  // The user's and assistant's turns go to the guard (the reply follows them); the
+  // application's system and tool turns do not.
+  generate_request chat;
+  chat.messages.push_back({"system", "be kind"});
+  chat.messages.push_back({"user", "hi"});
+  chat.messages.push_back({"assistant", "hello"});
+  chat.messages.push_back({"tool", "{}"});
+  chat.messages.push_back({"user", "and now?"});
+  const auto c = guard_conversation(chat);
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c[0].role, "user");
+  EXPECT_EQ(c[0].content, "hi");
+  EXPECT_EQ(c[1].role, "assistant");
+  EXPECT_EQ(c[2].content, "and now?");
+  generate_request raw;
+  raw.prompt = "once upon";
+  const auto r = guard_conversation(raw);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].role, "user");
+  EXPECT_EQ(r[0].content, "once upon");
+}
+
+TEST(GuardReply, OpenAiModerationCategories) {
+  EXPECT_EQ(openai_moderation_category("S1"), "violence");
+  EXPECT_EQ(openai_moderation_category("S2"), "illicit");
+  EXPECT_EQ(openai_moderation_category("S4"), "sexual/minors");
+  EXPECT_EQ(openai_moderation_category("S9"), "illicit/violent");
+  EXPECT_EQ(openai_moderation_category("S10"), "hate");
+  EXPECT_EQ(openai_moderation_category("S11"), "self-harm");
+  EXPECT_EQ(openai_moderation_category("S12"), "sexual");
+  for (const char* none : {"S3", "S5", "S6", "S7", "S8", "S13", "S14", "S15", ""}) {
+    EXPECT_EQ(openai_moderation_category(none), "") << none;
+  }
 }
 
 std::string write_temp(const std::string& text) {
