@@ -156,9 +156,12 @@ node_tls_front::node_tls_front(node_tls_options o) : impl_(std::make_unique<impl
     throw std::runtime_error(std::string("--cluster-tls-*: ") + e.what());
   }
   error_code ec;
-  const auto address = asio::ip::make_address(f.opts.host.empty() ? "0.0.0.0" : f.opts.host, ec);
-  if (ec) throw std::runtime_error("--node-host " + f.opts.host + ": " + ec.message());
-  const tcp::endpoint at(address, f.opts.port);
+  // An address, or a name (the first address it resolves to), as the plain gate takes it.
+  tcp::resolver resolver(f.io);
+  const auto found = resolver.resolve(f.opts.host.empty() ? "0.0.0.0" : f.opts.host, std::to_string(f.opts.port),
+                                      tcp::resolver::passive, ec);
+  if (ec || found.empty()) throw std::runtime_error("--node-host " + f.opts.host + ": " + ec.message());
+  const tcp::endpoint at = found.begin()->endpoint();
   f.acceptor.open(at.protocol(), ec);
   if (!ec) f.acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
   if (!ec) f.acceptor.bind(at, ec);
