@@ -1,8 +1,14 @@
 #include "net/batch_runner.h"
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/json.hpp>
+#include <optional>
 
+#include "net/await_actor.h"
 #include "net/generation_request.h"
 #include "net/live_job.h"
 #include "net/routes.h"
@@ -22,6 +28,12 @@ std::optional<std::string> key_of(const runtime& rt, const std::string& tenant) 
   return std::nullopt;
 }
 
+// The body's "model" when it is a string, else "" (the default model).
+std::string named_model(const boost::json::value& body) {
+  const boost::json::value* m = body.is_object() ? body.get_object().if_contains("model") : nullptr;
+  return m && m->is_string() ? std::string(m->get_string()) : std::string();
+}
+
 batch_answer answer_of(const batch_call& call, const http_reply& reply, std::string request_id) {
   batch_answer a;
   a.batch_id = call.batch_id;
@@ -35,31 +47,62 @@ batch_answer answer_of(const batch_call& call, const http_reply& reply, std::str
   return a;
 }
 
-void run_line(const std::shared_ptr<server_context>& ctx, const runtime& rt, batch_call call,
-              std::function<void(batch_answer)> done) {
-  const auto key = key_of(rt, call.tenant);
+// Runs the line on its strand (the coroutine's executor): the model its body names is
+// acquired as a chat request's is (a server of several: loaded on first use, held until the
+// line is answered; an unknown one is the line's 404 naming the models), then the request is
+// submitted to that model's admission. `done` is called exactly once.
+boost::asio::awaitable<void> run_line(std::shared_ptr<server_context> ctx, const runtime* dflt, batch_call call,
+                                      std::function<void(batch_answer)> done) {
+  const auto key = key_of(*dflt, call.tenant);
   if (!key) {
     done(answer_of(call,
                    error_reply(api_error(401, "the batch's tenant '" + call.tenant + "' has no API key now", "",
                                          "invalid_api_key")),
                    ""));
-    return;
+    co_return;
   }
   const api_kind kind = call.endpoint == "/v1/completions" ? api_kind::completion : api_kind::chat;
-  api_request req;
+  boost::json::value body;
+  std::optional<api_error> refused;
   try {
-    req = parse_api_request(parse_json_body(call.body), kind, ctx->limits());
+    body = parse_json_body(call.body);
   } catch (const api_error& e) {
-    done(answer_of(call, error_reply(e), ""));
-    return;
+    refused = e;
   }
+  model_grant held;
+  if (!refused) {
+    // Named locals: GCC 12 mishandles temporaries passed into a coroutine call in co_await.
+    const std::string model = named_model(body);
+    const std::string& k = *key;
+    try {
+      co_await acquire_model(ctx, model, k, held);  // 404 (unknown), 503 (still loading: retried), ...
+    } catch (const api_error& e) {
+      refused = e;
+    }
+  }
+  api_request req;
+  if (!refused) {
+    try {
+      req = parse_api_request(body, kind, ctx->limits(*held.rt));
+    } catch (const api_error& e) {
+      refused = e;
+    }
+  }
+  if (refused) {
+    done(answer_of(call, error_reply(*refused), ""));
+    co_return;
+  }
+  const runtime& rt = *held.rt;
   req.stream = false;
   req.include_usage = false;
-  req.gen.priority = kBatchPriority;  // after every interactive request; preempted first
+  req.gen.priority = kBatchPriority;             // after every interactive request; preempted first
+  if (req.model.empty()) req.model = held.name;  // a server of several: the one that serves it
   job_context jc = completion_context(req, *ctx, rt, ctx->new_id(kind == api_kind::chat ? "chatcmpl" : "cmpl"));
+  jc.metrics_model = held.name;
   const std::string request_id = jc.response_id;
   auto lj = std::make_shared<live_job>(generation_job(
       std::move(req), kind == api_kind::chat ? job_format::chat_json : job_format::completion_json, std::move(jc)));
+  lj->rt = held.rt;  // the model stays loaded while the line runs
   // The job keeps itself alive through `hold` until it has finished; then it answers once and
   // lets go (the strand's call that ran notify holds it until that call returns). A choice
   // aborted by the runtime (it is stopping) reads as "stop" in a JSON body: such a line is
@@ -75,7 +118,7 @@ void run_line(const std::shared_ptr<server_context>& ctx, const runtime& rt, bat
     done(std::move(a));
   };
   // start_live_job's loop, with each final event looked at for an abort first.
-  const auto ex = boost::asio::make_strand(ctx->work);
+  const auto ex = co_await boost::asio::this_coro::executor;
   auto reqs = lj->job.requests();
   for (uint32_t i = 0; i < reqs.size(); ++i) {
     reqs[i].api_key = *key;
@@ -108,12 +151,10 @@ batch_runner make_batch_runner(std::weak_ptr<server_context> ctx, const runtime&
       done(std::move(a));
       return;
     }
-    // Parsing a body (up to the request size limit) is work for the pool, not the queue's thread.
-    boost::asio::post(c->work, [weak, rt, call = std::move(call), done = std::move(done)]() mutable {
-      const auto alive = weak.lock();
-      if (!alive) return done(batch_answer{call.batch_id, call.line, call.custom_id, 503, "", "", true});
-      run_line(alive, *rt, std::move(call), std::move(done));
-    });
+    // Parsing a body (up to the request size limit) and waiting for its model is work for the
+    // pool, on a strand of its own, not the queue's thread.
+    boost::asio::co_spawn(boost::asio::make_strand(c->work), run_line(c, rt, std::move(call), std::move(done)),
+                          boost::asio::detached);
   };
 }
 

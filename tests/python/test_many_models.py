@@ -4,7 +4,8 @@ and httpx. Each model is picked by its name, an alias or NAME:ADAPTER; models lo
 and unload when idle past keep_alive or when the memory budget needs room (least recently used
 first, never one a request holds); a request waits for a loading model within a bound, then 503.
 Every route that serves a model picks it so: generation, /tokenize, /detokenize, count_tokens,
-/v1/embeddings and rerank, and the WebSocket's start and response.create frames.
+/v1/embeddings and rerank, the WebSocket's start and response.create frames, and each line of a
+batch.
 """
 import json
 import subprocess
@@ -570,3 +571,47 @@ def test_other_routes_wait_for_a_loading_model_then_503(files):
         assert states(s)["big"]["state"] == "loading"
         assert wait_state(s, "big", "loaded")
         assert httpx.post(s.url + "/tokenize", json={"model": "big", "prompt": "Hi"}).status_code == 200
+
+
+def test_batch_lines_pick_their_model(files, tmp_path):
+    """The Batch API (net/batch_runner.cpp): each line's body.model picks its model, loaded on first
+    use as for a chat request; a line naming an unknown model ends in the error file with a 404
+    naming the models while the other lines run."""
+    with serve(files, listed(files, ["a", "b"]), "--batch-dir", str(tmp_path / "batches")) as s:
+        client = openai_client(s)
+        assert states(s)["b"]["state"] == "unloaded"
+        lines = []
+        for cid, model in (("to-a", "a"), ("to-b", "b"), ("to-none", None), ("to-nope", "nope")):
+            body = {"messages": HI, "max_tokens": 4, "temperature": 0, "logprobs": True}
+            if model:
+                body["model"] = model
+            lines.append(json.dumps({"custom_id": cid, "method": "POST", "url": "/v1/chat/completions", "body": body}))
+        f = client.files.create(file=("in.jsonl", ("\n".join(lines) + "\n").encode(), "application/jsonl"),
+                                purpose="batch")
+        b = client.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
+        deadline = time.time() + 120
+        while b.status not in ("completed", "failed", "expired", "cancelled") and time.time() < deadline:
+            time.sleep(0.2)
+            b = client.batches.retrieve(b.id)
+        assert b.status == "completed", b
+        assert (b.request_counts.total, b.request_counts.completed, b.request_counts.failed) == (4, 3, 1)
+        out = {r["custom_id"]: r for r in map(json.loads, client.files.content(b.output_file_id).text.splitlines())}
+        errors = [json.loads(x) for x in client.files.content(b.error_file_id).text.splitlines()]
+        assert sorted(out) == ["to-a", "to-b", "to-none"]
+        assert states(s)["b"]["state"] == "loaded"  # loaded for its line
+
+        def answered(cid):
+            body = out[cid]["response"]["body"]
+            assert out[cid]["response"]["status_code"] == 200
+            return body["model"], [(t["token"], round(t["logprob"], 4)) for t in body["choices"][0]["logprobs"]["content"]]
+
+        # Each line was answered by the weights it named (the default model's for none).
+        assert answered("to-a") == fingerprint(client, "a")
+        assert answered("to-b") == fingerprint(client, "b")
+        assert answered("to-none") == fingerprint(client, "a")
+        assert answered("to-a") != answered("to-b")
+        assert [e["custom_id"] for e in errors] == ["to-nope"]
+        resp = errors[0]["response"]
+        assert resp["status_code"] == 404
+        err = resp["body"]["error"]
+        assert err["param"] == "model" and err["code"] == "model_not_found" and "a, b" in err["message"], err
