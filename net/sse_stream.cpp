@@ -205,20 +205,6 @@ void apply_slo_headers(const http_request& req, generate_request& gen) {
   }
 }
 
-// Whether the guard model flags any choice's reply so far (asked choice by choice, stopping at
-// the first flag): a stream's periodic and final output checks and a whole reply's check.
-asio::awaitable<bool> output_flagged(const std::shared_ptr<server_context>& ctx, const std::string& guard_model,
-                                     const std::string& key, const generation_job& job) {
-  const std::string stage = "output";
-  for (uint32_t i = 0; i < job.choices(); ++i) {
-    guard_verdict verdict;
-    const std::string text = job.choice_text(i);  // a copy: the stream may grow it meanwhile
-    co_await guard_check(ctx, guard_model, key, text, stage, verdict);
-    if (verdict.flagged) co_return true;
-  }
-  co_return false;
-}
-
 // serve_generation's work; `watch` is set for a TLS stream.
 template <class Stream>
 asio::awaitable<void> answer_generation(Stream& socket_stream, beast::flat_buffer& pipelined, http_request& req,
@@ -251,6 +237,9 @@ asio::awaitable<void> answer_generation(Stream& socket_stream, beast::flat_buffe
   const bool openai_format = plan.format == job_format::chat_json || plan.format == job_format::chat_sse ||
                              plan.format == job_format::completion_json || plan.format == job_format::completion_sse;
   const bool guard_output = guarded && guarded->guard.output && openai_format;
+  // What an output check shows the guard before the reply (net/guard.h): the user's turns.
+  const std::vector<chat_message> guard_turns =
+      guard_output ? guard_conversation(plan.req.gen) : std::vector<chat_message>();
   const uint32_t guard_every = guarded ? guarded->guard.every : 0;
   uint64_t guard_checked = 0;  // tokens the guard has passed
 
@@ -308,15 +297,17 @@ asio::awaitable<void> answer_generation(Stream& socket_stream, beast::flat_buffe
       // is under way add output that the next round must still send.
       const bool finished = job.finished();
       if (guard_output) {
-        // Output goes out only once a check has passed it: held until `every` more tokens
-        // (or the end), then checked (what arrives during a check goes out with it and is in
-        // the next check's text).
+        // Output goes out only once a check has passed all of it: held until `every` more
+        // tokens (or the end), then checked; output that arrives during a check is checked
+        // again before anything goes out (so a stream that outruns its checks is sent at the end).
         if (!finished && (guard_every == 0 || job.generated_tokens() < guard_checked + guard_every)) {
           co_await signal.wait();
           continue;
         }
         guard_checked = job.generated_tokens();
-        if (co_await output_flagged(ctx, guard_model, key, job)) {  // nothing more of it goes out: it ends with finish_reason content_filter
+        if (co_await guard_output_flagged(
+                ctx, guard_model, key, guard_turns,
+                job)) {  // nothing more of it goes out: it ends with finish_reason content_filter
           lj->cancel();
           job.filter_output();
           sse.flush(job, true);
@@ -326,6 +317,8 @@ asio::awaitable<void> answer_generation(Stream& socket_stream, beast::flat_buffe
           out.keep_alive(req.keep_alive());
           co_return;
         }
+        // Output that arrived during the check (the end too) is not what it passed: check again.
+        if (job.generated_tokens() != guard_checked || job.finished() != finished) continue;
       }
       sse.flush(job, finished);
       co_await sse.drain(ctx->opts.write_timeout);
@@ -340,7 +333,9 @@ asio::awaitable<void> answer_generation(Stream& socket_stream, beast::flat_buffe
     }
     co_await signal.wait();
   }
-  if (guard_output && !job.failure() && co_await output_flagged(ctx, guard_model, key, job)) job.filter_output();
+  if (guard_output && !job.failure() && co_await guard_output_flagged(ctx, guard_model, key, guard_turns, job)) {
+    job.filter_output();
+  }
   ctx->metrics.count_request(job.tenant(), job.final_status(), model_label);
   out = to_response(req, generation_reply(job));
 }

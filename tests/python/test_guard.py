@@ -127,6 +127,22 @@ def verdicts(server, texts, model="guard"):
     return [res["flagged"] for res in results]
 
 
+# net/guard.cpp's kGuardGrammar: the guard's reply is held to Llama Guard 3's form.
+GUARD_GRAMMAR = 'root ::= "safe" | "unsafe\\nS" code (",S" code)?\ncode ::= "1" [0-4]? | [2-9]'
+
+
+def guard_says(server, messages, model="guard"):
+    """Whether the guard flags `messages`, asked as an output check asks it (the conversation with
+    the reply as the assistant's turn, greedy, grammar-held), straight through chat completions."""
+    r = openai_client(server, "sk-plain").chat.completions.create(
+        model=model, messages=messages, max_tokens=24, temperature=0, extra_body={"grammar": GUARD_GRAMMAR})
+    return r.choices[0].message.content.startswith("unsafe")
+
+
+def conversation(prompt, reply):
+    return [{"role": "user", "content": prompt}, {"role": "assistant", "content": reply}]
+
+
 def guard_log_tokens(server, stage, since):
     """The prompt token counts of the guard's checks of `stage` logged since line `since`."""
     deadline = time.time() + 10
@@ -229,8 +245,9 @@ def test_flagged_output_ends_with_content_filter(server):
                                               max_tokens=8, temperature=0)
 
     replies = [reply(plain, p).choices[0].message.content for p in CANDIDATES]
-    flags = verdicts(server, replies)
-    assert any(flags) and not all(flags), "the guard flags all or none of the replies"
+    # The output check shows the guard the user's turn, then the reply as the assistant's.
+    flags = [guard_says(server, conversation(p, t)) for p, t in zip(CANDIDATES, replies)]
+    assert any(flags[:8]) and not all(flags[:8]), "the guard flags all or none of the replies"
     for prompt, text, flagged in list(zip(CANDIDATES, replies, flags))[:8]:
         r = reply(screened, prompt)
         if flagged:
@@ -255,7 +272,7 @@ def test_stream_checked_every_n_tokens(server):
     prompts = CANDIDATES[:8]
     replies = [plain.chat.completions.create(model="main", messages=[{"role": "user", "content": p}], max_tokens=8,
                                              temperature=0).choices[0].message.content for p in prompts]
-    flags = verdicts(server, replies, model="quick-guard")
+    flags = [guard_says(server, conversation(p, t), model="quick-guard") for p, t in zip(prompts, replies)]
     for prompt, text, flagged in zip(prompts, replies, flags):
         chunks = list(often.chat.completions.create(
             model="main", messages=[{"role": "user", "content": prompt}], max_tokens=8, temperature=0, stream=True))
@@ -267,3 +284,37 @@ def test_stream_checked_every_n_tokens(server):
             assert finish == ["content_filter"] and streamed != text
         elif finish != ["content_filter"]:
             assert streamed == text
+
+
+def test_output_check_sees_the_conversation(server):
+    """An output check classifies the user's turn and then the reply (the assistant's turn), as
+    Llama Guard is used: the same reply after two user turns gets each conversation's verdict, and
+    the guard's own request held both turns."""
+    plain, screened = openai_client(server, "sk-plain"), openai_client(server, "sk-out")
+
+    def first_token(client, prompt):
+        return client.chat.completions.create(model="main", messages=[{"role": "user", "content": prompt}],
+                                              max_tokens=1, temperature=0).choices[0]
+
+    # One-token replies: many prompts get the same one.
+    by_reply = {}
+    for p in CANDIDATES:
+        by_reply.setdefault(first_token(plain, p).message.content, []).append(p)
+    reply, prompts = max(by_reply.items(), key=lambda kv: len(kv[1]))
+    flags = {p: guard_says(server, conversation(p, reply)) for p in prompts}
+    flagged = [p for p in prompts if flags[p]]
+    safe = [p for p in prompts if not flags[p]]
+    assert flagged and safe, f"the guard gives {reply!r} one verdict after every user turn"
+    r = first_token(screened, flagged[0])
+    assert r.finish_reason == "content_filter" and r.message.content == ""
+    since = len(server.log)
+    r = first_token(screened, safe[0])
+    assert r.finish_reason in ("stop", "length") and r.message.content == reply
+    # The guard's request for that check: both turns, rendered by its template.
+    want = httpx.post(server.url + "/tokenize", json={"model": "guard", "messages": conversation(safe[0], reply)},
+                      headers={"Authorization": "Bearer sk-plain"}).json()["count"]
+    deadline = time.time() + 10
+    while time.time() < deadline and not any("guard 'guard': output" in line for line in server.log[since:]):
+        time.sleep(0.05)
+    said = [line for line in server.log[since:] if "guard 'guard': output" in line]
+    assert len(said) == 1 and f"2 turns, {want} prompt tokens" in said[0], said
