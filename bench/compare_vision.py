@@ -2,7 +2,8 @@
 """Image encode time (issue 55): Tandem's vision encoder (bench/vision_bench) against llama.cpp's
 libmtmd (llama-mtmd-cli, which prints "mtmd batch encoding done in N ms") on the same
 synthetic projector file of a real shape, the same image and the same threads, runs
-alternating. Writes the "vision-encode" section of docs/benchmarks.md.
+alternating. Writes the "vision-encode" section of docs/benchmarks.md on a CPU with AVX-512,
+"vision-encode-avx2" on one without (the encoder's kernels differ: engine/vision/vision_kernels.h).
 
   bench/compare_vision.py --build build --mtmd-cli PATH [--threads 2] [--repeat 2] [--layers 27]
 
@@ -22,7 +23,17 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_docs import ROOT, cpu_name, section_tail, write_section  # noqa: E402
 
-BEGIN, END = "<!-- vision-encode:begin -->", "<!-- vision-encode:end -->"
+
+
+def has_avx512():
+    try:
+        return " avx512f " in open("/proc/cpuinfo").read()
+    except OSError:
+        return False
+
+
+KEY = "vision-encode" if has_avx512() else "vision-encode-avx2"
+BEGIN, END = f"<!-- {KEY}:begin -->", f"<!-- {KEY}:end -->"
 GEMMA3_TEXT = os.path.expanduser(os.path.join(os.environ.get("TANDEM_HOME", "~/.cache/tandem"), "models",
                                               "gemma-3-270m-q4_k_m.gguf"))
 
@@ -74,7 +85,8 @@ def main():
     t, m = statistics.median(ours), statistics.median(theirs)
     cmd = (f"python3 bench/compare_vision.py --build build --mtmd-cli PATH/llama-mtmd-cli --threads {a.threads} "
            f"--repeat {a.repeat} --layers {a.layers} --image {a.image}")
-    lines = [BEGIN, "### Image encode time: the vision encoder against libmtmd (issue 55)", "",
+    title = "the vision encoder against libmtmd" + ("" if has_avx512() else ", a CPU without AVX-512")
+    lines = [BEGIN, f"### Image encode time: {title} (issue 55)", "",
              f"{cpu_name()}, {a.threads} threads, {time.strftime('%Y-%m-%d')}. Synthetic gemma3 projector of "
              f"SigLIP-so400m's shape ({a.layers} blocks, 896 pixels: 4,096 patches, 256 tokens), f16, from "
              f"`tandem gen-model --mmproj`; a {w}x{h} image. Medians of {a.repeat} runs, alternating. libmtmd's "
