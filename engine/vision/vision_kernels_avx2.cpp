@@ -52,8 +52,9 @@ struct simd {
   static __m128i load_halves(const std::byte* p, int64_t c, mask m) {
     const auto* h = reinterpret_cast<const uint16_t*>(p) + c;
     if (m.count == lanes) return _mm_loadu_si128(reinterpret_cast<const __m128i*>(h));
-    alignas(16) uint16_t part[lanes] = {};
-    std::memcpy(part, h, sizeof(uint16_t) * static_cast<size_t>(m.count));
+    alignas(16) uint16_t part[lanes];
+#pragma GCC unroll 8
+    for (int i = 0; i < lanes; ++i) part[i] = i < m.count ? h[i] : uint16_t{0};  // no read past the row
     return _mm_load_si128(reinterpret_cast<const __m128i*>(part));
   }
   template <tensor_type T>

@@ -35,9 +35,7 @@ void tile(const std::byte* const* w, const float* const* x, int64_t k, float* y,
   for (int i = 0; i < RM; ++i)
 #pragma GCC unroll 8
     for (int j = 0; j < RN; ++j) acc[i][j] = simd::zero();
-  // One loop, the last inputs masked.
-  for (int64_t c = 0; c < k; c += simd::lanes) {
-    const simd::mask m = k - c >= simd::lanes ? simd::all() : simd::first(static_cast<int>(k - c));
+  const auto step = [&](int64_t c, simd::mask m) __attribute__((always_inline)) {
     vec wv[RM];
 #pragma GCC unroll 8
     for (int i = 0; i < RM; ++i) wv[i] = simd::load_w<K>(w[i], c, m);
@@ -47,7 +45,12 @@ void tile(const std::byte* const* w, const float* const* x, int64_t k, float* y,
 #pragma GCC unroll 8
       for (int i = 0; i < RM; ++i) acc[i][j] = simd::fmadd(wv[i], a, acc[i][j]);
     }
-  }
+  };
+  // Whole vectors, then the last inputs masked: apart, so the tail's loads (AVX2 copies its
+  // halves) cannot push an accumulator of the hot loop out to memory.
+  int64_t c = 0;
+  for (; c + simd::lanes <= k; c += simd::lanes) step(c, simd::all());
+  if (c < k) step(c, simd::first(static_cast<int>(k - c)));
 #pragma GCC unroll 8
   for (int j = 0; j < RN; ++j)
 #pragma GCC unroll 8
