@@ -28,12 +28,6 @@ std::optional<std::string> key_of(const runtime& rt, const std::string& tenant) 
   return std::nullopt;
 }
 
-// The body's "model" when it is a string, else "" (the default model).
-std::string named_model(const boost::json::value& body) {
-  const boost::json::value* m = body.is_object() ? body.get_object().if_contains("model") : nullptr;
-  return m && m->is_string() ? std::string(m->get_string()) : std::string();
-}
-
 batch_answer answer_of(const batch_call& call, const http_reply& reply, std::string request_id) {
   batch_answer a;
   a.batch_id = call.batch_id;

@@ -6,6 +6,7 @@
 #include "net/anthropic_job.h"
 #include "net/await_actor.h"
 #include "net/responses_job.h"
+#include "net/routes.h"
 #include "net/server_context.h"
 #include "tandem/runtime.h"
 
@@ -22,17 +23,6 @@ job_context completion_context(api_request& req, server_context& ctx, const runt
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   return jc;
 }
-
-namespace {
-
-// The body's "model" when it is a string, else "".
-std::string named_model(const boost::json::value& body) {
-  if (!body.is_object()) return {};
-  const boost::json::value* m = body.get_object().if_contains("model");
-  return m && m->is_string() ? std::string(m->get_string()) : std::string();
-}
-
-}  // namespace
 
 boost::asio::awaitable<void> read_generation_request(const std::string& body_text, const std::string& key,
                                                      api_kind kind, const std::shared_ptr<server_context>& ctx,

@@ -245,12 +245,15 @@ http_reply detokenize_reply(std::string_view body_text, const runtime& rt) {
   return json_reply(json::object{{"prompt", runtime_access::tok(rt).decode(ids, true)}});
 }
 
+std::string named_model(const json::value& body) {
+  const json::value* m = body.is_object() ? body.get_object().if_contains("model") : nullptr;
+  return m && m->is_string() ? std::string(m->get_string()) : std::string();
+}
+
 std::string body_model(std::string_view body) {
   boost::system::error_code ec;
   const json::value v = json::parse(body, ec);
-  if (ec || !v.is_object()) return {};
-  const json::value* m = v.get_object().if_contains("model");
-  return m && m->is_string() ? std::string(m->get_string()) : std::string();
+  return ec ? std::string() : named_model(v);
 }
 
 }  // namespace tandem::net

@@ -126,5 +126,7 @@ http_reply detokenize_reply(std::string_view body, const runtime& rt);
 // of several models routes by (await_actor.h's acquire_model). A body that does not parse
 // names none here; its route's own parser reports it.
 std::string body_model(std::string_view body);
+// The same of a parsed body.
+std::string named_model(const boost::json::value& body);
 
 }  // namespace tandem::net
