@@ -305,16 +305,31 @@ def test_output_check_sees_the_conversation(server):
     flagged = [p for p in prompts if flags[p]]
     safe = [p for p in prompts if not flags[p]]
     assert flagged and safe, f"the guard gives {reply!r} one verdict after every user turn"
+
+    def guard_tokens(prompt):
+        return httpx.post(server.url + "/tokenize", json={"model": "guard", "messages": conversation(prompt, reply)},
+                          headers={"Authorization": "Bearer sk-plain"}).json()["count"]
+
+    def output_check_logged(verdict, prompt):
+        # The guard's request for a check: both turns, rendered by its template. The server's log
+        # reaches us through a reader thread, possibly after the reply did.
+        want = f"guard 'guard': output {verdict} "
+        tokens = f"2 turns, {guard_tokens(prompt)} prompt tokens"
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            said = [i for i, line in enumerate(server.log) if want in line and tokens in line]
+            if said:
+                return said[-1]
+            time.sleep(0.05)
+        raise AssertionError(f"no {want!r} with {tokens!r} in the log")
+
     r = first_token(screened, flagged[0])
     assert r.finish_reason == "content_filter" and r.message.content == ""
-    since = len(server.log)
+    since = output_check_logged("flagged", flagged[0]) + 1
     r = first_token(screened, safe[0])
     assert r.finish_reason in ("stop", "length") and r.message.content == reply
-    # The guard's request for that check: both turns, rendered by its template.
-    want = httpx.post(server.url + "/tokenize", json={"model": "guard", "messages": conversation(safe[0], reply)},
-                      headers={"Authorization": "Bearer sk-plain"}).json()["count"]
-    deadline = time.time() + 10
-    while time.time() < deadline and not any("guard 'guard': output" in line for line in server.log[since:]):
-        time.sleep(0.05)
+    output_check_logged("safe", safe[0])
+    # One check per reply: nothing else was asked of the guard about that one-token reply.
+    time.sleep(0.2)
     said = [line for line in server.log[since:] if "guard 'guard': output" in line]
-    assert len(said) == 1 and f"2 turns, {want} prompt tokens" in said[0], said
+    assert len(said) == 1, said
