@@ -142,11 +142,27 @@ void load_vision(caf::actor_system& sys, runtime_shared& shared, const model_con
                                                      cfg.limit_mm_per_prompt});
 }
 
+// Admission's settings: its own tenant ledger, or the one the server's models share (whose
+// tenants must be this config's, in its order: admission names a tenant by its index).
+admission_config admission_settings(const runtime_config& cfg, const tenant_accounts* accounts) {
+  admission_config ac;
+  ac.max_in_flight = cfg.max_in_flight;
+  ac.tenants = cfg.tenants;
+  if (accounts) {
+    bool same = accounts->tenants.size() == cfg.tenants.size();
+    for (size_t i = 0; same && i < cfg.tenants.size(); ++i) same = accounts->tenants[i] == cfg.tenants[i].name;
+    if (!same) throw std::logic_error("runtime::start: the shared tenant accounts are not this config's tenants");
+    ac.ledger = accounts->ledger;
+  }
+  return ac;
+}
+
 }  // namespace
 
 // A cluster's router: the file's vocabulary and template (its weights stay unread), admission
 // and the streamers here, every sequence on a node (actors/router.h).
-std::unique_ptr<runtime> runtime::start_router(caf::actor_system& sys, const runtime_config& cfg) {
+std::unique_ptr<runtime> runtime::start_router(caf::actor_system& sys, const runtime_config& cfg,
+                                               const tenant_accounts* accounts) {
   if (cfg.cluster_secret.empty()) throw std::invalid_argument("a router needs the cluster secret its nodes have");
   if (!cfg.lora_adapters.empty()) throw std::runtime_error("--lora: a cluster's router holds no weights (not yet)");
   if (!cfg.mmproj.empty()) throw std::runtime_error("--mmproj: a cluster's router takes no images (not yet)");
@@ -169,17 +185,14 @@ std::unique_ptr<runtime> runtime::start_router(caf::actor_system& sys, const run
   rc.tls = cfg.cluster_tls;
   actors.router = spawn_router(sys, rc);
   actors.scheduler = caf::actor_cast<scheduler_actor>(actors.router);
-  admission_config ac;
-  ac.max_in_flight = cfg.max_in_flight;
-  ac.tenants = cfg.tenants;
-  actors.admission = spawn_admission(sys, ac, shared, actors.scheduler);
+  actors.admission = spawn_admission(sys, admission_settings(cfg, accounts), shared, actors.scheduler);
   return rt;
 }
 
 std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_config& cfg,
-                                        const device_factory* device) {
+                                        const device_factory* device, const tenant_accounts* accounts) {
   check_unique(cfg.tenants);
-  if (!cfg.nodes.empty()) return start_router(sys, cfg);
+  if (!cfg.nodes.empty()) return start_router(sys, cfg, accounts);
   // A custom device worker (CUDA) chose its own cache type (gpu/worker/cuda_runtime_config);
   // the CPU worker's is parsed here.
   const kv_cache_dtype kv_dtype = device != nullptr ? kv_cache_dtype::f16 : parse_kv_cache_dtype(cfg.kv_cache_dtype);
@@ -319,10 +332,7 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
   }
   actors.scheduler = spawn_scheduler(sys, pc, cfg.block_size, rt->kv_blocks_ * cfg.block_size, actors.cache_manager,
                                      actors.device_worker, spec, spawn_device);
-  admission_config ac;
-  ac.max_in_flight = cfg.max_in_flight;
-  ac.tenants = cfg.tenants;
-  actors.admission = spawn_admission(sys, ac, shared, actors.scheduler);
+  actors.admission = spawn_admission(sys, admission_settings(cfg, accounts), shared, actors.scheduler);
   if (!cfg.cluster_secret.empty()) {
     node_config nc;
     nc.secret = cfg.cluster_secret;

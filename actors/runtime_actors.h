@@ -16,6 +16,7 @@
 #include "actors/kv_disk.h"
 #include "actors/router.h"
 #include "actors/scheduler.h"
+#include "actors/tenant_ledger.h"
 #include "tandem/runtime.h"
 
 namespace tandem {
@@ -41,6 +42,13 @@ struct runtime_actors {
 struct device_factory {
   std::function<device_worker_actor(caf::actor_system&, std::shared_ptr<model>, uint32_t n_blocks, uint32_t block_size)>
       spawn;
+};
+
+// A server's tenant accounts (actors/tenant_ledger.h), shared by the runtimes of its models;
+// `tenants` is the list the ledger was made from, which each runtime's config must repeat.
+struct tenant_accounts {
+  tenant_ledger_actor ledger;
+  std::vector<std::string> tenants;  // their names, in the ledger's order
 };
 
 }  // namespace tandem

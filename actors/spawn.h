@@ -18,6 +18,7 @@
 #include "actors/kv_disk.h"
 #include "actors/scheduler.h"
 #include "actors/streamer.h"
+#include "actors/tenant_ledger.h"
 #include "engine/kv/kv_block_manager.h"
 #include "engine/model/kv_cache_dtype.h"
 #include "engine/schedule/step_planner.h"
@@ -35,6 +36,9 @@ struct runtime_shared;
 struct admission_config {
   uint32_t max_in_flight = 1024;       // accepted but unfinished requests; beyond: 503
   std::vector<tenant_config> tenants;  // empty = open mode
+  // The server's tenant accounts when several models share them (the ledger's tenants are
+  // these, in this order); null: admission spawns its own from the two fields above.
+  tenant_ledger_actor ledger;
 };
 
 admission_internal_actor spawn_admission(caf::actor_system& sys, const admission_config& cfg,

@@ -45,6 +45,7 @@ struct supervisor_state {
   supervisor_config cfg;
   std::vector<entry> models;
   int default_index = 0;
+  tenant_accounts accounts;  // every model's admission counts its tenants' limits here
   static inline const char* name = "model_supervisor";
 };
 
@@ -156,12 +157,13 @@ void start_load(self_ptr self, uint32_t i) {
   auto* sys = &self->system();
   const std::optional<device_factory> device = self->state.cfg.device;
   sys->spawn<caf::detached>(
-      [sup = model_supervisor_actor(self), i, gen = e.generation, cfg = e.cfg, device](caf::event_based_actor* loader) {
+      [sup = model_supervisor_actor(self), i, gen = e.generation, cfg = e.cfg, device,
+       accounts = self->state.accounts](caf::event_based_actor* loader) {
         model_load_result r;
         const auto t0 = clock::now();
         if (slow_load().count() > 0) std::this_thread::sleep_for(slow_load());
         try {
-          std::unique_ptr<runtime> up = runtime::start(loader->system(), cfg, device ? &*device : nullptr);
+          std::unique_ptr<runtime> up = runtime::start(loader->system(), cfg, device ? &*device : nullptr, &accounts);
           if (!up->is_router()) {
             const model_config& mc = runtime_access::model_cfg(*up);
             const auto dtype = device ? kv_cache_dtype::f16 : parse_kv_cache_dtype(cfg.kv_cache_dtype);
@@ -311,6 +313,9 @@ model_supervisor_actor spawn_model_supervisor(caf::actor_system& sys, supervisor
   auto behavior = [](self_ptr self, supervisor_config c) -> model_supervisor_actor::behavior_type {
     auto& init = self->state;
     init.cfg = std::move(c);
+    init.accounts.ledger =
+        spawn_tenant_ledger(self->system(), {init.cfg.base.max_in_flight, init.cfg.base.tenants});
+    for (const auto& t : init.cfg.base.tenants) init.accounts.tenants.push_back(t.name);
     for (size_t i = 0; i < init.cfg.models.size(); ++i) {
       const model_spec& s = init.cfg.models[i];
       if (s.is_default) init.default_index = static_cast<int>(i);

@@ -13,6 +13,9 @@
 //   supervisor --tick (to itself, every 200 ms)--> waiters past their bound, keep_alive
 //   front --list(key) / load(model) / unload(model)--> supervisor (operators: POST /models/*)
 //
+// The models share one tenant ledger (actors/tenant_ledger.h): a tenant's limits and the
+// server's in-flight cap count every model's requests together.
+//
 // Heavy work never runs in the supervisor: loading and unloading are detached actors of their
 // own, so an acquire of a loaded model is answered while another model loads. The plain
 // decisions (eviction order, budget, expiry) are models/model_plan.h.

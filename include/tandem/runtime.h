@@ -24,6 +24,7 @@ struct model_config;
 struct runtime_shared;
 struct runtime_actors;  // the internal actors' handles (actors/runtime_actors.h)
 struct device_factory;  // a device worker other than the CPU one (actors/runtime_actors.h)
+struct tenant_accounts;  // tenant accounts shared by several runtimes (actors/runtime_actors.h)
 
 struct runtime_config {
   std::string model = "default";  // GGUF path, or "default"
@@ -149,9 +150,12 @@ class runtime {
  public:
   // Loads the model and spawns the actors. Throws std::runtime_error with a clear message.
   // `device` replaces the CPU device worker (in-tree only: the tandem binary passes one for
-  // --device cuda, so this library stays free of CUDA); a host passes nothing.
+  // --device cuda, so this library stays free of CUDA); a host passes nothing. `accounts`:
+  // the tenant ledger of a server of several models (in-tree: models/supervisor.h), so a
+  // tenant's limits count across them; none: this runtime keeps its own.
   static std::unique_ptr<runtime> start(caf::actor_system& sys, const runtime_config& cfg,
-                                        const device_factory* device = nullptr);
+                                        const device_factory* device = nullptr,
+                                        const tenant_accounts* accounts = nullptr);
   // Shuts down gracefully: new requests are refused from now on (503); those in flight may
   // finish within `grace`, then the rest are cancelled (their sinks get the final event).
   // Returns when none is left, or after `grace` and 5 s more. The destructor then stops
@@ -177,7 +181,8 @@ class runtime {
   // is not installed: nothing here returns a type a host cannot include.
   friend class runtime_access;
   runtime();
-  static std::unique_ptr<runtime> start_router(caf::actor_system& sys, const runtime_config& cfg);
+  static std::unique_ptr<runtime> start_router(caf::actor_system& sys, const runtime_config& cfg,
+                                               const tenant_accounts* accounts);
   runtime_config cfg_;
   std::shared_ptr<const runtime_shared> shared_;
   std::shared_ptr<const model_config> model_cfg_;

@@ -284,6 +284,50 @@ def test_budget_never_evicts_a_running_stream(files):
         assert watch.peak <= budget + big
 
 
+def resident_bytes(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+
+
+def test_resident_memory_stays_in_the_budget(files, tmp_path):
+    """What the process holds, not only what the supervisor counts: while big models take turns
+    in a budget with room for two, the server's resident memory (VmRSS, sampled every 5 ms)
+    never grows past what it held at start by more than the budget's room plus one model (the
+    swap's), and an unloaded model's memory is given back (seven loads in the room of three)."""
+    bigs = {"big": files["big"]}
+    for n, seed in (("big2", 10), ("big3", 11)):
+        bigs[n] = tmp_path / f"{n}.gguf"
+        subprocess.run([tandem_binary(), "gen-model", "--out", str(bigs[n]), *BIG, "--seed", str(seed)], check=True,
+                       capture_output=True, timeout=120)
+    one, big = small_bytes(files), big_bytes(files)
+    budget = one + 2 * big + big // 2  # the default and two big ones
+    models = listed(files, ("a",)) + "".join(f"- name: {n}\n  path: {p}\n  keep_alive: -1\n" for n, p in bigs.items())
+    with serve(files, models, "--models-memory-budget", str(budget)) as s:
+        client = openai_client(s)
+        assert ask(client, "a").model == "a"
+        start = resident_bytes(s.proc.pid)
+        peak, stop = [start], threading.Event()
+
+        def sample():
+            while not stop.is_set():
+                peak[0] = max(peak[0], resident_bytes(s.proc.pid))
+                time.sleep(0.005)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        try:
+            for name in ("big", "big2", "big3", "big", "big2", "big3", "big"):
+                assert ask(client, name, max_tokens=8).model == name
+            assert wait_state(s, "big2", "unloaded")
+        finally:
+            stop.set()
+            sampler.join()
+        grown = peak[0] - start
+        assert grown <= (budget - one) + big + (16 << 20), (grown >> 20, budget >> 20, big >> 20)
+        # Every big model was in memory at some point: the bound is not met by loading nothing.
+        assert grown >= big // 2, (grown >> 20, big >> 20)
+
+
 def test_operator_load_and_unload(files):
     with serve(files, f"""\
             - name: a
@@ -338,6 +382,55 @@ def test_tenant_limited_to_models(files):
             ask(openai_client(s, "sk-nobody"), "b")
         assert list(states(s, "sk-alice")) == ["b"]
         assert sorted(states(s, "sk-bob")) == ["a", "b"]
+
+
+def test_tenant_limits_count_every_model(files):
+    """A tenant's limits are the server's, not each model's (actors/tenant_ledger.h): requests to
+    two models draw on one request bucket and one concurrency cap, so naming another model never
+    buys a tenant more."""
+    tenants = textwrap.dedent("""\
+        tenants:
+          - name: carol
+            api_keys: [sk-carol]
+            requests_per_minute: 3
+          - name: dave
+            api_keys: [sk-dave]
+            max_concurrent_requests: 1
+        """)
+    with serve(files, f"""\
+            - name: a
+              path: {files['a']}
+            - name: b
+              path: {files['b']}
+            """, tenants=tenants) as s:
+        def chat(model, key, **extra):
+            return httpx.post(s.url + "/v1/chat/completions",
+                              json={"model": model, "messages": HI, "max_tokens": 2, **extra},
+                              headers={"Authorization": f"Bearer {key}"}, timeout=60)
+
+        remaining = []
+        for model in ("a", "b", "a"):
+            r = chat(model, "sk-carol")
+            assert r.status_code == 200 and r.json()["model"] == model, r.text
+            remaining.append(int(r.headers["x-ratelimit-remaining-requests"]))
+        assert remaining == [2, 1, 0]
+        r = chat("b", "sk-carol")
+        assert r.status_code == 429 and "3 requests per minute" in r.json()["error"]["message"], r.text
+        assert float(r.headers["retry-after"]) > 0
+        # One stream at a time for dave, whichever model holds it: while a's runs, b refuses him.
+        with httpx.stream("POST", s.url + "/v1/chat/completions",
+                          json={"model": "a", "messages": HI, "max_tokens": 400, "stream": True,
+                                "ignore_eos": True},
+                          headers={"Authorization": "Bearer sk-dave"}, timeout=60) as stream:
+            lines = stream.iter_lines()
+            assert next(line for line in lines if line.startswith("data:"))
+            r = chat("b", "sk-dave")
+            assert r.status_code == 429 and "in flight" in r.json()["error"]["message"], r.text
+        # The stream's slot comes back when it ends, on either model.
+        deadline = time.time() + 30
+        while (r := chat("b", "sk-dave")).status_code == 429 and time.time() < deadline:
+            time.sleep(0.1)
+        assert r.status_code == 200 and r.json()["model"] == "b", r.text
 
 
 def adapter_for_a(files, tmp_path):
