@@ -6,6 +6,7 @@
 //                        loaded first when it is not; the grant holds it: an unload waits
 //                        until every grant of it is dropped
 //   list(key)            every configured model (those the key's tenant may use) and its state
+//   loaded()             the loaded models' runtimes, for their figures (/metrics)
 //   load / unload        an operator's (POST /models/load, /models/unload)
 //
 // Answers come through the callback, once, on any thread (an actor's).
@@ -63,12 +64,21 @@ struct model_grant {
   model_info info;  // load / unload: the model's state afterwards
 };
 
+// A loaded model's runtime, to read its figures by (/metrics): not a hold, so an unload does
+// not wait for it; the reader keeps it only while it asks the runtime's actors.
+struct loaded_model {
+  std::string name;
+  std::shared_ptr<const runtime> rt;
+};
+
 class model_catalog {
  public:
   virtual ~model_catalog() = default;
   // guard: for a tenant's guard model, which the tenant's `models` list need not name.
   virtual void acquire(std::string model, std::string api_key, bool guard, std::function<void(model_grant)> done) = 0;
   virtual void list(std::string api_key, std::function<void(std::vector<model_info>)> done) = 0;
+  // The models loaded now, in the configured order.
+  virtual void loaded(std::function<void(std::vector<loaded_model>)> done) = 0;
   virtual void load(std::string model, std::function<void(model_grant)> done) = 0;
   virtual void unload(std::string model, std::function<void(model_grant)> done) = 0;
   // The key operators use for load and unload ("" = none set: those routes are refused).

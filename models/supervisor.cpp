@@ -492,6 +492,13 @@ model_supervisor_actor spawn_model_supervisor(caf::actor_system& sys, supervisor
           }
           return out;
         },
+        [self](ms_engines_atom) {
+          std::vector<loaded_model> out;
+          for (const auto& e : self->state.models) {
+            if (e.rt && e.slot.state == model_state::loaded) out.push_back({e.spec.name, e.rt});
+          }
+          return out;
+        },
     };
   };
   return sys.spawn(behavior, std::move(cfg));
@@ -517,6 +524,12 @@ class supervisor_catalog final : public model_catalog {
     sys_.spawn([sup = sup_, key = std::move(api_key), done = std::move(done)](caf::event_based_actor* self) {
       self->request(sup, std::chrono::seconds(10), ms_list_atom::value, key)
           .then([done](std::vector<model_info>& v) { done(std::move(v)); }, [done](caf::error&) { done({}); });
+    });
+  }
+  void loaded(std::function<void(std::vector<loaded_model>)> done) override {
+    sys_.spawn([sup = sup_, done = std::move(done)](caf::event_based_actor* self) {
+      self->request(sup, std::chrono::seconds(10), ms_engines_atom::value)
+          .then([done](std::vector<loaded_model>& v) { done(std::move(v)); }, [done](caf::error&) { done({}); });
     });
   }
   const std::string& admin_key() const override { return admin_key_; }

@@ -62,6 +62,7 @@ using ms_gone_atom = caf::atom_constant<caf::atom("msgone")>;
 using ms_tick_atom = caf::atom_constant<caf::atom("mstick")>;
 using ms_default_atom = caf::atom_constant<caf::atom("msdefault")>;
 using ms_all_atom = caf::atom_constant<caf::atom("msall")>;
+using ms_engines_atom = caf::atom_constant<caf::atom("msengines")>;
 
 using loaded_runtimes = std::vector<std::shared_ptr<runtime>>;
 
@@ -79,7 +80,9 @@ using model_supervisor_actor = caf::typed_actor<
     // The default model's runtime once loaded (the server's start waits for it), unbounded.
     caf::replies_to<ms_default_atom>::with<model_grant>,
     // Every loaded runtime (a graceful stop drains them).
-    caf::replies_to<ms_all_atom>::with<loaded_runtimes>>;
+    caf::replies_to<ms_all_atom>::with<loaded_runtimes>,
+    // The loaded models by name (their figures for /metrics; not held).
+    caf::replies_to<ms_engines_atom>::with<std::vector<loaded_model>>>;
 
 // Spawns the supervisor; it starts loading the default model at once (pinned: never unloaded).
 model_supervisor_actor spawn_model_supervisor(caf::actor_system& sys, supervisor_config cfg);
@@ -94,3 +97,4 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::model_grant)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::model_load_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<tandem::model_info>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::loaded_runtimes)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<tandem::loaded_model>)

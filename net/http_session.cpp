@@ -474,6 +474,22 @@ asio::awaitable<void> http_session<Stream>::metrics(string_response& out, const 
   if (!key.empty() && !constant_time_equal(bearer_key(req), key)) {
     throw api_error(401, "/metrics needs the metrics key (Authorization: Bearer KEY)");
   }
+  if (ctx_->catalog) {
+    // Several models: each loaded model's engine series, labelled by it.
+    std::vector<loaded_model> models;
+    auto list = [&](auto done) { ctx_->catalog->loaded(std::move(done)); };
+    co_await await_actor(models, list);
+    std::vector<std::pair<std::string, runtime_figures>> figures;
+    for (auto& m : models) {
+      runtime_figures f;
+      auto ask = [&](auto done) { probe_runtime(ctx_->sys, *m.rt, std::move(done)); };
+      co_await await_actor(f, ask);
+      m.rt.reset();
+      if (f.ready) figures.emplace_back(m.name, std::move(f));  // one that unloaded meanwhile answers nothing
+    }
+    out = to_response(req, http_reply{200, "text/plain; version=0.0.4", ctx_->metrics.render(figures), {}});
+    co_return;
+  }
   runtime_figures figures;
   if (const runtime* rt = ctx_->rt.load()) {
     auto ask = [&](auto done) { probe_runtime(ctx_->sys, *rt, std::move(done)); };

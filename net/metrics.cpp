@@ -225,9 +225,72 @@ void render_step_budget(std::string& out, const scheduler_stats& s) {
   }
 }
 
+// Several models' engine series as one exposition: each sample gains the label
+// model="NAME" first, and each family (its HELP and TYPE, then every model's samples) stays
+// together, in the order the families first appear.
+std::string merge_by_model(const std::vector<std::pair<std::string, std::string>>& rendered) {
+  struct family {
+    std::string head;  // its HELP and TYPE lines
+    std::string samples;
+  };
+  std::vector<std::string> order;
+  std::map<std::string, family> families;
+  for (const auto& [model, text] : rendered) {
+    const std::string tag = "model=\"" + label(model) + "\"";
+    std::string current;  // the family of the lines that follow its HELP
+    size_t at = 0;
+    while (at < text.size()) {
+      size_t end = text.find('\n', at);
+      if (end == std::string::npos) end = text.size();
+      const std::string line = text.substr(at, end - at);
+      at = end + 1;
+      if (line.rfind("# HELP ", 0) == 0) {
+        current = line.substr(7, line.find(' ', 7) - 7);
+        if (!families.count(current)) order.push_back(current);
+        auto& f = families[current];
+        if (f.head.empty()) f.head = line + "\n";
+        continue;
+      }
+      if (line.rfind("# TYPE ", 0) == 0) {
+        auto& f = families[current];
+        if (f.head.find("# TYPE ") == std::string::npos) f.head += line + "\n";
+        continue;
+      }
+      if (line.empty()) continue;
+      const size_t brace = line.find('{'), space = line.find(' ');
+      std::string sample = brace != std::string::npos && brace < space
+                               ? line.substr(0, brace + 1) + tag + "," + line.substr(brace + 1)
+                               : line.substr(0, space) + "{" + tag + "}" + line.substr(space);
+      families[current].samples += sample + "\n";
+    }
+  }
+  std::string out;
+  for (const auto& name : order) out += families[name].head + families[name].samples;
+  return out;
+}
+
 }  // namespace
 
 std::string server_metrics::render(const runtime_figures& f) const {
+  std::string out = render_engine(f);
+  render_server(out, f.images);
+  return out;
+}
+
+std::string server_metrics::render(const std::vector<std::pair<std::string, runtime_figures>>& models) const {
+  std::vector<std::pair<std::string, std::string>> rendered;
+  rendered.reserve(models.size());
+  bool images = false;
+  for (const auto& [name, f] : models) {
+    rendered.emplace_back(name, render_engine(f));
+    images = images || f.images;
+  }
+  std::string out = merge_by_model(rendered);
+  render_server(out, images);
+  return out;
+}
+
+std::string server_metrics::render_engine(const runtime_figures& f) const {
   std::string out;
   out.reserve(8192);
   gauge(out, "tandem:ready", "1 once the model is loaded and the server takes requests", f.ready ? 1 : 0);
@@ -307,10 +370,14 @@ std::string server_metrics::render(const runtime_figures& f) const {
   }
 
   if (f.clustered) render_cluster(out, f.cluster);
+  return out;
+}
+
+void server_metrics::render_server(std::string& out, bool images) const {
   std::lock_guard lock(mutex_);
   ttft_.render(out, "tandem:time_to_first_token_seconds", "Time from submit to the first token");
   itl_.render(out, "tandem:inter_token_latency_seconds", "Time between output tokens (per token, mean per request)");
-  if (f.images) {
+  if (images) {
     image_encode_.render(out, "tandem:image_encode_seconds",
                          "Time to decode and encode one image (--mmproj), off the step loop");
     header(out, "tandem:images_rejected_total", "counter", "Images refused (malformed, too large, not an image)");
@@ -340,7 +407,6 @@ std::string server_metrics::render(const runtime_figures& f) const {
   per_tenant(out, "tandem:generation_tokens_total", "Generated tokens by tenant", generation_tokens_);
   per_tenant(out, "tandem:cached_prompt_tokens_total", "Prompt tokens served from the prefix cache by tenant",
              cached_tokens_);
-  return out;
 }
 
 }  // namespace tandem::net

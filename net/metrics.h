@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "actors/router.h"
@@ -63,12 +64,17 @@ class server_metrics {
   void observe_generation(const std::string& tenant, const generation_done& d, const std::string& model = "");
 
   std::string render(const runtime_figures& f) const;
+  // A server of several models: each loaded model's engine series, labelled model="NAME".
+  std::string render(const std::vector<std::pair<std::string, runtime_figures>>& models) const;
 
  private:
   // When the adapter set last changed (no adapters yet: it never does after start): the
   // value of tandem:lora_requests_info, which the endpoint picker reads as "latest".
   const double adapters_since_ = unix_seconds();
   static double unix_seconds();
+  // The series read from one runtime's actors, then the front's own (images: the image series).
+  std::string render_engine(const runtime_figures& f) const;
+  void render_server(std::string& out, bool images) const;
   mutable std::mutex mutex_;
   latency_histogram ttft_;
   latency_histogram itl_;

@@ -136,6 +136,25 @@ class MemoryWatch:
         self.look()  # what the test saw last is in it
 
 
+def exposition(text):
+    """The samples of a Prometheus text exposition by series, checked as a scraper reads it: one
+    HELP and TYPE per family, before its samples, which are together and under its name."""
+    series, seen, family = {}, set(), None
+    for line in text.splitlines():
+        if line.startswith("# HELP "):
+            family = line.split()[2]
+            assert family not in seen, f"{family} twice"
+            seen.add(family)
+        elif line.startswith("# TYPE "):
+            assert line.split()[2] == family, line
+        elif line:
+            name, value = line.rsplit(" ", 1)
+            assert name.split("{")[0] in (family, family + "_bucket", family + "_sum", family + "_count"), line
+            assert name not in series, f"{name} twice"
+            series[name] = float(value)
+    return series
+
+
 def test_models_by_name_alias_and_unknown(files):
     with serve(files, f"""\
             - name: a
@@ -174,10 +193,17 @@ def test_models_by_name_alias_and_unknown(files):
         ms = states(s)
         assert set(ms) == {"a", "b"} and ms["b"]["aliases"] == ["bee", "gpt-4o-mini"]
         assert ms["a"]["pinned"] and ms["b"]["bytes"] == small_bytes(files)
-        # Metrics carry the model.
+        # Metrics carry the model: the requests' counters, and each loaded model's engine series.
         text = httpx.get(s.url + "/metrics").text
         assert 'tandem:requests_total{tenant="default",status="200",model="b"}' in text
         assert 'tandem:generation_tokens_total{tenant="default",model="a"}' in text
+        series = exposition(text)
+        for m in ("a", "b"):
+            assert series[f'tandem:ready{{model="{m}"}}'] == 1
+            assert series[f'tandem:scheduler_steps_total{{model="{m}"}}'] > 0
+            assert series[f'tandem:kv_blocks_total{{model="{m}"}}'] == KV_TOKENS // 16
+            assert series[f'tandem:step_cost_seconds{{model="{m}",part="fixed"}}'] >= 0
+        assert not any(name.startswith("tandem:scheduler_steps_total") and "model=" not in name for name in series)
         # Without --admin-api-key the operator routes are off.
         assert httpx.post(s.url + "/models/load", json={"model": "b"}).status_code == 403
 
