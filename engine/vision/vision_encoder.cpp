@@ -37,22 +37,27 @@ void attention(const vision_hparams& hp, const float* q, const float* k, const f
   const int64_t N = hp.n_patches(), E = hp.n_embd, D = hp.head_dim();
   const int64_t block = std::min<int64_t>(N, 512);
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  std::vector<float> scores(static_cast<size_t>(block * N));  // [block][N]
-  std::vector<float> vt(static_cast<size_t>(D * N));          // V_h transposed: [D][N]
-  std::vector<float> kt(static_cast<size_t>(D * N));          // K_h transposed: [D][N]
+  // Rows of N floats are laid LD apart, one cache line more than N when N is a multiple of
+  // 16: rows a power of two apart (N = 4,096 patches) fall into the same cache sets, and the
+  // kernels, which walk down such columns, then missed the caches at every row.
+  const int64_t LD = N % 16 == 0 ? N + 16 : N;
+  std::vector<float> scores(static_cast<size_t>(block * LD));  // [block][LD]
+  std::vector<float> vt(static_cast<size_t>(D * LD));          // V_h transposed: [D][LD]
+  std::vector<float> kt(static_cast<size_t>(D * LD));          // K_h transposed: [D][LD]
   for (int64_t h = 0; h < hp.n_head; ++h) {
     for (int64_t j = 0; j < N; ++j) {
       for (int64_t d = 0; d < D; ++d) {
-        kt[static_cast<size_t>(d * N + j)] = k[j * E + h * D + d];
-        vt[static_cast<size_t>(d * N + j)] = v[j * E + h * D + d];
+        kt[static_cast<size_t>(d * LD + j)] = k[j * E + h * D + d];
+        vt[static_cast<size_t>(d * LD + j)] = v[j * E + h * D + d];
       }
     }
-    const weight_view vh(tensor_type::f32, N, D, reinterpret_cast<const std::byte*>(vt.data()));
+    weight_view vh(tensor_type::f32, N, D, reinterpret_cast<const std::byte*>(vt.data()));
+    vh.stride = static_cast<size_t>(LD) * sizeof(float);
     for (int64_t q0 = 0; q0 < N; q0 += block) {
       const int64_t nq = std::min(block, N - q0);
-      gemm_bt(q + q0 * E + h * D, E, kt.data(), N, scores.data(), N, nq, N, D, pool);  // [nq][N]
-      softmax_rows(scores.data(), nq, N, scale, pool);
-      float_gemm(vh, scores.data(), N, nq, o + q0 * E + h * D, E, kern, pool, s);  // [nq][D] into O
+      gemm_bt(q + q0 * E + h * D, E, kt.data(), LD, scores.data(), LD, nq, N, D, pool);  // [nq][N]
+      softmax_rows(scores.data(), nq, N, LD, scale, pool);
+      float_gemm(vh, scores.data(), LD, nq, o + q0 * E + h * D, E, kern, pool, s);  // [nq][D] into O
     }
   }
 }

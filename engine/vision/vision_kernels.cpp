@@ -39,10 +39,10 @@ void gemm_bt(const float* a, int64_t lda, const float* bt, int64_t ldb, float* c
   });
 }
 
-void softmax_rows(float* rows, int64_t n_rows, int64_t n, float scale, thread_pool& pool) {
+void softmax_rows(float* rows, int64_t n_rows, int64_t n, int64_t stride, float scale, thread_pool& pool) {
   const auto isa = kernels::kernel_isa();
   pool.parallel_for(n_rows, [&](int64_t i, int) {
-    float* row = rows + i * n;
+    float* row = rows + i * stride;
     if (isa == kernels::isa_level::avx512) return softmax_row_avx512(row, n, scale);
     if (isa >= kernels::isa_level::avx2) return softmax_row_avx2(row, n, scale);
     float most = -INFINITY;

@@ -32,9 +32,9 @@ void float_gemm(const kernels::weight_view& w, const float* x, int64_t x_stride,
 void gemm_bt(const float* a, int64_t lda, const float* bt, int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t n,
              int64_t k, thread_pool& pool);
 
-// Attention's softmax over n_rows rows of n scores each (row i at rows + i * n), in place:
-// row = exp(scale * row - max) / sum, exp by engine/kernels/fast_exp.h's algorithm.
-void softmax_rows(float* rows, int64_t n_rows, int64_t n, float scale, thread_pool& pool);
+// Attention's softmax over n_rows rows of n scores each (row i at rows + i * stride), in
+// place: row = exp(scale * row - max) / sum, exp by engine/kernels/fast_exp.h's algorithm.
+void softmax_rows(float* rows, int64_t n_rows, int64_t n, int64_t stride, float scale, thread_pool& pool);
 
 // The SIMD bodies, one source for both (vision_kernels_simd.inl): AVX-512
 // (vision_kernels_avx512.cpp) and AVX2 with FMA and F16C (vision_kernels_avx2.cpp), each only
