@@ -412,8 +412,8 @@ def test_tenant_limited_to_models(files):
 
 def test_tenant_limits_count_every_model(files):
     """A tenant's limits are the server's, not each model's (actors/tenant_ledger.h): requests to
-    two models draw on one request bucket and one concurrency cap, so naming another model never
-    buys a tenant more."""
+    several models draw on one request bucket and one concurrency cap, so naming another model
+    never buys a tenant more."""
     tenants = textwrap.dedent("""\
         tenants:
           - name: carol
@@ -428,6 +428,8 @@ def test_tenant_limits_count_every_model(files):
               path: {files['a']}
             - name: b
               path: {files['b']}
+            - name: big
+              path: {files['big']}
             """, tenants=tenants) as s:
         def chat(model, key, **extra):
             return httpx.post(s.url + "/v1/chat/completions",
@@ -443,9 +445,10 @@ def test_tenant_limits_count_every_model(files):
         r = chat("b", "sk-carol")
         assert r.status_code == 429 and "3 requests per minute" in r.json()["error"]["message"], r.text
         assert float(r.headers["retry-after"]) > 0
-        # One stream at a time for dave, whichever model holds it: while a's runs, b refuses him.
+        # One stream at a time for dave, whichever model holds it: while big's runs (seconds of
+        # decoding), b refuses him.
         with httpx.stream("POST", s.url + "/v1/chat/completions",
-                          json={"model": "a", "messages": HI, "max_tokens": 400, "stream": True,
+                          json={"model": "big", "messages": HI, "max_tokens": 400, "stream": True,
                                 "ignore_eos": True},
                           headers={"Authorization": "Bearer sk-dave"}, timeout=60) as stream:
             lines = stream.iter_lines()
