@@ -228,9 +228,14 @@ reserve_request step_planner::request(uint32_t* budget_tokens) const {
 
   // The step's time: unlimited with nothing decoding (nobody's pace is at stake) or without a
   // target; else the target, and for prompts of the urgent classes at least their floor share.
-  const double urgent_limit = prompt_time_ms(shape) == std::numeric_limits<double>::infinity()
-                                  ? std::numeric_limits<double>::infinity()
-                                  : cost_.predict_ms(shape) + prompt_time_ms(shape);
+  // A step of background work alone is held to the target all the same.
+  // Only background work (a batch's): the target, so what arrives next waits one target at most.
+  const bool background = top >= config_.background_priority && top != std::numeric_limits<int32_t>::max();
+  const double urgent_limit =
+      prompt_time_ms(shape) != std::numeric_limits<double>::infinity() ? cost_.predict_ms(shape) + prompt_time_ms(shape)
+      : background && config_.target_step_ms > 0 && cost_.ready()
+          ? std::max(config_.target_step_ms, cost_.predict_ms(shape))
+          : std::numeric_limits<double>::infinity();
   const bool timed = urgent_limit != std::numeric_limits<double>::infinity();
   // Less urgent classes get what the urgent work leaves within the target, at most
   // kLowerShare of the urgent work's own time (all of it when there is none): fixed once the

@@ -23,7 +23,9 @@
 //      prompt (the one that can stream soonest), aged so that long prompts still start.
 // Steps sized in time (target_step_ms): while rows decode, prompt chunks get the tokens the
 // cost model (step_cost.h) predicts fit beside them, never less than a floor, so neither
-// starves; with nothing decoding, nobody's pace is at stake and the token budget alone rules.
+// starves; with nothing decoding, nobody's pace is at stake and the token budget alone rules,
+// unless all the work is a background class's (background_priority): that stays within the
+// target, so that an interactive arrival never waits behind a long batch step.
 //
 //   decode rows D --> predicted decode time t_D --> prompt time max(target - t_D, share * target)
 //        --> each chunk the tokens whose predicted cost fits what is left --> cap: token budget
@@ -37,6 +39,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <map>
 #include <optional>
 #include <span>
@@ -82,6 +85,11 @@ struct planner_config {
   double min_prompt_share = 0.25;
   // ...and at least this many tokens a step.
   uint32_t min_prompt_tokens = 16;
+  // Background classes (priority >= this: the Batch API's, kBatchPriority): a step holding
+  // only their work stays within target_step_ms too, though nobody streams, so a request of a
+  // more urgent class that arrives waits at most about one target for its first step. The
+  // default leaves every class's lone work sized by the token budget alone.
+  int32_t background_priority = std::numeric_limits<int32_t>::max();
   // Ageing of the shortest-prompt-first order: a waiting prompt counts this many tokens
   // shorter for each second it has waited (a 2,000-token prompt passes fresh 150-token ones
   // after ~18 s at 100).

@@ -192,6 +192,36 @@ TEST(StepBudget, BatchRowsRunOnlyInTheTimeInteractiveWorkLeaves) {
   EXPECT_EQ(find_planned(plan, 200), nullptr);
 }
 
+// A step of background work alone (the Batch API's class) stays within the target though
+// nothing streams, so an interactive request that arrives meanwhile waits one target at most
+// for its first step; without background_priority the same prompt takes a full chunk.
+TEST(StepBudget, BackgroundWorkAloneStaysWithinTheTarget) {
+  for (const bool background : {false, true}) {
+    planner_config cfg = timed(100);
+    if (background) cfg.background_priority = kBatch;
+    driver d(cfg, 8192);
+    for (seq_id s = 1; s <= 4; ++s) d.add(s, 40, 6, {kBatch});
+    for (int i = 0; i < 8; ++i) d.step();
+    ASSERT_TRUE(d.h.planner.cost_model().ready());
+    d.add(50, 3000, 2, {kBatch});
+    auto plan = d.step();
+    ASSERT_NE(find_planned(plan, 50), nullptr);
+    if (!background) {
+      EXPECT_EQ(plan.shape.prompt_tokens, 512u);
+      continue;
+    }
+    // 100 ms on the fake device: 10 ms fixed, 2 ms a token: about 45 tokens.
+    EXPECT_GE(plan.shape.prompt_tokens, 16u);
+    EXPECT_LE(fake_ms(plan.shape), 100.0 * 1.05) << plan.shape.prompt_tokens;
+    // An interactive request arriving now: its first token after one more step of its own.
+    d.add(60, 40, 1, {0});
+    const double arrived = d.now;
+    for (int i = 0; i < 4 && !d.first_token.count(60); ++i) d.step();
+    ASSERT_TRUE(d.first_token.count(60));
+    EXPECT_LE(d.first_token[60] - arrived, 100.0 * 1.05);
+  }
+}
+
 TEST(StepBudget, OffWhenNoTargetIsSet) {
   driver d(timed(0), 4096);
   for (seq_id s = 1; s <= 8; ++s) d.add(s, 40, 400);
