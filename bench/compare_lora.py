@@ -8,7 +8,10 @@ FFN matrices. 20 raw prompts, 32 tokens each, temperature 0, one request at a ti
 
 llama-server is built from the llama-cpp-python 0.3.36 sdist (bench/compare_quant_types.py
 says how); give its path with --llama-server or LLAMA_SERVER. --check: no docs, exit 77 when
-no llama-server is found (CTest's skip), 1 when a case has fewer than --min-match matches.
+no llama-server is found or the CPU has no AVX-512 (CTest's skip), 1 when a case has fewer
+than --min-match matches. Tandem's bits are those of llama.cpp's AVX-512 build on every CPU;
+a llama-server built natively without AVX-512 sums in other (8-lane) orders and disagrees
+with it even without an adapter, so only an AVX-512 peer is a reference.
 
 Usage: python3 bench/compare_lora.py [--llama-server PATH] [--build build] [--threads 2] [--check]
 """
@@ -57,6 +60,14 @@ CASES = [  # (label, gen-model arguments)
 ]
 
 
+def has_avx512():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(line.startswith("flags") and " avx512f" in line for line in f)
+    except OSError:
+        return False
+
+
 def find_llama_server(given):
     for p in (given, os.environ.get("LLAMA_SERVER"), os.path.join(HOME, "peer", "bin", "llama-server")):
         if p and os.path.isfile(p) and os.access(p, os.X_OK):
@@ -94,6 +105,10 @@ def main():
     if llama is None:
         print("compare_lora: no llama-server (--llama-server, LLAMA_SERVER or $TANDEM_HOME/peer/bin): skipped")
         sys.exit(77 if a.check else 1)
+    if a.check and not has_avx512():
+        print("compare_lora: this CPU has no AVX-512, so the llama-server built here sums in AVX2's orders, "
+              "not those Tandem reproduces (the AVX-512 build's): skipped")
+        sys.exit(77)
     tandem = os.path.join(a.build, "bin", "tandem")
     tmp = tempfile.mkdtemp(prefix="tandem-lora-")
     info = subprocess.run([tandem, "info", "--model", "default"], capture_output=True, text=True).stdout
