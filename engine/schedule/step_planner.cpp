@@ -228,8 +228,8 @@ reserve_request step_planner::request(uint32_t* budget_tokens) const {
 
   // The step's time: unlimited with nothing decoding (nobody's pace is at stake) or without a
   // target; else the target, and for prompts of the urgent classes at least their floor share.
-  // A step of background work alone is held to the target all the same.
-  // Only background work (a batch's): the target, so what arrives next waits one target at most.
+  // A step of background work alone (a batch's) is held to the target all the same, so what
+  // arrives next waits one target at most.
   const bool background = top >= config_.background_priority && top != std::numeric_limits<int32_t>::max();
   const double urgent_limit =
       prompt_time_ms(shape) != std::numeric_limits<double>::infinity() ? cost_.predict_ms(shape) + prompt_time_ms(shape)

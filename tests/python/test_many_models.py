@@ -327,8 +327,7 @@ def test_resident_memory_stays_in_the_budget(files, tmp_path):
                        capture_output=True, timeout=120)
     one, big = small_bytes(files), big_bytes(files)
     budget = one + 2 * big + big // 2  # the default and two big ones
-    models = listed(files, ("a",)) + "".join(f"- name: {n}\n  path: {p}\n  keep_alive: -1\n" for n, p in bigs.items())
-    with serve(files, models, "--models-memory-budget", str(budget)) as s:
+    with serve(files, listed({**files, **bigs}, ("a", *bigs)), "--models-memory-budget", str(budget)) as s:
         client = openai_client(s)
         assert ask(client, "a").model == "a"
         start = resident_bytes(s.proc.pid)
