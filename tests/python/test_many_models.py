@@ -8,6 +8,7 @@ Every route that serves a model picks it so: generation, /tokenize, /detokenize,
 batch.
 """
 import json
+import shutil
 import subprocess
 import textwrap
 import threading
@@ -736,3 +737,45 @@ def test_batch_lines_pick_their_model(files, tmp_path):
         assert resp["status_code"] == 404
         err = resp["body"]["error"]
         assert err["param"] == "model" and err["code"] == "model_not_found" and "a, b" in err["message"], err
+
+
+def test_each_model_keeps_its_own_disk_tier(files, tmp_path):
+    """--kv-cache-dir DIR gives each model DIR/NAME: a restarted server answers each model's
+    prompt from its own files (cached tokens, the cold greedy answer), and one model's blocks
+    never serve another, even for the same prompt."""
+    doc = "".join(f"Line {i}: the mill by the ford grinds barley and rye for three villages. " for i in range(12))
+    messages = [{"role": "system", "content": doc}, {"role": "user", "content": "What does the mill grind?"}]
+    models = listed(files, ["a", "b"])
+
+    def answer(client, model):
+        r = client.chat.completions.create(model=model, messages=messages, max_tokens=8, temperature=0)
+        return r.choices[0].message.content, r.usage.prompt_tokens, r.usage.prompt_tokens_details.cached_tokens
+
+    def spilled(d):
+        return sorted(p.name for p in d.glob("*.kvb")) if d.exists() else []
+
+    with serve(files, models, "--kv-cache-dir", str(tmp_path)) as s:
+        client = openai_client(s)
+        cold_a, n_prompt, cached = answer(client, "a")
+        assert n_prompt > 200 and cached == 0
+        cold_b, _, cached = answer(client, "b")
+        assert cached == 0, "a's blocks never serve b"
+        deadline = time.time() + 60  # spills reach the disk after the step that evicts or ends
+        while time.time() < deadline and not (len(spilled(tmp_path / "a")) >= n_prompt // 16 - 1
+                                              and len(spilled(tmp_path / "b")) >= n_prompt // 16 - 1):
+            time.sleep(0.2)
+    files_a, files_b = spilled(tmp_path / "a"), spilled(tmp_path / "b")
+    assert len(files_a) >= n_prompt // 16 - 1 and len(files_b) >= n_prompt // 16 - 1
+    assert not set(files_a) & set(files_b), "each model names its blocks with its own identity"
+    assert not spilled(tmp_path), "nothing is spilled outside the models' directories"
+
+    # b's files alone: b answers from disk, a (its directory gone) computes cold.
+    shutil.rmtree(tmp_path / "a")
+    with serve(files, models, "--kv-cache-dir", str(tmp_path)) as s:
+        client = openai_client(s)
+        warm_b, _, cached = answer(client, "b")
+        assert cached >= n_prompt - 32, "b's prompt came back from DIR/b"
+        assert warm_b == cold_b
+        again_a, _, cached = answer(client, "a")
+        assert cached == 0, "b's files never serve a"
+        assert again_a == cold_a
