@@ -94,14 +94,17 @@ void device_sequences::begin(const device_step& step, step_input& in) {
     s.want_hidden = sq.pooling != pooling_type::none;
     s.adapter = sq.adapter;
     s.adapter_scale = sq.adapter_scale;
-    // The part of each embedding run this chunk computes, as offsets into its new tokens.
+    // The part of each embedding run this chunk computes, as offsets into its new tokens, and
+    // what the image runs before the chunk moved multimodal RoPE's positions by.
     s.embeddings.clear();
+    s.rope_shift = 0;
     for (const embedding_rows& e : sq.media) {
+      if (int64_t{e.offset} + e.count <= static_cast<int64_t>(p.start_pos)) s.rope_shift += rope_shift_after(e);
       const auto lo = std::max<int64_t>(e.offset, p.start_pos);
       const auto hi = std::min<int64_t>(int64_t{e.offset} + e.count, static_cast<int64_t>(end));
       if (lo >= hi) continue;
       s.embeddings.push_back({static_cast<int32_t>(lo - p.start_pos), static_cast<int32_t>(hi - lo), e.rows,
-                              static_cast<int32_t>(e.first + (lo - e.offset)), e.bidirectional});
+                              static_cast<int32_t>(e.first + (lo - e.offset)), e.bidirectional, e.grid_w, e.grid_h});
     }
   }
 }

@@ -70,26 +70,54 @@ void yarn_corr_dims(int32_t n_rot, uint32_t original_ctx, float freq_base, float
   high = std::min(static_cast<float>(n_rot - 1), std::ceil(dim(beta_slow)));
 }
 
+namespace {
+
+// YaRN's magnitude: ggml's build fuses 1 + 0.1 * ln(...) into one multiply-add.
+float rope_mscale(const rope_params& p) {
+  return p.ext_factor != 0.0f ? p.mscale * std::fma(0.1f, std::log(1.0f / p.freq_scale), 1.0f) : p.mscale;
+}
+
+// Rotation pair i at the angle theta (its position times freq_base^(-2i/n_rot)).
+inline void rope_pair(const rope_params& p, int32_t i, float theta, float mscale, float* cos_sin) {
+  const float factor = p.freq_factors.empty() ? 1.0f : p.freq_factors[static_cast<size_t>(i)];
+  const float extrapolated = theta / factor;
+  const float interpolated = p.freq_scale * extrapolated;
+  float angle = interpolated;
+  if (p.ext_factor != 0.0f) {
+    const float y = (static_cast<float>(i) - p.corr_low) / std::max(0.001f, p.corr_high - p.corr_low);
+    const float mix = (1 - std::min(1.0f, std::max(0.0f, y))) * p.ext_factor;
+    // interpolated * (1 - mix) + extrapolated * mix, the first product fused as ggml's build does.
+    angle = std::fma(interpolated, 1 - mix, extrapolated * mix);
+  }
+  cos_sin[2 * i] = std::cos(angle) * mscale;
+  cos_sin[2 * i + 1] = std::sin(angle) * mscale;
+}
+
+}  // namespace
+
 void rope_angles(const rope_params& p, int32_t pos, float* cos_sin) {
   const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_rot));
-  // YaRN's magnitude: ggml's build fuses 1 + 0.1 * ln(...) into one multiply-add.
-  const float mscale =
-      p.ext_factor != 0.0f ? p.mscale * std::fma(0.1f, std::log(1.0f / p.freq_scale), 1.0f) : p.mscale;
+  const float mscale = rope_mscale(p);
   float theta = static_cast<float>(pos);
   for (int32_t i = 0; i < p.n_rot / 2; ++i) {
-    const float factor = p.freq_factors.empty() ? 1.0f : p.freq_factors[static_cast<size_t>(i)];
-    const float extrapolated = theta / factor;
-    const float interpolated = p.freq_scale * extrapolated;
-    float angle = interpolated;
-    if (p.ext_factor != 0.0f) {
-      const float y = (static_cast<float>(i) - p.corr_low) / std::max(0.001f, p.corr_high - p.corr_low);
-      const float mix = (1 - std::min(1.0f, std::max(0.0f, y))) * p.ext_factor;
-      // interpolated * (1 - mix) + extrapolated * mix, the first product fused as ggml's build does.
-      angle = std::fma(interpolated, 1 - mix, extrapolated * mix);
-    }
-    cos_sin[2 * i] = std::cos(angle) * mscale;
-    cos_sin[2 * i + 1] = std::sin(angle) * mscale;
+    rope_pair(p, i, theta, mscale, cos_sin);
     theta *= theta_scale;
+  }
+}
+
+void rope_angles_sections(const rope_params& p, const int32_t pos[4], const int32_t sections[4], float* cos_sin) {
+  const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_rot));
+  const float mscale = rope_mscale(p);
+  const int32_t total = sections[0] + sections[1] + sections[2] + sections[3];
+  const int32_t end_t = sections[0], end_h = end_t + sections[1], end_w = end_h + sections[2];
+  // Every position's angle advances by the same factor each pair, as in rope_angles.
+  float theta[4] = {static_cast<float>(pos[0]), static_cast<float>(pos[1]), static_cast<float>(pos[2]),
+                    static_cast<float>(pos[3])};
+  for (int32_t i = 0; i < p.n_rot / 2; ++i) {
+    const int32_t sector = total > 0 ? i % total : 0;
+    const int which = sector < end_t ? 0 : sector < end_h ? 1 : sector < end_w ? 2 : 3;
+    rope_pair(p, i, theta[which], mscale, cos_sin);
+    for (float& t : theta) t *= theta_scale;
   }
 }
 

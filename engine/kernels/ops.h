@@ -44,6 +44,12 @@ void yarn_corr_dims(int32_t n_rot, uint32_t original_ctx, float freq_base, float
 // ggml's rope cache does, and the YaRN mix is fused as llama.cpp's build fuses it.
 void rope_angles(const rope_params& p, int32_t pos, float* cos_sin);
 
+// Multimodal RoPE (ggml's rope_multi, M-RoPE mode): rotation pair i turns by the position of
+// its section, i mod (sum of sections): the first sections[0] pairs by pos[0] (t), the next
+// sections[1] by pos[1] (h), then pos[2] (w), then pos[3] (e). With pos all equal it is
+// rope_angles bit for bit (each position's angle advances by the same factor per pair).
+void rope_angles_sections(const rope_params& p, const int32_t pos[4], const int32_t sections[4], float* cos_sin);
+
 // Rotates adjacent pairs (x[2i], x[2i+1]) of the first n_rot dims of each of n_heads heads
 // (head h at x + h * head_dim) by the angles from rope_angles: Llama's "normal" RoPE
 // (GGUF files store Q/K permuted so that adjacent pairs are the rotation pairs).

@@ -5,9 +5,11 @@
 namespace tandem {
 namespace {
 
-constexpr std::array<architecture_traits, 9> kArchitectures = {{
+constexpr std::array<architecture_traits, 10> kArchitectures = {{
     {.name = "llama"},
     {.name = "qwen2", .rope = rope_style::neox},
+    // Qwen2-VL and Qwen2.5-VL's language model: qwen2 with multimodal RoPE.
+    {.name = "qwen2vl", .rope = rope_style::neox, .mrope = true},
     {.name = "qwen3", .rope = rope_style::neox, .qk_norm = true},
     {.name = "qwen3moe", .rope = rope_style::neox, .qk_norm = true, .moe_only = true},
     {.name = "gemma3",
@@ -65,6 +67,6 @@ const architecture_traits* find_architecture(std::string_view name) {
   return nullptr;
 }
 
-std::string_view supported_architectures() { return "llama, qwen2, qwen3, qwen3moe, gemma3, phi3, gpt-oss, bert, nomic-bert"; }
+std::string_view supported_architectures() { return "llama, qwen2, qwen2vl, qwen3, qwen3moe, gemma3, phi3, gpt-oss, bert, nomic-bert"; }
 
 }  // namespace tandem

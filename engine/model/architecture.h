@@ -86,6 +86,10 @@ struct architecture_traits {
   // gemma3: 1/sqrt(n_embd / n_head) for the 62-layer (27B) model, else 1/sqrt(head size),
   // as llama.cpp decides it (the file carries no scale key).
   bool attention_scale_from_width_for_27b = false;
+  // Multimodal RoPE (qwen2vl): <arch>.rope.dimension_sections [4] split the rotation pairs
+  // (NeoX halves) into sections that turn by a token's t, h, w and e positions; text has
+  // t = h = w, so only image tokens (embedding_rows' grid) turn differently.
+  bool mrope = false;
   // Mixtures of experts: every layer's FFN is one (qwen3moe; else only a file with
   // <arch>.expert_count > 0 has them, as llama files of Mixtral do).
   bool moe_only = false;

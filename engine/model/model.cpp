@@ -126,6 +126,43 @@ kernels::rope_params rope_of(const model_config& c, std::span<const float> freq_
 
 }  // namespace
 
+std::vector<std::array<int32_t, 4>> mrope_positions(const seq_step& s) {
+  const int32_t n = static_cast<int32_t>(s.tokens.size());
+  std::vector<std::array<int32_t, 4>> out(static_cast<size_t>(n));
+  // Grid runs in order of their offsets (disjoint: embedding_row_pointers checks).
+  std::vector<const embedding_rows*> grids;
+  for (const embedding_rows& e : s.embeddings) {
+    if (e.grid_w <= 0 && e.grid_h <= 0) continue;
+    const int64_t whole = int64_t{e.grid_w} * e.grid_h;
+    if (e.grid_w <= 0 || e.grid_h <= 0 || e.first < 0 || e.count < 0 || e.first + int64_t{e.count} > whole) {
+      throw std::invalid_argument("forward: an image run of sequence " + std::to_string(s.seq) +
+                                  " does not fit its grid");
+    }
+    grids.push_back(&e);
+  }
+  std::sort(grids.begin(), grids.end(), [](auto* a, auto* b) { return a->offset < b->offset; });
+  int32_t shift = s.rope_shift;
+  int32_t j = 0;
+  auto text_until = [&](int32_t end) {
+    for (; j < end; ++j) {
+      const int32_t p = s.start_pos + j + shift;
+      out[static_cast<size_t>(j)] = {p, p, p, p};
+    }
+  };
+  for (const embedding_rows* e : grids) {
+    text_until(e->offset);
+    // p0: the run's first token (first rows before this step) as text.
+    const int32_t p0 = s.start_pos + e->offset - e->first + shift;
+    for (int32_t k = 0; k < e->count; ++k, ++j) {
+      const int32_t i = e->first + k;
+      out[static_cast<size_t>(j)] = {p0, p0 + i / e->grid_w, p0 + i % e->grid_w, 0};
+    }
+    if (e->first + e->count == e->grid_w * e->grid_h) shift += rope_shift_after(*e);  // the run ends here
+  }
+  text_until(n);
+  return out;
+}
+
 std::vector<const float*> embedding_row_pointers(const seq_step& s, int64_t n_embd) {
   std::vector<const float*> rows(s.tokens.size(), nullptr);
   for (const embedding_rows& e : s.embeddings) {
@@ -341,7 +378,16 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
   };
 
   const kernels::rope_params rope = rope_of(c, weights_.rope_freqs, false);
-  if (c.arch->rope != rope_style::none) {
+  if (c.arch->mrope) {
+    b.mpos.clear();
+    for (const auto& s : in.seqs) {
+      const auto m = mrope_positions(s);
+      b.mpos.insert(b.mpos.end(), m.begin(), m.end());
+    }
+    for_rows(T, [&](int64_t t) {
+      kernels::rope_angles_sections(rope, b.mpos[t].data(), c.rope_sections.data(), &b.rope[t * c.n_rot]);
+    });
+  } else if (c.arch->rope != rope_style::none) {
     for_rows(T, [&](int64_t t) { kernels::rope_angles(rope, b.pos[t], &b.rope[t * c.n_rot]); });
   }
   if (swa_rope_differs_) {

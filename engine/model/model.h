@@ -3,6 +3,7 @@
 // with the KV cache in a kv_pool; the architecture's row of data picks its hooks.
 #pragma once
 
+#include <array>
 #include <filesystem>
 #include <initializer_list>
 #include <memory>
@@ -62,6 +63,13 @@ struct model_options {
 // overlapping another.
 std::vector<const float*> embedding_row_pointers(const seq_step& s, int64_t n_embd);
 
+// Multimodal RoPE: the (t, h, w, e) positions of each new token of `s`, [tokens][4]. Text
+// turns by start_pos + j + the shift of the grid runs before it (all four alike); a grid
+// run's token i by (p0, p0 + i / grid_w, p0 + i % grid_w, 0), p0 = the position its first
+// token would have as text (embedding_rows). Throws std::invalid_argument for a grid run
+// whose rows do not fit its grid.
+std::vector<std::array<int32_t, 4>> mrope_positions(const seq_step& s);
+
 class model {
  public:
   // Keeps `file` (and so its mapping) alive for the model's lifetime.
@@ -115,6 +123,7 @@ class model {
     std::vector<kernels::f16_bits> q16;           // [threads][q_dim]: a kv head's queries in half
     std::vector<std::byte> q8;                    // [threads][q_dim / 32 block_q8_0]: the same in Q8_0 (Q8_0 cache)
     std::vector<int32_t> pos;                     // [T] position of each token
+    std::vector<std::array<int32_t, 4>> mpos;     // [T] multimodal RoPE's positions (arch->mrope)
     std::vector<int32_t> key_end;                 // [T] keys it sees end here (causal: pos + 1)
     std::vector<int32_t> seq;                     // [T] index of its sequence in the step
     std::vector<uint8_t> single_order;            // [T] 1: llama.cpp's one-token summation orders

@@ -122,6 +122,28 @@ void expect_encoder_shapes(const gguf::file& f, const model_config& c) {
 
 // The encoder keys: LayerNorm's epsilon (required, as llama.cpp requires it), causal (the
 // architecture's default when absent) and a token type count > 0.
+// Multimodal RoPE's sections (llama.cpp requires the key of these architectures): four
+// counts of rotation pairs, none negative, together at most the pairs there are and at
+// least one.
+void read_rope_sections(const gguf::file& f, const std::string& key, model_config& c) {
+  const auto* arr = f.get_array(key);
+  if (arr == nullptr || arr->items.size() != 4) {
+    throw gguf::format_error("'" + key + "' must be an array of 4 integers (multimodal RoPE's sections)");
+  }
+  int64_t sum = 0;
+  for (size_t i = 0; i < 4; ++i) {
+    const auto v = arr->items[i].as_int();
+    if (!v || *v < 0 || *v > static_cast<int64_t>(c.n_rot / 2)) {
+      throw gguf::format_error("'" + key + "' holds a section outside [0, rope.dimension_count / 2]");
+    }
+    c.rope_sections[i] = static_cast<int32_t>(*v);
+    sum += *v;
+  }
+  if (sum == 0 || sum > static_cast<int64_t>(c.n_rot / 2)) {
+    throw gguf::format_error("'" + key + "': the sections must cover between 1 and rope.dimension_count / 2 pairs");
+  }
+}
+
 void read_encoder_keys(const gguf::file& f, const std::string& p, model_config& c) {
   const auto eps = f.get_float(p + "attention.layer_norm_epsilon");
   if (!eps) throw gguf::format_error("missing metadata key '" + p + "attention.layer_norm_epsilon'");
@@ -169,6 +191,7 @@ model_config read_model_config(const gguf::file& f) {
   if (c.n_rot > c.head_dim || c.n_rot % 2 != 0)
     throw gguf::format_error("rope.dimension_count must be even and <= head size");
   c.rope_freq_base = static_cast<float>(f.get_float(p + "rope.freq_base").value_or(10000.0));
+  if (c.arch->mrope) read_rope_sections(f, p + "rope.dimension_sections", c);
   c.rms_eps = static_cast<float>(f.get_float(p + "attention.layer_norm_rms_epsilon").value_or(1e-5));
   if (!(c.rms_eps > 0.0f) || !(c.rope_freq_base > 0.0f))
     throw gguf::format_error("rms epsilon and rope base must be positive");

@@ -2,6 +2,7 @@
 // read from GGUF metadata ("<architecture>.*" keys).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -28,6 +29,10 @@ struct model_config {
   uint32_t n_ctx_train = 0;  // context length the model was trained for
   uint32_t n_rot = 0;        // RoPE dimensions (= head_dim for Llama)
   float rope_freq_base = 10000.0f;
+  // Multimodal RoPE (architecture_traits::mrope): how many rotation pairs turn by a token's
+  // t, h, w and e positions, in that order (<arch>.rope.dimension_sections; the pair i
+  // takes the section of i mod their sum). All 0 without it.
+  std::array<int32_t, 4> rope_sections{};
   rope_scaling_type rope_scaling = rope_scaling_type::none;
   float rope_scaling_factor = 1.0f;
   uint32_t rope_original_ctx = 0;

@@ -22,13 +22,29 @@ namespace tandem {
 // the run's end, as llama.cpp decodes such an image with causal attention off. A step holds
 // such a run through its end (a chunk may start inside one, after a prefix-cache hit, never
 // stop inside one: step_planner's atomic runs), so those keys are stored by this step.
+//
+// grid_w, grid_h (a model with multimodal RoPE: qwen2vl): the whole run is an image of
+// grid_h rows of grid_w tokens in raster order (grid_w * grid_h tokens, of which this step
+// may compute a part). Its token i (counting from the run's start, so first + k for the k-th
+// row here) turns by the positions (t, h, w) = (p0, p0 + i / grid_w, p0 + i % grid_w), p0
+// being the position the run's first token would have as text; the tokens after the run go
+// on from p0 + max(grid_w, grid_h) (libmtmd's M-RoPE positions). 0: the run's tokens are
+// at their own positions, as text.
 struct embedding_rows {
   int32_t offset = 0;
   int32_t count = 0;
   std::shared_ptr<const std::vector<float>> rows;  // [first + count or more][n_embd]
   int32_t first = 0;
   bool bidirectional = false;
+  int32_t grid_w = 0, grid_h = 0;
 };
+
+// RoPE positions a grid run moves the text after it by: max(grid_w, grid_h) instead of its
+// token count (0 for a run without a grid).
+inline int32_t rope_shift_after(const embedding_rows& e) {
+  if (e.grid_w <= 0 || e.grid_h <= 0) return 0;
+  return (e.grid_w > e.grid_h ? e.grid_w : e.grid_h) - e.grid_w * e.grid_h;
+}
 
 struct seq_step {
   seq_id seq = 0;
@@ -54,6 +70,12 @@ struct seq_step {
   // update is scaled by adapter_scale * alpha / rank). engine/lora/step_updates.h.
   int32_t adapter = -1;
   float adapter_scale = 1.0f;
+  // Multimodal RoPE: what the grid runs that end at or before start_pos moved the positions
+  // by (the sum of their rope_shift_after, <= 0): new token i outside a grid run turns by
+  // the position start_pos + i + rope_shift (+ the shifts of the runs this step finishes
+  // before it). Positions in the KV cache (blocks, masks) are the tokens' own; only RoPE
+  // reads these.
+  int32_t rope_shift = 0;
 };
 
 struct step_input {

@@ -212,6 +212,13 @@ gguf::writer make_synthetic_model(const synthetic_model_spec& spec, const gguf::
   w.set_f32(p + "rope.freq_base", s.rope_freq_base);
   w.set_f32(p + "attention.layer_norm_rms_epsilon", s.rms_eps);
   w.set_u32(p + "rope.dimension_count", head_dim);
+  if (arch->mrope) {
+    // Qwen2-VL's split of the rotation pairs ([16, 24, 24, 0] of 64 at head size 128): t a
+    // quarter, h and w the rest, halved; scaled to this head size.
+    const int32_t pairs = static_cast<int32_t>(head_dim / 2);
+    const int32_t t = pairs / 4, h = (pairs - t) / 2;
+    w.set_array(p + "rope.dimension_sections", gguf::value_type::int32, std::vector<int32_t>{t, h, pairs - t - h, 0});
+  }
   // gpt-oss: every other layer local, YaRN (llama.cpp's keys as its converter writes them:
   // the real models' factor 32 over an original context of n_ctx / 32), the head size given.
   const bool gpt_oss = s.architecture == "gpt-oss";
@@ -273,7 +280,7 @@ gguf::writer make_synthetic_model(const synthetic_model_spec& spec, const gguf::
     w.add_tensor("rope_factors_short.weight", tensor_type::f32, {head_dim / 2}, m.norm(head_dim / 2, 1.0f, 1.5f));
   }
   const bool fused = arch->fused_gate_up;                    // phi3: fused QKV and gate/up
-  const bool biases = s.architecture == "qwen2" || gpt_oss;  // q, k, v (gpt-oss: and the output's)
+  const bool biases = s.architecture == "qwen2" || s.architecture == "qwen2vl" || gpt_oss;  // q, k, v (gpt-oss: and the output's)
   const int64_t ff_rows = fused ? 2 * static_cast<int64_t>(s.n_ff) : s.n_ff;
   for (uint32_t l = 0; l < s.n_layer; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";

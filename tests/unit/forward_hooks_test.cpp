@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <set>
 #include <thread>
@@ -193,6 +194,96 @@ TEST(EmbeddingRows, ChunkStartingInsideARunMatchesTheWholeStep) {
   m.forward(rest, cache, got);
   for (int32_t j = 0; j < 6; ++j) {
     const auto x = want.row(0, 6 + j), y = got.row(0, j);
+    for (size_t v = 0; v < x.size(); ++v) ASSERT_EQ(x[v], y[v]) << "row " << j << " logit " << v;
+  }
+}
+
+// Multimodal RoPE's positions (libmtmd's for Qwen2-VL): an image of 3 rows of 4 tokens at
+// token 2 sits at (t, h, w) = (2, 2 + y, 2 + x); the text after it goes on from 2 + max(4, 3)
+// = 6, eight positions before its index; a step that starts after the image carries that
+// shift, and one that starts inside it takes p0 from the run's start.
+TEST(MultimodalRope, ImageTokensTakeTheirGridsPositions) {
+  seq_step s{1, std::vector<int32_t>(16, 0), 0, {0}};
+  s.embeddings.push_back({2, 12, random_rows(12, 1, 1), 0, false, 4, 3});
+  const auto pos = mrope_positions(s);
+  using P = std::array<int32_t, 4>;
+  EXPECT_EQ(pos[0], (P{0, 0, 0, 0}));
+  EXPECT_EQ(pos[1], (P{1, 1, 1, 1}));
+  EXPECT_EQ(pos[2], (P{2, 2, 2, 0}));
+  EXPECT_EQ(pos[5], (P{2, 2, 5, 0}));
+  EXPECT_EQ(pos[6], (P{2, 3, 2, 0}));
+  EXPECT_EQ(pos[13], (P{2, 4, 5, 0}));
+  EXPECT_EQ(pos[14], (P{6, 6, 6, 6}));
+  EXPECT_EQ(pos[15], (P{7, 7, 7, 7}));
+  // The same sequence from token 7 (run rows 5..11), and from token 15 after the image.
+  seq_step mid{1, std::vector<int32_t>(9, 0), 7, {0}};
+  mid.embeddings.push_back({0, 7, random_rows(12, 1, 1), 5, false, 4, 3});
+  const auto m = mrope_positions(mid);
+  for (size_t j = 0; j < m.size(); ++j) EXPECT_EQ(m[j], pos[7 + j]) << j;
+  seq_step after{1, {0}, 15, {0}};
+  after.rope_shift = rope_shift_after(s.embeddings[0]);
+  EXPECT_EQ(after.rope_shift, -8);
+  EXPECT_EQ(mrope_positions(after)[0], pos[15]);
+  // Rows that do not fit the grid are refused.
+  seq_step bad{1, std::vector<int32_t>(16, 0), 0, {0}};
+  bad.embeddings.push_back({2, 12, random_rows(12, 1, 1), 1, false, 4, 3});
+  EXPECT_THROW(mrope_positions(bad), std::invalid_argument);
+}
+
+// In a qwen2vl model the grid changes the image tokens' rotations and the text after it,
+// never the text before; text alone is qwen2's forward pass bit for bit; and a chunk that
+// starts inside the image (its first rows' KV from the prefix cache) computes what the whole
+// step did.
+TEST(MultimodalRope, Qwen2vlImagesTurnByTheirGridAndChunksAgree) {
+  synthetic_model_spec spec;
+  spec.n_layer = 2;
+  spec.n_embd = 128;
+  spec.n_ff = 256;
+  spec.seed = 5;
+  spec.architecture = "qwen2vl";
+  const auto vl_bytes = make_synthetic_model(spec).serialize();
+  spec.architecture = "qwen2";
+  const auto plain_bytes = make_synthetic_model(spec).serialize();
+  model vl(gguf::file::parse(vl_bytes), model_options{2});
+  model plain(gguf::file::parse(plain_bytes), model_options{2});
+  ASSERT_GT(vl.config().rope_sections[1], 0);
+  const int64_t E = vl.config().n_embd;
+  const std::vector<int32_t> prompt = {5, 17, 0, 0, 0, 0, 0, 0, 250, 1, 9};  // an image 3 x 2 at [2, 8)
+  const auto rows = random_rows(6, E, 3);
+  auto run = [&](model& m, int32_t grid_w, int32_t grid_h) {
+    step_input in;
+    in.seqs.push_back({1, prompt, 0, {0}, true, false});
+    in.seqs[0].embeddings.push_back({2, 6, rows, 0, false, grid_w, grid_h});
+    kv_pool cache(m.config(), kv_pool_options{16, 64, 0});
+    step_output out;
+    m.forward(in, cache, out);
+    return out;
+  };
+  const auto equal_rows = [](const step_output& a, const step_output& b, int32_t j) {
+    const auto x = a.row(0, j), y = b.row(0, j);
+    return std::equal(x.begin(), x.end(), y.begin());
+  };
+  const step_output as_text = run(vl, 0, 0), grid = run(vl, 3, 2), qwen2 = run(plain, 0, 0);
+  for (int32_t j = 0; j < static_cast<int32_t>(prompt.size()); ++j) EXPECT_TRUE(equal_rows(as_text, qwen2, j)) << j;
+  for (int32_t j = 0; j < 2; ++j) EXPECT_TRUE(equal_rows(as_text, grid, j)) << j;
+  EXPECT_TRUE(equal_rows(as_text, grid, 2));  // (2, 2, 2): the first image token turns as text
+  EXPECT_FALSE(equal_rows(as_text, grid, 3));
+  EXPECT_FALSE(equal_rows(as_text, grid, 10));
+
+  // The whole step, then the same from token 5 (image rows 3..5) over the KV of the first.
+  kv_pool cache(vl.config(), kv_pool_options{16, 64, 0});
+  step_input whole;
+  whole.seqs.push_back({1, prompt, 0, {0}, true, false});
+  whole.seqs[0].embeddings.push_back({2, 6, rows, 0, false, 3, 2});
+  step_output want;
+  vl.forward(whole, cache, want);
+  step_input rest;
+  rest.seqs.push_back({1, std::vector<int32_t>(prompt.begin() + 5, prompt.end()), 5, {0}, true, false});
+  rest.seqs[0].embeddings.push_back({0, 3, rows, 3, false, 3, 2});
+  step_output got;
+  vl.forward(rest, cache, got);
+  for (int32_t j = 0; j < 6; ++j) {
+    const auto x = want.row(0, 5 + j), y = got.row(0, j);
     for (size_t v = 0; v < x.size(); ++v) ASSERT_EQ(x[v], y[v]) << "row " << j << " logit " << v;
   }
 }

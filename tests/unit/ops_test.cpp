@@ -67,6 +67,35 @@ TEST(Ops, YarnAnglesMatchADoublePrecisionReference) {
   }
 }
 
+// Multimodal RoPE: each pair turns by its section's position, with the bits rope_angles gives
+// that position (so text, t = h = w, is plain NeoX RoPE bit for bit); sections repeat past
+// their sum, as ggml's rope_multi takes the sector modulo it.
+TEST(Ops, RopeSectionsTakeEachPairsPositionFromItsSection) {
+  const rope_params p{32, 1000000.0f, 1.0f, {}, 1.0f};
+  const int32_t sections[4] = {4, 6, 6, 0};  // 16 pairs: t 0-3, h 4-9, w 10-15
+  std::vector<float> got(32), t(32), h(32), w(32);
+  const int32_t text[4] = {37, 37, 37, 37};
+  rope_angles_sections(p, text, sections, got.data());
+  rope_angles(p, 37, t.data());
+  EXPECT_EQ(got, t);
+  const int32_t image[4] = {20, 23, 29, 0};
+  rope_angles_sections(p, image, sections, got.data());
+  rope_angles(p, 20, t.data());
+  rope_angles(p, 23, h.data());
+  rope_angles(p, 29, w.data());
+  for (int i = 0; i < 16; ++i) {
+    const auto& want = i < 4 ? t : i < 10 ? h : w;
+    EXPECT_EQ(got[2 * i], want[2 * i]) << "pair " << i;
+    EXPECT_EQ(got[2 * i + 1], want[2 * i + 1]) << "pair " << i;
+  }
+  // Sections that cover 8 of the 16 pairs repeat: pair 8 is t's again, pair 10 h's.
+  const int32_t half[4] = {2, 3, 3, 0};
+  rope_angles_sections(p, image, half, got.data());
+  EXPECT_EQ(got[2 * 8], t[2 * 8]);
+  EXPECT_EQ(got[2 * 10 + 1], h[2 * 10 + 1]);
+  EXPECT_EQ(got[2 * 15], w[2 * 15]);
+}
+
 // Pairs below the ramp rotate by the extrapolated (unscaled) angle, pairs above it by the
 // interpolated one; without ext_factor every pair is interpolated and the magnitude is mscale.
 TEST(Ops, YarnRampsFromExtrapolationToInterpolation) {
