@@ -65,12 +65,97 @@ struct reader {
   }
 };
 
+// A bias where the file has one (libmtmd reads these as optional), else empty.
+std::vector<float> optional_vec(const reader& r, const std::string& name, int64_t n) {
+  return r.f.find_tensor(name) ? r.vec(name, n) : std::vector<float>{};
+}
+
+// Qwen2.5-VL's vision tower (llama.cpp's converter: two conv kernels for the temporal patch,
+// fused qkv split into q, k, v, the merger's ln_q as v.post_ln, its MLP as mm.0 and mm.2).
+void load_qwen25vl(vision_hparams& hp, projector& p, const reader& r) {
+  const gguf::file& f = r.f;
+  if (f.get_bool("clip.use_silu") != true || f.get_bool("clip.use_gelu") == true) {
+    throw format_error("projector file: qwen2.5vl needs clip.use_silu (its FFN is SwiGLU)");
+  }
+  hp.family = projector_family::qwen25vl;
+  hp.rms_norm = true;
+  hp.n_merge = 2;  // libmtmd's graph merges 2 x 2 whatever the file says
+  if (f.get_int("clip.vision.spatial_merge_size")) r.u32("clip.vision.spatial_merge_size", 2, 2);
+  hp.n_wa_pattern = r.u32("clip.vision.n_wa_pattern", 0, kMaxLayers);
+  hp.window = 112;  // libmtmd's for this family (Qwen2.5-VL's window_size); the file has no key
+  hp.filter = resample_filter::bicubic;
+  // libmtmd's limits for Qwen-VL: 8 to 4096 tokens of (patch * 2)^2 pixels.
+  const uint32_t area = (hp.patch_size * 2) * (hp.patch_size * 2);
+  hp.min_pixels = 8 * area;
+  hp.max_pixels = 4096 * area;
+  if (hp.head_dim() % 4 || hp.head_dim() > 1024) {
+    throw format_error("projector file: the head width must be a multiple of 4 (2-D rotary), at most 1024");
+  }
+  if (hp.n_ff == hp.n_embd) {
+    // libmtmd swaps ffn_up and ffn_down of such a file (an old converter's naming), so its
+    // meaning is ambiguous
+    throw format_error("projector file: clip.vision.feed_forward_length equals embedding_length");
+  }
+  if (f.find_tensor("v.patch_embd.bias")) throw format_error("projector file: qwen2.5vl has no v.patch_embd.bias");
+  if (f.find_tensor("v.pre_ln.weight")) throw format_error("projector file: v.pre_ln is not supported for qwen2.5vl");
+
+  const int64_t E = hp.n_embd, F = hp.n_ff, P = hp.patch_size;
+  const auto& p0 = r.tensor("v.patch_embd.weight", {P, P, 3, E});
+  const auto& p1 = r.tensor("v.patch_embd.weight.1", {P, P, 3, E});
+  p.patch = kernels::weight_view(p0.type, 3 * P * P, E, p0.data);
+  p.patch1 = kernels::weight_view(p1.type, 3 * P * P, E, p1.data);
+  p.layers.resize(hp.n_layer);
+  for (uint32_t il = 0; il < hp.n_layer; ++il) {
+    const std::string b = "v.blk." + std::to_string(il) + ".";
+    vit_layer& L = p.layers[il];
+    L.ln1_w = r.vec(b + "ln1.weight", E);
+    L.ln1_b = optional_vec(r, b + "ln1.bias", E);
+    L.ln2_w = r.vec(b + "ln2.weight", E);
+    L.ln2_b = optional_vec(r, b + "ln2.bias", E);
+    L.q = r.mat(b + "attn_q.weight", E, E);
+    L.k = r.mat(b + "attn_k.weight", E, E);
+    L.v = r.mat(b + "attn_v.weight", E, E);
+    L.out = r.mat(b + "attn_out.weight", E, E);
+    L.q_b = r.vec(b + "attn_q.bias", E);
+    L.k_b = r.vec(b + "attn_k.bias", E);
+    L.v_b = r.vec(b + "attn_v.bias", E);
+    L.out_b = r.vec(b + "attn_out.bias", E);
+    L.gate = r.mat(b + "ffn_gate.weight", E, F);
+    L.gate_b = r.vec(b + "ffn_gate.bias", F);
+    L.up = r.mat(b + "ffn_up.weight", E, F);
+    L.up_b = r.vec(b + "ffn_up.bias", F);
+    L.down = r.mat(b + "ffn_down.weight", F, E);
+    L.down_b = r.vec(b + "ffn_down.bias", E);
+  }
+  if (f.find_tensor("v.post_ln.weight")) {  // the merger's ln_q; optional, as in libmtmd
+    p.post_ln_w = r.vec("v.post_ln.weight", E);
+    p.post_ln_b = optional_vec(r, "v.post_ln.bias", E);
+  }
+  // The merger: [4E] -> mm.0 -> [M] -> GELU -> mm.2 -> [T]
+  const int64_t in = 4 * E;
+  const gguf::tensor_info* m0 = f.find_tensor("mm.0.weight");
+  if (!m0) throw format_error("projector file: missing tensor mm.0.weight");
+  const int64_t M = m0->ne[1];
+  if (M < 1 || M > kMaxEmbd * 4) throw format_error("projector file: mm.0.weight has a bad width");
+  p.proj = r.mat("mm.0.weight", in, M);
+  p.proj_b = r.vec("mm.0.bias", M);
+  const gguf::tensor_info* m2 = f.find_tensor("mm.2.weight");
+  if (!m2) throw format_error("projector file: missing tensor mm.2.weight");
+  const int64_t T = m2->ne[1];
+  if (T < 1 || T > kMaxEmbd * 4) throw format_error("projector file: mm.2.weight has a bad width");
+  p.proj2 = r.mat("mm.2.weight", M, T);
+  p.proj2_b = r.vec("mm.2.bias", T);
+  hp.merger_width = static_cast<uint32_t>(M);
+  hp.n_embd_text = static_cast<uint32_t>(T);
+}
+
 }  // namespace
 
 const char* family_name(projector_family f) {
   switch (f) {
     case projector_family::gemma3: return "gemma3";
     case projector_family::idefics3: return "idefics3";
+    case projector_family::qwen25vl: return "qwen2.5vl";
   }
   return "?";
 }
@@ -86,12 +171,14 @@ std::unique_ptr<projector> projector::from(gguf::file file) {
 
   std::string type = f.get_string("clip.projector_type").value_or(f.get_string("clip.vision.projector_type").value_or(""));
   if (type.empty()) throw format_error("not a projector file: no clip.projector_type (is this the language model?)");
-  if (type != "gemma3" && type != "idefics3") {
-    throw format_error("projector type '" + type + "' is not supported (supported: gemma3, idefics3)");
+  if (type != "gemma3" && type != "idefics3" && type != "qwen2.5vl_merger") {
+    throw format_error("projector type '" + type + "' is not supported (supported: gemma3, idefics3, qwen2.5vl_merger)");
   }
-  const bool gemma3 = type == "gemma3";
+  const bool gemma3 = type == "gemma3", qwen = type == "qwen2.5vl_merger";
   if (f.get_bool("clip.has_vision_encoder") == false) throw format_error("projector file has no vision encoder");
-  if (f.get_bool("clip.use_gelu") != true) throw format_error("projector file: only GELU encoders are supported (clip.use_gelu)");
+  if (!qwen && f.get_bool("clip.use_gelu") != true) {
+    throw format_error("projector file: only GELU encoders are supported (clip.use_gelu)");
+  }
 
   vision_hparams& hp = p->hp_;
   hp.family = gemma3 ? projector_family::gemma3 : projector_family::idefics3;
@@ -101,7 +188,9 @@ std::unique_ptr<projector> projector::from(gguf::file file) {
   hp.n_ff = r.u32("clip.vision.feed_forward_length", 1, kMaxFf);
   hp.n_layer = r.u32("clip.vision.block_count", 1, kMaxLayers);
   hp.n_head = r.u32("clip.vision.attention.head_count", 1, hp.n_embd);
-  if (gemma3) {
+  if (qwen) {
+    // set below
+  } else if (gemma3) {
     hp.n_merge = f.get_int("clip.vision.projector.scale_factor") ? r.u32("clip.vision.projector.scale_factor", 1, 64) : 4;
   } else {
     hp.n_merge = r.u32("clip.vision.projector.scale_factor", 2, 64);
@@ -119,6 +208,10 @@ std::unique_ptr<projector> projector::from(gguf::file file) {
   }
   if (hp.n_embd % hp.n_head) throw format_error("projector file: embedding_length is not a multiple of head_count");
   if (hp.image_size % hp.patch_size) throw format_error("projector file: image_size is not a multiple of patch_size");
+  if (qwen) {
+    load_qwen25vl(hp, *p, r);
+    return p;
+  }
   if (hp.grid() % hp.n_merge) throw format_error("projector file: the patch grid is not a multiple of scale_factor");
 
   const int64_t E = hp.n_embd, F = hp.n_ff, P = hp.patch_size;
