@@ -69,11 +69,9 @@ void run_gen_lora(gen_options& o) {
 // A projector file for --arch's vision family, real shapes unless told otherwise.
 void run_gen_projector(gen_options& o) {
   auto& p = o.projector;
-  // The family of --arch's vision models: Gemma 3's, or SmolVLM's (a llama language model).
-  if (p.family.empty()) p.family = o.spec.architecture == "gemma3" ? "gemma3" : o.spec.architecture == "llama" ? "idefics3" : "";
-  if (p.family != "gemma3" && p.family != "idefics3") {
+  if (p.family != "gemma3" && p.family != "idefics3" && p.family != "qwen2.5vl") {
     throw std::runtime_error("--mmproj: no projector family for --arch " + o.spec.architecture +
-                             " (gemma3; llama: idefics3; or --mmproj-family)");
+                             " (gemma3; llama: idefics3; qwen2vl: qwen2.5vl; or --mmproj-family)");
   }
   p.type = o.weight_type.empty() ? tensor_type::f16 : parse_type_option(o.weight_type, "--type");
   if (p.type != tensor_type::f16 && p.type != tensor_type::f32 && p.type != tensor_type::bf16) {
@@ -85,7 +83,17 @@ void run_gen_projector(gen_options& o) {
     throw std::runtime_error("--mmproj: the image size must be a multiple of the patch size, the patch grid of "
                              "--mmproj-merge, and the width of the heads");
   }
+  if (p.family == "qwen2.5vl" && (p.n_merge != 2 || (p.n_embd / p.n_head) % 4 || p.n_ff == p.n_embd)) {
+    throw std::runtime_error("--mmproj: qwen2.5vl merges 2 x 2 patches (--mmproj-merge 2), its head width is a "
+                             "multiple of 4, and its FFN width is not the encoder's");
+  }
   vision::write_projector(p, o.out);
+  if (p.family == "qwen2.5vl") {
+    std::fprintf(stderr, "wrote %s (qwen2.5vl projector: patch %u, %u layers (full attention every %u), width %u, "
+                 "ffn %u, %u heads, tokens of width %u)\n", o.out.c_str(), p.patch_size, p.n_layer, p.n_wa_pattern,
+                 p.n_embd, p.n_ff, p.n_head, p.n_embd_text);
+    return;
+  }
   std::fprintf(stderr, "wrote %s (%s projector: %u px, patch %u, %u layers, width %u, ffn %u, %u heads, %u tokens "
                "of width %u)\n", o.out.c_str(), p.family.c_str(), p.image_size, p.patch_size, p.n_layer, p.n_embd, p.n_ff, p.n_head,
                (p.image_size / p.patch_size / p.n_merge) * (p.image_size / p.patch_size / p.n_merge), p.n_embd_text);
@@ -136,6 +144,33 @@ void run_gen_model(gen_options& o) {
 }
 
 }  // namespace
+
+// --mmproj's family: --mmproj-family, else --arch's vision family (Gemma 3's; SmolVLM's, whose
+// language model is a llama; Qwen2.5-VL's). Qwen2.5-VL's tower has its own real shape: its
+// defaults replace SigLIP's for the --mmproj-* options not given.
+void resolve_projector_family(gen_options& o, const CLI::App& sub) {
+  auto& p = o.projector;
+  if (p.family.empty()) {
+    const std::string& a = o.spec.architecture;
+    p.family = a == "gemma3" ? "gemma3" : a == "llama" ? "idefics3" : a == "qwen2vl" ? "qwen2.5vl" : "";
+  }
+  if (p.family != "qwen2.5vl") return;
+  const vision::synthetic_projector_spec given = p;
+  vision::qwen25vl_shape(p);
+  const auto keep = [&](const char* option, uint32_t vision::synthetic_projector_spec::*field) {
+    if (sub.get_option(option)->count() > 0) p.*field = given.*field;
+  };
+  using S = vision::synthetic_projector_spec;
+  keep("--mmproj-text-embd", &S::n_embd_text);
+  keep("--mmproj-image-size", &S::image_size);
+  keep("--mmproj-patch", &S::patch_size);
+  keep("--mmproj-layers", &S::n_layer);
+  keep("--mmproj-embd", &S::n_embd);
+  keep("--mmproj-ff", &S::n_ff);
+  keep("--mmproj-heads", &S::n_head);
+  keep("--mmproj-merge", &S::n_merge);
+  keep("--mmproj-wa-pattern", &S::n_wa_pattern);
+}
 
 void register_gen_model(CLI::App& app) {
   auto o = std::make_shared<gen_options>();
@@ -222,9 +257,15 @@ void register_gen_model(CLI::App& app) {
       ->capture_default_str();
   sub->add_flag("--mmproj", o->mmproj,
                 "Write a vision projector (libmtmd's mmproj GGUF) for --arch (gemma3: SigLIP-so400m's shape; "
-                "llama: SmolVLM's idefics3 with --mmproj-* shapes) instead of a model; --type f16 (default), bf16 or f32");
+                "llama: SmolVLM's idefics3 with --mmproj-* shapes; qwen2vl: Qwen2.5-VL-3B's vision tower) instead of "
+                "a model; --type f16 (default), bf16 or f32");
   sub->add_option("--mmproj-family", o->projector.family,
-                  "gemma3 or idefics3 (SmolVLM); default: --arch's (gemma3: gemma3, llama: idefics3)");
+                  "gemma3, idefics3 (SmolVLM) or qwen2.5vl; default: --arch's (gemma3: gemma3, llama: idefics3, "
+                  "qwen2vl: qwen2.5vl)");
+  sub->add_option("--mmproj-wa-pattern", o->projector.n_wa_pattern,
+                  "qwen2.5vl: every Nth layer attends to the whole image, the others within 112-pixel windows "
+                  "(clip.vision.n_wa_pattern; 0: every layer whole)")
+      ->capture_default_str()->check(CLI::Range(0u, 96u));
   sub->add_option("--mmproj-longest-edge", o->projector.longest_edge,
                   "idefics3: the resized image's longer side, cut into tiles of --mmproj-image-size (0: the tile)")
       ->capture_default_str();
@@ -248,7 +289,10 @@ void register_gen_model(CLI::App& app) {
       CLI::Range(1u, 256u));
   sub->add_option("--mmproj-merge", o->projector.n_merge, "Patches pooled per side into one image token")
       ->capture_default_str()->check(CLI::Range(1u, 64u));
-  sub->callback([o] { run_gen_model(*o); });
+  sub->callback([o, sub] {
+    if (o->mmproj) resolve_projector_family(*o, *sub);
+    run_gen_model(*o);
+  });
 }
 
 }  // namespace tandem::cli
