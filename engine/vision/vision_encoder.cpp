@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "engine/kernels/ops.h"
+#include "engine/vision/qwen_vit.h"
 #include "engine/vision/vision_kernels.h"
 
 namespace tandem::vision {
@@ -13,28 +14,34 @@ namespace {
 
 using kernels::weight_view;
 
-// y[n][w.rows] = x[n][w.cols]·wᵀ + bias
+// y[n][w.rows] = x[n][w.cols]·wᵀ + bias (none where empty)
 void linear(const weight_view& w, const std::vector<float>& bias, const float* x, int64_t n, float* y,
             const kernels::dot_kernels& k, thread_pool& pool, kernels::matmul_scratch& s) {
   float_gemm(w, x, w.cols, n, y, w.rows, k, pool, s);
+  if (bias.empty()) return;
   pool.parallel_for(n, [&](int64_t t, int) {
     float* row = y + t * w.rows;
     for (int64_t r = 0; r < w.rows; ++r) row[r] += bias[static_cast<size_t>(r)];
   });
 }
 
-void layer_norm_rows(const float* x, const std::vector<float>& w, const std::vector<float>& b, float* y, int64_t n,
-                     int64_t width, float eps, thread_pool& pool) {
-  pool.parallel_for(n, [&](int64_t t, int) { kernels::layer_norm(x + t * width, w.data(), b.data(), y + t * width, width, eps); });
+// The family's norm over rows of `width`: LayerNorm, or RMS norm (x w, + b where b is given).
+void norm_rows(const vision_hparams& hp, const float* x, const std::vector<float>& w, const std::vector<float>& b,
+               float* y, int64_t n, int64_t width, thread_pool& pool) {
+  pool.parallel_for(n, [&](int64_t t, int) {
+    if (!hp.rms_norm) return kernels::layer_norm(x + t * width, w.data(), b.data(), y + t * width, width, hp.eps);
+    kernels::rms_norm_rows(x + t * width, w.data(), y + t * width, 1, width, hp.eps);
+    for (int64_t i = 0; !b.empty() && i < width; ++i) y[t * width + i] += b[static_cast<size_t>(i)];
+  });
 }
 
 // O[N][E] (head h at columns h*D) = softmax(Q_h K_hᵀ / √D) V_h, every patch seeing every
 // patch, a block of query rows at a time so the score buffer stays bounded. Scores are sums
 // of broadcasts against K_h transposed (gemm_bt: the head width is too short for dot
 // products), the weighted sum float_gemm's dot products against V_h transposed (N long).
-void attention(const vision_hparams& hp, const float* q, const float* k, const float* v, float* o,
+void attention(const vision_hparams& hp, int64_t N, const float* q, const float* k, const float* v, float* o,
                const kernels::dot_kernels& kern, thread_pool& pool, kernels::matmul_scratch& s) {
-  const int64_t N = hp.n_patches(), E = hp.n_embd, D = hp.head_dim();
+  const int64_t E = hp.n_embd, D = hp.head_dim();
   const int64_t block = std::min<int64_t>(N, 512);
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   // Rows of N floats are laid LD apart, one cache line more than N when N is a multiple of
@@ -67,10 +74,26 @@ void attention(const vision_hparams& hp, const float* q, const float* k, const f
 image_tiles preprocess_tiles(const projector& p, const rgb_image& img) {
   const vision_hparams& hp = p.hparams();
   image_tiles out;
+  const auto tile = [&](const rgb_image& t) {
+    return image_tile{normalize_planar(t, hp.mean, hp.std), t.width, t.height};
+  };
   if (hp.family == projector_family::gemma3) {
     // libmtmd's fixed-size preprocessing: fitted inside S x S keeping the aspect ratio,
     // padded black, bilinear.
-    out.tiles.push_back(normalize_planar(resize_padded(img, hp.image_size, hp.image_size, hp.filter), hp.mean, hp.std));
+    out.tiles.push_back(tile(resize_padded(img, hp.image_size, hp.image_size, hp.filter)));
+    return out;
+  }
+  if (hp.family == projector_family::qwen25vl) {
+    // libmtmd's dynamic size: the image fitted (bicubic, aspect kept, centred on black) inside
+    // the nearest size of whole merged tokens whose area lies within [min, max] pixels.
+    const auto [w, h] = qwen::resized_size(hp, img.width, img.height);
+    if (uint64_t{w} * h > uint64_t{hp.max_pixels} * 4) {  // only a very thin image gets here
+      throw image_error("the image resizes to " + std::to_string(w) + "x" + std::to_string(h) +
+                        ", too many patches for the encoder");
+    }
+    out.tiles.push_back(tile(resize_padded(img, w, h, hp.filter)));
+    out.grid_x = w / (hp.patch_size * hp.n_merge);
+    out.grid_y = h / (hp.patch_size * hp.n_merge);
     return out;
   }
   // idefics3 (libmtmd's, after transformers' Idefics3ImageProcessor): the longer side to
@@ -89,7 +112,7 @@ image_tiles preprocess_tiles(const projector& p, const rgb_image& img) {
   out.grid_x = (w + S - 1) / S;
   out.grid_y = (h + S - 1) / S;
   const rgb_image refined = resize(resize(img, w, h, hp.filter), out.grid_x * S, out.grid_y * S, hp.filter);
-  out.tiles.push_back(normalize_planar(resize(refined, S, S, hp.filter), hp.mean, hp.std));
+  out.tiles.push_back(tile(resize(refined, S, S, hp.filter)));
   rgb_image slice{S, S, std::vector<uint8_t>(size_t{S} * S * 3)};
   for (uint32_t gy = 0; gy < out.grid_y; ++gy)
     for (uint32_t gx = 0; gx < out.grid_x; ++gx) {
@@ -97,20 +120,135 @@ image_tiles preprocess_tiles(const projector& p, const rgb_image& img) {
         std::copy_n(&refined.rgb[(size_t{gy * S + y} * refined.width + gx * S) * 3], size_t{S} * 3,
                     &slice.rgb[size_t{y} * S * 3]);
       }
-      out.tiles.push_back(normalize_planar(slice, hp.mean, hp.std));
+      out.tiles.push_back(tile(slice));
     }
   return out;
 }
 
+std::pair<uint32_t, uint32_t> qwen_token_grid(const projector& p, uint32_t width, uint32_t height) {
+  const vision_hparams& hp = p.hparams();
+  const auto [w, h] = qwen::resized_size(hp, width, height);
+  return {w / (hp.patch_size * hp.n_merge), h / (hp.patch_size * hp.n_merge)};
+}
+
 std::vector<float> preprocess(const projector& p, const rgb_image& img) {
-  return std::move(preprocess_tiles(p, img).tiles.front());
+  return std::move(preprocess_tiles(p, img).tiles.front().pixels);
+}
+
+namespace {
+
+// The encoder blocks over H [N][E] in place. `windows`: qwen25vl's layout (rotary positions,
+// window attention on its window layers), or null (SigLIP: learned positions, already added).
+void run_blocks(const projector& p, std::vector<float>& h, int64_t N, const qwen::window_layout* windows,
+                const kernels::dot_kernels& kern, thread_pool& pool, kernels::matmul_scratch& scratch) {
+  const vision_hparams& hp = p.hparams();
+  const int64_t E = hp.n_embd, F = hp.n_ff;
+  std::vector<float> a(h.size()), q(h.size()), k(h.size()), v(h.size()), o(h.size());  // [N][E]
+  std::vector<float> up(static_cast<size_t>(N * F));                                    // [N][F]
+  std::vector<float> gate(p.layers.front().gate.data ? up.size() : 0);                  // [N][F] (SwiGLU)
+  for (size_t il = 0; il < p.layers.size(); ++il) {
+    const vit_layer& L = p.layers[il];
+    norm_rows(hp, h.data(), L.ln1_w, L.ln1_b, a.data(), N, E, pool);
+    linear(L.q, L.q_b, a.data(), N, q.data(), kern, pool, scratch);
+    linear(L.k, L.k_b, a.data(), N, k.data(), kern, pool, scratch);
+    linear(L.v, L.v_b, a.data(), N, v.data(), kern, pool, scratch);
+    if (windows) {
+      qwen::rope_2d(q.data(), *windows, E, hp.n_head, pool);
+      qwen::rope_2d(k.data(), *windows, E, hp.n_head, pool);
+    }
+    const bool windowed = windows && hp.n_wa_pattern > 0 && (il + 1) % hp.n_wa_pattern != 0;
+    if (windowed) {
+      qwen::window_attention(q.data(), k.data(), v.data(), o.data(), E, hp.n_head, windows->bounds, pool);
+    } else {
+      attention(hp, N, q.data(), k.data(), v.data(), o.data(), kern, pool, scratch);
+    }
+    linear(L.out, L.out_b, o.data(), N, a.data(), kern, pool, scratch);
+    for (size_t i = 0; i < h.size(); ++i) h[i] += a[i];
+
+    norm_rows(hp, h.data(), L.ln2_w, L.ln2_b, a.data(), N, E, pool);
+    linear(L.up, L.up_b, a.data(), N, up.data(), kern, pool, scratch);
+    if (L.gate.data) {  // SwiGLU: up = SiLU(gate) * up
+      linear(L.gate, L.gate_b, a.data(), N, gate.data(), kern, pool, scratch);
+      pool.parallel_for(N, [&](int64_t t, int) {
+        for (int64_t i = t * F; i < (t + 1) * F; ++i) {
+          const float g = gate[static_cast<size_t>(i)];
+          up[static_cast<size_t>(i)] *= g / (1.0f + std::exp(-g));
+        }
+      });
+    } else {
+      pool.parallel_for(N, [&](int64_t t, int) {
+        for (int64_t i = t * F; i < (t + 1) * F; ++i) up[static_cast<size_t>(i)] = kernels::gelu_tanh(up[static_cast<size_t>(i)]);
+      });
+    }
+    linear(L.down, L.down_b, up.data(), N, a.data(), kern, pool, scratch);
+    for (size_t i = 0; i < h.size(); ++i) h[i] += a[i];
+  }
+  if (!p.post_ln_w.empty()) norm_rows(hp, h.data(), p.post_ln_w, p.post_ln_b, h.data(), N, E, pool);
+}
+
+// qwen25vl: one image of width x height pixels ([3][height][width]) -> [mx*my][n_embd_text],
+// the merged tokens in raster order.
+std::vector<float> encode_qwen(const projector& p, const std::vector<float>& pixels, uint32_t width, uint32_t height,
+                               const kernels::dot_kernels& kern, thread_pool& pool) {
+  const vision_hparams& hp = p.hparams();
+  const qwen::window_layout l = qwen::make_layout(hp, width, height);
+  const int64_t W = width, H = height, P = hp.patch_size, N = l.gx * l.gy, E = hp.n_embd, T = hp.n_embd_text,
+                M = hp.merger_width, n_tok = l.mx * l.my;
+  if (pixels.size() != static_cast<size_t>(3 * W * H)) throw std::invalid_argument("vision encode: wrong pixel count");
+  kernels::matmul_scratch scratch;
+
+  // X [N][3][P][P]: the patch at each place of the window order.
+  std::vector<float> x(static_cast<size_t>(N * 3 * P * P));
+  pool.parallel_for(N, [&](int64_t n, int) {
+    const int64_t py = l.patch_y[static_cast<size_t>(n)], px = l.patch_x[static_cast<size_t>(n)];
+    float* dst = &x[static_cast<size_t>(n * 3 * P * P)];
+    for (int64_t c = 0; c < 3; ++c)
+      for (int64_t y = 0; y < P; ++y)
+        std::copy_n(&pixels[static_cast<size_t>(c * W * H + (py * P + y) * W + px * P)], P, dst + (c * P + y) * P);
+  });
+  // H [N][E] = X·patchᵀ + X·patch1ᵀ (the two frames of Qwen's temporal patch, one image twice)
+  std::vector<float> h(static_cast<size_t>(N * E)), h1(h.size());
+  float_gemm(p.patch, x.data(), 3 * P * P, N, h.data(), E, kern, pool, scratch);
+  float_gemm(p.patch1, x.data(), 3 * P * P, N, h1.data(), E, kern, pool, scratch);
+  for (size_t i = 0; i < h.size(); ++i) h[i] += h1[i];
+  x = {};
+  h1 = {};
+
+  run_blocks(p, h, N, &l, kern, pool, scratch);
+
+  // The merger over H as [n_tok][4E] (each merged token's 4 patches are adjacent rows):
+  // Y1 = GELU(H·mm0ᵀ + b) [n_tok][M]; Y2 = Y1·mm2ᵀ + b [n_tok][T], in window order.
+  std::vector<float> y1(static_cast<size_t>(n_tok * M)), y2(static_cast<size_t>(n_tok * T));
+  linear(p.proj, p.proj_b, h.data(), n_tok, y1.data(), kern, pool, scratch);
+  pool.parallel_for(n_tok, [&](int64_t t, int) {
+    for (int64_t i = t * M; i < (t + 1) * M; ++i) y1[static_cast<size_t>(i)] = kernels::gelu_tanh(y1[static_cast<size_t>(i)]);
+  });
+  linear(p.proj2, p.proj2_b, y1.data(), n_tok, y2.data(), kern, pool, scratch);
+  // out [n_tok][T] in raster order of the merged grid
+  std::vector<float> out(y2.size());
+  for (int64_t t = 0; t < n_tok; ++t) {
+    std::copy_n(&y2[static_cast<size_t>(l.place_of_token[static_cast<size_t>(t)] * T)], T, &out[static_cast<size_t>(t * T)]);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<float> encode(const projector& p, const image_tile& tile, thread_pool& pool,
+                          const kernels::dot_kernels& kern) {
+  if (p.hparams().family == projector_family::qwen25vl) {
+    return encode_qwen(p, tile.pixels, tile.width, tile.height, kern, pool);
+  }
+  return encode(p, tile.pixels, pool, kern);
 }
 
 std::vector<float> encode(const projector& p, const std::vector<float>& pixels, thread_pool& pool,
                           const kernels::dot_kernels& kern) {
   const vision_hparams& hp = p.hparams();
-  const int64_t S = hp.image_size, P = hp.patch_size, G = hp.grid(), N = hp.n_patches(), E = hp.n_embd,
-                F = hp.n_ff;
+  if (hp.family == projector_family::qwen25vl) {
+    throw std::invalid_argument("vision encode: a qwen2.5vl tile needs its size (encode an image_tile)");
+  }
+  const int64_t S = hp.image_size, P = hp.patch_size, G = hp.grid(), N = hp.n_patches(), E = hp.n_embd;
   if (pixels.size() != static_cast<size_t>(3 * S * S)) throw std::invalid_argument("vision encode: wrong pixel count");
   kernels::matmul_scratch scratch;
 
@@ -128,27 +266,7 @@ std::vector<float> encode(const projector& p, const std::vector<float>& pixels, 
   linear(p.patch, p.patch_b, x.data(), N, h.data(), kern, pool, scratch);
   for (size_t i = 0; i < h.size(); ++i) h[i] += p.pos[i];
   x = {};
-
-  std::vector<float> a(h.size()), q(h.size()), k(h.size()), v(h.size()), o(h.size());  // [N][E]
-  std::vector<float> up(static_cast<size_t>(N * F));                                    // [N][F]
-  for (const vit_layer& L : p.layers) {
-    layer_norm_rows(h.data(), L.ln1_w, L.ln1_b, a.data(), N, E, hp.eps, pool);
-    linear(L.q, L.q_b, a.data(), N, q.data(), kern, pool, scratch);
-    linear(L.k, L.k_b, a.data(), N, k.data(), kern, pool, scratch);
-    linear(L.v, L.v_b, a.data(), N, v.data(), kern, pool, scratch);
-    attention(hp, q.data(), k.data(), v.data(), o.data(), kern, pool, scratch);
-    linear(L.out, L.out_b, o.data(), N, a.data(), kern, pool, scratch);
-    for (size_t i = 0; i < h.size(); ++i) h[i] += a[i];
-
-    layer_norm_rows(h.data(), L.ln2_w, L.ln2_b, a.data(), N, E, hp.eps, pool);
-    linear(L.up, L.up_b, a.data(), N, up.data(), kern, pool, scratch);
-    pool.parallel_for(N, [&](int64_t t, int) {
-      for (int64_t i = 0; i < F; ++i) up[static_cast<size_t>(t * F + i)] = kernels::gelu_tanh(up[static_cast<size_t>(t * F + i)]);
-    });
-    linear(L.down, L.down_b, up.data(), N, a.data(), kern, pool, scratch);
-    for (size_t i = 0; i < h.size(); ++i) h[i] += a[i];
-  }
-  if (!p.post_ln_w.empty()) layer_norm_rows(h.data(), p.post_ln_w, p.post_ln_b, h.data(), N, E, hp.eps, pool);
+  run_blocks(p, h, N, nullptr, kern, pool, scratch);
 
   const int64_t m = hp.n_merge, g = G / m, n_tok = hp.n_tokens();
   std::vector<float> out(static_cast<size_t>(n_tok * hp.n_embd_text));
