@@ -33,11 +33,14 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < img.rgb.size(); ++i) img.rgb[i] = static_cast<uint8_t>((i * 37 + i / 7) % 251);
 
   std::vector<double> pre_ms, enc_ms;
+  uint32_t patches = 0, tokens = 0;  // of the (first) tile: qwen2.5vl's vary with the image
   for (int r = 0; r < repeat; ++r) {
     const auto t0 = clock_type::now();
-    const auto px = vision::preprocess(*p, img);
+    const vision::image_tile px = std::move(vision::preprocess_tiles(*p, img).tiles.front());
     const auto t1 = clock_type::now();
     const auto emb = vision::encode(*p, px, pool);
+    patches = px.width / p->hparams().patch_size * (px.height / p->hparams().patch_size);
+    tokens = static_cast<uint32_t>(emb.size() / p->hparams().n_embd_text);
     const auto t2 = clock_type::now();
     pre_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
     enc_ms.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
@@ -49,7 +52,7 @@ int main(int argc, char** argv) {
   const auto& hp = p->hparams();
   std::printf("{\"family\": \"%s\", \"image_size\": %u, \"patches\": %u, \"tokens\": %u, \"threads\": %d, "
               "\"preprocess_ms\": %.2f, \"encode_ms\": %.2f, \"encode_ms_min\": %.2f}\n",
-              vision::family_name(hp.family), hp.image_size, hp.n_patches(), hp.n_tokens(), pool.size(),
+              vision::family_name(hp.family), hp.image_size, patches, tokens, pool.size(),
               pre_ms[pre_ms.size() / 2], enc_ms[enc_ms.size() / 2], enc_ms.front());
   return 0;
 }
