@@ -44,6 +44,11 @@ image_layout::image_layout(const projector& p, const tokenizer& tok)
     end_ = {marker(tok, "<end_of_image>")};
     return;
   }
+  if (family_ == projector_family::qwen25vl) {
+    begin_ = {marker(tok, "<|vision_start|>")};
+    end_ = {marker(tok, "<|vision_end|>")};
+    return;
+  }
   // idefics3: "\n\n" is one token in SmolLM2's vocabulary; a vocabulary without it spells it.
   const token_id fake = marker(tok, "<fake_token_around_image>");
   if (auto nn = tok.find_token("\n\n")) {
@@ -69,6 +74,17 @@ image_prompt image_layout::lay_out(const encoded_image& img, const tokenizer& to
   if (family_ == projector_family::gemma3) {
     add(begin_);
     add_run(img.tiles.at(0), /*bidirectional=*/true);
+    add(end_);
+    return out;
+  }
+  if (family_ == projector_family::qwen25vl) {
+    // One run of grid_y rows of grid_x tokens, causal, at multimodal RoPE's grid positions.
+    const int32_t n = static_cast<int32_t>(img.grid_x * img.grid_y);
+    if (n <= 0 || img.tiles.at(0)->size() < static_cast<size_t>(n)) throw std::runtime_error("an image without rows");
+    add(begin_);
+    out.runs.push_back({static_cast<int32_t>(out.tokens.size()), n, img.tiles.at(0), 0, false,
+                        static_cast<int32_t>(img.grid_x), static_cast<int32_t>(img.grid_y)});
+    for (int32_t k = 0; k < n; ++k) out.tokens.push_back(placeholder(img.hash, j++, tok.vocab_size()));
     add(end_);
     return out;
   }

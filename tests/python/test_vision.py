@@ -347,3 +347,52 @@ def test_idefics3_images_take_libmtmds_layout(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode != 0
     assert "no '<fake_token_around_image>' token" in r.stdout + r.stderr
+
+
+def test_qwen25vl_images_against_llama_cpps(tmp_path):
+    """A small Qwen2.5-VL pair (a qwen2vl language model and a qwen2.5vl projector, both made
+    by gen-model with the arguments vision_images.py records) answers as llama-server --mmproj
+    (libmtmd) did on the cases make_qwen_continuations.py recorded: the same prompt length
+    (<|vision_start|>, one token per merged 2 x 2 patches, <|vision_end|>), the first token's
+    best scores within 0.05 (0.02 measured), and the same greedy tokens up to a place where
+    llama.cpp's best two were within 0.05. Multimodal RoPE shows in these scores: with the
+    image laid out at plain text positions they differ from llama.cpp's by up to 0.33."""
+    from vision_images import QWEN_PROJECTOR, QWEN_TEXT_MODEL
+    text_model, projector = tmp_path / "qwen2vl.gguf", tmp_path / "qwen25vl-mmproj.gguf"
+    subprocess.run([tandem_binary(), "gen-model", *QWEN_TEXT_MODEL, "--out", str(text_model)], check=True,
+                   capture_output=True)
+    subprocess.run([tandem_binary(), "gen-model", *QWEN_PROJECTOR, "--out", str(projector)], check=True,
+                   capture_output=True)
+    cases = json.loads((ROOT / "tests" / "data" / "vision" / "qwen_continuations.json").read_text())
+    worst, compared = 0.0, 0
+    with Server("--model", str(text_model), "--mmproj", str(projector), "--log-level", "warn") as s:
+        for c in cases:
+            r = openai_client(s).chat.completions.create(
+                model="qwen", max_tokens=c["max_tokens"], temperature=0, logprobs=True, top_logprobs=8,
+                messages=[{"role": "user", "content": [image_part(png_of(c["image"])),
+                                                       {"type": "text", "text": c["prompt"]}]}])
+            where = (c["image"], c["prompt"])
+            assert r.usage.prompt_tokens == c["prompt_tokens"], where
+            content = r.choices[0].logprobs.content
+            ours = {bytes(t.bytes): t.logprob for t in content[0].top_logprobs}
+            for token, theirs in c["llama_cpp_first"][:4]:
+                assert bytes(token) in ours, (where, token, ours)
+                worst = max(worst, abs(ours[bytes(token)] - theirs))
+            # llama-server joins the tokens of a UTF-8 character into one entry: compare bytes.
+            theirs = b""
+            for token, margin in c["llama_cpp_tokens"]:
+                if margin < 0.05:
+                    break  # a near tie: either choice is right, and what follows may differ
+                theirs += bytes(token)
+                compared += 1
+            assert b"".join(bytes(t.bytes) for t in content).startswith(theirs), where
+    assert worst < 0.05, f"first-token scores differ from llama.cpp's by up to {worst:.3f}"
+    assert compared >= 2 * len(cases)
+    # A language model without multimodal RoPE cannot take this projector: a clear error.
+    plain = tmp_path / "qwen2.gguf"
+    subprocess.run([tandem_binary(), "gen-model", *["qwen2" if a == "qwen2vl" else a for a in QWEN_TEXT_MODEL[:2]],
+                    *QWEN_TEXT_MODEL[2:], "--out", str(plain)], check=True, capture_output=True)
+    r = subprocess.run([tandem_binary(), "serve", "--port", "0", "--model", str(plain), "--mmproj", str(projector)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0
+    assert "multimodal RoPE" in r.stdout + r.stderr

@@ -53,3 +53,18 @@ IMAGES = ["gradient 64x64", "stripes 40x60", "checker 96x48", "noise 50x29", "di
 PROMPTS = ["What is in the image?", "Describe this picture in one sentence."]
 CASES = [{"projector": p, "image": i, "prompt": q, "max_tokens": 16} for p in PROJECTORS for i in IMAGES
          for q in PROMPTS]
+
+# A small Qwen2.5-VL pair (tests/data/vision/make_qwen_continuations.py records llama.cpp's
+# answers on it into qwen_continuations.json): a qwen2vl language model whose generated
+# vocabulary holds Qwen2-VL's image tokens, 64-wide heads (multimodal RoPE's sections 8, 12,
+# 12 of 32 pairs), and a qwen2.5vl projector of two blocks (one windowed, one full) mapping
+# into its width. Its ChatML template renders a user turn as QWEN_PROMPT_TEMPLATE does.
+QWEN_TEXT_MODEL = ["--arch", "qwen2vl", "--embd", "256", "--heads", "4", "--kv-heads", "2", "--ff", "512",
+                   "--layers", "2", "--vocab", "1024", "--image-tokens", "qwen2vl", "--type", "q8_0", "--untied", "--seed", "4"]
+QWEN_PROJECTOR = ["--arch", "qwen2vl", "--mmproj", "--type", "f32", "--seed", "7", "--mmproj-text-embd", "256",
+                  "--mmproj-layers", "2", "--mmproj-embd", "64", "--mmproj-ff", "96", "--mmproj-heads", "2",
+                  "--mmproj-wa-pattern", "2", "--mmproj-output-scale", "0.1"]
+QWEN_PROMPT_TEMPLATE = "<|im_start|>user\n<__media__>{}<|im_end|>\n<|im_start|>assistant\n"
+# Merged grids (28 px a token): 4 x 9 (windows of 4 x 4 cut at the bottom), 2 x 1, 6 x 4.
+QWEN_IMAGES = ["noise 100x260", "gradient 64x30", "disc 170x110"]
+QWEN_CASES = [{"image": i, "prompt": q, "max_tokens": 12} for i in QWEN_IMAGES for q in PROMPTS]
