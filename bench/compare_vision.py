@@ -3,13 +3,19 @@
 libmtmd (llama-mtmd-cli, which prints "mtmd batch encoding done in N ms") on the same
 synthetic projector file of a real shape, the same image and the same threads, runs
 alternating. Writes the "vision-encode" section of docs/benchmarks.md on a CPU with AVX-512,
-"vision-encode-avx2" on one without (the encoder's kernels differ: engine/vision/vision_kernels.h).
+"vision-encode-avx2" on one without (the encoder's kernels differ: engine/vision/vision_kernels.h);
+for qwen2.5vl "vision-encode-qwen" and "vision-encode-qwen-avx2".
 
-  bench/compare_vision.py --build build --mtmd-cli PATH [--threads 2] [--repeat 2] [--layers 27]
+  bench/compare_vision.py --build build --mtmd-cli PATH [--family gemma3|qwen2.5vl] [--threads 2]
+                          [--repeat 2] [--layers N] [--image WxH]
 
 gemma3's projector is SigLIP-so400m's shape (896 pixels, 27 blocks of width 1152), made by
 `tandem gen-model --mmproj` with a 640-wide output so that gemma-3-270m (make test-data) can
-be llama-mtmd-cli's language model; the output width costs one small matrix."""
+be llama-mtmd-cli's language model; the output width costs one small matrix. qwen2.5vl's is
+Qwen2.5-VL-3B's vision tower (32 blocks of width 1280, windows of 112 pixels, full attention
+every 8th block, 2048 out) at the image's own size, beside a one-block qwen2vl language model
+2048 wide that gen-model writes for llama-mtmd-cli. llama-mtmd-cli runs with its defaults
+(flash attention on)."""
 import argparse
 import json
 import os
@@ -32,8 +38,10 @@ def has_avx512():
         return False
 
 
-KEY = "vision-encode" if has_avx512() else "vision-encode-avx2"
-BEGIN, END = f"<!-- {KEY}:begin -->", f"<!-- {KEY}:end -->"
+def section_key(family):
+    return "vision-encode" + ("" if family == "gemma3" else "-qwen") + ("" if has_avx512() else "-avx2")
+
+
 GEMMA3_TEXT = os.path.expanduser(os.path.join(os.environ.get("TANDEM_HOME", "~/.cache/tandem"), "models",
                                               "gemma-3-270m-q4_k_m.gguf"))
 
@@ -49,9 +57,9 @@ def tandem_ms(build, mmproj, w, h, threads):
     return json.loads(out.strip().splitlines()[-1])["encode_ms"]
 
 
-def mtmd_ms(cli, mmproj, png, threads):
-    p = subprocess.run([cli, "-m", GEMMA3_TEXT, "--mmproj", mmproj, "--image", png, "-p", "hi", "-n", "1", "-t",
-                        str(threads), "--temp", "0", "--chat-template", "gemma"],
+def mtmd_ms(cli, text_model, template, mmproj, png, threads):
+    p = subprocess.run([cli, "-m", text_model, "--mmproj", mmproj, "--image", png, "-p", "hi", "-n", "1", "-t",
+                        str(threads), "--temp", "0", "--chat-template", template],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     m = re.search(r"batch encoding done in (\d+) ms", p.stdout)
     if p.returncode or not m:
@@ -63,43 +71,66 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--mtmd-cli", required=True, help="llama-mtmd-cli (scripts/build-llama-server.sh builds it)")
+    ap.add_argument("--family", choices=["gemma3", "qwen2.5vl"], default="gemma3")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=2)
-    ap.add_argument("--layers", type=int, default=27, help="encoder blocks (27: the real shape)")
-    ap.add_argument("--image", default="640x480")
+    ap.add_argument("--layers", type=int, default=0, help="encoder blocks (0: the real shape's, 27 or 32)")
+    ap.add_argument("--image", default="", help="WxH (default: 640x480 for gemma3, 644x476 for qwen2.5vl)")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks.md"))
     a = ap.parse_args()
+    qwen = a.family == "qwen2.5vl"
+    a.layers = a.layers or (32 if qwen else 27)
+    a.image = a.image or ("644x476" if qwen else "640x480")
     w, h = (int(v) for v in a.image.split("x"))
+    tandem = os.path.join(a.build, "bin", "tandem")
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
-        mmproj, png = os.path.join(tmp, "gemma3-mmproj.gguf"), os.path.join(tmp, "image.png")
-        subprocess.run([os.path.join(a.build, "bin", "tandem"), "gen-model", "--arch", "gemma3", "--mmproj",
-                        "--mmproj-layers", str(a.layers), "--mmproj-text-embd", "640", "-o", mmproj], check=True)
+        mmproj, png = os.path.join(tmp, "mmproj.gguf"), os.path.join(tmp, "image.png")
+        if qwen:
+            text_model, template = os.path.join(tmp, "qwen2vl.gguf"), "chatml"
+            subprocess.run([tandem, "gen-model", "--arch", "qwen2vl", "--mmproj", "--mmproj-layers", str(a.layers),
+                            "-o", mmproj], check=True)
+            subprocess.run([tandem, "gen-model", "--arch", "qwen2vl", "--embd", "2048", "--heads", "16", "--kv-heads",
+                            "2", "--ff", "256", "--layers", "1", "--vocab", "1024", "--image-tokens", "qwen2vl",
+                            "--untied", "-o", text_model], check=True)
+        else:
+            text_model, template = GEMMA3_TEXT, "gemma"
+            subprocess.run([tandem, "gen-model", "--arch", "gemma3", "--mmproj", "--mmproj-layers", str(a.layers),
+                            "--mmproj-text-embd", "640", "-o", mmproj], check=True)
         test_png(png, w, h)
         ours, theirs = [], []
         for r in range(a.repeat):
             ours.append(tandem_ms(a.build, mmproj, w, h, a.threads))
-            theirs.append(mtmd_ms(a.mtmd_cli, mmproj, png, a.threads))
+            theirs.append(mtmd_ms(a.mtmd_cli, text_model, template, mmproj, png, a.threads))
             print(f"compare_vision: run {r + 1}: tandem {ours[-1]:.0f} ms, llama-mtmd-cli {theirs[-1]:.0f} ms",
                   flush=True)
     t, m = statistics.median(ours), statistics.median(theirs)
-    cmd = (f"python3 bench/compare_vision.py --build build --mtmd-cli PATH/llama-mtmd-cli --threads {a.threads} "
-           f"--repeat {a.repeat} --layers {a.layers} --image {a.image}")
-    title = "the vision encoder against libmtmd" + ("" if has_avx512() else ", a CPU without AVX-512")
-    lines = [BEGIN, f"### Image encode time: {title} (issue 55)", "",
-             f"{cpu_name()}, {a.threads} threads, {time.strftime('%Y-%m-%d')}. Synthetic gemma3 projector of "
-             f"SigLIP-so400m's shape ({a.layers} blocks, 896 pixels: 4,096 patches, 256 tokens), f16, from "
-             f"`tandem gen-model --mmproj`; a {w}x{h} image. Medians of {a.repeat} runs, alternating. libmtmd's "
-             "figure is its own \"batch encoding done\" time (preprocessing included); Tandem's is the "
-             "encoder's forward pass (preprocessing, about 40-70 ms here, apart).", "",
+    key = section_key(a.family)
+    begin, end = f"<!-- {key}:begin -->", f"<!-- {key}:end -->"
+    cmd = (f"python3 bench/compare_vision.py --build build --mtmd-cli PATH/llama-mtmd-cli --family {a.family} "
+           f"--threads {a.threads} --repeat {a.repeat} --layers {a.layers} --image {a.image}")
+    title = ("the vision encoder against libmtmd" + (", Qwen2.5-VL" if qwen else "") +
+             ("" if has_avx512() else ", a CPU without AVX-512"))
+    if qwen:
+        shape = (f"Synthetic qwen2.5vl projector of Qwen2.5-VL-3B's vision tower ({a.layers} blocks of width 1280, "
+                 "windows of 112 pixels, full attention every 8th block), f16, from `tandem gen-model --arch "
+                 f"qwen2vl --mmproj`; a {w}x{h} image at its own size. llama-mtmd-cli with its defaults (flash "
+                 "attention on).")
+    else:
+        shape = (f"Synthetic gemma3 projector of SigLIP-so400m's shape ({a.layers} blocks, 896 pixels: 4,096 "
+                 f"patches, 256 tokens), f16, from `tandem gen-model --mmproj`; a {w}x{h} image.")
+    lines = [begin, f"### Image encode time: {title} (issue 55)", "",
+             f"{cpu_name()}, {a.threads} threads, {time.strftime('%Y-%m-%d')}. {shape} Medians of {a.repeat} runs, "
+             "alternating. libmtmd's figure is its own \"batch encoding done\" time (preprocessing included); "
+             "Tandem's is the encoder's forward pass (preprocessing, tens of milliseconds, apart).", "",
              "| encoder | encode (ms) | runs (ms) |", "|---|---:|---|",
              f"| Tandem | {t:,.0f} | {', '.join(f'{v:,.0f}' for v in ours)} |",
              f"| llama-mtmd-cli | {m:,.0f} | {', '.join(f'{v:,.0f}' for v in theirs)} |", "",
              f"Tandem / libmtmd speed: **{m / t:.2f}x** (target >= 1.2x: {'met' if m / t >= 1.2 else 'not met'})."]
-    lines += section_tail(load_before, os.getloadavg()[0], cmd, END)
+    lines += section_tail(load_before, os.getloadavg()[0], cmd, end)
     text = "\n".join(lines)
     print(text)
-    write_section(text, BEGIN, END, a.out)
+    write_section(text, begin, end, a.out)
 
 
 if __name__ == "__main__":
