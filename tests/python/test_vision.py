@@ -388,6 +388,17 @@ def test_qwen25vl_images_against_llama_cpps(tmp_path):
             assert b"".join(bytes(t.bytes) for t in content).startswith(theirs), where
     assert worst < 0.05, f"first-token scores differ from llama.cpp's by up to {worst:.3f}"
     assert compared >= 2 * len(cases)
+    # Prompt steps of 16 tokens cut the image's 36 rows (chunks start inside it, at a grid
+    # row's middle), and a second ask adopts them from the prefix cache: the same answer.
+    c = cases[0]
+    messages = [{"role": "user", "content": [image_part(png_of(c["image"])), {"type": "text", "text": c["prompt"]}]}]
+    with Server("--model", str(text_model), "--mmproj", str(projector), "--max-num-batched-tokens", "16",
+                "--log-level", "warn") as s:
+        for cached in (False, True):
+            r = openai_client(s).chat.completions.create(model="qwen", max_tokens=c["max_tokens"], temperature=0,
+                                                         messages=messages)
+            assert r.choices[0].message.content == c["llama_cpp"]
+            assert (r.usage.prompt_tokens_details.cached_tokens > 0) == cached
     # A language model without multimodal RoPE cannot take this projector: a clear error.
     plain = tmp_path / "qwen2.gguf"
     subprocess.run([tandem_binary(), "gen-model", *["qwen2" if a == "qwen2vl" else a for a in QWEN_TEXT_MODEL[:2]],
