@@ -206,21 +206,25 @@ void register_gen_model(CLI::App& app) {
   sub->add_option_function<std::string>(
          "--image-tokens",
          [o](const std::string& family) {
+           if (family == "gemma3") {  // Gemma 3's, around an image's rows
+             o->spec.extra_control_tokens = {"<start_of_image>", "<end_of_image>"};
+             return;
+           }
            if (family == "qwen2vl") {
              // Qwen2-VL's and Qwen2.5-VL's, around an image's rows (and the template's pad).
              o->spec.extra_control_tokens = {"<|vision_start|>", "<|vision_end|>", "<|image_pad|>"};
              return;
            }
            if (family != "idefics3")
-             throw CLI::ValidationError("--image-tokens", "idefics3 (SmolVLM's) or qwen2vl (Qwen2-VL's)");
+             throw CLI::ValidationError("--image-tokens", "gemma3, idefics3 (SmolVLM's) or qwen2vl (Qwen2-VL's)");
            // SmolVLM's image tokens as libmtmd looks them up, "\n\n" among them (one token there).
            o->spec.extra_control_tokens = {"\n\n", "<fake_token_around_image>", "<global-img>"};
            for (int y = 1; y <= 6; ++y)
              for (int x = 1; x <= 6; ++x)
                o->spec.extra_control_tokens.push_back("<row_" + std::to_string(y) + "_col_" + std::to_string(x) + ">");
          },
-         "The generated vocabulary also holds a vision family's image tokens (idefics3: SmolVLM's; qwen2vl: "
-         "Qwen2-VL's)");
+         "The generated vocabulary also holds a vision family's image tokens (gemma3: Gemma 3's; idefics3: "
+         "SmolVLM's; qwen2vl: Qwen2-VL's)");
   sub->add_option("--vocab-from", o->vocab_from,
                   "Borrow the tokenizer of this GGUF file ('default' = the default model)");
   sub->add_option("--ctx", o->spec.n_ctx, "Context length")->capture_default_str();

@@ -54,17 +54,40 @@ PROMPTS = ["What is in the image?", "Describe this picture in one sentence."]
 CASES = [{"projector": p, "image": i, "prompt": q, "max_tokens": 16} for p in PROJECTORS for i in IMAGES
          for q in PROMPTS]
 
-# A small Qwen2.5-VL pair (tests/data/vision/make_qwen_continuations.py records llama.cpp's
-# answers on it into qwen_continuations.json): a qwen2vl language model whose generated
-# vocabulary holds Qwen2-VL's image tokens, 64-wide heads (multimodal RoPE's sections 8, 12,
-# 12 of 32 pairs), and a qwen2.5vl projector of two blocks (one windowed, one full) mapping
-# into its width. Its ChatML template renders a user turn as QWEN_PROMPT_TEMPLATE does.
-QWEN_TEXT_MODEL = ["--arch", "qwen2vl", "--embd", "256", "--heads", "4", "--kv-heads", "2", "--ff", "512",
-                   "--layers", "2", "--vocab", "1024", "--image-tokens", "qwen2vl", "--type", "q8_0", "--untied", "--seed", "4"]
-QWEN_PROJECTOR = ["--arch", "qwen2vl", "--mmproj", "--type", "f32", "--seed", "7", "--mmproj-text-embd", "256",
-                  "--mmproj-layers", "2", "--mmproj-embd", "64", "--mmproj-ff", "96", "--mmproj-heads", "2",
-                  "--mmproj-wa-pattern", "2", "--mmproj-output-scale", "0.1"]
-QWEN_PROMPT_TEMPLATE = "<|im_start|>user\n<__media__>{}<|im_end|>\n<|im_start|>assistant\n"
-# Merged grids (28 px a token): 4 x 9 (windows of 4 x 4 cut at the bottom), 2 x 1, 6 x 4.
-QWEN_IMAGES = ["noise 100x260", "gradient 64x30", "disc 170x110"]
-QWEN_CASES = [{"image": i, "prompt": q, "max_tokens": 12} for i in QWEN_IMAGES for q in PROMPTS]
+# Small synthetic pairs of each family (tests/data/vision/make_pair_continuations.py records
+# llama.cpp's answers on them into pair_continuations.json; test_vision.py replays them): a
+# language model whose generated vocabulary holds the family's image tokens (untied: a tied
+# head of random weights answers one token whatever the prompt) and a projector into its
+# width, both by `tandem gen-model`. Their ChatML template renders a user turn as
+# PAIR_PROMPT_TEMPLATE does.
+#   gemma3     a gemma3 model (five local layers, one global), SigLIP's layout at 224 px: 16
+#              rows attending to each other bidirectionally
+#   idefics3   a llama (SmolVLM's language model), tiles of 64 px with 2 x 2 pixel shuffle:
+#              slices and an overview, 16 rows each
+#   qwen2.5vl  a qwen2vl model with 64-wide heads (multimodal RoPE's sections 8, 12, 12 of 32
+#              pairs), a two-block projector (one windowed, one full), the image's own size
+_TEXT = ["--embd", "256", "--heads", "4", "--kv-heads", "2", "--ff", "512", "--vocab", "1024", "--type", "q8_0",
+         "--untied", "--seed", "4"]
+_SMALL_VIT = ["--type", "f32", "--seed", "7", "--mmproj-text-embd", "256", "--mmproj-layers", "2", "--mmproj-embd",
+              "64", "--mmproj-heads", "2", "--mmproj-output-scale", "0.1"]
+PAIRS = {
+    "gemma3": {
+        "text": ["--arch", "gemma3", "--layers", "6", "--sliding-window", "24", "--image-tokens", "gemma3", *_TEXT],
+        "projector": ["--arch", "gemma3", "--mmproj", *_SMALL_VIT, "--mmproj-ff", "128", "--mmproj-image-size", "224",
+                      "--mmproj-patch", "14"],
+        "images": ["gradient 64x64", "disc 80x80"]},
+    "idefics3": {
+        "text": ["--arch", "llama", "--layers", "2", "--image-tokens", "idefics3", *_TEXT],
+        "projector": ["--arch", "llama", "--mmproj", *_SMALL_VIT, "--mmproj-ff", "128", "--mmproj-image-size", "64",
+                      "--mmproj-patch", "8", "--mmproj-merge", "2", "--mmproj-longest-edge", "128"],
+        # 2 x 1 slices, and one tile alone
+        "images": ["noise 200x50", "gradient 64x64"]},
+    "qwen2.5vl": {
+        "text": ["--arch", "qwen2vl", "--layers", "2", "--image-tokens", "qwen2vl", *_TEXT],
+        "projector": ["--arch", "qwen2vl", "--mmproj", *_SMALL_VIT, "--mmproj-ff", "96", "--mmproj-wa-pattern", "2"],
+        # merged grids (28 px a token): 4 x 9 (windows of 4 x 4 cut at the bottom), 3 x 2, 6 x 4
+        "images": ["noise 100x260", "gradient 64x30", "disc 170x110"]},
+}
+PAIR_PROMPT_TEMPLATE = "<|im_start|>user\n<__media__>{}<|im_end|>\n<|im_start|>assistant\n"
+PAIR_CASES = [{"family": f, "image": i, "prompt": q, "max_tokens": 12} for f, pair in PAIRS.items()
+              for i in pair["images"] for q in PROMPTS]
