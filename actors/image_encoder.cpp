@@ -1,6 +1,8 @@
 #include "actors/image_encoder.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <exception>
 
 namespace tandem {
@@ -26,14 +28,16 @@ image_encoder_actor::behavior_type image_encoder(image_encoder_actor::stateful_p
   init.limits = limits;
   init.pool = std::move(pool);
   return {
-      [self](encode_atom, const std::vector<std::string>& uris) -> image_reply {
+      [self](encode_atom, const std::vector<std::string>& uris, uint64_t max_rows) -> image_reply {
         auto& st = self->state;
         image_reply r;
         for (size_t i = 0; i < uris.size(); ++i) {
           const auto t0 = std::chrono::steady_clock::now();
           try {
             const std::string bytes = vision::decode_data_uri(uris[i], st.limits.max_bytes);
-            r.images.push_back(vision::encode_image(*st.projector, bytes, st.limits, *st.pool));
+            r.images.push_back(vision::encode_image(*st.projector, bytes, st.limits, *st.pool, max_rows));
+            const uint64_t width = st.projector->hparams().n_embd_text;  // floats a row
+            for (const auto& tile : r.images.back().tiles) max_rows -= std::min<uint64_t>(max_rows, tile->size() / width);
           } catch (const std::exception& e) {
             return {{}, {}, e.what(), static_cast<int32_t>(i)};
           }

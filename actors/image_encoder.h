@@ -33,7 +33,10 @@ struct image_reply {
   int32_t bad_index = -1;                     // the image at fault
 };
 
-using image_encoder_actor = caf::typed_actor<caf::replies_to<encode_atom, std::vector<std::string>>::with<image_reply>>;
+// The request's images (data: URIs) and how many image rows they may take together (the
+// model's context): an image past that is refused before it is encoded.
+using image_encoder_actor =
+    caf::typed_actor<caf::replies_to<encode_atom, std::vector<std::string>, uint64_t>::with<image_reply>>;
 
 // Each request's images arrive as the client wrote them (data: URIs); the encoder decodes
 // their payloads (at most limits.max_bytes each), then the images. n_threads: its pool's

@@ -385,7 +385,9 @@ void encode_then_start(self_ptr self) {
                      std::to_string(st.shared->vision->max_images) + " per request (--limit-mm-per-prompt)",
                  400, "messages");
   }
-  self->request(st.shared->vision->encoder, caf::infinite, encode_atom::value, st.req.images)
+  // The images' rows must fit the context with the text (counted once the template renders).
+  self->request(st.shared->vision->encoder, caf::infinite, encode_atom::value, st.req.images,
+                uint64_t{st.shared->max_model_len})
       .then(
           [self](image_reply& r) {
             const auto& parts = self->state.req.image_parts;

@@ -26,11 +26,20 @@ token_id placeholder(const pixel_hash& h, uint32_t j, size_t n_vocab) {
 
 }  // namespace
 
-encoded_image encode_image(const projector& p, std::string_view bytes, const image_limits& limits, thread_pool& pool) {
+encoded_image encode_image(const projector& p, std::string_view bytes, const image_limits& limits, thread_pool& pool,
+                           uint64_t max_rows) {
   const rgb_image img = decode_image(bytes, limits);
   encoded_image out;
   out.hash = hash_pixels(img);
   image_tiles tiles = preprocess_tiles(p, img);
+  const uint64_t rows = p.hparams().family == projector_family::qwen25vl
+                            ? uint64_t{tiles.grid_x} * tiles.grid_y
+                            : uint64_t{p.hparams().n_tokens()} * tiles.tiles.size();
+  if (rows > max_rows) {
+    throw image_error("the image (" + std::to_string(img.width) + "x" + std::to_string(img.height) + ") takes " +
+                      std::to_string(rows) + " tokens, more than the " + std::to_string(max_rows) +
+                      " the model's context leaves for this request's images");
+  }
   out.grid_x = tiles.grid_x;
   out.grid_y = tiles.grid_y;
   for (const auto& t : tiles.tiles) out.tiles.push_back(std::make_shared<const std::vector<float>>(encode(p, t, pool)));

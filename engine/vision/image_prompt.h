@@ -37,8 +37,11 @@ struct encoded_image {
   pixel_hash hash;
 };
 
-// Decodes (bounded by `limits`: throws image_error), preprocesses and encodes one image.
-encoded_image encode_image(const projector& p, std::string_view bytes, const image_limits& limits, thread_pool& pool);
+// Decodes (bounded by `limits`: throws image_error), preprocesses and encodes one image. An
+// image whose rows (its tiles' tokens, markers apart) would be more than max_rows is refused
+// with an image_error before it is encoded: the language model's context bounds the work.
+encoded_image encode_image(const projector& p, std::string_view bytes, const image_limits& limits, thread_pool& pool,
+                           uint64_t max_rows = UINT64_MAX);
 
 // An image's tokens, and the runs of its placeholders that take a tile's rows (offsets
 // within `tokens`: the caller shifts them to prompt positions).

@@ -429,3 +429,33 @@ def test_qwen25vl_images_in_chunks_from_the_cache_and_its_model(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode != 0
     assert "multimodal RoPE" in r.stdout + r.stderr
+
+
+def test_an_image_past_the_context_is_refused_before_it_is_encoded(tmp_path):
+    """Qwen2.5-VL's images take as many tokens as their size gives (up to 4096 each): one that
+    the model's context cannot hold is a 400 naming its part and its token count, found from
+    its size before any encoding (the encode histogram does not move), and the server goes on
+    serving images that fit."""
+    text_model, projector = pair_files("qwen2.5vl", tmp_path)
+    with Server("--model", str(text_model), "--mmproj", str(projector), "--max-model-len", "100",
+                "--log-level", "warn") as s:
+        client = openai_client(s)
+        before = s.metrics()
+        big = [{"role": "user", "content": [{"type": "text", "text": "And this?"},
+                                            image_part(png_of("noise 300x300"))]}]
+        with pytest.raises(openai.BadRequestError) as e:
+            client.chat.completions.create(model="m", max_tokens=4, messages=big)
+        err = e.value.body
+        assert err["param"] == "messages[0].content[1]", err
+        assert "takes 121 tokens" in err["message"] and "context" in err["message"], err
+        after = s.metrics()
+        assert after["tandem:image_encode_seconds_count"] == before["tandem:image_encode_seconds_count"]
+        assert after["tandem:images_rejected_total"] == before["tandem:images_rejected_total"] + 1
+        # Two images that fit alone (8 x 8 tokens each) but not together: the second is refused.
+        two = [{"role": "user", "content": [image_part(png_of("noise 224x224")), image_part(png_of("disc 224x224"))]}]
+        with pytest.raises(openai.BadRequestError) as e:
+            client.chat.completions.create(model="m", max_tokens=4, messages=two)
+        assert e.value.body["param"] == "messages[0].content[1]", e.value.body
+        c = pair_cases("qwen2.5vl")[0]
+        r = client.chat.completions.create(model="m", max_tokens=4, temperature=0, messages=image_turn(c))
+        assert r.usage.prompt_tokens == c["prompt_tokens"]
