@@ -1,9 +1,10 @@
 // image_encoder actor: the images of chat requests (--mmproj) decoded, checked and encoded
 // into the language model's embedding space, off the scheduler's step loop. It runs
 // detached, on its own thread, one image at a time, with a thread pool of its own at a
-// lower scheduling priority (nice 10, its thread too): the kernel gives the cores to the
-// device worker's steps first, and the encoder has what they leave (every core between
-// steps). A large image delays its own request, not the streams beside it.
+// lower scheduling priority (SCHED_IDLE, or nice 10 where Linux refuses it; its thread too):
+// the kernel gives the cores to the device worker's steps first, and the encoder has what
+// they leave (every core between steps). A large image delays its own request, not the
+// streams beside it.
 //
 //   streamer --encode(images)--> image_encoder --image_reply--> streamer
 //   streamer --enqueue(sequence_request with the image runs)--> scheduler --> device worker

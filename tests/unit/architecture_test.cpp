@@ -73,7 +73,7 @@ TEST_P(ArchitectureMatchesReference, PrefillAndDecodeLogits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, ArchitectureMatchesReference,
-                         ::testing::Values("llama", "qwen2", "qwen3", "gemma3", "phi3"),
+                         ::testing::Values("llama", "qwen2", "qwen2vl", "qwen3", "gemma3", "phi3"),
                          [](const auto& param_info) { return param_info.param; });
 
 // The sliding window: a local layer never reads the blocks wholly before its window. After a
@@ -544,6 +544,35 @@ TEST(Architecture, UnknownOneIsRefusedByName) {
     EXPECT_NE(std::string(e.what()).find("'mamba'"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("gemma3"), std::string::npos) << e.what();
   }
+}
+
+// qwen2vl's multimodal RoPE sections are checked: four counts, none negative, covering
+// between one pair and the pairs there are; a file that breaks that is refused by key.
+TEST(Architecture, Qwen2vlRopeSectionsAreChecked) {
+  const std::string key = "qwen2vl.rope.dimension_sections";
+  const auto refused = [&](const std::vector<int32_t>* sections) {
+    auto w = make_synthetic_model(spec_of("qwen2vl"));
+    if (sections) {
+      w.set_array(key, gguf::value_type::int32, *sections);
+    } else {
+      w.set_u32(key, 16);  // not an array
+    }
+    const auto bytes = w.serialize();
+    try {
+      model m(gguf::file::parse(bytes));
+    } catch (const gguf::format_error& e) {
+      return std::string(e.what()).find(key) != std::string::npos;
+    }
+    return false;
+  };
+  const std::vector<int32_t> fine = {4, 6, 6, 0}, three = {4, 6, 6}, negative = {4, -1, 6, 0}, too_many = {8, 8, 8, 8},
+                             none = {0, 0, 0, 0};
+  EXPECT_FALSE(refused(&fine));
+  EXPECT_TRUE(refused(nullptr));
+  EXPECT_TRUE(refused(&three));
+  EXPECT_TRUE(refused(&negative));
+  EXPECT_TRUE(refused(&too_many));
+  EXPECT_TRUE(refused(&none));
 }
 
 }  // namespace
