@@ -72,6 +72,34 @@ std::vector<float> optional_vec(const reader& r, const std::string& name, int64_
 
 // Qwen2.5-VL's vision tower (llama.cpp's converter: two conv kernels for the temporal patch,
 // fused qkv split into q, k, v, the merger's ln_q as v.post_ln, its MLP as mm.0 and mm.2).
+// One encoder block's tensors (v.blk.N.*): SigLIP's LayerNorms and GELU FFN, or with
+// `swiglu` Qwen2.5-VL's RMS norms (their biases optional) and gated FFN.
+vit_layer read_layer(const reader& r, uint32_t il, int64_t E, int64_t F, bool swiglu) {
+  const std::string b = "v.blk." + std::to_string(il) + ".";
+  vit_layer L;
+  L.ln1_w = r.vec(b + "ln1.weight", E);
+  L.ln1_b = swiglu ? optional_vec(r, b + "ln1.bias", E) : r.vec(b + "ln1.bias", E);
+  L.ln2_w = r.vec(b + "ln2.weight", E);
+  L.ln2_b = swiglu ? optional_vec(r, b + "ln2.bias", E) : r.vec(b + "ln2.bias", E);
+  L.q = r.mat(b + "attn_q.weight", E, E);
+  L.k = r.mat(b + "attn_k.weight", E, E);
+  L.v = r.mat(b + "attn_v.weight", E, E);
+  L.out = r.mat(b + "attn_out.weight", E, E);
+  L.q_b = r.vec(b + "attn_q.bias", E);
+  L.k_b = r.vec(b + "attn_k.bias", E);
+  L.v_b = r.vec(b + "attn_v.bias", E);
+  L.out_b = r.vec(b + "attn_out.bias", E);
+  if (swiglu) {
+    L.gate = r.mat(b + "ffn_gate.weight", E, F);
+    L.gate_b = r.vec(b + "ffn_gate.bias", F);
+  }
+  L.up = r.mat(b + "ffn_up.weight", E, F);
+  L.up_b = r.vec(b + "ffn_up.bias", F);
+  L.down = r.mat(b + "ffn_down.weight", F, E);
+  L.down_b = r.vec(b + "ffn_down.bias", E);
+  return L;
+}
+
 void load_qwen25vl(vision_hparams& hp, projector& p, const reader& r) {
   const gguf::file& f = r.f;
   if (f.get_bool("clip.use_silu") != true || f.get_bool("clip.use_gelu") == true) {
@@ -105,28 +133,7 @@ void load_qwen25vl(vision_hparams& hp, projector& p, const reader& r) {
   p.patch = kernels::weight_view(p0.type, 3 * P * P, E, p0.data);
   p.patch1 = kernels::weight_view(p1.type, 3 * P * P, E, p1.data);
   p.layers.resize(hp.n_layer);
-  for (uint32_t il = 0; il < hp.n_layer; ++il) {
-    const std::string b = "v.blk." + std::to_string(il) + ".";
-    vit_layer& L = p.layers[il];
-    L.ln1_w = r.vec(b + "ln1.weight", E);
-    L.ln1_b = optional_vec(r, b + "ln1.bias", E);
-    L.ln2_w = r.vec(b + "ln2.weight", E);
-    L.ln2_b = optional_vec(r, b + "ln2.bias", E);
-    L.q = r.mat(b + "attn_q.weight", E, E);
-    L.k = r.mat(b + "attn_k.weight", E, E);
-    L.v = r.mat(b + "attn_v.weight", E, E);
-    L.out = r.mat(b + "attn_out.weight", E, E);
-    L.q_b = r.vec(b + "attn_q.bias", E);
-    L.k_b = r.vec(b + "attn_k.bias", E);
-    L.v_b = r.vec(b + "attn_v.bias", E);
-    L.out_b = r.vec(b + "attn_out.bias", E);
-    L.gate = r.mat(b + "ffn_gate.weight", E, F);
-    L.gate_b = r.vec(b + "ffn_gate.bias", F);
-    L.up = r.mat(b + "ffn_up.weight", E, F);
-    L.up_b = r.vec(b + "ffn_up.bias", F);
-    L.down = r.mat(b + "ffn_down.weight", F, E);
-    L.down_b = r.vec(b + "ffn_down.bias", E);
-  }
+  for (uint32_t il = 0; il < hp.n_layer; ++il) p.layers[il] = read_layer(r, il, E, F, /*swiglu=*/true);
   if (f.find_tensor("v.post_ln.weight")) {  // the merger's ln_q; optional, as in libmtmd
     p.post_ln_w = r.vec("v.post_ln.weight", E);
     p.post_ln_b = optional_vec(r, "v.post_ln.bias", E);
@@ -227,26 +234,7 @@ std::unique_ptr<projector> projector::from(gguf::file file) {
     }
   }
   p->layers.resize(hp.n_layer);
-  for (uint32_t il = 0; il < hp.n_layer; ++il) {
-    const std::string b = "v.blk." + std::to_string(il) + ".";
-    vit_layer& L = p->layers[il];
-    L.ln1_w = r.vec(b + "ln1.weight", E);
-    L.ln1_b = r.vec(b + "ln1.bias", E);
-    L.ln2_w = r.vec(b + "ln2.weight", E);
-    L.ln2_b = r.vec(b + "ln2.bias", E);
-    L.q = r.mat(b + "attn_q.weight", E, E);
-    L.k = r.mat(b + "attn_k.weight", E, E);
-    L.v = r.mat(b + "attn_v.weight", E, E);
-    L.out = r.mat(b + "attn_out.weight", E, E);
-    L.q_b = r.vec(b + "attn_q.bias", E);
-    L.k_b = r.vec(b + "attn_k.bias", E);
-    L.v_b = r.vec(b + "attn_v.bias", E);
-    L.out_b = r.vec(b + "attn_out.bias", E);
-    L.up = r.mat(b + "ffn_up.weight", E, F);
-    L.up_b = r.vec(b + "ffn_up.bias", F);
-    L.down = r.mat(b + "ffn_down.weight", F, E);
-    L.down_b = r.vec(b + "ffn_down.bias", E);
-  }
+  for (uint32_t il = 0; il < hp.n_layer; ++il) p->layers[il] = read_layer(r, il, E, F, /*swiglu=*/false);
   if (f.find_tensor("v.post_ln.weight")) {  // optional, as in libmtmd
     p->post_ln_w = r.vec("v.post_ln.weight", E);
     p->post_ln_b = r.vec("v.post_ln.bias", E);
