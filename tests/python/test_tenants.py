@@ -49,7 +49,8 @@ def test_requests_per_minute(tenant_server):
 
 def test_tokens_per_minute(tenant_server):
     c = openai_client(tenant_server, "sk-tokens")
-    c.completions.create(model="m", prompt="Hi", max_tokens=60)
+    # All 60 tokens spent (a sampled reply that ended early would leave room for the next).
+    c.completions.create(model="m", prompt="Hi", max_tokens=60, extra_body={"ignore_eos": True})
     with pytest.raises(openai.RateLimitError) as e:
         c.completions.create(model="m", prompt="Hi", max_tokens=90)
     assert "tokens per minute" in e.value.body["message"]
