@@ -55,13 +55,15 @@ def image_uri(k):
     return "data:image/png;base64," + base64.b64encode(data).decode()
 
 
-def stream(url, messages, max_tokens, out, key, ignore_eos=True):
-    """One streamed chat turn: the arrival time of every content delta in out[key]."""
+def stream(client, url, messages, max_tokens, out, key, ignore_eos=True):
+    """One streamed chat turn on `client` (an httpx.Client made before the measurement: making
+    one costs this machine's cores tens of milliseconds, which the server's steps would feel as
+    a stall): the arrival time of every content delta in out[key]."""
     body = {"model": "m", "messages": messages, "max_tokens": max_tokens, "temperature": 0.7, "top_p": 0.95,
             "stream": True, "ignore_eos": ignore_eos}
     t0 = time.perf_counter()
     times = []
-    with httpx.stream("POST", url + "/v1/chat/completions", json=body, timeout=600) as r:
+    with client.stream("POST", url + "/v1/chat/completions", json=body, timeout=600) as r:
         r.raise_for_status()
         for line in r.iter_lines():
             if not line.startswith("data: ") or line == "data: [DONE]":
@@ -82,10 +84,10 @@ def pct(xs, q):
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
 
 
-def encode_seconds(url):
+def encode_seconds(client, url):
     """Tandem's tandem:image_encode_seconds_sum (None for a server without it)."""
     try:
-        for line in httpx.get(url + "/metrics", timeout=30).text.splitlines():
+        for line in client.get(url + "/metrics", timeout=30).text.splitlines():
             if line.startswith("tandem:image_encode_seconds_sum "):
                 return float(line.split()[1])
     except Exception:
@@ -99,7 +101,8 @@ def measure(url, round_id):
     text = lambda i: [{"role": "user", "content": f"Write a long essay about {TOPICS[(i + round_id) % len(TOPICS)]}."}]
     # Alone.
     out = {}
-    ts = [threading.Thread(target=stream, args=(url, text(i), 128, out, i)) for i in range(3)]
+    clients = [httpx.Client() for _ in range(5)]  # 3 streams, the image turn, the metrics
+    ts = [threading.Thread(target=stream, args=(clients[i], url, text(i), 128, out, i)) for i in range(3)]
     for t in ts:
         t.start()
     for t in ts:
@@ -107,15 +110,15 @@ def measure(url, round_id):
     alone = [g for i in range(3) for g in gaps(out[i])[2:]]
     # Beside an image turn that starts once they decode.
     out = {}
-    ts = [threading.Thread(target=stream, args=(url, text(i + 3), 128, out, i)) for i in range(3)]
+    ts = [threading.Thread(target=stream, args=(clients[i], url, text(i + 3), 128, out, i)) for i in range(3)]
     for t in ts:
         t.start()
     time.sleep(1.0)
     img = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": image_uri(round_id)}},
                                         {"type": "text", "text": "What is in this image?"}]}]
-    enc0 = encode_seconds(url)
-    stream(url, img, 8, out, "image", ignore_eos=False)
-    enc1 = encode_seconds(url)
+    enc0 = encode_seconds(clients[4], url)
+    stream(clients[3], url, img, 8, out, "image", ignore_eos=False)
+    enc1 = encode_seconds(clients[4], url)
     for t in ts:
         t.join()
     window = (out["image"]["start"], out["image"]["times"][0] if out["image"]["times"] else time.perf_counter())
@@ -131,7 +134,7 @@ def measure(url, round_id):
     res["image_ttft_beside_ms"] = (window[1] - window[0]) * 1000
     # Four image turns at once.
     out = {}
-    ts = [threading.Thread(target=stream, args=(url, [{"role": "user", "content": [
+    ts = [threading.Thread(target=stream, args=(clients[i], url, [{"role": "user", "content": [
         {"type": "image_url", "image_url": {"url": image_uri(100 + 4 * round_id + i)}},
         {"type": "text", "text": "Describe the image."}]}], 8, out, i, False)) for i in range(4)]
     for t in ts:
@@ -140,6 +143,8 @@ def measure(url, round_id):
         t.join()
     ttft = sorted((out[i]["times"][0] - out[i]["start"]) * 1000 for i in range(4) if out[i]["times"])
     res["ttft4_p50"], res["ttft4_max"] = statistics.median(ttft), ttft[-1]
+    for c in clients:
+        c.close()
     return res
 
 
