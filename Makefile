@@ -110,7 +110,8 @@ bench: build model
 	python3 bench/run_lora_bench.py --build $(BUILD_DIR)
 	@if [ -n "$(LLAMA_MTMD_CLI)" ]; then \
 	  python3 bench/compare_vision.py --build $(BUILD_DIR) --mtmd-cli $(LLAMA_MTMD_CLI) --threads 2 && \
-	  python3 bench/compare_vision.py --build $(BUILD_DIR) --mtmd-cli $(LLAMA_MTMD_CLI) --family qwen2.5vl --threads 2; \
+	  python3 bench/compare_vision.py --build $(BUILD_DIR) --mtmd-cli $(LLAMA_MTMD_CLI) --family qwen2.5vl --threads 2 && \
+	  python3 bench/compare_vision.py --build $(BUILD_DIR) --mtmd-cli $(LLAMA_MTMD_CLI) --family idefics3 --threads 2; \
 	else echo "bench: LLAMA_MTMD_CLI=path/to/llama-mtmd-cli runs bench/compare_vision.py" \
 	  "(image encode time against libmtmd, issue 55)"; fi
 	python3 bench/run_runtime_bench.py

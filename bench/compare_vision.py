@@ -4,9 +4,9 @@ libmtmd (llama-mtmd-cli, which prints "mtmd batch encoding done in N ms") on the
 synthetic projector file of a real shape, the same image and the same threads, runs
 alternating. Writes the "vision-encode" section of docs/benchmarks.md on a CPU with AVX-512,
 "vision-encode-avx2" on one without (the encoder's kernels differ: engine/vision/vision_kernels.h);
-for qwen2.5vl "vision-encode-qwen" and "vision-encode-qwen-avx2".
+for qwen2.5vl "vision-encode-qwen(-avx2)", for idefics3 "vision-encode-smolvlm(-avx2)".
 
-  bench/compare_vision.py --build build --mtmd-cli PATH [--family gemma3|qwen2.5vl] [--threads 2]
+  bench/compare_vision.py --build build --mtmd-cli PATH [--family gemma3|qwen2.5vl|idefics3] [--threads 2]
                           [--repeat 2] [--layers N] [--image WxH]
 
 gemma3's projector is SigLIP-so400m's shape (896 pixels, 27 blocks of width 1152), made by
@@ -14,8 +14,11 @@ gemma3's projector is SigLIP-so400m's shape (896 pixels, 27 blocks of width 1152
 be llama-mtmd-cli's language model; the output width costs one small matrix. qwen2.5vl's is
 Qwen2.5-VL-3B's vision tower (32 blocks of width 1280, windows of 112 pixels, full attention
 every 8th block, 2048 out) at the image's own size, beside a one-block qwen2vl language model
-2048 wide that gen-model writes for llama-mtmd-cli. llama-mtmd-cli runs with its defaults
-(flash attention on)."""
+2048 wide that gen-model writes for llama-mtmd-cli. idefics3's is SmolVLM-256M's encoder
+(SigLIP-B/16 at 512 px: 12 blocks of width 768, 4 x 4 pixel shuffle into 64 tokens a tile, 576
+out) with the image resized to 1536 on its longer side and cut into tiles, beside a one-block
+llama 576 wide with SmolVLM's image tokens. llama-mtmd-cli runs with its defaults (flash
+attention on)."""
 import argparse
 import json
 import os
@@ -39,7 +42,8 @@ def has_avx512():
 
 
 def section_key(family):
-    return "vision-encode" + ("" if family == "gemma3" else "-qwen") + ("" if has_avx512() else "-avx2")
+    name = {"gemma3": "", "qwen2.5vl": "-qwen", "idefics3": "-smolvlm"}[family]
+    return "vision-encode" + name + ("" if has_avx512() else "-avx2")
 
 
 GEMMA3_TEXT = os.path.expanduser(os.path.join(os.environ.get("TANDEM_HOME", "~/.cache/tandem"), "models",
@@ -61,25 +65,26 @@ def mtmd_ms(cli, text_model, template, mmproj, png, threads):
     p = subprocess.run([cli, "-m", text_model, "--mmproj", mmproj, "--image", png, "-p", "hi", "-n", "1", "-t",
                         str(threads), "--temp", "0", "--chat-template", template],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    m = re.search(r"batch encoding done in (\d+) ms", p.stdout)
-    if p.returncode or not m:
+    # One "batch encoding done" per encoder batch: idefics3 encodes each tile as its own.
+    done = re.findall(r"batch encoding done in (\d+) ms", p.stdout)
+    if p.returncode or not done:
         sys.exit("compare_vision: llama-mtmd-cli failed:\n" + p.stdout[-2000:])
-    return float(m.group(1))
+    return float(sum(float(ms) for ms in done))
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--mtmd-cli", required=True, help="llama-mtmd-cli (scripts/build-llama-server.sh builds it)")
-    ap.add_argument("--family", choices=["gemma3", "qwen2.5vl"], default="gemma3")
+    ap.add_argument("--family", choices=["gemma3", "qwen2.5vl", "idefics3"], default="gemma3")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=2)
-    ap.add_argument("--layers", type=int, default=0, help="encoder blocks (0: the real shape's, 27 or 32)")
+    ap.add_argument("--layers", type=int, default=0, help="encoder blocks (0: the real shape's, 27, 32 or 12)")
     ap.add_argument("--image", default="", help="WxH (default: 640x480 for gemma3, 644x476 for qwen2.5vl)")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks.md"))
     a = ap.parse_args()
-    qwen = a.family == "qwen2.5vl"
-    a.layers = a.layers or (32 if qwen else 27)
+    qwen, smolvlm = a.family == "qwen2.5vl", a.family == "idefics3"
+    a.layers = a.layers or (32 if qwen else 12 if smolvlm else 27)
     a.image = a.image or ("644x476" if qwen else "640x480")
     w, h = (int(v) for v in a.image.split("x"))
     tandem = os.path.join(a.build, "bin", "tandem")
@@ -92,6 +97,15 @@ def main():
                             "-o", mmproj], check=True)
             subprocess.run([tandem, "gen-model", "--arch", "qwen2vl", "--embd", "2048", "--heads", "16", "--kv-heads",
                             "2", "--ff", "256", "--layers", "1", "--vocab", "1024", "--image-tokens", "qwen2vl",
+                            "--untied", "-o", text_model], check=True)
+        elif smolvlm:
+            text_model, template = os.path.join(tmp, "smolvlm-text.gguf"), "chatml"
+            subprocess.run([tandem, "gen-model", "--arch", "llama", "--mmproj", "--mmproj-layers", str(a.layers),
+                            "--mmproj-image-size", "512", "--mmproj-patch", "16", "--mmproj-embd", "768",
+                            "--mmproj-ff", "3072", "--mmproj-heads", "12", "--mmproj-merge", "4",
+                            "--mmproj-text-embd", "576", "--mmproj-longest-edge", "1536", "-o", mmproj], check=True)
+            subprocess.run([tandem, "gen-model", "--arch", "llama", "--embd", "576", "--heads", "9", "--kv-heads", "3",
+                            "--ff", "256", "--layers", "1", "--vocab", "1024", "--image-tokens", "idefics3",
                             "--untied", "-o", text_model], check=True)
         else:
             text_model, template = GEMMA3_TEXT, "gemma"
@@ -109,13 +123,18 @@ def main():
     begin, end = f"<!-- {key}:begin -->", f"<!-- {key}:end -->"
     cmd = (f"python3 bench/compare_vision.py --build build --mtmd-cli PATH/llama-mtmd-cli --family {a.family} "
            f"--threads {a.threads} --repeat {a.repeat} --layers {a.layers} --image {a.image}")
-    title = ("the vision encoder against libmtmd" + (", Qwen2.5-VL" if qwen else "") +
+    title = ("the vision encoder against libmtmd" + (", Qwen2.5-VL" if qwen else ", SmolVLM" if smolvlm else "") +
              ("" if has_avx512() else ", a CPU without AVX-512"))
     if qwen:
         shape = (f"Synthetic qwen2.5vl projector of Qwen2.5-VL-3B's vision tower ({a.layers} blocks of width 1280, "
                  "windows of 112 pixels, full attention every 8th block), f16, from `tandem gen-model --arch "
                  f"qwen2vl --mmproj`; a {w}x{h} image at its own size. llama-mtmd-cli with its defaults (flash "
                  "attention on).")
+    elif smolvlm:
+        shape = (f"Synthetic idefics3 projector of SmolVLM-256M's encoder (SigLIP-B/16 at 512 pixels: {a.layers} "
+                 "blocks of width 768, 1,024 patches a tile, 4 x 4 pixel shuffle into 64 tokens), f16, from `tandem "
+                 f"gen-model --arch llama --mmproj`; a {w}x{h} image resized to 1536 on its longer side: 3 x 3 tiles "
+                 "and the overview. llama-mtmd-cli with its defaults (flash attention on).")
     else:
         shape = (f"Synthetic gemma3 projector of SigLIP-so400m's shape ({a.layers} blocks, 896 pixels: 4,096 "
                  f"patches, 256 tokens), f16, from `tandem gen-model --mmproj`; a {w}x{h} image.")

@@ -1,5 +1,6 @@
-// Image encode time of a projector file (engine/vision): decode + preprocess and the encoder's
-// forward pass, on a test image of the given size, as bench/compare_vision.py runs it beside
+// Image encode time of a projector file (engine/vision): preprocessing and the encoder's
+// forward pass over every tile of a test image of the given size (idefics3: the overview and
+// the slices; one tile for the other families), as bench/compare_vision.py runs it beside
 // llama.cpp's llama-mtmd-cli. Prints one JSON line.
 //
 //   vision_bench MMPROJ [--image WxH] [--threads N] [--repeat R]
@@ -33,26 +34,30 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < img.rgb.size(); ++i) img.rgb[i] = static_cast<uint8_t>((i * 37 + i / 7) % 251);
 
   std::vector<double> pre_ms, enc_ms;
-  uint32_t patches = 0, tokens = 0;  // of the (first) tile: qwen2.5vl's vary with the image
+  uint32_t patches = 0, tokens = 0, tiles = 0;  // the whole image's
   for (int r = 0; r < repeat; ++r) {
     const auto t0 = clock_type::now();
-    const vision::image_tile px = std::move(vision::preprocess_tiles(*p, img).tiles.front());
+    const vision::image_tiles pre = vision::preprocess_tiles(*p, img);
     const auto t1 = clock_type::now();
-    const auto emb = vision::encode(*p, px, pool);
-    patches = px.width / p->hparams().patch_size * (px.height / p->hparams().patch_size);
-    tokens = static_cast<uint32_t>(emb.size() / p->hparams().n_embd_text);
+    patches = tokens = 0;
+    tiles = static_cast<uint32_t>(pre.tiles.size());
+    for (const vision::image_tile& px : pre.tiles) {
+      const auto emb = vision::encode(*p, px, pool);
+      patches += px.width / p->hparams().patch_size * (px.height / p->hparams().patch_size);
+      tokens += static_cast<uint32_t>(emb.size() / p->hparams().n_embd_text);
+    }
     const auto t2 = clock_type::now();
     pre_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
     enc_ms.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
-    std::fprintf(stderr, "vision_bench: run %d: preprocess %.1f ms, encode %.1f ms (%zu values)\n", r + 1, pre_ms.back(),
-                 enc_ms.back(), emb.size());
+    std::fprintf(stderr, "vision_bench: run %d: preprocess %.1f ms, encode %.1f ms (%u tiles, %u tokens)\n", r + 1,
+                 pre_ms.back(), enc_ms.back(), tiles, tokens);
   }
   std::sort(pre_ms.begin(), pre_ms.end());
   std::sort(enc_ms.begin(), enc_ms.end());
   const auto& hp = p->hparams();
-  std::printf("{\"family\": \"%s\", \"image_size\": %u, \"patches\": %u, \"tokens\": %u, \"threads\": %d, "
-              "\"preprocess_ms\": %.2f, \"encode_ms\": %.2f, \"encode_ms_min\": %.2f}\n",
-              vision::family_name(hp.family), hp.image_size, patches, tokens, pool.size(),
+  std::printf("{\"family\": \"%s\", \"image_size\": %u, \"tiles\": %u, \"patches\": %u, \"tokens\": %u, "
+              "\"threads\": %d, \"preprocess_ms\": %.2f, \"encode_ms\": %.2f, \"encode_ms_min\": %.2f}\n",
+              vision::family_name(hp.family), hp.image_size, tiles, patches, tokens, pool.size(),
               pre_ms[pre_ms.size() / 2], enc_ms[enc_ms.size() / 2], enc_ms.front());
   return 0;
 }
