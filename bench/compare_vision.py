@@ -140,7 +140,8 @@ def main():
                  f"patches, 256 tokens), f16, from `tandem gen-model --mmproj`; a {w}x{h} image.")
     lines = [begin, f"### Image encode time: {title} (issue 55)", "",
              f"{cpu_name()}, {a.threads} threads, {time.strftime('%Y-%m-%d')}. {shape} Medians of {a.repeat} runs, "
-             "alternating. libmtmd's figure is its own \"batch encoding done\" time (preprocessing included); "
+             "alternating. libmtmd's figure is its own \"batch encoding done\" time, summed over its batches "
+             "(preprocessing included); "
              "Tandem's is the encoder's forward pass (preprocessing, tens of milliseconds, apart).", "",
              "| encoder | encode (ms) | runs (ms) |", "|---|---:|---|",
              f"| Tandem | {t:,.0f} | {', '.join(f'{v:,.0f}' for v in ours)} |",
