@@ -139,17 +139,18 @@ void load_qwen25vl(vision_hparams& hp, projector& p, const reader& r) {
     p.post_ln_b = optional_vec(r, "v.post_ln.bias", E);
   }
   // The merger: [4E] -> mm.0 -> [M] -> GELU -> mm.2 -> [T]
-  const int64_t in = 4 * E;
-  const gguf::tensor_info* m0 = f.find_tensor("mm.0.weight");
-  if (!m0) throw format_error("projector file: missing tensor mm.0.weight");
-  const int64_t M = m0->ne[1];
-  if (M < 1 || M > kMaxEmbd * 4) throw format_error("projector file: mm.0.weight has a bad width");
-  p.proj = r.mat("mm.0.weight", in, M);
+  // A merger matrix's output width (its row count), which the file chooses: bounded.
+  const auto out_width = [&](const std::string& name) {
+    const gguf::tensor_info* t = f.find_tensor(name);
+    if (!t) throw format_error("projector file: missing tensor " + name);
+    const int64_t w = t->ne[1];
+    if (w < 1 || w > kMaxEmbd * 4) throw format_error("projector file: " + name + " has a bad width");
+    return w;
+  };
+  const int64_t M = out_width("mm.0.weight");
+  p.proj = r.mat("mm.0.weight", 4 * E, M);
   p.proj_b = r.vec("mm.0.bias", M);
-  const gguf::tensor_info* m2 = f.find_tensor("mm.2.weight");
-  if (!m2) throw format_error("projector file: missing tensor mm.2.weight");
-  const int64_t T = m2->ne[1];
-  if (T < 1 || T > kMaxEmbd * 4) throw format_error("projector file: mm.2.weight has a bad width");
+  const int64_t T = out_width("mm.2.weight");
   p.proj2 = r.mat("mm.2.weight", M, T);
   p.proj2_b = r.vec("mm.2.bias", T);
   hp.merger_width = static_cast<uint32_t>(M);
