@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "engine/kernels/half.h"
 
@@ -179,10 +180,19 @@ const std::array<f16_bits, 65536>& gelu_table() {
 
 }  // namespace
 
+const float* gelu_table_f32() {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    for (size_t i = 0; i < t.size(); ++i) t[i] = f16_to_f32(gelu_table()[i]);
+    return t;
+  }();
+  return table.data();
+}
+
 float gelu_tanh(float x) {
   if (x <= -10.0f) return 0.0f;
   if (x >= 10.0f) return x;
-  return f16_to_f32(gelu_table()[f32_to_f16(x)]);
+  return gelu_table_f32()[f32_to_f16(x)];
 }
 
 void swiglu_oai(int64_t n, float* gate, const float* up) {

@@ -64,6 +64,10 @@ void rope_apply_neox(float* x, int32_t n_heads, int32_t head_dim, int32_t n_rot,
 // x above. The table holds 0.5 h (1 + tanh(sqrt(2/pi) h (1 + 0.044715 h^2))) in float.
 float gelu_tanh(float x);
 
+// gelu_tanh's table as floats, indexed by the bits of x rounded to half (65536 entries): for
+// SIMD bodies, which round with F16C's vcvtps2ph and gather. Valid for -10 < x < 10.
+const float* gelu_table_f32();
+
 // GeGLU in place: gate[i] = gelu_tanh(gate[i]) * up[i].
 void geglu(int64_t n, float* gate, const float* up);
 

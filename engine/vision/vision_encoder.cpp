@@ -14,14 +14,17 @@ namespace {
 
 using kernels::weight_view;
 
-// y[n][w.rows] = x[n][w.cols]·wᵀ + bias (none where empty)
+// y[n][w.rows] = x[n][w.cols]·wᵀ + bias (none where empty); then, where `residual` is given
+// ([n][w.rows]), residual += y.
 void linear(const weight_view& w, const std::vector<float>& bias, const float* x, int64_t n, float* y,
-            const kernels::dot_kernels& k, thread_pool& pool, kernels::matmul_scratch& s) {
+            const kernels::dot_kernels& k, thread_pool& pool, kernels::matmul_scratch& s, float* residual = nullptr) {
   float_gemm(w, x, w.cols, n, y, w.rows, k, pool, s);
-  if (bias.empty()) return;
+  if (bias.empty() && !residual) return;
   pool.parallel_for(n, [&](int64_t t, int) {
     float* row = y + t * w.rows;
-    for (int64_t r = 0; r < w.rows; ++r) row[r] += bias[static_cast<size_t>(r)];
+    for (int64_t r = 0; !bias.empty() && r < w.rows; ++r) row[r] += bias[static_cast<size_t>(r)];
+    float* sum = residual ? residual + t * w.rows : nullptr;
+    for (int64_t r = 0; sum && r < w.rows; ++r) sum[r] += row[r];
   });
 }
 
@@ -52,12 +55,15 @@ void attention(const vision_hparams& hp, int64_t N, const float* q, const float*
   std::vector<float> vt(static_cast<size_t>(D * LD));          // V_h transposed: [D][LD]
   std::vector<float> kt(static_cast<size_t>(D * LD));          // K_h transposed: [D][LD]
   for (int64_t h = 0; h < hp.n_head; ++h) {
-    for (int64_t j = 0; j < N; ++j) {
-      for (int64_t d = 0; d < D; ++d) {
-        kt[static_cast<size_t>(d * LD + j)] = k[j * E + h * D + d];
-        vt[static_cast<size_t>(d * LD + j)] = v[j * E + h * D + d];
+    constexpr int64_t kPatches = 64;  // patches per task
+    pool.parallel_for((N + kPatches - 1) / kPatches, [&](int64_t task, int) {
+      for (int64_t j = task * kPatches; j < std::min(N, (task + 1) * kPatches); ++j) {
+        for (int64_t d = 0; d < D; ++d) {
+          kt[static_cast<size_t>(d * LD + j)] = k[j * E + h * D + d];
+          vt[static_cast<size_t>(d * LD + j)] = v[j * E + h * D + d];
+        }
       }
-    }
+    });
     weight_view vh(tensor_type::f32, N, D, reinterpret_cast<const std::byte*>(vt.data()));
     vh.stride = static_cast<size_t>(LD) * sizeof(float);
     for (int64_t q0 = 0; q0 < N; q0 += block) {
@@ -162,8 +168,7 @@ void run_blocks(const projector& p, std::vector<float>& h, int64_t N, const qwen
     } else {
       attention(hp, N, q.data(), k.data(), v.data(), o.data(), kern, pool, scratch);
     }
-    linear(L.out, L.out_b, o.data(), N, a.data(), kern, pool, scratch);
-    for (size_t i = 0; i < h.size(); ++i) h[i] += a[i];
+    linear(L.out, L.out_b, o.data(), N, a.data(), kern, pool, scratch, h.data());  // H += O·outᵀ + b
 
     norm_rows(hp, h.data(), L.ln2_w, L.ln2_b, a.data(), N, E, pool);
     linear(L.up, L.up_b, a.data(), N, up.data(), kern, pool, scratch);
@@ -176,12 +181,9 @@ void run_blocks(const projector& p, std::vector<float>& h, int64_t N, const qwen
         }
       });
     } else {
-      pool.parallel_for(N, [&](int64_t t, int) {
-        for (int64_t i = t * F; i < (t + 1) * F; ++i) up[static_cast<size_t>(i)] = kernels::gelu_tanh(up[static_cast<size_t>(i)]);
-      });
+      gelu(up.data(), N * F, pool);
     }
-    linear(L.down, L.down_b, up.data(), N, a.data(), kern, pool, scratch);
-    for (size_t i = 0; i < h.size(); ++i) h[i] += a[i];
+    linear(L.down, L.down_b, up.data(), N, a.data(), kern, pool, scratch, h.data());  // H += FFN
   }
   if (!p.post_ln_w.empty()) norm_rows(hp, h.data(), p.post_ln_w, p.post_ln_b, h.data(), N, E, pool);
 }
@@ -220,9 +222,7 @@ std::vector<float> encode_qwen(const projector& p, const std::vector<float>& pix
   // Y1 = GELU(H·mm0ᵀ + b) [n_tok][M]; Y2 = Y1·mm2ᵀ + b [n_tok][T], in window order.
   std::vector<float> y1(static_cast<size_t>(n_tok * M)), y2(static_cast<size_t>(n_tok * T));
   linear(p.proj, p.proj_b, h.data(), n_tok, y1.data(), kern, pool, scratch);
-  pool.parallel_for(n_tok, [&](int64_t t, int) {
-    for (int64_t i = t * M; i < (t + 1) * M; ++i) y1[static_cast<size_t>(i)] = kernels::gelu_tanh(y1[static_cast<size_t>(i)]);
-  });
+  gelu(y1.data(), n_tok * M, pool);
   linear(p.proj2, p.proj2_b, y1.data(), n_tok, y2.data(), kern, pool, scratch);
   // out [n_tok][T] in raster order of the merged grid
   std::vector<float> out(y2.size());

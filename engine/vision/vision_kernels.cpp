@@ -5,6 +5,7 @@
 
 #include "engine/kernels/fast_exp.h"
 #include "engine/kernels/isa.h"
+#include "engine/kernels/ops.h"
 
 namespace tandem::vision {
 
@@ -51,6 +52,19 @@ void softmax_rows(float* rows, int64_t n_rows, int64_t n, int64_t stride, float 
     for (int64_t j = 0; j < n; ++j) sum += row[j] = kernels::fast_exp(row[j] - most);
     const float inv = 1.0f / sum;
     for (int64_t j = 0; j < n; ++j) row[j] *= inv;
+  });
+}
+
+void gelu(float* x, int64_t n, thread_pool& pool) {
+  constexpr int64_t kChunk = 16384;  // floats per task: 64 KiB, a multiple of every vector width
+  const auto isa = kernels::kernel_isa();
+  const float* table = kernels::gelu_table_f32();
+  pool.parallel_for((n + kChunk - 1) / kChunk, [&](int64_t task, int) {
+    float* p = x + task * kChunk;
+    const int64_t len = std::min(kChunk, n - task * kChunk);
+    if (isa == kernels::isa_level::avx512) return gelu_avx512(p, len, table);
+    if (isa >= kernels::isa_level::avx2) return gelu_avx2(p, len, table);
+    for (int64_t i = 0; i < len; ++i) p[i] = kernels::gelu_tanh(p[i]);
   });
 }
 

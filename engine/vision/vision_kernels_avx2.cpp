@@ -95,6 +95,16 @@ struct simd {
   static vec below(vec x, float y, vec v) {
     return _mm256_andnot_ps(_mm256_cmp_ps(x, _mm256_set1_ps(y), _CMP_LT_OQ), v);
   }
+  static vec not_above(vec x, float y, vec v) {
+    return _mm256_andnot_ps(_mm256_cmp_ps(x, _mm256_set1_ps(y), _CMP_LE_OQ), v);
+  }
+  static vec from_at_least(vec x, float y, vec a, vec b) {
+    return _mm256_blendv_ps(b, a, _mm256_cmp_ps(x, _mm256_set1_ps(y), _CMP_GE_OQ));
+  }
+  static vec lookup_half(const float* table, vec x) {
+    const __m128i h = _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    return _mm256_i32gather_ps(table, _mm256_cvtepu16_epi32(h), 4);
+  }
 };
 
 #include "engine/vision/vision_kernels_simd.inl"
@@ -112,5 +122,7 @@ void gemm_bt_avx2(const float* a, int64_t lda, const float* bt, int64_t ldb, flo
 }
 
 void softmax_row_avx2(float* row, int64_t n, float scale) { softmax_row_body(row, n, scale); }
+
+void gelu_avx2(float* x, int64_t n, const float* table) { gelu_body(x, n, table); }
 
 }  // namespace tandem::vision

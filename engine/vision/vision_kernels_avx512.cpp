@@ -55,6 +55,16 @@ struct simd {
   static vec below(vec x, float y, vec v) {
     return _mm512_maskz_mov_ps(static_cast<mask>(~_mm512_cmp_ps_mask(x, _mm512_set1_ps(y), _CMP_LT_OQ)), v);
   }
+  static vec not_above(vec x, float y, vec v) {
+    return _mm512_maskz_mov_ps(static_cast<mask>(~_mm512_cmp_ps_mask(x, _mm512_set1_ps(y), _CMP_LE_OQ)), v);
+  }
+  static vec from_at_least(vec x, float y, vec a, vec b) {
+    return _mm512_mask_mov_ps(b, _mm512_cmp_ps_mask(x, _mm512_set1_ps(y), _CMP_GE_OQ), a);
+  }
+  static vec lookup_half(const float* table, vec x) {
+    const __m256i h = _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    return _mm512_i32gather_ps(_mm512_cvtepu16_epi32(h), table, 4);
+  }
 };
 
 #include "engine/vision/vision_kernels_simd.inl"
@@ -72,5 +82,7 @@ void gemm_bt_avx512(const float* a, int64_t lda, const float* bt, int64_t ldb, f
 }
 
 void softmax_row_avx512(float* row, int64_t n, float scale) { softmax_row_body(row, n, scale); }
+
+void gelu_avx512(float* x, int64_t n, const float* table) { gelu_body(x, n, table); }
 
 }  // namespace tandem::vision

@@ -13,6 +13,9 @@
 //   reduce_add(v), reduce_max(v)
 //   scale_pow2(p, n)             p * 2^n for whole n in [-150, 128], rounded once
 //   below(x, y, v)               v with the lanes where x < y set to 0
+//   not_above(x, y, v)           v with the lanes where x <= y set to 0
+//   from_at_least(x, y, a, b)    a in the lanes where x >= y, b elsewhere
+//   lookup_half(table, x)        table[bits of x rounded to half] in every lane (a gather)
 //   tile_rows, tile_tokens       float_gemm's register tile: weight rows x tokens
 //   block_rows, block_tokens     float_gemm's task: a block both halves of which stay in L2
 //   bt_rows, bt_vectors          gemm_bt's register tile: rows x vectors of columns
@@ -168,14 +171,16 @@ void gemm_bt_body(const float* a, int64_t lda, const float* bt, int64_t ldb, flo
                   int64_t n, int64_t k, thread_pool& pool) {
   static constexpr auto table = bcast_tiles(std::make_integer_sequence<int, kBM>{});
   constexpr int64_t cols = int64_t{simd::lanes} * kBV;
-  // A task is a block of bt_columns columns for every row, bt_rows rows at a time: bt's block
-  // (k x bt_columns floats) stays in L2 while a's rows stream past.
-  constexpr int64_t kCols = simd::bt_columns;
-  const int64_t n_tasks = (n + kCols - 1) / kCols;
-  pool.parallel_for(n_tasks, [&](int64_t task, int) {
-    const int64_t j_lo = task * kCols, j_hi = std::min(n, j_lo + kCols);
-    for (int64_t i = 0; i < m; i += kBM) {
-      const int rm = static_cast<int>(std::min<int64_t>(kBM, m - i));
+  // A task is a block of bt_columns columns for up to kRows rows, bt_rows rows at a time: bt's
+  // block (k x bt_columns floats) stays in L2 while a's rows stream past. The rows are split
+  // too so that a short product (1,024 columns: 5 blocks) still gives every thread work.
+  constexpr int64_t kCols = simd::bt_columns, kRows = 32 * kBM;
+  const int64_t n_col_blocks = (n + kCols - 1) / kCols, n_row_blocks = (m + kRows - 1) / kRows;
+  pool.parallel_for(n_col_blocks * n_row_blocks, [&](int64_t task, int) {
+    const int64_t j_lo = (task % n_col_blocks) * kCols, j_hi = std::min(n, j_lo + kCols);
+    const int64_t i_lo = (task / n_col_blocks) * kRows, i_hi = std::min(m, i_lo + kRows);
+    for (int64_t i = i_lo; i < i_hi; i += kBM) {
+      const int rm = static_cast<int>(std::min<int64_t>(kBM, i_hi - i));
       for (int64_t j = j_lo; j < j_hi; j += cols) {
         const int64_t w = std::min<int64_t>(cols, j_hi - j);
         const int nv = static_cast<int>((w + simd::lanes - 1) / simd::lanes);
@@ -210,5 +215,16 @@ void softmax_row_body(float* row, int64_t n, float scale) {
   for (int64_t j = 0; j < n; j += simd::lanes) {
     const simd::mask m = lanes_at(j);
     simd::store(row + j, m, simd::mul(simd::load(row + j, m), inv));
+  }
+}
+
+// gelu_tanh (engine/kernels/ops.h) of every lane: 0 at or below -10, x at or above 10, the
+// table's value of x rounded to half between, the scalar function's bits.
+void gelu_body(float* x, int64_t n, const float* table) {
+  for (int64_t j = 0; j < n; j += simd::lanes) {
+    const simd::mask m = n - j >= simd::lanes ? simd::all() : simd::first(static_cast<int>(n - j));
+    const simd::vec v = simd::load(x + j, m);
+    const simd::vec g = simd::not_above(v, -10.0f, simd::lookup_half(table, v));
+    simd::store(x + j, m, simd::from_at_least(v, 10.0f, v, g));
   }
 }

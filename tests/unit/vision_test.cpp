@@ -17,6 +17,7 @@
 #include "engine/vision/synthetic_projector.h"
 #include "engine/kernels/half.h"
 #include "engine/kernels/isa.h"
+#include "engine/kernels/ops.h"
 #include "engine/vision/vision_encoder.h"
 #include "engine/vision/vision_kernels.h"
 
@@ -253,12 +254,13 @@ struct vision_isa {
   void (*gemm_bt)(const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t, int64_t, int64_t,
                   thread_pool&);
   void (*softmax_row)(float*, int64_t, float);
+  void (*gelu)(float*, int64_t, const float*);
 };
 
 TEST(VisionKernels, EverySimdBodyMatchesDoubleSums) {
   const vision_isa isas[] = {
-      {"avx2", kernels::isa_level::avx2, float_gemm_avx2, gemm_bt_avx2, softmax_row_avx2},
-      {"avx512", kernels::isa_level::avx512, float_gemm_avx512, gemm_bt_avx512, softmax_row_avx512}};
+      {"avx2", kernels::isa_level::avx2, float_gemm_avx2, gemm_bt_avx2, softmax_row_avx2, gelu_avx2},
+      {"avx512", kernels::isa_level::avx512, float_gemm_avx512, gemm_bt_avx512, softmax_row_avx512, gelu_avx512}};
   thread_pool pool(2);
   uint32_t seed = 7;
   const auto rnd = [&seed] {
@@ -304,8 +306,8 @@ TEST(VisionKernels, EverySimdBodyMatchesDoubleSums) {
         }
       }
     }
-    // gemm_bt: c[i][j] = sum_d a[i][d] bt[d][j], m 13, n 205, k 9.
-    const int64_t m = 13, n = 205, k = 9;
+    // gemm_bt: c[i][j] = sum_d a[i][d] bt[d][j], m 301 (tasks split the rows), n 205, k 9.
+    const int64_t m = 301, n = 205, k = 9;
     std::vector<float> a(m * k), bt(k * n), c(m * n, -1.0f);
     for (auto& v : a) v = rnd();
     for (auto& v : bt) v = rnd();
@@ -330,6 +332,28 @@ TEST(VisionKernels, EverySimdBodyMatchesDoubleSums) {
       ASSERT_NEAR(got[j], std::exp(0.5 * row[j] - most) / sum, 1e-6) << isa.name << " softmax " << j;
     }
     EXPECT_EQ(got[5], 0.0f) << isa.name;
+    // gelu: gelu_tanh's bits on 1,003 values (a tail) across both cut-offs, which are exact,
+    // and NaN.
+    std::vector<float> in(1003);
+    for (size_t j = 0; j < in.size(); ++j) in[j] = -12.0f + 24.0f * static_cast<float>(j) / 1000.0f;
+    in[1] = -10.0f;
+    in[2] = 10.0f;
+    in[3] = std::nextafter(-10.0f, 0.0f);
+    in[4] = std::nextafter(10.0f, 0.0f);
+    in[5] = NAN;
+    std::vector<float> out = in;
+    isa.gelu(out.data(), int64_t(out.size()), kernels::gelu_table_f32());
+    for (size_t j = 0; j < in.size(); ++j) {
+      const float want = kernels::gelu_tanh(in[j]);
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(out[j])) << isa.name << " gelu of NaN";
+        continue;
+      }
+      uint32_t a_bits, b_bits;
+      std::memcpy(&a_bits, &out[j], 4);
+      std::memcpy(&b_bits, &want, 4);
+      ASSERT_EQ(a_bits, b_bits) << isa.name << " gelu(" << in[j] << ") = " << out[j] << ", want " << want;
+    }
   }
   if (ran == 0) GTEST_SKIP() << "this CPU has neither AVX2 nor AVX-512";
 }
