@@ -51,7 +51,8 @@ void attention(const vision_hparams& hp, int64_t N, const float* q, const float*
   // 16: rows a power of two apart (N = 4,096 patches) fall into the same cache sets, and the
   // kernels, which walk down such columns, then missed the caches at every row.
   const int64_t LD = N % 16 == 0 ? N + 16 : N;
-  std::vector<float> scores(static_cast<size_t>(block * LD));  // [block][LD]
+  std::vector<float> scores(static_cast<size_t>(block * LD));  // [block][LD], exp(score - max)
+  std::vector<float> sums(static_cast<size_t>(block));          // [block]: each score row's sum
   std::vector<float> vt(static_cast<size_t>(D * LD));          // V_h transposed: [D][LD]
   std::vector<float> kt(static_cast<size_t>(D * LD));          // K_h transposed: [D][LD]
   for (int64_t h = 0; h < hp.n_head; ++h) {
@@ -69,8 +70,12 @@ void attention(const vision_hparams& hp, int64_t N, const float* q, const float*
     for (int64_t q0 = 0; q0 < N; q0 += block) {
       const int64_t nq = std::min(block, N - q0);
       gemm_bt(q + q0 * E + h * D, E, kt.data(), LD, scores.data(), LD, nq, N, D, pool);  // [nq][N]
-      softmax_rows(scores.data(), nq, N, LD, scale, pool);
+      softmax_rows(scores.data(), nq, N, LD, scale, sums.data(), pool);
       float_gemm(vh, scores.data(), LD, nq, o + q0 * E + h * D, E, kern, pool, s);  // [nq][D] into O
+      for (int64_t t = 0; t < nq; ++t) {
+        const float inv = 1.0f / sums[static_cast<size_t>(t)];
+        for (float* od = o + (q0 + t) * E + h * D; od < o + (q0 + t) * E + (h + 1) * D; ++od) *od *= inv;
+      }
     }
   }
 }

@@ -40,18 +40,18 @@ void gemm_bt(const float* a, int64_t lda, const float* bt, int64_t ldb, float* c
   });
 }
 
-void softmax_rows(float* rows, int64_t n_rows, int64_t n, int64_t stride, float scale, thread_pool& pool) {
+void softmax_rows(float* rows, int64_t n_rows, int64_t n, int64_t stride, float scale, float* sums,
+                  thread_pool& pool) {
   const auto isa = kernels::kernel_isa();
   pool.parallel_for(n_rows, [&](int64_t i, int) {
     float* row = rows + i * stride;
-    if (isa == kernels::isa_level::avx512) return softmax_row_avx512(row, n, scale);
-    if (isa >= kernels::isa_level::avx2) return softmax_row_avx2(row, n, scale);
+    if (isa == kernels::isa_level::avx512) return void(sums[i] = softmax_numerators_avx512(row, n, scale));
+    if (isa >= kernels::isa_level::avx2) return void(sums[i] = softmax_numerators_avx2(row, n, scale));
     float most = -INFINITY;
     for (int64_t j = 0; j < n; ++j) most = std::max(most, row[j] *= scale);
     float sum = 0;
     for (int64_t j = 0; j < n; ++j) sum += row[j] = kernels::fast_exp(row[j] - most);
-    const float inv = 1.0f / sum;
-    for (int64_t j = 0; j < n; ++j) row[j] *= inv;
+    sums[i] = sum;
   });
 }
 

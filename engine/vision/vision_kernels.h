@@ -33,8 +33,11 @@ void gemm_bt(const float* a, int64_t lda, const float* bt, int64_t ldb, float* c
              int64_t k, thread_pool& pool);
 
 // Attention's softmax over n_rows rows of n scores each (row i at rows + i * stride), in
-// place: row = exp(scale * row - max) / sum, exp by engine/kernels/fast_exp.h's algorithm.
-void softmax_rows(float* rows, int64_t n_rows, int64_t n, int64_t stride, float scale, thread_pool& pool);
+// place and unnormalised: row = exp(scale * row - max), exp by engine/kernels/fast_exp.h's
+// algorithm, and sums[i] = the row's sum (the caller divides the weighted sum by it, once per
+// output instead of once per score).
+void softmax_rows(float* rows, int64_t n_rows, int64_t n, int64_t stride, float scale, float* sums,
+                  thread_pool& pool);
 
 // gelu_tanh (engine/kernels/ops.h) of x[0..n) in place, its bits, split over the pool.
 void gelu(float* x, int64_t n, thread_pool& pool);
@@ -45,13 +48,13 @@ void gelu(float* x, int64_t n, thread_pool& pool);
 // lanes, so their last bits differ; each is checked against the scalar body (vision_test).
 void float_gemm_avx512(const kernels::weight_view& w, const float* x, int64_t x_stride, int64_t n_tok, float* y,
                        int64_t y_stride, thread_pool& pool);
-void softmax_row_avx512(float* row, int64_t n, float scale);
+float softmax_numerators_avx512(float* row, int64_t n, float scale);
 void gelu_avx512(float* x, int64_t n, const float* table);
 void gemm_bt_avx512(const float* a, int64_t lda, const float* bt, int64_t ldb, float* c, int64_t ldc, int64_t m,
                     int64_t n, int64_t k, thread_pool& pool);
 void float_gemm_avx2(const kernels::weight_view& w, const float* x, int64_t x_stride, int64_t n_tok, float* y,
                      int64_t y_stride, thread_pool& pool);
-void softmax_row_avx2(float* row, int64_t n, float scale);
+float softmax_numerators_avx2(float* row, int64_t n, float scale);
 void gelu_avx2(float* x, int64_t n, const float* table);
 void gemm_bt_avx2(const float* a, int64_t lda, const float* bt, int64_t ldb, float* c, int64_t ldc, int64_t m,
                   int64_t n, int64_t k, thread_pool& pool);

@@ -81,7 +81,9 @@ void gemm_bt_avx512(const float* a, int64_t lda, const float* bt, int64_t ldb, f
   gemm_bt_body(a, lda, bt, ldb, c, ldc, m, n, k, pool);
 }
 
-void softmax_row_avx512(float* row, int64_t n, float scale) { softmax_row_body(row, n, scale); }
+float softmax_numerators_avx512(float* row, int64_t n, float scale) {
+  return softmax_numerators_body(row, n, scale);
+}
 
 void gelu_avx512(float* x, int64_t n, const float* table) { gelu_body(x, n, table); }
 

@@ -191,31 +191,28 @@ void gemm_bt_body(const float* a, int64_t lda, const float* bt, int64_t ldb, flo
   });
 }
 
-void softmax_row_body(float* row, int64_t n, float scale) {
+// row = exp(scale * row - max) in place, the numerators of the row's softmax; returns their
+// sum. max(scale * x) is scale * max(x) rounded (rounding keeps order), so the first pass only
+// reads.
+float softmax_numerators_body(float* row, int64_t n, float scale) {
   const auto lanes_at = [n](int64_t j) {
     return n - j >= simd::lanes ? simd::all() : simd::first(static_cast<int>(n - j));
   };
-  const simd::vec s = simd::set1(scale);
   simd::vec most = simd::set1(-INFINITY);
   for (int64_t j = 0; j < n; j += simd::lanes) {
     const simd::mask m = lanes_at(j);
-    const simd::vec v = simd::mul(simd::load(row + j, m), s);
-    simd::store(row + j, m, v);
-    most = simd::max(most, simd::fill(m, v, -INFINITY));
+    most = simd::max(most, simd::fill(m, simd::load(row + j, m), -INFINITY));
   }
-  const simd::vec top = simd::set1(simd::reduce_max(most));
+  const simd::vec s = simd::set1(scale);
+  const simd::vec top = simd::set1(simd::reduce_max(most) * scale);
   simd::vec sum = simd::zero();
   for (int64_t j = 0; j < n; j += simd::lanes) {
     const simd::mask m = lanes_at(j);
-    const simd::vec e = exp_lanes(simd::sub(simd::load(row + j, m), top));
+    const simd::vec e = exp_lanes(simd::sub(simd::mul(simd::load(row + j, m), s), top));
     simd::store(row + j, m, e);
     sum = simd::add(sum, simd::keep(m, e));
   }
-  const simd::vec inv = simd::set1(1.0f / simd::reduce_add(sum));
-  for (int64_t j = 0; j < n; j += simd::lanes) {
-    const simd::mask m = lanes_at(j);
-    simd::store(row + j, m, simd::mul(simd::load(row + j, m), inv));
-  }
+  return simd::reduce_add(sum);
 }
 
 // gelu_tanh (engine/kernels/ops.h) of every lane: 0 at or below -10, x at or above 10, the
