@@ -9,18 +9,16 @@ each case; tests/python/test_vision.py replays them through `tandem serve` and c
 The images' pixels come from a formula (pixels() below, which the test shares), so neither
 the images nor llama.cpp are needed to run the test.
 """
-import base64
 import json
 import os
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "python"))
+from mtmd_server import complete, llama_server  # noqa: E402
 from vision_images import CASES, PROMPT_TEMPLATE, png_of  # noqa: E402
 
 
@@ -39,33 +37,15 @@ def main():
             projectors[key] = path
     port = 18777
     for key, path in projectors.items():
-        proc = subprocess.Popen([server, "-m", gemma, "--mmproj", str(path), "-t", "2", "-fa", "off", "--port",
-                                 str(port)], env={**os.environ, "LLAMA_MEDIA_MARKER": "<__media__>"},
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            for _ in range(120):
-                try:
-                    urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
-                    break
-                except Exception:
-                    time.sleep(0.5)
+        with llama_server(server, gemma, path, port):
             for case in CASES:
                 if tuple(case["projector"]) != key:
                     continue
-                img = base64.b64encode(png_of(case["image"])).decode()
-                body = {"prompt": {"prompt_string": PROMPT_TEMPLATE.format(case["prompt"]), "multimodal_data": [img]},
-                        "n_predict": case["max_tokens"], "temperature": 0, "n_probs": 8}
-                req = urllib.request.Request(f"http://127.0.0.1:{port}/completion", data=json.dumps(body).encode(),
-                                             headers={"Content-Type": "application/json"})
-                with urllib.request.urlopen(req, timeout=300) as r:
-                    answer = json.loads(r.read())
+                answer = complete(port, PROMPT_TEMPLATE.format(case["prompt"]), png_of(case["image"]), case["max_tokens"])
                 text = answer["content"]
                 first = [[t["token"], round(t["logprob"], 4)] for t in answer["completion_probabilities"][0]["top_logprobs"]]
                 out.append({**case, "llama_cpp": text, "llama_cpp_first": first})
                 print(case["image"], repr(case["prompt"]), "->", repr(text))
-        finally:
-            proc.terminate()
-            proc.wait()
     (HERE / "continuations.json").write_text(json.dumps(out, indent=1) + "\n")
 
 

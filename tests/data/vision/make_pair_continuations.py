@@ -14,29 +14,21 @@ llama.cpp. What each family does to the image's tokens shows in these numbers: g
 bidirectional attention inside the image, idefics3's slices and tags, qwen2.5-vl's
 multimodal RoPE positions.
 """
-import base64
 import json
-import os
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "python"))
+from mtmd_server import complete, llama_server  # noqa: E402
 from vision_images import PAIR_CASES, PAIR_PROMPT_TEMPLATE, PAIRS, png_of  # noqa: E402
 
 
 def ask(port, case):
-    img = base64.b64encode(png_of(case["image"])).decode()
-    body = {"prompt": {"prompt_string": PAIR_PROMPT_TEMPLATE.format(case["prompt"]), "multimodal_data": [img]},
-            "n_predict": case["max_tokens"], "temperature": 0, "n_probs": 8, "cache_prompt": False}
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/completion", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=300) as r:
-        answer = json.loads(r.read())
+    answer = complete(port, PAIR_PROMPT_TEMPLATE.format(case["prompt"]), png_of(case["image"]), case["max_tokens"],
+                      cache_prompt=False)
     probs = answer["completion_probabilities"]
     # Tokens by their bytes: a token that ends inside a UTF-8 character prints as U+FFFD, and
     # llama-server joins the tokens of one character into one entry.
@@ -57,23 +49,11 @@ def main():
         subprocess.run([tandem, "gen-model", *pair["text"], "--out", str(text_model)], check=True, capture_output=True)
         subprocess.run([tandem, "gen-model", *pair["projector"], "--out", str(projector)], check=True,
                        capture_output=True)
-        proc = subprocess.Popen([server, "-m", str(text_model), "--mmproj", str(projector), "-t", "2", "-fa", "off",
-                                 "--port", str(port)], env={**os.environ, "LLAMA_MEDIA_MARKER": "<__media__>"},
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            for _ in range(120):
-                try:
-                    urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
-                    break
-                except Exception:
-                    time.sleep(0.5)
+        with llama_server(server, text_model, projector, port):
             for case in (c for c in PAIR_CASES if c["family"] == family):
                 out.append(ask(port, case))
                 c = out[-1]
                 print(family, c["image"], repr(c["prompt"]), c["prompt_tokens"], "->", repr(c["llama_cpp"]))
-        finally:
-            proc.terminate()
-            proc.wait()
     (HERE / "pair_continuations.json").write_text(json.dumps(out, indent=1) + "\n")
 
 
