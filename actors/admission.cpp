@@ -7,7 +7,7 @@
 
 #include "actors/embedder.h"
 #include "actors/runtime_shared.h"
-#include "actors/scheduler.h"
+#include "actors/scheduler/scheduler.h"
 #include "actors/tenant_ledger.h"
 #include "engine/tenants/tenant_limits.h"
 

@@ -1,8 +1,8 @@
 // batch_queue actor: the one owner of the Batch API's state (files, batches, the queue of
 // their lines, the results being written) and of its directory on disk (engine/batch/
 // batch_store.h). Detached: its fsyncs and file reads block only its own thread. The HTTP
-// routes (net/batch_routes.h) ask it by message; it runs each input line through a runner
-// the server gives it (net/batch_runner.h: the line's body parsed as an OpenAI request and
+// routes (net/batch/batch_routes.h) ask it by message; it runs each input line through a runner
+// the server gives it (net/batch/batch_runner.h: the line's body parsed as an OpenAI request and
 // submitted to admission at kBatchPriority with the tenant's key), and the runner's answer
 // comes back as a message.
 //

@@ -1,6 +1,6 @@
 // A request's chat turns (the public generate_request's) as the chat template renders them:
 // one conversion for the streamer and for what renders a prompt without running it
-// (net/anthropic_job's count_tokens).
+// (net/anthropic/anthropic_job's count_tokens).
 #pragma once
 
 #include <utility>

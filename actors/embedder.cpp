@@ -6,7 +6,7 @@
 #include "actors/admission.h"
 #include "actors/atoms.h"
 #include "actors/runtime_shared.h"
-#include "actors/scheduler.h"
+#include "actors/scheduler/scheduler.h"
 #include "actors/spawn.h"
 
 namespace tandem {

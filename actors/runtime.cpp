@@ -165,7 +165,7 @@ admission_config admission_settings(const runtime_config& cfg, const tenant_acco
 }  // namespace
 
 // A cluster's router: the file's vocabulary and template (its weights stay unread), admission
-// and the streamers here, every sequence on a node (actors/router.h).
+// and the streamers here, every sequence on a node (actors/cluster/router.h).
 std::unique_ptr<runtime> runtime::start_router(caf::actor_system& sys, const runtime_config& cfg,
                                                const tenant_accounts* accounts) {
   if (cfg.cluster_secret.empty()) throw std::invalid_argument("a router needs the cluster secret its nodes have");

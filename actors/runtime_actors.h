@@ -8,14 +8,14 @@
 #include <memory>
 
 #include "actors/admission.h"
-#include "actors/cache_manager.h"
-#include "actors/cluster_node.h"
-#include "actors/device_worker.h"
-#include "actors/drafter.h"
+#include "actors/cache/cache_manager.h"
+#include "actors/cluster/cluster_node.h"
+#include "actors/device/device_worker.h"
+#include "actors/device/drafter.h"
 #include "actors/image_encoder.h"
-#include "actors/kv_disk.h"
-#include "actors/router.h"
-#include "actors/scheduler.h"
+#include "actors/cache/kv_disk.h"
+#include "actors/cluster/router.h"
+#include "actors/scheduler/scheduler.h"
 #include "actors/tenant_ledger.h"
 #include "tandem/runtime.h"
 

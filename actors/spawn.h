@@ -12,11 +12,11 @@
 #include <vector>
 
 #include "actors/admission.h"
-#include "actors/cache_manager.h"
-#include "actors/device_worker.h"
-#include "actors/drafter.h"
-#include "actors/kv_disk.h"
-#include "actors/scheduler.h"
+#include "actors/cache/cache_manager.h"
+#include "actors/device/device_worker.h"
+#include "actors/device/drafter.h"
+#include "actors/cache/kv_disk.h"
+#include "actors/scheduler/scheduler.h"
 #include "actors/streamer.h"
 #include "actors/tenant_ledger.h"
 #include "engine/kv/kv_block_manager.h"

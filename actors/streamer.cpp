@@ -11,7 +11,7 @@
 #include "actors/clock.h"
 #include "actors/grammar_compiler.h"
 #include "actors/runtime_shared.h"
-#include "actors/scheduler.h"
+#include "actors/scheduler/scheduler.h"
 #include "actors/spawn.h"
 #include "engine/chat/output_parser.h"
 #include "engine/chat/prompt_encoder.h"

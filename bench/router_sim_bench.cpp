@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "actors/atoms.h"
-#include "actors/router.h"
+#include "actors/cluster/router.h"
 #include "bench/random_tokens.h"
 #include "engine/kv/block_pool.h"
 #include "tandem/remote.h"

@@ -1,6 +1,6 @@
 // The router's cost per routing decision against 1, 16 and 64 simulated nodes (issue 24's
 // target: <= 50 us per decision, flat in the node count). A decision is what the router
-// actor does per sequence (actors/router.cpp, place()): hash the prompt's full blocks
+// actor does per sequence (actors/cluster/router.cpp, place()): hash the prompt's full blocks
 // (block_pool::chain_hashes), look the chain up in the prefix index, score every node.
 //
 // Simulated nodes: each holds 8 of 64 system prompts of 1,000 tokens (as its KV events would

@@ -27,7 +27,7 @@
 
 #include <unistd.h>
 
-#include "actors/device_worker.h"
+#include "actors/device/device_worker.h"
 #include "actors/runtime_access.h"
 #include "actors/runtime_actors.h"
 #include "actors/spawn.h"

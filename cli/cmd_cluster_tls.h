@@ -1,6 +1,6 @@
 // The router-node link over TLS with mutual certificates (docs/cluster.md, "TLS on the node
 // link"): the router connects through CAF's OpenSSL module, and a node's port is Tandem's own
-// TLS front (net/node_tls_front.h) before the gate. Both sides present a certificate and
+// TLS front (net/http/node_tls_front.h) before the gate. Both sides present a certificate and
 // accept only a peer whose certificate chains to the cluster's CA.
 #pragma once
 

@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "actors/cluster_node.h"
+#include "actors/cluster/cluster_node.h"
 #include "cli/cmd_cluster_tls.h"
-#include "net/node_tls_front.h"
+#include "net/http/node_tls_front.h"
 #include "cli/commands.h"
 #include "cli/model_sha256.h"
 #include "cli/server_config.h"
@@ -68,7 +68,7 @@ struct serve_options {
   uint32_t shutdown_timeout_s = 30;
   std::vector<std::string> allowed_origins;
   std::string metrics_api_key;
-  // TLS (vLLM's names; net/tls_context.h).
+  // TLS (vLLM's names; net/http/tls_context.h).
   std::string ssl_keyfile;
   std::string ssl_certfile;
   std::string ssl_ca_certs;
@@ -315,7 +315,7 @@ int serve(serve_options o) {
   if (supervisor) return serve_models(o, sys, server, *supervisor);
   verify_model_sha256(o.model, o.model_sha256, stdout);  // before any of the file is used
   auto rt = runtime::start(sys, o.rt, device ? &*device : nullptr);
-  // With --cluster-tls-*, the node port is Tandem's own TLS front (net/node_tls_front.h) and
+  // With --cluster-tls-*, the node port is Tandem's own TLS front (net/http/node_tls_front.h) and
   // the gate listens on loopback behind it.
   std::optional<net::node_tls_front> tls_front;
   if (o.role == "node") {

@@ -14,7 +14,7 @@
 #include <optional>
 #include <string>
 
-#include "actors/response_shelf.h"
+#include "actors/responses/response_shelf.h"
 #include "models/model_catalog.h"
 #include "tandem/api.h"
 

@@ -23,13 +23,13 @@
 #include <string>
 #include <vector>
 
-#include "actors/response_shelf.h"
-#include "net/anthropic_events.h"
+#include "actors/responses/response_shelf.h"
+#include "net/anthropic/anthropic_events.h"
 #include "net/api_error.h"
 #include "net/metrics.h"
-#include "net/openai_request.h"
+#include "net/openai/openai_request.h"
 #include "net/request_sink.h"
-#include "net/responses_events.h"
+#include "net/openai/responses_events.h"
 
 namespace tandem {
 class tokenizer;

@@ -3,9 +3,9 @@
 #include <chrono>
 
 #include "actors/runtime_access.h"
-#include "net/anthropic_job.h"
+#include "net/anthropic/anthropic_job.h"
 #include "net/await_actor.h"
-#include "net/responses_job.h"
+#include "net/openai/responses_job.h"
 #include "net/routes.h"
 #include "net/server_context.h"
 #include "tandem/runtime.h"

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "net/generation_job.h"
-#include "net/openai_request.h"
+#include "net/openai/openai_request.h"
 
 namespace tandem {
 class runtime;

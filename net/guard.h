@@ -7,7 +7,7 @@
 // The guard is any model the server serves (a server of several: models/; of one: the one
 // model), with its own chat template (a models: entry's chat_template, for one); an input
 // check and a moderation ask one user turn holding the text; an output check
-// (guard_output_flagged, net/sse_stream.cpp) asks about the user's conversation followed by
+// (guard_output_flagged, net/http/sse_stream.cpp) asks about the user's conversation followed by
 // the reply as the assistant's turn, as Llama Guard is used. The reply is held by a grammar
 // to Llama Guard 3's form, "safe" or "unsafe\nS<n>[,S<n>]" with codes S1..S14.
 // What it said goes to the log and the metrics (tandem:guard_checks_total), never to the

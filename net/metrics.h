@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "actors/router.h"
-#include "actors/scheduler.h"
+#include "actors/cluster/router.h"
+#include "actors/scheduler/scheduler.h"
 #include "engine/kv/kv_cache_stats.h"
 #include "engine/speculation/speculation_policy.h"
 #include "tandem/api.h"

@@ -11,7 +11,7 @@
 #include <variant>
 
 #include "actors/admission.h"
-#include "actors/response_store.h"
+#include "actors/responses/response_store.h"
 #include "tandem/api.h"
 
 namespace tandem::net {

@@ -7,7 +7,7 @@
 #include "engine/chat/chat_template.h"
 #include "engine/chat/prompt_encoder.h"
 #include "engine/tokenizer/tokenizer.h"
-#include "net/anthropic_job.h"
+#include "net/anthropic/anthropic_job.h"
 #include "net/generation_job.h"
 #include "tandem/runtime.h"
 

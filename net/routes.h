@@ -35,7 +35,7 @@
 
 #include "models/model_catalog.h"
 #include "net/api_error.h"
-#include "net/openai_request.h"
+#include "net/openai/openai_request.h"
 #include "tandem/api.h"
 
 namespace tandem {

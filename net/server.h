@@ -54,9 +54,9 @@ struct server_options {
   bool prompt_special_tokens = true;  // raw prompts may hold control tokens (--plain-text-prompts: no)
   bool parse_reasoning = true;        // thinking sections -> reasoning_content (--reasoning-parser none: no)
   std::string tool_call_parser;       // the tool-call syntax ("" = the template's; --tool-call-parser)
-  // The Responses API's stored responses, per tenant (--responses-store-*; actors/response_store.h).
+  // The Responses API's stored responses, per tenant (--responses-store-*; actors/responses/response_store.h).
   response_store_limits responses_store;
-  // TLS (net/tls_context.h; vLLM's flag names): with a certificate and its key every connection
+  // TLS (net/http/tls_context.h; vLLM's flag names): with a certificate and its key every connection
   // speaks HTTPS / WSS; without, plain HTTP. Client certificates: ssl_cert_reqs 0 none, 1 asked
   // for and verified when given, 2 required; both 1 and 2 verify against ssl_ca_certs.
   std::string ssl_keyfile;   // PEM private key

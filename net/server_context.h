@@ -14,10 +14,10 @@
 #include <unordered_map>
 
 #include "actors/batch_queue.h"
-#include "actors/response_store.h"
+#include "actors/responses/response_store.h"
 #include "models/model_catalog.h"
 #include "net/metrics.h"
-#include "net/openai_request.h"
+#include "net/openai/openai_request.h"
 #include "net/server.h"
 
 namespace boost::asio::ssl {
@@ -36,7 +36,7 @@ struct server_context {
   caf::actor_system& sys;
   server_options opts;
   response_store_actor responses;  // the Responses API's stored responses (their one owner)
-  // The Batch API's queue (net/batch_routes.h): spawned once, by ensure_batch_queue, with the
+  // The Batch API's queue (net/batch/batch_routes.h): spawned once, by ensure_batch_queue, with the
   // first request after the model loaded; read only after batches_once.
   std::once_flag batches_once;
   batch_queue_actor batches;
@@ -50,7 +50,7 @@ struct server_context {
   // serves every name. Set before the listener starts, read-only after.
   std::shared_ptr<model_catalog> catalog;
   std::string chat_page;  // the page served at /
-  // Set: every connection speaks TLS (net/tls_context.h); built before the listener opens.
+  // Set: every connection speaks TLS (net/http/tls_context.h); built before the listener opens.
   std::shared_ptr<boost::asio::ssl::context> tls;
   std::atomic<uint32_t> connections{0};
   std::atomic<int> answering{0};  // generations whose answer is not written yet (graceful stop)

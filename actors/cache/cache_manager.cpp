@@ -1,4 +1,4 @@
-#include "actors/cache_manager.h"
+#include "actors/cache/cache_manager.h"
 #include "actors/atoms.h"
 #include "actors/spawn.h"
 

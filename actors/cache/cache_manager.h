@@ -11,7 +11,7 @@
 //   scheduler --trim(seq, n_tokens)-->              blocks past n_tokens back (rejected drafts)
 //   scheduler --fork(parent, child, n_tokens)-->    child shares parent's blocks (n > 1 choices)
 //   scheduler --reset-->                            the device was restarted: the prefix index forgets all
-//   scheduler --prefetch(salt, prompt)--> tokens    with a disk tier (actors/kv_disk.h): before a new
+//   scheduler --prefetch(salt, prompt)--> tokens    with a disk tier (actors/cache/kv_disk.h): before a new
 //                                                   sequence waits, the blocks of its prompt the pool
 //                                                   lacks are asked of the disk tier; what it finds
 //                                                   enters the pool and the index, and its bytes go

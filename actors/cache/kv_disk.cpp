@@ -1,4 +1,4 @@
-#include "actors/kv_disk.h"
+#include "actors/cache/kv_disk.h"
 
 #include <pthread.h>
 

@@ -1,6 +1,6 @@
-#include "actors/cluster_node.h"
+#include "actors/cluster/cluster_node.h"
 #include "actors/atoms.h"
-#include "actors/router.h"
+#include "actors/cluster/router.h"
 
 #include <xxhash.h>
 #include <algorithm>

@@ -19,9 +19,9 @@
 #include <string>
 
 #include "actors/atoms.h"
-#include "actors/cache_manager.h"
+#include "actors/cache/cache_manager.h"
 #include "actors/grammar_compiler.h"
-#include "actors/scheduler.h"
+#include "actors/scheduler/scheduler.h"
 #include "tandem/remote.h"
 
 namespace tandem {

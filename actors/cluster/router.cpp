@@ -1,4 +1,4 @@
-#include "actors/router.h"
+#include "actors/cluster/router.h"
 
 #include <caf/io/all.hpp>
 #include <caf/openssl/manager.hpp>  // its middleman handle only (inline): no link to libcaf_openssl

@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "actors/atoms.h"
-#include "actors/cluster_node.h"
-#include "actors/scheduler.h"
+#include "actors/cluster/cluster_node.h"
+#include "actors/scheduler/scheduler.h"
 
 namespace tandem {
 

@@ -1,4 +1,4 @@
-#include "actors/device_sequences.h"
+#include "actors/device/device_sequences.h"
 
 #include <algorithm>
 #include <random>

@@ -26,7 +26,7 @@
 
 #include <optional>
 
-#include "actors/device_worker.h"
+#include "actors/device/device_worker.h"
 #include "engine/grammar/matcher.h"
 #include "engine/model/step.h"
 #include "engine/pooling/pooling.h"

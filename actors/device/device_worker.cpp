@@ -1,4 +1,4 @@
-#include "actors/device_worker.h"
+#include "actors/device/device_worker.h"
 #include "actors/atoms.h"
 #include "actors/spawn.h"
 
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "actors/clock.h"
-#include "actors/device_sequences.h"
+#include "actors/device/device_sequences.h"
 #include "engine/model/kv_pool.h"
 #include "engine/model/model.h"
 #include "engine/platform/fault_injection.h"

@@ -1,4 +1,4 @@
-#include "actors/drafter.h"
+#include "actors/device/drafter.h"
 #include "actors/atoms.h"
 #include "actors/spawn.h"
 

@@ -1,4 +1,4 @@
-#include "actors/response_shelf.h"
+#include "actors/responses/response_shelf.h"
 
 namespace tandem {
 

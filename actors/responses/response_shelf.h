@@ -1,5 +1,5 @@
 // The Responses API's stored responses (previous_response_id, GET /v1/responses/{id}), as
-// plain C++ with time passed in: the response_store actor owns one (actors/response_store.h).
+// plain C++ with time passed in: the response_store actor owns one (actors/responses/response_store.h).
 //
 //   tenant "alice" --+  oldest ------------------------------> newest
 //                    +-- [resp_a | t0] [resp_b | t1] ... [resp_z | tn]

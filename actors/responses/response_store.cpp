@@ -1,4 +1,4 @@
-#include "actors/response_store.h"
+#include "actors/responses/response_store.h"
 
 #include <chrono>
 

@@ -1,5 +1,5 @@
 // response_store actor: the one owner of the Responses API's stored responses (the shelf of
-// actors/response_shelf.h: per tenant, bounded in count, bytes and age). The server spawns
+// actors/responses/response_shelf.h: per tenant, bounded in count, bytes and age). The server spawns
 // it; its sessions only send it messages.
 //
 //   session --keep(stored_response)-------------> store        (a response that ended, store: true)
@@ -13,7 +13,7 @@
 
 #include <caf/all.hpp>
 
-#include "actors/response_shelf.h"
+#include "actors/responses/response_shelf.h"
 
 namespace tandem {
 

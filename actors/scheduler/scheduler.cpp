@@ -1,11 +1,11 @@
-#include "actors/scheduler.h"
+#include "actors/scheduler/scheduler.h"
 
 #include <memory>
 #include <string>
 #include <utility>
 
 #include "actors/atoms.h"
-#include "actors/scheduler_state.h"
+#include "actors/scheduler/scheduler_state.h"
 
 namespace tandem {
 namespace {

@@ -1,4 +1,4 @@
-#include "actors/scheduler_state.h"
+#include "actors/scheduler/scheduler_state.h"
 
 #include <string>
 

@@ -1,4 +1,4 @@
-// The scheduler's state (actors/scheduler.cpp) and the parts of its work that are plain
+// The scheduler's state (actors/scheduler/scheduler.cpp) and the parts of its work that are plain
 // bookkeeping over it, apart from the actor's message flow.
 #pragma once
 
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "actors/clock.h"
-#include "actors/scheduler.h"
+#include "actors/scheduler/scheduler.h"
 #include "actors/spawn.h"
 #include "engine/schedule/device_mirror.h"
 #include "engine/schedule/drafting.h"

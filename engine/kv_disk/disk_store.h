@@ -1,6 +1,6 @@
 // The disk tier of the prefix cache: one directory of block files (block_file.h), bounded by
 // bytes and by file count, least recently used out first. Plain C++ with blocking file I/O:
-// the kv_disk actor (actors/kv_disk.h) owns one and is the only one that calls it, on its
+// the kv_disk actor (actors/cache/kv_disk.h) owns one and is the only one that calls it, on its
 // own thread, so no other actor waits on the disk.
 //
 //   opening   the directory is made (0700) if missing and read once, at most max_scan

@@ -22,7 +22,7 @@
 
 namespace tandem {
 
-// One sequence in a step, as a change to the device's copy of it (actors/device_sequences.h):
+// One sequence in a step, as a change to the device's copy of it (actors/device/device_sequences.h):
 //
 //   tokens  the device appends new_tokens to the tokens it holds, and later every token it
 //           emits; a token crosses once (the prompt chunk by chunk, as it is computed)

@@ -1,4 +1,4 @@
-// The drafter's messages as plain data (actors/drafter.h sends them): what a sequence gained
+// The drafter's messages as plain data (actors/device/drafter.h sends them): what a sequence gained
 // since its last query and how many tokens to draft; back, the draft with its evidence.
 #pragma once
 

@@ -6,7 +6,7 @@
 
 #include "actors/atoms.h"
 #include "actors/clock.h"
-#include "actors/device_sequences.h"
+#include "actors/device/device_sequences.h"
 #include "engine/model/model.h"
 #include "gpu/device.h"
 #include "gpu/device_sampler.h"
@@ -20,7 +20,7 @@ using gpu_done_atom = caf::atom_constant<caf::atom("gpudone")>;
 using gpu_worker_actor = device_worker_actor::extend<caf::reacts_to<gpu_done_atom, uint64_t>>;
 // Where a planned sequence's rows are sampled.
 enum class where : char {
-  host,    // its logits come back for the host sampler (actors/device_sequences.h)
+  host,    // its logits come back for the host sampler (actors/device/device_sequences.h)
   device,  // one row sampled on the device (gpu/device_sampler.h)
   verify,  // its drafts verified on the device: K + 1 rows, verdicts and draws come back
 };

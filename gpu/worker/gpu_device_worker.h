@@ -9,14 +9,14 @@
 //   reply ◀── finish: host-side sampling where needed ◀── gpu_done(step id) message
 //
 // One step is on the stream at a time: the scheduler plans after each result, and a step's
-// changes to the sequences it holds (actors/device_sequences.h) apply in order.
+// changes to the sequences it holds (actors/device/device_sequences.h) apply in order.
 //
 // Sampling: rows whose options the device sampler covers (greedy or temperature, top-k,
 // top-p, min-p, logit bias, repetition/frequency/presence penalties, logprobs with up to
 // kMaxTopLogprobs alternatives, and the verification of drafted tokens) are sampled on the
 // GPU (gpu/device_sampler.h) and only their ids, with the log-probabilities and verdicts
 // asked for, come back; rows that follow a grammar copy their logits back and use the host
-// sampling the CPU worker uses (actors/device_sequences.h, speculative acceptance included).
+// sampling the CPU worker uses (actors/device/device_sequences.h, speculative acceptance included).
 //
 // Decode steps (one token per sequence) run as CUDA graphs unless options.cuda_graphs is
 // false (--enforce-eager): gpu_model pads them to a batch bucket and captures or replays
@@ -28,7 +28,7 @@
 #include <functional>
 #include <memory>
 
-#include "actors/device_worker.h"
+#include "actors/device/device_worker.h"
 #include "gpu/plan/kv_dtype.h"
 #include "gpu/plan/workspace_plan.h"
 

@@ -1,4 +1,4 @@
-#include "net/anthropic_events.h"
+#include "net/anthropic/anthropic_events.h"
 
 #include <algorithm>
 #include <boost/json.hpp>

@@ -1,4 +1,4 @@
-#include "net/anthropic_job.h"
+#include "net/anthropic/anthropic_job.h"
 
 #include <boost/json.hpp>
 #include <cmath>
@@ -6,8 +6,8 @@
 #include "actors/chat_turns.h"
 #include "actors/runtime_access.h"
 #include "engine/chat/prompt_encoder.h"
-#include "net/anthropic_events.h"
-#include "net/anthropic_request.h"
+#include "net/anthropic/anthropic_events.h"
+#include "net/anthropic/anthropic_request.h"
 #include "net/server_context.h"
 #include "tandem/runtime.h"
 

@@ -1,4 +1,4 @@
-#include "net/anthropic_request.h"
+#include "net/anthropic/anthropic_request.h"
 
 #include <algorithm>
 #include <boost/json.hpp>

@@ -32,7 +32,7 @@
 #include <string>
 #include <vector>
 
-#include "net/openai_request.h"
+#include "net/openai/openai_request.h"
 
 namespace tandem::net {
 

@@ -1,4 +1,4 @@
-#include "net/batch_routes.h"
+#include "net/batch/batch_routes.h"
 
 #include <spdlog/spdlog.h>
 
@@ -8,8 +8,8 @@
 #include "engine/batch/batch_store.h"
 #include "engine/model/model_path.h"
 #include "net/await_actor.h"
-#include "net/batch_runner.h"
-#include "net/multipart_form.h"
+#include "net/batch/batch_runner.h"
+#include "net/http/multipart_form.h"
 #include "net/server_context.h"
 #include "tandem/runtime.h"
 

@@ -1,4 +1,4 @@
-#include "net/batch_runner.h"
+#include "net/batch/batch_runner.h"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>

@@ -2,7 +2,7 @@
 // names is acquired as a chat request's is (net/await_actor.h acquire_model: in a server of
 // several, loaded on first use and held until the line is answered; an unknown model is the
 // line's 404 naming the models, a model still loading past the bound a 503, run again later),
-// and the body is read as the endpoint's OpenAI request (net/openai_request.h), forced to stream: false and
+// and the body is read as the endpoint's OpenAI request (net/openai/openai_request.h), forced to stream: false and
 // priority kBatchPriority, and submitted to admission with the batch tenant's key, as the
 // HTTP path submits a request (so it counts against the tenant's limits). The answer is the
 // status and JSON body that endpoint would have given; a refusal admission may lift later

@@ -1,4 +1,4 @@
-// The server object: the io threads, the acceptor (net/listener.h) and what every session
+// The server object: the io threads, the acceptor (net/http/listener.h) and what every session
 // shares (net/server_context.h). Sessions: http_session.cpp, sse_stream.cpp,
 // websocket_session.cpp; routes: routes.h.
 #include <pthread.h>
@@ -13,10 +13,10 @@
 #include <sstream>
 #include <thread>
 
-#include "net/batch_routes.h"
-#include "net/listener.h"
+#include "net/batch/batch_routes.h"
+#include "net/http/listener.h"
 #include "net/server.h"
-#include "net/tls_context.h"
+#include "net/http/tls_context.h"
 
 namespace tandem::net {
 namespace asio = boost::asio;

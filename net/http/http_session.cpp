@@ -24,15 +24,15 @@
 #include <optional>
 
 #include "engine/tenants/tenant_limits.h"
-#include "net/anthropic_job.h"
-#include "net/batch_routes.h"
-#include "net/embeddings_route.h"
+#include "net/anthropic/anthropic_job.h"
+#include "net/batch/batch_routes.h"
+#include "net/openai/embeddings_route.h"
 #include "net/guard.h"
-#include "net/listener.h"
-#include "net/origin_policy.h"
+#include "net/http/listener.h"
+#include "net/http/origin_policy.h"
 #include "net/runtime_probe.h"
-#include "net/session_io.h"
-#include "net/sse_stream.h"
+#include "net/http/session_io.h"
+#include "net/http/sse_stream.h"
 #include "tandem/runtime.h"
 
 namespace tandem::net {

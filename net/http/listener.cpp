@@ -1,4 +1,4 @@
-#include "net/listener.h"
+#include "net/http/listener.h"
 
 #include <spdlog/spdlog.h>
 
@@ -8,7 +8,7 @@
 #include <chrono>
 #include <string>
 
-#include "net/session_io.h"
+#include "net/http/session_io.h"
 
 namespace tandem::net {
 namespace {

@@ -1,4 +1,4 @@
-#include "net/multipart_form.h"
+#include "net/http/multipart_form.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,4 +1,4 @@
-#include "net/node_tls_front.h"
+#include "net/http/node_tls_front.h"
 
 #include <spdlog/spdlog.h>
 
@@ -18,7 +18,7 @@
 #include <thread>
 
 #include "net/server.h"
-#include "net/tls_context.h"
+#include "net/http/tls_context.h"
 
 namespace tandem::net {
 namespace asio = boost::asio;

@@ -1,4 +1,4 @@
-#include "net/origin_policy.h"
+#include "net/http/origin_policy.h"
 
 namespace tandem::net {
 namespace {

@@ -26,7 +26,7 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
-// The two kinds of connection: plain TCP, or TLS over it (net/tls_context.h). The sessions are
+// The two kinds of connection: plain TCP, or TLS over it (net/http/tls_context.h). The sessions are
 // templates over the stream and are compiled for both; the lowest layer of either is the
 // tcp_stream whose timeouts bound every read and write.
 using plain_stream = beast::tcp_stream;

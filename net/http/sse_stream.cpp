@@ -1,4 +1,4 @@
-#include "net/sse_stream.h"
+#include "net/http/sse_stream.h"
 
 #include <sys/socket.h>
 

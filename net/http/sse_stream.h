@@ -12,8 +12,8 @@
 
 #include <memory>
 
-#include "net/openai_request.h"
-#include "net/session_io.h"
+#include "net/openai/openai_request.h"
+#include "net/http/session_io.h"
 
 namespace tandem::net {
 

@@ -26,8 +26,8 @@
 #include "net/await_actor.h"
 #include "net/generation_request.h"
 #include "net/live_job.h"
-#include "net/responses_job.h"
-#include "net/session_io.h"
+#include "net/openai/responses_job.h"
+#include "net/http/session_io.h"
 #include "tandem/runtime.h"
 
 namespace tandem::net {

@@ -1,4 +1,4 @@
-#include "net/embeddings_request.h"
+#include "net/openai/embeddings_request.h"
 
 #include <algorithm>
 #include <bit>
@@ -6,7 +6,7 @@
 #include <boost/json.hpp>
 #include <cstring>
 
-#include "net/openai_request.h"
+#include "net/openai/openai_request.h"
 #include "net/request_fields.h"
 
 namespace tandem::net {

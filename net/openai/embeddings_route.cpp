@@ -1,9 +1,9 @@
-#include "net/embeddings_route.h"
+#include "net/openai/embeddings_route.h"
 
 #include <variant>
 
 #include "net/await_actor.h"
-#include "net/embeddings_request.h"
+#include "net/openai/embeddings_request.h"
 #include "net/request_sink.h"
 #include "net/server_context.h"
 #include "tandem/runtime.h"

@@ -1,4 +1,4 @@
-#include "net/openai_request.h"
+#include "net/openai/openai_request.h"
 
 #include <algorithm>
 #include <boost/json.hpp>

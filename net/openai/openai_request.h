@@ -14,8 +14,8 @@
 
 namespace tandem::net {
 
-// responses: /v1/responses, translated into a chat request (net/responses_request.h);
-// anthropic: /v1/messages, likewise (net/anthropic_request.h).
+// responses: /v1/responses, translated into a chat request (net/openai/responses_request.h);
+// anthropic: /v1/messages, likewise (net/anthropic/anthropic_request.h).
 enum class api_kind { chat, completion, responses, anthropic };
 
 struct api_limits {

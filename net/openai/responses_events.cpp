@@ -1,4 +1,4 @@
-#include "net/responses_events.h"
+#include "net/openai/responses_events.h"
 
 #include <boost/json.hpp>
 #include <chrono>

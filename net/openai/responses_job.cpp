@@ -1,4 +1,4 @@
-#include "net/responses_job.h"
+#include "net/openai/responses_job.h"
 
 #include <boost/json.hpp>
 #include <chrono>

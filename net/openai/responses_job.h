@@ -6,9 +6,9 @@
 
 #include <functional>
 
-#include "actors/response_shelf.h"
+#include "actors/responses/response_shelf.h"
 #include "net/generation_job.h"
-#include "net/responses_request.h"
+#include "net/openai/responses_request.h"
 
 namespace tandem {
 class runtime;

@@ -1,4 +1,4 @@
-#include "net/responses_request.h"
+#include "net/openai/responses_request.h"
 
 #include <algorithm>
 #include <boost/json.hpp>

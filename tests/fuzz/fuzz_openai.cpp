@@ -1,11 +1,11 @@
-// libFuzzer target: the OpenAI request parser (net/openai_request.h) on arbitrary bytes, as
+// libFuzzer target: the OpenAI request parser (net/openai/openai_request.h) on arbitrary bytes, as
 // a chat body, a completion body and a WebSocket start frame take it. Any outcome but a
 // parsed request or an api_error (a 400 naming the field) is a bug.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
-#include "net/openai_request.h"
+#include "net/openai/openai_request.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tandem::net;

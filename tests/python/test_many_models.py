@@ -696,7 +696,7 @@ def test_other_routes_wait_for_a_loading_model_then_503(files):
 
 
 def test_batch_lines_pick_their_model(files, tmp_path):
-    """The Batch API (net/batch_runner.cpp): each line's body.model picks its model, loaded on first
+    """The Batch API (net/batch/batch_runner.cpp): each line's body.model picks its model, loaded on first
     use as for a chat request; a line naming an unknown model ends in the error file with a 404
     naming the models while the other lines run."""
     with serve(files, listed(files, ["a", "b"]), "--batch-dir", str(tmp_path / "batches")) as s:

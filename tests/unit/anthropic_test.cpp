@@ -1,12 +1,12 @@
-// The Anthropic Messages front's plain C++: the translator (net/anthropic_request.h) from a
-// Messages body to the chat request, and the event formatter (net/anthropic_events.h) fed
+// The Anthropic Messages front's plain C++: the translator (net/anthropic/anthropic_request.h) from a
+// Messages body to the chat request, and the event formatter (net/anthropic/anthropic_events.h) fed
 // deltas as the chat stream gets them.
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
 
-#include "net/anthropic_events.h"
-#include "net/anthropic_request.h"
+#include "net/anthropic/anthropic_events.h"
+#include "net/anthropic/anthropic_request.h"
 #include "tests/unit/request_limits.h"
 
 using namespace tandem;

@@ -14,7 +14,7 @@
 #include <random>
 
 #include "net/api_error.h"
-#include "net/multipart_form.h"
+#include "net/http/multipart_form.h"
 
 namespace tandem::batch {
 namespace {

@@ -1,5 +1,5 @@
 // engine/schedule/device_mirror.h without actors: the planner's steps turned into diffs and
-// applied to a copy the way the device worker keeps one (actors/device_sequences.h). After
+// applied to a copy the way the device worker keeps one (actors/device/device_sequences.h). After
 // every step the copy's tables equal the planner's and its tokens cover what the step
 // computes; each token crosses once, also across chunked prefill, preemption and forks.
 #include <gtest/gtest.h>

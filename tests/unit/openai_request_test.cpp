@@ -1,6 +1,6 @@
-// The OpenAI request parser (net/openai_request.h) on its own: what a body becomes, and the
+// The OpenAI request parser (net/openai/openai_request.h) on its own: what a body becomes, and the
 // 400 that names the field for each kind of bad input, with numbers as a person writes them.
-#include "net/openai_request.h"
+#include "net/openai/openai_request.h"
 
 #include <gtest/gtest.h>
 

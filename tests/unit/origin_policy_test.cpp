@@ -1,6 +1,6 @@
-// The browser policy (net/origin_policy.h) without sockets: every rule it applies, on the
+// The browser policy (net/http/origin_policy.h) without sockets: every rule it applies, on the
 // headers it reads. tests/python/test_hardening.py checks the same against a real server.
-#include "net/origin_policy.h"
+#include "net/http/origin_policy.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // Embeddings' plain parts (engine/pooling): pooling over chunks, normalisation, Matryoshka
 // truncation, a reranker's head; the forward pass's hidden rows (seq_step::want_hidden)
 // against the reference pass (tests/unit/reference_model.h), pooled as the device pools them;
-// and the /v1/embeddings and /v1/rerank bodies (net/embeddings_request.h).
+// and the /v1/embeddings and /v1/rerank bodies (net/openai/embeddings_request.h).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,7 +11,7 @@
 #include "engine/model/kv_block_allocator.h"
 #include "engine/pooling/pooling.h"
 #include "engine/pooling/rank_head.h"
-#include "net/embeddings_request.h"
+#include "net/openai/embeddings_request.h"
 #include "tests/unit/model_fixture.h"
 
 namespace tandem {

@@ -3,7 +3,7 @@
 // for the rest.
 #pragma once
 
-#include "net/openai_request.h"
+#include "net/openai/openai_request.h"
 
 namespace tandem::testing {
 

@@ -1,14 +1,14 @@
-// The Responses API's plain C++: the translator (net/responses_request.h) from a Responses
-// body to the chat request, the event formatter (net/responses_events.h) fed deltas as the
-// chat stream gets them, and the stored responses' shelf (actors/response_shelf.h) with time
+// The Responses API's plain C++: the translator (net/openai/responses_request.h) from a Responses
+// body to the chat request, the event formatter (net/openai/responses_events.h) fed deltas as the
+// chat stream gets them, and the stored responses' shelf (actors/responses/response_shelf.h) with time
 // passed in.
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
 
-#include "actors/response_shelf.h"
-#include "net/responses_events.h"
-#include "net/responses_request.h"
+#include "actors/responses/response_shelf.h"
+#include "net/openai/responses_events.h"
+#include "net/openai/responses_request.h"
 #include "tests/unit/request_limits.h"
 
 using namespace tandem;
