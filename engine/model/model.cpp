@@ -127,8 +127,16 @@ kernels::rope_params rope_of(const model_config& c, std::span<const float> freq_
 }  // namespace
 
 std::vector<std::array<int32_t, 4>> mrope_positions(const seq_step& s) {
+  std::vector<std::array<int32_t, 4>> out;
+  append_mrope_positions(s, out);
+  return out;
+}
+
+void append_mrope_positions(const seq_step& s, std::vector<std::array<int32_t, 4>>& all) {
   const int32_t n = static_cast<int32_t>(s.tokens.size());
-  std::vector<std::array<int32_t, 4>> out(static_cast<size_t>(n));
+  const size_t base = all.size();
+  all.resize(base + static_cast<size_t>(n));
+  const auto out = all.begin() + static_cast<std::ptrdiff_t>(base);
   // Grid runs in order of their offsets (disjoint: embedding_row_pointers checks).
   std::vector<const embedding_rows*> grids;
   for (const embedding_rows& e : s.embeddings) {
@@ -146,7 +154,7 @@ std::vector<std::array<int32_t, 4>> mrope_positions(const seq_step& s) {
   auto text_until = [&](int32_t end) {
     for (; j < end; ++j) {
       const int32_t p = s.start_pos + j + shift;
-      out[static_cast<size_t>(j)] = {p, p, p, p};
+      out[j] = {p, p, p, p};
     }
   };
   for (const embedding_rows* e : grids) {
@@ -155,12 +163,11 @@ std::vector<std::array<int32_t, 4>> mrope_positions(const seq_step& s) {
     const int32_t p0 = s.start_pos + e->offset - e->first + shift;
     for (int32_t k = 0; k < e->count; ++k, ++j) {
       const int32_t i = e->first + k;
-      out[static_cast<size_t>(j)] = {p0, p0 + i / e->grid_w, p0 + i % e->grid_w, 0};
+      out[j] = {p0, p0 + i / e->grid_w, p0 + i % e->grid_w, 0};
     }
     if (e->first + e->count == e->grid_w * e->grid_h) shift += rope_shift_after(*e);  // the run ends here
   }
   text_until(n);
-  return out;
 }
 
 std::vector<const float*> embedding_row_pointers(const seq_step& s, int64_t n_embd) {
@@ -379,11 +386,8 @@ void model::forward(const step_input& in, kv_pool& cache, step_output& out) {
 
   const kernels::rope_params rope = rope_of(c, weights_.rope_freqs, false);
   if (c.arch->mrope) {
-    b.mpos.clear();
-    for (const auto& s : in.seqs) {
-      const auto m = mrope_positions(s);
-      b.mpos.insert(b.mpos.end(), m.begin(), m.end());
-    }
+    b.mpos.clear();  // keeps its capacity from step to step
+    for (const auto& s : in.seqs) append_mrope_positions(s, b.mpos);
     for_rows(T, [&](int64_t t) {
       kernels::rope_angles_sections(rope, b.mpos[t].data(), c.rope_sections.data(), &b.rope[t * c.n_rot]);
     });

@@ -69,6 +69,8 @@ std::vector<const float*> embedding_row_pointers(const seq_step& s, int64_t n_em
 // token would have as text (embedding_rows). Throws std::invalid_argument for a grid run
 // whose rows do not fit its grid.
 std::vector<std::array<int32_t, 4>> mrope_positions(const seq_step& s);
+// The same appended to `out` (the forward pass's buffer, reused across steps).
+void append_mrope_positions(const seq_step& s, std::vector<std::array<int32_t, 4>>& out);
 
 class model {
  public:
