@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <tuple>
 #include <unordered_map>
@@ -182,9 +183,135 @@ double step_planner::prompt_time_ms(const step_shape& decode) const {
   return std::max(config_.target_step_ms - cost_.predict_ms(decode), config_.min_prompt_share * config_.target_step_ms);
 }
 
+// request()'s step while it is built: the rows placed so far (their shape and the tokens
+// each sequence computes), the token budget left, and the time each class may still add.
+// The urgent class (top: the most urgent with any work) has urgent_limit; less urgent ones
+// (a batch's) what the urgent work leaves within the target, at most kLowerShare of that
+// work's own time (all of it when there is none), fixed once the urgent work is placed
+// (the candidates come class by class).
+class step_planner::step_build {
+ public:
+  static constexpr double kInf = std::numeric_limits<double>::infinity();
+  static constexpr double kLowerShare = 0.1;
+
+  step_build(const step_planner& planner, int32_t top)
+      : p_(planner), cfg_(planner.config_), cost_(planner.cost_), top_(top), budget_(cfg_.max_num_batched_tokens) {}
+
+  // Pending rows of a decoding sequence (its last token plus any drafts); 0 while it is
+  // still computing its prompt.
+  static uint32_t decode_rows_of(const seq_state& s) {
+    const uint32_t pending = static_cast<uint32_t>(s.tokens.size() + s.draft.size()) - s.n_computed;
+    return pending > 1 + s.draft.size() ? 0u : pending;
+  }
+
+  // A decoding sequence of the urgent class computes its rows (as far as the budget goes).
+  void decode(seq_id id, const seq_state& s) {
+    const uint32_t n_new = std::min(decode_rows_of(s), budget_);
+    if (n_new == 0) return;
+    budget_ -= n_new;
+    shape_.add_rows(s.n_computed, n_new, false);
+    set_n_new(id, n_new);
+  }
+  // A decoding sequence of a less urgent class: placed by add_deferred, if time allows.
+  void defer(seq_id id) { deferred_.push_back(id); }
+
+  // The step's time, once the urgent decode rows are placed: unlimited with nothing decoding
+  // (nobody's pace is at stake) or without a target; else the target, and for prompts of the
+  // urgent classes at least their floor share. A step of background work alone (a batch's)
+  // is held to the target all the same, so what arrives next waits one target at most.
+  void limit_time() {
+    const bool background = top_ >= cfg_.background_priority && top_ != std::numeric_limits<int32_t>::max();
+    const double prompt_ms = p_.prompt_time_ms(shape_);
+    urgent_limit_ = prompt_ms != kInf ? cost_.predict_ms(shape_) + prompt_ms
+                    : background && cfg_.target_step_ms > 0 && cost_.ready()
+                        ? std::max(cfg_.target_step_ms, cost_.predict_ms(shape_))
+                        : kInf;
+  }
+
+  // step_plan_core::budget_tokens: the decode rows plus the prompt tokens the time allows.
+  uint32_t budget_tokens() {
+    if (urgent_limit_ == kInf) return shape_.decode_rows + budget_;
+    return shape_.decode_rows +
+           std::max(cost_.prompt_tokens_within(time_left(top_), 0, budget_), std::min(budget_, cfg_.min_prompt_tokens));
+  }
+
+  uint32_t budget() const { return budget_; }
+
+  // The tokens of a prompt chunk of class cls from `start` that the budget and the time allow
+  // (the urgent classes' floor past the time).
+  uint32_t fit(int32_t cls, uint32_t start, uint32_t want) {
+    uint32_t c = std::min(want, budget_);
+    const double left = time_left(cls);
+    if (left == kInf) return c;
+    uint32_t t = cost_.prompt_tokens_within(left, start, c);
+    if (cls <= top_ && prompt_fed_ < cfg_.min_prompt_tokens) {
+      t = std::max(t, std::min(c, cfg_.min_prompt_tokens - prompt_fed_));
+    }
+    return t;
+  }
+
+  // A prompt chunk of c tokens from `start` joins the step's shape and spends its budget.
+  void take(uint32_t start, uint32_t c) {
+    budget_ -= c;
+    prompt_fed_ += c;
+    shape_.add_rows(start, c, true);
+  }
+  // A running sequence computes n_new tokens this step (a chunk taken whole to the end of an
+  // atomic run may be more than the budget it spent).
+  void set_n_new(seq_id id, uint32_t n_new) { n_new_[id] = n_new; }
+
+  // Less urgent decoding rows of classes up to cls, while the step stays within its limit.
+  void add_deferred(int32_t cls) {
+    if (cls > top_ && di_ < deferred_.size()) fix_lower_limit();
+    for (; di_ < deferred_.size() && p_.seqs_.at(deferred_[di_]).cls.priority <= cls; ++di_) {
+      const auto& s = p_.seqs_.at(deferred_[di_]);
+      const uint32_t n_new = std::min(decode_rows_of(s), budget_);
+      if (n_new == 0) continue;
+      step_shape trial = shape_;
+      trial.add_rows(s.n_computed, n_new, false);
+      if (cost_.ready() && cost_.predict_ms(trial) > lower_limit_) continue;
+      budget_ -= n_new;
+      shape_ = trial;
+      n_new_[deferred_[di_]] = n_new;
+    }
+  }
+
+  // The tokens the step computes of a running sequence (none: it sits this step out).
+  std::optional<uint32_t> n_new(seq_id id) const {
+    const auto it = n_new_.find(id);
+    return it == n_new_.end() ? std::nullopt : std::optional<uint32_t>(it->second);
+  }
+
+ private:
+  void fix_lower_limit() {
+    if (std::exchange(lower_fixed_, true) || !cost_.ready()) return;
+    const double urgent_ms = cost_.predict_ms(shape_);
+    if (shape_.decode_rows + shape_.prompt_tokens > 0) lower_limit_ = urgent_ms * (1 + kLowerShare);
+    if (urgent_limit_ != kInf) lower_limit_ = std::min(lower_limit_, cfg_.target_step_ms);
+  }
+
+  double time_left(int32_t cls) {
+    if (cls > top_) fix_lower_limit();
+    const double limit = cls <= top_ ? urgent_limit_ : lower_limit_;
+    return limit == kInf ? limit : limit - cost_.predict_ms(shape_);
+  }
+
+  const step_planner& p_;
+  const planner_config& cfg_;
+  const step_cost_model& cost_;
+  const int32_t top_;
+  uint32_t budget_;
+  step_shape shape_;  // the step so far: its rows and the keys they read
+  std::unordered_map<seq_id, uint32_t> n_new_;
+  double urgent_limit_ = kInf;
+  double lower_limit_ = kInf;
+  bool lower_fixed_ = false;
+  uint32_t prompt_fed_ = 0;
+  std::vector<seq_id> deferred_;
+  size_t di_ = 0;
+};
+
 reserve_request step_planner::request(uint32_t* budget_tokens) const {
-  reserve_request req;
-  uint32_t budget = config_.max_num_batched_tokens;
   // Running sequences by priority, then admission (oldest first): the pool preempts from the
   // back of the request, so the least urgent, newest goes first when blocks run short.
   std::vector<seq_id> order;
@@ -193,152 +320,73 @@ reserve_request step_planner::request(uint32_t* budget_tokens) const {
   }
   std::stable_sort(order.begin(), order.end(),
                    [&](seq_id a, seq_id b) { return seqs_.at(a).cls.priority < seqs_.at(b).cls.priority; });
-  std::unordered_map<seq_id, uint32_t> n_new_of;
-
-  // 1. Decoding rows (the last token plus any drafts to verify): all of the most urgent class
-  // that decodes; less urgent classes' rows (a batch's) only in the time the step has left.
-  step_shape shape;  // the step so far: its rows and the keys they read
-  std::vector<seq_id> prefilling, deferred;
   const auto waiting = waiting_order();
   // The most urgent class with any work (decoding, computing its prompt, or waiting): its rows
   // and prompts go first; less urgent classes (a batch's) only extend the step a little.
   int32_t top = waiting.empty() ? std::numeric_limits<int32_t>::max() : seqs_.at(waiting.front()).cls.priority;
   if (!order.empty()) top = std::min(top, seqs_.at(order.front()).cls.priority);
-  const auto decode_rows_of = [&](const seq_state& s) {
-    const uint32_t pending = static_cast<uint32_t>(s.tokens.size() + s.draft.size()) - s.n_computed;
-    return pending > 1 + s.draft.size() ? 0u : pending;  // 0: it is computing its prompt
-  };
+  step_build step(*this, top);
+
+  // 1. Decoding rows (the last token plus any drafts to verify): all of the most urgent class
+  // that decodes; less urgent classes' rows (a batch's) only in the time the step has left.
+  std::vector<seq_id> prefilling;
   for (seq_id id : order) {
     const auto& s = seqs_.at(id);
-    const uint32_t rows = decode_rows_of(s);
-    if (rows == 0) {
+    if (step_build::decode_rows_of(s) == 0) {
       prefilling.push_back(id);
-      continue;
+    } else if (s.cls.priority != top) {
+      step.defer(id);
+    } else {
+      step.decode(id, s);
     }
-    if (s.cls.priority != top) {
-      deferred.push_back(id);
-      continue;
-    }
-    const uint32_t n_new = std::min(rows, budget);
-    if (n_new == 0) continue;
-    budget -= n_new;
-    shape.add_rows(s.n_computed, n_new, false);
-    n_new_of[id] = n_new;
   }
-
-  // The step's time: unlimited with nothing decoding (nobody's pace is at stake) or without a
-  // target; else the target, and for prompts of the urgent classes at least their floor share.
-  // A step of background work alone (a batch's) is held to the target all the same, so what
-  // arrives next waits one target at most.
-  const bool background = top >= config_.background_priority && top != std::numeric_limits<int32_t>::max();
-  const double urgent_limit =
-      prompt_time_ms(shape) != std::numeric_limits<double>::infinity() ? cost_.predict_ms(shape) + prompt_time_ms(shape)
-      : background && config_.target_step_ms > 0 && cost_.ready()
-          ? std::max(config_.target_step_ms, cost_.predict_ms(shape))
-          : std::numeric_limits<double>::infinity();
-  const bool timed = urgent_limit != std::numeric_limits<double>::infinity();
-  // Less urgent classes get what the urgent work leaves within the target, at most
-  // kLowerShare of the urgent work's own time (all of it when there is none): fixed once the
-  // urgent work is placed (the candidates come class by class).
-  constexpr double kLowerShare = 0.1;
-  double lower_limit = std::numeric_limits<double>::infinity();
-  bool lower_fixed = false;
-  const auto fix_lower_limit = [&] {
-    if (std::exchange(lower_fixed, true) || !cost_.ready()) return;
-    const double urgent_ms = cost_.predict_ms(shape);
-    const bool urgent_work = shape.decode_rows + shape.prompt_tokens > 0;
-    if (urgent_work) lower_limit = urgent_ms * (1 + kLowerShare);
-    if (timed) lower_limit = std::min(lower_limit, config_.target_step_ms);
-  };
-  const auto time_left = [&](int32_t cls) {
-    if (cls > top) fix_lower_limit();
-    const double limit = cls <= top ? urgent_limit : lower_limit;
-    return limit == std::numeric_limits<double>::infinity() ? limit : limit - cost_.predict_ms(shape);
-  };
-  const bool limited_lower = cost_.ready();
-  uint32_t prompt_fed = 0;
-  // The tokens of a chunk of class cls from `start` that the budget and the time allow (the
-  // urgent classes' floor past the time).
-  const auto fit = [&](int32_t cls, uint32_t start, uint32_t want) {
-    uint32_t c = std::min(want, budget);
-    const double left = time_left(cls);
-    if (left == std::numeric_limits<double>::infinity()) return c;
-    uint32_t t = cost_.prompt_tokens_within(left, start, c);
-    if (cls <= top && prompt_fed < config_.min_prompt_tokens) {
-      t = std::max(t, std::min(c, config_.min_prompt_tokens - prompt_fed));
-    }
-    return t;
-  };
-  const auto take = [&](uint32_t start, uint32_t c) {
-    budget -= c;
-    prompt_fed += c;
-    shape.add_rows(start, c, true);
-  };
-  // Less urgent decoding rows of classes up to cls, while the step stays within the target.
-  size_t di = 0;
-  const auto add_deferred = [&](int32_t cls) {
-    if (cls > top && di < deferred.size()) fix_lower_limit();
-    for (; di < deferred.size() && seqs_.at(deferred[di]).cls.priority <= cls; ++di) {
-      const auto& s = seqs_.at(deferred[di]);
-      const uint32_t n_new = std::min(decode_rows_of(s), budget);
-      if (n_new == 0) continue;
-      step_shape trial = shape;
-      trial.add_rows(s.n_computed, n_new, false);
-      if (limited_lower && cost_.predict_ms(trial) > lower_limit) continue;
-      budget -= n_new;
-      shape = trial;
-      n_new_of[deferred[di]] = n_new;
-    }
-  };
-  if (budget_tokens) {
-    *budget_tokens = shape.decode_rows + (timed ? std::max(cost_.prompt_tokens_within(time_left(top), 0, budget),
-                                                           std::min(budget, config_.min_prompt_tokens))
-                                                : budget);
-  }
+  step.limit_time();
+  if (budget_tokens) *budget_tokens = step.budget_tokens();
 
   // 2. Prompt work, class by class: running prompts' next chunks, then waiting sequences; a
   // less urgent class's decoding rows go before its prompts.
+  reserve_request req;
   size_t slots = config_.max_num_seqs > order.size() ? config_.max_num_seqs - order.size() : 0;  // victims' count
   size_t pi = 0, wi = 0;
   bool waiting_blocked = false;  // an encoder's prompt that must wait whole: the rest wait behind it
-  while (budget > 0) {
+  while (step.budget() > 0) {
     const bool prefill_left = pi < prefilling.size();
     const bool waiting_left = !waiting_blocked && slots > 0 && wi < waiting.size();
     if (!prefill_left && !waiting_left) break;
     const bool prefill_first =
-        prefill_left &&
-        (!waiting_left || seqs_.at(prefilling[pi]).cls.priority <= seqs_.at(waiting[wi]).cls.priority);
+        prefill_left && (!waiting_left || seqs_.at(prefilling[pi]).cls.priority <= seqs_.at(waiting[wi]).cls.priority);
     const seq_id id = prefill_first ? prefilling[pi++] : waiting[wi++];
     const auto& s = seqs_.at(id);
-    add_deferred(s.cls.priority);
+    step.add_deferred(s.cls.priority);
     if (prefill_first) {
       const uint32_t pending = static_cast<uint32_t>(s.tokens.size()) - s.n_computed;
-      uint32_t n_new = fit(s.cls.priority, s.n_computed, std::min(pending, chunk_of(s, s.n_computed)));
+      uint32_t n_new = step.fit(s.cls.priority, s.n_computed, std::min(pending, chunk_of(s, s.n_computed)));
       if (n_new == 0 || (config_.whole_prompts && n_new < pending)) continue;
       n_new = chunk_end_outside_runs(s.atomic, s.n_computed, s.n_computed + n_new) - s.n_computed;
-      take(s.n_computed, std::min(n_new, budget));
-      n_new_of[id] = n_new;
+      step.take(s.n_computed, std::min(n_new, step.budget()));
+      step.set_n_new(id, n_new);
       continue;
     }
     // A prefix-cache hit moves the start (known only after the cache manager's lookup);
     // sizing as from position 0 at most overshoots the first chunk's cost once.
-    const uint32_t max_compute = fit(s.cls.priority, 0, std::min(chunk_of(s, 0), static_cast<uint32_t>(s.tokens.size())));
+    const uint32_t max_compute =
+        step.fit(s.cls.priority, 0, std::min(chunk_of(s, 0), static_cast<uint32_t>(s.tokens.size())));
     if (max_compute == 0) break;
     if (config_.whole_prompts && max_compute < s.tokens.size()) {  // whole, or it waits (in order)
       waiting_blocked = true;
       continue;
     }
     req.waiting.push_back({id, 0, 0, max_compute, {}});
-    take(0, max_compute);
+    step.take(0, max_compute);
     --slots;
   }
-  add_deferred(std::numeric_limits<int32_t>::max());
+  step.add_deferred(std::numeric_limits<int32_t>::max());
 
   for (seq_id id : order) {
-    const auto it = n_new_of.find(id);
-    if (it == n_new_of.end()) continue;
-    const auto& s = seqs_.at(id);
-    req.running.push_back({id, s.n_computed + it->second, s.n_computed, 0, {}});
+    const auto n_new = step.n_new(id);
+    if (!n_new) continue;
+    const uint32_t from = seqs_.at(id).n_computed;
+    req.running.push_back({id, from + *n_new, from, 0, {}});
   }
   return req;
 }

@@ -264,6 +264,7 @@ class step_planner {
 
   // propose() without the tokens; budget_tokens: step_plan_core::budget_tokens.
   reserve_request request(uint32_t* budget_tokens = nullptr) const;
+  class step_build;  // request()'s step while it is built (step_planner.cpp)
   // The waiting sequences in the order they start (the header's order, all classes).
   std::vector<seq_id> waiting_order() const;
   // The prompt time a step has beside `decode` (infinity: no time limit).
