@@ -36,8 +36,7 @@ namespace {
 // The tokenizer, chat templates and context limit every streamer reads (runtime_shared.h).
 std::shared_ptr<runtime_shared> load_shared(caf::actor_system& sys, const gguf::file& file, const model_config& mc,
                                             const runtime_config& cfg) {
-  auto shared = std::make_shared<runtime_shared>(
-      runtime_shared{tokenizer::from_gguf(file), std::nullopt, std::nullopt, "", 0, {}, pooling_type::none, 0, ""});
+  auto shared = std::make_shared<runtime_shared>(runtime_shared{.tok = tokenizer::from_gguf(file)});
   try {
     shared->chat = chat_template::from_gguf(file, cfg.chat_template);
     // As transformers does: requests with tools use the file's tool_use variant when it has one.

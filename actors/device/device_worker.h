@@ -46,7 +46,7 @@ struct device_seq_start {
   float adapter_scale = 1.0f;
   // Its prompt's embedding runs (sequence_request::media: offsets are prompt positions); each
   // step's seq_step gets the part of them its chunk computes.
-  std::vector<embedding_rows> media;
+  std::vector<embedding_rows> media = {};
 };
 
 // The scheduler's plan as the device sees it (vLLM v1's SchedulerOutput: what changed since

@@ -3,6 +3,10 @@
 //
 // float_gemm's tile is 4 weight rows x 5 tokens: 20 accumulators, 4 weights and one
 // activation live, 25 of the 32 registers; gemm_bt's is 6 rows x 4 vectors (24 accumulators).
+// GCC 12 reports -Wuninitialized inside the AVX-512 intrinsic headers (the "undefined" source
+// vectors of _mm512_reduce_add_ps's extracts); the code here reads nothing uninitialized.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
 #include <algorithm>
