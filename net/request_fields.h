@@ -1,5 +1,5 @@
-// What the request parsers (openai_request.cpp, responses_request.cpp) share: a 400 naming
-// the field at fault, and the lookup of a field that is present and not null.
+// What the request parsers (openai/, anthropic/) share: a 400 naming the field at fault, the
+// lookup of a field that is present and not null, and string fields.
 #pragma once
 
 #include <boost/json.hpp>
@@ -19,6 +19,21 @@ inline const boost::json::value* field(const boost::json::object& o, std::string
   const auto it = o.find(name);
   if (it == o.end() || it->value().is_null()) return nullptr;
   return &it->value();
+}
+
+// The string field `name` of `o` ("" when absent); `where` names it in the 400 otherwise.
+inline std::string string_field(const boost::json::object& o, std::string_view name, const std::string& where) {
+  const boost::json::value* v = field(o, name);
+  if (!v) return {};
+  if (!v->is_string()) bad(where, "must be a string");
+  return std::string(v->get_string());
+}
+
+// The same, required: a 400 when absent or empty.
+inline std::string required_string(const boost::json::object& o, std::string_view name, const std::string& where) {
+  std::string s = string_field(o, name, where);
+  if (s.empty()) bad(where, "is required (a non-empty string)");
+  return s;
 }
 
 }  // namespace tandem::net

@@ -11,19 +11,6 @@ namespace tandem::net {
 namespace json = boost::json;
 namespace {
 
-std::string string_field(const json::object& o, std::string_view name, const std::string& where) {
-  const json::value* v = field(o, name);
-  if (!v) return {};
-  if (!v->is_string()) bad(where, "must be a string");
-  return std::string(v->get_string());
-}
-
-std::string required_string(const json::object& o, std::string_view name, const std::string& where) {
-  std::string s = string_field(o, name, where);
-  if (s.empty()) bad(where, "is required (a non-empty string)");
-  return s;
-}
-
 const json::object& object_at(const json::value& v, const std::string& where) {
   if (!v.is_object()) bad(where, "must be an object");
   return v.get_object();
