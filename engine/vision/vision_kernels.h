@@ -45,7 +45,7 @@ void gelu(float* x, int64_t n, thread_pool& pool);
 // The SIMD bodies, one source for both (vision_kernels_simd.inl): AVX-512
 // (vision_kernels_avx512.cpp) and AVX2 with FMA and F16C (vision_kernels_avx2.cpp), each only
 // called where kernel_isa() reaches its level. The two sum each dot product over 16 and 8
-// lanes, so their last bits differ; each is checked against the scalar body (vision_test).
+// lanes, so their last bits differ; each is checked against the scalar body (vision_kernels_test).
 void float_gemm_avx512(const kernels::weight_view& w, const float* x, int64_t x_stride, int64_t n_tok, float* y,
                        int64_t y_stride, thread_pool& pool);
 float softmax_numerators_avx512(float* row, int64_t n, float scale);
