@@ -191,23 +191,25 @@ void gemm_bt_body(const float* a, int64_t lda, const float* bt, int64_t ldb, flo
   });
 }
 
+// The lanes of a row of n floats from j on: all, or the first n - j at its end.
+inline simd::mask lanes_at(int64_t j, int64_t n) {
+  return n - j >= simd::lanes ? simd::all() : simd::first(static_cast<int>(n - j));
+}
+
 // row = exp(scale * row - max) in place, the numerators of the row's softmax; returns their
 // sum. max(scale * x) is scale * max(x) rounded (rounding keeps order), so the first pass only
 // reads.
 float softmax_numerators_body(float* row, int64_t n, float scale) {
-  const auto lanes_at = [n](int64_t j) {
-    return n - j >= simd::lanes ? simd::all() : simd::first(static_cast<int>(n - j));
-  };
   simd::vec most = simd::set1(-INFINITY);
   for (int64_t j = 0; j < n; j += simd::lanes) {
-    const simd::mask m = lanes_at(j);
+    const simd::mask m = lanes_at(j, n);
     most = simd::max(most, simd::fill(m, simd::load(row + j, m), -INFINITY));
   }
   const simd::vec s = simd::set1(scale);
   const simd::vec top = simd::set1(simd::reduce_max(most) * scale);
   simd::vec sum = simd::zero();
   for (int64_t j = 0; j < n; j += simd::lanes) {
-    const simd::mask m = lanes_at(j);
+    const simd::mask m = lanes_at(j, n);
     const simd::vec e = exp_lanes(simd::sub(simd::mul(simd::load(row + j, m), s), top));
     simd::store(row + j, m, e);
     sum = simd::add(sum, simd::keep(m, e));
@@ -219,7 +221,7 @@ float softmax_numerators_body(float* row, int64_t n, float scale) {
 // table's value of x rounded to half between, the scalar function's bits.
 void gelu_body(float* x, int64_t n, const float* table) {
   for (int64_t j = 0; j < n; j += simd::lanes) {
-    const simd::mask m = n - j >= simd::lanes ? simd::all() : simd::first(static_cast<int>(n - j));
+    const simd::mask m = lanes_at(j, n);
     const simd::vec v = simd::load(x + j, m);
     const simd::vec g = simd::not_above(v, -10.0f, simd::lookup_half(table, v));
     simd::store(x + j, m, simd::from_at_least(v, 10.0f, v, g));
