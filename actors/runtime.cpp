@@ -132,10 +132,11 @@ void load_vision(caf::actor_system& sys, runtime_shared& shared, const model_con
                              ") is not the model's embedding width (" + std::to_string(mc.n_embd) +
                              "): is it this model's projector?");
   }
-  if ((p->hparams().family == vision::projector_family::qwen25vl) != mc.arch->mrope) {
+  if (vision::qwen_family(p->hparams().family) != mc.arch->mrope) {
     throw std::runtime_error(std::string("--mmproj: a ") + vision::family_name(p->hparams().family) +
                              " projector does not fit a '" + mc.architecture +
-                             "' model (Qwen2.5-VL's images need its multimodal RoPE: qwen2vl, and only they do)");
+                             "' model (Qwen2-VL's and Qwen2.5-VL's images need their multimodal RoPE: qwen2vl, "
+                             "and only they do)");
   }
   vision::image_layout layout(*p, shared.tok);
   const vision::image_limits limits{cfg.image_max_bytes, cfg.image_max_side, cfg.image_max_pixels};

@@ -69,7 +69,8 @@ void run_gen_lora(gen_options& o) {
 // A projector file for --arch's vision family, real shapes unless told otherwise.
 void run_gen_projector(gen_options& o) {
   auto& p = o.projector;
-  if (p.family != "gemma3" && p.family != "idefics3" && p.family != "qwen2.5vl") {
+  const bool qwen = p.family == "qwen2vl" || p.family == "qwen2.5vl";
+  if (p.family != "gemma3" && p.family != "idefics3" && !qwen) {
     throw std::runtime_error("--mmproj: no projector family for --arch " + o.spec.architecture +
                              " (gemma3; llama: idefics3; qwen2vl: qwen2.5vl; or --mmproj-family)");
   }
@@ -83,15 +84,18 @@ void run_gen_projector(gen_options& o) {
     throw std::runtime_error("--mmproj: the image size must be a multiple of the patch size, the patch grid of "
                              "--mmproj-merge, and the width of the heads");
   }
-  if (p.family == "qwen2.5vl" && (p.n_merge != 2 || (p.n_embd / p.n_head) % 4 || p.n_ff == p.n_embd)) {
-    throw std::runtime_error("--mmproj: qwen2.5vl merges 2 x 2 patches (--mmproj-merge 2), its head width is a "
-                             "multiple of 4, and its FFN width is not the encoder's");
+  if (qwen && (p.n_merge != 2 || (p.n_embd / p.n_head) % 4 || p.n_ff == p.n_embd)) {
+    throw std::runtime_error("--mmproj: " + p.family + " merges 2 x 2 patches (--mmproj-merge 2), its head width is "
+                             "a multiple of 4, and its FFN width is not the encoder's");
+  }
+  if (p.family == "qwen2vl" && p.n_wa_pattern != 0) {
+    throw std::runtime_error("--mmproj: qwen2vl has no window attention (--mmproj-wa-pattern 0)");
   }
   vision::write_projector(p, o.out);
-  if (p.family == "qwen2.5vl") {
-    std::fprintf(stderr, "wrote %s (qwen2.5vl projector: patch %u, %u layers (full attention every %u), width %u, "
-                 "ffn %u, %u heads, tokens of width %u)\n", o.out.c_str(), p.patch_size, p.n_layer, p.n_wa_pattern,
-                 p.n_embd, p.n_ff, p.n_head, p.n_embd_text);
+  if (qwen) {
+    std::fprintf(stderr, "wrote %s (%s projector: patch %u, %u layers (full attention every %u), width %u, "
+                 "ffn %u, %u heads, tokens of width %u)\n", o.out.c_str(), p.family.c_str(), p.patch_size, p.n_layer,
+                 p.n_wa_pattern ? p.n_wa_pattern : 1, p.n_embd, p.n_ff, p.n_head, p.n_embd_text);
     return;
   }
   std::fprintf(stderr, "wrote %s (%s projector: %u px, patch %u, %u layers, width %u, ffn %u, %u heads, %u tokens "
@@ -146,17 +150,22 @@ void run_gen_model(gen_options& o) {
 }  // namespace
 
 // --mmproj's family: --mmproj-family, else --arch's vision family (Gemma 3's; SmolVLM's, whose
-// language model is a llama; Qwen2.5-VL's). Qwen2.5-VL's tower has its own real shape: its
-// defaults replace SigLIP's for the --mmproj-* options not given.
+// language model is a llama; Qwen2.5-VL's, or Qwen2-VL's with --mmproj-family qwen2vl). The
+// Qwen towers have their own real shapes: theirs replace SigLIP's for the --mmproj-* options
+// not given.
 void resolve_projector_family(gen_options& o, const CLI::App& sub) {
   auto& p = o.projector;
   if (p.family.empty()) {
     const std::string& a = o.spec.architecture;
     p.family = a == "gemma3" ? "gemma3" : a == "llama" ? "idefics3" : a == "qwen2vl" ? "qwen2.5vl" : "";
   }
-  if (p.family != "qwen2.5vl") return;
+  if (p.family != "qwen2.5vl" && p.family != "qwen2vl") return;
   const vision::synthetic_projector_spec given = p;
-  vision::qwen25vl_shape(p);
+  if (p.family == "qwen2vl") {
+    vision::qwen2vl_shape(p);
+  } else {
+    vision::qwen25vl_shape(p);
+  }
   const auto keep = [&](const char* option, uint32_t vision::synthetic_projector_spec::*field) {
     if (sub.get_option(option)->count() > 0) p.*field = given.*field;
   };
@@ -261,11 +270,12 @@ void register_gen_model(CLI::App& app) {
       ->capture_default_str();
   sub->add_flag("--mmproj", o->mmproj,
                 "Write a vision projector (libmtmd's mmproj GGUF) for --arch (gemma3: SigLIP-so400m's shape; "
-                "llama: SmolVLM's idefics3 with --mmproj-* shapes; qwen2vl: Qwen2.5-VL-3B's vision tower) instead of "
+                "llama: SmolVLM's idefics3 with --mmproj-* shapes; qwen2vl: Qwen2.5-VL-3B's vision tower, or "
+                "Qwen2-VL-2B's with --mmproj-family qwen2vl) instead of "
                 "a model; --type f16 (default), bf16 or f32");
   sub->add_option("--mmproj-family", o->projector.family,
-                  "gemma3, idefics3 (SmolVLM) or qwen2.5vl; default: --arch's (gemma3: gemma3, llama: idefics3, "
-                  "qwen2vl: qwen2.5vl)");
+                  "gemma3, idefics3 (SmolVLM), qwen2vl or qwen2.5vl; default: --arch's (gemma3: gemma3, llama: "
+                  "idefics3, qwen2vl: qwen2.5vl)");
   sub->add_option("--mmproj-wa-pattern", o->projector.n_wa_pattern,
                   "qwen2.5vl: every Nth layer attends to the whole image, the others within 112-pixel windows "
                   "(clip.vision.n_wa_pattern; 0: every layer whole)")

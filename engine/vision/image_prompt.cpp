@@ -32,7 +32,7 @@ encoded_image encode_image(const projector& p, std::string_view bytes, const ima
   encoded_image out;
   out.hash = hash_pixels(img);
   image_tiles tiles = preprocess_tiles(p, img);
-  const uint64_t rows = p.hparams().family == projector_family::qwen25vl
+  const uint64_t rows = qwen_family(p.hparams().family)
                             ? uint64_t{tiles.grid_x} * tiles.grid_y
                             : uint64_t{p.hparams().n_tokens()} * tiles.tiles.size();
   if (rows > max_rows) {
@@ -53,7 +53,7 @@ image_layout::image_layout(const projector& p, const tokenizer& tok)
     end_ = {marker(tok, "<end_of_image>")};
     return;
   }
-  if (family_ == projector_family::qwen25vl) {
+  if (qwen_family(family_)) {
     begin_ = {marker(tok, "<|vision_start|>")};
     end_ = {marker(tok, "<|vision_end|>")};
     return;
@@ -86,7 +86,7 @@ image_prompt image_layout::lay_out(const encoded_image& img, const tokenizer& to
     add(end_);
     return out;
   }
-  if (family_ == projector_family::qwen25vl) {
+  if (qwen_family(family_)) {
     // One run of grid_y rows of grid_x tokens, causal, at multimodal RoPE's grid positions.
     const int32_t n = static_cast<int32_t>(img.grid_x * img.grid_y);
     if (n <= 0 || img.tiles.at(0)->size() < static_cast<size_t>(n)) throw std::runtime_error("an image without rows");

@@ -6,7 +6,7 @@
 //   idefics3  for each slice row y, col x: <fake_token_around_image><row_y_col_x> [64 rows]
 //             ("\n" after each row but the last), then "\n\n" <fake_token_around_image>
 //             <global-img> [overview: 64 rows] <fake_token_around_image>
-//   qwen25vl  <|vision_start|> [grid_y rows of grid_x rows, causal, at multimodal RoPE's grid
+//   Qwen-VL   <|vision_start|> [grid_y rows of grid_x rows, causal, at multimodal RoPE's grid
 //             positions: embedding_rows::grid_w, grid_h] <|vision_end|>
 //
 // The placeholders' ids come from the hash of the decoded pixels (hash_pixels), so the
@@ -33,7 +33,7 @@ struct encoded_image {
   // Each tile's rows [n_tokens][n_embd_text]; idefics3: the overview first, then the slices
   // row by row (preprocess_tiles' order).
   std::vector<std::shared_ptr<const std::vector<float>>> tiles;
-  uint32_t grid_x = 0, grid_y = 0;  // idefics3: its slices; qwen25vl: its merged tokens (rows of grid_x); 0 for gemma3
+  uint32_t grid_x = 0, grid_y = 0;  // idefics3: its slices; Qwen-VL: its merged tokens (rows of grid_x); 0 for gemma3
   pixel_hash hash;
 };
 
@@ -56,7 +56,7 @@ class image_layout {
   // token the vocabulary lacks (a projector paired with the wrong model).
   image_layout(const projector& p, const tokenizer& tok);
   image_prompt lay_out(const encoded_image& img, const tokenizer& tok) const;
-  // Tokens a tile takes (fixed-size families; qwen25vl's vary with the image).
+  // Tokens a tile takes (fixed-size families; Qwen-VL's vary with the image).
   uint32_t n_tokens_per_tile() const { return n_tile_; }
 
  private:

@@ -70,10 +70,8 @@ std::vector<float> optional_vec(const reader& r, const std::string& name, int64_
   return r.f.find_tensor(name) ? r.vec(name, n) : std::vector<float>{};
 }
 
-// Qwen2.5-VL's vision tower (llama.cpp's converter: two conv kernels for the temporal patch,
-// fused qkv split into q, k, v, the merger's ln_q as v.post_ln, its MLP as mm.0 and mm.2).
-// One encoder block's tensors (v.blk.N.*): SigLIP's LayerNorms and GELU FFN, or with
-// `swiglu` Qwen2.5-VL's RMS norms (their biases optional) and gated FFN.
+// One encoder block's tensors (v.blk.N.*): LayerNorms and an ungated FFN (SigLIP's, Qwen2-VL's),
+// or with `swiglu` Qwen2.5-VL's RMS norms (their biases optional) and gated FFN.
 vit_layer read_layer(const reader& r, uint32_t il, int64_t E, int64_t F, bool swiglu) {
   const std::string b = "v.blk." + std::to_string(il) + ".";
   vit_layer L;
@@ -100,17 +98,31 @@ vit_layer read_layer(const reader& r, uint32_t il, int64_t E, int64_t F, bool sw
   return L;
 }
 
-void load_qwen25vl(vision_hparams& hp, projector& p, const reader& r) {
+// Qwen2-VL's and Qwen2.5-VL's vision towers (llama.cpp's converter: two conv kernels for the
+// temporal patch, fused qkv split into q, k, v, the merger's ln_q as v.post_ln, its MLP as mm.0
+// and mm.2). What sets 2.5 apart is data: RMS norms, SwiGLU, window attention.
+void load_qwen(vision_hparams& hp, projector& p, const reader& r, projector_family family) {
   const gguf::file& f = r.f;
-  if (f.get_bool("clip.use_silu") != true || f.get_bool("clip.use_gelu") == true) {
+  const bool v25 = family == projector_family::qwen25vl;
+  hp.family = family;
+  if (v25 && (f.get_bool("clip.use_silu") != true || f.get_bool("clip.use_gelu") == true)) {
     throw format_error("projector file: qwen2.5vl needs clip.use_silu (its FFN is SwiGLU)");
   }
-  hp.family = projector_family::qwen25vl;
-  hp.rms_norm = true;
+  if (!v25 && (f.get_bool("clip.use_silu") == true || f.get_bool("clip.use_gelu") == true)) {
+    // libmtmd's default activation, quick GELU, is Qwen2-VL's (its converter sets neither key)
+    throw format_error("projector file: qwen2vl's FFN is quick GELU; clip.use_silu and clip.use_gelu are not supported");
+  }
+  hp.rms_norm = v25;
+  hp.quick_gelu = !v25;
   hp.n_merge = 2;  // libmtmd's graph merges 2 x 2 whatever the file says
   if (f.get_int("clip.vision.spatial_merge_size")) r.u32("clip.vision.spatial_merge_size", 2, 2);
-  hp.n_wa_pattern = r.u32("clip.vision.n_wa_pattern", 0, kMaxLayers);
-  hp.window = 112;  // libmtmd's for this family (Qwen2.5-VL's window_size); the file has no key
+  if (v25) {
+    hp.n_wa_pattern = r.u32("clip.vision.n_wa_pattern", 0, kMaxLayers);
+  } else if (f.get_int("clip.vision.n_wa_pattern")) {
+    // libmtmd would build window attention without the window layout's inputs
+    r.u32("clip.vision.n_wa_pattern", 0, 0);
+  }
+  hp.window = 112;  // libmtmd's for Qwen2.5-VL (its window_size); the file has no key
   hp.filter = resample_filter::bicubic;
   // libmtmd's limits for Qwen-VL: 8 to 4096 tokens of (patch * 2)^2 pixels.
   const uint32_t area = (hp.patch_size * 2) * (hp.patch_size * 2);
@@ -119,13 +131,22 @@ void load_qwen25vl(vision_hparams& hp, projector& p, const reader& r) {
   if (hp.head_dim() % 4 || hp.head_dim() > 1024) {
     throw format_error("projector file: the head width must be a multiple of 4 (2-D rotary), at most 1024");
   }
+  if (!v25) {
+    // The converter writes Qwen2-VL's feed_forward_length from its config's hidden_size, the
+    // language model's width (1536 for 2B), not the FFN's (5120): libmtmd reads the width
+    // from the tensors, and so does Tandem.
+    const gguf::tensor_info* up = f.find_tensor("v.blk.0.ffn_up.weight");
+    if (!up) throw format_error("projector file: missing tensor v.blk.0.ffn_up.weight");
+    if (up->ne[1] < 1 || up->ne[1] > kMaxFf) throw format_error("projector file: v.blk.0.ffn_up.weight has a bad width");
+    hp.n_ff = static_cast<uint32_t>(up->ne[1]);
+  }
   if (hp.n_ff == hp.n_embd) {
     // libmtmd swaps ffn_up and ffn_down of such a file (an old converter's naming), so its
     // meaning is ambiguous
-    throw format_error("projector file: clip.vision.feed_forward_length equals embedding_length");
+    throw format_error("projector file: the FFN width equals embedding_length");
   }
-  if (f.find_tensor("v.patch_embd.bias")) throw format_error("projector file: qwen2.5vl has no v.patch_embd.bias");
-  if (f.find_tensor("v.pre_ln.weight")) throw format_error("projector file: v.pre_ln is not supported for qwen2.5vl");
+  if (f.find_tensor("v.patch_embd.bias")) throw format_error("projector file: a Qwen-VL tower has no v.patch_embd.bias");
+  if (f.find_tensor("v.pre_ln.weight")) throw format_error("projector file: v.pre_ln is not supported for Qwen-VL");
 
   const int64_t E = hp.n_embd, F = hp.n_ff, P = hp.patch_size;
   const auto& p0 = r.tensor("v.patch_embd.weight", {P, P, 3, E});
@@ -133,10 +154,10 @@ void load_qwen25vl(vision_hparams& hp, projector& p, const reader& r) {
   p.patch = kernels::weight_view(p0.type, 3 * P * P, E, p0.data);
   p.patch1 = kernels::weight_view(p1.type, 3 * P * P, E, p1.data);
   p.layers.resize(hp.n_layer);
-  for (uint32_t il = 0; il < hp.n_layer; ++il) p.layers[il] = read_layer(r, il, E, F, /*swiglu=*/true);
+  for (uint32_t il = 0; il < hp.n_layer; ++il) p.layers[il] = read_layer(r, il, E, F, /*swiglu=*/v25);
   if (f.find_tensor("v.post_ln.weight")) {  // the merger's ln_q; optional, as in libmtmd
     p.post_ln_w = r.vec("v.post_ln.weight", E);
-    p.post_ln_b = optional_vec(r, "v.post_ln.bias", E);
+    p.post_ln_b = v25 ? optional_vec(r, "v.post_ln.bias", E) : r.vec("v.post_ln.bias", E);
   }
   // The merger: [4E] -> mm.0 -> [M] -> GELU -> mm.2 -> [T]
   // A merger matrix's output width (its row count), which the file chooses: bounded.
@@ -163,6 +184,7 @@ const char* family_name(projector_family f) {
   switch (f) {
     case projector_family::gemma3: return "gemma3";
     case projector_family::idefics3: return "idefics3";
+    case projector_family::qwen2vl: return "qwen2vl";
     case projector_family::qwen25vl: return "qwen2.5vl";
   }
   return "?";
@@ -179,10 +201,11 @@ std::unique_ptr<projector> projector::from(gguf::file file) {
 
   std::string type = f.get_string("clip.projector_type").value_or(f.get_string("clip.vision.projector_type").value_or(""));
   if (type.empty()) throw format_error("not a projector file: no clip.projector_type (is this the language model?)");
-  if (type != "gemma3" && type != "idefics3" && type != "qwen2.5vl_merger") {
-    throw format_error("projector type '" + type + "' is not supported (supported: gemma3, idefics3, qwen2.5vl_merger)");
+  if (type != "gemma3" && type != "idefics3" && type != "qwen2vl_merger" && type != "qwen2.5vl_merger") {
+    throw format_error("projector type '" + type +
+                       "' is not supported (supported: gemma3, idefics3, qwen2vl_merger, qwen2.5vl_merger)");
   }
-  const bool gemma3 = type == "gemma3", qwen = type == "qwen2.5vl_merger";
+  const bool gemma3 = type == "gemma3", qwen = type == "qwen2vl_merger" || type == "qwen2.5vl_merger";
   if (f.get_bool("clip.has_vision_encoder") == false) throw format_error("projector file has no vision encoder");
   if (!qwen && f.get_bool("clip.use_gelu") != true) {
     throw format_error("projector file: only GELU encoders are supported (clip.use_gelu)");
@@ -217,7 +240,7 @@ std::unique_ptr<projector> projector::from(gguf::file file) {
   if (hp.n_embd % hp.n_head) throw format_error("projector file: embedding_length is not a multiple of head_count");
   if (hp.image_size % hp.patch_size) throw format_error("projector file: image_size is not a multiple of patch_size");
   if (qwen) {
-    load_qwen25vl(hp, *p, r);
+    load_qwen(hp, *p, r, type == "qwen2vl_merger" ? projector_family::qwen2vl : projector_family::qwen25vl);
     return p;
   }
   if (hp.grid() % hp.n_merge) throw format_error("projector file: the patch grid is not a multiple of scale_factor");

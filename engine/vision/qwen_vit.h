@@ -1,10 +1,11 @@
-// Qwen2.5-VL's parts of the vision pass that the SigLIP families lack (vision_encoder.cpp
-// runs the blocks; these are its hooks): the dynamic input size, the window layout of the
-// patches, 2-D rotary positions and attention within windows.
+// Qwen2-VL's and Qwen2.5-VL's parts of the vision pass that the SigLIP families lack
+// (vision_encoder.cpp runs the blocks; these are its hooks): the dynamic input size, the
+// window layout of the patches, 2-D rotary positions and attention within windows.
 //
 // Layout. The resized image is gy x gx patches, my x mx merged tokens (2 x 2 patches each).
 // Windows are `win` x `win` merged tokens (112 px: 4 x 4), the last row and column of them
-// cut short by the image's edge. The pass keeps its tokens in window order: window by window
+// cut short by the image's edge; without window layers (qwen2vl), one window of the whole
+// image. The pass keeps its tokens in window order: window by window
 // (row by row of windows), within a window its merged tokens row by row, within a merged
 // token its 4 patches (dy, dx) = (0,0), (0,1), (1,0), (1,1). So a window's patches are one
 // contiguous range, a merged token's 4 patches one row of 4E floats, and only the merger's

@@ -12,8 +12,8 @@
 namespace tandem::vision {
 
 struct synthetic_projector_spec {
-  // "gemma3", "idefics3" (SmolVLM's: set the shapes below to its own) or "qwen2.5vl"
-  // (qwen25vl_shape() sets Qwen2.5-VL's)
+  // "gemma3", "idefics3" (SmolVLM's: set the shapes below to its own), "qwen2vl" or
+  // "qwen2.5vl" (qwen2vl_shape() and qwen25vl_shape() set theirs)
   std::string family = "gemma3";
   // gemma3's SigLIP-so400m by default (Gemma 3 4B's projector: 2560-wide language model).
   uint32_t image_size = 896, patch_size = 14;
@@ -33,6 +33,10 @@ struct synthetic_projector_spec {
 // full attention every 8th layer, the image_size key 560) mapping to n_embd_text (3B: 2048,
 // 7B: 3584).
 void qwen25vl_shape(synthetic_projector_spec& s, uint32_t n_embd_text = 2048);
+
+// Qwen2-VL's vision tower (2B and 7B alike: 1280 wide, 32 layers of 16 heads, FFN 5120, every
+// layer attending to the whole image) mapping to n_embd_text (2B: 1536, 7B: 3584).
+void qwen2vl_shape(synthetic_projector_spec& s, uint32_t n_embd_text = 1536);
 
 gguf::writer make_projector(const synthetic_projector_spec& spec);
 void write_projector(const synthetic_projector_spec& spec, const std::filesystem::path& path);

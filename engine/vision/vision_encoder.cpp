@@ -94,7 +94,7 @@ image_tiles preprocess_tiles(const projector& p, const rgb_image& img) {
     out.tiles.push_back(tile(resize_padded(img, hp.image_size, hp.image_size, hp.filter)));
     return out;
   }
-  if (hp.family == projector_family::qwen25vl) {
+  if (qwen_family(hp.family)) {
     // libmtmd's dynamic size: the image fitted (bicubic, aspect kept, centred on black) inside
     // the nearest size of whole merged tokens whose area lies within [min, max] pixels.
     const auto [w, h] = qwen::resized_size(hp, img.width, img.height);
@@ -148,8 +148,9 @@ std::vector<float> preprocess(const projector& p, const rgb_image& img) {
 
 namespace {
 
-// The encoder blocks over H [N][E] in place. `windows`: qwen25vl's layout (rotary positions,
-// window attention on its window layers), or null (SigLIP: learned positions, already added).
+// The encoder blocks over H [N][E] in place. `windows`: a Qwen-VL layout (rotary positions,
+// window attention on qwen25vl's window layers), or null (SigLIP: learned positions, already
+// added).
 void run_blocks(const projector& p, std::vector<float>& h, int64_t N, const qwen::window_layout* windows,
                 const kernels::dot_kernels& kern, thread_pool& pool, kernels::matmul_scratch& scratch) {
   const vision_hparams& hp = p.hparams();
@@ -185,6 +186,8 @@ void run_blocks(const projector& p, std::vector<float>& h, int64_t N, const qwen
           up[static_cast<size_t>(i)] *= g / (1.0f + std::exp(-g));
         }
       });
+    } else if (hp.quick_gelu) {
+      gelu_quick(up.data(), N * F, pool);
     } else {
       gelu(up.data(), N * F, pool);
     }
@@ -193,7 +196,7 @@ void run_blocks(const projector& p, std::vector<float>& h, int64_t N, const qwen
   if (!p.post_ln_w.empty()) norm_rows(hp, h.data(), p.post_ln_w, p.post_ln_b, h.data(), N, E, pool);
 }
 
-// qwen25vl: one image of width x height pixels ([3][height][width]) -> [mx*my][n_embd_text],
+// qwen_family: one image of width x height pixels ([3][height][width]) -> [mx*my][n_embd_text],
 // the merged tokens in raster order.
 std::vector<float> encode_qwen(const projector& p, const std::vector<float>& pixels, uint32_t width, uint32_t height,
                                const kernels::dot_kernels& kern, thread_pool& pool) {
@@ -241,7 +244,7 @@ std::vector<float> encode_qwen(const projector& p, const std::vector<float>& pix
 
 std::vector<float> encode(const projector& p, const image_tile& tile, thread_pool& pool,
                           const kernels::dot_kernels& kern) {
-  if (p.hparams().family == projector_family::qwen25vl) {
+  if (qwen_family(p.hparams().family)) {
     return encode_qwen(p, tile.pixels, tile.width, tile.height, kern, pool);
   }
   return encode(p, tile.pixels, pool, kern);
@@ -250,8 +253,8 @@ std::vector<float> encode(const projector& p, const image_tile& tile, thread_poo
 std::vector<float> encode(const projector& p, const std::vector<float>& pixels, thread_pool& pool,
                           const kernels::dot_kernels& kern) {
   const vision_hparams& hp = p.hparams();
-  if (hp.family == projector_family::qwen25vl) {
-    throw std::invalid_argument("vision encode: a qwen2.5vl tile needs its size (encode an image_tile)");
+  if (qwen_family(hp.family)) {
+    throw std::invalid_argument("vision encode: a Qwen-VL tile needs its size (encode an image_tile)");
   }
   const int64_t S = hp.image_size, P = hp.patch_size, G = hp.grid(), N = hp.n_patches(), E = hp.n_embd;
   if (pixels.size() != static_cast<size_t>(3 * S * S)) throw std::invalid_argument("vision encode: wrong pixel count");

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "engine/kernels/fast_exp.h"
+#include "engine/kernels/half.h"
 #include "engine/kernels/isa.h"
 #include "engine/kernels/ops.h"
 
@@ -55,16 +57,52 @@ void softmax_rows(float* rows, int64_t n_rows, int64_t n, int64_t stride, float 
   });
 }
 
+namespace {
+
+// f(chunk, length) over x[0..n) in chunks of 64 KiB (a multiple of every vector width), one
+// task each.
+template <class F>
+void in_chunks(float* x, int64_t n, thread_pool& pool, F f) {
+  constexpr int64_t kChunk = 16384;
+  pool.parallel_for((n + kChunk - 1) / kChunk, [&](int64_t task, int) {
+    f(x + task * kChunk, std::min(kChunk, n - task * kChunk));
+  });
+}
+
+}  // namespace
+
+// ggml's quick-GELU table: x·(1 / (1 + e^(-1.702x))) of every half value, rounded to half.
+const float* gelu_quick_table() {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    for (uint32_t i = 0; i < 65536; ++i) {
+      const float h = kernels::f16_to_f32(static_cast<kernels::f16_bits>(i));
+      t[i] = kernels::f16_to_f32(kernels::f32_to_f16(h * (1.0f / (1.0f + std::exp(-1.702f * h)))));
+    }
+    return t;
+  }();
+  return table.data();
+}
+
 void gelu(float* x, int64_t n, thread_pool& pool) {
-  constexpr int64_t kChunk = 16384;  // floats per task: 64 KiB, a multiple of every vector width
   const auto isa = kernels::kernel_isa();
   const float* table = kernels::gelu_table_f32();
-  pool.parallel_for((n + kChunk - 1) / kChunk, [&](int64_t task, int) {
-    float* p = x + task * kChunk;
-    const int64_t len = std::min(kChunk, n - task * kChunk);
+  in_chunks(x, n, pool, [&](float* p, int64_t len) {
     if (isa == kernels::isa_level::avx512) return gelu_avx512(p, len, table);
     if (isa >= kernels::isa_level::avx2) return gelu_avx2(p, len, table);
     for (int64_t i = 0; i < len; ++i) p[i] = kernels::gelu_tanh(p[i]);
+  });
+}
+
+float gelu_quick(float x) { return gelu_quick_table()[kernels::f32_to_f16(x)]; }
+
+void gelu_quick(float* x, int64_t n, thread_pool& pool) {
+  const auto isa = kernels::kernel_isa();
+  const float* table = gelu_quick_table();
+  in_chunks(x, n, pool, [&](float* p, int64_t len) {
+    if (isa == kernels::isa_level::avx512) return half_table_avx512(p, len, table);
+    if (isa >= kernels::isa_level::avx2) return half_table_avx2(p, len, table);
+    for (int64_t i = 0; i < len; ++i) p[i] = table[kernels::f32_to_f16(p[i])];
   });
 }
 

@@ -42,6 +42,12 @@ void softmax_rows(float* rows, int64_t n_rows, int64_t n, int64_t stride, float 
 // gelu_tanh (engine/kernels/ops.h) of x[0..n) in place, its bits, split over the pool.
 void gelu(float* x, int64_t n, thread_pool& pool);
 
+// Quick GELU, x·σ(1.702x), of x[0..n) in place, as ggml computes it (Qwen2-VL's FFN): x
+// rounded to half, looked up in a table of the function of every half value rounded to half.
+float gelu_quick(float x);
+void gelu_quick(float* x, int64_t n, thread_pool& pool);
+const float* gelu_quick_table();  // [65536] by the bits of x rounded to half
+
 // The SIMD bodies, one source for both (vision_kernels_simd.inl): AVX-512
 // (vision_kernels_avx512.cpp) and AVX2 with FMA and F16C (vision_kernels_avx2.cpp), each only
 // called where kernel_isa() reaches its level. The two sum each dot product over 16 and 8
@@ -50,12 +56,14 @@ void float_gemm_avx512(const kernels::weight_view& w, const float* x, int64_t x_
                        int64_t y_stride, thread_pool& pool);
 float softmax_numerators_avx512(float* row, int64_t n, float scale);
 void gelu_avx512(float* x, int64_t n, const float* table);
+void half_table_avx512(float* x, int64_t n, const float* table);  // x = table[half(x)]
 void gemm_bt_avx512(const float* a, int64_t lda, const float* bt, int64_t ldb, float* c, int64_t ldc, int64_t m,
                     int64_t n, int64_t k, thread_pool& pool);
 void float_gemm_avx2(const kernels::weight_view& w, const float* x, int64_t x_stride, int64_t n_tok, float* y,
                      int64_t y_stride, thread_pool& pool);
 float softmax_numerators_avx2(float* row, int64_t n, float scale);
 void gelu_avx2(float* x, int64_t n, const float* table);
+void half_table_avx2(float* x, int64_t n, const float* table);
 void gemm_bt_avx2(const float* a, int64_t lda, const float* bt, int64_t ldb, float* c, int64_t ldc, int64_t m,
                   int64_t n, int64_t k, thread_pool& pool);
 

@@ -127,4 +127,6 @@ float softmax_numerators_avx2(float* row, int64_t n, float scale) {
 
 void gelu_avx2(float* x, int64_t n, const float* table) { gelu_body(x, n, table); }
 
+void half_table_avx2(float* x, int64_t n, const float* table) { half_table_body(x, n, table); }
+
 }  // namespace tandem::vision

@@ -91,4 +91,6 @@ float softmax_numerators_avx512(float* row, int64_t n, float scale) {
 
 void gelu_avx512(float* x, int64_t n, const float* table) { gelu_body(x, n, table); }
 
+void half_table_avx512(float* x, int64_t n, const float* table) { half_table_body(x, n, table); }
+
 }  // namespace tandem::vision

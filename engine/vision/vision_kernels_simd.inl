@@ -227,3 +227,12 @@ void gelu_body(float* x, int64_t n, const float* table) {
     simd::store(x + j, m, simd::from_at_least(v, 10.0f, v, g));
   }
 }
+
+// table[bits of x rounded to half] in every lane: a function ggml computes from a half table
+// over its whole range (quick GELU), its bits.
+void half_table_body(float* x, int64_t n, const float* table) {
+  for (int64_t j = 0; j < n; j += simd::lanes) {
+    const simd::mask m = lanes_at(j, n);
+    simd::store(x + j, m, simd::lookup_half(table, simd::load(x + j, m)));
+  }
+}

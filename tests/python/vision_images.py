@@ -66,6 +66,8 @@ CASES = [{"projector": p, "image": i, "prompt": q, "max_tokens": 16} for p in PR
 #              slices and an overview, 16 rows each
 #   qwen2.5vl  a qwen2vl model with 64-wide heads (multimodal RoPE's sections 8, 12, 12 of 32
 #              pairs), a two-block projector (one windowed, one full), the image's own size
+#   qwen2vl    the same language model and Qwen2-VL's projector (LayerNorms, quick GELU, no
+#              windows)
 _TEXT = ["--embd", "256", "--heads", "4", "--kv-heads", "2", "--ff", "512", "--vocab", "1024", "--type", "q8_0",
          "--untied", "--seed", "4"]
 _SMALL_VIT = ["--type", "f32", "--seed", "7", "--mmproj-text-embd", "256", "--mmproj-layers", "2", "--mmproj-embd",
@@ -87,6 +89,11 @@ PAIRS = {
         "projector": ["--arch", "qwen2vl", "--mmproj", *_SMALL_VIT, "--mmproj-ff", "96", "--mmproj-wa-pattern", "2"],
         # merged grids (28 px a token): 4 x 9 (windows of 4 x 4 cut at the bottom), 3 x 2, 6 x 4
         "images": ["noise 100x260", "gradient 64x30", "disc 170x110"]},
+    "qwen2vl": {
+        "text": ["--arch", "qwen2vl", "--layers", "2", "--image-tokens", "qwen2vl", *_TEXT],
+        "projector": ["--arch", "qwen2vl", "--mmproj", "--mmproj-family", "qwen2vl", *_SMALL_VIT, "--mmproj-ff", "128"],
+        # merged grids 4 x 9 and 6 x 4
+        "images": ["noise 100x260", "disc 170x110"]},
 }
 PAIR_PROMPT_TEMPLATE = "<|im_start|>user\n<__media__>{}<|im_end|>\n<|im_start|>assistant\n"
 PAIR_CASES = [{"family": f, "image": i, "prompt": q, "max_tokens": 12} for f, pair in PAIRS.items()

@@ -28,12 +28,15 @@ struct vision_isa {
                   thread_pool&);
   float (*softmax_numerators)(float*, int64_t, float);
   void (*gelu)(float*, int64_t, const float*);
+  void (*half_table)(float*, int64_t, const float*);
 };
 
 TEST(VisionKernels, EverySimdBodyMatchesDoubleSums) {
   const vision_isa isas[] = {
-      {"avx2", kernels::isa_level::avx2, float_gemm_avx2, gemm_bt_avx2, softmax_numerators_avx2, gelu_avx2},
-      {"avx512", kernels::isa_level::avx512, float_gemm_avx512, gemm_bt_avx512, softmax_numerators_avx512, gelu_avx512}};
+      {"avx2", kernels::isa_level::avx2, float_gemm_avx2, gemm_bt_avx2, softmax_numerators_avx2, gelu_avx2,
+       half_table_avx2},
+      {"avx512", kernels::isa_level::avx512, float_gemm_avx512, gemm_bt_avx512, softmax_numerators_avx512, gelu_avx512,
+       half_table_avx512}};
   thread_pool pool(2);
   uint32_t seed = 7;
   const auto rnd = [&seed] {
@@ -128,6 +131,35 @@ TEST(VisionKernels, EverySimdBodyMatchesDoubleSums) {
       std::memcpy(&b_bits, &want, 4);
       ASSERT_EQ(a_bits, b_bits) << isa.name << " gelu(" << in[j] << ") = " << out[j] << ", want " << want;
     }
+    // quick GELU (Qwen2-VL's): the scalar function's bits through the same gather, over the
+    // whole range (no cut-offs: ggml looks every value up).
+    out = in;
+    isa.half_table(out.data(), int64_t(out.size()), gelu_quick_table());
+    for (size_t j = 0; j < in.size(); ++j) {
+      const float want = gelu_quick(in[j]);
+      if (std::isnan(want)) continue;
+      ASSERT_EQ(out[j], want) << isa.name << " gelu_quick(" << in[j] << ")";
+    }
   }
   if (ran == 0) GTEST_SKIP() << "this CPU has neither AVX2 nor AVX-512";
+}
+
+// Quick GELU as ggml computes it: x·σ(1.702x) of x rounded to half, the result rounded to
+// half, over the whole range.
+TEST(VisionKernels, QuickGeluIsTheHalfTableOfXSigmoid1702X) {
+  for (int i = -4000; i <= 4000; ++i) {
+    const float x = static_cast<float>(i) / 200.0f;  // -20 .. 20
+    const float h = kernels::f16_to_f32(kernels::f32_to_f16(x));
+    const double want = h / (1.0 + std::exp(-1.702 * h));
+    const float got = gelu_quick(x);
+    EXPECT_EQ(got, kernels::f16_to_f32(kernels::f32_to_f16(got))) << x << ": not a half value";
+    EXPECT_NEAR(got, want, std::max(std::fabs(want) * 1e-3, 1e-7)) << x;
+  }
+  EXPECT_EQ(gelu_quick(0.0f), 0.0f);
+  std::vector<float> v{-3.0f, -0.5f, 0.25f, 2.0f, 7.0f};
+  std::vector<float> want;
+  for (const float x : v) want.push_back(gelu_quick(x));
+  thread_pool pool(2);
+  gelu_quick(v.data(), static_cast<int64_t>(v.size()), pool);  // the dispatching entry point
+  EXPECT_EQ(v, want);
 }
