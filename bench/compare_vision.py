@@ -4,9 +4,10 @@ libmtmd (llama-mtmd-cli, which prints "mtmd batch encoding done in N ms") on the
 synthetic projector file of a real shape, the same image and the same threads, runs
 alternating. Writes the "vision-encode" section of docs/benchmarks.md on a CPU with AVX-512,
 "vision-encode-avx2" on one without (the encoder's kernels differ: engine/vision/vision_kernels.h);
-for qwen2.5vl "vision-encode-qwen(-avx2)", for idefics3 "vision-encode-smolvlm(-avx2)".
+for qwen2.5vl "vision-encode-qwen(-avx2)", for qwen2vl "vision-encode-qwen2vl(-avx2)", for idefics3
+"vision-encode-smolvlm(-avx2)".
 
-  bench/compare_vision.py --build build --mtmd-cli PATH [--family gemma3|qwen2.5vl|idefics3] [--threads 2]
+  bench/compare_vision.py --build build --mtmd-cli PATH [--family gemma3|qwen2.5vl|qwen2vl|idefics3] [--threads 2]
                           [--repeat 2] [--layers N] [--image WxH]
 
 gemma3's projector is SigLIP-so400m's shape (896 pixels, 27 blocks of width 1152), made by
@@ -14,7 +15,9 @@ gemma3's projector is SigLIP-so400m's shape (896 pixels, 27 blocks of width 1152
 be llama-mtmd-cli's language model; the output width costs one small matrix. qwen2.5vl's is
 Qwen2.5-VL-3B's vision tower (32 blocks of width 1280, windows of 112 pixels, full attention
 every 8th block, 2048 out) at the image's own size, beside a one-block qwen2vl language model
-2048 wide that gen-model writes for llama-mtmd-cli. idefics3's is SmolVLM-256M's encoder
+2048 wide that gen-model writes for llama-mtmd-cli. qwen2vl's is Qwen2-VL-2B's (32 blocks of
+width 1280, FFN 5120, every block attending to the whole image, 1536 out), likewise.
+idefics3's is SmolVLM-256M's encoder
 (SigLIP-B/16 at 512 px: 12 blocks of width 768, 4 x 4 pixel shuffle into 64 tokens a tile, 576
 out) with the image resized to 1536 on its longer side and cut into tiles, beside a one-block
 llama 576 wide with SmolVLM's image tokens. llama-mtmd-cli runs with its defaults (flash
@@ -42,7 +45,7 @@ def has_avx512():
 
 
 def section_key(family):
-    name = {"gemma3": "", "qwen2.5vl": "-qwen", "idefics3": "-smolvlm"}[family]
+    name = {"gemma3": "", "qwen2.5vl": "-qwen", "qwen2vl": "-qwen2vl", "idefics3": "-smolvlm"}[family]
     return "vision-encode" + name + ("" if has_avx512() else "-avx2")
 
 
@@ -76,14 +79,16 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--mtmd-cli", required=True, help="llama-mtmd-cli (scripts/build-llama-server.sh builds it)")
-    ap.add_argument("--family", choices=["gemma3", "qwen2.5vl", "idefics3"], default="gemma3")
+    ap.add_argument("--family", choices=["gemma3", "qwen2.5vl", "qwen2vl", "idefics3"], default="gemma3")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--layers", type=int, default=0, help="encoder blocks (0: the real shape's, 27, 32 or 12)")
-    ap.add_argument("--image", default="", help="WxH (default: 640x480 for gemma3, 644x476 for qwen2.5vl)")
+    ap.add_argument("--image", default="", help="WxH (default: 640x480; 644x476 for the Qwen-VL families)")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks.md"))
     a = ap.parse_args()
-    qwen, smolvlm = a.family == "qwen2.5vl", a.family == "idefics3"
+    qwen, smolvlm = a.family in ("qwen2.5vl", "qwen2vl"), a.family == "idefics3"
+    qwen2 = a.family == "qwen2vl"
+    text_width = "1536" if qwen2 else "2048"  # Qwen2-VL-2B's language model, Qwen2.5-VL-3B's
     a.layers = a.layers or (32 if qwen else 12 if smolvlm else 27)
     a.image = a.image or ("644x476" if qwen else "640x480")
     w, h = (int(v) for v in a.image.split("x"))
@@ -93,9 +98,9 @@ def main():
         mmproj, png = os.path.join(tmp, "mmproj.gguf"), os.path.join(tmp, "image.png")
         if qwen:
             text_model, template = os.path.join(tmp, "qwen2vl.gguf"), "chatml"
-            subprocess.run([tandem, "gen-model", "--arch", "qwen2vl", "--mmproj", "--mmproj-layers", str(a.layers),
-                            "-o", mmproj], check=True)
-            subprocess.run([tandem, "gen-model", "--arch", "qwen2vl", "--embd", "2048", "--heads", "16", "--kv-heads",
+            subprocess.run([tandem, "gen-model", "--arch", "qwen2vl", "--mmproj", "--mmproj-family", a.family,
+                            "--mmproj-layers", str(a.layers), "-o", mmproj], check=True)
+            subprocess.run([tandem, "gen-model", "--arch", "qwen2vl", "--embd", text_width, "--heads", "16", "--kv-heads",
                             "2", "--ff", "256", "--layers", "1", "--vocab", "1024", "--image-tokens", "qwen2vl",
                             "--untied", "-o", text_model], check=True)
         elif smolvlm:
@@ -123,9 +128,15 @@ def main():
     begin, end = f"<!-- {key}:begin -->", f"<!-- {key}:end -->"
     cmd = (f"python3 bench/compare_vision.py --build build --mtmd-cli PATH/llama-mtmd-cli --family {a.family} "
            f"--threads {a.threads} --repeat {a.repeat} --layers {a.layers} --image {a.image}")
-    title = ("the vision encoder against libmtmd" + (", Qwen2.5-VL" if qwen else ", SmolVLM" if smolvlm else "") +
+    title = ("the vision encoder against libmtmd" +
+             (", Qwen2-VL" if qwen2 else ", Qwen2.5-VL" if qwen else ", SmolVLM" if smolvlm else "") +
              ("" if has_avx512() else ", a CPU without AVX-512"))
-    if qwen:
+    if qwen2:
+        shape = (f"Synthetic qwen2vl projector of Qwen2-VL-2B's vision tower ({a.layers} blocks of width 1280, FFN "
+                 "5120, every block attending to the whole image), f16, from `tandem gen-model --arch qwen2vl "
+                 f"--mmproj --mmproj-family qwen2vl`; a {w}x{h} image at its own size. llama-mtmd-cli with its "
+                 "defaults (flash attention on).")
+    elif qwen:
         shape = (f"Synthetic qwen2.5vl projector of Qwen2.5-VL-3B's vision tower ({a.layers} blocks of width 1280, "
                  "windows of 112 pixels, full attention every 8th block), f16, from `tandem gen-model --arch "
                  f"qwen2vl --mmproj`; a {w}x{h} image at its own size. llama-mtmd-cli with its defaults (flash "
