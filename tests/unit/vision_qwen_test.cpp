@@ -136,6 +136,54 @@ std::vector<double> qwen_reference(const gguf::file& f, const synthetic_projecto
   return lin(y1, mx * my, floats_of(f, "mm.2.weight"), 4 * E, T, &b2);
 }
 
+// The family's encoder against qwen_reference on a test image of w x h pixels, for f32 and
+// f16 weights: at most `bar` of the largest output apart.
+void matches_the_reference(synthetic_projector_spec (*spec_of)(tensor_type), uint32_t w, uint32_t h, uint32_t n_tokens,
+                           double bar_f32, double bar_f16) {
+  thread_pool pool(2);
+  for (const tensor_type type : {tensor_type::f32, tensor_type::f16}) {
+    const auto spec = spec_of(type);
+    std::vector<std::byte> bytes;
+    const auto p = load(spec, bytes);
+    const image_tiles t = preprocess_tiles(*p, test_image(w, h));
+    ASSERT_EQ(t.grid_x * t.grid_y, n_tokens);
+    const std::vector<float> got = encode(*p, t.tiles[0], pool);
+    ASSERT_EQ(got.size(), size_t{n_tokens} * 64);
+    const double err = max_rel_error(got, qwen_reference(gguf::file::parse(bytes), spec, t.tiles[0]));
+    const bool f32 = type == tensor_type::f32;
+    EXPECT_LT(err, f32 ? bar_f32 : bar_f16) << spec.family << (f32 ? " f32" : " f16");
+    std::printf("%s %s weights: max error %.2e of the largest output\n", spec.family.c_str(), f32 ? "f32" : "f16", err);
+  }
+}
+
+// make_mtmd_vectors.sh's two cases of a family (mtmd-PREFIX-f32-150x90.bin and
+// mtmd-PREFIX-f16-100x260.bin): within 1e-3 of libmtmd's largest embedding value.
+void matches_libmtmd(synthetic_projector_spec (*spec_of)(tensor_type), const std::string& prefix) {
+  thread_pool pool(2);
+  struct fidelity_case {
+    tensor_type type;
+    uint32_t w, h, grid_x, grid_y;
+  };
+  for (const fidelity_case& c : {fidelity_case{tensor_type::f32, 150, 90, 5, 3},
+                                 fidelity_case{tensor_type::f16, 100, 260, 4, 9}}) {
+    const std::string file = "mtmd-" + prefix + (c.type == tensor_type::f32 ? "-f32-" : "-f16-") +
+                             std::to_string(c.w) + "x" + std::to_string(c.h) + ".bin";
+    std::vector<std::byte> bytes;
+    const auto p = load(spec_of(c.type), bytes);
+    const image_tiles t = preprocess_tiles(*p, test_image(c.w, c.h));
+    ASSERT_EQ(t.grid_x, c.grid_x);
+    ASSERT_EQ(t.grid_y, c.grid_y);
+    const std::vector<float> got = encode(*p, t.tiles[0], pool);
+    const std::vector<float> want = read_vectors(file, int32_t(c.grid_x * c.grid_y), 64);
+    ASSERT_EQ(got.size(), want.size());
+    const double err = max_rel_error(got, std::vector<double>(want.begin(), want.end()));
+    std::printf("%s: max difference %.2e of the largest embedding value\n", file.c_str(), err);
+    EXPECT_LT(err, 1e-3) << file;
+    const auto ref = qwen_reference(gguf::file::parse(bytes), spec_of(c.type), t.tiles[0]);
+    std::printf("  against the naive reference: libmtmd %.2e, Tandem %.2e\n", max_rel_error(want, ref), max_rel_error(got, ref));
+  }
+}
+
 }  // namespace
 
 // libmtmd's dynamic size: sides rounded to whole merged tokens (28 px), the area within 8 to
@@ -165,57 +213,13 @@ TEST(VisionEncoder, Qwen25vlResizesAsLibmtmd) {
 }
 
 TEST(VisionEncoder, Qwen25vlMatchesTheNaiveReference) {
-  thread_pool pool(2);
-  for (const tensor_type type : {tensor_type::f32, tensor_type::f16}) {
-    const auto spec = qwen_spec(type);
-    std::vector<std::byte> bytes;
-    const auto p = load(spec, bytes);
-    const image_tiles t = preprocess_tiles(*p, test_image(150, 90));  // 140 x 84: windows of 4x3 and 1x3 tokens
-    ASSERT_EQ(t.grid_x * t.grid_y, 15u);
-    const std::vector<float> got = encode(*p, t.tiles[0], pool);
-    ASSERT_EQ(got.size(), 15u * 64);
-    const double err = max_rel_error(got, qwen_reference(gguf::file::parse(bytes), spec, t.tiles[0]));
-    EXPECT_LT(err, type == tensor_type::f32 ? 1e-3 : 1e-2);
-    std::printf("qwen2.5vl %s weights: max error %.2e of the largest output\n", type == tensor_type::f32 ? "f32" : "f16", err);
-  }
+  matches_the_reference(qwen_spec, 150, 90, 15, 1e-3, 1e-2);  // 140 x 84: windows of 4x3 and 1x3 tokens
 }
 
 // make_mtmd_vectors.sh's qwen2.5vl cases: both grids end in windows cut by the image's edge.
-TEST(VisionEncoder, Qwen25vlMatchesLibmtmd) {
-  thread_pool pool(2);
-  struct fidelity_case {
-    const char* file;
-    tensor_type type;
-    uint32_t w, h, grid_x, grid_y;
-  };
-  for (const fidelity_case& c : {fidelity_case{"mtmd-qwen25vl-f32-150x90.bin", tensor_type::f32, 150, 90, 5, 3},
-                                 fidelity_case{"mtmd-qwen25vl-f16-100x260.bin", tensor_type::f16, 100, 260, 4, 9}}) {
-    std::vector<std::byte> bytes;
-    const auto p = load(qwen_spec(c.type), bytes);
-    const image_tiles t = preprocess_tiles(*p, test_image(c.w, c.h));
-    ASSERT_EQ(t.grid_x, c.grid_x);
-    ASSERT_EQ(t.grid_y, c.grid_y);
-    const std::vector<float> got = encode(*p, t.tiles[0], pool);
-    const std::vector<float> want = read_vectors(c.file, int32_t(c.grid_x * c.grid_y), 64);
-    ASSERT_EQ(got.size(), want.size());
-    const double err = max_rel_error(got, std::vector<double>(want.begin(), want.end()));
-    std::printf("%s: max difference %.2e of the largest embedding value\n", c.file, err);
-    EXPECT_LT(err, 1e-3) << c.file;
-    const auto ref = qwen_reference(gguf::file::parse(bytes), qwen_spec(c.type), t.tiles[0]);
-    std::printf("  against the naive reference: libmtmd %.2e, Tandem %.2e\n", max_rel_error(want, ref), max_rel_error(got, ref));
-  }
-}
+TEST(VisionEncoder, Qwen25vlMatchesLibmtmd) { matches_libmtmd(qwen_spec, "qwen25vl"); }
 
 TEST(VisionEncoder, BadQwen25vlFilesAreClearErrors) {
-  const auto refused = [](gguf::writer w, const std::string& says) {
-    const auto bytes = w.serialize();
-    try {
-      projector::from(gguf::file::parse(bytes));
-      ADD_FAILURE() << "loaded; expected an error saying " << says;
-    } catch (const gguf::format_error& e) {
-      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
-    }
-  };
   const auto spec = qwen_spec(tensor_type::f16);
   {
     auto w = make_projector(spec);
@@ -257,57 +261,14 @@ TEST(VisionEncoder, Qwen2vlReadsItsFfnWidthFromTheTensors) {
 }
 
 TEST(VisionEncoder, Qwen2vlMatchesTheNaiveReference) {
-  thread_pool pool(2);
-  for (const tensor_type type : {tensor_type::f32, tensor_type::f16}) {
-    const auto spec = qwen2_spec(type);
-    std::vector<std::byte> bytes;
-    const auto p = load(spec, bytes);
-    const image_tiles t = preprocess_tiles(*p, test_image(100, 260));  // 112 x 252: 4 x 9 tokens
-    ASSERT_EQ(t.grid_x * t.grid_y, 36u);
-    const std::vector<float> got = encode(*p, t.tiles[0], pool);
-    ASSERT_EQ(got.size(), 36u * 64);
-    const double err = max_rel_error(got, qwen_reference(gguf::file::parse(bytes), spec, t.tiles[0]));
-    EXPECT_LT(err, 1e-3);  // measured 4.1e-4 (f32) and 3.8e-4 (f16); GELU for quick GELU: 8.4e-3
-    std::printf("qwen2vl %s weights: max error %.2e of the largest output\n", type == tensor_type::f32 ? "f32" : "f16", err);
-  }
+  // 112 x 252: 4 x 9 tokens. Measured 4.1e-4 (f32) and 3.8e-4 (f16); GELU for quick GELU: 8.4e-3.
+  matches_the_reference(qwen2_spec, 100, 260, 36, 1e-3, 1e-3);
 }
 
 // make_mtmd_vectors.sh's qwen2vl cases.
-TEST(VisionEncoder, Qwen2vlMatchesLibmtmd) {
-  thread_pool pool(2);
-  struct fidelity_case {
-    const char* file;
-    tensor_type type;
-    uint32_t w, h, grid_x, grid_y;
-  };
-  for (const fidelity_case& c : {fidelity_case{"mtmd-qwen2vl-f32-150x90.bin", tensor_type::f32, 150, 90, 5, 3},
-                                 fidelity_case{"mtmd-qwen2vl-f16-100x260.bin", tensor_type::f16, 100, 260, 4, 9}}) {
-    std::vector<std::byte> bytes;
-    const auto p = load(qwen2_spec(c.type), bytes);
-    const image_tiles t = preprocess_tiles(*p, test_image(c.w, c.h));
-    ASSERT_EQ(t.grid_x, c.grid_x);
-    ASSERT_EQ(t.grid_y, c.grid_y);
-    const std::vector<float> got = encode(*p, t.tiles[0], pool);
-    const std::vector<float> want = read_vectors(c.file, int32_t(c.grid_x * c.grid_y), 64);
-    ASSERT_EQ(got.size(), want.size());
-    const double err = max_rel_error(got, std::vector<double>(want.begin(), want.end()));
-    std::printf("%s: max difference %.2e of the largest embedding value\n", c.file, err);
-    EXPECT_LT(err, 1e-3) << c.file;
-    const auto ref = qwen_reference(gguf::file::parse(bytes), qwen2_spec(c.type), t.tiles[0]);
-    std::printf("  against the naive reference: libmtmd %.2e, Tandem %.2e\n", max_rel_error(want, ref), max_rel_error(got, ref));
-  }
-}
+TEST(VisionEncoder, Qwen2vlMatchesLibmtmd) { matches_libmtmd(qwen2_spec, "qwen2vl"); }
 
 TEST(VisionEncoder, BadQwen2vlFilesAreClearErrors) {
-  const auto refused = [](gguf::writer w, const std::string& says) {
-    const auto bytes = w.serialize();
-    try {
-      projector::from(gguf::file::parse(bytes));
-      ADD_FAILURE() << "loaded; expected an error saying " << says;
-    } catch (const gguf::format_error& e) {
-      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
-    }
-  };
   const auto spec = qwen2_spec(tensor_type::f16);
   {
     auto w = make_projector(spec);

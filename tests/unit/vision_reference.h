@@ -100,4 +100,15 @@ inline std::vector<float> read_vectors(const std::string& file, int32_t n_tokens
   return want;
 }
 
+// The projector file `w` is refused with an error whose message holds `says`.
+inline void refused(const gguf::writer& w, const std::string& says) {
+  const auto bytes = w.serialize();
+  try {
+    projector::from(gguf::file::parse(bytes));
+    ADD_FAILURE() << "loaded; expected an error saying " << says;
+  } catch (const gguf::format_error& e) {
+    EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace tandem::vision::test_support
