@@ -224,22 +224,22 @@ TEST(VisionEncoder, BadQwen25vlFilesAreClearErrors) {
   {
     auto w = make_projector(spec);
     w.set_u32("clip.vision.n_wa_pattern", 1000);
-    refused(std::move(w), "clip.vision.n_wa_pattern");
+    refused(w, "clip.vision.n_wa_pattern");
   }
   {
     auto w = make_projector(spec);
     w.set_bool("clip.use_silu", false);
-    refused(std::move(w), "clip.use_silu");
+    refused(w, "clip.use_silu");
   }
   {
     auto w = make_projector(spec);
     w.set_u32("clip.vision.attention.head_count", 64);  // heads of 1: no 2-D rotary
-    refused(std::move(w), "head width");
+    refused(w, "head width");
   }
   {
     auto w = make_projector(spec);
     w.set_u32("clip.vision.feed_forward_length", 128);  // every FFN tensor now the wrong shape
-    refused(std::move(w), "v.blk.0.ffn_gate.weight is");
+    refused(w, "v.blk.0.ffn_gate.weight is");
   }
 }
 
@@ -273,21 +273,21 @@ TEST(VisionEncoder, BadQwen2vlFilesAreClearErrors) {
   {
     auto w = make_projector(spec);
     w.set_bool("clip.use_silu", true);
-    refused(std::move(w), "quick GELU");
+    refused(w, "quick GELU");
   }
   {
     auto w = make_projector(spec);
     w.set_u32("clip.vision.n_wa_pattern", 2);  // libmtmd would window without the layout's inputs
-    refused(std::move(w), "clip.vision.n_wa_pattern");
+    refused(w, "clip.vision.n_wa_pattern");
   }
   {
     auto w = make_projector(spec);
     w.set_u32("clip.vision.embedding_length", 128);  // the FFN now as wide as the encoder: ambiguous
-    refused(std::move(w), "FFN width");
+    refused(w, "FFN width");
   }
   {
     auto w = make_projector(spec);
     w.set_string("clip.projector_type", "qwen2.5vl_merger");  // no gate, no use_silu
-    refused(std::move(w), "clip.use_silu");
+    refused(w, "clip.use_silu");
   }
 }

@@ -193,27 +193,27 @@ TEST(VisionEncoder, BadProjectorFilesAreClearErrors) {
   {
     auto w = make_projector(spec);
     w.set_string("clip.projector_type", "resampler");
-    refused(std::move(w), "'resampler' is not supported");
+    refused(w, "'resampler' is not supported");
   }
   {
     auto w = make_projector(spec);
     w.set_u32("clip.vision.block_count", 100000);
-    refused(std::move(w), "clip.vision.block_count");
+    refused(w, "clip.vision.block_count");
   }
   {
     auto w = make_projector(spec);
     w.set_u32("clip.vision.block_count", 3);  // a layer the file does not have
-    refused(std::move(w), "missing tensor v.blk.2.");
+    refused(w, "missing tensor v.blk.2.");
   }
   {
     auto w = make_projector(spec);
     w.set_u32("clip.vision.image_size", 30);  // not a multiple of the patch
-    refused(std::move(w), "image_size");
+    refused(w, "image_size");
   }
   {
     auto w = make_projector(spec);
     w.set_u32("clip.vision.embedding_length", 64);  // every tensor now has the wrong shape
-    refused(std::move(w), "expected");
+    refused(w, "expected");
   }
 }
 
