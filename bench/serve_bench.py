@@ -245,21 +245,23 @@ SENTENCES = [
 ]
 
 
-def mix_request(k):
-    """The k-th request of the mix: the same for both servers, unique across levels and rounds."""
+def mix_request(k, tag=""):
+    """The k-th request of the mix: the same for both servers, unique across levels and rounds.
+    A tag makes a twin: the same lengths, system prompt and max_tokens, another text after the
+    system prompt (no prefix-cache hit on the untagged one)."""
     rng = random.Random(1000003 * k + 20)
     user_tokens = int(math.exp(rng.uniform(math.log(20), math.log(1000))))
     words = []
     while len(words) * 1.3 < user_tokens:  # English chat text: about 1.3 tokens per word
         words += rng.choice(SENTENCES).split()
-    text = f"{rng.choice(TOPICS).capitalize()}, note {k}: " + " ".join(words[:max(3, int(user_tokens / 1.3))])
+    text = f"{rng.choice(TOPICS).capitalize()}, note {k}{tag}: " + " ".join(words[:max(3, int(user_tokens / 1.3))])
     messages = [{"role": "system", "content": SYSTEM_PROMPTS[rng.randrange(2)]}] if rng.random() < 0.5 else []
     messages.append({"role": "user", "content": f"{text}\n\n{rng.choice(ASKS)}"})
     return {"messages": messages, "max_tokens": rng.choice([64, 128, 256])}
 
 
 async def run_mix(port, first, seconds, n_clients=None, rate=None, sampling=SAMPLED, model_name="default",
-                  drain_s=400, keep=None, good_ttft_s=1.0, extra_body=None):
+                  drain_s=400, keep=None, good_ttft_s=1.0, extra_body=None, tag=""):
     """Closed loop (n_clients) or Poisson arrivals (rate per second) for `seconds`, then at most
     drain_s for the requests in flight; those still running are cancelled and count as
     unfinished (their tokens so far count; a TTFT they never reached counts as the time
@@ -268,7 +270,7 @@ async def run_mix(port, first, seconds, n_clients=None, rate=None, sampling=SAMP
     deadline = time.perf_counter() + seconds
 
     def next_body():
-        r = mix_request(k[0])
+        r = mix_request(k[0], tag)
         k[0] += 1
         return {"model": model_name, "messages": r["messages"], "max_tokens": r["max_tokens"], "stream": True,
                 "stream_options": {"include_usage": True}, **sampling, **(extra_body or {})}
