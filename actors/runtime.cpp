@@ -234,6 +234,7 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
   pc.max_num_batched_tokens = cfg.max_num_batched_tokens;
   pc.prefill_chunk = std::min(cfg.prefill_chunk, cfg.max_num_batched_tokens);
   pc.target_step_ms = cfg.target_itl_ms;
+  pc.target_ttft_ms = cfg.target_ttft_ms;
   pc.background_priority = kBatchPriority / 2;  // a batch's, shifted by its tenant's priority or not
   if (cfg.cost_aware_chunks) {
     pc.attention_cost_per_key = attention_cost_per_key(mc);

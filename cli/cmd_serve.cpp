@@ -417,6 +417,11 @@ void register_serve(CLI::App& app) {
                   "to fit it (0 = off: only --max-num-batched-tokens bounds a step)")
       ->check(CLI::Range(0.0, 60000.0))
       ->capture_default_str();
+  cmd->add_option("--target-ttft-ms", o->rt.target_ttft_ms,
+                  "While a prompt waits this long for its first token, prompt work grows from a quarter of "
+                  "--target-itl-ms to all of it beside the decoding rows (0 = it stays a quarter)")
+      ->check(CLI::Range(0.0, 3600000.0))
+      ->capture_default_str();
   cmd->add_option("--max-model-len", o->rt.max_model_len, "Context length (0 = the model's)")->capture_default_str();
   cmd->add_option(
       "--kv-cache-tokens", o->rt.kv_cache_tokens,

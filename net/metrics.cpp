@@ -208,6 +208,11 @@ void render_kv_disk(std::string& out, const kv_cache_stats& kv) {
 void render_step_budget(std::string& out, const scheduler_stats& s) {
   gauge(out, "tandem:target_itl_seconds", "The step time the planner sizes prompt work for (--target-itl-ms)",
         s.target_step_ms / 1e3);
+  gauge(out, "tandem:target_ttft_seconds",
+        "The wait for a first token at which prompts get the whole step target (--target-ttft-ms; 0 = off)",
+        s.target_ttft_ms / 1e3);
+  gauge(out, "tandem:prompt_share_ratio", "Prompts' floor now, as a share of the step target beside decoding rows",
+        s.prompt_share);
   gauge(out, "tandem:step_budget_tokens",
         "Tokens the last step might compute: its decode rows and the prompt tokens its time allowed",
         s.step_budget_tokens);

@@ -348,6 +348,8 @@ scheduler_actor::behavior_type scheduler(self_ptr self, planner_config cfg, uint
         const auto c = self->state.planner->cost_model().coefficients();
         s.step_cost.assign(c.begin(), c.end());
         s.target_step_ms = self->state.planner->config().target_step_ms;
+        s.target_ttft_ms = self->state.planner->config().target_ttft_ms;
+        s.prompt_share = self->state.planner->prompt_share();
         return s;
       },
       [self](spec_stats_atom) -> speculation_stats {

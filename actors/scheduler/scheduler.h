@@ -92,6 +92,8 @@ struct scheduler_stats {
   // measured time (planning to result), and the cost model's coefficients (ms fixed, per
   // decode row, per prompt token, per attended key).
   double target_step_ms = 0;  // --target-itl-ms
+  double target_ttft_ms = 0;  // --target-ttft-ms
+  double prompt_share = 0;    // of the target, prompts' floor now (step_planner::prompt_share)
   uint32_t step_budget_tokens = 0;
   double step_predicted_ms = 0;
   double step_measured_ms = 0;
@@ -103,7 +105,7 @@ struct scheduler_stats {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, scheduler_stats& x) {
   return f(caf::meta::type_name("scheduler_stats"), x.running, x.waiting, x.steps, x.prompt_tokens, x.generated_tokens,
-           x.preemptions, x.aborted, x.device_restarts, x.device_ms, x.plan_ms, x.target_step_ms, x.step_budget_tokens, x.step_predicted_ms,
+           x.preemptions, x.aborted, x.device_restarts, x.device_ms, x.plan_ms, x.target_step_ms, x.target_ttft_ms, x.prompt_share, x.step_budget_tokens, x.step_predicted_ms,
            x.step_measured_ms, x.step_cost, x.priority_preemptions, x.slo_rejected);
 }
 

@@ -176,11 +176,28 @@ std::vector<seq_id> step_planner::waiting_order() const {
   return order;
 }
 
+double step_planner::prompt_pressure() const {
+  if (config_.target_ttft_ms <= 0) return 0;
+  double pressure = 0;
+  for (const auto& [id, s] : seqs_) {
+    // Background work (a batch's) never presses; a sequence past its first token does not either.
+    if (s.cls.priority >= config_.background_priority || s.tokens.size() > s.n_prompt) continue;
+    const double allowance = s.cls.deadline_ms > s.arrival_ms ? s.cls.deadline_ms - s.arrival_ms : config_.target_ttft_ms;
+    pressure = std::max(pressure, (now_ms_ - s.arrival_ms) / allowance);
+    if (pressure >= 1) return 1;
+  }
+  return pressure;
+}
+
 double step_planner::prompt_time_ms(const step_shape& decode) const {
   if (config_.target_step_ms <= 0 || decode.decode_rows == 0 || !cost_.ready()) {
     return std::numeric_limits<double>::infinity();
   }
-  return std::max(config_.target_step_ms - cost_.predict_ms(decode), config_.min_prompt_share * config_.target_step_ms);
+  return std::max(config_.target_step_ms - cost_.predict_ms(decode), prompt_share() * config_.target_step_ms);
+}
+
+double step_planner::prompt_share() const {
+  return config_.min_prompt_share + (1 - config_.min_prompt_share) * prompt_pressure();
 }
 
 // request()'s step while it is built: the rows placed so far (their shape and the tokens

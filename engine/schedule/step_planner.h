@@ -85,6 +85,12 @@ struct planner_config {
   double min_prompt_share = 0.25;
   // ...and at least this many tokens a step.
   uint32_t min_prompt_tokens = 16;
+  // The share grows with how long prompts have waited for their first token: linearly from
+  // min_prompt_share to the whole target as the longest wait of a foreground prompt reaches
+  // this (or its own TTFT deadline, when it has one). An overloaded server's steps then take
+  // up to decode plus the target: streams slow down and the queue's wait shortens. 0: the
+  // share stays at its floor (deadlines included).
+  double target_ttft_ms = 0;
   // Background classes (priority >= this: the Batch API's, kBatchPriority): a step holding
   // only their work stays within target_step_ms too, though nobody streams, so a request of a
   // more urgent class that arrives waits at most about one target for its first step. The
@@ -170,6 +176,9 @@ class step_planner {
   // arrival and proposal; tests move it by hand.
   void set_now(double ms) { now_ms_ = ms; }
   double now() const { return now_ms_; }
+  // Prompts' floor beside decoding rows, as a share of target_step_ms: min_prompt_share,
+  // growing with prompt_pressure() to 1 (planner_config::target_ttft_ms).
+  double prompt_share() const;
   // The step of `plan` took ms from planning to result: the cost model learns it.
   void observe(const step_plan_core& plan, double ms) { cost_.observe(plan.shape, ms); }
   const step_cost_model& cost_model() const { return cost_; }
@@ -269,6 +278,9 @@ class step_planner {
   std::vector<seq_id> waiting_order() const;
   // The prompt time a step has beside `decode` (infinity: no time limit).
   double prompt_time_ms(const step_shape& decode) const;
+  // How far the foreground prompt that has waited longest for its first token is through its
+  // allowance (target_ttft_ms or its deadline): 0 none waits, 1 at or past it.
+  double prompt_pressure() const;
   // Running sequences more urgent waiting ones displace in the next proposal.
   std::vector<seq_id> choose_victims() const;
   // A prompt chunk of s starting at position start: prefill_chunk_tokens, within s's limit.

@@ -42,6 +42,11 @@ struct runtime_config {
   // decoding rows, so streams keep a readable pace; max_num_batched_tokens stays the cap.
   // 0 = off (a step takes max_num_batched_tokens whatever they cost).
   double target_itl_ms = 150;
+  // Optionally, prompts get more of a step the longer one has waited for its first token: the
+  // whole target beside decode once a prompt has waited this long (--target-ttft-ms). Off by
+  // default (0: a fixed floor of a quarter of the target): under overload it trades streams'
+  // pace for the queue's wait (docs/benchmarks.md, issue 53's reading).
+  double target_ttft_ms = 0;
   uint32_t prefill_chunk = 512;            // prompt tokens per sequence per step at most
   bool cost_aware_chunks = true;           // later chunks of a long prompt get fewer tokens, so
                                            // each costs about what the first did (step_planner.h)

@@ -115,3 +115,23 @@ def test_the_step_budget_and_cost_model_are_in_the_metrics(one_seq):
     assert m["tandem:step_predicted_seconds"] > 0, "the cost model predicts once it has seen steps"
     assert m["tandem:target_itl_seconds"] == pytest.approx(0.15)
     assert m['tandem:step_cost_seconds{part="prompt_token"}'] > 0
+    assert m["tandem:target_ttft_seconds"] == 0, "off by default"
+    assert m["tandem:prompt_share_ratio"] == pytest.approx(0.25)
+
+
+def test_a_waiting_prompt_raises_the_prompt_share_with_target_ttft_ms():
+    # One slot: a second request waits behind a long stream; past --target-ttft-ms its wait
+    # gives prompts the whole step target, and the share falls back once it has started.
+    with Server("--max-num-seqs", "1", "--target-ttft-ms", "100", "--log-level", "warn") as s:
+        assert s.metrics()["tandem:target_ttft_seconds"] == pytest.approx(0.1)
+        first, long, t = stream_in_background(s, max_tokens=400, temperature=0.7, extra_body={"ignore_eos": True})
+        assert first.wait(60)
+        assert s.metrics()["tandem:prompt_share_ratio"] == pytest.approx(0.25), "nothing waits yet"
+        _, short, t2 = stream_in_background(s, max_tokens=2, temperature=0)
+        time.sleep(0.5)
+        waiting = s.metrics()
+        t.join(120)
+        t2.join(120)
+        assert short["done"] > long["done"], "the second request waited for the slot"
+        assert waiting["tandem:prompt_share_ratio"] == pytest.approx(1.0)
+        assert s.metrics()["tandem:prompt_share_ratio"] == pytest.approx(0.25)

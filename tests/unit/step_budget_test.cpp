@@ -167,6 +167,58 @@ TEST(StepBudget, PromptsKeepAFloorWhenDecodeAloneExceedsTheTarget) {
   EXPECT_EQ(plan.shape.decode_rows, 48u);
 }
 
+// The floor grows with the wait: a prompt that has waited target_ttft_ms for its first token
+// gets the whole target beside the decoding rows, so a server whose decode alone fills the
+// target still starts new requests at a steady rate; the step then takes decode plus target.
+TEST(StepBudget, PromptShareGrowsToTheWholeTargetAsAPromptWaitsTowardsTheTtftTarget) {
+  planner_config cfg = timed(100, /*max_seqs=*/128);
+  cfg.target_ttft_ms = 1000;
+  driver d(cfg, 8192);
+  for (seq_id s = 1; s <= 90; ++s) d.add(s, 20, 400);  // 90 rows: 100 ms of decode alone
+  for (int i = 0; i < 10; ++i) d.step();
+  d.add(100, 3000, 2);
+  const double arrived = d.now;
+  auto plan = d.step();
+  // Fresh: a quarter of the target (25 ms) buys 12 tokens; the floor is 16.
+  EXPECT_EQ(plan.shape.prompt_tokens, 16u);
+  uint32_t last = plan.shape.prompt_tokens;
+  while (d.now - arrived < 1000) {
+    plan = d.step();
+    ASSERT_GE(plan.shape.prompt_tokens, last) << "the share only grows while the prompt waits";
+    last = plan.shape.prompt_tokens;
+  }
+  plan = d.step();
+  EXPECT_EQ(plan.shape.decode_rows, 90u) << "decode is never cut";
+  // The whole target: 100 ms buys ~49 tokens at this depth.
+  EXPECT_GE(plan.shape.prompt_tokens, 45u);
+  EXPECT_LE(fake_ms(plan.shape), 100.0 + 100.0 * 1.02);
+}
+
+// A deadline sets a prompt's own allowance; background work (a batch's) never presses: a
+// fresh interactive prompt beside a long-waiting batch prompt keeps the floor.
+TEST(StepBudget, ADeadlineSetsThePromptsAllowanceAndBatchPromptsNeverPress) {
+  for (const bool batch : {false, true}) {
+    planner_config cfg = timed(100, /*max_seqs=*/128);
+    cfg.target_ttft_ms = 100000;  // far: only the deadline can press
+    cfg.background_priority = kBatch;
+    driver d(cfg, 8192);
+    for (seq_id s = 1; s <= 90; ++s) d.add(s, 20, 400);  // 90 rows: 100 ms of decode alone
+    for (int i = 0; i < 10; ++i) d.step();
+    d.add(100, 3000, 2, {batch ? kBatch : 0, d.now + 300});
+    const double arrived = d.now;
+    while (d.now - arrived < 300) d.step();
+    if (batch) d.add(101, 3000, 2);
+    const auto plan = d.step();
+    const auto* p = find_planned(plan, batch ? 101 : 100);
+    ASSERT_NE(p, nullptr);
+    if (batch) {
+      EXPECT_EQ(p->n_new, 16u) << "the floor: the batch prompt's wait does not count";
+    } else {
+      EXPECT_GE(p->n_new, 45u) << "past its deadline: the whole target";
+    }
+  }
+}
+
 // Less urgent classes (the Batch API's) run in the time more urgent work leaves: their decode
 // rows join a step only while it stays within the target, and their prompts get no floor.
 TEST(StepBudget, BatchRowsRunOnlyInTheTimeInteractiveWorkLeaves) {
