@@ -124,11 +124,11 @@ def test_a_waiting_prompt_raises_the_prompt_share_with_target_ttft_ms():
     # gives prompts the whole step target, and the share falls back once it has started.
     with Server("--max-num-seqs", "1", "--target-ttft-ms", "100", "--log-level", "warn") as s:
         assert s.metrics()["tandem:target_ttft_seconds"] == pytest.approx(0.1)
-        first, long, t = stream_in_background(s, max_tokens=400, temperature=0.7, extra_body={"ignore_eos": True})
+        first, long, t = stream_in_background(s, max_tokens=800, temperature=0.7, extra_body={"ignore_eos": True})
         assert first.wait(60)
         assert s.metrics()["tandem:prompt_share_ratio"] == pytest.approx(0.25), "nothing waits yet"
         _, short, t2 = stream_in_background(s, max_tokens=2, temperature=0)
-        time.sleep(0.5)
+        time.sleep(0.3)  # three times the target: the planner's clock moves with every step
         waiting = s.metrics()
         t.join(120)
         t2.join(120)
