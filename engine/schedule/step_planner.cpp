@@ -80,6 +80,8 @@ void step_planner::add_forked(seq_id child, seq_id parent) {
   s.running = true;
   s.table = p.table;
   s.local_table = p.local_table;
+  s.cls = p.cls;  // the same request: its class, deadline and arrival
+  s.arrival_ms = p.arrival_ms;
   seqs_.emplace(child, std::move(s));
   running_.push_back(child);
 }

@@ -31,8 +31,8 @@ class harness {
     max_out_[s] = max_out;
   }
 
-  void add_tokens(seq_id s, std::vector<token_id> prompt, uint32_t max_out) {
-    planner.add(s, "default", 1.0, std::move(prompt), 0, 1.0);
+  void add_tokens(seq_id s, std::vector<token_id> prompt, uint32_t max_out, seq_class cls = {}) {
+    planner.add(s, "default", 1.0, std::move(prompt), 0, 1.0, cls);
     max_out_[s] = max_out;
   }
 
@@ -542,6 +542,28 @@ TEST(StepPlanner, AForkSharesThePromptAndCopiesTheBlockItWrites) {
   EXPECT_EQ(h.finished.size(), 2u);
   h.expect_all_blocks_free_or_cached();
   EXPECT_THROW(h.planner.add_forked(3, 1), std::out_of_range) << "the parent is gone";
+}
+
+// A fork is its parent's request: until its first token it presses prompt work as its parent
+// would (its arrival, not the clock's zero), and a background request's fork never presses.
+TEST(StepPlanner, AForkKeepsItsParentsArrivalAndClass) {
+  for (const bool background : {false, true}) {
+    planner_config cfg{4, 256, 256};
+    cfg.target_ttft_ms = 1000;
+    cfg.background_priority = 100;
+    harness h(cfg, 32, 4);
+    h.planner.set_now(5000);
+    h.add_tokens(1, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 3, {background ? 100 : 0});
+    h.step();  // the prompt and the first token
+    h.planner.set_now(5100);
+    EXPECT_DOUBLE_EQ(h.planner.prompt_share(), 0.25) << "nothing waits for a first token";
+    h.book.fork(1, 2, h.planner.n_prompt(1));
+    h.planner.add_forked(2, 1);
+    // Waited 100 of 1,000 ms: a tenth of the way from a quarter to the whole target.
+    EXPECT_DOUBLE_EQ(h.planner.prompt_share(), background ? 0.25 : 0.25 + 0.75 * 0.1);
+    h.abort(2);
+    h.abort(1);
+  }
 }
 
 TEST(StepPlanner, ATenantPastItsKvQuotaWaitsAndPreemptsOnlyItsOwn) {
