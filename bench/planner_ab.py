@@ -4,7 +4,7 @@
 settings round by round. Prints one JSON row per run; writes nothing.
 
 With --sample-steps it also reads /metrics 20 times a second during the load and prints, per
-run, each step's measured time over the cost model's prediction (p50, p90, p99, max) and the
+run, each step's measured time over the cost model's prediction (p50, p90, p99, p100) and the
 slowest steps: whether a long gap between tokens was a step the planner sized that way or a
 step that overran its prediction.
 
@@ -23,7 +23,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_docs import ROOT, free_port, wait_healthy  # noqa: E402
-from serve_bench import run_mix, start_tandem, stop  # noqa: E402
+from serve_bench import pct, run_mix, start_tandem, stop  # noqa: E402
 
 
 STEP_GAUGES = ("scheduler_steps_total", "step_predicted_seconds", "step_measured_seconds", "step_budget_tokens",
@@ -53,10 +53,9 @@ def step_summary(steps):
     ratios = sorted(m["step_measured_seconds"] / max(m["step_predicted_seconds"], 1e-6) for m in steps)
     if not ratios:
         return {}
-    q = lambda p: round(ratios[min(len(ratios) - 1, int(p * len(ratios)))], 2)  # noqa: E731
     slowest = sorted(steps, key=lambda m: -m["step_measured_seconds"])[:3]
-    return {"steps_sampled": len(ratios), "measured_over_predicted": {"p50": q(0.5), "p90": q(0.9), "p99": q(0.99),
-                                                                      "max": round(ratios[-1], 2)},
+    return {"steps_sampled": len(ratios),
+            "measured_over_predicted": {f"p{p}": round(pct(ratios, p), 2) for p in (50, 90, 99, 100)},
             "slowest": [{k: round(v, 3) for k, v in m.items()} for m in slowest]}
 
 
