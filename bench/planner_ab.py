@@ -41,6 +41,8 @@ def sample_steps(port, out, stop):
                 found = re.search(rf"^tandem:{k} ([0-9.e+-]+)$", text, re.M)
                 if found:
                     m[k] = float(found.group(1))
+            for phase, v in re.findall(r'^tandem:step_phase_seconds\{phase="(\w+)"\} ([0-9.e+-]+)$', text, re.M):
+                m[phase] = float(v)
             if m.get("scheduler_steps_total") != last and "step_predicted_seconds" in m:
                 out.append(m)
                 last = m.get("scheduler_steps_total")
@@ -54,8 +56,14 @@ def step_summary(steps):
     if not ratios:
         return {}
     slowest = sorted(steps, key=lambda m: -m["step_measured_seconds"])[:3]
+    phases = {}
+    for phase in ("plan", "forward", "sample", "transit", "apply"):
+        xs = sorted(m[phase] for m in steps if phase in m)
+        if xs:
+            phases[phase] = {f"p{p}_ms": round(1e3 * pct(xs, p), 1) for p in (50, 99, 100)}
     return {"steps_sampled": len(ratios),
             "measured_over_predicted": {f"p{p}": round(pct(ratios, p), 2) for p in (50, 90, 99, 100)},
+            "phases": phases,
             "slowest": [{k: round(v, 3) for k, v in m.items()} for m in slowest]}
 
 

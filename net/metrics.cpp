@@ -220,6 +220,19 @@ void render_step_budget(std::string& out, const scheduler_stats& s) {
         s.step_predicted_ms / 1e3);
   gauge(out, "tandem:step_measured_seconds", "The last step's time, from planning it to its result",
         s.step_measured_ms / 1e3);
+  header(out, "tandem:step_phase_seconds", "gauge",
+         "The last step's measured time by phase (they sum to tandem:step_measured_seconds): plan (drafting, "
+         "the KV reservation), forward, sample, transit (messaging and waits between the actors) and apply");
+  const std::pair<const char*, double> phases[] = {{"plan", s.step_plan_ms},
+                                                   {"forward", s.step_forward_ms},
+                                                   {"sample", s.step_sample_ms},
+                                                   {"transit", s.step_transit_ms},
+                                                   {"apply", s.step_apply_ms}};
+  for (const auto& [phase, ms] : phases) {
+    char v[64];
+    std::snprintf(v, sizeof v, "%.9g\n", ms / 1e3);
+    out += std::string("tandem:step_phase_seconds{phase=\"") + phase + "\"} " + v;
+  }
   header(out, "tandem:step_cost_seconds", "gauge",
          "The cost model: seconds per step (fixed), per decode row, per prompt token and per attended key");
   static const char* const parts[] = {"fixed", "decode_row", "prompt_token", "key"};

@@ -156,7 +156,8 @@ void apply(self_ptr self, const device_step_result& res, bool worker_failed = fa
   // The cost model learns the whole iteration's time, from kick() to this result: drafting
   // (a draft model's or layer skip's passes), the actors' round trips and the device step.
   // Device time alone would make drafting look free.
-  const double step_ms = ms_between(st.kicked, clock_type::now());
+  const auto now = clock_type::now();
+  const double step_ms = ms_between(st.kicked, now);
   if (st.spec) st.spec->report(plan.n_tokens(), step_ms);
   // The cost model that sizes steps learns the same time: what the streams wait per step.
   if (res.error.empty()) {
@@ -164,6 +165,11 @@ void apply(self_ptr self, const device_step_result& res, bool worker_failed = fa
     st.stats.step_budget_tokens = plan.budget_tokens;
     st.stats.step_predicted_ms = plan.predicted_ms;
     st.stats.step_measured_ms = step_ms;
+    st.stats.step_plan_ms = ms_between(st.kicked, st.dispatched);
+    st.stats.step_forward_ms = res.forward_ms;
+    st.stats.step_sample_ms = res.sample_ms;
+    st.stats.step_transit_ms = ms_between(st.dispatched, t0) - res.forward_ms - res.sample_ms;
+    st.stats.step_apply_ms = ms_between(t0, now);
   }
   st.stats.plan_ms += ms_between(t0, clock_type::now());
 }
@@ -190,7 +196,8 @@ void run_planned(self_ptr self, const reserve_result& granted) {
   step.disk = std::exchange(st.pending_disk, {});
   ++st.stats.steps;
   // Planning latency: propose, the cache manager's reserve round trip, finalize.
-  st.stats.plan_ms += ms_between(st.kicked, clock_type::now());
+  st.dispatched = clock_type::now();
+  st.stats.plan_ms += ms_between(st.kicked, st.dispatched);
   const auto on_result = [self](const device_step_result& res, bool worker_failed) {
     apply(self, res, worker_failed);
     self->state.busy = false;

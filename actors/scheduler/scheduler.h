@@ -97,6 +97,11 @@ struct scheduler_stats {
   uint32_t step_budget_tokens = 0;
   double step_predicted_ms = 0;
   double step_measured_ms = 0;
+  // The last step's measured time in its phases, which sum to step_measured_ms: plan (kick to
+  // dispatch: drafting, propose, the cache manager's reserve round trip, finalize), forward
+  // and sample (the device worker's own clocks), transit (dispatch to the result's arrival
+  // less the device's work: mailboxes, messaging, the worker's thread waking) and apply.
+  double step_plan_ms = 0, step_forward_ms = 0, step_sample_ms = 0, step_transit_ms = 0, step_apply_ms = 0;
   std::vector<double> step_cost;
   uint64_t priority_preemptions = 0;  // of preemptions: running sequences a more urgent one displaced
   uint64_t slo_rejected = 0;          // refused at once: their TTFT target could not be met
@@ -106,7 +111,8 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, scheduler_stats& x) {
   return f(caf::meta::type_name("scheduler_stats"), x.running, x.waiting, x.steps, x.prompt_tokens, x.generated_tokens,
            x.preemptions, x.aborted, x.device_restarts, x.device_ms, x.plan_ms, x.target_step_ms, x.target_ttft_ms, x.prompt_share, x.step_budget_tokens, x.step_predicted_ms,
-           x.step_measured_ms, x.step_cost, x.priority_preemptions, x.slo_rejected);
+           x.step_measured_ms, x.step_plan_ms, x.step_forward_ms, x.step_sample_ms, x.step_transit_ms,
+           x.step_apply_ms, x.step_cost, x.priority_preemptions, x.slo_rejected);
 }
 
 using scheduler_actor =

@@ -54,7 +54,8 @@ struct scheduler_state {
   std::vector<std::pair<streamer_actor, token_batch>> outbox;
   step_plan_core in_flight;  // the plan the device is running
   bool busy = false;
-  clock_type::time_point kicked;  // when planning of the current step began
+  clock_type::time_point kicked;      // when planning of the current step began
+  clock_type::time_point dispatched;  // when it went to the device
   uint32_t block_size = 16;
   uint32_t capacity = 0;  // tokens the KV pool holds
   clock_type::time_point epoch = clock_type::now();  // the planner's clock counts from here

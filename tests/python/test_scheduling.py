@@ -117,6 +117,12 @@ def test_the_step_budget_and_cost_model_are_in_the_metrics(one_seq):
     assert m['tandem:step_cost_seconds{part="prompt_token"}'] > 0
     assert m["tandem:target_ttft_seconds"] == 0, "off by default"
     assert m["tandem:prompt_share_ratio"] == pytest.approx(0.25)
+    # The last step's time by phase: each non-negative, the forward pass most of it, and
+    # together the measured step.
+    phases = {p: m[f'tandem:step_phase_seconds{{phase="{p}"}}'] for p in ("plan", "forward", "sample", "transit", "apply")}
+    assert all(v >= 0 for v in phases.values()), phases
+    assert phases["forward"] > 0
+    assert sum(phases.values()) == pytest.approx(m["tandem:step_measured_seconds"], rel=1e-3, abs=1e-6)
 
 
 def test_a_waiting_prompt_raises_the_prompt_share_with_target_ttft_ms():
