@@ -67,12 +67,14 @@ kv_pool::kv_pool(const model_config& config, const kv_pool_options& options)
       global_index_[l] = n_global++;
     }
   }
+  // Whole groups of blocks (offset() in kv_pool.h): the last one padded.
   const size_t per_layer_block = n_head_kv_ * head_block_bytes_;
-  const size_t bytes = static_cast<size_t>(n_global) * n_blocks_ * per_layer_block;
+  auto grouped = [](int32_t blocks) { return (static_cast<size_t>(blocks) + kGroupBlocks - 1) / kGroupBlocks * kGroupBlocks; };
+  const size_t bytes = static_cast<size_t>(n_global) * grouped(n_blocks_) * per_layer_block;
   k_ = zeroed_pages(bytes);
   v_ = zeroed_pages(bytes);
   if (n_layer_local_ > 0) {
-    const size_t local_bytes = static_cast<size_t>(n_layer_local_) * n_local_blocks_ * per_layer_block;
+    const size_t local_bytes = static_cast<size_t>(n_layer_local_) * grouped(n_local_blocks_) * per_layer_block;
     k_local_ = zeroed_pages(local_bytes);
     v_local_ = zeroed_pages(local_bytes);
   }
