@@ -229,17 +229,13 @@ void render_step_budget(std::string& out, const scheduler_stats& s) {
                                                    {"transit", s.step_transit_ms},
                                                    {"apply", s.step_apply_ms}};
   for (const auto& [phase, ms] : phases) {
-    char v[64];
-    std::snprintf(v, sizeof v, "%.9g\n", ms / 1e3);
-    out += std::string("tandem:step_phase_seconds{phase=\"") + phase + "\"} " + v;
+    out += std::string("tandem:step_phase_seconds{phase=\"") + phase + "\"} " + fmt_double(ms / 1e3) + "\n";
   }
   header(out, "tandem:step_cost_seconds", "gauge",
          "The cost model: seconds per step (fixed), per decode row, per prompt token and per attended key");
   static const char* const parts[] = {"fixed", "decode_row", "prompt_token", "key"};
   for (size_t i = 0; i < s.step_cost.size() && i < 4; ++i) {
-    char v[64];
-    std::snprintf(v, sizeof v, "%.9g\n", s.step_cost[i] / 1e3);
-    out += std::string("tandem:step_cost_seconds{part=\"") + parts[i] + "\"} " + v;
+    out += std::string("tandem:step_cost_seconds{part=\"") + parts[i] + "\"} " + fmt_double(s.step_cost[i] / 1e3) + "\n";
   }
 }
 
