@@ -361,12 +361,12 @@ TEST(DotKernels, Avx2TilesQ5_0AndQ8_0ForSmallStepsOnly) {
 // Every table's Q8_0 and Q5_0 group kernels (one row by four packed tokens; four rows by
 // eight), called directly, give that table's row kernel's bits per (row, token), so an AVX-512
 // machine checks the AVX2 ones too.
-TEST(DotKernels, Q8_0AndQ5_0GroupKernelsEqualRowKernelsInEveryTable) {
+TEST(DotKernels, Q4_1Q5_0AndQ8_0GroupKernelsEqualRowKernelsInEveryTable) {
   std::mt19937 rng(31);
   const int64_t cols = 576, rows = 4, nb = cols / 32;
   int checked = 0;
   for (const dot_kernels* table : supported_tables()) {
-    for (tensor_type type : {tensor_type::q8_0, tensor_type::q5_0}) {
+    for (tensor_type type : {tensor_type::q8_0, tensor_type::q5_0, tensor_type::q4_1}) {
       const group_dot_fn group = table->of(type).ordinary.group;
       const group_rows4x2_fn group8 = table->of(type).ordinary.rows4x2;
       if (group == nullptr) continue;
@@ -382,18 +382,20 @@ TEST(DotKernels, Q8_0AndQ5_0GroupKernelsEqualRowKernelsInEveryTable) {
         blocks[nb + 5].qs[20] = -128;
         blocks[3 * nb + 17].qs[31] = -128;
       }
-      const size_t w_stride = row_bytes(type, cols), act_stride = activation_row_bytes(activation_format::q8_0, cols);
+      // Q8_0 activations, or Q8_1 (with each block's d * sum) for Q4_1.
+      const activation_format format = activation_format_for(type);
+      const size_t w_stride = row_bytes(type, cols), act_stride = activation_row_bytes(format, cols);
       const auto x = random_floats(static_cast<size_t>(cols * 8), rng);
       std::vector<std::byte> acts(act_stride * 8);
       for (int t = 0; t < 8; ++t)
-        table->convert_activation(activation_format::q8_0, x.data() + t * cols, acts.data() + t * act_stride, cols);
+        table->convert_activation(format, x.data() + t * cols, acts.data() + t * act_stride, cols);
       // Two packed groups of four tokens, as matmul packs them.
       const packed_layout layout = table->packed_layout_for(type);
       const size_t group_bytes = nb * packed_block_bytes(layout);
       std::vector<std::byte> packed(2 * group_bytes);
       for (int g = 0; g < 2; ++g) {
-        pack_q8_x4(activation_format::q8_0, acts.data() + g * 4 * act_stride, act_stride, nb,
-                   packed.data() + g * group_bytes, layout, g == 0 ? acts.data() + 4 * act_stride : nullptr);
+        pack_q8_x4(format, acts.data() + g * 4 * act_stride, act_stride, nb, packed.data() + g * group_bytes, layout,
+                   g == 0 ? acts.data() + 4 * act_stride : nullptr);
       }
       float want[4][8];
       for (int64_t r = 0; r < rows; ++r) {
@@ -426,7 +428,7 @@ TEST(DotKernels, Q8_0AndQ5_0GroupKernelsEqualRowKernelsInEveryTable) {
     }
   }
   if (cpu_isa() >= isa_level::avx2) {
-    EXPECT_GE(checked, 2) << "the AVX2 table's Q8_0 and Q5_0 group kernels";
+    EXPECT_GE(checked, 3) << "the AVX2 table's Q8_0, Q5_0 and Q4_1 group kernels";
   }
 }
 
