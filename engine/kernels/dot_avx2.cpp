@@ -26,7 +26,9 @@ const dot_kernels& avx2_dot_kernels() {
           {
               {tensor_type::q4_0, {.ordinary = {.tiled = avx2::tiled_q4_0}}},
               {tensor_type::mxfp4, {.ordinary = {.tiled = avx2::tiled_mxfp4}}},
-              {tensor_type::q4_1, {.ordinary = {.group = avx2::q4_1_x4, .rows4x2 = avx2::q4_1_x8_r4}}},
+              {tensor_type::q4_1,
+               {.ordinary = {.group = avx2::q4_1_x4, .rows4x2 = avx2::q4_1_x8_r4, .tiled = avx2::tiled_q4_1},
+                .tiled_small_steps_only = true}},
               {tensor_type::q5_0,
                {.ordinary = {.group = avx2::q5_0_x4, .rows4x2 = avx2::q5_0_x8_r4, .tiled = avx2::tiled_q5_0},
                 .tiled_small_steps_only = true}},

@@ -107,7 +107,8 @@ void tiled_repacked_tokens(int64_t nb, const std::byte* tile, const std::byte* c
       }
       const __m256 dw = R::scales(rec, h);
       for (int t = 0; t < G; ++t) {
-        __m256i sums = _mm256_add_epi32(_mm256_madd_epi16(lo_pairs[t], ones), _mm256_set1_epi32(row[t].corrections()[b]));
+        __m256i sums =
+            _mm256_add_epi32(_mm256_madd_epi16(lo_pairs[t], ones), _mm256_set1_epi32(row[t].corrections()[b]));
         if constexpr (R::kSplitSums) sums = _mm256_add_epi32(sums, _mm256_madd_epi16(hi_pairs[t], ones));
         acc[t][h] =
             _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(dw, _mm256_set1_ps(row[t].d[b])), acc[t][h]);
@@ -180,6 +181,21 @@ struct q5_0_half_block {
   }
 };
 
+// Half h of one Q4_1 record: lane l's exact sums of q * y (the nibbles are unsigned, so
+// maddubs takes them as they are); the offsets, m * s per block, are tiled_lanes' (kMinsAt).
+struct q4_1_half_block {
+  static constexpr size_t kRecordBytes = kTiledQ4_1RecordBytes, kScalesAt = kTiledQ4_1ScalesAt;
+  static constexpr size_t kMinsAt = kTiledQ4_1MinsAt;
+  const std::byte* rec;
+  int h;
+  q4_1_half_block(const std::byte* record, int half) : rec(record), h(half) {}
+  __m256i lane(int l, const int8_t* q, const int32_t* /*correction*/) const {
+    const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 64 * (l % 4) + 32 * h));
+    const __m256i nibbles = _mm256_and_si256(l < 4 ? packed : _mm256_srli_epi16(packed, 4), _mm256_set1_epi8(0x0F));
+    return dot_u8s8(nibbles, broadcast_4(q + 4 * l));
+  }
+};
+
 // Half h of one Q8_0 record: lane l's exact sums of q * y, with the bias taken off the bytes
 // (maddubs on q + 128 could saturate its 16-bit pair sums) and x * y as |x| * (y with x's sign).
 struct q8_0_half_block {
@@ -201,12 +217,20 @@ struct q8_0_half_block {
 // that pass's compute but `next` (non-null: that tile's record b asked into L2 at block b).
 // Q8_0 measured faster in one pass, Q5_0 (whose unpacking needs more registers) in two. The
 // pass that starts at half 0 reads from memory and asks 2 KiB ahead (prefetch_ahead).
+// A type with offsets (Half::kMinsAt: Q4_1) adds m * s per block into one more chain per half,
+// the row kernel's scalar one lane by lane, and that after the fold, as the row kernel does.
+template <class Half>
+concept with_offsets = requires {
+  Half::kMinsAt;
+};
+
 template <class Half, int kHalves>
 void tiled_lanes(int64_t nb, const std::byte* tile, int h, const std::byte* act, float* y, const std::byte* next) {
   const tiled_acts a(act, nb);
-  __m256 acc[kHalves][8];
-  for (auto& half : acc) {
-    for (auto& lane : half) lane = _mm256_setzero_ps();
+  __m256 acc[kHalves][8], off[kHalves];
+  for (int i = 0; i < kHalves; ++i) {
+    off[i] = _mm256_setzero_ps();
+    for (auto& lane : acc[i]) lane = _mm256_setzero_ps();
   }
   for (int64_t b = 0; b < nb; ++b) {
     const std::byte* rec = tile + b * Half::kRecordBytes;
@@ -221,12 +245,19 @@ void tiled_lanes(int64_t nb, const std::byte* tile, int h, const std::byte* act,
         const __m256i sums = block.lane(l, a.qs + b * 32, a.corrections() + b * 8);
         acc[i][l] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(sums), acc[i][l]);
       }
+      if constexpr (with_offsets<Half>) {
+        float s;
+        std::memcpy(&s, a.aux + b * 4, 4);
+        const __m256 mw = load_record_f16x8(rec + Half::kMinsAt + 16 * (h + i));
+        off[i] = _mm256_add_ps(off[i], _mm256_mul_ps(mw, _mm256_set1_ps(s)));
+      }
     }
   }
   for (int i = 0; i < kHalves; ++i) {
     const __m256* v = acc[i];
-    const __m256 sum = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(v[0], v[4]), _mm256_add_ps(v[2], v[6])),
-                                     _mm256_add_ps(_mm256_add_ps(v[1], v[5]), _mm256_add_ps(v[3], v[7])));
+    __m256 sum = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(v[0], v[4]), _mm256_add_ps(v[2], v[6])),
+                               _mm256_add_ps(_mm256_add_ps(v[1], v[5]), _mm256_add_ps(v[3], v[7])));
+    if constexpr (with_offsets<Half>) sum = _mm256_add_ps(sum, off[i]);
     _mm256_storeu_ps(y + 8 * i, sum);
   }
 }
@@ -240,6 +271,16 @@ void tiled_q5_0_n(int64_t nb, const std::byte* tile, const std::byte* acts, size
     for (int h = 0; h < 2; ++h) {
       const std::byte* next = t == N - 1 && h == 1 ? next_tile : nullptr;
       tiled_lanes<q5_0_half_block, 1>(nb, tile, h, acts + t * act_stride, y + t * y_stride + 8 * h, next);
+    }
+  }
+}
+template <int N>
+void tiled_q4_1_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
+                  int64_t y_stride, const std::byte* next_tile) {
+  for (int t = 0; t < N; ++t) {
+    for (int h = 0; h < 2; ++h) {
+      const std::byte* next = t == N - 1 && h == 1 ? next_tile : nullptr;
+      tiled_lanes<q4_1_half_block, 1>(nb, tile, h, acts + t * act_stride, y + t * y_stride + 8 * h, next);
     }
   }
 }
@@ -447,6 +488,7 @@ namespace avx2 {
 
 TANDEM_TILED_DISPATCH(tiled_q4_0, tiled_repacked_n, q4_0_records)
 TANDEM_TILED_DISPATCH(tiled_mxfp4, tiled_repacked_n, mxfp4_records)
+TANDEM_TILED_DISPATCH(tiled_q4_1, tiled_q4_1_n)
 TANDEM_TILED_DISPATCH(tiled_q5_0, tiled_q5_0_n)
 TANDEM_TILED_DISPATCH(tiled_q8_0, tiled_q8_0_n)
 TANDEM_TILED_DISPATCH(tiled_q4_k, tiled_q4_k_n, false)

@@ -332,17 +332,17 @@ TEST(DotKernels, TiledKernelsEqualRowKernelsInEveryTable) {
     }
   }
   if (cpu_isa() >= isa_level::avx2) {
-    EXPECT_GE(checked, 5) << "the AVX2 table's tiled Q4_0, Q5_0, Q8_0 and Q4_K kernels";
+    EXPECT_GE(checked, 7) << "the AVX2 table's tiled Q4_0, Q4_1, Q5_0, Q8_0, MXFP4 and Q4_K (both orders) kernels";
   }
 }
 
-// Which steps and matrices take the AVX2 table's tiled Q5_0 and Q8_0 kernels: one-token to
-// three-token steps (a packed group's four tokens go to the group kernels), and for Q8_0 only
-// rows under kNarrowTiledCols; the other tiled types take every step and width.
-TEST(DotKernels, Avx2TilesQ5_0AndQ8_0ForSmallStepsOnly) {
+// Which steps and matrices take the AVX2 table's tiled Q4_1, Q5_0 and Q8_0 kernels: one-token
+// to three-token steps (a packed group's four tokens go to the group kernels), and for Q8_0
+// only rows under kNarrowTiledCols; the other tiled types take every step and width.
+TEST(DotKernels, Avx2TilesQ4_1Q5_0AndQ8_0ForSmallStepsOnly) {
   if (cpu_isa() < isa_level::avx2) GTEST_SKIP() << "no AVX2";
   const dot_kernels& t = avx2_dot_kernels();
-  for (tensor_type type : {tensor_type::q5_0, tensor_type::q8_0}) {
+  for (tensor_type type : {tensor_type::q4_1, tensor_type::q5_0, tensor_type::q8_0}) {
     for (int64_t n_tok = 1; n_tok < 4; ++n_tok) EXPECT_NE(t.tiled_for_step(type, false, n_tok), nullptr);
     for (int64_t n_tok : {4, 8, 512}) EXPECT_EQ(t.tiled_for_step(type, false, n_tok), nullptr);
     EXPECT_NE(t.of(type).ordinary.group, nullptr) << "larger steps need the group kernel";
@@ -354,6 +354,7 @@ TEST(DotKernels, Avx2TilesQ5_0AndQ8_0ForSmallStepsOnly) {
   EXPECT_TRUE(t.tiles(tensor_type::q8_0, 1536));
   EXPECT_FALSE(t.tiles(tensor_type::q8_0, dot_kernels::kNarrowTiledCols));
   EXPECT_TRUE(t.tiles(tensor_type::q5_0, 4096));
+  EXPECT_TRUE(t.tiles(tensor_type::q4_1, 4096));
   EXPECT_TRUE(t.tiles(tensor_type::q4_0, 8192));
   EXPECT_FALSE(t.tiles(tensor_type::q6_k, 576)) << "no AVX2 tiled Q6_K kernel";
 }
