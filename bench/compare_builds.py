@@ -54,7 +54,7 @@ def main():
     for label, path, cmd in files(a.models_dir, tandem, a.with_8b):
         if a.only and not any(s in label for s in a.only.split(",")):
             continue
-        make(path, [path + ".partial" if c is None else c for c in cmd])
+        make(path, cmd and [path + ".partial" if c is None else c for c in cmd])
         warm_page_cache(path)
         runs = {"before": [], "after": []}
         for rep in range(a.reps):

@@ -46,7 +46,7 @@ def files(models_dir, tandem, with_8b):
     out = [(label, path, cmd) for label, path, cmd in cqt.files(models_dir, tandem, with_8b)
            if "8B" not in label or label.endswith("Q4_K_M")]
     vocab = os.path.join(HOME, "test-vocab", "ggml-vocab-qwen2.gguf")
-    out.insert(4, ("Qwen2.5-0.5B shape Q4_K_M", os.path.join(models_dir, "synthetic-qwen2.5-0.5b-Q4_K_M.gguf"),
+    out.insert(5, ("Qwen2.5-0.5B shape Q4_K_M", os.path.join(models_dir, "synthetic-qwen2.5-0.5b-Q4_K_M.gguf"),
                    [tandem, "gen-model", "-o", None, "--vocab-from", vocab] + QWEN25_05B))
     return out
 

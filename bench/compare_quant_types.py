@@ -40,9 +40,13 @@ SHAPES = {
 }
 
 
+DEFAULT_MODEL = os.path.join(os.environ.get("TANDEM_HOME", os.path.expanduser("~/.cache/tandem")), "models",
+                             "SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
 def files(models_dir, tandem, with_8b):
-    """(label, path, how to make it) for every benchmarked file."""
-    out = []
+    """(label, path, how to make it, or None where `make model` fetched it) for every benchmarked file."""
+    out = [("SmolLM2-135M Q4_1 (the default model)", DEFAULT_MODEL, None)]
     for ft in ("Q4_K_M", "Q6_K", "Q8_0", "Q4_0"):
         out.append((f"SmolLM2-135M {ft}", os.path.join(models_dir, f"smollm2-135m-{ft}.gguf"),
                     [tandem, "quantize", "--allow-requantize", "-q", "default", None, ft]))
@@ -56,8 +60,12 @@ def files(models_dir, tandem, with_8b):
 
 
 def make(path, cmd):
+    """Makes the file at path by cmd (None in it: the file being written) unless it exists; a file
+    with no cmd is fetched by `make model`."""
     if os.path.exists(path):
         return
+    if cmd is None:
+        sys.exit(f"{path} is missing: `make model` fetches it")
     tmp = path + ".partial"
     subprocess.run([tmp if c is None else c for c in cmd], check=True)
     os.replace(tmp, path)
@@ -135,7 +143,7 @@ def main():
             break
         if a.only and not any(s in label for s in a.only.split(",")):
             continue
-        make(path, [path + ".partial" if c is None else c for c in cmd])
+        make(path, cmd and [path + ".partial" if c is None else c for c in cmd])
         warm_page_cache(path)
         runs_t, runs_l = [], []
         for rep in range(a.reps):  # alternating, one run each per round, who goes first swapping
@@ -223,7 +231,7 @@ def main():
         "and highest in brackets), "
         f"pp{a.pp} = one {a.pp}-token prompt step, tg{a.tg} = {a.tg} decode steps from an empty context. "
         f"Tandem kernels: {results[0]['kernels'] if results else '?'}. llama-bench: built from the "
-        "llama-cpp-python 0.3.36 sdist (GGML_NATIVE for this CPU), flash attention off. The SmolLM2 files are the default model requantized by "
+        "llama-cpp-python 0.3.36 sdist (GGML_NATIVE for this CPU), flash attention off. The SmolLM2 files are the default model (Q4_1) and the default model requantized by "
         "`tandem quantize --allow-requantize` (the same bytes as llama-quantize's); the shapes are "
         "`tandem gen-model` models with random weights and the default model's vocabulary (Q4_K_M: the "
         "mixture's types, so a Q6_K tied head; Q4_0 and Q8_0: those matrices and a Q8_0 tied head). "
