@@ -262,25 +262,16 @@ void tiled_lanes(int64_t nb, const std::byte* tile, int h, const std::byte* act,
   }
 }
 
-// Token by token. Q5_0 half by half: the first pass reads the tile forward, the second finds
-// it in L1 or L2 and, for the last token, asks for the next tile. Q8_0 in one pass per token.
-template <int N>
-void tiled_q5_0_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
-                  int64_t y_stride, const std::byte* next_tile) {
+// Token by token. Q5_0 and Q4_1 half by half: the first pass reads the tile forward, the
+// second finds it in L1 or L2 and, for the last token, asks for the next tile. Q8_0 in one
+// pass per token.
+template <int N, class Half>
+void tiled_half_passes_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
+                         int64_t y_stride, const std::byte* next_tile) {
   for (int t = 0; t < N; ++t) {
     for (int h = 0; h < 2; ++h) {
       const std::byte* next = t == N - 1 && h == 1 ? next_tile : nullptr;
-      tiled_lanes<q5_0_half_block, 1>(nb, tile, h, acts + t * act_stride, y + t * y_stride + 8 * h, next);
-    }
-  }
-}
-template <int N>
-void tiled_q4_1_n(int64_t nb, const std::byte* tile, const std::byte* acts, size_t act_stride, float* y,
-                  int64_t y_stride, const std::byte* next_tile) {
-  for (int t = 0; t < N; ++t) {
-    for (int h = 0; h < 2; ++h) {
-      const std::byte* next = t == N - 1 && h == 1 ? next_tile : nullptr;
-      tiled_lanes<q4_1_half_block, 1>(nb, tile, h, acts + t * act_stride, y + t * y_stride + 8 * h, next);
+      tiled_lanes<Half, 1>(nb, tile, h, acts + t * act_stride, y + t * y_stride + 8 * h, next);
     }
   }
 }
@@ -488,8 +479,8 @@ namespace avx2 {
 
 TANDEM_TILED_DISPATCH(tiled_q4_0, tiled_repacked_n, q4_0_records)
 TANDEM_TILED_DISPATCH(tiled_mxfp4, tiled_repacked_n, mxfp4_records)
-TANDEM_TILED_DISPATCH(tiled_q4_1, tiled_q4_1_n)
-TANDEM_TILED_DISPATCH(tiled_q5_0, tiled_q5_0_n)
+TANDEM_TILED_DISPATCH(tiled_q4_1, tiled_half_passes_n, q4_1_half_block)
+TANDEM_TILED_DISPATCH(tiled_q5_0, tiled_half_passes_n, q5_0_half_block)
 TANDEM_TILED_DISPATCH(tiled_q8_0, tiled_q8_0_n)
 TANDEM_TILED_DISPATCH(tiled_q4_k, tiled_q4_k_n, false)
 TANDEM_TILED_DISPATCH(tiled_q4_k_large, tiled_q4_k_n, true)
