@@ -1,5 +1,5 @@
-// The AVX2 table's tiled kernels (tiled_weights.h): Q4_0, MXFP4 and Q4_K for every step, Q5_0
-// and Q8_0 for steps under a packed group's four tokens (type_kernels::tiled_small_steps_only).
+// The AVX2 table's tiled kernels (tiled_weights.h): Q4_0, MXFP4 and Q4_K for every step, Q4_1,
+// Q5_0 and Q8_0 for steps under a packed group's four tokens (type_kernels::tiled_small_steps_only).
 #include <immintrin.h>
 
 #include <array>
