@@ -1,6 +1,6 @@
 // The AVX2 table's group kernels (matmul's packed groups of four tokens: prompt steps and
-// decode steps of four or more sequences): Q4_1, Q5_0 and Q8_0 in the row kernels' order, Q6_K
-// in the large-step order.
+// decode steps of four or more sequences): Q4_1, Q5_0, Q5_1 and Q8_0 in the row kernels' order,
+// Q6_K in the large-step order.
 #include <immintrin.h>
 
 #include <cmath>
@@ -67,19 +67,25 @@ void q5_0_row_by_groups(int64_t k, const block_q5_0* w, const std::byte* const* 
   for_each_index<G>([&](auto g) { for_each_index<4>([&](auto t) { out[4 * g + t] = hsum(acc[g][t]); }); });
 }
 
-// --- Q4_1 against packed groups of four tokens (Q8_1 activations: packed d and s) ----------
+// --- Q4_1 and Q5_1 against packed groups of four tokens (Q8_1 activations: packed d and s) --
 //
-// Per (row, token) the row kernel's order (q4_1_rows): eight lanes of four-product sums of the
-// nibbles (0..15, unsigned, so no sign trick) and the activation quants, one FMA per block with
-// dw * da, then hsum; beside them the scalar chain off += mw * s (s = da * sum of the block's
-// quants, Q8_1's), a product and an add per block, added after the hsum. Here the block's
-// nibbles are unpacked once for all the tokens, and the four tokens' dw * da and mw * s are
-// one vector multiply each: lane by lane the row kernel's scalar operations (no FMA contraction
-// in this file, engine/CMakeLists.txt; mw * s, of two halves, is exact anyway). Each token's
-// dw * da reaches its FMA by one in-lane shuffle: a broadcast from the products stored to the
-// stack measured 10-20% slower (matmul_bench --types q4_1, alternating).
-template <int G>
-void q4_1_row_by_groups(int64_t k, const block_q4_1* w, const std::byte* const* groups, float* out) {
+// Per (row, token) the row kernels' order (q4_1_rows, q5_1_rows): eight lanes of four-product
+// sums of the unsigned quants (the nibbles, and for Q5_1 their fifth bits: 0..31, so no sign
+// trick) and the activation quants, one FMA per block with dw * da, then hsum; beside them the
+// scalar chain off += mw * s (s = da * sum of the block's quants, Q8_1's), a product and an
+// add per block, added after the hsum. Here a block's quants are unpacked once for all the
+// tokens, and the four tokens' dw * da and mw * s are one vector multiply each: lane by lane
+// the row kernel's scalar operations (no FMA contraction in this file, engine/CMakeLists.txt;
+// mw * s, of two halves, is exact anyway). Each token's dw * da reaches its FMA by one in-lane
+// shuffle: a broadcast from the products stored to the stack measured 10-20% slower
+// (matmul_bench --types q4_1, alternating).
+inline __m256i unsigned_values(const block_q4_1& b) { return unpack_nibbles(b.qs); }
+inline __m256i unsigned_values(const block_q5_1& b) {
+  return _mm256_or_si256(unpack_nibbles(b.qs), _mm256_and_si256(bits_to_bytes(load_u32(b.qh)), _mm256_set1_epi8(16)));
+}
+
+template <class Block, int G>
+void offset_row_by_groups(int64_t k, const Block* w, const std::byte* const* groups, float* out) {
   const int64_t nb = k / kBlock;
   __m256 acc[G][4];
   __m128 off[G];
@@ -88,7 +94,7 @@ void q4_1_row_by_groups(int64_t k, const block_q4_1* w, const std::byte* const* 
     for_each_index<4>([&](auto t) { acc[g][t] = _mm256_setzero_ps(); });
   });
   for (int64_t b = 0; b < nb; ++b) {
-    const __m256i x = unpack_nibbles(w[b].qs);
+    const __m256i x = unsigned_values(w[b]);
     const __m256 dw = _mm256_broadcast_ss(f16_table + w[b].d);
     const __m128 mw = _mm_broadcast_ss(f16_table + w[b].m);
     for_each_index<G>([&](auto g) {
@@ -314,11 +320,20 @@ void q5_0_x8_r4(int64_t k, const std::byte* w_rows, size_t w_stride, const std::
   rows4_by_two_groups<block_q5_0, q5_0_row_by_groups<2>>(k, w_rows, w_stride, packed_a, packed_b, y, y_stride);
 }
 void q4_1_x4(int64_t k, const void* w_row, const std::byte* packed, float* out) {
-  row_by_group<block_q4_1, q4_1_row_by_groups<1>>(k, w_row, packed, out);
+  row_by_group<block_q4_1, offset_row_by_groups<block_q4_1, 1>>(k, w_row, packed, out);
 }
 void q4_1_x8_r4(int64_t k, const std::byte* w_rows, size_t w_stride, const std::byte* packed_a,
                 const std::byte* packed_b, float* y, int64_t y_stride) {
-  rows4_by_two_groups<block_q4_1, q4_1_row_by_groups<2>>(k, w_rows, w_stride, packed_a, packed_b, y, y_stride);
+  rows4_by_two_groups<block_q4_1, offset_row_by_groups<block_q4_1, 2>>(k, w_rows, w_stride, packed_a, packed_b, y,
+                                                                       y_stride);
+}
+void q5_1_x4(int64_t k, const void* w_row, const std::byte* packed, float* out) {
+  row_by_group<block_q5_1, offset_row_by_groups<block_q5_1, 1>>(k, w_row, packed, out);
+}
+void q5_1_x8_r4(int64_t k, const std::byte* w_rows, size_t w_stride, const std::byte* packed_a,
+                const std::byte* packed_b, float* y, int64_t y_stride) {
+  rows4_by_two_groups<block_q5_1, offset_row_by_groups<block_q5_1, 2>>(k, w_rows, w_stride, packed_a, packed_b, y,
+                                                                       y_stride);
 }
 void q8_0_x4(int64_t k, const void* w_row, const std::byte* packed, float* out) {
   row_by_group<block_q8_0, row_by_token_pairs<2>>(k, w_row, packed, out);

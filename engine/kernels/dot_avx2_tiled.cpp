@@ -1,5 +1,6 @@
 // The AVX2 table's tiled kernels (tiled_weights.h): Q4_0, MXFP4 and Q4_K for every step, Q4_1,
-// Q5_0 and Q8_0 for steps under a packed group's four tokens (type_kernels::tiled_small_steps_only).
+// Q5_0, Q5_1 and Q8_0 for steps under a packed group's four tokens
+// (type_kernels::tiled_small_steps_only).
 #include <immintrin.h>
 
 #include <array>
@@ -160,25 +161,38 @@ inline __m256i fifth_bits(__m256i qh, __m256i qh4, int l) {
   return _mm256_shuffle_epi8(sixteen_where_set, one_bit);
 }
 
-// Half h of one Q5_0 record: lane l's exact sums of (q - 16) * y for its eight rows, as q * y
-// (maddubs on the unsigned q) started at the activation row's -16 * (the lane's four quants).
-struct q5_0_half_block {
-  static constexpr size_t kRecordBytes = kTiledQ5_0RecordBytes, kScalesAt = kTiledQ5_0ScalesAt;
+// Half h of a Q5_0 or Q5_1 record: lane l's quants, nibbles and fifth bits (0..31), times the
+// activations, as exact sums (maddubs on the unsigned q). Q5_0's q - 16 starts each sum at the
+// activation row's -16 * (the lane's four quants); Q5_1's offsets, m * s per block, are
+// tiled_lanes' (kMinsAt).
+struct fifth_bit_half {
   const std::byte* rec;
   int h;
   __m256i qh, qh4;
-  q5_0_half_block(const std::byte* record, int half)
+  fifth_bit_half(const std::byte* record, int half, size_t high_at)
       : rec(record),
         h(half),
-        qh(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(record + kTiledQ5_0HighAt + 32 * half))),
+        qh(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(record + high_at + 32 * half))),
         qh4(_mm256_srli_epi32(qh, 4)) {}
   // Lanes 0-3 are the chunks' low nibbles, 4-7 their high ones.
-  __m256i lane(int l, const int8_t* q, const int32_t* correction) const {
+  __m256i products(int l, const int8_t* q) const {
     const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 64 * (l % 4) + 32 * h));
     const __m256i nibbles = _mm256_and_si256(l < 4 ? packed : _mm256_srli_epi16(packed, 4), _mm256_set1_epi8(0x0F));
-    const __m256i w = _mm256_or_si256(nibbles, fifth_bits(qh, qh4, l));
-    return _mm256_add_epi32(dot_u8s8(w, broadcast_4(q + 4 * l)), _mm256_set1_epi32(correction[l]));
+    return dot_u8s8(_mm256_or_si256(nibbles, fifth_bits(qh, qh4, l)), broadcast_4(q + 4 * l));
   }
+};
+struct q5_0_half_block : fifth_bit_half {
+  static constexpr size_t kRecordBytes = kTiledQ5_0RecordBytes, kScalesAt = kTiledQ5_0ScalesAt;
+  q5_0_half_block(const std::byte* record, int half) : fifth_bit_half(record, half, kTiledQ5_0HighAt) {}
+  __m256i lane(int l, const int8_t* q, const int32_t* correction) const {
+    return _mm256_add_epi32(products(l, q), _mm256_set1_epi32(correction[l]));
+  }
+};
+struct q5_1_half_block : fifth_bit_half {
+  static constexpr size_t kRecordBytes = kTiledQ5_1RecordBytes, kScalesAt = kTiledQ5_1ScalesAt;
+  static constexpr size_t kMinsAt = kTiledQ5_1MinsAt;
+  q5_1_half_block(const std::byte* record, int half) : fifth_bit_half(record, half, kTiledQ5_1HighAt) {}
+  __m256i lane(int l, const int8_t* q, const int32_t* /*correction*/) const { return products(l, q); }
 };
 
 // Half h of one Q4_1 record: lane l's exact sums of q * y (the nibbles are unsigned, so
@@ -262,7 +276,7 @@ void tiled_lanes(int64_t nb, const std::byte* tile, int h, const std::byte* act,
   }
 }
 
-// Token by token. Q5_0 and Q4_1 half by half: the first pass reads the tile forward, the
+// Token by token. Q4_1, Q5_0 and Q5_1 half by half: the first pass reads the tile forward, the
 // second finds it in L1 or L2 and, for the last token, asks for the next tile. Q8_0 in one
 // pass per token.
 template <int N, class Half>
@@ -481,6 +495,7 @@ TANDEM_TILED_DISPATCH(tiled_q4_0, tiled_repacked_n, q4_0_records)
 TANDEM_TILED_DISPATCH(tiled_mxfp4, tiled_repacked_n, mxfp4_records)
 TANDEM_TILED_DISPATCH(tiled_q4_1, tiled_half_passes_n, q4_1_half_block)
 TANDEM_TILED_DISPATCH(tiled_q5_0, tiled_half_passes_n, q5_0_half_block)
+TANDEM_TILED_DISPATCH(tiled_q5_1, tiled_half_passes_n, q5_1_half_block)
 TANDEM_TILED_DISPATCH(tiled_q8_0, tiled_q8_0_n)
 TANDEM_TILED_DISPATCH(tiled_q4_k, tiled_q4_k_n, false)
 TANDEM_TILED_DISPATCH(tiled_q4_k_large, tiled_q4_k_n, true)

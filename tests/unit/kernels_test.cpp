@@ -245,7 +245,8 @@ TEST(DotKernels, Q8KActivationsAreBitIdenticalAcrossTables) {
 TEST(DotKernels, GroupKernelsEqualRowKernelsBitForBit) {
   std::mt19937 rng(17);
   for (const dot_kernels* table : supported_tables()) {
-    for (tensor_type type : {tensor_type::q4_0, tensor_type::q4_1, tensor_type::q8_0, tensor_type::q5_0}) {
+    for (tensor_type type :
+         {tensor_type::q4_0, tensor_type::q4_1, tensor_type::q8_0, tensor_type::q5_0, tensor_type::q5_1}) {
       if (table->of(type).ordinary.group == nullptr) continue;
       thread_pool pool(1);
       matmul_scratch scratch;
@@ -332,17 +333,18 @@ TEST(DotKernels, TiledKernelsEqualRowKernelsInEveryTable) {
     }
   }
   if (cpu_isa() >= isa_level::avx2) {
-    EXPECT_GE(checked, 7) << "the AVX2 table's tiled Q4_0, Q4_1, Q5_0, Q8_0, MXFP4 and Q4_K (both orders) kernels";
+    EXPECT_GE(checked, 8) << "the AVX2 table's tiled Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, MXFP4 and Q4_K (both orders) "
+                             "kernels";
   }
 }
 
-// Which steps and matrices take the AVX2 table's tiled Q4_1, Q5_0 and Q8_0 kernels: one-token
-// to three-token steps (a packed group's four tokens go to the group kernels), and for Q8_0
-// only rows under kNarrowTiledCols; the other tiled types take every step and width.
-TEST(DotKernels, Avx2TilesQ4_1Q5_0AndQ8_0ForSmallStepsOnly) {
+// Which steps and matrices take the AVX2 table's tiled Q4_1, Q5_0, Q5_1 and Q8_0 kernels:
+// one-token to three-token steps (a packed group's four tokens go to the group kernels), and for
+// Q8_0 only rows under kNarrowTiledCols; the other tiled types take every step and width.
+TEST(DotKernels, Avx2TilesQ4_1Q5_0Q5_1AndQ8_0ForSmallStepsOnly) {
   if (cpu_isa() < isa_level::avx2) GTEST_SKIP() << "no AVX2";
   const dot_kernels& t = avx2_dot_kernels();
-  for (tensor_type type : {tensor_type::q4_1, tensor_type::q5_0, tensor_type::q8_0}) {
+  for (tensor_type type : {tensor_type::q4_1, tensor_type::q5_0, tensor_type::q5_1, tensor_type::q8_0}) {
     for (int64_t n_tok = 1; n_tok < 4; ++n_tok) EXPECT_NE(t.tiled_for_step(type, false, n_tok), nullptr);
     for (int64_t n_tok : {4, 8, 512}) EXPECT_EQ(t.tiled_for_step(type, false, n_tok), nullptr);
     EXPECT_NE(t.of(type).ordinary.group, nullptr) << "larger steps need the group kernel";
@@ -362,12 +364,12 @@ TEST(DotKernels, Avx2TilesQ4_1Q5_0AndQ8_0ForSmallStepsOnly) {
 // Every table's Q8_0 and Q5_0 group kernels (one row by four packed tokens; four rows by
 // eight), called directly, give that table's row kernel's bits per (row, token), so an AVX-512
 // machine checks the AVX2 ones too.
-TEST(DotKernels, Q4_1Q5_0AndQ8_0GroupKernelsEqualRowKernelsInEveryTable) {
+TEST(DotKernels, Q4_1Q5_0Q5_1AndQ8_0GroupKernelsEqualRowKernelsInEveryTable) {
   std::mt19937 rng(31);
   const int64_t cols = 576, rows = 4, nb = cols / 32;
   int checked = 0;
   for (const dot_kernels* table : supported_tables()) {
-    for (tensor_type type : {tensor_type::q8_0, tensor_type::q5_0, tensor_type::q4_1}) {
+    for (tensor_type type : {tensor_type::q8_0, tensor_type::q5_0, tensor_type::q4_1, tensor_type::q5_1}) {
       const group_dot_fn group = table->of(type).ordinary.group;
       const group_rows4x2_fn group8 = table->of(type).ordinary.rows4x2;
       if (group == nullptr) continue;
@@ -383,7 +385,7 @@ TEST(DotKernels, Q4_1Q5_0AndQ8_0GroupKernelsEqualRowKernelsInEveryTable) {
         blocks[nb + 5].qs[20] = -128;
         blocks[3 * nb + 17].qs[31] = -128;
       }
-      // Q8_0 activations, or Q8_1 (with each block's d * sum) for Q4_1.
+      // Q8_0 activations, or Q8_1 (with each block's d * sum) for Q4_1 and Q5_1.
       const activation_format format = activation_format_for(type);
       const size_t w_stride = row_bytes(type, cols), act_stride = activation_row_bytes(format, cols);
       const auto x = random_floats(static_cast<size_t>(cols * 8), rng);
@@ -429,7 +431,7 @@ TEST(DotKernels, Q4_1Q5_0AndQ8_0GroupKernelsEqualRowKernelsInEveryTable) {
     }
   }
   if (cpu_isa() >= isa_level::avx2) {
-    EXPECT_GE(checked, 3) << "the AVX2 table's Q8_0, Q5_0 and Q4_1 group kernels";
+    EXPECT_GE(checked, 4) << "the AVX2 table's Q8_0, Q5_0, Q4_1 and Q5_1 group kernels";
   }
 }
 
