@@ -161,6 +161,13 @@ inline __m256i fifth_bits(__m256i qh, __m256i qh4, int l) {
   return _mm256_shuffle_epi8(sixteen_where_set, one_bit);
 }
 
+// Lane l of a record's half h (rows 8h..8h+7) of nibble pairs: chunk l % 4's low nibbles for
+// l < 4, its high ones for the rest, each 0..15 (Q4_1, Q5_0 and Q5_1 records begin so).
+inline __m256i nibble_lane(const std::byte* rec, int h, int l) {
+  const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 64 * (l % 4) + 32 * h));
+  return _mm256_and_si256(l < 4 ? packed : _mm256_srli_epi16(packed, 4), _mm256_set1_epi8(0x0F));
+}
+
 // Half h of a Q5_0 or Q5_1 record: lane l's quants, nibbles and fifth bits (0..31), times the
 // activations, as exact sums (maddubs on the unsigned q). Q5_0's q - 16 starts each sum at the
 // activation row's -16 * (the lane's four quants); Q5_1's offsets, m * s per block, are
@@ -174,11 +181,8 @@ struct fifth_bit_half {
         h(half),
         qh(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(record + high_at + 32 * half))),
         qh4(_mm256_srli_epi32(qh, 4)) {}
-  // Lanes 0-3 are the chunks' low nibbles, 4-7 their high ones.
   __m256i products(int l, const int8_t* q) const {
-    const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 64 * (l % 4) + 32 * h));
-    const __m256i nibbles = _mm256_and_si256(l < 4 ? packed : _mm256_srli_epi16(packed, 4), _mm256_set1_epi8(0x0F));
-    return dot_u8s8(_mm256_or_si256(nibbles, fifth_bits(qh, qh4, l)), broadcast_4(q + 4 * l));
+    return dot_u8s8(_mm256_or_si256(nibble_lane(rec, h, l), fifth_bits(qh, qh4, l)), broadcast_4(q + 4 * l));
   }
 };
 struct q5_0_half_block : fifth_bit_half {
@@ -204,9 +208,7 @@ struct q4_1_half_block {
   int h;
   q4_1_half_block(const std::byte* record, int half) : rec(record), h(half) {}
   __m256i lane(int l, const int8_t* q, const int32_t* /*correction*/) const {
-    const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 64 * (l % 4) + 32 * h));
-    const __m256i nibbles = _mm256_and_si256(l < 4 ? packed : _mm256_srli_epi16(packed, 4), _mm256_set1_epi8(0x0F));
-    return dot_u8s8(nibbles, broadcast_4(q + 4 * l));
+    return dot_u8s8(nibble_lane(rec, h, l), broadcast_4(q + 4 * l));
   }
 };
 
@@ -231,7 +233,7 @@ struct q8_0_half_block {
 // that pass's compute but `next` (non-null: that tile's record b asked into L2 at block b).
 // Q8_0 measured faster in one pass, Q5_0 (whose unpacking needs more registers) in two. The
 // pass that starts at half 0 reads from memory and asks 2 KiB ahead (prefetch_ahead).
-// A type with offsets (Half::kMinsAt: Q4_1) adds m * s per block into one more chain per half,
+// A type with offsets (Half::kMinsAt: Q4_1, Q5_1) adds m * s per block into one more chain per half,
 // the row kernel's scalar one lane by lane, and that after the fold, as the row kernel does.
 template <class Half>
 concept with_offsets = requires {
