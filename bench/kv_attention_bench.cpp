@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/attention/attention.h"
 #include "engine/kernels/dot_kernels.h"
-#include "engine/model/attention.h"
 #include "engine/model/kv_pool.h"
 
 namespace {

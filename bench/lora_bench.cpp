@@ -4,7 +4,7 @@
 // alternate between the plain step (no row has an adapter) and the mixed one (sequence i on
 // adapter i % 8), each writing its own position, so both see the same context lengths. The
 // adapters are F16 (convert_lora_to_gguf's default), on every layer's attn_q/k/v/output and
-// ffn_gate/up/down, made in memory by engine/model/synthetic_lora.
+// ffn_gate/up/down, made in memory by engine/synthetic/synthetic_lora.
 //
 // Usage: lora_bench MODEL.gguf [seqs 32] [adapters 8] [rank 16] [steps 10] [threads 0] [context 32]
 // Prints a table on stderr and a JSON line on stdout.
@@ -22,7 +22,7 @@
 #include "engine/lora/adapter.h"
 #include "engine/model/kv_block_allocator.h"
 #include "engine/model/model.h"
-#include "engine/model/synthetic_lora.h"
+#include "engine/synthetic/synthetic_lora.h"
 
 using namespace tandem;
 using tandem::bench::median;

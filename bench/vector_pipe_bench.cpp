@@ -9,10 +9,10 @@
 // probe gives (one FMA per cycle on Zen 4 and recent Intel cores).
 //
 // With AVX2 only: the 256-bit instructions of one (row, token, block) pair of the Q8_0 group
-// kernels (engine/kernels/dot_avx2_group.cpp), which pipes they share, and the kernel from L1,
+// kernels (engine/kernels/avx2/dot_avx2_group.cpp), which pipes they share, and the kernel from L1,
 // against the clock from a chain of dependent integer adds (one per cycle on every x86 core).
 // GCC 12 reports -Wuninitialized inside the AVX-512 intrinsic headers (as in
-// engine/kernels/dot_avx512*.cpp); nothing here reads an uninitialized value.
+// engine/kernels/avx512/dot_avx512*.cpp); nothing here reads an uninitialized value.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>

@@ -10,9 +10,9 @@
 #include "engine/gguf/quant_mixture.h"
 #include "engine/model/architecture.h"
 #include "engine/model/model_path.h"
-#include "engine/model/synthetic_lora.h"
+#include "engine/synthetic/synthetic_lora.h"
 #include "engine/vision/synthetic_projector.h"
-#include "engine/model/synthetic_model.h"
+#include "engine/synthetic/synthetic_model.h"
 
 namespace tandem::cli {
 namespace {
@@ -42,7 +42,7 @@ tensor_type parse_type_option(const std::string& text, const char* option) {
                            ")");
 }
 
-// The adapter for --lora's base (engine/model/synthetic_lora.h), with --seed's draws.
+// The adapter for --lora's base (engine/synthetic/synthetic_lora.h), with --seed's draws.
 void run_gen_lora(gen_options& o) {
   o.lora.type = parse_type_option(o.lora_type, "--lora-type");
   o.lora.seed = o.spec.seed;

@@ -11,12 +11,12 @@
 #include <span>
 #include <string_view>
 
+#include "engine/attention/kv_q8_scores.h"
+#include "engine/attention/kv_q8_values.h"
 #include "engine/gguf/tensor_type.h"
 #include "engine/kernels/activation_format.h"
 #include "engine/kernels/half.h"
 #include "engine/kernels/isa.h"
-#include "engine/kernels/kv_q8_scores.h"
-#include "engine/kernels/kv_q8_values.h"
 
 namespace tandem::kernels {
 
@@ -99,7 +99,7 @@ inline constexpr int64_t kLargeStepTokens = 8;
 // its expert product (mul_mat_id), per expert over the tokens routed to it.
 enum class large_step_rule { dense, expert };
 
-// Attention over an F16 cache, in llama.cpp's summation orders (engine/model/attention.h says
+// Attention over an F16 cache, in llama.cpp's summation orders (engine/attention/attention.h says
 // which and why); every table gives the same bits.
 //   key_scores: out[j] = q . keys[j] for n <= 16 keys of hd halves each (hd % 16 == 0).
 //     single_token_order: four 16-lane accumulators taking 16-element chunks in turn,

@@ -2,7 +2,7 @@
 // manager can free the rest (vLLM's hybrid allocator: one block pool per attention type).
 //
 // A query at position p of a local layer sees keys p - window < j <= p; attention reads them
-// from the 64-position group holding the first one on (engine/model/attention.h), so the
+// from the 64-position group holding the first one on (engine/attention/attention.h), so the
 // local blocks a step starting at position s reads begin at first_read(s):
 //
 //   positions  0 ...... 64 ...... 128 ..x...... 192 ..s....   x = s - window + 1

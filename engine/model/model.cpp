@@ -11,7 +11,7 @@
 #include "engine/kernels/ops.h"
 #include "engine/kernels/tiled_weights.h"
 #include "engine/kv/kv_window.h"
-#include "engine/model/attention.h"
+#include "engine/attention/attention.h"
 
 namespace tandem {
 namespace {

@@ -16,7 +16,7 @@
 #include "engine/kernels/matmul.h"
 #include "engine/lora/adapter.h"
 #include "engine/lora/step_updates.h"
-#include "engine/model/attention.h"
+#include "engine/attention/attention.h"
 #include "engine/model/kv_pool.h"
 #include "engine/model/model_config.h"
 #include "engine/model/model_weights.h"
@@ -41,7 +41,7 @@ struct model_options {
   // every engine and drafter of the process shares.
   std::shared_ptr<thread_pool> pool = nullptr;
   // llama.cpp sums attention in one order for a single new token and in another for a
-  // batch (engine/model/attention.h). true: follow it per sequence (a sequence bringing one token
+  // batch (engine/attention/attention.h). true: follow it per sequence (a sequence bringing one token
   // gets the single-token order), which is what matching its greedy output needs. false:
   // always the batch order, so a token's logits never depend on how steps group tokens.
   bool llama_cpp_attention_order = true;

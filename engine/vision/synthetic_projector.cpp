@@ -3,7 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "engine/model/synthetic_weights.h"
+#include "engine/synthetic/synthetic_weights.h"
 
 namespace tandem::vision {
 

@@ -10,7 +10,7 @@
 
 #include "engine/gguf/quant_mixture.h"
 #include "engine/model/model.h"
-#include "engine/model/synthetic_model.h"
+#include "engine/synthetic/synthetic_model.h"
 #include "gpu/gpu_model.h"
 #include "tests/gpu/gpu_test_support.h"
 #include "tests/unit/model_fixture.h"

@@ -8,7 +8,7 @@
 
 #include "actors/atoms.h"
 #include "engine/model/model.h"
-#include "engine/model/synthetic_model.h"
+#include "engine/synthetic/synthetic_model.h"
 #include "gpu/worker/gpu_device_worker.h"
 #include "tests/gpu/gpu_test_support.h"
 

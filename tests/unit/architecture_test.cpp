@@ -26,7 +26,7 @@
 #include "engine/kv/kv_block_manager.h"
 #include "engine/model/kv_block_allocator.h"
 #include "engine/model/model.h"
-#include "engine/model/synthetic_model.h"
+#include "engine/synthetic/synthetic_model.h"
 #include "tests/unit/model_fixture.h"
 
 namespace tandem {

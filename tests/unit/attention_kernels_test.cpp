@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "engine/attention/attention.h"
 #include "engine/gguf/quantize.h"
 #include "engine/kernels/activation_format.h"
 #include "engine/kernels/blocks.h"
@@ -17,7 +18,6 @@
 #include "engine/kernels/matmul.h"
 #include "engine/kernels/ops.h"
 #include "engine/kernels/tiled_weights.h"
-#include "engine/model/attention.h"
 #include "engine/platform/thread_pool.h"
 #include "kernel_test_support.h"
 

@@ -13,7 +13,7 @@
 #include "engine/gguf/identity.h"
 #include "engine/kv/block_pool.h"
 #include "engine/kv/cache_salt.h"
-#include "engine/model/synthetic_model.h"
+#include "engine/synthetic/synthetic_model.h"
 #include "schedule_harness.h"
 
 using namespace tandem;

@@ -20,9 +20,9 @@
 #include "engine/model/kv_block_allocator.h"
 #include "engine/model/model.h"
 #include "engine/model/model_path.h"
-#include "engine/model/synthetic_model.h"
 #include "engine/pooling/pooling.h"
 #include "engine/pooling/rank_head.h"
+#include "engine/synthetic/synthetic_model.h"
 
 namespace tandem {
 namespace {

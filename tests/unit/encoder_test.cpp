@@ -9,7 +9,7 @@
 
 #include "engine/model/kv_block_allocator.h"
 #include "engine/model/model.h"
-#include "engine/model/synthetic_model.h"
+#include "engine/synthetic/synthetic_model.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "tests/unit/reference_model.h"
 

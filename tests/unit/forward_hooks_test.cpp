@@ -12,8 +12,8 @@
 
 #include "engine/gguf/quantize.h"
 #include "engine/model/model.h"
-#include "engine/model/synthetic_model.h"
 #include "engine/platform/thread_pool.h"
+#include "engine/synthetic/synthetic_model.h"
 
 namespace tandem {
 namespace {

@@ -11,7 +11,7 @@
 #include "engine/gguf/quantize.h"
 #include "engine/model/model_config.h"
 #include "engine/model/model_path.h"
-#include "engine/model/synthetic_model.h"
+#include "engine/synthetic/synthetic_model.h"
 
 using namespace tandem;
 using bytes_t = std::vector<std::byte>;

@@ -13,12 +13,12 @@
 #include <random>
 #include <stdexcept>
 
+#include "engine/attention/attention.h"
+#include "engine/attention/kv_q8_scores.h"
+#include "engine/attention/kv_q8_values.h"
 #include "engine/kernels/blocks.h"
 #include "engine/kernels/dot_kernels.h"
 #include "engine/kernels/isa.h"
-#include "engine/kernels/kv_q8_scores.h"
-#include "engine/kernels/kv_q8_values.h"
-#include "engine/model/attention.h"
 #include "engine/model/kv_block_allocator.h"
 #include "engine/model/kv_pool.h"
 #include "engine/model/model.h"

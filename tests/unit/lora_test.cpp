@@ -21,8 +21,8 @@
 #include "engine/lora/step_updates.h"
 #include "engine/model/kv_block_allocator.h"
 #include "engine/model/model.h"
-#include "engine/model/synthetic_lora.h"
-#include "engine/model/synthetic_model.h"
+#include "engine/synthetic/synthetic_lora.h"
+#include "engine/synthetic/synthetic_model.h"
 #include "tests/unit/model_fixture.h"
 
 namespace tandem {

@@ -17,7 +17,7 @@
 #include "engine/gguf/gguf.h"
 #include "engine/model/kv_block_allocator.h"
 #include "engine/model/model.h"
-#include "engine/model/synthetic_model.h"
+#include "engine/synthetic/synthetic_model.h"
 #include "tests/unit/reference_model.h"
 
 namespace tandem::test {

@@ -8,7 +8,7 @@
 
 #include "engine/model/kv_block_allocator.h"
 #include "engine/model/model.h"
-#include "engine/model/synthetic_model.h"
+#include "engine/synthetic/synthetic_model.h"
 #include "tests/unit/model_fixture.h"
 
 namespace tandem {

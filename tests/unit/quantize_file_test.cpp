@@ -16,7 +16,7 @@
 #include "engine/gguf/quant_mixture.h"
 #include "engine/gguf/quantize_file.h"
 #include "engine/model/model_path.h"
-#include "engine/model/synthetic_model.h"
+#include "engine/synthetic/synthetic_model.h"
 #include "tests/unit/quantized_models.h"
 
 namespace tandem {

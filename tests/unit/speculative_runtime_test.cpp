@@ -14,7 +14,7 @@
 #include "engine/gguf/gguf.h"
 #include "engine/model/model_path.h"
 #include "engine/model/model_truncation.h"
-#include "engine/model/synthetic_model.h"
+#include "engine/synthetic/synthetic_model.h"
 #include "tandem/runtime.h"
 #include "tests/unit/runtime_harness.h"
 

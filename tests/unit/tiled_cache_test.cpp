@@ -16,7 +16,7 @@
 #include "engine/gguf/quant_mixture.h"
 #include "engine/model/kv_block_allocator.h"
 #include "engine/model/model.h"
-#include "engine/model/synthetic_model.h"
+#include "engine/synthetic/synthetic_model.h"
 #include "engine/model/tiled_cache.h"
 
 namespace tandem {

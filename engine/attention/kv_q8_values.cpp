@@ -1,7 +1,7 @@
 // Q8_0 value rows into attention outputs: the scalar reference and its AVX2 / AVX-512 forms
 // (function attributes; the tables reach them after kernel_isa()), each the same float
 // operations per element.
-#include "engine/kernels/kv_q8_values.h"
+#include "engine/attention/kv_q8_values.h"
 
 #include <algorithm>
 #include <cmath>

@@ -8,14 +8,14 @@
 #include <cmath>
 #include <cstring>
 
+#include "engine/kernels/avx512/dot_avx512.h"
 #include "engine/kernels/blocks.h"
-#include "engine/kernels/dot_avx512.h"
 #include "engine/kernels/fast_exp.h"
 
 namespace tandem::kernels {
 namespace {
 
-#include "engine/kernels/dot_avx512.inl"
+#include "engine/kernels/avx512/dot_avx512.inl"
 
 // --- Attention kernels (orders documented in dot_kernels.h). -----------------------------
 

@@ -1,4 +1,4 @@
-#include "engine/model/attention.h"
+#include "engine/attention/attention.h"
 
 #include <algorithm>
 #include <cmath>

@@ -7,7 +7,7 @@
 //   one FMA with the block's float scale; the lanes are added up as lanes8::sum does.
 //
 // The offset terms differ by type and are described at each kernel.
-#include "engine/kernels/dot_generic_quants.h"
+#include "engine/kernels/generic/dot_generic_quants.h"
 
 #include <cmath>
 #include <cstring>

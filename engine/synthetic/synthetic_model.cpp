@@ -1,4 +1,4 @@
-#include "engine/model/synthetic_model.h"
+#include "engine/synthetic/synthetic_model.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,7 @@
 
 #include "engine/gguf/quantize.h"
 #include "engine/model/architecture.h"
-#include "engine/model/synthetic_weights.h"
+#include "engine/synthetic/synthetic_weights.h"
 #include "engine/platform/thread_pool.h"
 
 namespace tandem {

@@ -7,13 +7,13 @@
 #include <cstring>
 #include <utility>
 
+#include "engine/kernels/avx2/dot_avx2.h"
 #include "engine/kernels/blocks.h"
-#include "engine/kernels/dot_avx2.h"
 
 namespace tandem::kernels {
 namespace {
 
-#include "engine/kernels/dot_avx2.inl"
+#include "engine/kernels/avx2/dot_avx2.inl"
 
 // f(integral_constant<int, i>) for i = 0..N-1, in order. Every loop over an accumulator array
 // (the final horizontal sums too) is written this way, so that it is indexed by constants: one

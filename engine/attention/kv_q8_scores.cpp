@@ -1,6 +1,6 @@
 // Q8_0 keys against Q8_0 queries: the reference and the AVX-512 VNNI form (function
 // attributes; the AVX-512 table reaches it after kernel_isa()), the same sums in the same order.
-#include "engine/kernels/kv_q8_scores.h"
+#include "engine/attention/kv_q8_scores.h"
 
 #include <algorithm>
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/model/synthetic_weights.h"
+#include "engine/synthetic/synthetic_weights.h"
 
 namespace tandem {
 namespace {

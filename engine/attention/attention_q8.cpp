@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "engine/model/attention.h"
+#include "engine/attention/attention.h"
 
 namespace tandem {
 

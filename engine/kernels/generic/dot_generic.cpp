@@ -3,9 +3,9 @@
 
 #include "engine/kernels/activation_format.h"
 #include "engine/kernels/blocks.h"
-#include "engine/kernels/dot_generic_quants.h"
 #include "engine/kernels/dot_kernels.h"
 #include "engine/kernels/fast_exp.h"
+#include "engine/kernels/generic/dot_generic_quants.h"
 
 namespace tandem::kernels {
 namespace {

@@ -12,15 +12,15 @@
 #include <utility>
 
 #include "engine/kernels/blocks.h"
-#include "engine/kernels/dot_avx512.h"
+#include "engine/kernels/avx512/dot_avx512.h"
 #include "engine/kernels/tiled_dispatch.h"
 #include "engine/kernels/tiled_layout.h"
 
 namespace tandem::kernels {
 namespace {
 
-#include "engine/kernels/dot_avx512.inl"
-#include "engine/kernels/dot_avx512_tiled.inl"
+#include "engine/kernels/avx512/dot_avx512.inl"
+#include "engine/kernels/avx512/dot_avx512_tiled.inl"
 
 // w |= 16 where the row's fifth bit of element 4l + i is set (byte i of each 32-bit lane of
 // lane l's register): lane l's four bits are in byte l / 2, nibble l % 2, of the rows' qh

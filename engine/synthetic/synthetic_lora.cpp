@@ -1,9 +1,9 @@
-#include "engine/model/synthetic_lora.h"
+#include "engine/synthetic/synthetic_lora.h"
 
 #include <cmath>
 #include <stdexcept>
 
-#include "engine/model/synthetic_weights.h"
+#include "engine/synthetic/synthetic_weights.h"
 
 namespace tandem {
 

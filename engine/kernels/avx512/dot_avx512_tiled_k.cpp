@@ -10,16 +10,16 @@
 #include <cstring>
 #include <utility>
 
+#include "engine/kernels/avx512/dot_avx512.h"
 #include "engine/kernels/blocks.h"
-#include "engine/kernels/dot_avx512.h"
 #include "engine/kernels/tiled_dispatch.h"
 #include "engine/kernels/tiled_layout.h"
 
 namespace tandem::kernels {
 namespace {
 
-#include "engine/kernels/dot_avx512.inl"
-#include "engine/kernels/dot_avx512_tiled.inl"
+#include "engine/kernels/avx512/dot_avx512.inl"
+#include "engine/kernels/avx512/dot_avx512_tiled.inl"
 
 // --- The 256-element types (Q4_K, Q6_K): G tokens share each unpacked piece of a record. ----
 //

@@ -64,8 +64,8 @@ void attend_heads(const kernels::dot_kernels& kernels, const kv_pool& pool, uint
 // The same over a Q8_0 cache (kv_pool dtype q8_0). q_q8: the n_q query heads, each in Q8_0
 // blocks (quantize_q8 of its floats; llama.cpp likewise converts the query to the K cache's
 // dot-product type), pool.row_bytes() apart. Scores by the table's Q8_0 dot product
-// (engine/kernels/kv_q8_scores.h: all keys in one call where the table has that form), the
-// softmax as above, the values read by q8_0_values (engine/kernels/kv_q8_values.h), which
+// (engine/attention/kv_q8_scores.h: all keys in one call where the table has that form), the
+// softmax as above, the values read by q8_0_values (engine/attention/kv_q8_values.h), which
 // dequantises each block as it accumulates.
 //
 // first_key > 0 is a sliding window, as above but finer: no key or value before first_key is

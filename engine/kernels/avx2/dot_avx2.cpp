@@ -7,13 +7,13 @@
 #include <cmath>
 #include <cstring>
 
+#include "engine/kernels/avx2/dot_avx2.h"
 #include "engine/kernels/blocks.h"
-#include "engine/kernels/dot_avx2.h"
 
 namespace tandem::kernels {
 namespace {
 
-#include "engine/kernels/dot_avx2.inl"
+#include "engine/kernels/avx2/dot_avx2.inl"
 #include "engine/kernels/dot_simd_rows.inl"
 
 }  // namespace

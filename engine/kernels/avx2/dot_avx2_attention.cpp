@@ -5,14 +5,14 @@
 #include <cmath>
 #include <cstring>
 
+#include "engine/kernels/avx2/dot_avx2.h"
 #include "engine/kernels/blocks.h"
-#include "engine/kernels/dot_avx2.h"
 #include "engine/kernels/fast_exp.h"
 
 namespace tandem::kernels {
 namespace {
 
-#include "engine/kernels/dot_avx2.inl"
+#include "engine/kernels/avx2/dot_avx2.inl"
 
 // The 16-lane sum in _mm512_reduce_add_ps's order, from its two halves.
 inline float sum_halves(__m256 lo, __m256 hi) {

@@ -11,7 +11,7 @@
 #include "engine/gguf/quantize.h"
 #include "engine/gguf/gguf_writer.h"
 #include "engine/model/architecture.h"
-#include "engine/model/synthetic_model.h"
+#include "engine/synthetic/synthetic_model.h"
 #include "engine/platform/thread_pool.h"
 
 namespace tandem {

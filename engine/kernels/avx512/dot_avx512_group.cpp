@@ -9,13 +9,13 @@
 #include <cmath>
 #include <cstring>
 
+#include "engine/kernels/avx512/dot_avx512.h"
 #include "engine/kernels/blocks.h"
-#include "engine/kernels/dot_avx512.h"
 
 namespace tandem::kernels {
 namespace {
 
-#include "engine/kernels/dot_avx512.inl"
+#include "engine/kernels/avx512/dot_avx512.inl"
 
 // --- Matrix-matrix kernels: one weight row against a packed group of four rows. ---------
 // Two rows' blocks fill a 512-bit register; the weight block is broadcast to both halves.

@@ -11,13 +11,13 @@
 #include <cmath>
 #include <cstring>
 
+#include "engine/kernels/avx512/dot_avx512.h"
 #include "engine/kernels/blocks.h"
-#include "engine/kernels/dot_avx512.h"
 
 namespace tandem::kernels {
 namespace {
 
-#include "engine/kernels/dot_avx512.inl"
+#include "engine/kernels/avx512/dot_avx512.inl"
 #include "engine/kernels/dot_simd_rows.inl"
 
 // Q8_K activations, quant::quantize_q8_k's bits: per 256 elements, the first element of the

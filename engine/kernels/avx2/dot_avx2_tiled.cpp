@@ -7,15 +7,15 @@
 #include <cmath>
 #include <cstring>
 
+#include "engine/kernels/avx2/dot_avx2.h"
 #include "engine/kernels/blocks.h"
-#include "engine/kernels/dot_avx2.h"
 #include "engine/kernels/tiled_dispatch.h"
 #include "engine/kernels/tiled_layout.h"
 
 namespace tandem::kernels {
 namespace {
 
-#include "engine/kernels/dot_avx2.inl"
+#include "engine/kernels/avx2/dot_avx2.inl"
 
 // Four activation bytes at q in every 32-bit lane (one token's bytes for a line of 4-byte rows).
 inline __m256i broadcast_4(const int8_t* q) {
