@@ -1,6 +1,7 @@
 // The filters, tests, methods and global functions templates call, by name.
 #pragma once
 
+#include <cstddef>
 #include <string_view>
 
 #include "engine/jinja/ast.h"
@@ -28,5 +29,10 @@ int64_t py_len(const value& v);
 value html_escape(const value& v);
 // Markup + x with x escaped.
 value markup_concat(const value& a, const value& b);
+
+// The bound on a render's output, and on what one repetition (`'ab' * n`) may make.
+inline constexpr size_t kMaxRenderedBytes = 64u << 20;
+// Throws the render_error that naming an undefined value gives ("'x' is undefined").
+[[noreturn]] void undefined_error(const value& v);
 
 }  // namespace tandem::jinja
