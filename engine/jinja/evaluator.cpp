@@ -10,6 +10,18 @@ namespace {
 constexpr int kMaxCallDepth = 100;
 constexpr size_t kMaxSteps = 5'000'000;  // statements and loop iterations per render
 
+// Undefined, "'T object' has no attribute NAME" (NAME quoted, or already a repr). Appended
+// rather than "'" + std::string(...): where GCC 12 inlines that sum it reports an
+// overlapping memcpy that cannot happen (a bogus -Wrestrict).
+value no_attribute(std::string_view type, std::string_view name, bool quote = false) {
+  std::string what = "'";
+  what.append(type).append(" object' has no attribute ");
+  if (quote) what.push_back('\'');
+  what.append(name);
+  if (quote) what.push_back('\'');
+  return value::undefined(what);
+}
+
 }  // namespace
 
 [[noreturn]] void undefined_error(const value& v) {
@@ -308,11 +320,9 @@ value evaluator::get_attr(const value& obj, std::string_view name) {
     case value::kind::string:
     case value::kind::array:
       if (has_method(obj, name)) break;
-      return value::undefined("'" + std::string(obj.type_name()) + " object' has no attribute '" + std::string(name) +
-                              "'");
+      return no_attribute(obj.type_name(), name, true);
     default:
-      return value::undefined("'" + std::string(obj.type_name()) + " object' has no attribute '" + std::string(name) +
-                              "'");
+      return no_attribute(obj.type_name(), name, true);
   }
   // A bound method.
   std::string n(name);
@@ -359,7 +369,7 @@ value evaluator::get_item(const value& obj, const value& key) {
       break;
   }
   if (key.is_string()) return get_attr(obj, key.text());
-  return value::undefined("'" + std::string(obj.type_name()) + " object' has no attribute " + key.repr());
+  return no_attribute(obj.type_name(), key.repr());
 }
 
 value evaluator::call(const value& callee, arguments& args) {
