@@ -14,6 +14,22 @@ import urllib.request
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def kernel_table():
+    """The kernel table Tandem's CPU engine runs on this machine, by engine/kernels/isa.cpp's rule
+    (avx512, avx512f, avx2 or generic): comparisons keep one section per table."""
+    flags = set()
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("flags"):
+                flags = set(line.partition(":")[2].split())
+                break
+    except OSError:
+        pass
+    if {"avx512f", "avx512bw", "avx512vl"} <= flags:
+        return "avx512" if "avx512_vnni" in flags else "avx512f"
+    return "avx2" if {"avx2", "fma", "f16c"} <= flags else "generic"
+
+
 def cpu_name():
     """The CPU's model name, with its family and model numbers: a VM's name alone ("AMD EPYC")
     can stand for several generations."""

@@ -28,11 +28,12 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_docs import ROOT, cpu_name, section_tail, write_section  # noqa: E402
+from bench_docs import ROOT, cpu_name, kernel_table, section_tail, write_section  # noqa: E402
 import compare_quant_types as cqt  # noqa: E402
 
 BEGIN, END = "<!-- ik-bench:begin -->", "<!-- ik-bench:end -->"
 SAVED = os.path.join(ROOT, "docs", "bench", "ik.json")
+HEADING = "## Prompt processing vs ik_llama.cpp (issue 51)"
 HOME = os.environ.get("TANDEM_HOME", os.path.expanduser("~/.cache/tandem"))
 
 # Qwen2.5-0.5B (config.json: 24 layers, hidden 896, 14/2 heads of 64, FFN 4864, tied head,
@@ -75,6 +76,14 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated substrings of the file labels to run")
     ap.add_argument("--redraw", action="store_true", help="run nothing: the plot from the saved JSON")
     a = ap.parse_args()
+    # One section (table, JSON, plot) per kernel table, as compare_quant_types.py keeps them: a
+    # CPU without AVX-512 answers a different question from the AVX-512 one, not a newer answer.
+    global BEGIN, END, SAVED, HEADING
+    isa = kernel_table()
+    if isa != "avx512":
+        BEGIN, END = (m.replace("ik-bench", f"ik-bench-{isa}") for m in (BEGIN, END))
+        SAVED = SAVED.replace(".json", f"_{isa}.json")
+        HEADING = f"## Prompt processing vs ik_llama.cpp, {isa.upper()} kernels (issue 51)"
     if a.redraw:
         return plot(json.load(open(SAVED)), os.path.splitext(SAVED)[0] + ".png", a.pp)
 
@@ -133,7 +142,7 @@ def section(results, a, load_before, load_after):
     flags = f" plus `{r0['ik_flags']}`" if r0.get("ik_flags") else ""
     return "\n".join([
         BEGIN, "",
-        "## Prompt processing vs ik_llama.cpp (issue 51)", "",
+        HEADING, "",
         f"{r0['cpu']} ({os.cpu_count()} CPUs), {r0['date']}; Tandem `engine_bench`, llama.cpp's and ik_llama.cpp's "
         f"`llama-bench -r 1`, alternating, who goes first rotating each round; each speed the median of "
         f"{r0['reps']} rounds, each ratio the median of the rounds' ratios (Tandem / ik pp: the rounds' lowest and "
@@ -145,7 +154,8 @@ def section(results, a, load_before, load_after):
         f"| file | threads | MiB | llama.cpp pp{a.pp} | ik pp{a.pp} | Tandem pp{a.pp} | vs llama.cpp | vs ik | "
         f"llama.cpp tg{a.tg} | ik tg{a.tg} | Tandem tg{a.tg} | tg vs llama.cpp | tg vs ik |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ] + rows + ["", "![Prompt processing: Tandem / ik_llama.cpp per file](bench/ik.png)"] + section_tail(
+    ] + rows + ["", f"![Prompt processing: Tandem / ik_llama.cpp per file](bench/{os.path.basename(SAVED)[:-5]}.png)"
+                ] + section_tail(
         load_before, load_after,
         f"python3 bench/compare_ik.py --llama-bench PATH --ik-bench PATH --threads {a.threads} --reps {a.reps}"
         f"{' --with-8b' if a.with_8b else ''}", END))

@@ -88,6 +88,16 @@ def main():
             results.append(row)
             print(json.dumps(row), flush=True)
     load_after = os.getloadavg()[0]
+    # One section (table, JSON, plot) per kernel table, as compare_quant_types.py keeps them: a
+    # CPU without AVX-512 answers a different question from the AVX-512 one, not a newer answer.
+    isa = results[0]["kernels"] if results else "avx512"
+    begin, end, saved = BEGIN, END, SAVED
+    heading = "## Mixtures of experts vs llama-bench (issue 51)"
+    if isa != "avx512":
+        begin, end = (m.replace("moe-bench", f"moe-bench-{isa}") for m in (BEGIN, END))
+        saved = SAVED.replace(".json", f"_{isa}.json")
+        heading = f"## Mixtures of experts vs llama-bench, {isa.upper()} kernels (issue 51)"
+    png = os.path.splitext(saved)[0] + ".png"
 
     def cell(v, fmt="{:.1f}"):
         return "-" if v is None else fmt.format(v)
@@ -101,8 +111,8 @@ def main():
             f"{r['t_tg']:.1f} | {r['t_tg'] / r['l_tg']:.2f}x | {r['bytes'] / 2**20:.0f} | "
             f"{100 * r['t_tg'] / r['roofline_tg']:.0f}% |")
     text = "\n".join([
-        BEGIN, "",
-        "## Mixtures of experts vs llama-bench (issue 51)", "",
+        begin, "",
+        heading, "",
         f"{results[0]['cpu'] if results else cpu_name()} ({os.cpu_count()} CPUs), "
         f"{results[0]['date'] if results else ''}; median of {results[0]['reps'] if results else a.reps} "
         f"alternating runs per engine (Tandem `engine_bench`, then `llama-bench -r 1`"
@@ -115,14 +125,15 @@ def main():
         f"| file | threads | MiB | llama.cpp pp{a.pp} | ik pp{a.pp} | Tandem pp{a.pp} | vs llama.cpp | vs ik | "
         f"llama.cpp tg{a.tg} | ik tg{a.tg} | Tandem tg{a.tg} | vs llama.cpp | MiB/token | roofline |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ] + rows + ["", "![Mixtures of experts: tok/s per engine](bench/moe.png)"] + section_tail(load_before, load_after,
-                            f"python3 bench/compare_moe.py --llama-bench PATH [--ik-bench PATH] --threads {a.threads} --reps {a.reps}", END))
+    ] + rows + ["", f"![Mixtures of experts: tok/s per engine](bench/{os.path.basename(png)})"] + section_tail(
+        load_before, load_after,
+        f"python3 bench/compare_moe.py --llama-bench PATH [--ik-bench PATH] --threads {a.threads} --reps {a.reps}", end))
     print(text)
     if a.out and results:
-        write_section(text, BEGIN, END, a.out)
-        with open(SAVED, "w") as f:
+        write_section(text, begin, end, a.out)
+        with open(saved, "w") as f:
             json.dump(results, f, indent=1)
-        plot(results, os.path.splitext(SAVED)[0] + ".png", a.pp, a.tg)
+        plot(results, png, a.pp, a.tg)
 
 
 def plot(results, path, pp, tg):
