@@ -215,6 +215,7 @@ std::unique_ptr<runtime> runtime::start(caf::actor_system& sys, const runtime_co
   std::shared_ptr<tandem::model> m = tandem::model::open(path, target_mo);
   const auto& mc = m->config();
   rt->model_cfg_ = std::make_shared<model_config>(mc);
+  rt->weight_bytes_beyond_file_ = m->tiled_bytes_kept_twice();
   (void)kv_pool::row_bytes_for(mc, kv_dtype);  // q8_0 on a head size it cannot split: a clear error now
 
   auto shared = load_shared(sys, m->file(), mc, cfg);

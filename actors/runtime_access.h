@@ -23,6 +23,9 @@ class runtime_access {
   // The file's tool_use template, which requests with tools render with, or nullptr.
   static const chat_template* tool_chat(const runtime& rt);
   static const model_config& model_cfg(const runtime& rt);
+  // Memory the model's weights hold beyond the file's size: tiled copies of matrices whose
+  // rows stay in use too (model::tiled_bytes_kept_twice). The supervisor counts it.
+  static uint64_t weight_bytes_beyond_file(const runtime& rt) { return rt.weight_bytes_beyond_file_; }
   // The LoRA adapters' names (runtime_config::lora_adapters, in order: llama-server's ids).
   static std::vector<std::string> adapter_names(const runtime& rt);
   // The scheduler, cache manager, device worker and drafter, for the server's metrics,

@@ -386,8 +386,9 @@ void register_serve(CLI::App& app) {
                         ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
                         ->capture_default_str();
   cmd->add_option("--models-memory-budget", o->models_memory_budget,
-                  "Several models: bytes of models (file + KV cache) loaded at once; idle ones are unloaded, least "
-                  "recently used first, to make room (0 = three quarters of the machine's memory)")
+                  "Several models: bytes of models (file, tiled copies kept beside rows, KV cache) loaded at once; "
+                  "idle ones are unloaded, least recently used first, to make room (0 = three quarters of the "
+                  "machine's memory)")
       ->capture_default_str();
   cmd->add_option("--models-keep-alive", o->models_keep_alive,
                   "Several models: a model idle this long is unloaded (seconds, or 30s / 5m / 2h; -1 = never); a "

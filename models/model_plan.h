@@ -2,9 +2,10 @@
 // without actors or files: which model a request names, which models make room for a load
 // (least recently used first, never one in use or pinned), which have idled past keep_alive.
 //
-// Memory accounting: a model counts its bytes (file + KV pool) from the moment its load starts
-// until its unload has finished, so what the table counts is what the process holds or is
-// about to. A load starts only when the counted bytes plus its own fit the budget; the models
+// Memory accounting: a model counts its bytes (file + KV pool, and the tiled copies of
+// matrices whose rows its prompt steps still read, model::tiled_bytes_kept_twice) from the
+// moment its load starts until its unload has finished, so what the table counts is what the
+// process holds or is about to. A load starts only when the counted bytes plus its own fit the budget; the models
 // it displaces are unloaded first, and it waits for them to be gone.
 #pragma once
 

@@ -169,6 +169,7 @@ void start_load(self_ptr self, uint32_t i) {
             const auto dtype = device ? kv_cache_dtype::f16 : parse_kv_cache_dtype(cfg.kv_cache_dtype);
             r.kv_bytes = uint64_t{up->kv_blocks()} * cfg.block_size * 2 * mc.n_layer * mc.n_head_kv *
                          kv_pool::row_bytes_for(mc, dtype);
+            r.weight_bytes_beyond_file = runtime_access::weight_bytes_beyond_file(*up);
           }
           r.rt = std::shared_ptr<runtime>(std::move(up));
         } catch (const std::exception& ex) {
@@ -238,7 +239,7 @@ void on_loaded(self_ptr self, uint32_t i, uint64_t gen, model_load_result& r) {
   }
   e.rt = std::move(r.rt);
   e.slot.state = model_state::loaded;
-  e.slot.bytes = e.file_bytes + r.kv_bytes;
+  e.slot.bytes = e.file_bytes + r.weight_bytes_beyond_file + r.kv_bytes;
   e.slot.last_use = clock::now();
   e.last_load_s = r.seconds;
   spdlog::info("model '{}': loaded in {:.2f} s ({} MiB counted)", e.spec.name, r.seconds, e.slot.bytes >> 20);

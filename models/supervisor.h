@@ -38,7 +38,7 @@ struct supervisor_config {
   std::vector<model_spec> models;
   runtime_config base;                   // the server's flags; a model's own fields override them
   std::optional<device_factory> device;  // --device cuda's worker; none: the CPU's
-  uint64_t memory_budget = 0;            // bytes of models (files + KV pools) loaded at once
+  uint64_t memory_budget = 0;            // bytes of models (files, tiled copies, KV pools) at once
   double keep_alive_s = 300;             // a model's default (Ollama's 5 minutes)
   double load_timeout_s = 120;           // a request waits this long for its model to load
   std::string admin_key;                 // POST /models/load and /models/unload
@@ -49,6 +49,7 @@ struct model_load_result {
   std::shared_ptr<runtime> rt;
   std::string error;
   uint64_t kv_bytes = 0;
+  uint64_t weight_bytes_beyond_file = 0;  // tiled copies kept beside rows still read
   double seconds = 0;
 };
 

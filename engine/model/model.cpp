@@ -35,6 +35,7 @@ struct tiled_region {
   zeroed_pages anonymous;
   std::unique_ptr<tiled_cache_file> file;
   tiled_origin origin = tiled_origin::none;
+  size_t kept_twice = 0;  // of its bytes, those of matrices whose GGUF rows prompt steps still read
 };
 
 // Re-lays every matrix the CPU's tiled kernels take (kernels/tiled_weights.h) into one
@@ -65,6 +66,9 @@ tiled_region tile_weights(model_weights& w, const kernels::dot_kernels& k, threa
   }
   tiled_region region;
   if (total == 0) return region;
+  for (const auto* v : views) {
+    if (k.reads_rows_when_tiled(v->type)) region.kept_twice += kernels::tiled_bytes(*v);
+  }
   if (!cache_dir.empty() && !source.empty()) {
     region.file = tiled_cache_file::open_existing(cache_dir, source, plan, total);
     if (region.file != nullptr) {
@@ -205,6 +209,7 @@ model::model(gguf::file file, const model_options& options)
     tiled_ = std::move(region.anonymous);
     tiled_file_ = std::move(region.file);
     tiled_origin_ = region.origin;
+    tiled_kept_twice_ = region.kept_twice;
   }
   swa_rope_differs_ = config_.has_swa() && (config_.rope_freq_base_swa != config_.rope_freq_base ||
                                             config_.rope_freq_scale_swa != config_.rope_freq_scale());

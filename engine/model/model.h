@@ -83,6 +83,10 @@ class model {
   const model_weights& weights() const { return weights_; }
   thread_pool& pool() { return pool_; }
   tiled_origin tiled_from() const { return tiled_origin_; }
+  // Bytes of tiled copies whose matrices' GGUF rows stay in use too (prompt steps of the
+  // types this CPU's table tiles for small steps only, dot_kernels::tiled_small_steps_only):
+  // memory the model holds beyond its file's size. 0 where every tiled matrix replaces its rows.
+  size_t tiled_bytes_kept_twice() const { return tiled_kept_twice_; }
   // A cache file this open makes is written in the background; this waits for it (true
   // when it is in place). Returns at once for any other origin.
   bool wait_tiled_cache() { return tiled_file_ == nullptr || tiled_file_->wait_written(); }
@@ -172,6 +176,7 @@ class model {
   zeroed_pages tiled_;
   std::unique_ptr<tiled_cache_file> tiled_file_;
   tiled_origin tiled_origin_ = tiled_origin::none;
+  size_t tiled_kept_twice_ = 0;
   buffers buf_;
   experts::moe_ffn moe_;  // the mixture-of-experts step and its scratch
   std::vector<std::shared_ptr<const lora::adapter>> adapters_;

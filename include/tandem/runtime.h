@@ -192,6 +192,7 @@ class runtime {
   std::shared_ptr<const runtime_shared> shared_;
   std::shared_ptr<const model_config> model_cfg_;
   uint32_t kv_blocks_ = 0;
+  uint64_t weight_bytes_beyond_file_ = 0;  // runtime_access::weight_bytes_beyond_file
   std::unique_ptr<runtime_actors> actors_;
 };
 

@@ -21,12 +21,15 @@ from websockets.sync.client import connect
 
 from conftest import Server, openai_client, tandem_binary, temp_file
 
+# Q4_0 matrices (the embeddings and head too): every kernel table tiles them for steps of any
+# size, so a loaded model counts its file and KV pool alone (the AVX2 table keeps a Q8_0 head's
+# tiles beside its rows; test_counted_bytes_include_tiled_copies_kept_beside_rows).
 SMALL = ["--layers", "2", "--embd", "128", "--heads", "2", "--kv-heads", "2", "--ff", "256", "--vocab", "512",
-         "--ctx", "1024", "--untied"]  # untied: each seed's replies differ
+         "--ctx", "1024", "--untied", "--type", "q4_0", "--embd-type", "q4_0"]  # untied: each seed's replies differ
 SMALL_NO_VOCAB = [x for i, x in enumerate(SMALL) if x != "--vocab" and (i == 0 or SMALL[i - 1] != "--vocab")]
 # Large enough that its load (the weights re-laid in memory) and its decode take a while.
 BIG = ["--layers", "4", "--embd", "1024", "--heads", "8", "--kv-heads", "4", "--ff", "2816", "--vocab", "2048",
-       "--ctx", "1024"]
+       "--ctx", "1024", "--type", "q4_0", "--embd-type", "q4_0"]
 KV_TOKENS = 1024
 HI = [{"role": "user", "content": "Hello there, how are you?"}]
 
@@ -352,6 +355,38 @@ def test_resident_memory_stays_in_the_budget(files, tmp_path):
         assert grown <= (budget - one) + big + (16 << 20), (grown >> 20, budget >> 20, big >> 20)
         # Every big model was in memory at some point: the bound is not met by loading nothing.
         assert grown >= big // 2, (grown >> 20, big >> 20)
+
+
+def cpu_has_avx2():
+    with open("/proc/cpuinfo") as f:
+        flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    return {"avx2", "fma", "f16c"} <= set(flags)
+
+
+@pytest.mark.skipif(not cpu_has_avx2(), reason="the AVX2 kernel table needs AVX2, FMA and F16C")
+def test_counted_bytes_include_tiled_copies_kept_beside_rows(files, tmp_path):
+    """The AVX2 table tiles Q4_1 for steps of one to three tokens only, so a Q4_1 model keeps
+    its tiled copy beside the rows its prompt steps read: the budget counts both. A Q4_0
+    model's tiles replace its rows there, and the portable table tiles nothing: file and KV
+    pool alone."""
+    q4_1 = tmp_path / "q4_1.gguf"
+    subprocess.run([tandem_binary(), "gen-model", "--out", str(q4_1), *BIG[:BIG.index("--type")], "--type", "q4_1",
+                    "--seed", "9"], check=True, capture_output=True, timeout=120)
+    models = {**files, "q4_1": q4_1}
+    counted = {}
+    for isa in ("avx2", "generic"):
+        with serve(models, listed(models, ("a", "big", "q4_1")), env={"TANDEM_ISA": isa}) as s:
+            client = openai_client(s)
+            for name in ("big", "q4_1"):
+                assert ask(client, name, max_tokens=4).model == name
+            counted[isa] = {name: states(s)[name]["bytes"] for name in ("big", "q4_1")}
+    kv = kv_bytes(4, 4, 128)
+    for isa in ("avx2", "generic"):
+        assert counted[isa]["big"] == files["big"].stat().st_size + kv, (isa, counted)
+    assert counted["generic"]["q4_1"] == q4_1.stat().st_size + kv, counted
+    # The tiled copy of its layers' matrices (the embedding rows are not tiled): most of the file.
+    extra = counted["avx2"]["q4_1"] - counted["generic"]["q4_1"]
+    assert q4_1.stat().st_size // 2 < extra < q4_1.stat().st_size, counted
 
 
 def test_operator_load_and_unload(files):
