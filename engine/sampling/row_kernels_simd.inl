@@ -3,16 +3,18 @@
 // defines `ops`, the set's vector operations:
 //
 //   vec, mask                 a vector of `lanes` floats (8 or 16); which of its lanes are usable
-//   load(p), set1(x)          sub, mul, max(a, b): max keeps b where a is NaN, so NaN never wins
+//   load(p), store(p, v), set1(x)
+//   add, sub, mul, max(a, b)  max keeps b where a is NaN, so NaN never wins
 //   usable(v)                 the lanes above -inf (NaN is not)
 //   keep(m, v)                v with the lanes outside m set to 0
 //   count(m)                  how many lanes m holds
-//   at_least(v, t), above(v, t)  bit j set where lane j >= t (> t); NaN never
+//   at_least(v, t)            bit j set where lane j >= t; NaN never
 //   exp(v)                    weight_of in every lane (row_kernels.h)
 //   half_sum(p)               the 16 lanes of a block sum, p[16 / lanes] vectors, folded to 8
 //   reduce_max(v)             the largest lane
 //   gather(x, ids)            x[ids[j]] in lane j
-//   argmax_step               the running per-lane argmax: best, at, as vectors of the set
+//   argmax_step               the running per-lane argmax: take(v) each vector, store(values,
+//                             indices) at the end
 //
 // Every sum keeps row_kernels.h's order, lane for lane, so both sets give the generic bits.
 
