@@ -57,18 +57,17 @@ tiled_region tile_weights(model_weights& w, const kernels::dot_kernels& k, threa
   // The plan: each matrix's type, shape and offset in the region (the cache file checks it).
   std::vector<size_t> offset;
   std::vector<uint64_t> plan;
-  size_t total = 0;
+  size_t total = 0, kept_twice = 0;
   for (const auto* v : views) {
     offset.push_back(total);
     plan.insert(plan.end(), {static_cast<uint64_t>(v->type), static_cast<uint64_t>(v->rows),
                              static_cast<uint64_t>(v->cols), static_cast<uint64_t>(total)});
     total += (kernels::tiled_bytes(*v) + 63) / 64 * 64;
+    if (k.reads_rows_when_tiled(v->type)) kept_twice += kernels::tiled_bytes(*v);
   }
   tiled_region region;
   if (total == 0) return region;
-  for (const auto* v : views) {
-    if (k.reads_rows_when_tiled(v->type)) region.kept_twice += kernels::tiled_bytes(*v);
-  }
+  region.kept_twice = kept_twice;
   if (!cache_dir.empty() && !source.empty()) {
     region.file = tiled_cache_file::open_existing(cache_dir, source, plan, total);
     if (region.file != nullptr) {
